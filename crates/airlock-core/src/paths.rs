@@ -1,0 +1,73 @@
+//! Where airlock keeps its state: outside every workspace and every sandbox.
+
+use std::ffi::OsStr;
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StateDirError {
+    #[error("cannot find a state directory: neither XDG_STATE_HOME nor HOME is set — pass --state-dir DIR")]
+    NoHome,
+    #[error(
+        "state directory {0} must be an absolute path — pass --state-dir with an absolute path"
+    )]
+    Relative(PathBuf),
+}
+
+/// The state directory: the explicit one, else `/var/lib/airlock` for root, else
+/// `$XDG_STATE_HOME/airlock` (`~/.local/state/airlock`).
+pub fn state_dir(
+    explicit: Option<&OsStr>,
+    is_root: bool,
+    xdg_state_home: Option<&OsStr>,
+    home: Option<&OsStr>,
+) -> Result<PathBuf, StateDirError> {
+    let dir = if let Some(dir) = explicit.filter(|d| !d.is_empty()) {
+        PathBuf::from(dir)
+    } else if is_root {
+        PathBuf::from("/var/lib/airlock")
+    } else if let Some(xdg) = xdg_state_home.filter(|d| !d.is_empty()) {
+        PathBuf::from(xdg).join("airlock")
+    } else if let Some(home) = home.filter(|d| !d.is_empty()) {
+        PathBuf::from(home).join(".local/state/airlock")
+    } else {
+        return Err(StateDirError::NoHome);
+    };
+    if dir.is_relative() {
+        return Err(StateDirError::Relative(dir));
+    }
+    Ok(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn precedence() {
+        let s = |v: &'static str| Some(OsStr::new(v));
+        assert_eq!(
+            state_dir(s("/x"), true, s("/xdg"), s("/h")).unwrap(),
+            PathBuf::from("/x")
+        );
+        assert_eq!(
+            state_dir(None, true, s("/xdg"), s("/h")).unwrap(),
+            PathBuf::from("/var/lib/airlock")
+        );
+        assert_eq!(
+            state_dir(None, false, s("/xdg"), s("/h")).unwrap(),
+            PathBuf::from("/xdg/airlock")
+        );
+        assert_eq!(
+            state_dir(None, false, s(""), s("/h")).unwrap(),
+            PathBuf::from("/h/.local/state/airlock")
+        );
+        assert!(matches!(
+            state_dir(None, false, None, None),
+            Err(StateDirError::NoHome)
+        ));
+        assert!(matches!(
+            state_dir(s("rel"), false, None, None),
+            Err(StateDirError::Relative(_))
+        ));
+    }
+}

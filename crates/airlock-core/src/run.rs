@@ -1,0 +1,256 @@
+//! `airlock run`: from a profile, a workspace and a command to a confined process and its status.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use airlock_jail::{
+    Bind, Degraded, IdMapping, JailError, Outcome, OverlayWorkspace, ResourceLimits, SandboxSpec,
+};
+use airlock_policy::Profile;
+
+use crate::session::{Session, SessionError};
+
+/// The sandbox user's name and home, inside.
+pub const SANDBOX_USER: &str = "agent";
+pub const SANDBOX_HOME: &str = "/home/agent";
+const INSIDE_ID: u32 = 1000;
+/// Host uid and gid a sandbox runs as when airlock itself runs as root: unprivileged, and outside
+/// the ranges distributions give to users and to subordinate ids, so it owns nothing else.
+pub const DEFAULT_ROOT_SANDBOX_ID: u32 = 2_999_000;
+const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+#[derive(Debug)]
+pub struct RunRequest {
+    pub profile: Profile,
+    /// Canonical host path of the workspace.
+    pub workspace: PathBuf,
+    /// Caller's working directory; used inside when it lies in the workspace.
+    pub caller_cwd: Option<PathBuf>,
+    pub argv: Vec<OsString>,
+    /// The caller's whole environment; only what the profile allows gets through.
+    pub caller_env: Vec<(OsString, OsString)>,
+    pub state_dir: PathBuf,
+    pub session: Option<String>,
+    /// Keep a fresh session's layer after the run instead of discarding it.
+    pub keep: bool,
+    pub degraded: Degraded,
+    /// Host uid/gid for the sandbox when running as root.
+    pub root_sandbox_id: u32,
+}
+
+#[derive(Debug)]
+pub struct RunReport {
+    pub outcome: Outcome,
+    pub session_id: String,
+    /// The session's layer survives the run (named session or `--keep`).
+    pub kept: bool,
+    pub limits_by_cgroup: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Session(#[from] SessionError),
+    #[error(transparent)]
+    Jail(#[from] JailError),
+    #[error("workspace {path}: {why}")]
+    Workspace { path: PathBuf, why: String },
+}
+
+/// The environment the command gets: allowed variables of the caller, then the sandbox identity,
+/// then the profile's values.
+pub fn sandbox_env(
+    profile: &Profile,
+    caller_env: &[(OsString, OsString)],
+) -> Vec<(OsString, OsString)> {
+    let mut env: Vec<(OsString, OsString)> = caller_env
+        .iter()
+        .filter(|(k, _)| k.to_str().is_some_and(|name| profile.env_allowed(name)))
+        .cloned()
+        .collect();
+    let mut set = |key: &str, value: &str| {
+        env.retain(|(k, _)| k != key);
+        env.push((key.into(), value.into()));
+    };
+    // HOME is on the allowlist as a name; its value is always the sandbox's own home, since the
+    // caller's home does not exist inside.
+    set("HOME", SANDBOX_HOME);
+    set("USER", SANDBOX_USER);
+    set("LOGNAME", SANDBOX_USER);
+    if !caller_env.iter().any(|(k, _)| k == "PATH") {
+        set("PATH", DEFAULT_PATH);
+    }
+    for (key, value) in &profile.env.set {
+        set(key, value);
+    }
+    env
+}
+
+fn check_workspace(workspace: &Path, state_dir: &Path) -> Result<(), RunError> {
+    let refuse = |why: &str| {
+        Err(RunError::Workspace {
+            path: workspace.to_path_buf(),
+            why: why.to_string(),
+        })
+    };
+    if !workspace.is_dir() {
+        return refuse("is not a directory — pass --workspace DIR");
+    }
+    if workspace == Path::new("/") {
+        return refuse("the whole filesystem cannot be a workspace — pass --workspace with a project directory");
+    }
+    for system in ["/proc", "/sys", "/dev", "/usr", "/etc", "/boot"] {
+        if workspace.starts_with(system) {
+            return refuse("is a system directory — pass --workspace with a project directory");
+        }
+    }
+    let state = state_dir
+        .canonicalize()
+        .unwrap_or_else(|_| state_dir.to_path_buf());
+    if workspace.starts_with(&state) || state.starts_with(workspace) {
+        return refuse("contains or lies inside airlock's state directory, which no sandbox may reach — pass --state-dir elsewhere");
+    }
+    Ok(())
+}
+
+/// Run one command confined, wait for it, and discard its throwaway session unless asked to keep it.
+///
+/// Must be called while the process is single-threaded (the jail forks).
+pub fn run(request: RunRequest) -> Result<RunReport, RunError> {
+    check_workspace(&request.workspace, &request.state_dir)?;
+    let rootful = nix::unistd::geteuid().is_root();
+    let (host_uid, host_gid) = if rootful {
+        (request.root_sandbox_id, request.root_sandbox_id)
+    } else {
+        (
+            nix::unistd::geteuid().as_raw(),
+            nix::unistd::getegid().as_raw(),
+        )
+    };
+    let (session, throwaway) = match &request.session {
+        Some(id) => (
+            Session::open(&request.state_dir, id, &request.workspace)?,
+            false,
+        ),
+        None => (
+            Session::create(&request.state_dir, &request.workspace)?,
+            !request.keep,
+        ),
+    };
+    if rootful {
+        session.chown_layer(host_uid, host_gid)?;
+    }
+    let profile = &request.profile;
+    let cwd = request
+        .caller_cwd
+        .filter(|cwd| cwd.starts_with(&request.workspace))
+        .unwrap_or_else(|| request.workspace.clone());
+    let mut binds: Vec<Bind> = profile
+        .filesystem
+        .read_only
+        .iter()
+        .map(|path| Bind {
+            path: path.clone(),
+            writable: false,
+        })
+        .collect();
+    binds.extend(profile.filesystem.read_write.iter().map(|path| Bind {
+        path: path.clone(),
+        writable: true,
+    }));
+    let spec = SandboxSpec {
+        argv: request.argv,
+        env: sandbox_env(profile, &request.caller_env),
+        cwd,
+        ids: IdMapping {
+            inside_uid: INSIDE_ID,
+            inside_gid: INSIDE_ID,
+            host_uid,
+            host_gid,
+        },
+        workspace: OverlayWorkspace {
+            lower: request.workspace.clone(),
+            upper: session.upper(),
+            work: session.work(),
+        },
+        binds,
+        hide: profile.filesystem.hide.clone(),
+        limits: ResourceLimits {
+            memory_bytes: profile.limits.memory_bytes,
+            processes: profile.limits.processes,
+            cpu_seconds: profile.limits.cpu_seconds,
+            open_files: profile.limits.open_files,
+            tmp_bytes: profile.limits.tmp_bytes,
+            timeout: profile.limits.timeout_seconds.map(Duration::from_secs),
+        },
+        degraded: request.degraded,
+        run_id: format!("run-{}-{}", session.id, std::process::id()),
+        hostname: "airlock".into(),
+        user_name: SANDBOX_USER.into(),
+        home: PathBuf::from(SANDBOX_HOME),
+    };
+    let result = airlock_jail::spawn(&spec, &session.staging()).and_then(|sandbox| {
+        let by_cgroup = sandbox.limits_by_cgroup;
+        sandbox.wait().map(|outcome| (outcome, by_cgroup))
+    });
+    let session_id = session.id.clone();
+    if throwaway {
+        // The layer of a throwaway session is garbage whatever happened; a failure to delete it is
+        // not the command's failure.
+        let _ = session.remove();
+    }
+    let (outcome, limits_by_cgroup) = result?;
+    Ok(RunReport {
+        outcome,
+        session_id,
+        kept: !throwaway,
+        limits_by_cgroup,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pairs(list: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
+        list.iter()
+            .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+            .collect()
+    }
+
+    #[test]
+    fn env_keeps_only_the_allowlist_and_sets_identity() {
+        let mut profile = Profile::builtin_default();
+        profile.env.set.insert("RUST_LOG".into(), "info".into());
+        let env = sandbox_env(
+            &profile,
+            &pairs(&[
+                ("PATH", "/usr/bin"),
+                ("AWS_SECRET_ACCESS_KEY", "x"),
+                ("LC_ALL", "C"),
+                ("HOME", "/root"),
+            ]),
+        );
+        let get = |k: &str| {
+            env.iter()
+                .find(|(key, _)| key == k)
+                .map(|(_, v)| v.to_str().unwrap().to_string())
+        };
+        assert_eq!(get("AWS_SECRET_ACCESS_KEY"), None);
+        assert_eq!(get("PATH").as_deref(), Some("/usr/bin"));
+        assert_eq!(get("LC_ALL").as_deref(), Some("C"));
+        assert_eq!(get("HOME").as_deref(), Some(SANDBOX_HOME));
+        assert_eq!(get("RUST_LOG").as_deref(), Some("info"));
+    }
+
+    #[test]
+    fn workspace_refusals() {
+        let state = tempfile::tempdir().unwrap();
+        assert!(check_workspace(Path::new("/"), state.path()).is_err());
+        assert!(check_workspace(Path::new("/usr/lib"), state.path()).is_err());
+        assert!(check_workspace(state.path(), &state.path().join("x")).is_err());
+        let ws = tempfile::tempdir().unwrap();
+        assert!(check_workspace(ws.path(), state.path()).is_ok());
+    }
+}

@@ -1,0 +1,200 @@
+//! A session's directories in the state dir: the overlay's upper layer (the change set), its work
+//! dir, and the empty mount point of the sandbox root. Sessions as first-class, durable objects
+//! (diff, apply, revert) come later; here a run gets a fresh one unless it names one.
+
+use std::fs;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error("cannot {action} {path}: {source} — check the permissions of the state directory, or pass --state-dir")]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("no session {id} in {dir} — start one with 'airlock run --keep', or omit --session")]
+    Unknown { id: String, dir: PathBuf },
+    #[error("session {id} belongs to workspace {theirs}, not {ours} — use the session's workspace or a new session")]
+    OtherWorkspace {
+        id: String,
+        theirs: PathBuf,
+        ours: PathBuf,
+    },
+    #[error("invalid session id {0:?}: ids are made of letters, digits and '-'")]
+    BadId(String),
+}
+
+#[derive(Debug, Clone)]
+pub struct Session {
+    pub id: String,
+    pub dir: PathBuf,
+    pub workspace: PathBuf,
+}
+
+fn io<'a>(
+    action: &'static str,
+    path: &'a Path,
+) -> impl FnOnce(std::io::Error) -> SessionError + 'a {
+    move |source| SessionError::Io {
+        action,
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn new_id() -> String {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    format!(
+        "{:x}-{:x}",
+        now.as_secs(),
+        (now.subsec_nanos() ^ std::process::id().rotate_left(16)) & 0xffff_ffff
+    )
+}
+
+fn make_private_dir(path: &Path) -> Result<(), SessionError> {
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(path)
+        .map_err(io("create", path))?;
+    fs::set_permissions(path, fs::Permissions::from_mode(0o700))
+        .map_err(io("set permissions of", path))
+}
+
+impl Session {
+    pub fn upper(&self) -> PathBuf {
+        self.dir.join("upper")
+    }
+    pub fn work(&self) -> PathBuf {
+        self.dir.join("work")
+    }
+    /// The mount point of the sandbox root for one run.
+    pub fn staging(&self) -> PathBuf {
+        self.dir.join("root")
+    }
+
+    /// A new session for `workspace` under `state_dir/sessions`.
+    pub fn create(state_dir: &Path, workspace: &Path) -> Result<Session, SessionError> {
+        make_private_dir(state_dir)?;
+        let sessions = state_dir.join("sessions");
+        make_private_dir(&sessions)?;
+        let id = new_id();
+        let dir = sessions.join(&id);
+        make_private_dir(&dir)?;
+        let session = Session {
+            id,
+            dir,
+            workspace: workspace.to_path_buf(),
+        };
+        for sub in [session.upper(), session.work(), session.staging()] {
+            make_private_dir(&sub)?;
+        }
+        // The merged workspace root takes its owner and mode from the upper dir: give it the
+        // workspace's mode, so the sandbox sees the directory as it is on the host.
+        let mode = fs::metadata(workspace)
+            .map(|m| m.permissions().mode() & 0o7777)
+            .unwrap_or(0o755);
+        fs::set_permissions(session.upper(), fs::Permissions::from_mode(mode))
+            .map_err(io("set permissions of", &session.upper()))?;
+        let record = session.dir.join("workspace");
+        fs::write(&record, workspace.as_os_str().as_encoded_bytes())
+            .map_err(io("write", &record))?;
+        Ok(session)
+    }
+
+    /// An existing session, which must belong to `workspace`.
+    pub fn open(state_dir: &Path, id: &str, workspace: &Path) -> Result<Session, SessionError> {
+        if id.is_empty() || !id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+            return Err(SessionError::BadId(id.to_string()));
+        }
+        let sessions = state_dir.join("sessions");
+        let dir = sessions.join(id);
+        let record = dir.join("workspace");
+        let theirs = match fs::read(&record) {
+            Ok(bytes) => PathBuf::from(String::from_utf8_lossy(&bytes).into_owned()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(SessionError::Unknown {
+                    id: id.to_string(),
+                    dir: sessions,
+                })
+            }
+            Err(e) => return Err(io("read", &record)(e)),
+        };
+        if theirs != workspace {
+            return Err(SessionError::OtherWorkspace {
+                id: id.to_string(),
+                theirs,
+                ours: workspace.to_path_buf(),
+            });
+        }
+        Ok(Session {
+            id: id.to_string(),
+            dir,
+            workspace: theirs,
+        })
+    }
+
+    /// Hand the layer directories to the host uid the sandbox runs as (needed when airlock runs as
+    /// root and the sandbox user is a dedicated uid).
+    pub fn chown_layer(&self, uid: u32, gid: u32) -> Result<(), SessionError> {
+        for dir in [self.dir.clone(), self.upper(), self.work()] {
+            std::os::unix::fs::chown(&dir, Some(uid), Some(gid)).map_err(io("chown", &dir))?;
+        }
+        Ok(())
+    }
+
+    /// Delete the session and its layer. overlayfs leaves a mode-000 dir in the work dir, so
+    /// permissions are opened up first.
+    pub fn remove(self) -> Result<(), SessionError> {
+        fn open_up(path: &Path) {
+            if let Ok(meta) = fs::symlink_metadata(path) {
+                if meta.is_dir() {
+                    let _ = fs::set_permissions(path, fs::Permissions::from_mode(0o700));
+                    if let Ok(entries) = fs::read_dir(path) {
+                        for entry in entries.flatten() {
+                            open_up(&entry.path());
+                        }
+                    }
+                }
+            }
+        }
+        open_up(&self.dir);
+        fs::remove_dir_all(&self.dir).map_err(io("remove", &self.dir))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn create_open_remove() {
+        let state = tempfile::tempdir().unwrap();
+        let ws = Path::new("/some/workspace");
+        let session = Session::create(state.path(), ws).unwrap();
+        assert!(session.upper().is_dir() && session.work().is_dir() && session.staging().is_dir());
+        let again = Session::open(state.path(), &session.id, ws).unwrap();
+        assert_eq!(again.dir, session.dir);
+        assert!(matches!(
+            Session::open(state.path(), &session.id, Path::new("/other")),
+            Err(SessionError::OtherWorkspace { .. })
+        ));
+        assert!(matches!(
+            Session::open(state.path(), "nope", ws),
+            Err(SessionError::Unknown { .. })
+        ));
+        assert!(matches!(
+            Session::open(state.path(), "../x", ws),
+            Err(SessionError::BadId(_))
+        ));
+        fs::create_dir(session.work().join("work")).unwrap();
+        fs::set_permissions(session.work().join("work"), fs::Permissions::from_mode(0)).unwrap();
+        session.clone().remove().unwrap();
+        assert!(!session.dir.exists());
+    }
+}

@@ -1,0 +1,169 @@
+//! Per-run cgroups for memory and process limits, on cgroup v2 (first) or v1, where this process
+//! may create them. rlimits are always set as well, so a host without a writable cgroup still has
+//! limits; `airlock check` says which applies.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use nix::unistd::Pid;
+
+use crate::error::{JailError, Result};
+use crate::spec::ResourceLimits;
+
+const ROOT: &str = "/sys/fs/cgroup";
+
+/// Which cgroup hierarchy airlock would use here, if any.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CgroupSupport {
+    /// Unified hierarchy with memory and pids delegated to a directory we can write.
+    V2 {
+        parent: PathBuf,
+    },
+    /// Legacy memory and pids hierarchies (root only).
+    V1 {
+        memory: PathBuf,
+        pids: PathBuf,
+    },
+    Unavailable {
+        why: String,
+    },
+}
+
+fn writable_dir(path: &Path) -> bool {
+    nix::unistd::access(path, nix::unistd::AccessFlags::W_OK).is_ok()
+}
+
+/// Find a hierarchy where a per-run cgroup with memory and pids limits can be made.
+pub fn detect() -> CgroupSupport {
+    let root = Path::new(ROOT);
+    let v2_controllers =
+        fs::read_to_string(root.join("cgroup.subtree_control")).unwrap_or_default();
+    if v2_controllers.split_whitespace().any(|c| c == "memory")
+        && v2_controllers.split_whitespace().any(|c| c == "pids")
+        && writable_dir(root)
+    {
+        return CgroupSupport::V2 {
+            parent: root.join("airlock"),
+        };
+    }
+    let memory = root.join("memory");
+    let pids = root.join("pids");
+    // The root of a v1 hierarchy has no limit files of its own; its cgroup.procs shows it is mounted.
+    if memory.join("memory.usage_in_bytes").exists()
+        && pids.join("cgroup.procs").exists()
+        && writable_dir(&memory)
+        && writable_dir(&pids)
+    {
+        return CgroupSupport::V1 {
+            memory: memory.join("airlock"),
+            pids: pids.join("airlock"),
+        };
+    }
+    CgroupSupport::Unavailable {
+        why: if v2_controllers.is_empty() && !memory.exists() {
+            "no cgroup hierarchy with memory and pids controllers is mounted".into()
+        } else {
+            "no cgroup with memory and pids controllers is writable by this user (systemd delegation is not used yet)".into()
+        },
+    }
+}
+
+/// A cgroup made for one run; removed by [`RunCgroup::remove`].
+#[derive(Debug)]
+pub struct RunCgroup {
+    dirs: Vec<PathBuf>,
+}
+
+fn write(path: &Path, value: &str) -> Result<()> {
+    fs::write(path, value).map_err(|e| JailError::Path {
+        action: "write cgroup file",
+        path: path.to_path_buf(),
+        errno: nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
+        hint: "is the cgroup hierarchy delegated to this user? run 'airlock check'",
+    })
+}
+
+fn make_dir(path: &Path) -> Result<()> {
+    fs::create_dir_all(path).map_err(|e| JailError::Path {
+        action: "create cgroup",
+        path: path.to_path_buf(),
+        errno: nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
+        hint: "is the cgroup hierarchy delegated to this user? run 'airlock check'",
+    })
+}
+
+impl RunCgroup {
+    pub fn create(
+        support: &CgroupSupport,
+        run_id: &str,
+        limits: &ResourceLimits,
+    ) -> Result<Option<RunCgroup>> {
+        match support {
+            CgroupSupport::Unavailable { .. } => Ok(None),
+            CgroupSupport::V2 { parent } => {
+                make_dir(parent)?;
+                // Children of `parent` get memory and pids only if `parent` hands them down.
+                write(&parent.join("cgroup.subtree_control"), "+memory +pids")?;
+                let dir = parent.join(run_id);
+                make_dir(&dir)?;
+                let group = RunCgroup {
+                    dirs: vec![dir.clone()],
+                };
+                write(&dir.join("memory.max"), &limits.memory_bytes.to_string())?;
+                write(&dir.join("memory.swap.max"), "0").ok();
+                write(&dir.join("pids.max"), &limits.processes.to_string())?;
+                Ok(Some(group))
+            }
+            CgroupSupport::V1 { memory, pids } => {
+                let mem_dir = memory.join(run_id);
+                let pids_dir = pids.join(run_id);
+                make_dir(&mem_dir)?;
+                let mut group = RunCgroup {
+                    dirs: vec![mem_dir.clone()],
+                };
+                make_dir(&pids_dir)?;
+                group.dirs.push(pids_dir.clone());
+                write(
+                    &mem_dir.join("memory.limit_in_bytes"),
+                    &limits.memory_bytes.to_string(),
+                )?;
+                // Without swap accounting this file is absent; the memory limit still holds.
+                let _ = write(
+                    &mem_dir.join("memory.memsw.limit_in_bytes"),
+                    &limits.memory_bytes.to_string(),
+                );
+                write(&pids_dir.join("pids.max"), &limits.processes.to_string())?;
+                Ok(Some(group))
+            }
+        }
+    }
+
+    pub fn add(&self, pid: Pid) -> Result<()> {
+        for dir in &self.dirs {
+            write(&dir.join("cgroup.procs"), &pid.to_string())?;
+        }
+        Ok(())
+    }
+
+    /// Remove the run's cgroups. The kernel refuses while a process is still in one; every process
+    /// of the sandbox is dead once its pid 1 is reaped, but their exit may lag by a moment.
+    pub fn remove(self) {
+        for dir in &self.dirs {
+            for _ in 0..100 {
+                if fs::remove_dir(dir).is_ok() || !dir.exists() {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+        }
+    }
+}
+
+impl Drop for RunCgroup {
+    fn drop(&mut self) {
+        for dir in &self.dirs {
+            let _ = fs::remove_dir(dir);
+        }
+    }
+}

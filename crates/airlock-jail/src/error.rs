@@ -1,0 +1,75 @@
+//! One error type for the jail: each variant says what failed, on which path, the errno, and what
+//! the user can do about it.
+
+use std::path::PathBuf;
+
+use nix::errno::Errno;
+
+#[derive(Debug, thiserror::Error)]
+pub enum JailError {
+    #[error("cannot {action} {path}: {errno} — {hint}", path = path.display(), errno = errno.desc())]
+    Path {
+        action: &'static str,
+        path: PathBuf,
+        errno: Errno,
+        hint: &'static str,
+    },
+    #[error("cannot {action}: {errno} — {hint}", errno = errno.desc())]
+    Syscall {
+        action: &'static str,
+        errno: Errno,
+        hint: &'static str,
+    },
+    #[error("{layer} is not available on this kernel ({why}); refusing to run with less protection than asked for — run 'airlock check', or accept it explicitly with --allow-degraded={flag}")]
+    LayerMissing {
+        layer: &'static str,
+        why: String,
+        flag: &'static str,
+    },
+    #[error("sandbox setup failed: {0}")]
+    Inside(String),
+    #[error("invalid sandbox request: {0}")]
+    Invalid(String),
+}
+
+pub type Result<T, E = JailError> = std::result::Result<T, E>;
+
+/// Attach a path and a hint to a failed syscall.
+pub(crate) trait PathContext<T> {
+    fn on_path(
+        self,
+        action: &'static str,
+        path: impl Into<PathBuf>,
+        hint: &'static str,
+    ) -> Result<T>;
+}
+
+impl<T> PathContext<T> for nix::Result<T> {
+    fn on_path(
+        self,
+        action: &'static str,
+        path: impl Into<PathBuf>,
+        hint: &'static str,
+    ) -> Result<T> {
+        self.map_err(|errno| JailError::Path {
+            action,
+            path: path.into(),
+            errno,
+            hint,
+        })
+    }
+}
+
+pub(crate) trait SyscallContext<T> {
+    fn during(self, action: &'static str, hint: &'static str) -> Result<T>;
+}
+
+impl<T> SyscallContext<T> for nix::Result<T> {
+    fn during(self, action: &'static str, hint: &'static str) -> Result<T> {
+        self.map_err(|errno| JailError::Syscall {
+            action,
+            errno,
+            hint,
+        })
+    }
+}

@@ -1,0 +1,157 @@
+//! pid 1 of the sandbox: starts the command, reaps every orphan, forwards signals, and exits with
+//! the command's status. When it exits the kernel kills everything left in the pid namespace, so
+//! no daemon outlives the run.
+
+use std::ffi::{CString, OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+use nix::errno::Errno;
+use nix::sys::signal::{kill, SigSet, SigmaskHow, Signal};
+use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::unistd::{chdir, execve, setsid, Pid};
+
+use crate::spec::SandboxSpec;
+use crate::sys::{clone_fork, Forked};
+
+/// Signals the supervisor forwards and init passes on to the command's process group.
+pub(crate) const FORWARDED: &[Signal] = &[
+    Signal::SIGINT,
+    Signal::SIGTERM,
+    Signal::SIGHUP,
+    Signal::SIGQUIT,
+    Signal::SIGUSR1,
+    Signal::SIGUSR2,
+    Signal::SIGWINCH,
+];
+
+pub(crate) fn forwarded_set() -> SigSet {
+    let mut set = SigSet::empty();
+    for sig in FORWARDED {
+        set.add(*sig);
+    }
+    set
+}
+
+pub(crate) fn run_command(spec: &SandboxSpec) -> ! {
+    let mut waited = forwarded_set();
+    waited.add(Signal::SIGCHLD);
+    // Blocked signals stay pending until sigwait picks them up, so none is lost between fork and
+    // the loop below.
+    if waited.thread_block().is_err() {
+        std::process::exit(125);
+    }
+    let command = match clone_fork(0) {
+        Ok(Forked::Child) => exec_command(spec),
+        Ok(Forked::Parent(pid)) => pid,
+        Err(errno) => {
+            eprintln!("airlock: cannot start the command: fork: {}", errno.desc());
+            std::process::exit(125)
+        }
+    };
+    loop {
+        let Ok(signal) = waited.wait() else { continue };
+        if signal != Signal::SIGCHLD {
+            // The command runs in its own session; its process group id is its pid.
+            let _ = kill(Pid::from_raw(-command.as_raw()), signal);
+            continue;
+        }
+        loop {
+            match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::Exited(pid, code)) if pid == command => std::process::exit(code),
+                Ok(WaitStatus::Signaled(pid, sig, _)) if pid == command => {
+                    std::process::exit(128 + sig as i32)
+                }
+                Ok(WaitStatus::StillAlive) | Err(Errno::ECHILD) => break,
+                Ok(_) => continue,
+                Err(_) => break,
+            }
+        }
+    }
+}
+
+fn exec_command(spec: &SandboxSpec) -> ! {
+    // Undo what init set up for itself: the command starts with no blocked signals.
+    let _ = nix::sys::signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None);
+    // A new session without a controlling terminal: the command cannot push input into the
+    // caller's terminal (TIOCSTI is also refused by seccomp).
+    let _ = setsid();
+    if let Err(errno) = chdir(&spec.cwd) {
+        eprintln!(
+            "airlock: cannot enter {}: {}",
+            spec.cwd.display(),
+            errno.desc()
+        );
+        std::process::exit(125);
+    }
+    let Some(program) = spec.argv.first() else {
+        eprintln!("airlock: no command given");
+        std::process::exit(125);
+    };
+    let to_c = |s: &OsStr| CString::new(s.as_bytes()).ok();
+    let argv: Option<Vec<CString>> = spec.argv.iter().map(|a| to_c(a)).collect();
+    let env: Option<Vec<CString>> = spec
+        .env
+        .iter()
+        .map(|(k, v)| {
+            let mut pair = OsString::from(k);
+            pair.push("=");
+            pair.push(v);
+            to_c(&pair)
+        })
+        .collect();
+    let (Some(argv), Some(env)) = (argv, env) else {
+        eprintln!("airlock: an argument or environment value contains a NUL byte");
+        std::process::exit(125);
+    };
+    let candidates = candidates(program, spec);
+    let mut denied = None;
+    for candidate in &candidates {
+        let Some(path) = to_c(candidate.as_os_str()) else {
+            continue;
+        };
+        match execve(&path, &argv, &env) {
+            Err(Errno::EACCES) => denied = Some(candidate.clone()),
+            Err(Errno::ENOENT) | Err(Errno::ENOTDIR) => {}
+            Err(errno) => {
+                eprintln!(
+                    "airlock: cannot execute {}: {}",
+                    candidate.display(),
+                    errno.desc()
+                );
+                std::process::exit(126);
+            }
+            Ok(never) => match never {},
+        }
+    }
+    if let Some(path) = denied {
+        eprintln!("airlock: {}: permission denied", path.display());
+        std::process::exit(126);
+    }
+    let search = path_variable(spec).unwrap_or_default();
+    eprintln!(
+        "airlock: {}: command not found in the sandbox (PATH={})",
+        Path::new(program).display(),
+        search.to_string_lossy()
+    );
+    std::process::exit(127)
+}
+
+fn path_variable(spec: &SandboxSpec) -> Option<OsString> {
+    spec.env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.clone())
+}
+
+/// Where to look for `program`, as a shell would: itself when it names a path, else each PATH dir.
+fn candidates(program: &OsStr, spec: &SandboxSpec) -> Vec<std::path::PathBuf> {
+    if program.as_bytes().contains(&b'/') {
+        return vec![program.into()];
+    }
+    let path = path_variable(spec).unwrap_or_else(|| OsString::from("/usr/bin:/bin"));
+    std::env::split_paths(&path)
+        .filter(|dir| !dir.as_os_str().is_empty())
+        .map(|dir| dir.join(program))
+        .collect()
+}

@@ -1,0 +1,282 @@
+//! The supervisor's side: start the setup process in fresh namespaces, give it its id maps and
+//! cgroup, wait for it to report, then watch the run until it ends.
+
+use std::io::Read;
+use std::os::fd::{AsFd, OwnedFd};
+use std::time::Instant;
+
+use nix::fcntl::OFlag;
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::signal::{kill, Signal};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
+use nix::sys::wait::{waitpid, WaitStatus};
+use nix::unistd::{pipe2, write, Pid};
+
+use crate::cgroup::{self, RunCgroup};
+use crate::error::{JailError, Result, SyscallContext};
+use crate::init::forwarded_set;
+use crate::inside::{self, SetupChannel, SetupMode, MSG_ERROR, MSG_READY, MSG_WRITE_ID_MAPS};
+use crate::probe;
+use crate::spec::SandboxSpec;
+use crate::sys::{self, clone_fork, Forked};
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The command exited with this code (128+N when it was killed by signal N).
+    Exited(i32),
+    /// The wall-clock limit passed; every process of the sandbox was killed.
+    TimedOut,
+}
+
+/// A started sandbox; [`Sandbox::wait`] must be called to reap it.
+pub struct Sandbox {
+    pid: Pid,
+    pidfd: OwnedFd,
+    signals: SignalFd,
+    cgroup: Option<RunCgroup>,
+    deadline: Option<Instant>,
+    pub limits_by_cgroup: bool,
+}
+
+/// Start `spec`'s command in a new sandbox. `staging` is an empty directory, unreachable from
+/// inside any sandbox, that the sandbox root is mounted on.
+///
+/// Must be called while the process is single-threaded (see [`sys::clone_fork`]).
+pub fn spawn(spec: &SandboxSpec, staging: &std::path::Path) -> Result<Sandbox> {
+    if spec.argv.is_empty() {
+        return Err(JailError::Invalid("no command given".into()));
+    }
+    if !spec.degraded.landlock && probe::landlock_abi() == 0 {
+        return Err(JailError::LayerMissing {
+            layer: "Landlock",
+            why: "the kernel has no Landlock or it is disabled at boot".into(),
+            flag: "landlock",
+        });
+    }
+    let rootful = nix::unistd::geteuid().is_root();
+    if spec.ids.host_uid == 0 || spec.ids.host_gid == 0 {
+        return Err(JailError::Invalid(
+            "the sandbox user must not be root on the host".into(),
+        ));
+    }
+    let support = cgroup::detect();
+    let run_cgroup = RunCgroup::create(&support, &spec.run_id, &spec.limits)?;
+
+    // Signals for the sandbox are collected here and forwarded; they must be blocked before the
+    // clone so the setup process (later pid 1) starts with them blocked too.
+    let forwarded = forwarded_set();
+    forwarded
+        .thread_block()
+        .during("block signals", "unexpected: please report it")?;
+    let signals = SignalFd::with_flags(&forwarded, SfdFlags::SFD_CLOEXEC)
+        .during("create a signalfd", "unexpected: please report it")?;
+
+    let (go_read, go_write) =
+        pipe2(OFlag::O_CLOEXEC).during("create a pipe", "too many open files?")?;
+    let (report_read, report_write) =
+        pipe2(OFlag::O_CLOEXEC).during("create a pipe", "too many open files?")?;
+
+    let mut flags = libc::CLONE_NEWNS
+        | libc::CLONE_NEWPID
+        | libc::CLONE_NEWIPC
+        | libc::CLONE_NEWUTS
+        | libc::CLONE_NEWNET;
+    if !rootful {
+        flags |= libc::CLONE_NEWUSER;
+    }
+    let mode = SetupMode {
+        staging,
+        rootful,
+        memory_by_rlimit: run_cgroup.is_none(),
+    };
+    let pid = match clone_fork(flags).during(
+        "create the sandbox namespaces",
+        "are user namespaces enabled (sysctl user.max_user_namespaces)? run 'airlock check'",
+    )? {
+        Forked::Child => {
+            drop((go_write, report_read));
+            inside::run(
+                spec,
+                SetupChannel {
+                    go: go_read,
+                    report: report_write,
+                },
+                &mode,
+            )
+        }
+        Forked::Parent(pid) => pid,
+    };
+    drop((go_read, report_write));
+    let pidfd = sys::pidfd_open(pid).during("watch the sandbox", "kernel >= 5.3 is required")?;
+    let mut sandbox = Sandbox {
+        pid,
+        pidfd,
+        signals,
+        limits_by_cgroup: run_cgroup.is_some(),
+        cgroup: run_cgroup,
+        deadline: spec.limits.timeout.map(|t| Instant::now() + t),
+    };
+    match handshake(spec, &sandbox, rootful, go_write, report_read) {
+        Ok(()) => Ok(sandbox),
+        Err(err) => {
+            sandbox.kill();
+            let _ = waitpid(sandbox.pid, None);
+            if let Some(group) = sandbox.cgroup.take() {
+                group.remove();
+            }
+            Err(err)
+        }
+    }
+}
+
+fn handshake(
+    spec: &SandboxSpec,
+    sandbox: &Sandbox,
+    rootful: bool,
+    go: OwnedFd,
+    report: OwnedFd,
+) -> Result<()> {
+    if let Some(group) = &sandbox.cgroup {
+        group.add(sandbox.pid)?;
+    }
+    if !rootful {
+        write_id_maps(sandbox.pid, spec, false)?;
+    }
+    let go_ahead = || {
+        write(go.as_fd(), b"g").during("signal the sandbox", "the setup process died; see above")
+    };
+    go_ahead()?;
+    let mut report = std::fs::File::from(report);
+    loop {
+        let mut byte = [0u8; 1];
+        let n = report
+            .read(&mut byte)
+            .map_err(|e| JailError::Inside(e.to_string()))?;
+        if n == 0 {
+            return Err(JailError::Inside(
+                "the setup process died before it was ready".into(),
+            ));
+        }
+        match byte[0] {
+            MSG_WRITE_ID_MAPS => {
+                write_id_maps(sandbox.pid, spec, true)?;
+                go_ahead()?;
+            }
+            MSG_READY => return Ok(()),
+            MSG_ERROR => {
+                let mut text = String::new();
+                let _ = report.read_to_string(&mut text);
+                return Err(JailError::Inside(text));
+            }
+            other => {
+                return Err(JailError::Inside(format!(
+                    "unexpected message {other:#x} from the setup process"
+                )))
+            }
+        }
+    }
+}
+
+/// Map the sandbox's single uid and gid. Unprivileged, setgroups must be denied before a gid map
+/// may be written; as root we keep it so the sandbox can drop root's supplementary groups.
+fn write_id_maps(pid: Pid, spec: &SandboxSpec, rootful: bool) -> Result<()> {
+    let proc_dir = std::path::PathBuf::from(format!("/proc/{pid}"));
+    let put = |name: &str, content: String| -> Result<()> {
+        let path = proc_dir.join(name);
+        std::fs::write(&path, content).map_err(|e| JailError::Path {
+            action: "write the id map",
+            path,
+            errno: nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
+            hint: "are unprivileged user namespaces allowed here? run 'airlock check'",
+        })
+    };
+    if !rootful {
+        put("setgroups", "deny".into())?;
+    }
+    put(
+        "uid_map",
+        format!("{} {} 1\n", spec.ids.inside_uid, spec.ids.host_uid),
+    )?;
+    put(
+        "gid_map",
+        format!("{} {} 1\n", spec.ids.inside_gid, spec.ids.host_gid),
+    )
+}
+
+impl Sandbox {
+    pub fn pid(&self) -> Pid {
+        self.pid
+    }
+
+    /// Kill every process of the sandbox: SIGKILL to its pid 1 takes the whole pid namespace.
+    pub fn kill(&self) {
+        let _ = kill(self.pid, Signal::SIGKILL);
+    }
+
+    /// Forward signals, enforce the wall-clock limit, and reap the sandbox.
+    pub fn wait(mut self) -> Result<Outcome> {
+        let mut timed_out = false;
+        loop {
+            let timeout = match self.deadline {
+                Some(deadline) => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        timed_out = true;
+                        self.kill();
+                        break;
+                    }
+                    PollTimeout::try_from(left.as_millis().min(i32::MAX as u128) as i32 + 1)
+                        .unwrap_or(PollTimeout::MAX)
+                }
+                None => PollTimeout::NONE,
+            };
+            let mut fds = [
+                PollFd::new(self.pidfd.as_fd(), PollFlags::POLLIN),
+                PollFd::new(self.signals.as_fd(), PollFlags::POLLIN),
+            ];
+            match poll(&mut fds, timeout) {
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(e) => {
+                    return Err(JailError::Syscall {
+                        action: "wait for the sandbox",
+                        errno: e,
+                        hint: "unexpected",
+                    })
+                }
+                Ok(_) => {}
+            }
+            let exited = fds[0].revents().is_some_and(|r| !r.is_empty());
+            let signalled = fds[1].revents().is_some_and(|r| !r.is_empty());
+            if signalled {
+                if let Ok(Some(info)) = self.signals.read_signal() {
+                    if let Ok(sig) = Signal::try_from(info.ssi_signo as i32) {
+                        let _ = kill(self.pid, sig);
+                    }
+                }
+            }
+            if exited {
+                break;
+            }
+        }
+        let status = loop {
+            match waitpid(self.pid, None) {
+                Err(nix::errno::Errno::EINTR) => continue,
+                other => break other,
+            }
+        };
+        if let Some(group) = self.cgroup.take() {
+            group.remove();
+        }
+        if timed_out {
+            return Ok(Outcome::TimedOut);
+        }
+        match status.during("reap the sandbox", "unexpected: please report it")? {
+            WaitStatus::Exited(_, code) => Ok(Outcome::Exited(code)),
+            WaitStatus::Signaled(_, sig, _) => Ok(Outcome::Exited(128 + sig as i32)),
+            other => Err(JailError::Inside(format!(
+                "unexpected wait status {other:?}"
+            ))),
+        }
+    }
+}

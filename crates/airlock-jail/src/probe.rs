@@ -1,0 +1,207 @@
+//! What this kernel and this user can actually do, found by trying it in a throwaway child:
+//! the basis of `airlock check` and of refusing to run with less than was asked for.
+
+use std::path::Path;
+
+use nix::mount::{mount, MsFlags};
+use nix::sched::{unshare, CloneFlags};
+use nix::sys::wait::{waitpid, WaitStatus};
+
+use crate::cgroup::{self, CgroupSupport};
+use crate::sys::{self, clone_fork, Forked};
+
+/// One protection layer and whether this machine provides it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Layer {
+    pub name: &'static str,
+    pub available: bool,
+    /// What it is and what it means for `run` here.
+    pub detail: String,
+    /// `run` refuses without it unless `--allow-degraded=<flag>` (None: always required).
+    pub degradable_as: Option<&'static str>,
+    /// Missing but not needed (limits fall back to rlimits).
+    pub optional: bool,
+}
+
+pub fn landlock_abi() -> i32 {
+    sys::landlock_abi_version()
+}
+
+/// Try one step in a forked child; true when it succeeded.
+fn try_in_child(flags: libc::c_int, step: impl FnOnce() -> bool) -> bool {
+    match clone_fork(flags) {
+        Ok(Forked::Child) => std::process::exit(if step() { 0 } else { 1 }),
+        Ok(Forked::Parent(pid)) => matches!(waitpid(pid, None), Ok(WaitStatus::Exited(_, 0))),
+        Err(_) => false,
+    }
+}
+
+/// An overlay mount in a fresh user+mount namespace, the way an unprivileged run mounts it.
+fn overlay_in_user_namespace(scratch: &Path) -> bool {
+    let dirs = ["lower", "upper", "work", "merged"].map(|d| scratch.join(d));
+    if dirs.iter().any(|d| std::fs::create_dir_all(d).is_err()) {
+        return false;
+    }
+    let rootful = nix::unistd::geteuid().is_root();
+    let (uid, gid) = (nix::unistd::geteuid(), nix::unistd::getegid());
+    try_in_child(0, || {
+        if !rootful {
+            // As an unprivileged run does: our own user namespace, mapping only ourselves.
+            let mapped = unshare(CloneFlags::CLONE_NEWUSER).is_ok()
+                && std::fs::write("/proc/self/setgroups", "deny").is_ok()
+                && std::fs::write("/proc/self/uid_map", format!("{uid} {uid} 1")).is_ok()
+                && std::fs::write("/proc/self/gid_map", format!("{gid} {gid} 1")).is_ok();
+            if !mapped {
+                return false;
+            }
+        }
+        if unshare(CloneFlags::CLONE_NEWNS).is_err() {
+            return false;
+        }
+        let options = format!(
+            "lowerdir={},upperdir={},workdir={}{}",
+            dirs[0].display(),
+            dirs[1].display(),
+            dirs[2].display(),
+            if rootful { "" } else { ",userxattr" }
+        );
+        mount(
+            Some("overlay"),
+            &dirs[3],
+            Some("overlay"),
+            MsFlags::empty(),
+            Some(options.as_str()),
+        )
+        .is_ok()
+            && std::fs::write(dirs[3].join("probe"), b"x").is_ok()
+    })
+}
+
+/// Probe every layer. `scratch` is an empty directory on the filesystem that holds sessions.
+pub fn probe_layers(scratch: &Path) -> Vec<Layer> {
+    let rootful = nix::unistd::geteuid().is_root();
+    let mut layers = Vec::new();
+    let userns = rootful || try_in_child(libc::CLONE_NEWUSER, || true);
+    layers.push(Layer {
+        name: "user namespace",
+        available: userns,
+        detail: if userns {
+            "the command runs as an unprivileged uid with no capabilities on the host".into()
+        } else {
+            "cannot create a user namespace (sysctl user.max_user_namespaces=0, or an LSM such as AppArmor restricts it)".into()
+        },
+        degradable_as: None,
+        optional: false,
+    });
+    let ns_flags = [
+        (
+            "mount namespace",
+            libc::CLONE_NEWNS,
+            "private filesystem view: host files not bound in do not exist",
+        ),
+        (
+            "pid namespace",
+            libc::CLONE_NEWPID,
+            "host processes are invisible; everything dies with the run",
+        ),
+        (
+            "network namespace",
+            libc::CLONE_NEWNET,
+            "no network but a private loopback",
+        ),
+        (
+            "ipc namespace",
+            libc::CLONE_NEWIPC,
+            "no shared memory or message queues with the host",
+        ),
+        ("uts namespace", libc::CLONE_NEWUTS, "own hostname"),
+    ];
+    for (name, flag, meaning) in ns_flags {
+        let user = if rootful { 0 } else { libc::CLONE_NEWUSER };
+        let ok = try_in_child(user | flag, || true);
+        layers.push(Layer {
+            name,
+            available: ok,
+            detail: if ok {
+                meaning.into()
+            } else {
+                "cannot be created by this user".into()
+            },
+            degradable_as: None,
+            optional: false,
+        });
+    }
+    let overlay = overlay_in_user_namespace(scratch);
+    layers.push(Layer {
+        name: "overlayfs",
+        available: overlay,
+        detail: if overlay {
+            "workspace is copy-on-write: the host workspace is never written by a run".into()
+        } else {
+            "cannot mount a writable overlay here (kernel < 5.11 for user namespaces, or a state dir on a filesystem without user xattrs)".into()
+        },
+        degradable_as: None,
+        optional: false,
+    });
+    let abi = landlock_abi();
+    layers.push(Layer {
+        name: "landlock",
+        available: abi > 0,
+        detail: match abi {
+            0 => "not available: the second filesystem wall is missing".into(),
+            1..=3 => format!("ABI {abi}: filesystem rules; no TCP rules or IPC scoping (the network namespace still isolates)"),
+            4 | 5 => format!("ABI {abi}: filesystem and TCP rules; no abstract-socket or signal scoping"),
+            _ => format!("ABI {abi}: filesystem, TCP, abstract unix socket and signal scoping"),
+        },
+        degradable_as: Some("landlock"),
+        optional: false,
+    });
+    let seccomp = std::fs::read_to_string("/proc/self/status")
+        .map(|s| {
+            s.lines()
+                .any(|l| l.starts_with("Seccomp_filters:") || l.starts_with("Seccomp:"))
+        })
+        .unwrap_or(false);
+    layers.push(Layer {
+        name: "seccomp",
+        available: seccomp,
+        detail: if seccomp {
+            "filter compiled at build time: mount, namespaces, ptrace, bpf, io_uring, keyctl, TIOCSTI… refused".into()
+        } else {
+            "kernel without seccomp filters".into()
+        },
+        degradable_as: None,
+        optional: false,
+    });
+    let cgroups = cgroup::detect();
+    let (available, detail) = match &cgroups {
+        CgroupSupport::V2 { parent } => (
+            true,
+            format!(
+                "cgroup v2 under {}: memory and process limits per run",
+                parent.display()
+            ),
+        ),
+        CgroupSupport::V1 { memory, .. } => (
+            true,
+            format!(
+                "cgroup v1 under {}: memory and process limits per run",
+                memory.display()
+            ),
+        ),
+        CgroupSupport::Unavailable { why } => (
+            false,
+            format!(
+                "{why}; limits fall back to rlimits (RLIMIT_AS, RLIMIT_NPROC per user namespace)"
+            ),
+        ),
+    };
+    layers.push(Layer {
+        name: "cgroups",
+        available,
+        detail,
+        degradable_as: None,
+        optional: true,
+    });
+    layers
+}

@@ -1,0 +1,487 @@
+//! The sandbox's view of the filesystem, built on a fresh tmpfs and entered with pivot_root.
+//!
+//! The order is the argument: nothing of the host is visible unless a step below binds it, every
+//! bind of system content is read-only, nosuid and nodev, the workspace is an overlay whose writes
+//! land in the session's upper dir, and the root itself is made read-only at the end.
+
+use std::fs;
+use std::os::unix::fs::{symlink, PermissionsExt};
+use std::path::{Component, Path, PathBuf};
+
+use nix::mount::{mount, umount2, MntFlags, MsFlags};
+use nix::sys::statvfs::{statvfs, FsFlags};
+use nix::unistd::{chdir, pivot_root};
+
+use crate::error::{JailError, PathContext, Result};
+use crate::spec::{OverlayWorkspace, SandboxSpec};
+use crate::sys::{mount_setattr, MountAttrs};
+
+/// Host directories a shell and common tools need, bound read-only (or re-created as the same
+/// symlink on merged-/usr systems).
+pub const SYSTEM_DIRS: &[&str] = &[
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+];
+
+/// The part of the host's /etc a sandbox may see. Never shadow, ssh, sudoers, the host's
+/// passwd/group (generated instead), nor /etc/ssl/private.
+pub const ETC_ALLOWLIST: &[&str] = &[
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "ssl/certs",
+    "ssl/openssl.cnf",
+    "ca-certificates",
+    "ca-certificates.conf",
+    "pki",
+    "alternatives",
+    "localtime",
+    "timezone",
+    "nsswitch.conf",
+    "protocols",
+    "services",
+    "mime.types",
+    "os-release",
+    "profile",
+    "bash.bashrc",
+    "inputrc",
+];
+
+/// Device nodes bound from the host's /dev: harmless character devices only.
+const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
+
+const SYSTEM_BIND: MountAttrs = MountAttrs {
+    read_only: true,
+    no_suid: true,
+    no_dev: true,
+    no_exec: false,
+};
+
+/// Owner of the private tmpfs mounts, as the mounting process names it: inside ids when the mount
+/// happens in the sandbox's user namespace, host ids when root mounts before entering one.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct MounterIds {
+    pub uid: u32,
+    pub gid: u32,
+}
+
+pub(crate) struct RootfsPlan<'a> {
+    pub spec: &'a SandboxSpec,
+    /// Empty directory on the host that becomes the new root's mount point.
+    pub staging: &'a Path,
+    /// Mounting inside an unprivileged user namespace: overlayfs needs `userxattr` there.
+    pub in_user_namespace: bool,
+    pub owner: MounterIds,
+}
+
+/// Build the whole tree under `plan.staging` and pivot into it. On return `/` is the new root.
+pub(crate) fn build_and_enter(plan: &RootfsPlan) -> Result<()> {
+    let staging = plan.staging;
+    // Mount events must not travel back to the host, nor host events into the sandbox.
+    mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None::<&str>,
+    )
+    .on_path(
+        "make mounts private under",
+        "/",
+        "is this kernel built with mount namespaces? run 'airlock check'",
+    )?;
+    mount(
+        Some("tmpfs"),
+        staging,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some("mode=0755,size=8m"),
+    )
+    .on_path(
+        "mount the sandbox root tmpfs on",
+        staging,
+        "is the state directory on a normal filesystem? run 'airlock check'",
+    )?;
+
+    system_dirs(staging)?;
+    etc(plan)?;
+    dev(staging)?;
+    proc_fs(staging)?;
+    private_tmpfs(staging, Path::new("/tmp"), plan, 0o1777)?;
+    private_tmpfs(staging, &plan.spec.home, plan, 0o700)?;
+    fs::create_dir_all(staging.join("var"))
+        .map_err(|e| io_error("create", &staging.join("var"), e))?;
+    symlink("../tmp", staging.join("var/tmp"))
+        .map_err(|e| io_error("create", &staging.join("var/tmp"), e))?;
+    workspace_overlay(staging, &plan.spec.workspace, plan.in_user_namespace)?;
+    for bind in &plan.spec.binds {
+        let attrs = MountAttrs {
+            read_only: !bind.writable,
+            ..SYSTEM_BIND
+        };
+        bind_host_path(staging, &bind.path, attrs)?;
+    }
+    for hidden in &plan.spec.hide {
+        hide(staging, hidden)?;
+    }
+    enter(staging)?;
+    // The root tmpfs holds the generated /etc and the mount points; nothing may change it now.
+    mount_setattr(
+        Path::new("/"),
+        MountAttrs {
+            read_only: true,
+            ..SYSTEM_BIND
+        },
+        false,
+    )
+    .on_path("make read-only", "/", "unexpected: please report it")?;
+    Ok(())
+}
+
+pub(crate) fn io_error(action: &'static str, path: &Path, e: std::io::Error) -> JailError {
+    JailError::Path {
+        action,
+        path: path.to_path_buf(),
+        errno: nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
+        hint: "check that the path exists and is reachable by the sandbox user",
+    }
+}
+
+/// `staging` + an absolute path inside the sandbox. `..` components are refused earlier, by the
+/// policy; here they would escape the staging dir, so they are refused again.
+fn inside(staging: &Path, path: &Path) -> Result<PathBuf> {
+    let mut out = staging.to_path_buf();
+    for component in path.components() {
+        match component {
+            Component::RootDir | Component::CurDir => {}
+            Component::Normal(part) => out.push(part),
+            Component::ParentDir | Component::Prefix(_) => {
+                return Err(JailError::Invalid(format!(
+                    "path {} must be absolute and free of '..'",
+                    path.display()
+                )))
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn system_dirs(staging: &Path) -> Result<()> {
+    for dir in SYSTEM_DIRS {
+        let host = Path::new(dir);
+        match fs::symlink_metadata(host) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                let target = fs::read_link(host).map_err(|e| io_error("read link", host, e))?;
+                let dst = inside(staging, host)?;
+                symlink(&target, &dst).map_err(|e| io_error("create", &dst, e))?;
+            }
+            Ok(meta) if meta.is_dir() => bind_host_path(staging, host, SYSTEM_BIND)?,
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+fn etc(plan: &RootfsPlan) -> Result<()> {
+    let staging = plan.staging;
+    let etc = staging.join("etc");
+    fs::create_dir_all(&etc).map_err(|e| io_error("create", &etc, e))?;
+    for entry in ETC_ALLOWLIST {
+        let host = Path::new("/etc").join(entry);
+        let Ok(meta) = fs::symlink_metadata(&host) else {
+            continue;
+        };
+        let dst = inside(staging, &host)?;
+        if let Some(parent) = dst.parent() {
+            fs::create_dir_all(parent).map_err(|e| io_error("create", parent, e))?;
+        }
+        if meta.file_type().is_symlink() {
+            let target = fs::read_link(&host).map_err(|e| io_error("read link", &host, e))?;
+            symlink(&target, &dst).map_err(|e| io_error("create", &dst, e))?;
+        } else {
+            bind_host_path(staging, &host, SYSTEM_BIND)?;
+        }
+    }
+    let spec = plan.spec;
+    let (uid, gid) = (spec.ids.inside_uid, spec.ids.inside_gid);
+    let files = [
+        (
+            "passwd",
+            format!(
+                "root:x:0:0:root:/root:/usr/sbin/nologin\n{user}:x:{uid}:{gid}:airlock sandbox:{home}:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+                user = spec.user_name,
+                home = spec.home.display()
+            ),
+        ),
+        ("group", format!("root:x:0:\n{user}:x:{gid}:\nnogroup:x:65534:\n", user = spec.user_name)),
+        ("hostname", format!("{}\n", spec.hostname)),
+        ("hosts", format!("127.0.0.1\tlocalhost {h}\n::1\tlocalhost ip6-localhost {h}\n", h = spec.hostname)),
+        ("resolv.conf", String::new()),
+    ];
+    for (name, content) in files {
+        let path = etc.join(name);
+        fs::write(&path, content).map_err(|e| io_error("write", &path, e))?;
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o644))
+            .map_err(|e| io_error("chmod", &path, e))?;
+    }
+    Ok(())
+}
+
+fn dev(staging: &Path) -> Result<()> {
+    let dev = staging.join("dev");
+    fs::create_dir_all(&dev).map_err(|e| io_error("create", &dev, e))?;
+    mount(
+        Some("tmpfs"),
+        &dev,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+        Some("mode=0755,size=64k"),
+    )
+    .on_path("mount tmpfs on", &dev, "run 'airlock check'")?;
+    for name in DEVICES {
+        let host = Path::new("/dev").join(name);
+        let dst = dev.join(name);
+        fs::write(&dst, b"").map_err(|e| io_error("create", &dst, e))?;
+        mount(
+            Some(&host),
+            &dst,
+            None::<&str>,
+            MsFlags::MS_BIND,
+            None::<&str>,
+        )
+        .on_path("bind device", &host, "is /dev a devtmpfs on this host?")?;
+        mount_setattr(
+            &dst,
+            MountAttrs {
+                no_suid: true,
+                no_exec: true,
+                ..Default::default()
+            },
+            false,
+        )
+        .on_path("restrict device", &dst, "unexpected: please report it")?;
+    }
+    let pts = dev.join("pts");
+    fs::create_dir_all(&pts).map_err(|e| io_error("create", &pts, e))?;
+    mount(
+        Some("devpts"),
+        &pts,
+        Some("devpts"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+        Some("newinstance,ptmxmode=0666,mode=0620"),
+    )
+    .on_path("mount a private devpts on", &pts, "run 'airlock check'")?;
+    let shm = dev.join("shm");
+    fs::create_dir_all(&shm).map_err(|e| io_error("create", &shm, e))?;
+    mount(
+        Some("tmpfs"),
+        &shm,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some("mode=1777,size=64m"),
+    )
+    .on_path("mount tmpfs on", &shm, "run 'airlock check'")?;
+    for (link, target) in [
+        ("ptmx", "pts/ptmx"),
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ] {
+        symlink(target, dev.join(link)).map_err(|e| io_error("create", &dev.join(link), e))?;
+    }
+    Ok(())
+}
+
+fn proc_fs(staging: &Path) -> Result<()> {
+    let proc_dir = staging.join("proc");
+    fs::create_dir_all(&proc_dir).map_err(|e| io_error("create", &proc_dir, e))?;
+    mount(
+        Some("proc"),
+        &proc_dir,
+        Some("proc"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+        None::<&str>,
+    )
+    .on_path(
+        "mount a private /proc on",
+        &proc_dir,
+        "a new procfs needs a fully visible /proc on the host (no masked paths, as in some containers)",
+    )
+}
+
+fn private_tmpfs(staging: &Path, path: &Path, plan: &RootfsPlan, mode: u32) -> Result<()> {
+    let dst = inside(staging, path)?;
+    fs::create_dir_all(&dst).map_err(|e| io_error("create", &dst, e))?;
+    let options = format!(
+        "mode={mode:o},size={},uid={},gid={}",
+        plan.spec.limits.tmp_bytes, plan.owner.uid, plan.owner.gid
+    );
+    mount(
+        Some("tmpfs"),
+        &dst,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some(options.as_str()),
+    )
+    .on_path("mount tmpfs on", &dst, "run 'airlock check'")
+}
+
+/// overlayfs takes ',' as the option separator and ':' between lower layers; both, and the escape
+/// character itself, must be escaped in paths.
+fn overlay_escape(path: &Path) -> Result<String> {
+    let text = path.to_str().ok_or_else(|| {
+        JailError::Invalid(format!(
+            "workspace path {} is not valid UTF-8",
+            path.display()
+        ))
+    })?;
+    let mut out = String::with_capacity(text.len());
+    for ch in text.chars() {
+        if matches!(ch, ',' | ':' | '\\') {
+            out.push('\\');
+        }
+        out.push(ch);
+    }
+    Ok(out)
+}
+
+fn workspace_overlay(staging: &Path, ws: &OverlayWorkspace, in_user_namespace: bool) -> Result<()> {
+    let dst = inside(staging, &ws.lower)?;
+    fs::create_dir_all(&dst).map_err(|e| io_error("create", &dst, e))?;
+    let mut options = format!(
+        "lowerdir={},upperdir={},workdir={}",
+        overlay_escape(&ws.lower)?,
+        overlay_escape(&ws.upper)?,
+        overlay_escape(&ws.work)?
+    );
+    if in_user_namespace {
+        options.push_str(",userxattr");
+    }
+    mount(
+        Some("overlay"),
+        &dst,
+        Some("overlay"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some(options.as_str()),
+    )
+    .on_path(
+        "mount the workspace overlay on",
+        &ws.lower,
+        "overlayfs needs kernel >= 5.11 in a user namespace, and upper/work dirs on one filesystem that supports user xattrs; run 'airlock check'",
+    )?;
+    // overlayfs can come up read-only with only a kernel log line to say why; check it did not.
+    let flags = statvfs(&dst).on_path("inspect", &dst, "unexpected: please report it")?;
+    if flags.flags().contains(FsFlags::ST_RDONLY) {
+        return Err(JailError::Path {
+            action: "mount writable workspace overlay on",
+            path: ws.lower.clone(),
+            errno: nix::errno::Errno::EROFS,
+            hint: "the overlay came up read-only: the upper dir must be owned by the sandbox user and support xattrs",
+        });
+    }
+    Ok(())
+}
+
+/// Bind a host path at the same path inside, restricted by `attrs` recursively.
+fn bind_host_path(staging: &Path, host: &Path, attrs: MountAttrs) -> Result<()> {
+    let dst = inside(staging, host)?;
+    let meta = fs::metadata(host).map_err(|e| io_error("bind", host, e))?;
+    if meta.is_dir() {
+        fs::create_dir_all(&dst).map_err(|e| io_error("create", &dst, e))?;
+    } else {
+        if let Some(parent) = dst.parent() {
+            fs::create_dir_all(parent).map_err(|e| io_error("create", parent, e))?;
+        }
+        if !dst.exists() {
+            fs::write(&dst, b"").map_err(|e| io_error("create", &dst, e))?;
+        }
+    }
+    mount(
+        Some(host),
+        &dst,
+        None::<&str>,
+        MsFlags::MS_BIND | MsFlags::MS_REC,
+        None::<&str>,
+    )
+    .on_path(
+        "bind",
+        host,
+        "check that the path exists and is readable by you",
+    )?;
+    mount_setattr(&dst, attrs, true).on_path(
+        "restrict bind of",
+        host,
+        "unexpected: please report it",
+    )
+}
+
+/// Make a path inside empty: an empty read-only tmpfs over a directory, /dev/null over a file.
+fn hide(staging: &Path, path: &Path) -> Result<()> {
+    let dst = inside(staging, path)?;
+    let Ok(meta) = fs::metadata(&dst) else {
+        return Ok(());
+    };
+    if meta.is_dir() {
+        mount(
+            Some("tmpfs"),
+            &dst,
+            Some("tmpfs"),
+            MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+            Some("mode=0000,size=4k"),
+        )
+        .on_path("hide", path, "unexpected: please report it")
+    } else {
+        mount(
+            Some(&staging.join("dev/null")),
+            &dst,
+            None::<&str>,
+            MsFlags::MS_BIND,
+            None::<&str>,
+        )
+        .on_path("hide", path, "unexpected: please report it")?;
+        mount_setattr(
+            &dst,
+            MountAttrs {
+                read_only: true,
+                ..SYSTEM_BIND
+            },
+            false,
+        )
+        .on_path("hide", path, "unexpected: please report it")
+    }
+}
+
+/// pivot_root into `staging` and detach the old root, so no path leads back to the host.
+fn enter(staging: &Path) -> Result<()> {
+    chdir(staging).on_path("enter", staging, "unexpected: please report it")?;
+    // Stacking the old root under the new one and detaching it needs no extra directory.
+    pivot_root(".", ".").on_path("pivot_root into", staging, "run 'airlock check'")?;
+    umount2(".", MntFlags::MNT_DETACH).on_path(
+        "detach the host root from",
+        staging,
+        "unexpected: please report it",
+    )?;
+    chdir("/").on_path("enter", "/", "unexpected: please report it")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overlay_paths_escape_separators() {
+        assert_eq!(
+            overlay_escape(Path::new("/a,b:c\\d")).unwrap(),
+            "/a\\,b\\:c\\\\d"
+        );
+    }
+
+    #[test]
+    fn inside_refuses_parent_components() {
+        assert!(inside(Path::new("/s"), Path::new("/a/../etc")).is_err());
+        assert_eq!(
+            inside(Path::new("/s"), Path::new("/a/b")).unwrap(),
+            PathBuf::from("/s/a/b")
+        );
+    }
+}

@@ -1,0 +1,76 @@
+//! What one sandbox is made of: plain data, decided by the caller, carried out by [`crate::spawn`].
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+/// The uid and gid the command has inside, and the host ids they stand for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IdMapping {
+    pub inside_uid: u32,
+    pub inside_gid: u32,
+    pub host_uid: u32,
+    pub host_gid: u32,
+}
+
+/// A host directory seen inside at the same path through a copy-on-write overlay:
+/// reads come from `lower`, every write lands in `upper` (the change set).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OverlayWorkspace {
+    /// The host workspace; never written.
+    pub lower: PathBuf,
+    /// Where the sandbox's changes go; must be owned by the host uid of the mapping.
+    pub upper: PathBuf,
+    /// overlayfs' scratch dir; same filesystem as `upper`.
+    pub work: PathBuf,
+}
+
+/// A host path made visible inside at the same path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bind {
+    pub path: PathBuf,
+    pub writable: bool,
+}
+
+/// Resource limits. Every field is enforced with rlimits; memory and processes also with cgroups
+/// when a cgroup hierarchy is writable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResourceLimits {
+    pub memory_bytes: u64,
+    pub processes: u64,
+    pub cpu_seconds: u64,
+    pub open_files: u64,
+    /// Size of each private tmpfs (/tmp, $HOME).
+    pub tmp_bytes: u64,
+    /// Wall-clock limit; the whole sandbox is killed when it passes.
+    pub timeout: Option<std::time::Duration>,
+}
+
+/// Layers the caller accepts to run without (`--allow-degraded`). Anything not named here that the
+/// kernel cannot provide makes [`crate::spawn`] refuse.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Degraded {
+    pub landlock: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxSpec {
+    /// argv[0] is looked up in the sandbox's PATH.
+    pub argv: Vec<OsString>,
+    /// The complete environment of the command; nothing else is inherited.
+    pub env: Vec<(OsString, OsString)>,
+    /// Working directory inside (normally inside the workspace).
+    pub cwd: PathBuf,
+    pub ids: IdMapping,
+    pub workspace: OverlayWorkspace,
+    /// Extra binds from the profile, beyond the system directories.
+    pub binds: Vec<Bind>,
+    /// Paths hidden under an empty read-only tmpfs (or /dev/null for files).
+    pub hide: Vec<PathBuf>,
+    pub limits: ResourceLimits,
+    pub degraded: Degraded,
+    /// Name for the per-run cgroup (unique per run).
+    pub run_id: String,
+    pub hostname: String,
+    pub user_name: String,
+    pub home: PathBuf,
+}

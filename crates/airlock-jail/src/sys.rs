@@ -1,0 +1,255 @@
+//! The raw system calls that neither nix nor landlock wrap. Every `unsafe` block of airlock lives
+//! in this crate, and most of them in this file.
+
+use std::ffi::CString;
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+use nix::errno::Errno;
+use nix::unistd::Pid;
+
+/// What `clone` returned in the calling process.
+pub(crate) enum Forked {
+    Parent(Pid),
+    Child,
+}
+
+/// `clone(2)` with fork semantics (no shared memory, child continues on a copy of the stack), plus
+/// namespace `flags`. nix's `clone` insists on a separate stack, which we do not need.
+///
+/// The caller must be single-threaded: the child gets a copy of only the calling thread, so a lock
+/// held by another thread (the allocator's, say) would stay locked forever in the child.
+pub(crate) fn clone_fork(flags: libc::c_int) -> nix::Result<Forked> {
+    // SAFETY: with a null stack, clone behaves like fork(2): the child runs on a copy-on-write copy of
+    // this thread's stack and memory. No pointer arguments are passed. The single-thread requirement
+    // is documented above and upheld by `spawn`'s callers (the CLI spawns before starting threads).
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            (flags | libc::SIGCHLD) as libc::c_ulong,
+            std::ptr::null_mut::<libc::c_void>(),
+            std::ptr::null_mut::<libc::c_int>(),
+            std::ptr::null_mut::<libc::c_int>(),
+            0 as libc::c_ulong,
+        )
+    };
+    match Errno::result(ret)? {
+        0 => Ok(Forked::Child),
+        pid => Ok(Forked::Parent(Pid::from_raw(pid as libc::pid_t))),
+    }
+}
+
+const MOUNT_ATTR_RDONLY: u64 = 0x0000_0001;
+const MOUNT_ATTR_NOSUID: u64 = 0x0000_0002;
+const MOUNT_ATTR_NODEV: u64 = 0x0000_0004;
+const MOUNT_ATTR_NOEXEC: u64 = 0x0000_0008;
+const AT_RECURSIVE: libc::c_uint = 0x8000;
+
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+/// Mount flags to add to a mount (and, when `recursive`, every mount below it).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct MountAttrs {
+    pub read_only: bool,
+    pub no_suid: bool,
+    pub no_dev: bool,
+    pub no_exec: bool,
+}
+
+/// `mount_setattr(2)`: unlike a `MS_REMOUNT|MS_BIND`, it can reach every submount and never needs
+/// to repeat the flags the kernel locked on a mount that came from a more privileged namespace.
+pub(crate) fn mount_setattr(path: &Path, attrs: MountAttrs, recursive: bool) -> nix::Result<()> {
+    let c_path = CString::new(path.as_os_str().as_bytes()).map_err(|_| Errno::EINVAL)?;
+    let mut set = 0;
+    for (on, bit) in [
+        (attrs.read_only, MOUNT_ATTR_RDONLY),
+        (attrs.no_suid, MOUNT_ATTR_NOSUID),
+        (attrs.no_dev, MOUNT_ATTR_NODEV),
+        (attrs.no_exec, MOUNT_ATTR_NOEXEC),
+    ] {
+        if on {
+            set |= bit;
+        }
+    }
+    let attr = MountAttr {
+        attr_set: set,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    let flags = if recursive { AT_RECURSIVE } else { 0 };
+    // SAFETY: `c_path` is a valid NUL-terminated string and `attr` a properly sized, initialised
+    // `struct mount_attr` that outlive the call; the kernel only reads them.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            c_path.as_ptr(),
+            flags,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    Errno::result(ret).map(drop)
+}
+
+/// Close every file descriptor from `first` up, so nothing the caller leaked reaches the sandbox.
+pub(crate) fn close_fds_from(first: u32) -> nix::Result<()> {
+    // SAFETY: close_range takes only integers; closing fds this process does not use afterwards is
+    // the point. Rust objects owning closed fds are not used after this call in the child.
+    let ret = unsafe { libc::syscall(libc::SYS_close_range, first, u32::MAX, 0u32) };
+    Errno::result(ret).map(drop)
+}
+
+/// Bring the loopback interface of the current network namespace up.
+pub(crate) fn loopback_up() -> nix::Result<()> {
+    // SAFETY: socket() takes integers only; the result is checked and owned below.
+    let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    let raw = Errno::result(raw)?;
+    // SAFETY: `raw` is a fresh fd returned by socket() that nothing else owns.
+    let sock = unsafe { OwnedFd::from_raw_fd(raw) };
+    // SAFETY: ifreq is plain old data; all-zero is a valid value.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (dst, src) in req.ifr_name.iter_mut().zip(b"lo\0") {
+        *dst = *src as libc::c_char;
+    }
+    req.ifr_ifru.ifru_flags = (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
+    use std::os::fd::AsRawFd;
+    // SAFETY: SIOCSIFFLAGS reads a `struct ifreq`, which `req` is, valid for the call.
+    let ret = unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &req) };
+    Errno::result(ret).map(drop)
+}
+
+const SECBIT_NOROOT: libc::c_ulong = 1 << 0;
+const SECBIT_NOROOT_LOCKED: libc::c_ulong = 1 << 1;
+const SECBIT_NO_SETUID_FIXUP: libc::c_ulong = 1 << 2;
+const SECBIT_NO_SETUID_FIXUP_LOCKED: libc::c_ulong = 1 << 3;
+const SECBIT_KEEP_CAPS_LOCKED: libc::c_ulong = 1 << 5;
+const SECBIT_NO_CAP_AMBIENT_RAISE: libc::c_ulong = 1 << 6;
+const SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED: libc::c_ulong = 1 << 7;
+
+fn prctl(option: libc::c_int, arg2: libc::c_ulong) -> nix::Result<()> {
+    // SAFETY: the prctl options used here (CAPBSET_DROP, CAP_AMBIENT, SET_SECUREBITS) take only
+    // integer arguments; unused arguments are zero as the man page asks.
+    let ret = unsafe {
+        libc::prctl(
+            option,
+            arg2,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+        )
+    };
+    Errno::result(ret).map(drop)
+}
+
+/// Empty every capability set (bounding, ambient, inheritable, permitted, effective) and lock the
+/// securebits so that no later execve, setuid binary or uid 0 can bring any back.
+pub(crate) fn drop_all_capabilities() -> nix::Result<()> {
+    prctl(
+        libc::PR_CAP_AMBIENT,
+        libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
+    )?;
+    let mut cap: libc::c_ulong = 0;
+    loop {
+        match prctl(libc::PR_CAPBSET_DROP, cap) {
+            Ok(()) => cap += 1,
+            // EINVAL: past the last capability this kernel knows.
+            Err(Errno::EINVAL) if cap > 0 => break,
+            Err(e) => return Err(e),
+        }
+    }
+    prctl(
+        libc::PR_SET_SECUREBITS,
+        SECBIT_NOROOT
+            | SECBIT_NOROOT_LOCKED
+            | SECBIT_NO_SETUID_FIXUP
+            | SECBIT_NO_SETUID_FIXUP_LOCKED
+            | SECBIT_KEEP_CAPS_LOCKED
+            | SECBIT_NO_CAP_AMBIENT_RAISE
+            | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED,
+    )?;
+    #[repr(C)]
+    struct CapHeader {
+        version: u32,
+        pid: libc::c_int,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct CapData {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+    let header = CapHeader {
+        version: LINUX_CAPABILITY_VERSION_3,
+        pid: 0,
+    };
+    let data = [CapData {
+        effective: 0,
+        permitted: 0,
+        inheritable: 0,
+    }; 2];
+    // SAFETY: capset(2) with a version-3 header reads two `__user_cap_data_struct`s, which `data` is;
+    // both live for the call.
+    let ret =
+        unsafe { libc::syscall(libc::SYS_capset, &header as *const CapHeader, data.as_ptr()) };
+    Errno::result(ret).map(drop)
+}
+
+/// Install a seccomp BPF program on the calling thread (its children inherit it).
+/// `no_new_privs` must already be set.
+pub(crate) fn install_seccomp(program: &[libc::sock_filter]) -> nix::Result<()> {
+    let len = u16::try_from(program.len()).map_err(|_| Errno::E2BIG)?;
+    let prog = libc::sock_fprog {
+        len,
+        filter: program.as_ptr() as *mut libc::sock_filter,
+    };
+    // SAFETY: `prog` points at `program`, a live slice of `len` instructions; the kernel copies the
+    // program during the call and never writes through the pointer.
+    let ret = unsafe {
+        libc::prctl(
+            libc::PR_SET_SECCOMP,
+            libc::SECCOMP_MODE_FILTER as libc::c_ulong,
+            &prog as *const libc::sock_fprog,
+        )
+    };
+    Errno::result(ret).map(drop)
+}
+
+/// A pidfd for `pid`, so the supervisor can poll for its exit next to other events.
+pub(crate) fn pidfd_open(pid: Pid) -> nix::Result<OwnedFd> {
+    // SAFETY: pidfd_open takes integers only.
+    let ret = unsafe { libc::syscall(libc::SYS_pidfd_open, pid.as_raw(), 0u32) };
+    let fd = Errno::result(ret)? as libc::c_int;
+    // SAFETY: the kernel returned a new fd that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// The Landlock ABI version the running kernel offers; 0 when Landlock is absent or disabled.
+pub(crate) fn landlock_abi_version() -> i32 {
+    const LANDLOCK_CREATE_RULESET_VERSION: u32 = 1;
+    // SAFETY: with a null attribute pointer, size 0 and the VERSION flag, the kernel reads no
+    // memory and only returns the ABI version (or an error).
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    if ret < 0 {
+        0
+    } else {
+        ret as i32
+    }
+}

@@ -1,0 +1,82 @@
+//! airlock profiles: finding, parsing and validating the policy for one automation.
+//!
+//! A *profile* is a TOML file named `NAME.toml`, looked up by name in
+//! [`profile_search_dirs`] (the user's `~/.config/airlock/profiles`, then
+//! `/etc/airlock/profiles`) or given by path. It is never read from inside a workspace
+//! ([`ensure_outside_workspace`]), because the sandboxed command can write there.
+//! With no `default.toml`, the profile `default` is [`Profile::builtin_default`].
+//!
+//! This crate is pure: apart from reading the one profile file it does no I/O, and it decides
+//! nothing about how the policy is enforced.
+//!
+//! # Format
+//!
+//! Every section and key is optional; a missing one takes the built-in default, shown in the
+//! comments. Unknown keys are errors, so a typo never silently weakens a policy.
+//!
+//! ```toml
+//! network = "none"              # the only mode so far: a private loopback, nothing else
+//!
+//! [filesystem]                  # host paths, absolute, without `..`; default: none
+//! read_only = ["/opt/tools"]    # bound read-only at the same path
+//! read_write = ["/srv/cache"]   # bound read-write: writes here reach the host directly
+//! hide = ["/opt/tools/private"] # made empty inside, even under a bound path
+//!
+//! [env]                         # the caller's PATH HOME LANG LC_* TERM TZ always pass
+//! allow = ["CI", "GITHUB_*"]    # also pass these: exact names, or prefixes ending in `*`
+//! set = { RUST_LOG = "info" }   # set inside, overriding anything inherited
+//!
+//! [limits]
+//! memory = "2GiB"      # whole process tree; at least 16MiB         (default 2GiB)
+//! processes = 256      # alive at once, 1..=1000000                 (default 512)
+//! cpu = "10m"          # CPU time, more than 0                      (default 1h)
+//! timeout = "30m"      # wall clock; 0 or absent means none         (default none)
+//! tmp_size = "512MiB"  # each of the /tmp and $HOME tmpfs           (default 1GiB)
+//! output = "16MiB"     # stdout + stderr bytes kept                 (default 64MiB)
+//! open_files = 1024    # RLIMIT_NOFILE, at least 16                 (default 4096)
+//! ```
+//!
+//! Sizes are a whole number of bytes, or a string with a unit: `B`; binary `K`, `M`, `G`, `T`
+//! and `KiB`, `MiB`, `GiB`, `TiB`; decimal `KB`, `MB`, `GB`, `TB` (any case, optional space).
+//! Durations are whole seconds, or a string ending in `s`, `m` or `h`: `"90s"`, `"10m"`, `"2h"`.
+//!
+//! # Errors
+//!
+//! A bad profile is refused with the file, line and column of the offending key or value, and
+//! what to do about it:
+//!
+//! ```text
+//! /etc/airlock/profiles/ci.toml:7:1: unknown key `memroy` in [limits]; expected one of memory, processes, cpu, timeout, tmp_size, output, open_files
+//! ```
+//!
+//! ```
+//! use std::path::Path;
+//! use airlock_policy::{parse_profile, NetworkMode};
+//!
+//! let text = "[limits]\nmemory = \"512MiB\"\ntimeout = \"30m\"\n";
+//! let profile = parse_profile(text, "ci", Path::new("/etc/airlock/profiles/ci.toml"))?;
+//! assert_eq!(profile.limits.memory_bytes, 512 << 20);
+//! assert_eq!(profile.limits.timeout_seconds, Some(1800));
+//! assert_eq!(profile.network, NetworkMode::None);
+//! assert!(profile.env_allowed("LC_ALL"));
+//!
+//! let err = parse_profile("[limits]\nmemroy = 1\n", "ci", Path::new("ci.toml")).unwrap_err();
+//! assert!(err.to_string().starts_with("ci.toml:2:1: unknown key `memroy` in [limits]; "));
+//! # Ok::<(), airlock_policy::PolicyError>(())
+//! ```
+
+#![forbid(unsafe_code)]
+
+mod doc;
+mod error;
+mod load;
+mod parse;
+mod profile;
+pub mod units;
+
+pub use error::PolicyError;
+pub use load::{ensure_outside_workspace, load_file, load_named, profile_search_dirs};
+pub use parse::parse_profile;
+pub use profile::{
+    EnvPolicy, Filesystem, Limits, NetworkMode, Profile, BASE_ENV_ALLOW, DEFAULT_PROFILE_NAME,
+};

@@ -1,0 +1,311 @@
+//! The profile format: which keys exist, and the rules their values must follow.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::path::{Component, Path, PathBuf};
+
+use toml::de::DeValue;
+
+use crate::doc::{Doc, Key, Section, Value};
+use crate::error::PolicyError;
+use crate::profile::{EnvPolicy, Filesystem, Limits, NetworkMode, Profile};
+
+const TOP: Section = Section {
+    name: None,
+    keys: &["network", "filesystem", "env", "limits"],
+};
+const FILESYSTEM: Section = Section {
+    name: Some("filesystem"),
+    keys: &["read_only", "read_write", "hide"],
+};
+const ENV: Section = Section {
+    name: Some("env"),
+    keys: &["allow", "set"],
+};
+const LIMITS: Section = Section {
+    name: Some("limits"),
+    keys: &[
+        "memory",
+        "processes",
+        "cpu",
+        "timeout",
+        "tmp_size",
+        "output",
+        "open_files",
+    ],
+};
+
+/// Below this a shell barely starts, and the failure would look like a bug in the command.
+const MIN_MEMORY_BYTES: u64 = 16 << 20;
+/// Beyond any real build; a larger number is almost surely a typo, and `pid_max` caps it anyway.
+const MAX_PROCESSES: u64 = 1_000_000;
+/// The dynamic loader and a shell already hold a handful of descriptors.
+const MIN_OPEN_FILES: u64 = 16;
+
+/// Parses and validates a profile. `origin` is named in errors and recorded as the source.
+pub fn parse_profile(text: &str, name: &str, origin: &Path) -> Result<Profile, PolicyError> {
+    let doc = Doc { text, origin };
+    let root = doc.parse()?;
+    let mut profile = Profile {
+        name: name.to_string(),
+        source: Some(origin.to_path_buf()),
+        ..Profile::builtin_default()
+    };
+    for (key, value) in doc.entries(root.get_ref(), &TOP) {
+        match key.name {
+            "network" => profile.network = network(&doc, &key, value)?,
+            "filesystem" => filesystem(&doc, &key, value, &mut profile.filesystem)?,
+            "env" => env(&doc, &key, value, &mut profile.env)?,
+            "limits" => limits(&doc, &key, value, &mut profile.limits)?,
+            _ => return Err(doc.unknown_key(&key)),
+        }
+    }
+    Ok(profile)
+}
+
+fn network(doc: &Doc, key: &Key, value: &Value) -> Result<NetworkMode, PolicyError> {
+    match doc.string(key, value, "write network = \"none\"")? {
+        "none" => Ok(NetworkMode::None),
+        other => Err(doc.error(
+            value.span(),
+            format!(
+                "network = \"{}\" is not supported yet",
+                other.escape_debug()
+            ),
+            "only \"none\"",
+        )),
+    }
+}
+
+fn filesystem(doc: &Doc, key: &Key, value: &Value, fs: &mut Filesystem) -> Result<(), PolicyError> {
+    for (key, value) in doc.entries(doc.table(key, value)?, &FILESYSTEM) {
+        match key.name {
+            "read_only" => fs.read_only = paths(doc, &key, value, false)?,
+            "read_write" => fs.read_write = paths(doc, &key, value, false)?,
+            // Hiding `/` would leave the command nothing to run, and is surely a mistake.
+            "hide" => fs.hide = paths(doc, &key, value, true)?,
+            _ => return Err(doc.unknown_key(&key)),
+        }
+    }
+    Ok(())
+}
+
+/// Absolute paths without `..`, normalised. `..` is refused rather than resolved: resolving it
+/// without the filesystem could disagree with the kernel (symlinks), and the jail must bind
+/// exactly the path the user read in the profile.
+fn paths(
+    doc: &Doc,
+    key: &Key,
+    value: &Value,
+    refuse_root: bool,
+) -> Result<Vec<PathBuf>, PolicyError> {
+    let example = format!("e.g. {} = [\"/opt/tools\"]", key.name);
+    let item_key = key.item();
+    let mut out = Vec::new();
+    for item in doc.array(key, value, &example)? {
+        let text = doc.string(&item_key, item, &example)?;
+        let problem = |what: String, hint: &str| {
+            doc.error(
+                item.span(),
+                format!("{}: {what}", item_key.describe()),
+                hint,
+            )
+        };
+        let path = Path::new(text);
+        if text.is_empty() {
+            return Err(problem(
+                "empty path".into(),
+                "remove it, or write a full path starting with `/`",
+            ));
+        }
+        if !path.is_absolute() {
+            return Err(problem(
+                format!("`{}` is not an absolute path", text.escape_debug()),
+                "write the full path, starting with `/` (`~` and variables are not expanded)",
+            ));
+        }
+        if path.components().any(|c| c == Component::ParentDir) {
+            return Err(problem(
+                format!("`{}` contains `..`", text.escape_debug()),
+                "write the path without `..` components",
+            ));
+        }
+        let path: PathBuf = path.components().collect();
+        if refuse_root && path == Path::new("/") {
+            return Err(problem(
+                "hiding `/` would hide everything".into(),
+                "list the directories to hide, e.g. hide = [\"/opt/tools/private\"]",
+            ));
+        }
+        out.push(path);
+    }
+    Ok(out)
+}
+
+fn env(doc: &Doc, key: &Key, value: &Value, env: &mut EnvPolicy) -> Result<(), PolicyError> {
+    for (key, value) in doc.entries(doc.table(key, value)?, &ENV) {
+        match key.name {
+            "allow" => env.allow = env_allow(doc, &key, value)?,
+            "set" => env.set = env_set(doc, &key, value)?,
+            _ => return Err(doc.unknown_key(&key)),
+        }
+    }
+    Ok(())
+}
+
+fn env_allow(doc: &Doc, key: &Key, value: &Value) -> Result<Vec<String>, PolicyError> {
+    let example = "e.g. allow = [\"CI\", \"GITHUB_*\"]";
+    let item_key = key.item();
+    let mut allow = Vec::new();
+    for item in doc.array(key, value, example)? {
+        let pattern = doc.string(&item_key, item, example)?;
+        check_env_name(doc, &item_key.describe(), item.span(), pattern, true)?;
+        allow.push(pattern.to_string());
+    }
+    Ok(allow)
+}
+
+fn env_set(doc: &Doc, key: &Key, value: &Value) -> Result<BTreeMap<String, String>, PolicyError> {
+    let example = "e.g. set = { RUST_LOG = \"info\" }";
+    let mut set = BTreeMap::new();
+    for (name, val) in doc.map_entries(key, value, example)? {
+        let subject = "a variable name in [env] set";
+        check_env_name(doc, subject, name.span(), name.get_ref(), false)?;
+        let shown = name.get_ref().escape_debug();
+        let DeValue::String(text) = val.get_ref() else {
+            return Err(doc.wrong_type_of(
+                &format!("the value of `{shown}` in [env] set"),
+                val,
+                "a string",
+                &format!("quote it: {shown} = \"…\""),
+            ));
+        };
+        if text.contains('\0') {
+            return Err(doc.error(
+                val.span(),
+                format!("the value of `{shown}` in [env] set contains a NUL character"),
+                "remove the \\u0000; the environment cannot carry it",
+            ));
+        }
+        set.insert(name.get_ref().to_string(), text.to_string());
+    }
+    Ok(set)
+}
+
+/// A name the environment can carry: the kernel splits `NAME=value` at the first `=` and ends it
+/// at NUL, so either inside a name would silently become a different variable.
+fn check_env_name(
+    doc: &Doc,
+    subject: &str,
+    span: Range<usize>,
+    name: &str,
+    is_pattern: bool,
+) -> Result<(), PolicyError> {
+    let shown = name.escape_debug();
+    let problem = if name.is_empty() {
+        Some(("empty variable name".to_string(), "remove it"))
+    } else if name.contains('=') {
+        let hint = if is_pattern {
+            "a name cannot contain `=`; to give a variable a value, use set = { NAME = \"value\" }"
+        } else {
+            "a name cannot contain `=`; write it as NAME = \"value\""
+        };
+        Some((format!("`{shown}` contains `=`"), hint))
+    } else if name.contains('\0') {
+        Some((
+            format!("`{shown}` contains a NUL character"),
+            "remove the \\u0000",
+        ))
+    } else if is_pattern && name.strip_suffix('*').unwrap_or(name).contains('*') {
+        Some((
+            format!("`{shown}` has `*` before its end"),
+            "`*` may only end a pattern, e.g. \"GITHUB_*\"",
+        ))
+    } else {
+        None
+    };
+    match problem {
+        Some((what, hint)) => Err(doc.error(span, format!("{subject}: {what}"), hint)),
+        None => Ok(()),
+    }
+}
+
+fn limits(doc: &Doc, key: &Key, value: &Value, limits: &mut Limits) -> Result<(), PolicyError> {
+    for (key, value) in doc.entries(doc.table(key, value)?, &LIMITS) {
+        let out_of_range = |what: &str, hint: &str| {
+            doc.error(value.span(), format!("{} {what}", key.describe()), hint)
+        };
+        match key.name {
+            "memory" => {
+                let bytes = doc.size(&key, value, "e.g. memory = \"2GiB\"")?;
+                if bytes < MIN_MEMORY_BYTES {
+                    return Err(out_of_range(
+                        "is below the minimum of 16MiB",
+                        "raise it to at least \"16MiB\"",
+                    ));
+                }
+                limits.memory_bytes = bytes;
+            }
+            "processes" => {
+                let n = doc.integer(&key, value, "e.g. processes = 256")?;
+                if n == 0 || n > MAX_PROCESSES {
+                    return Err(out_of_range(
+                        "must be between 1 and 1000000",
+                        "e.g. processes = 256",
+                    ));
+                }
+                limits.processes = n;
+            }
+            "cpu" => {
+                let seconds = doc.duration(&key, value, "e.g. cpu = \"10m\"")?;
+                if seconds == 0 {
+                    return Err(out_of_range(
+                        "is 0, which would kill the command before it starts",
+                        "give a CPU time like cpu = \"10m\", or remove the key for the default of 1h",
+                    ));
+                }
+                limits.cpu_seconds = seconds;
+            }
+            "timeout" => {
+                let seconds = doc.duration(&key, value, "e.g. timeout = \"30m\"")?;
+                // 0 lets a profile spell out "no timeout"; a zero-second limit would be useless.
+                limits.timeout_seconds = (seconds > 0).then_some(seconds);
+            }
+            "tmp_size" => {
+                let bytes = doc.size(&key, value, "e.g. tmp_size = \"512MiB\"")?;
+                if bytes == 0 {
+                    return Err(out_of_range(
+                        "must be more than 0",
+                        "e.g. tmp_size = \"512MiB\", or remove the key for the default of 1GiB",
+                    ));
+                }
+                limits.tmp_bytes = bytes;
+            }
+            "output" => {
+                let bytes = doc.size(&key, value, "e.g. output = \"16MiB\"")?;
+                if bytes == 0 {
+                    return Err(out_of_range(
+                        "must be more than 0",
+                        "e.g. output = \"16MiB\", or remove the key for the default of 64MiB",
+                    ));
+                }
+                limits.output_bytes = bytes;
+            }
+            "open_files" => {
+                let n = doc.integer(&key, value, "e.g. open_files = 1024")?;
+                if n < MIN_OPEN_FILES {
+                    return Err(out_of_range(
+                        "is below the minimum of 16",
+                        "e.g. open_files = 1024",
+                    ));
+                }
+                limits.open_files = n;
+            }
+            _ => return Err(doc.unknown_key(&key)),
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,96 @@
+//! Arguments, and the help text that teaches how to use them.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "airlock",
+    version,
+    about = "Run AI-agent and automation commands in a kernel-enforced sandbox.",
+    long_about = "Run AI-agent and automation commands in a kernel-enforced sandbox.\n\n\
+        Each command sees a minimal read-only system and your workspace through a copy-on-write \
+        layer: it can read and change the workspace, but its changes stay in the session until \
+        you apply them. It runs as an unprivileged user with no capabilities, no network, no \
+        access to your home, keys or other projects, under Landlock and a seccomp filter, within \
+        memory, process and time limits.",
+    after_help = "Examples:\n  \
+        airlock check                      what this machine can enforce\n  \
+        airlock run -- make test           run in the current directory as workspace\n  \
+        airlock run -p ci-bot -w ~/src/app -- ./build.sh\n\n\
+        Exit status of 'run': the command's own status (128+N if it was killed by signal N); \
+        124 if it hit the time limit; 125 if airlock refused or failed; 126 if the command could \
+        not be executed; 127 if it was not found."
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Args)]
+pub struct GlobalArgs {
+    /// Where sessions live [default: /var/lib/airlock as root, else $XDG_STATE_HOME/airlock]
+    #[arg(long, global = true, value_name = "DIR", env = "AIRLOCK_STATE_DIR")]
+    pub state_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a command in a new sandbox
+    #[command(
+        long_about = "Run COMMAND confined. Its stdin, stdout and stderr are yours; its exit status \
+            becomes airlock's. The workspace (default: the current directory) appears at its own \
+            path through a copy-on-write overlay; the host directory is never written by a run.",
+        after_help = "Profiles are looked up as NAME.toml in $XDG_CONFIG_HOME/airlock/profiles, then \
+            /etc/airlock/profiles; never inside a workspace. Without one, the built-in default \
+            applies: no network, no extra paths, 2 GiB memory, 512 processes, 1 hour of CPU."
+    )]
+    Run(RunArgs),
+    /// Show which protection layers this machine provides
+    #[command(
+        long_about = "Probe each protection layer (namespaces, overlayfs, Landlock, seccomp, cgroups, \
+            uid mapping) by trying it, and say what 'run' will enforce here. Exit status 0 when \
+            every required layer is available, 3 when some is missing (run will refuse unless \
+            told with --allow-degraded)."
+    )]
+    Check(CheckArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Profile to apply, by name
+    #[arg(short, long, value_name = "NAME", conflicts_with = "profile_file")]
+    pub profile: Option<String>,
+    /// Profile to apply, from a file (must not lie inside the workspace)
+    #[arg(long, value_name = "PATH")]
+    pub profile_file: Option<PathBuf>,
+    /// Directory the command works on [default: the current directory]
+    #[arg(short, long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    /// Run in an existing session (its earlier changes are visible)
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
+    /// Keep the session's changes after the run and print its id
+    #[arg(long)]
+    pub keep: bool,
+    /// Run even though these layers are missing: landlock
+    #[arg(long, value_name = "LAYER,...", value_delimiter = ',')]
+    pub allow_degraded: Vec<String>,
+    /// Host uid and gid of the sandbox user when airlock runs as root (never 0)
+    #[arg(long, value_name = "ID", env = "AIRLOCK_SANDBOX_UID")]
+    pub sandbox_uid: Option<u32>,
+    /// The command and its arguments
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub command: Vec<OsString>,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Print a JSON object instead of a table
+    #[arg(long)]
+    pub json: bool,
+}

@@ -1,0 +1,29 @@
+//! The airlock command line: parse, call the core, print, exit with a code that means something.
+
+mod check;
+mod cli;
+mod run;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use cli::{Cli, Command};
+
+/// airlock's own failure: bad input, a refused run, a sandbox that could not be built.
+pub const EXIT_AIRLOCK_ERROR: u8 = 125;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Run(args) => run::run(&cli.global, args),
+        Command::Check(args) => check::check(&cli.global, args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("airlock: error: {err:#}");
+            ExitCode::from(EXIT_AIRLOCK_ERROR)
+        }
+    }
+}
