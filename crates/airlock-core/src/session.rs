@@ -5,7 +5,6 @@
 use std::fs;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {
@@ -45,15 +44,14 @@ fn io<'a>(
     }
 }
 
-fn new_id() -> String {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
-    format!(
-        "{:x}-{:x}",
-        now.as_secs(),
-        (now.subsec_nanos() ^ std::process::id().rotate_left(16)) & 0xffff_ffff
-    )
+/// A short random id: 48 bits from the kernel's generator, in hex.
+fn new_id() -> Result<String, SessionError> {
+    let mut bytes = [0u8; 6];
+    let source = Path::new("/dev/urandom");
+    fs::File::open(source)
+        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes))
+        .map_err(io("read", source))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 fn make_private_dir(path: &Path) -> Result<(), SessionError> {
@@ -83,7 +81,7 @@ impl Session {
         make_private_dir(state_dir)?;
         let sessions = state_dir.join("sessions");
         make_private_dir(&sessions)?;
-        let id = new_id();
+        let id = new_id()?;
         let dir = sessions.join(&id);
         make_private_dir(&dir)?;
         let session = Session {
@@ -193,7 +191,11 @@ mod tests {
             Err(SessionError::BadId(_))
         ));
         fs::create_dir(session.work().join("work")).unwrap();
-        fs::set_permissions(session.work().join("work"), fs::Permissions::from_mode(0)).unwrap();
+        fs::set_permissions(
+            session.work().join("work"),
+            fs::Permissions::from_mode(0o000),
+        )
+        .unwrap();
         session.clone().remove().unwrap();
         assert!(!session.dir.exists());
     }

@@ -1,0 +1,255 @@
+//! For each layer, an attempt that succeeds without airlock and fails inside it, as root and as an
+//! unprivileged user. Each script prints PWNED when the attack worked.
+
+mod support;
+
+use std::io::Read;
+use std::net::TcpListener;
+use std::os::unix::net::UnixListener;
+
+use support::*;
+
+const PWNED: &str = "PWNED";
+
+#[track_caller]
+fn works_outside_fails_inside(world: &World, script: &str) {
+    let outside = world.outside(script);
+    assert!(
+        stdout(&outside).contains(PWNED),
+        "the attack must work without airlock, or this test proves nothing: {}{}",
+        stdout(&outside),
+        stderr(&outside)
+    );
+    let inside = world.inside(script);
+    let said = ran(&inside);
+    assert!(!said.contains(PWNED), "attack worked inside the sandbox: {said}{}", stderr(&inside));
+}
+
+both_modes!(read_a_secret_file_outside_the_workspace, |w: &World| {
+    let secret = w.outside.join("id_rsa");
+    w.write(&secret, "canary-secret");
+    works_outside_fails_inside(w, &format!("cat {} | grep -q canary && echo {PWNED}", secret.display()));
+});
+
+both_modes!(see_etc_shadow, |w: &World| {
+    works_outside_fails_inside(w, &format!("test -e /etc/shadow && echo {PWNED}"));
+});
+
+both_modes!(see_home_directories, |w: &World| {
+    works_outside_fails_inside(w, &format!("test -e /root && echo {PWNED}"));
+});
+
+both_modes!(write_outside_the_workspace, |w: &World| {
+    let target = w.outside.join("dropped");
+    let script = format!("echo evil > {} && echo {PWNED}", target.display());
+    works_outside_fails_inside(w, &format!("{script}; rm -f {}", target.display()));
+    w.inside(&script);
+    assert!(!target.exists(), "the sandbox wrote outside its workspace");
+});
+
+both_modes!(write_the_host_workspace_directly, |w: &World| {
+    let file = w.workspace.join("notes.txt");
+    w.write(&file, "original");
+    let out = w.inside("echo changed > notes.txt && rm -f gone && echo new > created && cat notes.txt");
+    assert_eq!(ran(&out).trim(), "changed", "inside sees its own change: {}", stderr(&out));
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "original", "host workspace was written");
+    assert!(!w.workspace.join("created").exists(), "host workspace was written");
+});
+
+/// A process on the host owned by the identity under test, for the sandbox to try to reach.
+fn host_victim(w: &World) -> std::process::Child {
+    w.command("sleep").arg("300").spawn().unwrap()
+}
+
+both_modes!(see_host_processes, |w: &World| {
+    let mut victim = host_victim(w);
+    let pid = victim.id();
+    works_outside_fails_inside(w, &format!("test -d /proc/{pid} && echo {PWNED}"));
+    victim.kill().unwrap();
+    victim.wait().unwrap();
+});
+
+both_modes!(signal_a_host_process, |w: &World| {
+    let mut victim = host_victim(w);
+    let pid = victim.id();
+    let out = w.inside(&format!("kill -TERM {pid} && echo {PWNED}"));
+    assert!(!ran(&out).contains(PWNED));
+    assert!(victim.try_wait().unwrap().is_none(), "the sandbox killed a host process");
+    let out = w.outside(&format!("kill -TERM {pid} && echo {PWNED}"));
+    assert!(stdout(&out).contains(PWNED), "the same signal works from the host");
+    victim.wait().unwrap();
+});
+
+both_modes!(ptrace_a_process, |w: &World| {
+    // Attach to our own child: allowed on the host for any user, refused inside.
+    let script = format!(
+        r#"python3 -c '
+import ctypes, os, time
+libc = ctypes.CDLL(None, use_errno=True)
+pid = os.fork()
+if pid == 0:
+    time.sleep(5); os._exit(0)
+if libc.ptrace(16, pid, 0, 0) == 0:
+    print("{PWNED}")
+os.kill(pid, 9)
+'"#
+    );
+    works_outside_fails_inside(w, &script);
+});
+
+both_modes!(reach_a_tcp_port_on_host_loopback, |w: &World| {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let script = format!(
+        "python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}), timeout=3); print(\"{PWNED}\")'"
+    );
+    works_outside_fails_inside(w, &script);
+    drop(listener);
+});
+
+both_modes!(connect_to_a_host_unix_socket, |w: &World| {
+    let path = w.outside.join("agent.sock");
+    let listener = UnixListener::bind(&path).unwrap();
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let script = format!(
+        "python3 -c 'import socket; s=socket.socket(socket.AF_UNIX); s.connect(\"{}\"); print(\"{PWNED}\")'",
+        path.display()
+    );
+    works_outside_fails_inside(w, &script);
+    drop(listener);
+});
+
+both_modes!(connect_to_a_host_abstract_unix_socket, |w: &World| {
+    let name = format!("airlock-test-{}-{:?}", std::process::id(), std::thread::current().id());
+    let script = format!(
+        "python3 -c 'import socket; s=socket.socket(socket.AF_UNIX); s.connect(\"\\0{name}\"); print(\"{PWNED}\")'"
+    );
+    // Bind from Python too (std has no abstract-socket API on stable), kept alive for the test.
+    let mut server = std::process::Command::new("python3")
+        .args([
+            "-c",
+            &format!(
+                "import socket,sys,time; s=socket.socket(socket.AF_UNIX); s.bind(\"\\0{name}\"); s.listen(8); print(\"up\", flush=True); time.sleep(60)"
+            ),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut up = [0u8; 2];
+    server.stdout.as_mut().unwrap().read_exact(&mut up).unwrap();
+    works_outside_fails_inside(w, &script);
+    server.kill().unwrap();
+    server.wait().unwrap();
+});
+
+both_modes!(mount_a_filesystem, |w: &World| {
+    // Outside, any user can mount inside a mount namespace of its own (never on the host's tree:
+    // this test runs as root too).
+    works_outside_fails_inside(w, &format!("unshare -rm sh -c 'mount -t tmpfs none /mnt && echo {PWNED}'"));
+    // Inside, mounting directly is refused as well.
+    let out = w.inside(&format!("mount -t tmpfs none /tmp && echo {PWNED}"));
+    assert!(!ran(&out).contains(PWNED));
+});
+
+both_modes!(create_a_user_namespace, |w: &World| {
+    works_outside_fails_inside(w, &format!("unshare -U true && echo {PWNED}"));
+});
+
+both_modes!(use_io_uring, |w: &World| {
+    let script = format!(
+        r#"python3 -c '
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+params = ctypes.create_string_buffer(120)
+if libc.syscall(425, 8, params) >= 0:
+    print("{PWNED}")
+'"#
+    );
+    works_outside_fails_inside(w, &script);
+});
+
+both_modes!(inject_terminal_input_with_tiocsti, |w: &World| {
+    // A terminal of our own made our controlling tty, then TIOCSTI pushes a byte into its input.
+    let script = format!(
+        r#"python3 -c '
+import os, fcntl, termios
+m, s = os.openpty()
+name = os.ttyname(s)
+if os.fork() == 0:
+    os.setsid()
+    fd = os.open(name, os.O_RDWR)
+    try:
+        fcntl.ioctl(fd, termios.TIOCSTI, b"x")
+        print("{PWNED}", flush=True)
+    except OSError as e:
+        print("refused", e, flush=True)
+    os._exit(0)
+os.wait()
+'"#
+    );
+    works_outside_fails_inside(w, &script);
+});
+
+both_modes!(read_a_secret_environment_variable, |w: &World| {
+    let script = format!("test \"$AIRLOCK_TEST_SECRET\" = canary && echo {PWNED}");
+    let outside = w.command("sh").args(["-c", &script]).env("AIRLOCK_TEST_SECRET", "canary").output().unwrap();
+    assert!(stdout(&outside).contains(PWNED));
+    let inside = w.airlock_sh(&[], &script).env("AIRLOCK_TEST_SECRET", "canary").output().unwrap();
+    assert!(!ran(&inside).contains(PWNED), "a secret of the caller's environment reached the sandbox");
+});
+
+both_modes!(use_a_leaked_file_descriptor, |w: &World| {
+    let secret = w.outside.join("token");
+    w.write(&secret, "canary-token");
+    let attack = format!("cat <&7 | grep -q canary && echo {PWNED}");
+    let outside = w.outside(&format!("exec 7<{}; {attack}", secret.display()));
+    assert!(stdout(&outside).contains(PWNED));
+    // The caller leaks fd 7 into airlock; the sandboxed command must not get it.
+    let airlock = airlock_bin().display().to_string();
+    let inside = w.outside(&format!(
+        "exec 7<{}; {airlock} --state-dir {} run -w {} -- sh -c '{attack}'",
+        secret.display(),
+        w.state.display(),
+        w.workspace.display()
+    ));
+    assert!(!ran(&inside).contains(PWNED), "leaked fd reached the sandbox: {}", stderr(&inside));
+});
+
+both_modes!(keep_a_daemon_alive_after_the_run, |w: &World| {
+    let marker = format!("{}.{}", 4000 + std::process::id() % 1000, w.mode as u8 + 1);
+    let script = format!("setsid sleep {marker} < /dev/null > /dev/null 2>&1 & echo started");
+    let out = w.inside(&script);
+    assert!(ran(&out).contains("started"));
+    let alive = |m: &str| {
+        std::process::Command::new("pgrep").args(["-f", &format!("^sleep {m}$")]).output().unwrap().status.success()
+    };
+    assert!(!alive(&marker), "a daemon started in the sandbox outlived the run");
+    // Without airlock the same daemon survives its parent.
+    w.outside(&script);
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert!(alive(&marker), "the daemon must survive without airlock, or this test proves nothing");
+    std::process::Command::new("pkill").args(["-f", &format!("^sleep {marker}$")]).status().unwrap();
+});
+
+both_modes!(fork_bomb, |w: &World| {
+    let profile = w.profile("[limits]\nprocesses = 64\ntimeout = \"20s\"\n");
+    // Outside, the same user can start far more processes than the sandbox allows.
+    let many = format!("for i in $(seq 100); do sleep 2 & done; echo {PWNED}; kill $(jobs -p) 2>/dev/null; wait");
+    assert!(stdout(&w.outside(&many)).contains(PWNED));
+    let out = w.inside_with(&["--profile-file", &profile], &many);
+    assert!(!ran(&out).contains(PWNED), "the process limit did not hold");
+    // A real fork bomb ends inside its limits, and the host still forks afterwards.
+    let out = w.inside_with(&["--profile-file", &profile], "b() { b | b & }; b; sleep 3; echo done");
+    assert_ne!(out.status.code(), Some(125), "{}", stderr(&out));
+    assert!(std::process::Command::new("true").status().unwrap().success());
+});
+
+both_modes!(exhaust_memory, |w: &World| {
+    let profile = w.profile("[limits]\nmemory = \"256MiB\"\n");
+    let script = format!("python3 -c 'b = bytearray(768 * 1024 * 1024); b[::4096] = b\"x\" * len(b[::4096]); print(\"{PWNED}\")'");
+    let outside = w.outside(&script);
+    assert!(stdout(&outside).contains(PWNED), "{}", stderr(&outside));
+    let inside = w.inside_with(&["--profile-file", &profile], &script);
+    assert!(!ran(&inside).contains(PWNED), "the memory limit did not hold");
+    assert_ne!(inside.status.code(), Some(0));
+});

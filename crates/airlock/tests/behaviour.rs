@@ -1,0 +1,172 @@
+//! What a user relies on besides confinement: exit codes, signals, stdin, clear errors, limits,
+//! and real tools working inside.
+
+mod support;
+
+use std::io::Write;
+use std::process::Stdio;
+
+use support::*;
+
+both_modes!(exit_codes_propagate, |w: &World| {
+    assert_eq!(w.inside("exit 42").status.code(), Some(42));
+    assert_eq!(w.inside("true").status.code(), Some(0));
+});
+
+both_modes!(death_by_signal_is_128_plus_n, |w: &World| {
+    assert_eq!(w.inside("kill -TERM $$").status.code(), Some(128 + 15));
+    assert_eq!(w.inside("kill -KILL $$").status.code(), Some(128 + 9));
+});
+
+both_modes!(signals_to_airlock_reach_the_command, |w: &World| {
+    let mut child = w
+        .airlock_sh(&[], "trap 'echo got-term; exit 7' TERM; echo ready; while :; do sleep 0.1; done")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    let mut reader = std::io::BufReader::new(child.stdout.take().unwrap());
+    std::io::BufRead::read_line(&mut reader, &mut line).unwrap();
+    assert_eq!(line.trim(), "ready");
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGTERM).unwrap();
+    let status = child.wait().unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut reader, &mut rest).unwrap();
+    assert_eq!(rest.trim(), "got-term");
+    assert_eq!(status.code(), Some(7));
+});
+
+both_modes!(stdin_passes_through, |w: &World| {
+    let mut child = w.airlock_sh(&[], "tr a-z A-Z").stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+    child.stdin.take().unwrap().write_all(b"hello sandbox\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(stdout(&out), "HELLO SANDBOX\n");
+});
+
+both_modes!(command_not_found_is_127_with_a_clear_message, |w: &World| {
+    let out = w.command(airlock_bin())
+        .args(["--state-dir", w.state.to_str().unwrap(), "run", "--", "no-such-tool-xyz", "arg"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(127));
+    assert!(stderr(&out).contains("no-such-tool-xyz: command not found"), "{}", stderr(&out));
+});
+
+both_modes!(identity_inside, |w: &World| {
+    let out = w.inside("id -u; id -g; id -un; hostname; echo $HOME; grep -c . /proc/self/status >/dev/null; grep CapEff /proc/self/status; grep NoNewPrivs /proc/self/status; grep Seccomp: /proc/self/status");
+    let text = ran(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(&lines[..5], &["1000", "1000", "agent", "airlock", "/home/agent"], "{text}");
+    assert!(text.contains("CapEff:\t0000000000000000"), "{text}");
+    assert!(text.contains("NoNewPrivs:\t1"), "{text}");
+    assert!(text.contains("Seccomp:\t2"), "{text}");
+});
+
+both_modes!(changes_persist_within_a_kept_session_only, |w: &World| {
+    let out = w.inside_with(&["--keep"], "echo one > state.txt");
+    let said = stderr(&out);
+    let id = said.split_whitespace().nth(2).expect("session id on stderr").to_string();
+    let out = w.inside_with(&["--session", &id], "cat state.txt");
+    assert_eq!(ran(&out).trim(), "one");
+    let out = w.inside("cat state.txt 2>/dev/null || echo absent");
+    assert_eq!(ran(&out).trim(), "absent", "a fresh run must not see another session's changes");
+    assert!(!w.workspace.join("state.txt").exists());
+});
+
+both_modes!(wall_clock_timeout_kills_everything, |w: &World| {
+    let profile = w.profile("[limits]\ntimeout = \"1s\"\n");
+    let started = std::time::Instant::now();
+    let out = w.inside_with(&["--profile-file", &profile], "sleep 60 & sleep 60");
+    assert_eq!(out.status.code(), Some(124), "{}", stderr(&out));
+    assert!(stderr(&out).contains("time limit"));
+    // Not a timing assertion: only that the run did not wait for the 60 s sleeps.
+    assert!(started.elapsed() < std::time::Duration::from_secs(50));
+});
+
+both_modes!(bad_profile_names_file_line_and_column, |w: &World| {
+    let profile = w.profile("[limits]\nmemroy = \"1GiB\"\n");
+    let out = w.inside_with(&["--profile-file", &profile], "true");
+    assert_eq!(out.status.code(), Some(125));
+    assert!(stderr(&out).contains(&format!("{profile}:2:1")), "{}", stderr(&out));
+});
+
+both_modes!(profile_inside_the_workspace_is_refused, |w: &World| {
+    let path = w.workspace.join("evil.toml");
+    w.write(&path, "[limits]\nprocesses = 100000\n");
+    let out = w.inside_with(&["--profile-file", path.to_str().unwrap()], "true");
+    assert_eq!(out.status.code(), Some(125));
+    assert!(stderr(&out).contains("inside"), "{}", stderr(&out));
+});
+
+both_modes!(unknown_degraded_layer_is_an_error, |w: &World| {
+    let out = w.inside_with(&["--allow-degraded=seccomp"], "true");
+    assert_eq!(out.status.code(), Some(125));
+    assert!(stderr(&out).contains("unknown layer"), "{}", stderr(&out));
+});
+
+both_modes!(profile_env_and_paths, |w: &World| {
+    let tools = w.outside.join("tools");
+    std::fs::create_dir_all(&tools).unwrap();
+    w.give(&tools);
+    w.write(&tools.join("tool.sh"), "echo tool-ran");
+    w.write(&tools.join("private.key"), "secret");
+    let profile = w.profile(&format!(
+        "[filesystem]\nread_only = [\"{t}\"]\nhide = [\"{t}/private.key\"]\n[env]\nallow = [\"CI\"]\nset = {{ GREETING = \"hi\" }}\n",
+        t = tools.display()
+    ));
+    let out = w
+        .airlock_sh(
+            &["--profile-file", &profile],
+            &format!("sh {t}/tool.sh; echo $CI $GREETING; cat {t}/private.key; echo x > {t}/new 2>/dev/null || echo read-only", t = tools.display()),
+        )
+        .env("CI", "yes")
+        .output()
+        .unwrap();
+    let text = ran(&out);
+    assert!(text.contains("tool-ran"), "{text}{}", stderr(&out));
+    assert!(text.contains("yes hi"), "{text}");
+    assert!(!text.contains("secret"), "{text}");
+    assert!(text.contains("read-only"), "{text}");
+});
+
+both_modes!(real_tools_work_inside, |w: &World| {
+    let script = "set -e
+        git init -q repo && cd repo
+        git -c user.email=a@b -c user.name=agent commit -q --allow-empty -m first
+        git log --oneline | wc -l
+        python3 -c 'print(sum(range(10)))'
+        echo ok";
+    let out = w.inside(script);
+    assert_eq!(ran(&out).split_whitespace().collect::<Vec<_>>(), ["1", "45", "ok"], "{}", stderr(&out));
+});
+
+#[test]
+fn cargo_builds_a_tiny_crate_inside() {
+    // Root only: the toolchain lives under /root here, which an unprivileged uid cannot reach.
+    let Some(w) = World::new(Mode::Root) else { return };
+    let rustup = std::env::var("RUSTUP_HOME").unwrap_or_else(|_| format!("{}/.rustup", std::env::var("HOME").unwrap_or_default()));
+    let cargo_home = std::env::var("CARGO_HOME").unwrap_or_else(|_| format!("{}/.cargo", std::env::var("HOME").unwrap_or_default()));
+    if !std::path::Path::new(&rustup).is_dir() {
+        eprintln!("skipped: no rustup toolchain at {rustup}");
+        return;
+    }
+    let profile = w.profile(&format!(
+        "[filesystem]\nread_only = [\"{rustup}\", \"{cargo_home}/bin\"]\n[env]\nset = {{ RUSTUP_HOME = \"{rustup}\", PATH = \"{cargo_home}/bin:/usr/bin:/bin\", CARGO_HOME = \"/home/agent/.cargo\" }}\n[limits]\nmemory = \"2GiB\"\n"
+    ));
+    let script = "set -e; cargo new -q --vcs none tiny; cd tiny; cargo build -q --offline; ./target/debug/tiny";
+    let out = w.inside_with(&["--profile-file", &profile], script);
+    assert_eq!(ran(&out).trim(), "Hello, world!", "{}", stderr(&out));
+}
+
+#[test]
+fn check_reports_every_layer_as_json() {
+    let Some(w) = World::new(if is_root() { Mode::Root } else { Mode::User }) else { return };
+    let out = w.command(airlock_bin()).args(["--state-dir", w.state.to_str().unwrap(), "check", "--json"]).output().unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names: Vec<&str> = report["layers"].as_array().unwrap().iter().map(|l| l["name"].as_str().unwrap()).collect();
+    for layer in ["user namespace", "mount namespace", "pid namespace", "network namespace", "overlayfs", "landlock", "seccomp", "cgroups"] {
+        assert!(names.contains(&layer), "{layer} missing from {names:?}");
+    }
+    assert_eq!(report["protection"], "full", "this test machine provides every layer");
+    assert_eq!(out.status.code(), Some(0));
+}

@@ -1,0 +1,180 @@
+//! Test harness: runs the real airlock binary as root and as an unprivileged user, and runs the
+//! same attack directly on the host as the same identity, so every test can show the attack
+//! working without airlock and failing inside it.
+#![allow(dead_code)]
+
+use std::ffi::OsStr;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+
+/// An unprivileged uid with no passwd entry: setpriv needs none, and nothing on the host belongs
+/// to it, so whatever it reaches it reaches as "other".
+pub const TEST_UID: u32 = 4242;
+pub const TEST_PATH: &str = "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Root,
+    User,
+}
+
+pub fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+/// The binary under test, copied where an unprivileged uid can execute it (the build tree may sit
+/// under a directory only root can enter).
+pub fn airlock_bin() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("airlock-test-bin-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let bin = dir.join("airlock");
+        std::fs::copy(env!("CARGO_BIN_EXE_airlock"), &bin).unwrap();
+        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+        bin
+    })
+}
+
+/// One test's world: a workspace, a place outside it, a home and a state dir, all owned by the
+/// identity that runs airlock.
+pub struct World {
+    pub mode: Mode,
+    _root: tempfile::TempDir,
+    pub base: PathBuf,
+    pub workspace: PathBuf,
+    pub outside: PathBuf,
+    pub home: PathBuf,
+    pub state: PathBuf,
+}
+
+impl World {
+    /// None when this mode cannot be tested here (root tests need root).
+    pub fn new(mode: Mode) -> Option<World> {
+        if mode == Mode::Root && !is_root() {
+            eprintln!("skipped: root mode needs the tests to run as root");
+            return None;
+        }
+        let root = tempfile::Builder::new().prefix("airlock-test-").tempdir().unwrap();
+        let base = root.path().to_path_buf();
+        std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let world = World {
+            mode,
+            workspace: base.join("workspace"),
+            outside: base.join("outside"),
+            home: base.join("home"),
+            state: base.join("state"),
+            base,
+            _root: root,
+        };
+        for dir in [&world.workspace, &world.outside, &world.home, &world.state] {
+            std::fs::create_dir_all(dir).unwrap();
+            world.give(dir);
+        }
+        Some(world)
+    }
+
+    /// Hand a path to the identity under test.
+    pub fn give(&self, path: &Path) {
+        if self.mode == Mode::User && is_root() {
+            std::os::unix::fs::chown(path, Some(TEST_UID), Some(TEST_UID)).unwrap();
+        }
+    }
+
+    /// Write a file and hand it to the identity under test.
+    pub fn write(&self, path: &Path, content: &str) {
+        std::fs::write(path, content).unwrap();
+        self.give(path);
+    }
+
+    /// A command run as the identity under test, with a minimal environment.
+    pub fn command(&self, program: impl AsRef<OsStr>) -> Command {
+        let mut cmd = if self.mode == Mode::User && is_root() {
+            let mut cmd = Command::new("setpriv");
+            cmd.arg(format!("--reuid={TEST_UID}"))
+                .arg(format!("--regid={TEST_UID}"))
+                .arg("--clear-groups")
+                .arg("--")
+                .arg(program);
+            cmd
+        } else {
+            Command::new(program)
+        };
+        cmd.env_clear()
+            .env("PATH", TEST_PATH)
+            .env("HOME", &self.home)
+            .env("LANG", "C.UTF-8")
+            .current_dir(&self.workspace)
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    /// `airlock --state-dir … run --workspace … <extra> -- sh -c script`, not yet started.
+    pub fn airlock_sh(&self, extra: &[&str], script: &str) -> Command {
+        let mut cmd = self.command(airlock_bin());
+        cmd.arg("--state-dir").arg(&self.state).arg("run").arg("--workspace").arg(&self.workspace);
+        cmd.args(extra).args(["--", "sh", "-c", script]);
+        cmd
+    }
+
+    pub fn inside(&self, script: &str) -> Output {
+        self.airlock_sh(&[], script).output().unwrap()
+    }
+
+    pub fn inside_with(&self, extra: &[&str], script: &str) -> Output {
+        self.airlock_sh(extra, script).output().unwrap()
+    }
+
+    /// The same script run directly on the host, as the same identity.
+    pub fn outside(&self, script: &str) -> Output {
+        self.command("sh").args(["-c", script]).output().unwrap()
+    }
+
+    /// A profile file outside the workspace.
+    pub fn profile(&self, toml: &str) -> String {
+        let path = self.base.join("profile.toml");
+        self.write(&path, toml);
+        path.to_str().unwrap().to_string()
+    }
+}
+
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Assert the run succeeded as a run (airlock itself did not refuse) and print what it said.
+#[track_caller]
+pub fn ran(out: &Output) -> String {
+    let code = out.status.code();
+    assert_ne!(code, Some(125), "airlock refused or failed: {}", stderr(out));
+    stdout(out)
+}
+
+/// Both root and unprivileged-user variants of one test.
+#[macro_export]
+macro_rules! both_modes {
+    ($name:ident, $body:expr) => {
+        mod $name {
+            use super::*;
+            #[test]
+            fn as_root() {
+                if let Some(world) = World::new(Mode::Root) {
+                    ($body)(&world)
+                }
+            }
+            #[test]
+            fn as_user() {
+                if let Some(world) = World::new(Mode::User) {
+                    ($body)(&world)
+                }
+            }
+        }
+    };
+}

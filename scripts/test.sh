@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Run airlock's whole test suite: unit tests, integration tests that really sandbox commands, and
+# the attack tests (as root and as an unprivileged uid when run as root).
+# As root on Debian, installs what the tests use inside the sandbox first.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+needed=(python3 git procps util-linux)
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  missing=()
+  for pkg in "${needed[@]}"; do dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg"); done
+  if [ ${#missing[@]} -gt 0 ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  fi
+fi
+# /usr/bin/python3 is what runs inside the sandbox; a python3 earlier in PATH (pyenv) is not visible there.
+test -x /usr/bin/python3 || { echo "the tests need /usr/bin/python3 (apt-get install python3)" >&2; exit 1; }
+cargo test --workspace "$@"
