@@ -60,6 +60,9 @@ pub(crate) struct SetupMode<'a> {
     pub rootful: bool,
     /// No memory cgroup: limit the address space with RLIMIT_AS instead.
     pub memory_by_rlimit: bool,
+    /// Root only: a user namespace whose mapping shows the workspace owner's files as the
+    /// sandbox user's on the overlay's lower layer (see `idmap`).
+    pub lower_idmap: Option<std::os::fd::OwnedFd>,
 }
 
 /// Entry point of the setup process; never returns.
@@ -109,6 +112,7 @@ fn setup(spec: &SandboxSpec, channel: &mut SetupChannel, mode: &SetupMode) -> Re
         staging: mode.staging,
         in_user_namespace: !rootful,
         owner,
+        lower_idmap: mode.lower_idmap.as_ref(),
     })?;
 
     if rootful {

@@ -14,6 +14,7 @@ use nix::unistd::{pipe2, write, Pid};
 
 use crate::cgroup::{self, RunCgroup};
 use crate::error::{JailError, Result, SyscallContext};
+use crate::idmap;
 use crate::init::forwarded_set;
 use crate::inside::{self, SetupChannel, SetupMode, MSG_ERROR, MSG_READY, MSG_WRITE_ID_MAPS};
 use crate::probe;
@@ -85,10 +86,26 @@ pub fn spawn(spec: &SandboxSpec, staging: &std::path::Path) -> Result<Sandbox> {
     if !rootful {
         flags |= libc::CLONE_NEWUSER;
     }
+    let lower_idmap = if rootful {
+        let meta = std::fs::metadata(&spec.workspace.lower).map_err(|e| JailError::Path {
+            action: "inspect the workspace",
+            path: spec.workspace.lower.clone(),
+            errno: nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
+            hint: "does the workspace still exist?",
+        })?;
+        use std::os::unix::fs::MetadataExt;
+        Some(idmap::userns_for(
+            (meta.uid(), meta.gid()),
+            (spec.ids.host_uid, spec.ids.host_gid),
+        )?)
+    } else {
+        None
+    };
     let mode = SetupMode {
         staging,
         rootful,
         memory_by_rlimit: run_cgroup.is_none(),
+        lower_idmap,
     };
     let pid = match clone_fork(flags).during(
         "create the sandbox namespaces",

@@ -10,6 +10,7 @@
 mod cgroup;
 mod confine;
 mod error;
+mod idmap;
 mod init;
 mod inside;
 mod launch;

@@ -14,7 +14,7 @@ use nix::unistd::{chdir, pivot_root};
 
 use crate::error::{JailError, PathContext, Result};
 use crate::spec::{OverlayWorkspace, SandboxSpec};
-use crate::sys::{mount_setattr, MountAttrs};
+use crate::sys::{self, mount_setattr, MountAttrs};
 
 /// Host directories a shell and common tools need, bound read-only (or re-created as the same
 /// symlink on merged-/usr systems).
@@ -71,6 +71,7 @@ pub(crate) struct RootfsPlan<'a> {
     /// Mounting inside an unprivileged user namespace: overlayfs needs `userxattr` there.
     pub in_user_namespace: bool,
     pub owner: MounterIds,
+    pub lower_idmap: Option<&'a std::os::fd::OwnedFd>,
 }
 
 /// Build the whole tree under `plan.staging` and pivot into it. On return `/` is the new root.
@@ -112,7 +113,12 @@ pub(crate) fn build_and_enter(plan: &RootfsPlan) -> Result<()> {
         .map_err(|e| io_error("create", &staging.join("var"), e))?;
     symlink("../tmp", staging.join("var/tmp"))
         .map_err(|e| io_error("create", &staging.join("var/tmp"), e))?;
-    workspace_overlay(staging, &plan.spec.workspace, plan.in_user_namespace)?;
+    workspace_overlay(
+        staging,
+        &plan.spec.workspace,
+        plan.in_user_namespace,
+        plan.lower_idmap,
+    )?;
     for bind in &plan.spec.binds {
         let attrs = MountAttrs {
             read_only: !bind.writable,
@@ -345,12 +351,23 @@ fn overlay_escape(path: &Path) -> Result<String> {
     Ok(out)
 }
 
-fn workspace_overlay(staging: &Path, ws: &OverlayWorkspace, in_user_namespace: bool) -> Result<()> {
+fn workspace_overlay(
+    staging: &Path,
+    ws: &OverlayWorkspace,
+    in_user_namespace: bool,
+    lower_idmap: Option<&std::os::fd::OwnedFd>,
+) -> Result<()> {
     let dst = inside(staging, &ws.lower)?;
     fs::create_dir_all(&dst).map_err(|e| io_error("create", &dst, e))?;
+    // An idmapped view of the workspace, attached only until the overlay holds its own reference.
+    let idmapped_lower = match lower_idmap {
+        Some(userns) => idmapped_view(staging, &ws.lower, userns)?,
+        None => None,
+    };
+    let lower = idmapped_lower.clone().unwrap_or_else(|| ws.lower.clone());
     let mut options = format!(
         "lowerdir={},upperdir={},workdir={}",
-        overlay_escape(&ws.lower)?,
+        overlay_escape(&lower)?,
         overlay_escape(&ws.upper)?,
         overlay_escape(&ws.work)?
     );
@@ -369,6 +386,14 @@ fn workspace_overlay(staging: &Path, ws: &OverlayWorkspace, in_user_namespace: b
         &ws.lower,
         "overlayfs needs kernel >= 5.11 in a user namespace, and upper/work dirs on one filesystem that supports user xattrs; run 'airlock check'",
     )?;
+    if let Some(view) = idmapped_lower {
+        umount2(&view, MntFlags::MNT_DETACH).on_path(
+            "detach",
+            &view,
+            "unexpected: please report it",
+        )?;
+        fs::remove_dir(&view).map_err(|e| io_error("remove", &view, e))?;
+    }
     // overlayfs can come up read-only with only a kernel log line to say why; check it did not.
     let flags = statvfs(&dst).on_path("inspect", &dst, "unexpected: please report it")?;
     if flags.flags().contains(FsFlags::ST_RDONLY) {
@@ -380,6 +405,40 @@ fn workspace_overlay(staging: &Path, ws: &OverlayWorkspace, in_user_namespace: b
         });
     }
     Ok(())
+}
+
+/// Attach an idmapped clone of `lower` at a scratch point in the new root. None when the
+/// workspace's filesystem cannot be idmapped (then files keep their owners, readable but not
+/// editable by a sandbox user that does not own them).
+fn idmapped_view(
+    staging: &Path,
+    lower: &Path,
+    userns: &std::os::fd::OwnedFd,
+) -> Result<Option<PathBuf>> {
+    let tree =
+        sys::open_tree_clone(lower).on_path("clone the mount of", lower, "run 'airlock check'")?;
+    match sys::idmap_mount(&tree, userns) {
+        Ok(()) => {}
+        Err(nix::errno::Errno::EINVAL)
+        | Err(nix::errno::Errno::EPERM)
+        | Err(nix::errno::Errno::EOPNOTSUPP) => return Ok(None),
+        Err(errno) => {
+            return Err(JailError::Path {
+                action: "idmap the workspace",
+                path: lower.to_path_buf(),
+                errno,
+                hint: "unexpected: please report it",
+            })
+        }
+    }
+    let view = staging.join(".airlock-lower");
+    fs::create_dir_all(&view).map_err(|e| io_error("create", &view, e))?;
+    sys::move_mount_to(&tree, &view).on_path(
+        "attach the idmapped workspace at",
+        &view,
+        "unexpected: please report it",
+    )?;
+    Ok(Some(view))
 }
 
 /// Bind a host path at the same path inside, restricted by `attrs` recursively.

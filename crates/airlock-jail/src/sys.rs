@@ -253,3 +253,67 @@ pub(crate) fn landlock_abi_version() -> i32 {
         ret as i32
     }
 }
+
+const OPEN_TREE_CLONE: libc::c_uint = 1;
+const MOUNT_ATTR_IDMAP: u64 = 0x0010_0000;
+const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x0000_0004;
+
+/// A detached copy of the mount at `path` (`open_tree(OPEN_TREE_CLONE)`), to be changed before
+/// anyone can see it and then attached with [`move_mount_to`].
+pub(crate) fn open_tree_clone(path: &Path) -> nix::Result<OwnedFd> {
+    let c_path = CString::new(path.as_os_str().as_bytes()).map_err(|_| Errno::EINVAL)?;
+    // SAFETY: `c_path` is a valid NUL-terminated string for the duration of the call.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_open_tree,
+            libc::AT_FDCWD,
+            c_path.as_ptr(),
+            OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint,
+        )
+    };
+    let fd = Errno::result(ret)? as libc::c_int;
+    // SAFETY: the kernel returned a new fd that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Make the detached mount `tree` show file owners through the id mapping of `userns`.
+pub(crate) fn idmap_mount(tree: &OwnedFd, userns: &OwnedFd) -> nix::Result<()> {
+    use std::os::fd::AsRawFd;
+    let attr = MountAttr {
+        attr_set: MOUNT_ATTR_IDMAP,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: userns.as_raw_fd() as u64,
+    };
+    // SAFETY: the path is an empty NUL-terminated string used with AT_EMPTY_PATH on a valid fd, and
+    // `attr` is an initialised `struct mount_attr` of the size passed; both outlive the call.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            tree.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH as libc::c_uint,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    Errno::result(ret).map(drop)
+}
+
+/// Attach the detached mount `tree` at `target`.
+pub(crate) fn move_mount_to(tree: &OwnedFd, target: &Path) -> nix::Result<()> {
+    use std::os::fd::AsRawFd;
+    let c_target = CString::new(target.as_os_str().as_bytes()).map_err(|_| Errno::EINVAL)?;
+    // SAFETY: both strings are valid and NUL-terminated for the call; `tree` is a live fd.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            tree.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_FDCWD,
+            c_target.as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH,
+        )
+    };
+    Errno::result(ret).map(drop)
+}

@@ -22,13 +22,20 @@ fn works_outside_fails_inside(world: &World, script: &str) {
     );
     let inside = world.inside(script);
     let said = ran(&inside);
-    assert!(!said.contains(PWNED), "attack worked inside the sandbox: {said}{}", stderr(&inside));
+    assert!(
+        !said.contains(PWNED),
+        "attack worked inside the sandbox: {said}{}",
+        stderr(&inside)
+    );
 }
 
 both_modes!(read_a_secret_file_outside_the_workspace, |w: &World| {
     let secret = w.outside.join("id_rsa");
     w.write(&secret, "canary-secret");
-    works_outside_fails_inside(w, &format!("cat {} | grep -q canary && echo {PWNED}", secret.display()));
+    works_outside_fails_inside(
+        w,
+        &format!("cat {} | grep -q canary && echo {PWNED}", secret.display()),
+    );
 });
 
 both_modes!(see_etc_shadow, |w: &World| {
@@ -50,10 +57,23 @@ both_modes!(write_outside_the_workspace, |w: &World| {
 both_modes!(write_the_host_workspace_directly, |w: &World| {
     let file = w.workspace.join("notes.txt");
     w.write(&file, "original");
-    let out = w.inside("echo changed > notes.txt && rm -f gone && echo new > created && cat notes.txt");
-    assert_eq!(ran(&out).trim(), "changed", "inside sees its own change: {}", stderr(&out));
-    assert_eq!(std::fs::read_to_string(&file).unwrap(), "original", "host workspace was written");
-    assert!(!w.workspace.join("created").exists(), "host workspace was written");
+    let out =
+        w.inside("echo changed > notes.txt && rm -f gone && echo new > created && cat notes.txt");
+    assert_eq!(
+        ran(&out).trim(),
+        "changed",
+        "inside sees its own change: {}",
+        stderr(&out)
+    );
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        "original",
+        "host workspace was written"
+    );
+    assert!(
+        !w.workspace.join("created").exists(),
+        "host workspace was written"
+    );
 });
 
 /// A process on the host owned by the identity under test, for the sandbox to try to reach.
@@ -74,9 +94,15 @@ both_modes!(signal_a_host_process, |w: &World| {
     let pid = victim.id();
     let out = w.inside(&format!("kill -TERM {pid} && echo {PWNED}"));
     assert!(!ran(&out).contains(PWNED));
-    assert!(victim.try_wait().unwrap().is_none(), "the sandbox killed a host process");
+    assert!(
+        victim.try_wait().unwrap().is_none(),
+        "the sandbox killed a host process"
+    );
     let out = w.outside(&format!("kill -TERM {pid} && echo {PWNED}"));
-    assert!(stdout(&out).contains(PWNED), "the same signal works from the host");
+    assert!(
+        stdout(&out).contains(PWNED),
+        "the same signal works from the host"
+    );
     victim.wait().unwrap();
 });
 
@@ -120,7 +146,11 @@ both_modes!(connect_to_a_host_unix_socket, |w: &World| {
 });
 
 both_modes!(connect_to_a_host_abstract_unix_socket, |w: &World| {
-    let name = format!("airlock-test-{}-{:?}", std::process::id(), std::thread::current().id());
+    let name = format!(
+        "airlock-test-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    );
     let script = format!(
         "python3 -c 'import socket; s=socket.socket(socket.AF_UNIX); s.connect(\"\\0{name}\"); print(\"{PWNED}\")'"
     );
@@ -145,7 +175,10 @@ both_modes!(connect_to_a_host_abstract_unix_socket, |w: &World| {
 both_modes!(mount_a_filesystem, |w: &World| {
     // Outside, any user can mount inside a mount namespace of its own (never on the host's tree:
     // this test runs as root too).
-    works_outside_fails_inside(w, &format!("unshare -rm sh -c 'mount -t tmpfs none /mnt && echo {PWNED}'"));
+    works_outside_fails_inside(
+        w,
+        &format!("unshare -rm sh -c 'mount -t tmpfs none /mnt && echo {PWNED}'"),
+    );
     // Inside, mounting directly is refused as well.
     let out = w.inside(&format!("mount -t tmpfs none /tmp && echo {PWNED}"));
     assert!(!ran(&out).contains(PWNED));
@@ -192,10 +225,22 @@ os.wait()
 
 both_modes!(read_a_secret_environment_variable, |w: &World| {
     let script = format!("test \"$AIRLOCK_TEST_SECRET\" = canary && echo {PWNED}");
-    let outside = w.command("sh").args(["-c", &script]).env("AIRLOCK_TEST_SECRET", "canary").output().unwrap();
+    let outside = w
+        .command("sh")
+        .args(["-c", &script])
+        .env("AIRLOCK_TEST_SECRET", "canary")
+        .output()
+        .unwrap();
     assert!(stdout(&outside).contains(PWNED));
-    let inside = w.airlock_sh(&[], &script).env("AIRLOCK_TEST_SECRET", "canary").output().unwrap();
-    assert!(!ran(&inside).contains(PWNED), "a secret of the caller's environment reached the sandbox");
+    let inside = w
+        .airlock_sh(&[], &script)
+        .env("AIRLOCK_TEST_SECRET", "canary")
+        .output()
+        .unwrap();
+    assert!(
+        !ran(&inside).contains(PWNED),
+        "a secret of the caller's environment reached the sandbox"
+    );
 });
 
 both_modes!(use_a_leaked_file_descriptor, |w: &World| {
@@ -212,7 +257,11 @@ both_modes!(use_a_leaked_file_descriptor, |w: &World| {
         w.state.display(),
         w.workspace.display()
     ));
-    assert!(!ran(&inside).contains(PWNED), "leaked fd reached the sandbox: {}", stderr(&inside));
+    assert!(
+        !ran(&inside).contains(PWNED),
+        "leaked fd reached the sandbox: {}",
+        stderr(&inside)
+    );
 });
 
 both_modes!(keep_a_daemon_alive_after_the_run, |w: &World| {
@@ -221,27 +270,49 @@ both_modes!(keep_a_daemon_alive_after_the_run, |w: &World| {
     let out = w.inside(&script);
     assert!(ran(&out).contains("started"));
     let alive = |m: &str| {
-        std::process::Command::new("pgrep").args(["-f", &format!("^sleep {m}$")]).output().unwrap().status.success()
+        std::process::Command::new("pgrep")
+            .args(["-f", &format!("^sleep {m}$")])
+            .output()
+            .unwrap()
+            .status
+            .success()
     };
-    assert!(!alive(&marker), "a daemon started in the sandbox outlived the run");
+    assert!(
+        !alive(&marker),
+        "a daemon started in the sandbox outlived the run"
+    );
     // Without airlock the same daemon survives its parent.
     w.outside(&script);
     std::thread::sleep(std::time::Duration::from_millis(200));
-    assert!(alive(&marker), "the daemon must survive without airlock, or this test proves nothing");
-    std::process::Command::new("pkill").args(["-f", &format!("^sleep {marker}$")]).status().unwrap();
+    assert!(
+        alive(&marker),
+        "the daemon must survive without airlock, or this test proves nothing"
+    );
+    std::process::Command::new("pkill")
+        .args(["-f", &format!("^sleep {marker}$")])
+        .status()
+        .unwrap();
 });
 
 both_modes!(fork_bomb, |w: &World| {
     let profile = w.profile("[limits]\nprocesses = 64\ntimeout = \"20s\"\n");
     // Outside, the same user can start far more processes than the sandbox allows.
-    let many = format!("for i in $(seq 100); do sleep 2 & done; echo {PWNED}; kill $(jobs -p) 2>/dev/null; wait");
+    let many = format!(
+        "for i in $(seq 100); do sleep 2 & done; echo {PWNED}; kill $(jobs -p) 2>/dev/null; wait"
+    );
     assert!(stdout(&w.outside(&many)).contains(PWNED));
     let out = w.inside_with(&["--profile-file", &profile], &many);
     assert!(!ran(&out).contains(PWNED), "the process limit did not hold");
     // A real fork bomb ends inside its limits, and the host still forks afterwards.
-    let out = w.inside_with(&["--profile-file", &profile], "b() { b | b & }; b; sleep 3; echo done");
+    let out = w.inside_with(
+        &["--profile-file", &profile],
+        "b() { b | b & }; b; sleep 3; echo done",
+    );
     assert_ne!(out.status.code(), Some(125), "{}", stderr(&out));
-    assert!(std::process::Command::new("true").status().unwrap().success());
+    assert!(std::process::Command::new("true")
+        .status()
+        .unwrap()
+        .success());
 });
 
 both_modes!(exhaust_memory, |w: &World| {
@@ -250,6 +321,9 @@ both_modes!(exhaust_memory, |w: &World| {
     let outside = w.outside(&script);
     assert!(stdout(&outside).contains(PWNED), "{}", stderr(&outside));
     let inside = w.inside_with(&["--profile-file", &profile], &script);
-    assert!(!ran(&inside).contains(PWNED), "the memory limit did not hold");
+    assert!(
+        !ran(&inside).contains(PWNED),
+        "the memory limit did not hold"
+    );
     assert_ne!(inside.status.code(), Some(0));
 });

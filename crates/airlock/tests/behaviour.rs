@@ -20,7 +20,10 @@ both_modes!(death_by_signal_is_128_plus_n, |w: &World| {
 
 both_modes!(signals_to_airlock_reach_the_command, |w: &World| {
     let mut child = w
-        .airlock_sh(&[], "trap 'echo got-term; exit 7' TERM; echo ready; while :; do sleep 0.1; done")
+        .airlock_sh(
+            &[],
+            "trap 'echo got-term; exit 7' TERM; echo ready; while :; do sleep 0.1; done",
+        )
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
@@ -28,7 +31,11 @@ both_modes!(signals_to_airlock_reach_the_command, |w: &World| {
     let mut reader = std::io::BufReader::new(child.stdout.take().unwrap());
     std::io::BufRead::read_line(&mut reader, &mut line).unwrap();
     assert_eq!(line.trim(), "ready");
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGTERM).unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
     let status = child.wait().unwrap();
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut reader, &mut rest).unwrap();
@@ -37,26 +44,55 @@ both_modes!(signals_to_airlock_reach_the_command, |w: &World| {
 });
 
 both_modes!(stdin_passes_through, |w: &World| {
-    let mut child = w.airlock_sh(&[], "tr a-z A-Z").stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
-    child.stdin.take().unwrap().write_all(b"hello sandbox\n").unwrap();
+    let mut child = w
+        .airlock_sh(&[], "tr a-z A-Z")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"hello sandbox\n")
+        .unwrap();
     let out = child.wait_with_output().unwrap();
     assert_eq!(stdout(&out), "HELLO SANDBOX\n");
 });
 
-both_modes!(command_not_found_is_127_with_a_clear_message, |w: &World| {
-    let out = w.command(airlock_bin())
-        .args(["--state-dir", w.state.to_str().unwrap(), "run", "--", "no-such-tool-xyz", "arg"])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(127));
-    assert!(stderr(&out).contains("no-such-tool-xyz: command not found"), "{}", stderr(&out));
-});
+both_modes!(
+    command_not_found_is_127_with_a_clear_message,
+    |w: &World| {
+        let out = w
+            .command(airlock_bin())
+            .args([
+                "--state-dir",
+                w.state.to_str().unwrap(),
+                "run",
+                "--",
+                "no-such-tool-xyz",
+                "arg",
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(127));
+        assert!(
+            stderr(&out).contains("no-such-tool-xyz: command not found"),
+            "{}",
+            stderr(&out)
+        );
+    }
+);
 
 both_modes!(identity_inside, |w: &World| {
     let out = w.inside("id -u; id -g; id -un; hostname; echo $HOME; grep -c . /proc/self/status >/dev/null; grep CapEff /proc/self/status; grep NoNewPrivs /proc/self/status; grep Seccomp: /proc/self/status");
     let text = ran(&out);
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(&lines[..5], &["1000", "1000", "agent", "airlock", "/home/agent"], "{text}");
+    assert_eq!(
+        &lines[..5],
+        &["1000", "1000", "agent", "airlock", "/home/agent"],
+        "{text}"
+    );
     assert!(text.contains("CapEff:\t0000000000000000"), "{text}");
     assert!(text.contains("NoNewPrivs:\t1"), "{text}");
     assert!(text.contains("Seccomp:\t2"), "{text}");
@@ -65,11 +101,19 @@ both_modes!(identity_inside, |w: &World| {
 both_modes!(changes_persist_within_a_kept_session_only, |w: &World| {
     let out = w.inside_with(&["--keep"], "echo one > state.txt");
     let said = stderr(&out);
-    let id = said.split_whitespace().nth(2).expect("session id on stderr").to_string();
+    let id = said
+        .split_whitespace()
+        .nth(2)
+        .expect("session id on stderr")
+        .to_string();
     let out = w.inside_with(&["--session", &id], "cat state.txt");
     assert_eq!(ran(&out).trim(), "one");
     let out = w.inside("cat state.txt 2>/dev/null || echo absent");
-    assert_eq!(ran(&out).trim(), "absent", "a fresh run must not see another session's changes");
+    assert_eq!(
+        ran(&out).trim(),
+        "absent",
+        "a fresh run must not see another session's changes"
+    );
     assert!(!w.workspace.join("state.txt").exists());
 });
 
@@ -87,7 +131,11 @@ both_modes!(bad_profile_names_file_line_and_column, |w: &World| {
     let profile = w.profile("[limits]\nmemroy = \"1GiB\"\n");
     let out = w.inside_with(&["--profile-file", &profile], "true");
     assert_eq!(out.status.code(), Some(125));
-    assert!(stderr(&out).contains(&format!("{profile}:2:1")), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!("{profile}:2:1")),
+        "{}",
+        stderr(&out)
+    );
 });
 
 both_modes!(profile_inside_the_workspace_is_refused, |w: &World| {
@@ -137,15 +185,24 @@ both_modes!(real_tools_work_inside, |w: &World| {
         python3 -c 'print(sum(range(10)))'
         echo ok";
     let out = w.inside(script);
-    assert_eq!(ran(&out).split_whitespace().collect::<Vec<_>>(), ["1", "45", "ok"], "{}", stderr(&out));
+    assert_eq!(
+        ran(&out).split_whitespace().collect::<Vec<_>>(),
+        ["1", "45", "ok"],
+        "{}",
+        stderr(&out)
+    );
 });
 
 #[test]
 fn cargo_builds_a_tiny_crate_inside() {
     // Root only: the toolchain lives under /root here, which an unprivileged uid cannot reach.
-    let Some(w) = World::new(Mode::Root) else { return };
-    let rustup = std::env::var("RUSTUP_HOME").unwrap_or_else(|_| format!("{}/.rustup", std::env::var("HOME").unwrap_or_default()));
-    let cargo_home = std::env::var("CARGO_HOME").unwrap_or_else(|_| format!("{}/.cargo", std::env::var("HOME").unwrap_or_default()));
+    let Some(w) = World::new(Mode::Root) else {
+        return;
+    };
+    let rustup = std::env::var("RUSTUP_HOME")
+        .unwrap_or_else(|_| format!("{}/.rustup", std::env::var("HOME").unwrap_or_default()));
+    let cargo_home = std::env::var("CARGO_HOME")
+        .unwrap_or_else(|_| format!("{}/.cargo", std::env::var("HOME").unwrap_or_default()));
     if !std::path::Path::new(&rustup).is_dir() {
         eprintln!("skipped: no rustup toolchain at {rustup}");
         return;
@@ -160,13 +217,36 @@ fn cargo_builds_a_tiny_crate_inside() {
 
 #[test]
 fn check_reports_every_layer_as_json() {
-    let Some(w) = World::new(if is_root() { Mode::Root } else { Mode::User }) else { return };
-    let out = w.command(airlock_bin()).args(["--state-dir", w.state.to_str().unwrap(), "check", "--json"]).output().unwrap();
+    let Some(w) = World::new(if is_root() { Mode::Root } else { Mode::User }) else {
+        return;
+    };
+    let out = w
+        .command(airlock_bin())
+        .args(["--state-dir", w.state.to_str().unwrap(), "check", "--json"])
+        .output()
+        .unwrap();
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let names: Vec<&str> = report["layers"].as_array().unwrap().iter().map(|l| l["name"].as_str().unwrap()).collect();
-    for layer in ["user namespace", "mount namespace", "pid namespace", "network namespace", "overlayfs", "landlock", "seccomp", "cgroups"] {
+    let names: Vec<&str> = report["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["name"].as_str().unwrap())
+        .collect();
+    for layer in [
+        "user namespace",
+        "mount namespace",
+        "pid namespace",
+        "network namespace",
+        "overlayfs",
+        "landlock",
+        "seccomp",
+        "cgroups",
+    ] {
         assert!(names.contains(&layer), "{layer} missing from {names:?}");
     }
-    assert_eq!(report["protection"], "full", "this test machine provides every layer");
+    assert_eq!(
+        report["protection"], "full",
+        "this test machine provides every layer"
+    );
     assert_eq!(out.status.code(), Some(0));
 }

@@ -58,7 +58,10 @@ impl World {
             eprintln!("skipped: root mode needs the tests to run as root");
             return None;
         }
-        let root = tempfile::Builder::new().prefix("airlock-test-").tempdir().unwrap();
+        let root = tempfile::Builder::new()
+            .prefix("airlock-test-")
+            .tempdir()
+            .unwrap();
         let base = root.path().to_path_buf();
         std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o755)).unwrap();
         let world = World {
@@ -115,7 +118,11 @@ impl World {
     /// `airlock --state-dir … run --workspace … <extra> -- sh -c script`, not yet started.
     pub fn airlock_sh(&self, extra: &[&str], script: &str) -> Command {
         let mut cmd = self.command(airlock_bin());
-        cmd.arg("--state-dir").arg(&self.state).arg("run").arg("--workspace").arg(&self.workspace);
+        cmd.arg("--state-dir")
+            .arg(&self.state)
+            .arg("run")
+            .arg("--workspace")
+            .arg(&self.workspace);
         cmd.args(extra).args(["--", "sh", "-c", script]);
         cmd
     }
@@ -153,7 +160,12 @@ pub fn stderr(out: &Output) -> String {
 #[track_caller]
 pub fn ran(out: &Output) -> String {
     let code = out.status.code();
-    assert_ne!(code, Some(125), "airlock refused or failed: {}", stderr(out));
+    assert_ne!(
+        code,
+        Some(125),
+        "airlock refused or failed: {}",
+        stderr(out)
+    );
     stdout(out)
 }
 

@@ -1,0 +1,124 @@
+//! When airlock runs as root, the sandbox user is a dedicated unprivileged uid that owns nothing
+//! in the workspace, so it could read files but never edit them. The overlay's lower layer is
+//! therefore an idmapped mount of the workspace on which the workspace owner's files appear as the
+//! sandbox user's; every other owner keeps its own id. Copy-up then gives the sandbox user its own
+//! editable copy, and the host files stay untouched.
+
+use std::os::fd::OwnedFd;
+
+use nix::sys::signal::{kill, Signal};
+use nix::sys::wait::waitpid;
+
+use crate::error::{JailError, Result, SyscallContext};
+use crate::sys::{clone_fork, Forked};
+
+/// Largest valid id: (u32)-1 means "no id".
+const ID_LIMIT: u64 = u32::MAX as u64;
+
+/// id_map extents `(inside, outside, count)` for a mount idmapping: the on-disk id `owner` shows as
+/// `sandbox`, every other id as itself, except `sandbox` on disk, which has no mapping (it would
+/// otherwise collide with the workspace owner's files).
+pub(crate) fn extents(owner: u32, sandbox: u32) -> Vec<(u32, u32, u32)> {
+    let mut out = vec![(owner, sandbox, 1)];
+    let (low, high) = (owner.min(sandbox) as u64, owner.max(sandbox) as u64);
+    for (start, end) in [(0, low), (low + 1, high), (high + 1, ID_LIMIT)] {
+        if end > start {
+            out.push((start as u32, start as u32, (end - start) as u32));
+        }
+    }
+    out
+}
+
+fn render(extents: &[(u32, u32, u32)]) -> String {
+    extents
+        .iter()
+        .map(|(inside, outside, count)| format!("{inside} {outside} {count}\n"))
+        .collect()
+}
+
+/// A user namespace carrying the mapping for [`extents`], held by an fd (its helper process is
+/// already gone). Needs root.
+pub(crate) fn userns_for(owner: (u32, u32), sandbox: (u32, u32)) -> Result<OwnedFd> {
+    let helper = match clone_fork(libc::CLONE_NEWUSER)
+        .during("create an id-mapping user namespace", "run 'airlock check'")?
+    {
+        Forked::Child => loop {
+            nix::unistd::pause();
+        },
+        Forked::Parent(pid) => pid,
+    };
+    let result = (|| {
+        let dir = std::path::PathBuf::from(format!("/proc/{helper}"));
+        for (file, content) in [
+            ("uid_map", render(&extents(owner.0, sandbox.0))),
+            ("gid_map", render(&extents(owner.1, sandbox.1))),
+        ] {
+            std::fs::write(dir.join(file), content).map_err(|e| JailError::Path {
+                action: "write the id mapping",
+                path: dir.join(file),
+                errno: nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
+                hint: "unexpected: please report it",
+            })?;
+        }
+        let ns = dir.join("ns/user");
+        std::fs::File::open(&ns)
+            .map(OwnedFd::from)
+            .map_err(|e| JailError::Path {
+                action: "open",
+                path: ns,
+                errno: nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
+                hint: "unexpected: please report it",
+            })
+    })();
+    let _ = kill(helper, Signal::SIGKILL);
+    let _ = waitpid(helper, None);
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn owner_maps_to_sandbox_and_the_rest_to_themselves() {
+        assert_eq!(
+            extents(0, 2_999_000),
+            vec![
+                (0, 2_999_000, 1),
+                (1, 1, 2_998_999),
+                (2_999_001, 2_999_001, u32::MAX - 2_999_001)
+            ]
+        );
+        assert_eq!(
+            extents(5000, 100),
+            vec![
+                (5000, 100, 1),
+                (0, 0, 100),
+                (101, 101, 4899),
+                (5001, 5001, u32::MAX - 5001)
+            ]
+        );
+    }
+
+    #[test]
+    fn extents_never_overlap() {
+        for (owner, sandbox) in [(0, 1), (1, 0), (7, 2_999_000), (u32::MAX - 1, 3)] {
+            let ext = extents(owner, sandbox);
+            let mut inside: Vec<(u64, u64)> = ext
+                .iter()
+                .map(|e| (e.0 as u64, e.0 as u64 + e.2 as u64))
+                .collect();
+            let mut outside: Vec<(u64, u64)> = ext
+                .iter()
+                .map(|e| (e.1 as u64, e.1 as u64 + e.2 as u64))
+                .collect();
+            for ranges in [&mut inside, &mut outside] {
+                ranges.sort();
+                assert!(
+                    ranges.windows(2).all(|w| w[0].1 <= w[1].0),
+                    "{owner} {sandbox}: {ext:?}"
+                );
+            }
+        }
+    }
+}
