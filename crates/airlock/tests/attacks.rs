@@ -327,3 +327,46 @@ both_modes!(exhaust_memory, |w: &World| {
     );
     assert_ne!(inside.status.code(), Some(0));
 });
+
+/// Syscalls the seccomp filter refuses that the host allows any user, called directly.
+both_modes!(seccomp_refuses_kernel_attack_surface, |w: &World| {
+    let script = r#"python3 -c '
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+def call(name, *args):
+    r = libc.syscall(*args)
+    print(name, "ok" if r >= 0 else os.strerror(ctypes.get_errno()))
+call("keyctl", 250, 0, ctypes.c_long(-3), 0)
+call("netlink", 41, 16, 3, 0)
+handle = ctypes.create_string_buffer(128)
+ctypes.memmove(handle, (128).to_bytes(4, "little"), 4)
+mount_id = ctypes.c_int()
+call("name_to_handle_at", 303, -100, b"/usr", handle, ctypes.byref(mount_id), 0)
+'"#;
+    let outside = stdout(&w.outside(script));
+    for name in ["keyctl", "netlink", "name_to_handle_at"] {
+        assert!(outside.contains(&format!("{name} ok")), "{name} must work on the host: {outside}");
+    }
+    let inside = w.inside(script);
+    let said = ran(&inside);
+    for name in ["keyctl", "netlink", "name_to_handle_at"] {
+        assert!(said.contains(&format!("{name} Operation not permitted")), "{name} not refused: {said}{}", stderr(&inside));
+    }
+});
+
+/// clone3 hides its flags from seccomp, so it must fail with ENOSYS (libc then falls back to
+/// clone, whose flags are checked), and threads must still work.
+both_modes!(clone3_is_enosys_and_threads_still_work, |w: &World| {
+    let script = r#"python3 -c '
+import ctypes, os, threading
+libc = ctypes.CDLL(None, use_errno=True)
+args = ctypes.create_string_buffer(88)
+r = libc.syscall(435, args, 88)
+print("clone3", os.strerror(ctypes.get_errno()) if r < 0 else "ok")
+t = threading.Thread(target=lambda: print("thread ran")); t.start(); t.join()
+'"#;
+    let out = w.inside(script);
+    let said = ran(&out);
+    assert!(said.contains("clone3 Function not implemented"), "{said}{}", stderr(&out));
+    assert!(said.contains("thread ran"), "{said}");
+});

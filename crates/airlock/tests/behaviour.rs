@@ -250,3 +250,30 @@ fn check_reports_every_layer_as_json() {
     );
     assert_eq!(out.status.code(), Some(0));
 }
+
+both_modes!(killing_airlock_kills_the_whole_sandbox, |w: &World| {
+    let marker = format!("{}.{}", 5000 + std::process::id() % 1000, w.mode as u8 + 1);
+    let mut airlock = w
+        .airlock_sh(&[], &format!("setsid sleep {marker} & sleep {marker}"))
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let alive = || {
+        std::process::Command::new("pgrep").args(["-f", &format!("^sleep {marker}$")]).output().unwrap().status.success()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !alive() {
+        assert!(std::time::Instant::now() < deadline, "the sandboxed sleeps never started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // setpriv execs airlock, so this is airlock's pid in both modes.
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(airlock.id() as i32), nix::sys::signal::Signal::SIGKILL).unwrap();
+    airlock.wait().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while alive() {
+        assert!(std::time::Instant::now() < deadline, "sandboxed processes outlived a killed supervisor");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(!mounts.contains(w.state.to_str().unwrap()), "a sandbox mount leaked to the host: {mounts}");
+});

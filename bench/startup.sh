@@ -1,0 +1,169 @@
+#!/usr/bin/env bash
+# Startup benchmark for `airlock run`: what a sandbox costs a command that does nothing.
+#
+# Measures /bin/true three ways in ONE hyperfine run (same machine state, so the figures compare):
+#   plain    /bin/true
+#   bwrap    a bare bubblewrap sandbox of similar shape (read-only /usr, private /proc /dev /tmp,
+#            every namespace unshared): the reference airlock should not be slower than
+#   airlock  airlock run with a fresh state dir and workspace
+# then the peak RSS of each under GNU time. Target: airlock/bwrap median ratio <= 1.0.
+#
+# Usage: bench/startup.sh            (from anywhere; as root it installs what it needs)
+# Environment:
+#   BENCH_RUNS=N        timed runs per command (default 200)
+#   BENCH_WARMUP=N      untimed warmup runs per command (default 20)
+#   BENCH_RSS_RUNS=N    runs per command for peak RSS (default 10)
+#   BENCH_AS_USER=UID   as root: build as root, then measure as this unprivileged uid (via setpriv)
+#   BENCH_AIRLOCK=PATH  measure this airlock binary instead of building one (no install, no build)
+set -euo pipefail
+script=$(realpath "$0")
+
+runs=${BENCH_RUNS:-200}
+warmup=${BENCH_WARMUP:-20}
+rss_runs=${BENCH_RSS_RUNS:-10}
+as_user=${BENCH_AS_USER:-}
+is_root=false
+[ "$(id -u)" = 0 ] && is_root=true
+# /usr/bin/python3, not whatever is first in PATH: a pyenv shim under /root is unusable as another uid.
+python=/usr/bin/python3
+
+# Everything this script creates lives under one directory, removed on exit. It is 0755 so that the
+# sandbox uid airlock uses as root (and BENCH_AS_USER) can enter the workspace inside it.
+# The overlay leaves a mode-000 `work/work` in the state dir: make everything writable before rm.
+scratch=$(mktemp -d "${TMPDIR:-/tmp}/airlock-bench.XXXXXX")
+chmod 755 "$scratch"
+cleanup() { chmod -R u+rwx "$scratch" 2>/dev/null || true; rm -rf "$scratch"; }
+trap cleanup EXIT
+
+if [ -z "${BENCH_AIRLOCK:-}" ]; then
+  # ---- 1. tools -------------------------------------------------------------------------------
+  missing=()
+  command -v bwrap >/dev/null || missing+=(bubblewrap)
+  command -v hyperfine >/dev/null || missing+=(hyperfine)
+  [ -x /usr/bin/time ] || missing+=(time)  # GNU time: the shell builtin cannot report peak RSS
+  if [ ${#missing[@]} -gt 0 ]; then
+    if $is_root && command -v apt-get >/dev/null; then
+      echo "installing: ${missing[*]}" >&2
+      apt-get update -qq
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+    else
+      echo "missing: ${missing[*]}; install with: sudo apt-get install ${missing[*]}" >&2
+      exit 1
+    fi
+  fi
+
+  # ---- 2. build -------------------------------------------------------------------------------
+  cd "$(dirname "$script")/.."
+  cargo build --release --quiet
+  airlock="$PWD/target/release/airlock"
+
+  # BENCH_AS_USER: re-run the measuring half of this script as that uid. The binary and the script
+  # are copied into the 0755 scratch dir because the build tree may sit where that uid cannot go.
+  if [ -n "$as_user" ]; then
+    if ! $is_root; then echo "BENCH_AS_USER needs root (it switches uid with setpriv)" >&2; exit 1; fi
+    case $as_user in '' | *[!0-9]* | 0) echo "BENCH_AS_USER must be a non-zero uid" >&2; exit 1 ;; esac
+    mkdir "$scratch/bin"
+    cp "$airlock" "$script" "$scratch/bin/"
+    chmod 755 "$scratch/bin" "$scratch/bin/"*
+    # A minimal environment, as an unprivileged caller would have; no passwd entry is needed.
+    setpriv --reuid="$as_user" --regid="$as_user" --clear-groups -- \
+      env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$scratch" LANG=C.UTF-8 \
+      BENCH_RUNS="$runs" BENCH_WARMUP="$warmup" BENCH_RSS_RUNS="$rss_runs" \
+      BENCH_AIRLOCK="$scratch/bin/airlock" \
+      bash "$scratch/bin/$(basename "$script")"
+    exit $?
+  fi
+else
+  airlock=$BENCH_AIRLOCK
+fi
+
+for tool in bwrap hyperfine /usr/bin/time "$python"; do
+  command -v "$tool" >/dev/null || { echo "missing: $tool" >&2; exit 1; }
+done
+
+# ---- 3. what is measured ------------------------------------------------------------------------
+state="$scratch/state"
+ws="$scratch/workspace"
+mkdir "$state" "$ws"
+chmod 755 "$ws"
+cd "$scratch"  # a cwd every identity here can reach
+
+plain_cmd="/bin/true"
+bwrap_cmd="bwrap --ro-bind /usr /usr --symlink usr/lib /lib --symlink usr/lib64 /lib64 --symlink usr/bin /bin --proc /proc --dev /dev --tmpfs /tmp --unshare-all --die-with-parent /bin/true"
+airlock_cmd="$airlock --state-dir $state run --workspace $ws -- /bin/true"
+
+echo "# airlock startup benchmark"
+echo
+echo "- machine: $(nproc) CPUs ($(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)), kernel $(uname -r)"
+if [ "$(id -u)" = 0 ]; then
+  echo "- running as: root (airlock runs the command as its dedicated sandbox uid)"
+else
+  echo "- running as: uid $(id -u), unprivileged"
+fi
+echo "- runs: $runs timed + $warmup warmup per command, hyperfine -N (no shell), one hyperfine run"
+echo "- commands:"
+echo "  - plain:   \`$plain_cmd\`"
+echo "  - bwrap:   \`$bwrap_cmd\`"
+echo "  - airlock: \`$airlock_cmd\`"
+echo
+
+# Run each once first, so a sandbox that cannot start here reports its own error instead of
+# hyperfine's "command terminated with non-zero exit code".
+for name in bwrap airlock; do
+  cmd_var="${name}_cmd"
+  # shellcheck disable=SC2086  # the command lines are meant to be split on spaces
+  if ! ${!cmd_var} </dev/null >"$scratch/preflight.out" 2>&1; then
+    echo "$name failed to run /bin/true; its output:" >&2
+    sed 's/^/    /' "$scratch/preflight.out" >&2
+    exit 1
+  fi
+done
+
+# ---- 4. timing ----------------------------------------------------------------------------------
+json="$scratch/hyperfine.json"
+hyperfine -N --style basic --time-unit millisecond \
+  --warmup "$warmup" --runs "$runs" --export-json "$json" \
+  -n plain "$plain_cmd" \
+  -n bwrap "$bwrap_cmd" \
+  -n airlock "$airlock_cmd" >"$scratch/hyperfine.out"
+echo "## time (ms)"
+echo
+"$python" - "$json" <<'EOF'
+import json, sys
+res = {r["command"]: r for r in json.load(open(sys.argv[1]))["results"]}
+ms = lambda s: s * 1000.0
+print("| command | median ms | mean ± stddev ms | min ms |")
+print("| --- | ---: | ---: | ---: |")
+for name in ("plain", "bwrap", "airlock"):
+    r = res[name]
+    print(f"| {name} | {ms(r['median']):.3f} | {ms(r['mean']):.3f} ± {ms(r['stddev']):.3f} | {ms(r['min']):.3f} |")
+ab = res["airlock"]["median"] / res["bwrap"]["median"]
+ap = res["airlock"]["median"] / res["plain"]["median"]
+print()
+print(f"- airlock/bwrap (median): **{ab:.2f}**")
+print(f"- airlock/plain (median): {ap:.1f}")
+print(f"- target: airlock/bwrap median ratio <= 1.0 — {'met' if ab <= 1.0 else 'NOT met'}")
+EOF
+echo
+
+# ---- 5. peak RSS --------------------------------------------------------------------------------
+# GNU time's %M is ru_maxrss of the waited-for children: the largest single process in the tree
+# (airlock, its helpers, the sandbox init, the command), not their sum. Max over several runs.
+peak_rss() {
+  local max=0 kib
+  for _ in $(seq "$rss_runs"); do
+    # shellcheck disable=SC2086
+    /usr/bin/time -o "$scratch/rss" -f '%M' $1 </dev/null >/dev/null 2>&1
+    kib=$(tail -1 "$scratch/rss")
+    [ "$kib" -gt "$max" ] && max=$kib
+  done
+  echo "$max"
+}
+echo "## peak RSS (KiB, max over $rss_runs runs; max over each command's process tree)"
+echo
+echo "| command | peak RSS KiB |"
+echo "| --- | ---: |"
+for name in plain bwrap airlock; do
+  cmd_var="${name}_cmd"
+  echo "| $name | $(peak_rss "${!cmd_var}") |"
+done
