@@ -173,6 +173,7 @@ pub fn run(request: RunRequest) -> Result<RunReport, RunError> {
             lower: request.workspace.clone(),
             upper: session.upper(),
             work: session.work(),
+            durable: !throwaway,
         },
         binds,
         hide: profile.filesystem.hide.clone(),

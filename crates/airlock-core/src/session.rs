@@ -54,14 +54,27 @@ fn new_id() -> Result<String, SessionError> {
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
+/// Create `path` (and parents) accessible to its owner only; an existing directory is tightened
+/// if it is open to others.
 fn make_private_dir(path: &Path) -> Result<(), SessionError> {
-    fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(path)
-        .map_err(io("create", path))?;
-    fs::set_permissions(path, fs::Permissions::from_mode(0o700))
-        .map_err(io("set permissions of", path))
+    match fs::DirBuilder::new().mode(0o700).create(path) {
+        Ok(()) => return Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(path)
+                .map_err(io("create", path))?;
+        }
+        Err(e) => return Err(io("create", path)(e)),
+    }
+    let meta = fs::metadata(path).map_err(io("inspect", path))?;
+    if meta.permissions().mode() & 0o077 != 0 {
+        fs::set_permissions(path, fs::Permissions::from_mode(0o700))
+            .map_err(io("set permissions of", path))?;
+    }
+    Ok(())
 }
 
 impl Session {
@@ -146,9 +159,14 @@ impl Session {
         Ok(())
     }
 
-    /// Delete the session and its layer. overlayfs leaves a mode-000 dir in the work dir, so
-    /// permissions are opened up first.
+    /// Delete the session and its layer.
     pub fn remove(self) -> Result<(), SessionError> {
+        // overlayfs leaves a mode-000 directory in its work dir; open it, and only if something
+        // else the sandbox made stands in the way, open up the whole tree.
+        let _ = fs::set_permissions(self.work().join("work"), fs::Permissions::from_mode(0o700));
+        if fs::remove_dir_all(&self.dir).is_ok() {
+            return Ok(());
+        }
         fn open_up(path: &Path) {
             if let Ok(meta) = fs::symlink_metadata(path) {
                 if meta.is_dir() {

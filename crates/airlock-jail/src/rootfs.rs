@@ -46,6 +46,9 @@ pub const ETC_ALLOWLIST: &[&str] = &[
     "inputrc",
 ];
 
+/// Files of /etc up to this size are copied rather than bound.
+const ETC_COPY_LIMIT: u64 = 1 << 20;
+
 /// Device nodes bound from the host's /dev: harmless character devices only.
 const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
 
@@ -203,6 +206,9 @@ fn etc(plan: &RootfsPlan) -> Result<()> {
         if meta.file_type().is_symlink() {
             let target = fs::read_link(&host).map_err(|e| io_error("read link", &host, e))?;
             symlink(&target, &dst).map_err(|e| io_error("create", &dst, e))?;
+        } else if meta.is_file() && meta.len() <= ETC_COPY_LIMIT {
+            // A copy in the (later read-only) root tmpfs costs far less than a bind mount.
+            fs::copy(&host, &dst).map_err(|e| io_error("copy", &host, e))?;
         } else {
             bind_host_path(staging, &host, SYSTEM_BIND)?;
         }
@@ -247,6 +253,7 @@ fn dev(staging: &Path) -> Result<()> {
         let host = Path::new("/dev").join(name);
         let dst = dev.join(name);
         fs::write(&dst, b"").map_err(|e| io_error("create", &dst, e))?;
+        // A single device file: nothing on it can be executed or setuid, so no extra flags.
         mount(
             Some(&host),
             &dst,
@@ -255,16 +262,6 @@ fn dev(staging: &Path) -> Result<()> {
             None::<&str>,
         )
         .on_path("bind device", &host, "is /dev a devtmpfs on this host?")?;
-        mount_setattr(
-            &dst,
-            MountAttrs {
-                no_suid: true,
-                no_exec: true,
-                ..Default::default()
-            },
-            false,
-        )
-        .on_path("restrict device", &dst, "unexpected: please report it")?;
     }
     let pts = dev.join("pts");
     fs::create_dir_all(&pts).map_err(|e| io_error("create", &pts, e))?;
@@ -371,6 +368,9 @@ fn workspace_overlay(
         overlay_escape(&ws.upper)?,
         overlay_escape(&ws.work)?
     );
+    if !ws.durable {
+        options.push_str(",volatile");
+    }
     if in_user_namespace {
         options.push_str(",userxattr");
     }

@@ -22,6 +22,9 @@ pub struct OverlayWorkspace {
     pub upper: PathBuf,
     /// overlayfs' scratch dir; same filesystem as `upper`.
     pub work: PathBuf,
+    /// Sync the layer when the sandbox ends. A throwaway layer is deleted right after the run, so
+    /// it is mounted `volatile`: no sync (measured: ~0.4 ms of every run's teardown on ext4).
+    pub durable: bool,
 }
 
 /// A host path made visible inside at the same path.

@@ -345,12 +345,19 @@ call("name_to_handle_at", 303, -100, b"/usr", handle, ctypes.byref(mount_id), 0)
 '"#;
     let outside = stdout(&w.outside(script));
     for name in ["keyctl", "netlink", "name_to_handle_at"] {
-        assert!(outside.contains(&format!("{name} ok")), "{name} must work on the host: {outside}");
+        assert!(
+            outside.contains(&format!("{name} ok")),
+            "{name} must work on the host: {outside}"
+        );
     }
     let inside = w.inside(script);
     let said = ran(&inside);
     for name in ["keyctl", "netlink", "name_to_handle_at"] {
-        assert!(said.contains(&format!("{name} Operation not permitted")), "{name} not refused: {said}{}", stderr(&inside));
+        assert!(
+            said.contains(&format!("{name} Operation not permitted")),
+            "{name} not refused: {said}{}",
+            stderr(&inside)
+        );
     }
 });
 
@@ -367,6 +374,10 @@ t = threading.Thread(target=lambda: print("thread ran")); t.start(); t.join()
 '"#;
     let out = w.inside(script);
     let said = ran(&out);
-    assert!(said.contains("clone3 Function not implemented"), "{said}{}", stderr(&out));
+    assert!(
+        said.contains("clone3 Function not implemented"),
+        "{said}{}",
+        stderr(&out)
+    );
     assert!(said.contains("thread ran"), "{said}");
 });

@@ -259,21 +259,39 @@ both_modes!(killing_airlock_kills_the_whole_sandbox, |w: &World| {
         .spawn()
         .unwrap();
     let alive = || {
-        std::process::Command::new("pgrep").args(["-f", &format!("^sleep {marker}$")]).output().unwrap().status.success()
+        std::process::Command::new("pgrep")
+            .args(["-f", &format!("^sleep {marker}$")])
+            .output()
+            .unwrap()
+            .status
+            .success()
     };
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while !alive() {
-        assert!(std::time::Instant::now() < deadline, "the sandboxed sleeps never started");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the sandboxed sleeps never started"
+        );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     // setpriv execs airlock, so this is airlock's pid in both modes.
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(airlock.id() as i32), nix::sys::signal::Signal::SIGKILL).unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(airlock.id() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
     airlock.wait().unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while alive() {
-        assert!(std::time::Instant::now() < deadline, "sandboxed processes outlived a killed supervisor");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "sandboxed processes outlived a killed supervisor"
+        );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
-    assert!(!mounts.contains(w.state.to_str().unwrap()), "a sandbox mount leaked to the host: {mounts}");
+    assert!(
+        !mounts.contains(w.state.to_str().unwrap()),
+        "a sandbox mount leaked to the host: {mounts}"
+    );
 });
