@@ -328,7 +328,7 @@ both_modes!(exhaust_memory, |w: &World| {
     assert_ne!(inside.status.code(), Some(0));
 });
 
-/// Syscalls the seccomp filter refuses that the host allows any user, called directly.
+// Syscalls the seccomp filter refuses that the host allows any user, called directly.
 both_modes!(seccomp_refuses_kernel_attack_surface, |w: &World| {
     let script = r#"python3 -c '
 import ctypes, os
@@ -361,8 +361,8 @@ call("name_to_handle_at", 303, -100, b"/usr", handle, ctypes.byref(mount_id), 0)
     }
 });
 
-/// clone3 hides its flags from seccomp, so it must fail with ENOSYS (libc then falls back to
-/// clone, whose flags are checked), and threads must still work.
+// clone3 hides its flags from seccomp, so it must fail with ENOSYS (libc then falls back to
+// clone, whose flags are checked), and threads must still work.
 both_modes!(clone3_is_enosys_and_threads_still_work, |w: &World| {
     let script = r#"python3 -c '
 import ctypes, os, threading
