@@ -10,4 +10,4 @@ pub use paths::{state_dir, StateDirError};
 pub use run::{
     run, RunError, RunReport, RunRequest, DEFAULT_ROOT_SANDBOX_ID, SANDBOX_HOME, SANDBOX_USER,
 };
-pub use session::{Session, SessionError};
+pub use session::{staging_dir, Session, SessionError};

@@ -5,11 +5,12 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use airlock_jail::{
-    Bind, Degraded, IdMapping, JailError, Outcome, OverlayWorkspace, ResourceLimits, SandboxSpec,
+    Bind, Degraded, IdMapping, JailError, Layer, Outcome, OverlayWorkspace, ResourceLimits,
+    SandboxSpec,
 };
 use airlock_policy::Profile;
 
-use crate::session::{Session, SessionError};
+use crate::session::{staging_dir, Session, SessionError};
 
 /// The sandbox user's name and home, inside.
 pub const SANDBOX_USER: &str = "agent";
@@ -42,7 +43,8 @@ pub struct RunRequest {
 #[derive(Debug)]
 pub struct RunReport {
     pub outcome: Outcome,
-    pub session_id: String,
+    /// The session the run used; None for a throwaway run kept in memory.
+    pub session_id: Option<String>,
     /// The session's layer survives the run (named session or `--keep`).
     pub kept: bool,
     pub limits_by_cgroup: bool,
@@ -128,19 +130,29 @@ pub fn run(request: RunRequest) -> Result<RunReport, RunError> {
             nix::unistd::getegid().as_raw(),
         )
     };
-    let (session, throwaway) = match &request.session {
-        Some(id) => (
-            Session::open(&request.state_dir, id, &request.workspace)?,
-            false,
-        ),
-        None => (
-            Session::create(&request.state_dir, &request.workspace)?,
-            !request.keep,
-        ),
+    let throwaway = request.session.is_none() && !request.keep;
+    // A throwaway run keeps its changes in memory when the kernel allows: no disk at all.
+    let session = if throwaway && airlock_jail::memory_layer_supported() {
+        None
+    } else {
+        Some(match &request.session {
+            Some(id) => Session::open(&request.state_dir, id, &request.workspace)?,
+            None => Session::create(&request.state_dir, &request.workspace)?,
+        })
     };
-    if rootful {
+    if let (true, Some(session)) = (rootful, &session) {
         session.chown_layer(host_uid, host_gid)?;
     }
+    let staging = staging_dir(&request.state_dir)?;
+    let layer = match &session {
+        Some(session) => Layer::Disk {
+            upper: session.upper(),
+            work: session.work(),
+        },
+        None => Layer::Memory {
+            size_bytes: request.profile.limits.tmp_bytes,
+        },
+    };
     let profile = &request.profile;
     let cwd = request
         .caller_cwd
@@ -171,9 +183,7 @@ pub fn run(request: RunRequest) -> Result<RunReport, RunError> {
         },
         workspace: OverlayWorkspace {
             lower: request.workspace.clone(),
-            upper: session.upper(),
-            work: session.work(),
-            durable: !throwaway,
+            layer,
         },
         binds,
         hide: profile.filesystem.hide.clone(),
@@ -186,17 +196,17 @@ pub fn run(request: RunRequest) -> Result<RunReport, RunError> {
             timeout: profile.limits.timeout_seconds.map(Duration::from_secs),
         },
         degraded: request.degraded,
-        run_id: format!("run-{}-{}", session.id, std::process::id()),
+        run_id: format!("run-{}", std::process::id()),
         hostname: "airlock".into(),
         user_name: SANDBOX_USER.into(),
         home: PathBuf::from(SANDBOX_HOME),
     };
-    let result = airlock_jail::spawn(&spec, &session.staging()).and_then(|sandbox| {
+    let result = airlock_jail::spawn(&spec, &staging).and_then(|sandbox| {
         let by_cgroup = sandbox.limits_by_cgroup;
         sandbox.wait().map(|outcome| (outcome, by_cgroup))
     });
-    let session_id = session.id.clone();
-    if throwaway {
+    let session_id = session.as_ref().map(|s| s.id.clone());
+    if let (true, Some(session)) = (throwaway, session) {
         // The layer of a throwaway session is garbage whatever happened; a failure to delete it is
         // not the command's failure.
         let _ = session.remove();

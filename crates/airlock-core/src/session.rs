@@ -77,16 +77,21 @@ fn make_private_dir(path: &Path) -> Result<(), SessionError> {
     Ok(())
 }
 
+/// The directory every sandbox root is mounted on, each in its own mount namespace: one for all
+/// runs, since a mount there is seen only by the run that made it.
+pub fn staging_dir(state_dir: &Path) -> Result<PathBuf, SessionError> {
+    make_private_dir(state_dir)?;
+    let dir = state_dir.join("mnt");
+    make_private_dir(&dir)?;
+    Ok(dir)
+}
+
 impl Session {
     pub fn upper(&self) -> PathBuf {
         self.dir.join("upper")
     }
     pub fn work(&self) -> PathBuf {
         self.dir.join("work")
-    }
-    /// The mount point of the sandbox root for one run.
-    pub fn staging(&self) -> PathBuf {
-        self.dir.join("root")
     }
 
     /// A new session for `workspace` under `state_dir/sessions`.
@@ -102,7 +107,7 @@ impl Session {
             dir,
             workspace: workspace.to_path_buf(),
         };
-        for sub in [session.upper(), session.work(), session.staging()] {
+        for sub in [session.upper(), session.work()] {
             make_private_dir(&sub)?;
         }
         // The merged workspace root takes its owner and mode from the upper dir: give it the
@@ -193,7 +198,7 @@ mod tests {
         let state = tempfile::tempdir().unwrap();
         let ws = Path::new("/some/workspace");
         let session = Session::create(state.path(), ws).unwrap();
-        assert!(session.upper().is_dir() && session.work().is_dir() && session.staging().is_dir());
+        assert!(session.upper().is_dir() && session.work().is_dir());
         let again = Session::open(state.path(), &session.id, ws).unwrap();
         assert_eq!(again.dir, session.dir);
         assert!(matches!(

@@ -83,11 +83,8 @@ fn setup(spec: &SandboxSpec, channel: &mut SetupChannel, mode: &SetupMode) -> Re
     let rootful = mode.rootful;
     // If the supervisor dies, so does the sandbox, at every step from here on.
     prctl::set_pdeathsig(Signal::SIGKILL).during("set the parent-death signal", "unexpected")?;
-    // The supervisor writes our id maps (unprivileged) and moves us into the run's cgroup first.
+    // Unprivileged, the supervisor writes our id maps first.
     channel.wait_for_go()?;
-    // A cgroup namespace rooted at the run's cgroup: the sandbox sees no other cgroup.
-    unshare(CloneFlags::CLONE_NEWCGROUP)
-        .during("create a cgroup namespace", "run 'airlock check'")?;
     sethostname(&spec.hostname).during("set the hostname", "unexpected: please report it")?;
     sys::loopback_up().during(
         "bring up loopback in the sandbox's network namespace",
@@ -114,6 +111,12 @@ fn setup(spec: &SandboxSpec, channel: &mut SetupChannel, mode: &SetupMode) -> Re
         owner,
         lower_idmap: mode.lower_idmap.as_ref(),
     })?;
+
+    // The supervisor moves us into the run's cgroup while we mount (moving a process is slow on
+    // cgroup v1); nothing may be forked before it is done.
+    channel.wait_for_go()?;
+    // A cgroup namespace rooted at the run's cgroup: the sandbox sees no other cgroup.
+    unshare(CloneFlags::CLONE_NEWCGROUP).during("create a cgroup namespace", "run 'airlock check'")?;
 
     if rootful {
         // A user namespace owned by root whose only id is the sandbox user: the sandbox has no

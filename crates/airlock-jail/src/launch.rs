@@ -30,6 +30,19 @@ pub enum Outcome {
     TimedOut,
 }
 
+/// Can a throwaway run keep its layer in memory? Unprivileged overlayfs needs user xattrs on the
+/// upper layer, which tmpfs has since Linux 6.6; root uses trusted xattrs, which it always had.
+pub fn memory_layer_supported() -> bool {
+    if nix::unistd::geteuid().is_root() {
+        return true;
+    }
+    let Ok(uts) = nix::sys::utsname::uname() else { return false };
+    let release = uts.release().to_string_lossy().into_owned();
+    let mut parts = release.split(|c: char| !c.is_ascii_digit()).filter_map(|p| p.parse::<u32>().ok());
+    let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    (major, minor) >= (6, 6)
+}
+
 /// A started sandbox; [`Sandbox::wait`] must be called to reap it.
 pub struct Sandbox {
     pid: Pid,
@@ -147,22 +160,17 @@ pub fn spawn(spec: &SandboxSpec, staging: &std::path::Path) -> Result<Sandbox> {
     }
 }
 
-fn handshake(
-    spec: &SandboxSpec,
-    sandbox: &Sandbox,
-    rootful: bool,
-    go: OwnedFd,
-    report: OwnedFd,
-) -> Result<()> {
-    if let Some(group) = &sandbox.cgroup {
-        group.add(sandbox.pid)?;
-    }
+fn handshake(spec: &SandboxSpec, sandbox: &Sandbox, rootful: bool, go: OwnedFd, report: OwnedFd) -> Result<()> {
     if !rootful {
         write_id_maps(sandbox.pid, spec, false)?;
     }
-    let go_ahead = || {
-        write(go.as_fd(), b"g").during("signal the sandbox", "the setup process died; see above")
-    };
+    let go_ahead = || write(go.as_fd(), b"g").during("signal the sandbox", "the setup process died; see above");
+    go_ahead()?;
+    // The setup process builds its filesystem meanwhile, and waits for this second token before
+    // it may fork anything.
+    if let Some(group) = &sandbox.cgroup {
+        group.add(sandbox.pid)?;
+    }
     go_ahead()?;
     let mut report = std::fs::File::from(report);
     loop {

@@ -24,4 +24,5 @@ pub use confine::{DENIED_SYSCALLS, LANDLOCK_ABI};
 pub use error::{JailError, Result};
 pub use launch::{spawn, Outcome, Sandbox};
 pub use rootfs::{ETC_ALLOWLIST, SYSTEM_DIRS};
-pub use spec::{Bind, Degraded, IdMapping, OverlayWorkspace, ResourceLimits, SandboxSpec};
+pub use launch::memory_layer_supported;
+pub use spec::{Bind, Degraded, IdMapping, Layer, OverlayWorkspace, ResourceLimits, SandboxSpec};

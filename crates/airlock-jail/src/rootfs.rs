@@ -13,7 +13,7 @@ use nix::sys::statvfs::{statvfs, FsFlags};
 use nix::unistd::{chdir, pivot_root};
 
 use crate::error::{JailError, PathContext, Result};
-use crate::spec::{OverlayWorkspace, SandboxSpec};
+use crate::spec::{Layer, SandboxSpec};
 use crate::sys::{self, mount_setattr, MountAttrs};
 
 /// Host directories a shell and common tools need, bound read-only (or re-created as the same
@@ -116,12 +116,7 @@ pub(crate) fn build_and_enter(plan: &RootfsPlan) -> Result<()> {
         .map_err(|e| io_error("create", &staging.join("var"), e))?;
     symlink("../tmp", staging.join("var/tmp"))
         .map_err(|e| io_error("create", &staging.join("var/tmp"), e))?;
-    workspace_overlay(
-        staging,
-        &plan.spec.workspace,
-        plan.in_user_namespace,
-        plan.lower_idmap,
-    )?;
+    workspace_overlay(plan)?;
     for bind in &plan.spec.binds {
         let attrs = MountAttrs {
             read_only: !bind.writable,
@@ -348,30 +343,33 @@ fn overlay_escape(path: &Path) -> Result<String> {
     Ok(out)
 }
 
-fn workspace_overlay(
-    staging: &Path,
-    ws: &OverlayWorkspace,
-    in_user_namespace: bool,
-    lower_idmap: Option<&std::os::fd::OwnedFd>,
-) -> Result<()> {
+fn workspace_overlay(plan: &RootfsPlan) -> Result<()> {
+    let staging = plan.staging;
+    let ws = &plan.spec.workspace;
     let dst = inside(staging, &ws.lower)?;
     fs::create_dir_all(&dst).map_err(|e| io_error("create", &dst, e))?;
     // An idmapped view of the workspace, attached only until the overlay holds its own reference.
-    let idmapped_lower = match lower_idmap {
+    let idmapped_lower = match plan.lower_idmap {
         Some(userns) => idmapped_view(staging, &ws.lower, userns)?,
         None => None,
     };
     let lower = idmapped_lower.clone().unwrap_or_else(|| ws.lower.clone());
+    let memory_layer = match &ws.layer {
+        Layer::Memory { size_bytes } => Some(memory_layer(plan, *size_bytes)?),
+        Layer::Disk { .. } => None,
+    };
+    let (upper, work) = match (&ws.layer, &memory_layer) {
+        (Layer::Disk { upper, work }, _) => (upper.clone(), work.clone()),
+        (Layer::Memory { .. }, Some(dir)) => (dir.join("upper"), dir.join("work")),
+        (Layer::Memory { .. }, None) => unreachable!("memory layer made above"),
+    };
     let mut options = format!(
         "lowerdir={},upperdir={},workdir={}",
         overlay_escape(&lower)?,
-        overlay_escape(&ws.upper)?,
-        overlay_escape(&ws.work)?
+        overlay_escape(&upper)?,
+        overlay_escape(&work)?
     );
-    if !ws.durable {
-        options.push_str(",volatile");
-    }
-    if in_user_namespace {
+    if plan.in_user_namespace {
         options.push_str(",userxattr");
     }
     mount(
@@ -386,13 +384,11 @@ fn workspace_overlay(
         &ws.lower,
         "overlayfs needs kernel >= 5.11 in a user namespace, and upper/work dirs on one filesystem that supports user xattrs; run 'airlock check'",
     )?;
-    if let Some(view) = idmapped_lower {
-        umount2(&view, MntFlags::MNT_DETACH).on_path(
-            "detach",
-            &view,
-            "unexpected: please report it",
-        )?;
-        fs::remove_dir(&view).map_err(|e| io_error("remove", &view, e))?;
+    // The overlay holds its own references to its layers; their mount points must not stay
+    // visible in the sandbox.
+    for scratch in [idmapped_lower, memory_layer].into_iter().flatten() {
+        umount2(&scratch, MntFlags::MNT_DETACH).on_path("detach", &scratch, "unexpected: please report it")?;
+        fs::remove_dir(&scratch).map_err(|e| io_error("remove", &scratch, e))?;
     }
     // overlayfs can come up read-only with only a kernel log line to say why; check it did not.
     let flags = statvfs(&dst).on_path("inspect", &dst, "unexpected: please report it")?;
@@ -405,6 +401,30 @@ fn workspace_overlay(
         });
     }
     Ok(())
+}
+
+/// A tmpfs for a throwaway layer, with `upper` (given the workspace's mode, which the merged root
+/// shows) and `work`, both owned by the sandbox user.
+fn memory_layer(plan: &RootfsPlan, size_bytes: u64) -> Result<PathBuf> {
+    let dir = plan.staging.join(".airlock-layer");
+    fs::create_dir_all(&dir).map_err(|e| io_error("create", &dir, e))?;
+    let options = format!(
+        "mode=0700,size={size_bytes},uid={},gid={}",
+        plan.owner.uid, plan.owner.gid
+    );
+    mount(Some("tmpfs"), &dir, Some("tmpfs"), MsFlags::MS_NOSUID | MsFlags::MS_NODEV, Some(options.as_str()))
+        .on_path("mount the memory layer on", &dir, "run 'airlock check'")?;
+    let mode = fs::metadata(&plan.spec.workspace.lower)
+        .map(|m| m.permissions().mode() & 0o7777)
+        .unwrap_or(0o755);
+    for (name, mode) in [("upper", mode), ("work", 0o700)] {
+        let path = dir.join(name);
+        fs::create_dir(&path).map_err(|e| io_error("create", &path, e))?;
+        std::os::unix::fs::chown(&path, Some(plan.owner.uid), Some(plan.owner.gid))
+            .map_err(|e| io_error("chown", &path, e))?;
+        fs::set_permissions(&path, fs::Permissions::from_mode(mode)).map_err(|e| io_error("chmod", &path, e))?;
+    }
+    Ok(dir)
 }
 
 /// Attach an idmapped clone of `lower` at a scratch point in the new root. None when the

@@ -89,8 +89,8 @@ pub fn run(global: &GlobalArgs, args: RunArgs) -> Result<ExitCode> {
         root_sandbox_id,
     };
     let report = airlock_core::run(request)?;
-    if report.kept {
-        eprintln!("airlock: session {} kept", report.session_id);
+    if let (true, Some(id)) = (report.kept, &report.session_id) {
+        eprintln!("airlock: session {id} kept");
     }
     Ok(match report.outcome {
         Outcome::Exited(code) => {
