@@ -116,7 +116,8 @@ fn setup(spec: &SandboxSpec, channel: &mut SetupChannel, mode: &SetupMode) -> Re
     // cgroup v1); nothing may be forked before it is done.
     channel.wait_for_go()?;
     // A cgroup namespace rooted at the run's cgroup: the sandbox sees no other cgroup.
-    unshare(CloneFlags::CLONE_NEWCGROUP).during("create a cgroup namespace", "run 'airlock check'")?;
+    unshare(CloneFlags::CLONE_NEWCGROUP)
+        .during("create a cgroup namespace", "run 'airlock check'")?;
 
     if rootful {
         // A user namespace owned by root whose only id is the sandbox user: the sandbox has no

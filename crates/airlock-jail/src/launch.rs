@@ -36,9 +36,13 @@ pub fn memory_layer_supported() -> bool {
     if nix::unistd::geteuid().is_root() {
         return true;
     }
-    let Ok(uts) = nix::sys::utsname::uname() else { return false };
+    let Ok(uts) = nix::sys::utsname::uname() else {
+        return false;
+    };
     let release = uts.release().to_string_lossy().into_owned();
-    let mut parts = release.split(|c: char| !c.is_ascii_digit()).filter_map(|p| p.parse::<u32>().ok());
+    let mut parts = release
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|p| p.parse::<u32>().ok());
     let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
     (major, minor) >= (6, 6)
 }
@@ -75,7 +79,7 @@ pub fn spawn(spec: &SandboxSpec, staging: &std::path::Path) -> Result<Sandbox> {
         ));
     }
     let support = cgroup::detect();
-    let run_cgroup = RunCgroup::create(&support, &spec.run_id, &spec.limits)?;
+    let by_cgroup = !matches!(support, cgroup::CgroupSupport::Unavailable { .. });
 
     // Signals for the sandbox are collected here and forwarded; they must be blocked before the
     // clone so the setup process (later pid 1) starts with them blocked too.
@@ -117,7 +121,7 @@ pub fn spawn(spec: &SandboxSpec, staging: &std::path::Path) -> Result<Sandbox> {
     let mode = SetupMode {
         staging,
         rootful,
-        memory_by_rlimit: run_cgroup.is_none(),
+        memory_by_rlimit: !by_cgroup,
         lower_idmap,
     };
     let pid = match clone_fork(flags).during(
@@ -143,11 +147,11 @@ pub fn spawn(spec: &SandboxSpec, staging: &std::path::Path) -> Result<Sandbox> {
         pid,
         pidfd,
         signals,
-        limits_by_cgroup: run_cgroup.is_some(),
-        cgroup: run_cgroup,
+        limits_by_cgroup: by_cgroup,
+        cgroup: None,
         deadline: spec.limits.timeout.map(|t| Instant::now() + t),
     };
-    match handshake(spec, &sandbox, rootful, go_write, report_read) {
+    match handshake(spec, &mut sandbox, &support, rootful, go_write, report_read) {
         Ok(()) => Ok(sandbox),
         Err(err) => {
             sandbox.kill();
@@ -160,14 +164,24 @@ pub fn spawn(spec: &SandboxSpec, staging: &std::path::Path) -> Result<Sandbox> {
     }
 }
 
-fn handshake(spec: &SandboxSpec, sandbox: &Sandbox, rootful: bool, go: OwnedFd, report: OwnedFd) -> Result<()> {
+fn handshake(
+    spec: &SandboxSpec,
+    sandbox: &mut Sandbox,
+    support: &cgroup::CgroupSupport,
+    rootful: bool,
+    go: OwnedFd,
+    report: OwnedFd,
+) -> Result<()> {
     if !rootful {
         write_id_maps(sandbox.pid, spec, false)?;
     }
-    let go_ahead = || write(go.as_fd(), b"g").during("signal the sandbox", "the setup process died; see above");
+    let go_ahead = || {
+        write(go.as_fd(), b"g").during("signal the sandbox", "the setup process died; see above")
+    };
     go_ahead()?;
     // The setup process builds its filesystem meanwhile, and waits for this second token before
     // it may fork anything.
+    sandbox.cgroup = RunCgroup::create(support, &spec.run_id, &spec.limits)?;
     if let Some(group) = &sandbox.cgroup {
         group.add(sandbox.pid)?;
     }

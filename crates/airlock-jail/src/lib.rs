@@ -22,7 +22,7 @@ mod sys;
 pub use cgroup::{detect as detect_cgroups, CgroupSupport};
 pub use confine::{DENIED_SYSCALLS, LANDLOCK_ABI};
 pub use error::{JailError, Result};
+pub use launch::memory_layer_supported;
 pub use launch::{spawn, Outcome, Sandbox};
 pub use rootfs::{ETC_ALLOWLIST, SYSTEM_DIRS};
-pub use launch::memory_layer_supported;
 pub use spec::{Bind, Degraded, IdMapping, Layer, OverlayWorkspace, ResourceLimits, SandboxSpec};

@@ -387,7 +387,11 @@ fn workspace_overlay(plan: &RootfsPlan) -> Result<()> {
     // The overlay holds its own references to its layers; their mount points must not stay
     // visible in the sandbox.
     for scratch in [idmapped_lower, memory_layer].into_iter().flatten() {
-        umount2(&scratch, MntFlags::MNT_DETACH).on_path("detach", &scratch, "unexpected: please report it")?;
+        umount2(&scratch, MntFlags::MNT_DETACH).on_path(
+            "detach",
+            &scratch,
+            "unexpected: please report it",
+        )?;
         fs::remove_dir(&scratch).map_err(|e| io_error("remove", &scratch, e))?;
     }
     // overlayfs can come up read-only with only a kernel log line to say why; check it did not.
@@ -412,8 +416,14 @@ fn memory_layer(plan: &RootfsPlan, size_bytes: u64) -> Result<PathBuf> {
         "mode=0700,size={size_bytes},uid={},gid={}",
         plan.owner.uid, plan.owner.gid
     );
-    mount(Some("tmpfs"), &dir, Some("tmpfs"), MsFlags::MS_NOSUID | MsFlags::MS_NODEV, Some(options.as_str()))
-        .on_path("mount the memory layer on", &dir, "run 'airlock check'")?;
+    mount(
+        Some("tmpfs"),
+        &dir,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some(options.as_str()),
+    )
+    .on_path("mount the memory layer on", &dir, "run 'airlock check'")?;
     let mode = fs::metadata(&plan.spec.workspace.lower)
         .map(|m| m.permissions().mode() & 0o7777)
         .unwrap_or(0o755);
@@ -422,7 +432,8 @@ fn memory_layer(plan: &RootfsPlan, size_bytes: u64) -> Result<PathBuf> {
         fs::create_dir(&path).map_err(|e| io_error("create", &path, e))?;
         std::os::unix::fs::chown(&path, Some(plan.owner.uid), Some(plan.owner.gid))
             .map_err(|e| io_error("chown", &path, e))?;
-        fs::set_permissions(&path, fs::Permissions::from_mode(mode)).map_err(|e| io_error("chmod", &path, e))?;
+        fs::set_permissions(&path, fs::Permissions::from_mode(mode))
+            .map_err(|e| io_error("chmod", &path, e))?;
     }
     Ok(dir)
 }
