@@ -201,7 +201,8 @@ pub fn run(request: RunRequest) -> Result<RunReport, RunError> {
         user_name: SANDBOX_USER.into(),
         home: PathBuf::from(SANDBOX_HOME),
     };
-    let result = airlock_jail::spawn(&spec, &staging).and_then(|sandbox| {
+    let cache = request.state_dir.join("cache");
+    let result = airlock_jail::spawn(&spec, &staging, &cache).and_then(|sandbox| {
         let by_cgroup = sandbox.limits_by_cgroup;
         sandbox.wait().map(|outcome| (outcome, by_cgroup))
     });

@@ -56,6 +56,8 @@ fn io(e: std::io::Error) -> JailError {
 pub(crate) struct SetupMode<'a> {
     /// Empty host directory that becomes the sandbox root's mount point.
     pub staging: &'a Path,
+    /// The prepared /etc.
+    pub etc: &'a Path,
     /// airlock runs as root: mount first, then enter a user namespace.
     pub rootful: bool,
     /// No memory cgroup: limit the address space with RLIMIT_AS instead.
@@ -110,6 +112,7 @@ fn setup(spec: &SandboxSpec, channel: &mut SetupChannel, mode: &SetupMode) -> Re
         in_user_namespace: !rootful,
         owner,
         lower_idmap: mode.lower_idmap.as_ref(),
+        etc: mode.etc,
     })?;
 
     // The supervisor moves us into the run's cgroup while we mount (moving a process is slow on

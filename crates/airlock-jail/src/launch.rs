@@ -57,11 +57,16 @@ pub struct Sandbox {
     pub limits_by_cgroup: bool,
 }
 
-/// Start `spec`'s command in a new sandbox. `staging` is an empty directory, unreachable from
-/// inside any sandbox, that the sandbox root is mounted on.
+/// Start `spec`'s command in a new sandbox. `staging` is an empty directory that the sandbox root is
+/// mounted on, and `cache` a directory where the jail keeps what it can prepare once for many runs;
+/// no sandbox may reach either.
 ///
 /// Must be called while the process is single-threaded (see [`sys::clone_fork`]).
-pub fn spawn(spec: &SandboxSpec, staging: &std::path::Path) -> Result<Sandbox> {
+pub fn spawn(
+    spec: &SandboxSpec,
+    staging: &std::path::Path,
+    cache: &std::path::Path,
+) -> Result<Sandbox> {
     if spec.argv.is_empty() {
         return Err(JailError::Invalid("no command given".into()));
     }
@@ -118,8 +123,10 @@ pub fn spawn(spec: &SandboxSpec, staging: &std::path::Path) -> Result<Sandbox> {
     } else {
         None
     };
+    let etc = crate::etc::prepare(cache, spec)?;
     let mode = SetupMode {
         staging,
+        etc: &etc,
         rootful,
         memory_by_rlimit: !by_cgroup,
         lower_idmap,

@@ -10,6 +10,7 @@
 mod cgroup;
 mod confine;
 mod error;
+mod etc;
 mod idmap;
 mod init;
 mod inside;
@@ -22,7 +23,8 @@ mod sys;
 pub use cgroup::{detect as detect_cgroups, CgroupSupport};
 pub use confine::{DENIED_SYSCALLS, LANDLOCK_ABI};
 pub use error::{JailError, Result};
+pub use etc::{ETC_BOUND, ETC_COPIED};
 pub use launch::memory_layer_supported;
 pub use launch::{spawn, Outcome, Sandbox};
-pub use rootfs::{ETC_ALLOWLIST, SYSTEM_DIRS};
+pub use rootfs::SYSTEM_DIRS;
 pub use spec::{Bind, Degraded, IdMapping, Layer, OverlayWorkspace, ResourceLimits, SandboxSpec};

@@ -13,6 +13,7 @@ use nix::sys::statvfs::{statvfs, FsFlags};
 use nix::unistd::{chdir, pivot_root};
 
 use crate::error::{JailError, PathContext, Result};
+use crate::etc::ETC_BOUND;
 use crate::spec::{Layer, SandboxSpec};
 use crate::sys::{self, mount_setattr, MountAttrs};
 
@@ -21,33 +22,6 @@ use crate::sys::{self, mount_setattr, MountAttrs};
 pub const SYSTEM_DIRS: &[&str] = &[
     "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
 ];
-
-/// The part of the host's /etc a sandbox may see. Never shadow, ssh, sudoers, the host's
-/// passwd/group (generated instead), nor /etc/ssl/private.
-pub const ETC_ALLOWLIST: &[&str] = &[
-    "ld.so.cache",
-    "ld.so.conf",
-    "ld.so.conf.d",
-    "ssl/certs",
-    "ssl/openssl.cnf",
-    "ca-certificates",
-    "ca-certificates.conf",
-    "pki",
-    "alternatives",
-    "localtime",
-    "timezone",
-    "nsswitch.conf",
-    "protocols",
-    "services",
-    "mime.types",
-    "os-release",
-    "profile",
-    "bash.bashrc",
-    "inputrc",
-];
-
-/// Files of /etc up to this size are copied rather than bound.
-const ETC_COPY_LIMIT: u64 = 1 << 20;
 
 /// Device nodes bound from the host's /dev: harmless character devices only.
 const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
@@ -75,6 +49,8 @@ pub(crate) struct RootfsPlan<'a> {
     pub in_user_namespace: bool,
     pub owner: MounterIds,
     pub lower_idmap: Option<&'a std::os::fd::OwnedFd>,
+    /// The prepared /etc directory.
+    pub etc: &'a Path,
 }
 
 /// Build the whole tree under `plan.staging` and pivot into it. On return `/` is the new root.
@@ -185,50 +161,32 @@ fn system_dirs(staging: &Path) -> Result<()> {
     Ok(())
 }
 
+/// /etc: the prepared directory (see `etc`), and the live directories bound on top of it.
 fn etc(plan: &RootfsPlan) -> Result<()> {
-    let staging = plan.staging;
-    let etc = staging.join("etc");
-    fs::create_dir_all(&etc).map_err(|e| io_error("create", &etc, e))?;
-    for entry in ETC_ALLOWLIST {
+    let dst = plan.staging.join("etc");
+    fs::create_dir_all(&dst).map_err(|e| io_error("create", &dst, e))?;
+    mount(
+        Some(plan.etc),
+        &dst,
+        None::<&str>,
+        MsFlags::MS_BIND,
+        None::<&str>,
+    )
+    .on_path(
+        "bind the sandbox /etc from",
+        plan.etc,
+        "check the state directory",
+    )?;
+    mount_setattr(&dst, SYSTEM_BIND, false).on_path(
+        "restrict",
+        &dst,
+        "unexpected: please report it",
+    )?;
+    for entry in ETC_BOUND {
         let host = Path::new("/etc").join(entry);
-        let Ok(meta) = fs::symlink_metadata(&host) else {
-            continue;
-        };
-        let dst = inside(staging, &host)?;
-        if let Some(parent) = dst.parent() {
-            fs::create_dir_all(parent).map_err(|e| io_error("create", parent, e))?;
+        if host.is_dir() {
+            bind_host_path(plan.staging, &host, SYSTEM_BIND)?;
         }
-        if meta.file_type().is_symlink() {
-            let target = fs::read_link(&host).map_err(|e| io_error("read link", &host, e))?;
-            symlink(&target, &dst).map_err(|e| io_error("create", &dst, e))?;
-        } else if meta.is_file() && meta.len() <= ETC_COPY_LIMIT {
-            // A copy in the (later read-only) root tmpfs costs far less than a bind mount.
-            fs::copy(&host, &dst).map_err(|e| io_error("copy", &host, e))?;
-        } else {
-            bind_host_path(staging, &host, SYSTEM_BIND)?;
-        }
-    }
-    let spec = plan.spec;
-    let (uid, gid) = (spec.ids.inside_uid, spec.ids.inside_gid);
-    let files = [
-        (
-            "passwd",
-            format!(
-                "root:x:0:0:root:/root:/usr/sbin/nologin\n{user}:x:{uid}:{gid}:airlock sandbox:{home}:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
-                user = spec.user_name,
-                home = spec.home.display()
-            ),
-        ),
-        ("group", format!("root:x:0:\n{user}:x:{gid}:\nnogroup:x:65534:\n", user = spec.user_name)),
-        ("hostname", format!("{}\n", spec.hostname)),
-        ("hosts", format!("127.0.0.1\tlocalhost {h}\n::1\tlocalhost ip6-localhost {h}\n", h = spec.hostname)),
-        ("resolv.conf", String::new()),
-    ];
-    for (name, content) in files {
-        let path = etc.join(name);
-        fs::write(&path, content).map_err(|e| io_error("write", &path, e))?;
-        fs::set_permissions(&path, fs::Permissions::from_mode(0o644))
-            .map_err(|e| io_error("chmod", &path, e))?;
     }
     Ok(())
 }
