@@ -8,6 +8,8 @@ use std::os::fd::OwnedFd;
 
 use nix::sys::signal::{kill, Signal};
 use nix::sys::wait::waitpid;
+use nix::unistd::Pid;
+use std::path::PathBuf;
 
 use crate::error::{JailError, Result, SyscallContext};
 use crate::sys::{clone_fork, Forked};
@@ -36,19 +38,29 @@ fn render(extents: &[(u32, u32, u32)]) -> String {
         .collect()
 }
 
-/// A user namespace carrying the mapping for [`extents`], held by an fd (its helper process is
-/// already gone). Needs root.
-pub(crate) fn userns_for(owner: (u32, u32), sandbox: (u32, u32)) -> Result<OwnedFd> {
-    let helper = match clone_fork(libc::CLONE_NEWUSER)
-        .during("create an id-mapping user namespace", "run 'airlock check'")?
-    {
-        Forked::Child => loop {
-            nix::unistd::pause();
-        },
-        Forked::Parent(pid) => pid,
-    };
-    let result = (|| {
-        let dir = std::path::PathBuf::from(format!("/proc/{helper}"));
+/// A user namespace carrying the mapping for [`extents`], held by an fd. Its helper process is
+/// killed at once but reaped only by [`IdmapNamespace::reap`], off the launch's critical path.
+pub(crate) struct IdmapNamespace {
+    pub fd: OwnedFd,
+    helper: Option<Pid>,
+}
+
+impl IdmapNamespace {
+    /// Needs root.
+    pub(crate) fn create(owner: (u32, u32), sandbox: (u32, u32)) -> Result<IdmapNamespace> {
+        let helper = match clone_fork(libc::CLONE_NEWUSER)
+            .during("create an id-mapping user namespace", "run 'airlock check'")?
+        {
+            Forked::Child => loop {
+                nix::unistd::pause();
+            },
+            Forked::Parent(pid) => pid,
+        };
+        let mut namespace = IdmapNamespace {
+            fd: open_user_namespace(helper)?,
+            helper: Some(helper),
+        };
+        let dir = PathBuf::from(format!("/proc/{helper}"));
         for (file, content) in [
             ("uid_map", render(&extents(owner.0, sandbox.0))),
             ("gid_map", render(&extents(owner.1, sandbox.1))),
@@ -60,19 +72,42 @@ pub(crate) fn userns_for(owner: (u32, u32), sandbox: (u32, u32)) -> Result<Owned
                 hint: "unexpected: please report it",
             })?;
         }
-        let ns = dir.join("ns/user");
-        std::fs::File::open(&ns)
-            .map(OwnedFd::from)
-            .map_err(|e| JailError::Path {
+        // The fd keeps the namespace alive; the helper has nothing more to do.
+        let _ = kill(helper, Signal::SIGKILL);
+        namespace.helper = Some(helper);
+        Ok(namespace)
+    }
+
+    /// Collect the helper process.
+    pub(crate) fn reap(&mut self) {
+        if let Some(helper) = self.helper.take() {
+            let _ = kill(helper, Signal::SIGKILL);
+            let _ = waitpid(helper, None);
+        }
+    }
+}
+
+impl Drop for IdmapNamespace {
+    fn drop(&mut self) {
+        self.reap();
+    }
+}
+
+fn open_user_namespace(helper: Pid) -> Result<OwnedFd> {
+    let ns = PathBuf::from(format!("/proc/{helper}/ns/user"));
+    match std::fs::File::open(&ns) {
+        Ok(file) => Ok(OwnedFd::from(file)),
+        Err(e) => {
+            let _ = kill(helper, Signal::SIGKILL);
+            let _ = waitpid(helper, None);
+            Err(JailError::Path {
                 action: "open",
                 path: ns,
                 errno: nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
                 hint: "unexpected: please report it",
             })
-    })();
-    let _ = kill(helper, Signal::SIGKILL);
-    let _ = waitpid(helper, None);
-    result
+        }
+    }
 }
 
 #[cfg(test)]

@@ -7,12 +7,12 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use nix::errno::Errno;
-use nix::sys::signal::{kill, SigSet, SigmaskHow, Signal};
+use nix::sys::signal::{kill, SigSet, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
-use nix::unistd::{chdir, execve, setsid, Pid};
+use nix::unistd::{chdir, Pid};
 
 use crate::spec::SandboxSpec;
-use crate::sys::{clone_fork, Forked};
+use crate::sys::spawn_in_new_session;
 
 /// Signals the supervisor forwards and init passes on to the command's process group.
 pub(crate) const FORWARDED: &[Signal] = &[
@@ -36,19 +36,12 @@ pub(crate) fn forwarded_set() -> SigSet {
 pub(crate) fn run_command(spec: &SandboxSpec) -> ! {
     let mut waited = forwarded_set();
     waited.add(Signal::SIGCHLD);
-    // Blocked signals stay pending until sigwait picks them up, so none is lost between fork and
-    // the loop below.
+    // Blocked signals stay pending until sigwait picks them up, so none is lost between the spawn
+    // and the loop below.
     if waited.thread_block().is_err() {
         std::process::exit(125);
     }
-    let command = match clone_fork(0) {
-        Ok(Forked::Child) => exec_command(spec),
-        Ok(Forked::Parent(pid)) => pid,
-        Err(errno) => {
-            eprintln!("airlock: cannot start the command: fork: {}", errno.desc());
-            std::process::exit(125)
-        }
-    };
+    let command = start_command(spec);
     loop {
         let Ok(signal) = waited.wait() else { continue };
         if signal != Signal::SIGCHLD {
@@ -70,12 +63,10 @@ pub(crate) fn run_command(spec: &SandboxSpec) -> ! {
     }
 }
 
-fn exec_command(spec: &SandboxSpec) -> ! {
-    // Undo what init set up for itself: the command starts with no blocked signals.
-    let _ = nix::sys::signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None);
-    // A new session without a controlling terminal: the command cannot push input into the
-    // caller's terminal (TIOCSTI is also refused by seccomp).
-    let _ = setsid();
+/// Start the command, found as a shell would find it, or exit as a shell would when it cannot:
+/// 127 not found, 126 not executable.
+fn start_command(spec: &SandboxSpec) -> Pid {
+    // Spawned children inherit the working directory; init itself has no use for its own.
     if let Err(errno) = chdir(&spec.cwd) {
         eprintln!(
             "airlock: cannot enter {}: {}",
@@ -104,14 +95,22 @@ fn exec_command(spec: &SandboxSpec) -> ! {
         eprintln!("airlock: an argument or environment value contains a NUL byte");
         std::process::exit(125);
     };
-    let candidates = candidates(program, spec);
+    let pointers = |strings: &[CString]| -> Vec<*const libc::c_char> {
+        strings
+            .iter()
+            .map(|s| s.as_ptr())
+            .chain(std::iter::once(std::ptr::null()))
+            .collect()
+    };
+    let (argv_ptrs, env_ptrs) = (pointers(&argv), pointers(&env));
     let mut denied = None;
-    for candidate in &candidates {
+    for candidate in candidates(program, spec) {
         let Some(path) = to_c(candidate.as_os_str()) else {
             continue;
         };
-        match execve(&path, &argv, &env) {
-            Err(Errno::EACCES) => denied = Some(candidate.clone()),
+        match spawn_in_new_session(&path, &argv_ptrs, &env_ptrs) {
+            Ok(pid) => return pid,
+            Err(Errno::EACCES) => denied = Some(candidate),
             Err(Errno::ENOENT) | Err(Errno::ENOTDIR) => {}
             Err(errno) => {
                 eprintln!(
@@ -121,7 +120,6 @@ fn exec_command(spec: &SandboxSpec) -> ! {
                 );
                 std::process::exit(126);
             }
-            Ok(never) => match never {},
         }
     }
     if let Some(path) = denied {

@@ -64,7 +64,7 @@ pub(crate) struct SetupMode<'a> {
     pub memory_by_rlimit: bool,
     /// Root only: a user namespace whose mapping shows the workspace owner's files as the
     /// sandbox user's on the overlay's lower layer (see `idmap`).
-    pub lower_idmap: Option<std::os::fd::OwnedFd>,
+    pub lower_idmap: Option<&'a std::os::fd::OwnedFd>,
 }
 
 /// Entry point of the setup process; never returns.
@@ -111,7 +111,7 @@ fn setup(spec: &SandboxSpec, channel: &mut SetupChannel, mode: &SetupMode) -> Re
         staging: mode.staging,
         in_user_namespace: !rootful,
         owner,
-        lower_idmap: mode.lower_idmap.as_ref(),
+        lower_idmap: mode.lower_idmap,
         etc: mode.etc,
     })?;
 

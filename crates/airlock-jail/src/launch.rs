@@ -53,6 +53,8 @@ pub struct Sandbox {
     pidfd: OwnedFd,
     signals: SignalFd,
     cgroup: Option<RunCgroup>,
+    /// Root only: reaped after the run, so its exit costs the launch nothing.
+    idmap_namespace: Option<idmap::IdmapNamespace>,
     deadline: Option<Instant>,
     pub limits_by_cgroup: bool,
 }
@@ -108,7 +110,7 @@ pub fn spawn(
     if !rootful {
         flags |= libc::CLONE_NEWUSER;
     }
-    let lower_idmap = if rootful {
+    let idmap_namespace = if rootful {
         let meta = std::fs::metadata(&spec.workspace.lower).map_err(|e| JailError::Path {
             action: "inspect the workspace",
             path: spec.workspace.lower.clone(),
@@ -116,7 +118,7 @@ pub fn spawn(
             hint: "does the workspace still exist?",
         })?;
         use std::os::unix::fs::MetadataExt;
-        Some(idmap::userns_for(
+        Some(idmap::IdmapNamespace::create(
             (meta.uid(), meta.gid()),
             (spec.ids.host_uid, spec.ids.host_gid),
         )?)
@@ -129,7 +131,7 @@ pub fn spawn(
         etc: &etc,
         rootful,
         memory_by_rlimit: !by_cgroup,
-        lower_idmap,
+        lower_idmap: idmap_namespace.as_ref().map(|ns| &ns.fd),
     };
     let pid = match clone_fork(flags).during(
         "create the sandbox namespaces",
@@ -156,6 +158,7 @@ pub fn spawn(
         signals,
         limits_by_cgroup: by_cgroup,
         cgroup: None,
+        idmap_namespace,
         deadline: spec.limits.timeout.map(|t| Instant::now() + t),
     };
     match handshake(spec, &mut sandbox, &support, rootful, go_write, report_read) {
@@ -313,6 +316,9 @@ impl Sandbox {
         };
         if let Some(group) = self.cgroup.take() {
             group.remove();
+        }
+        if let Some(mut namespace) = self.idmap_namespace.take() {
+            namespace.reap();
         }
         if timed_out {
             return Ok(Outcome::TimedOut);

@@ -317,3 +317,57 @@ pub(crate) fn move_mount_to(tree: &OwnedFd, target: &Path) -> nix::Result<()> {
     };
     Errno::result(ret).map(drop)
 }
+
+/// Start `path` with `argv` and `envp` (NULL-terminated arrays of pointers into live CStrings)
+/// through posix_spawn: in a new session, with no blocked signals and every disposition back to
+/// its default (the supervisor ignores SIGPIPE, and an ignored signal would stay ignored across
+/// exec). glibc runs the child on its own stack with CLONE_VM|CLONE_VFORK, so no copy of this
+/// process's memory is made. Returns the exec's errno if the program could not be started.
+pub(crate) fn spawn_in_new_session(
+    path: &CString,
+    argv: &[*const libc::c_char],
+    envp: &[*const libc::c_char],
+) -> nix::Result<Pid> {
+    if argv.last() != Some(&std::ptr::null()) || envp.last() != Some(&std::ptr::null()) {
+        return Err(Errno::EINVAL);
+    }
+    // SAFETY: posix_spawnattr_t is plain data that posix_spawnattr_init fully initialises; every
+    // pointer passed below (attributes, signal sets, path, argv, envp) points at live memory for
+    // the duration of the calls, argv and envp are NULL-terminated (checked above) and point at
+    // the caller's CStrings, and the attributes are destroyed before returning.
+    unsafe {
+        let mut attr: libc::posix_spawnattr_t = std::mem::zeroed();
+        Errno::result(libc::posix_spawnattr_init(&mut attr)).map_err(|_| Errno::ENOMEM)?;
+        let mut empty: libc::sigset_t = std::mem::zeroed();
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut empty);
+        libc::sigfillset(&mut all);
+        let flags = libc::POSIX_SPAWN_SETSID as libc::c_short
+            | libc::POSIX_SPAWN_SETSIGMASK as libc::c_short
+            | libc::POSIX_SPAWN_SETSIGDEF as libc::c_short;
+        let mut ret = libc::posix_spawnattr_setflags(&mut attr, flags);
+        if ret == 0 {
+            ret = libc::posix_spawnattr_setsigmask(&mut attr, &empty);
+        }
+        if ret == 0 {
+            ret = libc::posix_spawnattr_setsigdefault(&mut attr, &all);
+        }
+        let mut pid: libc::pid_t = 0;
+        if ret == 0 {
+            ret = libc::posix_spawn(
+                &mut pid,
+                path.as_ptr(),
+                std::ptr::null(),
+                &attr,
+                argv.as_ptr() as *const *mut libc::c_char,
+                envp.as_ptr() as *const *mut libc::c_char,
+            );
+        }
+        libc::posix_spawnattr_destroy(&mut attr);
+        if ret == 0 {
+            Ok(Pid::from_raw(pid))
+        } else {
+            Err(Errno::from_raw(ret))
+        }
+    }
+}

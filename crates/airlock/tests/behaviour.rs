@@ -295,3 +295,9 @@ both_modes!(killing_airlock_kills_the_whole_sandbox, |w: &World| {
         "a sandbox mount leaked to the host: {mounts}"
     );
 });
+
+both_modes!(sigpipe_has_its_default_action_inside, |w: &World| {
+    // airlock itself ignores SIGPIPE (as every Rust program does); the command must not inherit that.
+    let out = w.inside("bash -c 'yes | head -1 >/dev/null; echo ${PIPESTATUS[0]}'");
+    assert_eq!(ran(&out).trim(), "141", "{}", stderr(&out));
+});
