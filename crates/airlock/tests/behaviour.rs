@@ -301,3 +301,37 @@ both_modes!(sigpipe_has_its_default_action_inside, |w: &World| {
     let out = w.inside("bash -c 'yes | head -1 >/dev/null; echo ${PIPESTATUS[0]}'");
     assert_eq!(ran(&out).trim(), "141", "{}", stderr(&out));
 });
+
+both_modes!(missing_landlock_is_refused_unless_accepted, |w: &World| {
+    // Debug builds pretend the kernel has no Landlock when this variable is set.
+    let refused = w
+        .airlock_sh(&[], "echo ran")
+        .env("AIRLOCK_TEST_HIDE_LANDLOCK", "1")
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(125));
+    assert!(
+        !stdout(&refused).contains("ran"),
+        "ran without a required layer"
+    );
+    assert!(
+        stderr(&refused).contains("--allow-degraded=landlock"),
+        "{}",
+        stderr(&refused)
+    );
+    let accepted = w
+        .airlock_sh(&["--allow-degraded=landlock"], "echo ran")
+        .env("AIRLOCK_TEST_HIDE_LANDLOCK", "1")
+        .output()
+        .unwrap();
+    assert_eq!(ran(&accepted).trim(), "ran");
+    let check = w
+        .command(airlock_bin())
+        .args(["--state-dir", w.state.to_str().unwrap(), "check", "--json"])
+        .env("AIRLOCK_TEST_HIDE_LANDLOCK", "1")
+        .output()
+        .unwrap();
+    assert_eq!(check.status.code(), Some(3));
+    let report: serde_json::Value = serde_json::from_slice(&check.stdout).unwrap();
+    assert_eq!(report["protection"], "degraded");
+});
