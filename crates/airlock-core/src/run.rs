@@ -38,6 +38,9 @@ pub struct RunRequest {
     pub degraded: Degraded,
     /// Host uid/gid for the sandbox when running as root.
     pub root_sandbox_id: u32,
+    /// Relay output through airlock and apply the profile's output limit (for output that is
+    /// kept: a pipe or a file). False: the command writes to airlock's stdout and stderr directly.
+    pub limit_output: bool,
 }
 
 #[derive(Debug)]
@@ -48,6 +51,8 @@ pub struct RunReport {
     /// The session's layer survives the run (named session or `--keep`).
     pub kept: bool,
     pub limits_by_cgroup: bool,
+    /// Bytes of output dropped past the output limit.
+    pub output_dropped: u64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -194,6 +199,7 @@ pub fn run(request: RunRequest) -> Result<RunReport, RunError> {
             open_files: profile.limits.open_files,
             tmp_bytes: profile.limits.tmp_bytes,
             timeout: profile.limits.timeout_seconds.map(Duration::from_secs),
+            output_bytes: request.limit_output.then_some(profile.limits.output_bytes),
         },
         degraded: request.degraded,
         run_id: format!("run-{}", std::process::id()),
@@ -204,7 +210,7 @@ pub fn run(request: RunRequest) -> Result<RunReport, RunError> {
     let cache = request.state_dir.join("cache");
     let result = airlock_jail::spawn(&spec, &staging, &cache).and_then(|sandbox| {
         let by_cgroup = sandbox.limits_by_cgroup;
-        sandbox.wait().map(|outcome| (outcome, by_cgroup))
+        sandbox.wait().map(|finished| (finished, by_cgroup))
     });
     let session_id = session.as_ref().map(|s| s.id.clone());
     if let (true, Some(session)) = (throwaway, session) {
@@ -212,9 +218,10 @@ pub fn run(request: RunRequest) -> Result<RunReport, RunError> {
         // not the command's failure.
         let _ = session.remove();
     }
-    let (outcome, limits_by_cgroup) = result?;
+    let (finished, limits_by_cgroup) = result?;
     Ok(RunReport {
-        outcome,
+        outcome: finished.outcome,
+        output_dropped: finished.output_dropped,
         session_id,
         kept: !throwaway,
         limits_by_cgroup,

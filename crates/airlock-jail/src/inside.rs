@@ -58,6 +58,8 @@ pub(crate) struct SetupMode<'a> {
     pub staging: &'a Path,
     /// The prepared /etc.
     pub etc: &'a Path,
+    /// When output is limited: the pipes that become the command's stdout and stderr.
+    pub output: Option<&'a crate::output::SandboxEnds>,
     /// airlock runs as root: mount first, then enter a user namespace.
     pub rootful: bool,
     /// No memory cgroup: limit the address space with RLIMIT_AS instead.
@@ -141,6 +143,12 @@ fn setup(spec: &SandboxSpec, channel: &mut SetupChannel, mode: &SetupMode) -> Re
     confine::apply_seccomp()?;
     // Tell the supervisor we are ready, then drop every descriptor but stdio: the pipes, and
     // anything the caller leaked to us.
+    if let Some(ends) = mode.output {
+        nix::unistd::dup2_stdout(&ends.stdout)
+            .during("redirect stdout", "unexpected: please report it")?;
+        nix::unistd::dup2_stderr(&ends.stderr)
+            .during("redirect stderr", "unexpected: please report it")?;
+    }
     channel.send(&[MSG_READY])?;
     sys::close_fds_from(3).during(
         "close inherited file descriptors",

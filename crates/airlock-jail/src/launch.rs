@@ -17,6 +17,7 @@ use crate::error::{JailError, Result, SyscallContext};
 use crate::idmap;
 use crate::init::forwarded_set;
 use crate::inside::{self, SetupChannel, SetupMode, MSG_ERROR, MSG_READY, MSG_WRITE_ID_MAPS};
+use crate::output::OutputRelay;
 use crate::probe;
 use crate::spec::SandboxSpec;
 use crate::sys::{self, clone_fork, Forked};
@@ -47,6 +48,14 @@ pub fn memory_layer_supported() -> bool {
     (major, minor) >= (6, 6)
 }
 
+/// How a run ended, and what was held back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Finished {
+    pub outcome: Outcome,
+    /// Bytes of output dropped past the output limit.
+    pub output_dropped: u64,
+}
+
 /// A started sandbox; [`Sandbox::wait`] must be called to reap it.
 pub struct Sandbox {
     pid: Pid,
@@ -55,6 +64,7 @@ pub struct Sandbox {
     cgroup: Option<RunCgroup>,
     /// Root only: reaped after the run, so its exit costs the launch nothing.
     idmap_namespace: Option<idmap::IdmapNamespace>,
+    output: Option<OutputRelay>,
     deadline: Option<Instant>,
     pub limits_by_cgroup: bool,
 }
@@ -126,12 +136,21 @@ pub fn spawn(
         None
     };
     let etc = crate::etc::prepare(cache, spec)?;
+    let (output, output_ends) = match spec.limits.output_bytes {
+        Some(limit) => {
+            let (relay, ends) =
+                OutputRelay::new(limit).during("create output pipes", "too many open files?")?;
+            (Some(relay), Some(ends))
+        }
+        None => (None, None),
+    };
     let mode = SetupMode {
         staging,
         etc: &etc,
         rootful,
         memory_by_rlimit: !by_cgroup,
         lower_idmap: idmap_namespace.as_ref().map(|ns| &ns.fd),
+        output: output_ends.as_ref(),
     };
     let pid = match clone_fork(flags).during(
         "create the sandbox namespaces",
@@ -151,6 +170,8 @@ pub fn spawn(
         Forked::Parent(pid) => pid,
     };
     drop((go_read, report_write));
+    // Only the sandbox may hold the write ends, or the relay would never see end of file.
+    drop(output_ends);
     let pidfd = sys::pidfd_open(pid).during("watch the sandbox", "kernel >= 5.3 is required")?;
     let mut sandbox = Sandbox {
         pid,
@@ -159,6 +180,7 @@ pub fn spawn(
         limits_by_cgroup: by_cgroup,
         cgroup: None,
         idmap_namespace,
+        output,
         deadline: spec.limits.timeout.map(|t| Instant::now() + t),
     };
     match handshake(spec, &mut sandbox, &support, rootful, go_write, report_read) {
@@ -264,7 +286,7 @@ impl Sandbox {
     }
 
     /// Forward signals, enforce the wall-clock limit, and reap the sandbox.
-    pub fn wait(mut self) -> Result<Outcome> {
+    pub fn wait(mut self) -> Result<Finished> {
         let mut timed_out = false;
         loop {
             let timeout = match self.deadline {
@@ -280,23 +302,48 @@ impl Sandbox {
                 }
                 None => PollTimeout::NONE,
             };
-            let mut fds = [
-                PollFd::new(self.pidfd.as_fd(), PollFlags::POLLIN),
-                PollFd::new(self.signals.as_fd(), PollFlags::POLLIN),
-            ];
-            match poll(&mut fds, timeout) {
-                Err(nix::errno::Errno::EINTR) => continue,
-                Err(e) => {
-                    return Err(JailError::Syscall {
-                        action: "wait for the sandbox",
-                        errno: e,
-                        hint: "unexpected",
-                    })
+            let streams: Vec<usize> = self
+                .output
+                .as_ref()
+                .map_or(vec![], |o| o.open_fds().iter().map(|(i, _)| *i).collect());
+            let (exited, signalled, ready) = {
+                let mut fds = vec![
+                    PollFd::new(self.pidfd.as_fd(), PollFlags::POLLIN),
+                    PollFd::new(self.signals.as_fd(), PollFlags::POLLIN),
+                ];
+                if let Some(relay) = &self.output {
+                    fds.extend(
+                        relay
+                            .open_fds()
+                            .into_iter()
+                            .map(|(_, fd)| PollFd::new(fd, PollFlags::POLLIN)),
+                    );
                 }
-                Ok(_) => {}
+                match poll(&mut fds, timeout) {
+                    Err(nix::errno::Errno::EINTR) => continue,
+                    Err(e) => {
+                        return Err(JailError::Syscall {
+                            action: "wait for the sandbox",
+                            errno: e,
+                            hint: "unexpected",
+                        })
+                    }
+                    Ok(_) => {}
+                }
+                let has = |fd: &PollFd| fd.revents().is_some_and(|r| !r.is_empty());
+                let ready: Vec<usize> = streams
+                    .iter()
+                    .zip(&fds[2..])
+                    .filter(|(_, fd)| has(fd))
+                    .map(|(i, _)| *i)
+                    .collect();
+                (has(&fds[0]), has(&fds[1]), ready)
+            };
+            if let Some(relay) = &mut self.output {
+                for index in ready {
+                    relay.pump(index);
+                }
             }
-            let exited = fds[0].revents().is_some_and(|r| !r.is_empty());
-            let signalled = fds[1].revents().is_some_and(|r| !r.is_empty());
             if signalled {
                 if let Ok(Some(info)) = self.signals.read_signal() {
                     if let Ok(sig) = Signal::try_from(info.ssi_signo as i32) {
@@ -320,15 +367,27 @@ impl Sandbox {
         if let Some(mut namespace) = self.idmap_namespace.take() {
             namespace.reap();
         }
-        if timed_out {
-            return Ok(Outcome::TimedOut);
-        }
-        match status.during("reap the sandbox", "unexpected: please report it")? {
-            WaitStatus::Exited(_, code) => Ok(Outcome::Exited(code)),
-            WaitStatus::Signaled(_, sig, _) => Ok(Outcome::Exited(128 + sig as i32)),
-            other => Err(JailError::Inside(format!(
-                "unexpected wait status {other:?}"
-            ))),
-        }
+        // Every process of the sandbox is gone with its pid 1, so the pipes end here.
+        let output_dropped = self.output.as_mut().map_or(0, |relay| {
+            relay.drain();
+            relay.dropped()
+        });
+        let outcome = if timed_out {
+            Outcome::TimedOut
+        } else {
+            match status.during("reap the sandbox", "unexpected: please report it")? {
+                WaitStatus::Exited(_, code) => Outcome::Exited(code),
+                WaitStatus::Signaled(_, sig, _) => Outcome::Exited(128 + sig as i32),
+                other => {
+                    return Err(JailError::Inside(format!(
+                        "unexpected wait status {other:?}"
+                    )))
+                }
+            }
+        };
+        Ok(Finished {
+            outcome,
+            output_dropped,
+        })
     }
 }

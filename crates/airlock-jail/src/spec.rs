@@ -55,6 +55,9 @@ pub struct ResourceLimits {
     pub tmp_bytes: u64,
     /// Wall-clock limit; the whole sandbox is killed when it passes.
     pub timeout: Option<std::time::Duration>,
+    /// Total stdout+stderr bytes passed on; the rest is dropped. None: the command writes to the
+    /// caller's stdout and stderr directly.
+    pub output_bytes: Option<u64>,
 }
 
 /// Layers the caller accepts to run without (`--allow-degraded`). Anything not named here that the

@@ -1,5 +1,6 @@
 //! `airlock run`.
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
@@ -87,8 +88,17 @@ pub fn run(global: &GlobalArgs, args: RunArgs) -> Result<ExitCode> {
         keep: args.keep,
         degraded,
         root_sandbox_id,
+        // A person watching a terminal gets the command's output directly; output that is kept
+        // (a pipe, a file) is relayed and limited.
+        limit_output: !(std::io::stdout().is_terminal() && std::io::stderr().is_terminal()),
     };
     let report = airlock_core::run(request)?;
+    if report.output_dropped > 0 {
+        eprintln!(
+            "airlock: the output limit was reached: {} bytes were dropped (raise [limits] output in the profile)",
+            report.output_dropped
+        );
+    }
     if let (true, Some(id)) = (report.kept, &report.session_id) {
         eprintln!("airlock: session {id} kept");
     }

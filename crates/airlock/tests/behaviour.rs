@@ -335,3 +335,26 @@ both_modes!(missing_landlock_is_refused_unless_accepted, |w: &World| {
     let report: serde_json::Value = serde_json::from_slice(&check.stdout).unwrap();
     assert_eq!(report["protection"], "degraded");
 });
+
+both_modes!(
+    output_beyond_the_limit_is_dropped_not_blocking,
+    |w: &World| {
+        let profile = w.profile("[limits]\noutput = \"1KiB\"\n");
+        // 6.9 MB of output: the command must run to its end, not block on a full pipe.
+        let out = w.inside_with(
+            &["--profile-file", &profile],
+            "seq 1 1000000; echo finished >&2; exit 3",
+        );
+        assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+        assert_eq!(out.stdout.len(), 1024, "exactly the limit is kept");
+        assert!(stdout(&out).starts_with("1\n2\n3\n"));
+        assert!(
+            stderr(&out).contains("output limit was reached"),
+            "{}",
+            stderr(&out)
+        );
+        // Within the limit, nothing is lost or reordered per stream.
+        let out = w.inside("seq 1 1000 | tr '\\n' ' '");
+        assert_eq!(ran(&out).split_whitespace().count(), 1000);
+    }
+);
