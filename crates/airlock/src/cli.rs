@@ -12,10 +12,10 @@ use clap::{Args, Parser, Subcommand};
     about = "Run AI-agent and automation commands in a kernel-enforced sandbox.",
     long_about = "Run AI-agent and automation commands in a kernel-enforced sandbox.\n\n\
         Each command sees a minimal read-only system and your workspace through a copy-on-write \
-        layer: it can read and change the workspace, but its changes stay in the session until \
-        you apply them. It runs as an unprivileged user with no capabilities, no network, no \
-        access to your home, keys or other projects, under Landlock and a seccomp filter, within \
-        memory, process and time limits.",
+        layer: it can read and change the workspace, but its changes never reach the host \
+        directory during a run. It runs as an unprivileged user with no capabilities, no network, \
+        no access to your home, keys or other projects, under Landlock and a seccomp filter, \
+        within memory, process, CPU, time and output limits.",
     after_help = "Examples:\n  \
         airlock check                      what this machine can enforce\n  \
         airlock run -- make test           run in the current directory as workspace\n  \
@@ -42,12 +42,22 @@ pub struct GlobalArgs {
 pub enum Command {
     /// Run a command in a new sandbox
     #[command(
-        long_about = "Run COMMAND confined. Its stdin, stdout and stderr are yours; its exit status \
-            becomes airlock's. The workspace (default: the current directory) appears at its own \
-            path through a copy-on-write overlay; the host directory is never written by a run.",
+        long_about = "Run COMMAND confined; its exit status becomes airlock's.\n\n\
+            The workspace (default: the current directory) appears at its own path through a \
+            copy-on-write overlay; the host directory is never written by a run. A plain run is \
+            throwaway: its changes live in memory (counted as the sandbox's memory, at most the \
+            profile's tmp_size) and vanish with it. --keep keeps them on disk in a new session; \
+            --session ID runs on top of a kept session.\n\n\
+            stdin is passed through. When stdout and stderr are both terminals the command writes \
+            to them directly; otherwise (a pipe or a file: output that is kept) airlock relays \
+            them and stops passing output on past the profile's output limit (64 MiB by default), \
+            saying how much it dropped.",
         after_help = "Profiles are looked up as NAME.toml in $XDG_CONFIG_HOME/airlock/profiles, then \
             /etc/airlock/profiles; never inside a workspace. Without one, the built-in default \
-            applies: no network, no extra paths, 2 GiB memory, 512 processes, 1 hour of CPU."
+            applies: no network, no extra paths, 2 GiB memory, 512 processes, 1 hour of CPU.\n\n\
+            Exit status: the command's own (128+N if signal N killed it); 124 the time limit \
+            ended it; 125 airlock refused or failed (the message says why and what to do); 126 \
+            the command could not be executed; 127 it was not found."
     )]
     Run(RunArgs),
     /// Show which protection layers this machine provides
