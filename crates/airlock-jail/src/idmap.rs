@@ -1,3 +1,5 @@
+//! User namespaces the supervisor makes when it runs as root, handed to the setup process.
+//!
 //! When airlock runs as root, the sandbox user is a dedicated unprivileged uid that owns nothing
 //! in the workspace, so it could read files but never edit them. The overlay's lower layer is
 //! therefore an idmapped mount of the workspace on which the workspace owner's files appear as the
@@ -12,6 +14,7 @@ use nix::unistd::Pid;
 use std::path::PathBuf;
 
 use crate::error::{JailError, Result, SyscallContext};
+use crate::spec::IdMapping;
 use crate::sys::{clone_fork, Forked};
 
 /// Largest valid id: (u32)-1 means "no id".
@@ -38,33 +41,49 @@ fn render(extents: &[(u32, u32, u32)]) -> String {
         .collect()
 }
 
-/// A user namespace carrying the mapping for [`extents`], held by an fd. Its helper process is
-/// killed at once but reaped only by [`IdmapNamespace::reap`], off the launch's critical path.
-pub(crate) struct IdmapNamespace {
+/// A user namespace with a given mapping, made by the supervisor (root) and held by an fd. Its
+/// helper process is killed at once but reaped only by [`HelperNamespace::reap`], off the launch's
+/// critical path.
+pub(crate) struct HelperNamespace {
     pub fd: OwnedFd,
     helper: Option<Pid>,
 }
 
-impl IdmapNamespace {
-    /// Needs root.
-    pub(crate) fn create(owner: (u32, u32), sandbox: (u32, u32)) -> Result<IdmapNamespace> {
+impl HelperNamespace {
+    /// For the overlay's lower layer: the workspace owner's files show as the sandbox user's.
+    pub(crate) fn idmapped_workspace(
+        owner: (u32, u32),
+        sandbox: (u32, u32),
+    ) -> Result<HelperNamespace> {
+        Self::create(
+            &render(&extents(owner.0, sandbox.0)),
+            &render(&extents(owner.1, sandbox.1)),
+        )
+    }
+
+    /// For the sandbox itself: only its inside uid and gid exist, as unprivileged host ids.
+    pub(crate) fn sandbox(ids: &IdMapping) -> Result<HelperNamespace> {
+        Self::create(
+            &format!("{} {} 1\n", ids.inside_uid, ids.host_uid),
+            &format!("{} {} 1\n", ids.inside_gid, ids.host_gid),
+        )
+    }
+
+    fn create(uid_map: &str, gid_map: &str) -> Result<HelperNamespace> {
         let helper = match clone_fork(libc::CLONE_NEWUSER)
-            .during("create an id-mapping user namespace", "run 'airlock check'")?
+            .during("create a user namespace", "run 'airlock check'")?
         {
             Forked::Child => loop {
                 nix::unistd::pause();
             },
             Forked::Parent(pid) => pid,
         };
-        let mut namespace = IdmapNamespace {
+        let namespace = HelperNamespace {
             fd: open_user_namespace(helper)?,
             helper: Some(helper),
         };
         let dir = PathBuf::from(format!("/proc/{helper}"));
-        for (file, content) in [
-            ("uid_map", render(&extents(owner.0, sandbox.0))),
-            ("gid_map", render(&extents(owner.1, sandbox.1))),
-        ] {
+        for (file, content) in [("uid_map", uid_map), ("gid_map", gid_map)] {
             std::fs::write(dir.join(file), content).map_err(|e| JailError::Path {
                 action: "write the id mapping",
                 path: dir.join(file),
@@ -74,7 +93,6 @@ impl IdmapNamespace {
         }
         // The fd keeps the namespace alive; the helper has nothing more to do.
         let _ = kill(helper, Signal::SIGKILL);
-        namespace.helper = Some(helper);
         Ok(namespace)
     }
 
@@ -87,7 +105,7 @@ impl IdmapNamespace {
     }
 }
 
-impl Drop for IdmapNamespace {
+impl Drop for HelperNamespace {
     fn drop(&mut self) {
         self.reap();
     }

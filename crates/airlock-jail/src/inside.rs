@@ -2,13 +2,13 @@
 //! filesystem, takes on the sandbox identity, confines itself, and then becomes the init that
 //! starts the command. The order of the steps in [`run`] is the security argument.
 
-use std::io::{Read, Write};
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::Path;
 
-use nix::sched::{unshare, CloneFlags};
+use nix::sched::{setns, unshare, CloneFlags};
 use nix::sys::prctl;
 use nix::sys::signal::Signal;
+use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags};
 use nix::unistd::sethostname;
 
 use crate::confine;
@@ -19,37 +19,77 @@ use crate::spec::SandboxSpec;
 use crate::sys;
 
 /// Messages from the setup process to the supervisor, one byte each (an error carries text).
-pub(crate) const MSG_WRITE_ID_MAPS: u8 = b'M';
 pub(crate) const MSG_READY: u8 = b'R';
 pub(crate) const MSG_ERROR: u8 = b'E';
 
-/// How the setup process was started.
+/// Messages from the supervisor, in the order they are sent.
+/// Go: id maps are written (unprivileged); start setting up.
+pub(crate) const MSG_GO: u8 = b'g';
+/// Root only: two user namespace fds, for the idmapped workspace and for the sandbox itself.
+pub(crate) const MSG_NAMESPACES: u8 = b'n';
+/// The setup process is in the run's cgroup (or there is none).
+pub(crate) const MSG_IN_CGROUP: u8 = b'c';
+
+/// How the setup process talks to the supervisor.
 pub(crate) struct SetupChannel {
-    /// The supervisor writes one byte to let the next step go; EOF means it died.
-    pub go: OwnedFd,
+    /// From the supervisor: a SOCK_SEQPACKET socket, one message per token, fds attached.
+    /// End of file means the supervisor died.
+    pub control: OwnedFd,
     pub report: OwnedFd,
 }
 
 impl SetupChannel {
-    fn wait_for_go(&mut self) -> Result<()> {
+    /// The next message from the supervisor, which must be `expected`, with its fds.
+    fn receive(&mut self, expected: u8) -> Result<Vec<OwnedFd>> {
         let mut byte = [0u8; 1];
-        let mut file = std::fs::File::from(self.go.try_clone().map_err(io)?);
-        match file.read(&mut byte) {
-            Ok(1) => Ok(()),
-            _ => Err(JailError::Inside(
-                "the supervisor went away during setup".into(),
-            )),
+        let mut iov = [std::io::IoSliceMut::new(&mut byte)];
+        let mut space = nix::cmsg_space!([std::os::fd::RawFd; 2]);
+        let message = recvmsg::<()>(
+            self.control.as_raw_fd(),
+            &mut iov,
+            Some(&mut space),
+            MsgFlags::MSG_CMSG_CLOEXEC,
+        )
+        .map_err(|e| JailError::Inside(format!("reading from the supervisor: {}", e.desc())))?;
+        let mut fds = Vec::new();
+        for cmsg in message
+            .cmsgs()
+            .map_err(|e| JailError::Inside(e.to_string()))?
+        {
+            if let ControlMessageOwned::ScmRights(raw) = cmsg {
+                fds.extend(raw.into_iter().map(owned_fd));
+            }
         }
+        if message.bytes != 1 {
+            return Err(JailError::Inside(
+                "the supervisor went away during setup".into(),
+            ));
+        }
+        if byte[0] != expected {
+            return Err(JailError::Inside(format!(
+                "unexpected message {:#x} from the supervisor (wanted {expected:#x})",
+                byte[0]
+            )));
+        }
+        Ok(fds)
     }
 
     fn send(&mut self, bytes: &[u8]) -> Result<()> {
-        let mut file = std::fs::File::from(self.report.try_clone().map_err(io)?);
-        file.write_all(bytes).map_err(io)
+        let mut rest = bytes;
+        while !rest.is_empty() {
+            match nix::unistd::write(&self.report, rest) {
+                Ok(n) => rest = &rest[n..],
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(e) => {
+                    return Err(JailError::Inside(format!(
+                        "reporting to the supervisor: {}",
+                        e.desc()
+                    )))
+                }
+            }
+        }
+        Ok(())
     }
-}
-
-fn io(e: std::io::Error) -> JailError {
-    JailError::Inside(e.to_string())
 }
 
 /// Decisions the supervisor made before starting the setup process.
@@ -64,9 +104,6 @@ pub(crate) struct SetupMode<'a> {
     pub rootful: bool,
     /// No memory cgroup: limit the address space with RLIMIT_AS instead.
     pub memory_by_rlimit: bool,
-    /// Root only: a user namespace whose mapping shows the workspace owner's files as the
-    /// sandbox user's on the overlay's lower layer (see `idmap`).
-    pub lower_idmap: Option<&'a std::os::fd::OwnedFd>,
 }
 
 /// Entry point of the setup process; never returns.
@@ -88,15 +125,15 @@ fn setup(spec: &SandboxSpec, channel: &mut SetupChannel, mode: &SetupMode) -> Re
     // If the supervisor dies, so does the sandbox, at every step from here on.
     prctl::set_pdeathsig(Signal::SIGKILL).during("set the parent-death signal", "unexpected")?;
     // Unprivileged, the supervisor writes our id maps first.
-    channel.wait_for_go()?;
+    channel.receive(MSG_GO)?;
     sethostname(&spec.hostname).during("set the hostname", "unexpected: please report it")?;
     sys::loopback_up().during(
         "bring up loopback in the sandbox's network namespace",
         "run 'airlock check'",
     )?;
 
-    // Root mounts with its real credentials, before any user namespace exists, so the overlay can
-    // copy up files of every owner. Unprivileged, we are already in our user namespace.
+    // Root mounts with its real credentials, before it enters any user namespace, so the overlay
+    // can copy up files of every owner. Unprivileged, we are already in our user namespace.
     let owner = if rootful {
         MounterIds {
             uid: spec.ids.host_uid,
@@ -108,31 +145,47 @@ fn setup(spec: &SandboxSpec, channel: &mut SetupChannel, mode: &SetupMode) -> Re
             gid: spec.ids.inside_gid,
         }
     };
-    rootfs::build_and_enter(&RootfsPlan {
+    let plan = RootfsPlan {
         spec,
         staging: mode.staging,
         in_user_namespace: !rootful,
         owner,
-        lower_idmap: mode.lower_idmap,
         etc: mode.etc,
-    })?;
+    };
+    rootfs::build_base(&plan)?;
+    // As root, the supervisor made our user namespaces while we mounted.
+    let namespaces = if rootful {
+        let mut fds = channel.receive(MSG_NAMESPACES)?.into_iter();
+        match (fds.next(), fds.next()) {
+            (Some(idmap), Some(sandbox)) => Some((idmap, sandbox)),
+            _ => {
+                return Err(JailError::Inside(
+                    "the supervisor sent no user namespaces".into(),
+                ))
+            }
+        }
+    } else {
+        None
+    };
+    rootfs::finish_and_enter(&plan, namespaces.as_ref().map(|(idmap, _)| idmap))?;
 
     // The supervisor moves us into the run's cgroup while we mount (moving a process is slow on
     // cgroup v1); nothing may be forked before it is done.
-    channel.wait_for_go()?;
+    channel.receive(MSG_IN_CGROUP)?;
     // A cgroup namespace rooted at the run's cgroup: the sandbox sees no other cgroup.
     unshare(CloneFlags::CLONE_NEWCGROUP)
         .during("create a cgroup namespace", "run 'airlock check'")?;
 
-    if rootful {
-        // A user namespace owned by root whose only id is the sandbox user: the sandbox has no
+    if let Some((_, sandbox_userns)) = &namespaces {
+        // A user namespace owned by root whose only ids are the sandbox user's: the sandbox has no
         // privilege over the mount namespace it lives in, and uid 1000 inside is an unprivileged
         // host uid outside.
-        unshare(CloneFlags::CLONE_NEWUSER)
-            .during("create a user namespace", "run 'airlock check'")?;
-        channel.send(&[MSG_WRITE_ID_MAPS])?;
-        channel.wait_for_go()?;
+        setns(sandbox_userns, CloneFlags::CLONE_NEWUSER)
+            .during("enter the sandbox's user namespace", "run 'airlock check'")?;
     }
+    // Closed here, before the blanket close of inherited fds below, which must find nothing
+    // that Rust still owns.
+    drop(namespaces);
     confine::become_sandbox_user(spec, rootful)?;
     // Changing credentials cleared the parent-death signal; set it again.
     prctl::set_pdeathsig(Signal::SIGKILL).during("set the parent-death signal", "unexpected")?;
@@ -155,4 +208,11 @@ fn setup(spec: &SandboxSpec, channel: &mut SetupChannel, mode: &SetupMode) -> Re
         "unexpected: please report it",
     )?;
     Ok(())
+}
+
+/// Take ownership of an fd the kernel just passed us with SCM_RIGHTS.
+fn owned_fd(raw: RawFd) -> OwnedFd {
+    // SAFETY: `raw` was installed in this process by recvmsg a moment ago and is referenced by
+    // nothing else, so this is its only owner.
+    unsafe { OwnedFd::from_raw_fd(raw) }
 }

@@ -1,22 +1,28 @@
 //! The supervisor's side: start the setup process in fresh namespaces, give it its id maps and
 //! cgroup, wait for it to report, then watch the run until it ends.
 
-use std::io::Read;
-use std::os::fd::{AsFd, OwnedFd};
+use std::io::{IoSlice, Read};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::unix::fs::MetadataExt;
 use std::time::Instant;
 
 use nix::fcntl::OFlag;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::{kill, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
+use nix::sys::socket::{
+    sendmsg, socketpair, AddressFamily, ControlMessage, MsgFlags, SockFlag, SockType,
+};
 use nix::sys::wait::{waitpid, WaitStatus};
-use nix::unistd::{pipe2, write, Pid};
+use nix::unistd::{pipe2, Pid};
 
 use crate::cgroup::{self, RunCgroup};
 use crate::error::{JailError, Result, SyscallContext};
-use crate::idmap;
+use crate::idmap::HelperNamespace;
 use crate::init::forwarded_set;
-use crate::inside::{self, SetupChannel, SetupMode, MSG_ERROR, MSG_READY, MSG_WRITE_ID_MAPS};
+use crate::inside::{
+    self, SetupChannel, SetupMode, MSG_ERROR, MSG_GO, MSG_IN_CGROUP, MSG_NAMESPACES, MSG_READY,
+};
 use crate::output::OutputRelay;
 use crate::probe;
 use crate::spec::SandboxSpec;
@@ -62,8 +68,8 @@ pub struct Sandbox {
     pidfd: OwnedFd,
     signals: SignalFd,
     cgroup: Option<RunCgroup>,
-    /// Root only: reaped after the run, so its exit costs the launch nothing.
-    idmap_namespace: Option<idmap::IdmapNamespace>,
+    /// Root only: their helper processes are reaped after the run, off the launch's path.
+    helper_namespaces: Vec<HelperNamespace>,
     output: Option<OutputRelay>,
     deadline: Option<Instant>,
     pub limits_by_cgroup: bool,
@@ -107,8 +113,13 @@ pub fn spawn(
     let signals = SignalFd::with_flags(&forwarded, SfdFlags::SFD_CLOEXEC)
         .during("create a signalfd", "unexpected: please report it")?;
 
-    let (go_read, go_write) =
-        pipe2(OFlag::O_CLOEXEC).during("create a pipe", "too many open files?")?;
+    let (control_parent, control_child) = socketpair(
+        AddressFamily::Unix,
+        SockType::SeqPacket,
+        None,
+        SockFlag::SOCK_CLOEXEC,
+    )
+    .during("create a socket pair", "too many open files?")?;
     let (report_read, report_write) =
         pipe2(OFlag::O_CLOEXEC).during("create a pipe", "too many open files?")?;
 
@@ -120,21 +131,6 @@ pub fn spawn(
     if !rootful {
         flags |= libc::CLONE_NEWUSER;
     }
-    let idmap_namespace = if rootful {
-        let meta = std::fs::metadata(&spec.workspace.lower).map_err(|e| JailError::Path {
-            action: "inspect the workspace",
-            path: spec.workspace.lower.clone(),
-            errno: nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
-            hint: "does the workspace still exist?",
-        })?;
-        use std::os::unix::fs::MetadataExt;
-        Some(idmap::IdmapNamespace::create(
-            (meta.uid(), meta.gid()),
-            (spec.ids.host_uid, spec.ids.host_gid),
-        )?)
-    } else {
-        None
-    };
     let etc = crate::etc::prepare(cache, spec)?;
     let (output, output_ends) = match spec.limits.output_bytes {
         Some(limit) => {
@@ -149,7 +145,6 @@ pub fn spawn(
         etc: &etc,
         rootful,
         memory_by_rlimit: !by_cgroup,
-        lower_idmap: idmap_namespace.as_ref().map(|ns| &ns.fd),
         output: output_ends.as_ref(),
     };
     let pid = match clone_fork(flags).during(
@@ -157,11 +152,11 @@ pub fn spawn(
         "are user namespaces enabled (sysctl user.max_user_namespaces)? run 'airlock check'",
     )? {
         Forked::Child => {
-            drop((go_write, report_read));
+            drop((control_parent, report_read));
             inside::run(
                 spec,
                 SetupChannel {
-                    go: go_read,
+                    control: control_child,
                     report: report_write,
                 },
                 &mode,
@@ -169,7 +164,7 @@ pub fn spawn(
         }
         Forked::Parent(pid) => pid,
     };
-    drop((go_read, report_write));
+    drop((control_child, report_write));
     // Only the sandbox may hold the write ends, or the relay would never see end of file.
     drop(output_ends);
     let pidfd = sys::pidfd_open(pid).during("watch the sandbox", "kernel >= 5.3 is required")?;
@@ -179,11 +174,18 @@ pub fn spawn(
         signals,
         limits_by_cgroup: by_cgroup,
         cgroup: None,
-        idmap_namespace,
+        helper_namespaces: Vec::new(),
         output,
         deadline: spec.limits.timeout.map(|t| Instant::now() + t),
     };
-    match handshake(spec, &mut sandbox, &support, rootful, go_write, report_read) {
+    match handshake(
+        spec,
+        &mut sandbox,
+        &support,
+        rootful,
+        control_parent,
+        report_read,
+    ) {
         Ok(()) => Ok(sandbox),
         Err(err) => {
             sandbox.kill();
@@ -196,62 +198,75 @@ pub fn spawn(
     }
 }
 
+/// Send one control message to the setup process, with fds attached.
+fn send(control: &OwnedFd, message: u8, fds: &[RawFd]) -> Result<()> {
+    let iov = [IoSlice::new(std::slice::from_ref(&message))];
+    let rights = [ControlMessage::ScmRights(fds)];
+    let cmsgs: &[ControlMessage] = if fds.is_empty() { &[] } else { &rights };
+    sendmsg::<()>(control.as_raw_fd(), &iov, cmsgs, MsgFlags::empty(), None)
+        .map(drop)
+        .during("signal the sandbox", "the setup process died; see above")
+}
+
+/// Walk the setup process through its steps; our work here overlaps with its mounting.
 fn handshake(
     spec: &SandboxSpec,
     sandbox: &mut Sandbox,
     support: &cgroup::CgroupSupport,
     rootful: bool,
-    go: OwnedFd,
+    control: OwnedFd,
     report: OwnedFd,
 ) -> Result<()> {
     if !rootful {
-        write_id_maps(sandbox.pid, spec, false)?;
+        write_id_maps(sandbox.pid, spec)?;
     }
-    let go_ahead = || {
-        write(go.as_fd(), b"g").during("signal the sandbox", "the setup process died; see above")
-    };
-    go_ahead()?;
-    // The setup process builds its filesystem meanwhile, and waits for this second token before
-    // it may fork anything.
+    send(&control, MSG_GO, &[])?;
+    if rootful {
+        let owner = std::fs::metadata(&spec.workspace.lower).map_err(|e| JailError::Path {
+            action: "inspect the workspace",
+            path: spec.workspace.lower.clone(),
+            errno: nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
+            hint: "does the workspace still exist?",
+        })?;
+        let host = (spec.ids.host_uid, spec.ids.host_gid);
+        let workspace_view = HelperNamespace::idmapped_workspace((owner.uid(), owner.gid()), host)?;
+        let sandbox_userns = HelperNamespace::sandbox(&spec.ids)?;
+        send(
+            &control,
+            MSG_NAMESPACES,
+            &[workspace_view.fd.as_raw_fd(), sandbox_userns.fd.as_raw_fd()],
+        )?;
+        sandbox.helper_namespaces = vec![workspace_view, sandbox_userns];
+    }
     sandbox.cgroup = RunCgroup::create(support, &spec.run_id, &spec.limits)?;
     if let Some(group) = &sandbox.cgroup {
         group.add(sandbox.pid)?;
     }
-    go_ahead()?;
+    send(&control, MSG_IN_CGROUP, &[])?;
     let mut report = std::fs::File::from(report);
-    loop {
-        let mut byte = [0u8; 1];
-        let n = report
-            .read(&mut byte)
-            .map_err(|e| JailError::Inside(e.to_string()))?;
-        if n == 0 {
-            return Err(JailError::Inside(
-                "the setup process died before it was ready".into(),
-            ));
+    let mut byte = [0u8; 1];
+    let n = report
+        .read(&mut byte)
+        .map_err(|e| JailError::Inside(e.to_string()))?;
+    match (n, byte[0]) {
+        (0, _) => Err(JailError::Inside(
+            "the setup process died before it was ready".into(),
+        )),
+        (_, MSG_READY) => Ok(()),
+        (_, MSG_ERROR) => {
+            let mut text = String::new();
+            let _ = report.read_to_string(&mut text);
+            Err(JailError::Inside(text))
         }
-        match byte[0] {
-            MSG_WRITE_ID_MAPS => {
-                write_id_maps(sandbox.pid, spec, true)?;
-                go_ahead()?;
-            }
-            MSG_READY => return Ok(()),
-            MSG_ERROR => {
-                let mut text = String::new();
-                let _ = report.read_to_string(&mut text);
-                return Err(JailError::Inside(text));
-            }
-            other => {
-                return Err(JailError::Inside(format!(
-                    "unexpected message {other:#x} from the setup process"
-                )))
-            }
-        }
+        (_, other) => Err(JailError::Inside(format!(
+            "unexpected message {other:#x} from the setup process"
+        ))),
     }
 }
 
-/// Map the sandbox's single uid and gid. Unprivileged, setgroups must be denied before a gid map
-/// may be written; as root we keep it so the sandbox can drop root's supplementary groups.
-fn write_id_maps(pid: Pid, spec: &SandboxSpec, rootful: bool) -> Result<()> {
+/// Map the sandbox's single uid and gid (unprivileged: setgroups must be denied before a gid map
+/// may be written).
+fn write_id_maps(pid: Pid, spec: &SandboxSpec) -> Result<()> {
     let proc_dir = std::path::PathBuf::from(format!("/proc/{pid}"));
     let put = |name: &str, content: String| -> Result<()> {
         let path = proc_dir.join(name);
@@ -262,9 +277,7 @@ fn write_id_maps(pid: Pid, spec: &SandboxSpec, rootful: bool) -> Result<()> {
             hint: "are unprivileged user namespaces allowed here? run 'airlock check'",
         })
     };
-    if !rootful {
-        put("setgroups", "deny".into())?;
-    }
+    put("setgroups", "deny".into())?;
     put(
         "uid_map",
         format!("{} {} 1\n", spec.ids.inside_uid, spec.ids.host_uid),
@@ -364,7 +377,7 @@ impl Sandbox {
         if let Some(group) = self.cgroup.take() {
             group.remove();
         }
-        if let Some(mut namespace) = self.idmap_namespace.take() {
+        for namespace in &mut self.helper_namespaces {
             namespace.reap();
         }
         // Every process of the sandbox is gone with its pid 1, so the pipes end here.

@@ -48,13 +48,13 @@ pub(crate) struct RootfsPlan<'a> {
     /// Mounting inside an unprivileged user namespace: overlayfs needs `userxattr` there.
     pub in_user_namespace: bool,
     pub owner: MounterIds,
-    pub lower_idmap: Option<&'a std::os::fd::OwnedFd>,
     /// The prepared /etc directory.
     pub etc: &'a Path,
 }
 
-/// Build the whole tree under `plan.staging` and pivot into it. On return `/` is the new root.
-pub(crate) fn build_and_enter(plan: &RootfsPlan) -> Result<()> {
+/// Build the system part of the tree under `plan.staging`: everything but the workspace and the
+/// profile's paths.
+pub(crate) fn build_base(plan: &RootfsPlan) -> Result<()> {
     let staging = plan.staging;
     // Mount events must not travel back to the host, nor host events into the sandbox.
     mount(
@@ -91,8 +91,17 @@ pub(crate) fn build_and_enter(plan: &RootfsPlan) -> Result<()> {
     fs::create_dir_all(staging.join("var"))
         .map_err(|e| io_error("create", &staging.join("var"), e))?;
     symlink("../tmp", staging.join("var/tmp"))
-        .map_err(|e| io_error("create", &staging.join("var/tmp"), e))?;
-    workspace_overlay(plan)?;
+        .map_err(|e| io_error("create", &staging.join("var/tmp"), e))
+}
+
+/// Add the workspace (through `lower_idmap` when given) and the profile's paths, and pivot into
+/// the tree. On return `/` is the new root.
+pub(crate) fn finish_and_enter(
+    plan: &RootfsPlan,
+    lower_idmap: Option<&std::os::fd::OwnedFd>,
+) -> Result<()> {
+    let staging = plan.staging;
+    workspace_overlay(plan, lower_idmap)?;
     for bind in &plan.spec.binds {
         let attrs = MountAttrs {
             read_only: !bind.writable,
@@ -301,13 +310,13 @@ fn overlay_escape(path: &Path) -> Result<String> {
     Ok(out)
 }
 
-fn workspace_overlay(plan: &RootfsPlan) -> Result<()> {
+fn workspace_overlay(plan: &RootfsPlan, lower_idmap: Option<&std::os::fd::OwnedFd>) -> Result<()> {
     let staging = plan.staging;
     let ws = &plan.spec.workspace;
     let dst = inside(staging, &ws.lower)?;
     fs::create_dir_all(&dst).map_err(|e| io_error("create", &dst, e))?;
     // An idmapped view of the workspace, attached only until the overlay holds its own reference.
-    let idmapped_lower = match plan.lower_idmap {
+    let idmapped_lower = match lower_idmap {
         Some(userns) => idmapped_view(staging, &ws.lower, userns)?,
         None => None,
     };
