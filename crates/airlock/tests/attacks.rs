@@ -381,3 +381,30 @@ t = threading.Thread(target=lambda: print("thread ran")); t.start(); t.join()
     );
     assert!(said.contains("thread ran"), "{said}");
 });
+
+both_modes!(nothing_else_of_the_host_exists, |w: &World| {
+    // airlock's state (where layers and the /etc cache live) and host runtime sockets.
+    let state = w.state.display();
+    works_outside_fails_inside(w, &format!("test -e {state} && echo {PWNED}"));
+    works_outside_fails_inside(w, &format!("test -e /var/run -o -e /run && echo {PWNED}"));
+    let out = w.inside("ls -A /");
+    let allowed = [
+        "bin", "dev", "etc", "home", "lib", "lib32", "lib64", "libx32", "proc", "sbin", "tmp",
+        "usr", "var",
+    ];
+    let top = ran(&out);
+    for entry in top.split_whitespace() {
+        assert!(
+            allowed.contains(&entry),
+            "unexpected /{entry} in the sandbox root: {top}"
+        );
+    }
+    let out = w.inside("ls -A /etc /dev /var /home | tr '\\n' ' '");
+    let seen = ran(&out);
+    for secret in ["shadow", "sudoers", "ssh", "gshadow"] {
+        assert!(
+            !seen.split_whitespace().any(|name| name == secret),
+            "/etc/{secret} visible: {seen}"
+        );
+    }
+});
