@@ -198,10 +198,9 @@ pub(crate) fn drop_all_capabilities() -> nix::Result<()> {
         permitted: 0,
         inheritable: 0,
     }; 2];
-    // SAFETY: capset(2) with a version-3 header reads two `__user_cap_data_struct`s, which `data` is;
-    // both live for the call.
-    let ret =
-        unsafe { libc::syscall(libc::SYS_capset, &header as *const CapHeader, data.as_ptr()) };
+    let (header_ptr, data_ptr) = (&header as *const CapHeader, data.as_ptr());
+    // SAFETY: capset(2) with a version-3 header reads two `__user_cap_data_struct`s: `data`.
+    let ret = unsafe { libc::syscall(libc::SYS_capset, header_ptr, data_ptr) };
     Errno::result(ret).map(drop)
 }
 
