@@ -330,10 +330,9 @@ pub(crate) fn spawn_in_new_session(
     if argv.last() != Some(&std::ptr::null()) || envp.last() != Some(&std::ptr::null()) {
         return Err(Errno::EINVAL);
     }
-    // SAFETY: posix_spawnattr_t is plain data that posix_spawnattr_init fully initialises; every
-    // pointer passed below (attributes, signal sets, path, argv, envp) points at live memory for
-    // the duration of the calls, argv and envp are NULL-terminated (checked above) and point at
-    // the caller's CStrings, and the attributes are destroyed before returning.
+    // SAFETY: every pointer below (attributes, signal sets, path, argv, envp) is live for the calls;
+    // argv and envp are NULL-terminated (checked above); the attributes are initialised by
+    // posix_spawnattr_init before use and destroyed before returning.
     unsafe {
         let mut attr: libc::posix_spawnattr_t = std::mem::zeroed();
         Errno::result(libc::posix_spawnattr_init(&mut attr)).map_err(|_| Errno::ENOMEM)?;
