@@ -9,7 +9,7 @@ use nix::sched::{setns, unshare, CloneFlags};
 use nix::sys::prctl;
 use nix::sys::signal::Signal;
 use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags};
-use nix::unistd::sethostname;
+use nix::unistd::{sethostname, setsid};
 
 use crate::confine;
 use crate::error::{JailError, Result, SyscallContext};
@@ -124,6 +124,9 @@ fn setup(spec: &SandboxSpec, channel: &mut SetupChannel, mode: &SetupMode) -> Re
     let rootful = mode.rootful;
     // If the supervisor dies, so does the sandbox, at every step from here on.
     prctl::set_pdeathsig(Signal::SIGKILL).during("set the parent-death signal", "unexpected")?;
+    // Leave the caller's session and process group: the terminal's signals go to the supervisor,
+    // which forwards them once, and this process has no controlling terminal to hand down.
+    setsid().during("start a new session", "unexpected: please report it")?;
     // Unprivileged, the supervisor writes our id maps first.
     channel.receive(MSG_GO)?;
     sethostname(&spec.hostname).during("set the hostname", "unexpected: please report it")?;
@@ -189,6 +192,10 @@ fn setup(spec: &SandboxSpec, channel: &mut SetupChannel, mode: &SetupMode) -> Re
     confine::become_sandbox_user(spec, rootful)?;
     // Changing credentials cleared the parent-death signal; set it again.
     prctl::set_pdeathsig(Signal::SIGKILL).during("set the parent-death signal", "unexpected")?;
+    // This process is a copy of the supervisor: its memory holds the caller's whole environment
+    // and airlock's state. Not dumpable, its /proc files (environ, mem, fd…) belong to root, out
+    // of the command's reach, although the command runs as the same uid.
+    prctl::set_dumpable(false).during("make the sandbox's init undumpable", "unexpected")?;
     confine::set_no_new_privs()?;
     confine::apply_landlock(spec, !spec.degraded.landlock)?;
     confine::apply_rlimits(spec, mode.memory_by_rlimit)?;

@@ -408,3 +408,28 @@ both_modes!(nothing_else_of_the_host_exists, |w: &World| {
         );
     }
 });
+
+both_modes!(read_the_callers_environment_through_init, |w: &World| {
+    // airlock's pid 1 is a copy of the supervisor; its environ and memory hold the caller's secrets.
+    let script = format!("cat /proc/1/environ /proc/$PPID/environ 2>/dev/null | tr '\\0' '\\n' | grep -q canary-env && echo {PWNED}; grep -qa canary-env /proc/1/mem 2>/dev/null && echo {PWNED}");
+    let outside = w
+        .command("sh")
+        .args(["-c", &format!("sh -c '{}'", script.replace('\'', "'\\''"))])
+        .env("AIRLOCK_TEST_SECRET", "canary-env")
+        .output()
+        .unwrap();
+    assert!(
+        stdout(&outside).contains(PWNED),
+        "a child reads its parent's environment on the host: {}",
+        stderr(&outside)
+    );
+    let inside = w
+        .airlock_sh(&[], &script)
+        .env("AIRLOCK_TEST_SECRET", "canary-env")
+        .output()
+        .unwrap();
+    assert!(
+        !ran(&inside).contains(PWNED),
+        "the caller's environment leaked through the sandbox's init"
+    );
+});
