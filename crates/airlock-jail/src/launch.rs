@@ -23,7 +23,7 @@ use crate::init::forwarded_set;
 use crate::inside::{
     self, SetupChannel, SetupMode, MSG_ERROR, MSG_GO, MSG_IN_CGROUP, MSG_NAMESPACES, MSG_READY,
 };
-use crate::output::OutputRelay;
+use crate::output::{OutputRelay, Wait};
 use crate::probe;
 use crate::spec::SandboxSpec;
 use crate::sys::{self, clone_fork, Forked};
@@ -315,23 +315,17 @@ impl Sandbox {
                 }
                 None => PollTimeout::NONE,
             };
-            let streams: Vec<usize> = self
-                .output
-                .as_ref()
-                .map_or(vec![], |o| o.open_fds().iter().map(|(i, _)| *i).collect());
             let (exited, signalled, ready) = {
+                let waits = self
+                    .output
+                    .as_ref()
+                    .map(|relay| relay.waits())
+                    .unwrap_or_default();
                 let mut fds = vec![
                     PollFd::new(self.pidfd.as_fd(), PollFlags::POLLIN),
                     PollFd::new(self.signals.as_fd(), PollFlags::POLLIN),
                 ];
-                if let Some(relay) = &self.output {
-                    fds.extend(
-                        relay
-                            .open_fds()
-                            .into_iter()
-                            .map(|(_, fd)| PollFd::new(fd, PollFlags::POLLIN)),
-                    );
-                }
+                fds.extend(waits.iter().map(|(_, fd, flags)| PollFd::new(*fd, *flags)));
                 match poll(&mut fds, timeout) {
                     Err(nix::errno::Errno::EINTR) => continue,
                     Err(e) => {
@@ -344,17 +338,17 @@ impl Sandbox {
                     Ok(_) => {}
                 }
                 let has = |fd: &PollFd| fd.revents().is_some_and(|r| !r.is_empty());
-                let ready: Vec<usize> = streams
+                let ready: Vec<Wait> = waits
                     .iter()
                     .zip(&fds[2..])
                     .filter(|(_, fd)| has(fd))
-                    .map(|(i, _)| *i)
+                    .map(|((wait, _, _), _)| *wait)
                     .collect();
                 (has(&fds[0]), has(&fds[1]), ready)
             };
             if let Some(relay) = &mut self.output {
-                for index in ready {
-                    relay.pump(index);
+                for wait in ready {
+                    relay.on_ready(wait);
                 }
             }
             if signalled {

@@ -1,17 +1,40 @@
 //! The command's stdout and stderr, relayed by the supervisor when their total is limited: the
 //! first `limit` bytes pass through in order, the rest is read and dropped (so the command never
-//! blocks on a full pipe), and the caller learns how much was dropped.
+//! blocks on a full pipe for output nobody will see), and the caller learns how much was dropped.
+//!
+//! The relay never blocks the supervisor while the sandbox runs: it writes only when poll says
+//! the destination can take a pipe buffer's worth, and stops reading the sandbox's pipe while it
+//! holds unwritten bytes, so a slow reader slows the command down (as a plain pipe would) but
+//! cannot stall the time limit, signal forwarding or the kill switch.
 
-use std::io::Write;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use nix::errno::Errno;
-use nix::unistd::read;
+use nix::poll::PollFlags;
+use nix::unistd::{read, write};
+
+/// Largest write that cannot block on a pipe that poll reported writable.
+const ATOMIC_WRITE: usize = libc::PIPE_BUF;
+
+enum Sink {
+    Stdout(std::io::Stdout),
+    Stderr(std::io::Stderr),
+}
+
+impl Sink {
+    fn fd(&self) -> BorrowedFd<'_> {
+        match self {
+            Sink::Stdout(out) => out.as_fd(),
+            Sink::Stderr(err) => err.as_fd(),
+        }
+    }
+}
 
 struct Stream {
     from: OwnedFd,
-    /// The supervisor's own stdout or stderr.
-    to: Box<dyn Write>,
+    to: Sink,
+    /// Read from the sandbox, kept, not yet written.
+    pending: Vec<u8>,
     open: bool,
 }
 
@@ -29,23 +52,30 @@ pub(crate) struct SandboxEnds {
     pub stderr: OwnedFd,
 }
 
+/// What one poll entry of the relay waits for.
+#[derive(Clone, Copy)]
+pub(crate) enum Wait {
+    /// Output from the sandbox on stream `usize`.
+    Readable(usize),
+    /// Room at the destination of stream `usize`.
+    Writable(usize),
+}
+
 impl OutputRelay {
     pub(crate) fn new(limit: u64) -> nix::Result<(OutputRelay, SandboxEnds)> {
         let flags = nix::fcntl::OFlag::O_CLOEXEC;
         let (out_read, out_write) = nix::unistd::pipe2(flags)?;
         let (err_read, err_write) = nix::unistd::pipe2(flags)?;
+        let stream = |from, to| Stream {
+            from,
+            to,
+            pending: Vec::new(),
+            open: true,
+        };
         let relay = OutputRelay {
             streams: vec![
-                Stream {
-                    from: out_read,
-                    to: Box::new(std::io::stdout()),
-                    open: true,
-                },
-                Stream {
-                    from: err_read,
-                    to: Box::new(std::io::stderr()),
-                    open: true,
-                },
+                stream(out_read, Sink::Stdout(std::io::stdout())),
+                stream(err_read, Sink::Stderr(std::io::stderr())),
             ],
             left: limit,
             dropped: 0,
@@ -60,22 +90,36 @@ impl OutputRelay {
         ))
     }
 
-    /// The pipes still open, with their index, for poll.
-    pub(crate) fn open_fds(&self) -> Vec<(usize, BorrowedFd<'_>)> {
-        self.streams
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| s.open)
-            .map(|(i, s)| (i, s.from.as_fd()))
-            .collect()
+    /// What to poll for now.
+    pub(crate) fn waits(&self) -> Vec<(Wait, BorrowedFd<'_>, PollFlags)> {
+        let mut out = Vec::new();
+        for (index, stream) in self.streams.iter().enumerate() {
+            if !stream.pending.is_empty() {
+                out.push((Wait::Writable(index), stream.to.fd(), PollFlags::POLLOUT));
+            } else if stream.open {
+                out.push((
+                    Wait::Readable(index),
+                    stream.from.as_fd(),
+                    PollFlags::POLLIN,
+                ));
+            }
+        }
+        out
     }
 
     pub(crate) fn dropped(&self) -> u64 {
         self.dropped
     }
 
-    /// Move what is ready on stream `index`; false once it reached its end.
-    pub(crate) fn pump(&mut self, index: usize) -> bool {
+    /// Act on a ready poll entry, without blocking.
+    pub(crate) fn on_ready(&mut self, wait: Wait) {
+        match wait {
+            Wait::Readable(index) => self.read_some(index),
+            Wait::Writable(index) => self.write_some(index, ATOMIC_WRITE),
+        }
+    }
+
+    fn read_some(&mut self, index: usize) {
         let mut buf = [0u8; 64 * 1024];
         let n = loop {
             match read(&self.streams[index].from, &mut buf) {
@@ -87,25 +131,47 @@ impl OutputRelay {
         let stream = &mut self.streams[index];
         if n == 0 {
             stream.open = false;
-            return false;
+            return;
         }
         let keep = (n as u64).min(self.left) as usize;
         self.left -= keep as u64;
         self.dropped += (n - keep) as u64;
-        if keep > 0 && !self.sink_gone {
-            let written = stream
-                .to
-                .write_all(&buf[..keep])
-                .and_then(|()| stream.to.flush());
-            self.sink_gone = written.is_err();
+        if !self.sink_gone {
+            stream.pending.extend_from_slice(&buf[..keep]);
         }
-        true
     }
 
-    /// After the sandbox is gone: read every stream to its end.
+    fn write_some(&mut self, index: usize, at_most: usize) {
+        let stream = &mut self.streams[index];
+        let chunk = stream.pending.len().min(at_most);
+        match write(stream.to.fd(), &stream.pending[..chunk]) {
+            Ok(n) => {
+                stream.pending.drain(..n);
+            }
+            Err(Errno::EINTR) | Err(Errno::EAGAIN) => {}
+            Err(_) => {
+                // The reader is gone: nothing more can be delivered.
+                self.sink_gone = true;
+                for stream in &mut self.streams {
+                    stream.pending.clear();
+                }
+            }
+        }
+    }
+
+    /// After the sandbox is gone: deliver what is kept and read every stream to its end.
+    /// Blocking is fine now: no limit is left to enforce.
     pub(crate) fn drain(&mut self) {
         for index in 0..self.streams.len() {
-            while self.streams[index].open && self.pump(index) {}
+            loop {
+                while !self.streams[index].pending.is_empty() {
+                    self.write_some(index, usize::MAX);
+                }
+                if !self.streams[index].open {
+                    break;
+                }
+                self.read_some(index);
+            }
         }
     }
 }

@@ -358,3 +358,46 @@ both_modes!(
         assert_eq!(ran(&out).split_whitespace().count(), 1000);
     }
 );
+
+both_modes!(
+    a_slow_reader_does_not_hold_off_the_time_limit,
+    |w: &World| {
+        let profile = w.profile("[limits]\ntimeout = \"2s\"\n");
+        let marker = format!("{}.{}", 6000 + std::process::id() % 1000, w.mode as u8 + 1);
+        // Far more output than a pipe holds, then a long sleep; nobody reads airlock's stdout yet.
+        let mut airlock = w
+            .airlock_sh(
+                &["--profile-file", &profile],
+                &format!("head -c 2000000 /dev/zero; sleep {marker}"),
+            )
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let alive = || {
+            std::process::Command::new("pgrep")
+                .args([
+                    "-f",
+                    &format!("^sh -c head -c 2000000 /dev/zero; sleep {marker}$"),
+                ]) // the shell, blocked on output
+                .output()
+                .unwrap()
+                .status
+                .success()
+        };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let mut seen = false;
+        loop {
+            let now_alive = alive();
+            seen |= now_alive;
+            if seen && !now_alive {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "the time limit did not end the sandbox while its output was not read (started: {seen})");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        // Now read: everything airlock kept arrives, and it reports the time limit.
+        let out = airlock.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(124), "{}", stderr(&out));
+    }
+);
