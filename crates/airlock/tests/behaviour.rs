@@ -365,7 +365,7 @@ both_modes!(
         let profile = w.profile("[limits]\ntimeout = \"2s\"\n");
         let marker = format!("{}.{}", 6000 + std::process::id() % 1000, w.mode as u8 + 1);
         // Far more output than a pipe holds, then a long sleep; nobody reads airlock's stdout yet.
-        let mut airlock = w
+        let airlock = w
             .airlock_sh(
                 &["--profile-file", &profile],
                 &format!("head -c 2000000 /dev/zero; sleep {marker}"),
