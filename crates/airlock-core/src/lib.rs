@@ -8,6 +8,7 @@ mod session;
 
 pub use paths::{state_dir, StateDirError};
 pub use run::{
-    run, RunError, RunReport, RunRequest, DEFAULT_ROOT_SANDBOX_ID, SANDBOX_HOME, SANDBOX_USER,
+    check_profile_paths, run, RunError, RunReport, RunRequest, DEFAULT_ROOT_SANDBOX_ID,
+    SANDBOX_HOME, SANDBOX_USER,
 };
 pub use session::{staging_dir, Session, SessionError};

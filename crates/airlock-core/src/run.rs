@@ -38,6 +38,8 @@ pub struct RunRequest {
     pub degraded: Degraded,
     /// Host uid/gid for the sandbox when running as root.
     pub root_sandbox_id: u32,
+    /// Where profiles are read from: no sandbox may write there.
+    pub policy_dirs: Vec<PathBuf>,
     /// Relay output through airlock and apply the profile's output limit (for output that is
     /// kept: a pipe or a file). False: the command writes to airlock's stdout and stderr directly.
     pub limit_output: bool,
@@ -63,6 +65,12 @@ pub enum RunError {
     Jail(#[from] JailError),
     #[error("workspace {path}: {why}")]
     Workspace { path: PathBuf, why: String },
+    #[error("profile {profile}: [filesystem] path {path}: {why}")]
+    ProfilePath {
+        profile: String,
+        path: PathBuf,
+        why: String,
+    },
 }
 
 /// The environment the command gets: allowed variables of the caller, then the sandbox identity,
@@ -92,6 +100,64 @@ pub fn sandbox_env(
         set(key, value);
     }
     env
+}
+
+/// Paths of a profile that would open a hole in the sandbox, refused before anything is built:
+/// a read-write bind is written by sandboxes, so nothing else may be bound or hidden inside it
+/// (a run could plant a symlink there for the next), it may not hold the workspace (writes would
+/// bypass the session layer) nor airlock's state or policy; no bind may expose the state dir.
+pub fn check_profile_paths(
+    profile: &Profile,
+    workspace: &Path,
+    state_dir: &Path,
+    policy_dirs: &[PathBuf],
+) -> Result<(), RunError> {
+    let fs = &profile.filesystem;
+    let refuse = |path: &Path, why: String| {
+        Err(RunError::ProfilePath {
+            profile: profile
+                .source
+                .as_ref()
+                .map_or_else(|| profile.name.clone(), |p| p.display().to_string()),
+            path: path.to_path_buf(),
+            why,
+        })
+    };
+    let overlaps = |a: &Path, b: &Path| a.starts_with(b) || b.starts_with(a);
+    let state = state_dir
+        .canonicalize()
+        .unwrap_or_else(|_| state_dir.to_path_buf());
+    for path in fs.read_only.iter().chain(&fs.read_write) {
+        if overlaps(path, &state) {
+            return refuse(path, format!("it would show airlock's state directory {} to the sandbox; bind a narrower path", state.display()));
+        }
+        if path == workspace {
+            return refuse(
+                path,
+                "it is the workspace, which every run sees already; remove it".into(),
+            );
+        }
+    }
+    for rw in &fs.read_write {
+        if overlaps(rw, workspace) {
+            return refuse(rw, format!("a read-write bind may not contain or lie inside the workspace {}: writes would reach the host without going through the session; use a path outside it", workspace.display()));
+        }
+        if let Some(dir) = policy_dirs.iter().find(|dir| overlaps(rw, dir)) {
+            return refuse(
+                rw,
+                format!(
+                    "the sandbox could write airlock's policy in {}; bind a narrower path",
+                    dir.display()
+                ),
+            );
+        }
+        for inner in fs.read_only.iter().chain(&fs.read_write).chain(&fs.hide) {
+            if inner != rw && inner.starts_with(rw) {
+                return refuse(inner, format!("it lies inside the read-write bind {}, where a run could replace it with a symlink for the next; list paths outside read-write binds", rw.display()));
+            }
+        }
+    }
+    Ok(())
 }
 
 fn check_workspace(workspace: &Path, state_dir: &Path) -> Result<(), RunError> {
@@ -126,6 +192,12 @@ fn check_workspace(workspace: &Path, state_dir: &Path) -> Result<(), RunError> {
 /// Must be called while the process is single-threaded (the jail forks).
 pub fn run(request: RunRequest) -> Result<RunReport, RunError> {
     check_workspace(&request.workspace, &request.state_dir)?;
+    check_profile_paths(
+        &request.profile,
+        &request.workspace,
+        &request.state_dir,
+        &request.policy_dirs,
+    )?;
     let rootful = nix::unistd::geteuid().is_root();
     let (host_uid, host_gid) = if rootful {
         (request.root_sandbox_id, request.root_sandbox_id)
@@ -261,6 +333,45 @@ mod tests {
         assert_eq!(get("LC_ALL").as_deref(), Some("C"));
         assert_eq!(get("HOME").as_deref(), Some(SANDBOX_HOME));
         assert_eq!(get("RUST_LOG").as_deref(), Some("info"));
+    }
+
+    #[test]
+    fn profile_paths_that_open_holes_are_refused() {
+        let ws = Path::new("/srv/ws");
+        let state = Path::new("/var/lib/airlock");
+        let policy = vec![PathBuf::from("/etc/airlock/profiles")];
+        let check = |ro: &[&str], rw: &[&str], hide: &[&str]| {
+            let mut profile = Profile::builtin_default();
+            profile.filesystem.read_only = ro.iter().map(PathBuf::from).collect();
+            profile.filesystem.read_write = rw.iter().map(PathBuf::from).collect();
+            profile.filesystem.hide = hide.iter().map(PathBuf::from).collect();
+            check_profile_paths(&profile, ws, state, &policy).is_ok()
+        };
+        assert!(check(
+            &["/opt/tools", "/srv/ws/.git"],
+            &["/srv/cache"],
+            &["/srv/ws/.env"]
+        ));
+        assert!(!check(&["/var/lib"], &[], &[]), "state dir exposed");
+        assert!(
+            !check(&["/var/lib/airlock/sessions"], &[], &[]),
+            "state dir exposed"
+        );
+        assert!(!check(&[], &["/srv"], &[]), "rw containing the workspace");
+        assert!(
+            !check(&[], &["/srv/ws/build"], &[]),
+            "rw inside the workspace"
+        );
+        assert!(
+            !check(&["/srv/cache/tools"], &["/srv/cache"], &[]),
+            "ro nested in rw"
+        );
+        assert!(
+            !check(&[], &["/srv/cache"], &["/srv/cache/key"]),
+            "hide nested in rw"
+        );
+        assert!(!check(&[], &["/etc"], &[]), "rw over policy");
+        assert!(!check(&["/srv/ws"], &[], &[]), "the workspace itself");
     }
 
     #[test]

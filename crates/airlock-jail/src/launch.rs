@@ -208,7 +208,8 @@ fn send(control: &OwnedFd, message: u8, fds: &[RawFd]) -> Result<()> {
         .during("signal the sandbox", "the setup process died; see above")
 }
 
-/// Walk the setup process through its steps; our work here overlaps with its mounting.
+/// Walk the setup process through its steps; our work here overlaps with its mounting. If a step
+/// fails because the setup process died, its own report says why; that is the error returned.
 fn handshake(
     spec: &SandboxSpec,
     sandbox: &mut Sandbox,
@@ -217,10 +218,29 @@ fn handshake(
     control: OwnedFd,
     report: OwnedFd,
 ) -> Result<()> {
+    let mut report = std::fs::File::from(report);
+    let Err(err) = drive_setup(spec, sandbox, support, rootful, &control) else {
+        return read_report(&mut report);
+    };
+    // Kill it first: a setup process still waiting for us would never report.
+    sandbox.kill();
+    match read_report(&mut report) {
+        Err(reported @ JailError::Inside(_)) => Err(reported),
+        _ => Err(err),
+    }
+}
+
+fn drive_setup(
+    spec: &SandboxSpec,
+    sandbox: &mut Sandbox,
+    support: &cgroup::CgroupSupport,
+    rootful: bool,
+    control: &OwnedFd,
+) -> Result<()> {
     if !rootful {
         write_id_maps(sandbox.pid, spec)?;
     }
-    send(&control, MSG_GO, &[])?;
+    send(control, MSG_GO, &[])?;
     if rootful {
         let owner = std::fs::metadata(&spec.workspace.lower).map_err(|e| JailError::Path {
             action: "inspect the workspace",
@@ -231,19 +251,19 @@ fn handshake(
         let host = (spec.ids.host_uid, spec.ids.host_gid);
         let workspace_view = HelperNamespace::idmapped_workspace((owner.uid(), owner.gid()), host)?;
         let sandbox_userns = HelperNamespace::sandbox(&spec.ids)?;
-        send(
-            &control,
-            MSG_NAMESPACES,
-            &[workspace_view.fd.as_raw_fd(), sandbox_userns.fd.as_raw_fd()],
-        )?;
+        let fds = [workspace_view.fd.as_raw_fd(), sandbox_userns.fd.as_raw_fd()];
         sandbox.helper_namespaces = vec![workspace_view, sandbox_userns];
+        send(control, MSG_NAMESPACES, &fds)?;
     }
     sandbox.cgroup = RunCgroup::create(support, &spec.run_id, &spec.limits)?;
     if let Some(group) = &sandbox.cgroup {
         group.add(sandbox.pid)?;
     }
-    send(&control, MSG_IN_CGROUP, &[])?;
-    let mut report = std::fs::File::from(report);
+    send(control, MSG_IN_CGROUP, &[])
+}
+
+/// The setup process's verdict: ready, or the error it hit.
+fn read_report(report: &mut std::fs::File) -> Result<()> {
     let mut byte = [0u8; 1];
     let n = report
         .read(&mut byte)

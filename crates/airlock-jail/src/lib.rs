@@ -7,6 +7,7 @@
 //! Landlock, rlimits, drops every capability, installs the seccomp filter compiled at build time,
 //! closes every inherited descriptor, and becomes pid 1 for the command.
 
+mod beneath;
 mod cgroup;
 mod confine;
 mod error;

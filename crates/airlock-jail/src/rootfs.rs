@@ -9,12 +9,13 @@ use std::os::unix::fs::{symlink, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
-use nix::sys::statvfs::{statvfs, FsFlags};
+use nix::sys::statvfs::{fstatvfs, FsFlags};
 use nix::unistd::{chdir, pivot_root};
 
+use crate::beneath::{fd_path, Kind, Tree};
 use crate::error::{JailError, PathContext, Result};
 use crate::etc::ETC_BOUND;
-use crate::spec::{Layer, SandboxSpec};
+use crate::spec::{Bind, Layer, SandboxSpec};
 use crate::sys::{self, mount_setattr, MountAttrs};
 
 /// Host directories a shell and common tools need, bound read-only (or re-created as the same
@@ -101,16 +102,24 @@ pub(crate) fn finish_and_enter(
     lower_idmap: Option<&std::os::fd::OwnedFd>,
 ) -> Result<()> {
     let staging = plan.staging;
-    workspace_overlay(plan, lower_idmap)?;
-    for bind in &plan.spec.binds {
-        let attrs = MountAttrs {
-            read_only: !bind.writable,
-            ..SYSTEM_BIND
-        };
-        bind_host_path(staging, &bind.path, attrs)?;
+    let tree = Tree::open(staging)?;
+    // Outer binds before inner ones, so none hides another; binds that contain the workspace
+    // before its overlay, binds inside it after; hides last, over everything.
+    let mut binds: Vec<&Bind> = plan.spec.binds.iter().collect();
+    binds.sort_by_key(|bind| bind.path.components().count());
+    let workspace = &plan.spec.workspace.lower;
+    let (inner, outer): (Vec<&Bind>, Vec<&Bind>) = binds
+        .into_iter()
+        .partition(|bind| bind.path.starts_with(workspace));
+    for bind in outer {
+        bind_profile_path(&tree, bind)?;
+    }
+    workspace_overlay(plan, &tree, lower_idmap)?;
+    for bind in inner {
+        bind_profile_path(&tree, bind)?;
     }
     for hidden in &plan.spec.hide {
-        hide(staging, hidden)?;
+        hide(&tree, staging, hidden)?;
     }
     enter(staging)?;
     // The root tmpfs holds the generated /etc and the mount points; nothing may change it now.
@@ -310,11 +319,15 @@ fn overlay_escape(path: &Path) -> Result<String> {
     Ok(out)
 }
 
-fn workspace_overlay(plan: &RootfsPlan, lower_idmap: Option<&std::os::fd::OwnedFd>) -> Result<()> {
+fn workspace_overlay(
+    plan: &RootfsPlan,
+    tree: &Tree,
+    lower_idmap: Option<&std::os::fd::OwnedFd>,
+) -> Result<()> {
     let staging = plan.staging;
     let ws = &plan.spec.workspace;
-    let dst = inside(staging, &ws.lower)?;
-    fs::create_dir_all(&dst).map_err(|e| io_error("create", &dst, e))?;
+    let mount_point = tree.mount_point(&ws.lower, Kind::Dir)?;
+    let dst = fd_path(&mount_point);
     // An idmapped view of the workspace, attached only until the overlay holds its own reference.
     let idmapped_lower = match lower_idmap {
         Some(userns) => idmapped_view(staging, &ws.lower, userns)?,
@@ -362,7 +375,10 @@ fn workspace_overlay(plan: &RootfsPlan, lower_idmap: Option<&std::os::fd::OwnedF
         fs::remove_dir(&scratch).map_err(|e| io_error("remove", &scratch, e))?;
     }
     // overlayfs can come up read-only with only a kernel log line to say why; check it did not.
-    let flags = statvfs(&dst).on_path("inspect", &dst, "unexpected: please report it")?;
+    let merged = tree
+        .find(&ws.lower)?
+        .ok_or_else(|| JailError::Invalid("the workspace mount vanished".into()))?;
+    let flags = fstatvfs(&merged).on_path("inspect", &ws.lower, "unexpected: please report it")?;
     if flags.flags().contains(FsFlags::ST_RDONLY) {
         return Err(JailError::Path {
             action: "mount writable workspace overlay on",
@@ -413,8 +429,11 @@ fn idmapped_view(
     lower: &Path,
     userns: &std::os::fd::OwnedFd,
 ) -> Result<Option<PathBuf>> {
-    let tree =
-        sys::open_tree_clone(lower).on_path("clone the mount of", lower, "run 'airlock check'")?;
+    let tree = sys::open_tree_clone(lower, false).on_path(
+        "clone the mount of",
+        lower,
+        "run 'airlock check'",
+    )?;
     match sys::idmap_mount(&tree, userns) {
         Ok(()) => {}
         Err(nix::errno::Errno::EINVAL)
@@ -472,39 +491,63 @@ fn bind_host_path(staging: &Path, host: &Path, attrs: MountAttrs) -> Result<()> 
     )
 }
 
+/// A host path from the profile, bound at the same path inside: cloned, restricted while still
+/// detached, then attached on a mount point found inside the tree.
+fn bind_profile_path(tree: &Tree, bind: &Bind) -> Result<()> {
+    let host = &bind.path;
+    let meta = fs::metadata(host).map_err(|e| io_error("bind", host, e))?;
+    let kind = if meta.is_dir() { Kind::Dir } else { Kind::File };
+    let attrs = MountAttrs {
+        read_only: !bind.writable,
+        ..SYSTEM_BIND
+    };
+    let clone = sys::open_tree_clone(host, true).on_path(
+        "bind",
+        host,
+        "check that the path exists and is readable by you",
+    )?;
+    sys::restrict_tree(&clone, attrs).on_path(
+        "restrict bind of",
+        host,
+        "unexpected: please report it",
+    )?;
+    let target = tree.mount_point(host, kind)?;
+    sys::move_mount_onto(&clone, &target).on_path("bind", host, "unexpected: please report it")
+}
+
 /// Make a path inside empty: an empty read-only tmpfs over a directory, /dev/null over a file.
-fn hide(staging: &Path, path: &Path) -> Result<()> {
-    let dst = inside(staging, path)?;
-    let Ok(meta) = fs::metadata(&dst) else {
+/// A path that does not exist inside needs no hiding.
+fn hide(tree: &Tree, staging: &Path, path: &Path) -> Result<()> {
+    let Some(target) = tree.find(path)? else {
         return Ok(());
     };
-    if meta.is_dir() {
+    let is_dir = nix::sys::stat::fstat(&target)
+        .map(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
+        .on_path("inspect", path, "unexpected: please report it")?;
+    if is_dir {
         mount(
             Some("tmpfs"),
-            &dst,
+            &fd_path(&target),
             Some("tmpfs"),
             MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
             Some("mode=0000,size=4k"),
         )
         .on_path("hide", path, "unexpected: please report it")
     } else {
-        mount(
-            Some(&staging.join("dev/null")),
-            &dst,
-            None::<&str>,
-            MsFlags::MS_BIND,
-            None::<&str>,
-        )
-        .on_path("hide", path, "unexpected: please report it")?;
-        mount_setattr(
-            &dst,
+        let null = sys::open_tree_clone(&staging.join("dev/null"), false).on_path(
+            "hide",
+            path,
+            "unexpected: please report it",
+        )?;
+        sys::restrict_tree(
+            &null,
             MountAttrs {
                 read_only: true,
                 ..SYSTEM_BIND
             },
-            false,
         )
-        .on_path("hide", path, "unexpected: please report it")
+        .on_path("hide", path, "unexpected: please report it")?;
+        sys::move_mount_onto(&null, &target).on_path("hide", path, "unexpected: please report it")
     }
 }
 

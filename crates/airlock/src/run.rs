@@ -88,6 +88,10 @@ pub fn run(global: &GlobalArgs, args: RunArgs) -> Result<ExitCode> {
         keep: args.keep,
         degraded,
         root_sandbox_id,
+        policy_dirs: airlock_policy::profile_search_dirs(
+            std::env::var_os("XDG_CONFIG_HOME").as_deref(),
+            std::env::var_os("HOME").as_deref(),
+        ),
         // A person watching a terminal gets the command's output directly; output that is kept
         // (a pipe, a file) is relayed and limited.
         limit_output: !(std::io::stdout().is_terminal() && std::io::stderr().is_terminal()),

@@ -433,3 +433,81 @@ both_modes!(read_the_callers_environment_through_init, |w: &World| {
         "the caller's environment leaked through the sandbox's init"
     );
 });
+
+both_modes!(
+    symlinks_planted_in_a_kept_session_do_not_lead_setup_out,
+    |w: &World| {
+        // Host workspace: a file and a directory that the profile binds read-only.
+        w.write(&w.workspace.join("cfg.txt"), "config");
+        let sub = w.workspace.join("cfgdir/sub");
+        std::fs::create_dir_all(&sub).unwrap();
+        w.give(&w.workspace.join("cfgdir"));
+        w.give(&sub);
+        let evil_file = w.outside.join("evil-file");
+        let evil_dir = w.outside.join("evil-dir");
+        // Run 1, kept: replace both with symlinks pointing out of the sandbox, at host paths.
+        let out = w.inside_with(
+            &["--keep"],
+            &format!(
+                "rm cfg.txt && ln -s {} cfg.txt && rm -r cfgdir && ln -s {} cfgdir && echo planted",
+                evil_file.display(),
+                evil_dir.display()
+            ),
+        );
+        assert!(ran(&out).contains("planted"), "{}", stderr(&out));
+        let id = stderr(&out)
+            .split_whitespace()
+            .nth(2)
+            .expect("session id")
+            .to_string();
+        // Run 2 on that session, with a profile binding those paths: setup must not follow them.
+        let profile = w.profile(&format!(
+            "[filesystem]\nread_only = [\"{ws}/cfg.txt\", \"{ws}/cfgdir/sub\"]\n",
+            ws = w.workspace.display()
+        ));
+        let out = w.inside_with(&["--session", &id, "--profile-file", &profile], "true");
+        assert!(
+            !evil_file.exists(),
+            "setup created a host file through a planted symlink"
+        );
+        assert!(
+            !evil_dir.exists(),
+            "setup created a host directory through a planted symlink"
+        );
+        assert_eq!(
+            out.status.code(),
+            Some(125),
+            "a bind through a planted symlink must be refused: {}",
+            stderr(&out)
+        );
+    }
+);
+
+both_modes!(profile_paths_that_open_holes_are_refused, |w: &World| {
+    let data = w.outside.join("data");
+    std::fs::create_dir_all(data.join("sub")).unwrap();
+    w.give(&data);
+    w.give(&data.join("sub"));
+    let cases = [
+        // Read-only inside read-write: the sandbox could write it after all.
+        format!(
+            "read_only = [\"{d}/sub\"]\nread_write = [\"{d}\"]",
+            d = data.display()
+        ),
+        // Read-write over the workspace: writes would skip the session layer.
+        format!("read_write = [\"{}\"]", w.base.display()),
+        // airlock's own state.
+        format!("read_only = [\"{}\"]", w.state.display()),
+    ];
+    for case in cases {
+        let profile = w.profile(&format!("[filesystem]\n{case}\n"));
+        let out = w.inside_with(&["--profile-file", &profile], "echo ran");
+        assert_eq!(out.status.code(), Some(125), "{case}: {}", stderr(&out));
+        assert!(!stdout(&out).contains("ran"));
+        assert!(
+            stderr(&out).contains("[filesystem] path"),
+            "{case}: {}",
+            stderr(&out)
+        );
+    }
+});

@@ -1,0 +1,147 @@
+//! Finding and making mount points inside the tree being built for a sandbox, without ever
+//! leaving it.
+//!
+//! Parts of that tree are written by sandboxes: the workspace layer of a kept session, and
+//! read-write binds. A symlink planted there by one run must not lead the next run's setup (as
+//! root, before pivot_root) out to the host: every path is resolved with openat2's
+//! RESOLVE_IN_ROOT, so symlinks resolve as if the tree were `/`, and mounts are made on the
+//! resulting fds rather than on path names that could be swapped in between.
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::{Component, Path, PathBuf};
+
+use nix::errno::Errno;
+use nix::fcntl::{openat2, OFlag, OpenHow, ResolveFlag};
+use nix::sys::stat::{mkdirat, Mode};
+
+use crate::error::{JailError, PathContext, Result};
+
+pub(crate) struct Tree {
+    root: OwnedFd,
+}
+
+/// What a mount point must be.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Dir,
+    File,
+}
+
+fn how(flags: OFlag) -> OpenHow {
+    let how = OpenHow::new()
+        .flags(flags | OFlag::O_CLOEXEC)
+        .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+    // openat2 refuses a mode unless a file may be created.
+    if flags.contains(OFlag::O_CREAT) {
+        how.mode(Mode::from_bits_truncate(0o644))
+    } else {
+        how
+    }
+}
+
+/// `path` (absolute, as seen inside) relative to the tree's root; `..` is refused.
+fn relative(path: &Path) -> Result<PathBuf> {
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::RootDir | Component::CurDir => {}
+            Component::Normal(part) => out.push(part),
+            Component::ParentDir | Component::Prefix(_) => {
+                return Err(JailError::Invalid(format!(
+                    "path {} must be absolute and free of '..'",
+                    path.display()
+                )))
+            }
+        }
+    }
+    Ok(out)
+}
+
+impl Tree {
+    pub(crate) fn open(staging: &Path) -> Result<Tree> {
+        let root = nix::fcntl::open(
+            staging,
+            OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .on_path("open", staging, "unexpected: please report it")?;
+        Ok(Tree { root })
+    }
+
+    fn at(&self, relative: &Path, flags: OFlag) -> nix::Result<OwnedFd> {
+        let target = if relative.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            relative
+        };
+        openat2(self.root.as_fd(), target, how(flags))
+    }
+
+    /// The object at `path`, if it exists.
+    pub(crate) fn find(&self, path: &Path) -> Result<Option<OwnedFd>> {
+        match self.at(&relative(path)?, OFlag::O_PATH) {
+            Ok(fd) => Ok(Some(fd)),
+            Err(Errno::ENOENT) => Ok(None),
+            Err(errno) => Err(JailError::Path {
+                action: "look up inside the sandbox",
+                path: path.to_path_buf(),
+                errno,
+                hint: "unexpected: please report it",
+            }),
+        }
+    }
+
+    /// A mount point at `path`, made (with its parents) if missing. A final component that is a
+    /// symlink is refused rather than followed.
+    pub(crate) fn mount_point(&self, path: &Path, kind: Kind) -> Result<OwnedFd> {
+        let relative = relative(path)?;
+        let fail = |action, errno| JailError::Path {
+            action,
+            path: path.to_path_buf(),
+            errno,
+            hint: "check the profile's [filesystem] paths against what exists inside the sandbox",
+        };
+        let mut prefix = PathBuf::new();
+        let parts: Vec<_> = relative.components().collect();
+        for (i, part) in parts.iter().enumerate() {
+            let parent = self
+                .at(&prefix, OFlag::O_PATH | OFlag::O_DIRECTORY)
+                .map_err(|e| fail("enter", e))?;
+            prefix.push(part);
+            let last = i + 1 == parts.len();
+            if last && kind == Kind::File {
+                let file = self
+                    .at(
+                        &prefix,
+                        OFlag::O_CREAT | OFlag::O_RDONLY | OFlag::O_NOFOLLOW,
+                    )
+                    .map_err(|e| fail("make a mount point at", e))?;
+                return Ok(file);
+            }
+            match mkdirat(
+                parent.as_fd(),
+                part.as_os_str(),
+                Mode::from_bits_truncate(0o755),
+            ) {
+                Ok(()) | Err(Errno::EEXIST) => {}
+                Err(errno) => return Err(fail("make a mount point at", errno)),
+            }
+            if last {
+                return self
+                    .at(
+                        &prefix,
+                        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW,
+                    )
+                    .map_err(|e| fail("make a mount point at", e));
+            }
+        }
+        self.at(&prefix, OFlag::O_PATH | OFlag::O_DIRECTORY)
+            .map_err(|e| fail("enter", e))
+    }
+}
+
+/// A path that reaches the object behind `fd`, for mount(2), which takes no fds.
+pub(crate) fn fd_path(fd: &OwnedFd) -> PathBuf {
+    use std::os::fd::AsRawFd;
+    PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+}
