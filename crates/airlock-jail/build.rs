@@ -2,8 +2,9 @@
 //! (peers that build a libseccomp filter per launch spend ~11 ms there).
 //!
 //! One program is emitted into `$OUT_DIR/seccomp_filters.rs` as `FILTER`, made of two parts:
-//! - first, x32 syscall numbers and `clone3` answer ENOSYS. `clone3` passes its flags in memory
-//!   that BPF cannot read, so we make libc fall back to `clone`, whose flags we can check;
+//! - first, syscall numbers newer than this list (and x32's) and `clone3` answer ENOSYS. `clone3`
+//!   passes its flags in memory that BPF cannot read, so we make libc fall back to `clone`, whose
+//!   flags we can check;
 //! - then the escape and kernel-attack surface answers EPERM; a foreign architecture kills the
 //!   process (seccompiler's arch check).
 //!
@@ -67,6 +68,8 @@ const DENIED: &[(&str, libc::c_long)] = &[
     ("adjtimex", libc::SYS_adjtimex),
     ("vhangup", libc::SYS_vhangup),
     ("fanotify_init", libc::SYS_fanotify_init),
+    ("quotactl_fd", libc::SYS_quotactl_fd),
+    ("open_tree_attr", 467),
     #[cfg(target_arch = "x86_64")]
     ("iopl", libc::SYS_iopl),
     #[cfg(target_arch = "x86_64")]
@@ -74,6 +77,10 @@ const DENIED: &[(&str, libc::c_long)] = &[
     #[cfg(target_arch = "x86_64")]
     ("uselib", libc::SYS_uselib),
 ];
+
+/// The newest syscall number reviewed for this list (file_setattr, Linux 6.17; x86_64 and
+/// aarch64 share these numbers).
+const NEWEST_KNOWN_SYSCALL: u32 = 469;
 
 /// Namespace flags of clone(2): creating any namespace is refused.
 const CLONE_NAMESPACE_FLAGS: &[u64] = &[
@@ -169,16 +176,13 @@ fn enosys_filter(arch: TargetArch) -> BpfProgram {
     )
     .expect("valid filter");
     let body: BpfProgram = filter.try_into().expect("filter compiles");
-    if !matches!(arch, TargetArch::x86_64) {
-        return body;
-    }
-    // x32 syscalls share the x86_64 audit arch but carry bit 30 in their number; a deny list keyed
-    // on x86_64 numbers would let them through, so they are refused before the list is consulted.
-    // BPF_LD|BPF_W|BPF_ABS, BPF_JMP|BPF_JGE|BPF_K and BPF_RET|BPF_K (linux/bpf_common.h).
-    const BPF_LD_W_ABS: u16 = 0x20;
-    const BPF_JMP_JGE_K: u16 = 0x35;
-    const BPF_RET_K: u16 = 0x06;
-    const X32_SYSCALL_BIT: u32 = 0x4000_0000;
+    // A deny list only knows the syscalls that existed when it was written. Numbers above the
+    // newest one airlock knows (and x32's, which carry bit 30) answer ENOSYS, as on an older
+    // kernel, before the list is consulted: a new kernel's new syscalls stay closed until
+    // reviewed.
+    const BPF_LD_W_ABS: u16 = 0x20; // BPF_LD|BPF_W|BPF_ABS
+    const BPF_JMP_JGT_K: u16 = 0x25; // BPF_JMP|BPF_JGT|BPF_K
+    const BPF_RET_K: u16 = 0x06; // BPF_RET|BPF_K
     let prefix = vec![
         sock_filter {
             code: BPF_LD_W_ABS,
@@ -187,10 +191,10 @@ fn enosys_filter(arch: TargetArch) -> BpfProgram {
             k: 0,
         }, // seccomp_data.nr
         sock_filter {
-            code: BPF_JMP_JGE_K,
+            code: BPF_JMP_JGT_K,
             jt: 0,
             jf: 1,
-            k: X32_SYSCALL_BIT,
+            k: NEWEST_KNOWN_SYSCALL,
         },
         sock_filter {
             code: BPF_RET_K,

@@ -69,7 +69,18 @@ fn make_private_dir(path: &Path) -> Result<(), SessionError> {
         }
         Err(e) => return Err(io("create", path)(e)),
     }
-    let meta = fs::metadata(path).map_err(io("inspect", path))?;
+    let meta = fs::symlink_metadata(path).map_err(io("inspect", path))?;
+    // Someone else's directory (or a symlink to anywhere) would hand them our layers and caches.
+    let euid = nix::unistd::geteuid().as_raw();
+    if !meta.is_dir() || std::os::unix::fs::MetadataExt::uid(&meta) != euid {
+        return Err(SessionError::Io {
+            action: "use",
+            path: path.to_path_buf(),
+            source: std::io::Error::other(format!(
+                "it is not a directory owned by uid {euid}; airlock keeps its state only in a directory of its own"
+            )),
+        });
+    }
     if meta.permissions().mode() & 0o077 != 0 {
         fs::set_permissions(path, fs::Permissions::from_mode(0o700))
             .map_err(io("set permissions of", path))?;

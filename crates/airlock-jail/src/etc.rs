@@ -10,6 +10,8 @@ use std::hash::{Hash, Hasher};
 use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+use nix::fcntl::{Flock, FlockArg};
+
 use crate::error::Result;
 use crate::rootfs::io_error;
 use crate::spec::SandboxSpec;
@@ -36,7 +38,7 @@ pub const ETC_COPIED: &[&str] = &[
 ];
 
 /// Host directories of /etc bound read-only, live.
-pub const ETC_BOUND: &[&str] = &["ssl/certs", "pki", "alternatives"];
+pub const ETC_BOUND: &[&str] = &["ssl/certs", "pki/tls/certs", "pki/ca-trust", "alternatives"];
 
 /// Files larger than this are not copied: nothing on the allowlist should be this large.
 const COPY_LIMIT: u64 = 4 << 20;
@@ -82,38 +84,79 @@ fn cache_key(spec: &SandboxSpec) -> u64 {
     hasher.finish()
 }
 
-/// The directory holding this run's /etc, built if needed. `cache_root` must be reachable by no
-/// sandbox.
-pub(crate) fn prepare(cache_root: &Path, spec: &SandboxSpec) -> Result<PathBuf> {
+/// A prepared /etc, locked (shared) for as long as a sandbox uses it: the cleanup of stale
+/// entries takes an exclusive lock, so it never deletes one a running sandbox has bound.
+pub(crate) struct PreparedEtc {
+    pub dir: PathBuf,
+    _in_use: Flock<fs::File>,
+}
+
+/// Every entry holds this file; one without it was deleted under our feet.
+const MARKER: &str = "passwd";
+
+/// This run's /etc, built if needed. `cache_root` must be reachable by no sandbox.
+pub(crate) fn prepare(cache_root: &Path, spec: &SandboxSpec) -> Result<PreparedEtc> {
     let dir = cache_root.join(format!("etc-{:016x}", cache_key(spec)));
-    if dir.is_dir() {
-        return Ok(dir);
+    for _ in 0..3 {
+        if !dir.join(MARKER).is_file() {
+            build_entry(cache_root, &dir, spec)?;
+        }
+        let handle = fs::File::open(&dir).map_err(|e| io_error("open", &dir, e))?;
+        let lock = Flock::lock(handle, FlockArg::LockShared).map_err(|(_, errno)| {
+            io_error(
+                "lock",
+                &dir,
+                std::io::Error::from_raw_os_error(errno as i32),
+            )
+        })?;
+        if dir.join(MARKER).is_file() {
+            remove_stale(cache_root, &dir);
+            return Ok(PreparedEtc { dir, _in_use: lock });
+        }
     }
+    Err(io_error(
+        "prepare",
+        &dir,
+        std::io::Error::other("it keeps being removed"),
+    ))
+}
+
+fn build_entry(cache_root: &Path, dir: &Path, spec: &SandboxSpec) -> Result<()> {
     fs::create_dir_all(cache_root).map_err(|e| io_error("create", cache_root, e))?;
     let tmp = cache_root.join(format!(".etc-{}-{:x}", std::process::id(), cache_key(spec)));
     let _ = fs::remove_dir_all(&tmp);
     build(&tmp, spec)?;
     // Another run may have built the same entry meanwhile; either copy is as good.
-    if fs::rename(&tmp, &dir).is_err() {
+    if fs::rename(&tmp, dir).is_err() {
         let _ = fs::remove_dir_all(&tmp);
-        if !dir.is_dir() {
+        if !dir.join(MARKER).is_file() {
             return Err(io_error(
                 "create",
-                &dir,
+                dir,
                 std::io::Error::other("rename failed"),
             ));
         }
     }
-    // Entries for an /etc that no longer exists are garbage.
-    if let Ok(entries) = fs::read_dir(cache_root) {
-        for entry in entries.flatten() {
-            let path = entry.path();
-            if path != dir && entry.file_name().to_string_lossy().starts_with("etc-") {
-                let _ = fs::remove_dir_all(&path);
-            }
+    Ok(())
+}
+
+/// Entries for an /etc that no longer exists are garbage, unless a running sandbox holds one.
+fn remove_stale(cache_root: &Path, current: &Path) {
+    let Ok(entries) = fs::read_dir(cache_root) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path == current || !entry.file_name().to_string_lossy().starts_with("etc-") {
+            continue;
+        }
+        let Ok(handle) = fs::File::open(&path) else {
+            continue;
+        };
+        if let Ok(_unused) = Flock::lock(handle, FlockArg::LockExclusiveNonblock) {
+            let _ = fs::remove_dir_all(&path);
         }
     }
-    Ok(dir)
 }
 
 fn build(dir: &Path, spec: &SandboxSpec) -> Result<()> {
@@ -136,9 +179,8 @@ fn build(dir: &Path, spec: &SandboxSpec) -> Result<()> {
             let target = fs::read_link(&host).map_err(|e| io_error("read link", &host, e))?;
             symlink(&target, &dst).map_err(|e| io_error("create", &dst, e))?;
         } else if meta.is_file() && meta.len() <= COPY_LIMIT {
+            // fs::copy keeps the host file's mode: nothing becomes more readable than it was.
             fs::copy(&host, &dst).map_err(|e| io_error("copy", &host, e))?;
-            fs::set_permissions(&dst, fs::Permissions::from_mode(0o644))
-                .map_err(|e| io_error("chmod", &dst, e))?;
         }
     }
     // Mount points for the live directories.

@@ -71,6 +71,8 @@ pub struct Sandbox {
     /// Root only: their helper processes are reaped after the run, off the launch's path.
     helper_namespaces: Vec<HelperNamespace>,
     output: Option<OutputRelay>,
+    /// Held until the run ends, so no cleanup removes the /etc it uses.
+    _etc: crate::etc::PreparedEtc,
     deadline: Option<Instant>,
     pub limits_by_cgroup: bool,
 }
@@ -142,7 +144,7 @@ pub fn spawn(
     };
     let mode = SetupMode {
         staging,
-        etc: &etc,
+        etc: &etc.dir,
         rootful,
         memory_by_rlimit: !by_cgroup,
         output: output_ends.as_ref(),
@@ -176,6 +178,7 @@ pub fn spawn(
         cgroup: None,
         helper_namespaces: Vec::new(),
         output,
+        _etc: etc,
         deadline: spec.limits.timeout.map(|t| Instant::now() + t),
     };
     match handshake(

@@ -263,6 +263,19 @@ fn dev(staging: &Path) -> Result<()> {
     ] {
         symlink(target, dev.join(link)).map_err(|e| io_error("create", &dev.join(link), e))?;
     }
+    // Its tmpfs is owned by the sandbox user when mounted in a user namespace; read-only, it
+    // cannot be changed (a private devpts and /dev/shm are mounts of their own).
+    mount_setattr(
+        &dev,
+        MountAttrs {
+            read_only: true,
+            no_suid: true,
+            no_dev: false,
+            no_exec: true,
+        },
+        false,
+    )
+    .on_path("make read-only", &dev, "unexpected: please report it")?;
     Ok(())
 }
 

@@ -401,3 +401,34 @@ both_modes!(
         assert_eq!(out.status.code(), Some(124), "{}", stderr(&out));
     }
 );
+
+both_modes!(a_state_dir_owned_by_someone_else_is_refused, |w: &World| {
+    if !is_root() {
+        eprintln!("skipped: needs root to make a directory owned by someone else");
+        return;
+    }
+    let foreign = w.base.join("foreign-state");
+    std::fs::create_dir(&foreign).unwrap();
+    // Owned by the other identity: root for the unprivileged run, the test uid for root's.
+    let other = if w.mode == Mode::Root { TEST_UID } else { 0 };
+    std::os::unix::fs::chown(&foreign, Some(other), Some(other)).unwrap();
+    let out = w
+        .command(airlock_bin())
+        .args([
+            "--state-dir",
+            foreign.to_str().unwrap(),
+            "run",
+            "-w",
+            w.workspace.to_str().unwrap(),
+            "--",
+            "true",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("not a directory owned by"),
+        "{}",
+        stderr(&out)
+    );
+});
