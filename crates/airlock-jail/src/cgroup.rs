@@ -69,6 +69,23 @@ pub fn detect() -> CgroupSupport {
     }
 }
 
+/// Cgroups of runs whose supervisor is gone (killed with SIGKILL, it could not remove them; its
+/// sandbox died with it, so they are empty). Named `run-<supervisor pid>`.
+fn remove_orphans(parent: &Path) {
+    let Ok(entries) = fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix("run-")) else {
+            continue;
+        };
+        if pid.parse::<u32>().is_ok() && !Path::new("/proc").join(pid).exists() {
+            let _ = fs::remove_dir(entry.path());
+        }
+    }
+}
+
 /// A cgroup made for one run; removed by [`RunCgroup::remove`].
 #[derive(Debug)]
 pub struct RunCgroup {
@@ -103,6 +120,7 @@ impl RunCgroup {
             CgroupSupport::Unavailable { .. } => Ok(None),
             CgroupSupport::V2 { parent } => {
                 make_dir(parent)?;
+                remove_orphans(parent);
                 // Children of `parent` get memory and pids only if `parent` hands them down.
                 write(&parent.join("cgroup.subtree_control"), "+memory +pids")?;
                 let dir = parent.join(run_id);
@@ -116,6 +134,8 @@ impl RunCgroup {
                 Ok(Some(group))
             }
             CgroupSupport::V1 { memory, pids } => {
+                remove_orphans(memory);
+                remove_orphans(pids);
                 let mem_dir = memory.join(run_id);
                 let pids_dir = pids.join(run_id);
                 make_dir(&mem_dir)?;
