@@ -432,3 +432,35 @@ both_modes!(a_state_dir_owned_by_someone_else_is_refused, |w: &World| {
         stderr(&out)
     );
 });
+
+both_modes!(cpu_time_limit_ends_a_busy_loop, |w: &World| {
+    let profile = w.profile("[limits]\ncpu = \"1s\"\ntimeout = \"60s\"\n");
+    let out = w.inside_with(&["--profile-file", &profile], "while :; do :; done");
+    // RLIMIT_CPU: SIGXCPU at the soft limit (128+24), SIGKILL at the hard one (128+9).
+    assert!(
+        matches!(out.status.code(), Some(152) | Some(137)),
+        "{:?} {}",
+        out.status,
+        stderr(&out)
+    );
+});
+
+both_modes!(tmp_size_limit_holds, |w: &World| {
+    let profile = w.profile("[limits]\ntmp_size = \"1MiB\"\n");
+    let out = w.inside_with(
+        &["--profile-file", &profile],
+        "head -c 2000000 /dev/zero > /tmp/big 2>/dev/null; echo tmp=$?; head -c 2000000 /dev/zero > ~/big 2>/dev/null; echo home=$?",
+    );
+    let said = ran(&out);
+    assert!(
+        said.contains("tmp=1") && said.contains("home=1"),
+        "{said}{}",
+        stderr(&out)
+    );
+    // Outside the same write works, so the limit is what stopped it.
+    let outside = w.outside(&format!(
+        "head -c 2000000 /dev/zero > {}/big && echo ok",
+        w.outside.display()
+    ));
+    assert!(stdout(&outside).contains("ok"));
+});
