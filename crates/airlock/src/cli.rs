@@ -94,7 +94,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "ID", env = "AIRLOCK_SANDBOX_UID")]
     pub sandbox_uid: Option<u32>,
     /// The command and its arguments
-    #[arg(last = true, required = true, value_name = "COMMAND")]
+    #[arg(required = true, trailing_var_arg = true, value_name = "COMMAND")]
     pub command: Vec<OsString>,
 }
 

@@ -14,7 +14,19 @@ use cli::{Cli, Command};
 pub const EXIT_AIRLOCK_ERROR: u8 = 125;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => {
+            // --help and --version are not errors; a bad argument is airlock's failure (125), never
+            // to be confused with an exit status of the command.
+            let _ = err.print();
+            return if err.use_stderr() {
+                ExitCode::from(EXIT_AIRLOCK_ERROR)
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
     let result = match cli.command {
         Command::Run(args) => run::run(&cli.global, args),
         Command::Check(args) => check::check(&cli.global, args),

@@ -464,3 +464,33 @@ both_modes!(tmp_size_limit_holds, |w: &World| {
     ));
     assert!(stdout(&outside).contains("ok"));
 });
+
+both_modes!(
+    usage_errors_are_125_and_dash_dash_is_optional,
+    |w: &World| {
+        let run = |args: &[&str]| {
+            w.command(airlock_bin())
+                .args([
+                    "--state-dir",
+                    w.state.to_str().unwrap(),
+                    "run",
+                    "-w",
+                    w.workspace.to_str().unwrap(),
+                ])
+                .args(args)
+                .output()
+                .unwrap()
+        };
+        let out = run(&["--no-such-flag", "true"]);
+        assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+        let out = run(&["sh", "-c", "exit 2"]);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "the command's own 2, not a usage error: {}",
+            stderr(&out)
+        );
+        let out = w.command(airlock_bin()).arg("--help").output().unwrap();
+        assert_eq!(out.status.code(), Some(0));
+    }
+);
