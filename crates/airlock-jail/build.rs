@@ -256,8 +256,6 @@ fn main() {
         &chain(enosys_filter(arch), eperm_filter(arch)),
         &mut out,
     );
-    let names: Vec<&str> = DENIED.iter().map(|(name, _)| *name).collect();
-    writeln!(out, "pub const DENIED_SYSCALLS: &[&str] = &{names:?};").unwrap();
     let path = std::path::Path::new(&std::env::var("OUT_DIR").unwrap()).join("seccomp_filters.rs");
     std::fs::write(path, out).unwrap();
 }

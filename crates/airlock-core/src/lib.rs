@@ -1,14 +1,12 @@
-//! airlock's operations and their order: load the policy, check what the kernel can enforce,
-//! prepare the session's layer, run confined, report. No system calls of its own beyond files;
-//! confinement is `airlock-jail`'s job.
+//! airlock's operations and their order: check the request against the policy, prepare the
+//! session's layer, run confined, report. No system calls of its own beyond files; confinement
+//! (and checking what the kernel can enforce) is `airlock-jail`'s job.
+#![forbid(unsafe_code)]
 
 mod paths;
 mod run;
 mod session;
 
 pub use paths::{state_dir, StateDirError};
-pub use run::{
-    check_profile_paths, run, RunError, RunReport, RunRequest, DEFAULT_ROOT_SANDBOX_ID,
-    SANDBOX_HOME, SANDBOX_USER,
-};
-pub use session::{staging_dir, Session, SessionError};
+pub use run::{run, RunError, RunReport, RunRequest, DEFAULT_ROOT_SANDBOX_ID};
+pub use session::{Session, SessionError};

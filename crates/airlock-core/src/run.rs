@@ -52,7 +52,6 @@ pub struct RunReport {
     pub session_id: Option<String>,
     /// The session's layer survives the run (named session or `--keep`).
     pub kept: bool,
-    pub limits_by_cgroup: bool,
     /// Bytes of output dropped past the output limit.
     pub output_dropped: u64,
 }
@@ -75,7 +74,7 @@ pub enum RunError {
 
 /// The environment the command gets: allowed variables of the caller, then the sandbox identity,
 /// then the profile's values.
-pub fn sandbox_env(
+fn sandbox_env(
     profile: &Profile,
     caller_env: &[(OsString, OsString)],
 ) -> Vec<(OsString, OsString)> {
@@ -102,7 +101,8 @@ pub fn sandbox_env(
     env
 }
 
-/// Paths of a profile that would open a hole in the sandbox, refused before anything is built:
+/// Paths of a profile that would open a hole in the sandbox, refused before anything is built
+/// (`state_dir` canonical):
 /// a read-write bind is written by sandboxes, so nothing else may be bound or hidden inside it
 /// (a run could plant a symlink there for the next), it may not hold the workspace (writes would
 /// bypass the session layer) nor airlock's state or policy; no bind may expose the state dir.
@@ -124,11 +124,9 @@ pub fn check_profile_paths(
         })
     };
     let overlaps = |a: &Path, b: &Path| a.starts_with(b) || b.starts_with(a);
-    let state = state_dir
-        .canonicalize()
-        .unwrap_or_else(|_| state_dir.to_path_buf());
+    let state = state_dir;
     for path in fs.read_only.iter().chain(&fs.read_write) {
-        if overlaps(path, &state) {
+        if overlaps(path, state) {
             return refuse(path, format!("it would show airlock's state directory {} to the sandbox; bind a narrower path", state.display()));
         }
         if path == workspace {
@@ -178,10 +176,7 @@ fn check_workspace(workspace: &Path, state_dir: &Path) -> Result<(), RunError> {
             return refuse("is a system directory — pass --workspace with a project directory");
         }
     }
-    let state = state_dir
-        .canonicalize()
-        .unwrap_or_else(|_| state_dir.to_path_buf());
-    if workspace.starts_with(&state) || state.starts_with(workspace) {
+    if workspace.starts_with(state_dir) || state_dir.starts_with(workspace) {
         return refuse("contains or lies inside airlock's state directory, which no sandbox may reach — pass --state-dir elsewhere");
     }
     Ok(())
@@ -191,11 +186,17 @@ fn check_workspace(workspace: &Path, state_dir: &Path) -> Result<(), RunError> {
 ///
 /// Must be called while the process is single-threaded (the jail forks).
 pub fn run(request: RunRequest) -> Result<RunReport, RunError> {
-    check_workspace(&request.workspace, &request.state_dir)?;
+    // Made (or checked to be ours) first, so that it can be compared by its canonical path.
+    let staging = staging_dir(&request.state_dir)?;
+    let state_dir = request
+        .state_dir
+        .canonicalize()
+        .unwrap_or_else(|_| request.state_dir.clone());
+    check_workspace(&request.workspace, &state_dir)?;
     check_profile_paths(
         &request.profile,
         &request.workspace,
-        &request.state_dir,
+        &state_dir,
         &request.policy_dirs,
     )?;
     let rootful = nix::unistd::geteuid().is_root();
@@ -217,10 +218,11 @@ pub fn run(request: RunRequest) -> Result<RunReport, RunError> {
             None => Session::create(&request.state_dir, &request.workspace)?,
         })
     };
-    if let (true, Some(session)) = (rootful, &session) {
-        session.chown_layer(host_uid, host_gid)?;
+    if rootful {
+        if let Some(session) = &session {
+            session.chown_layer(host_uid, host_gid)?;
+        }
     }
-    let staging = staging_dir(&request.state_dir)?;
     let layer = match &session {
         Some(session) => Layer::Disk {
             upper: session.upper(),
@@ -280,23 +282,19 @@ pub fn run(request: RunRequest) -> Result<RunReport, RunError> {
         home: PathBuf::from(SANDBOX_HOME),
     };
     let cache = request.state_dir.join("cache");
-    let result = airlock_jail::spawn(&spec, &staging, &cache).and_then(|sandbox| {
-        let by_cgroup = sandbox.limits_by_cgroup;
-        sandbox.wait().map(|finished| (finished, by_cgroup))
-    });
+    let result = airlock_jail::spawn(&spec, &staging, &cache).and_then(|sandbox| sandbox.wait());
     let session_id = session.as_ref().map(|s| s.id.clone());
-    if let (true, Some(session)) = (throwaway, session) {
+    if let Some(session) = session.filter(|_| throwaway) {
         // The layer of a throwaway session is garbage whatever happened; a failure to delete it is
         // not the command's failure.
         let _ = session.remove();
     }
-    let (finished, limits_by_cgroup) = result?;
+    let finished = result?;
     Ok(RunReport {
         outcome: finished.outcome,
         output_dropped: finished.output_dropped,
         session_id,
         kept: !throwaway,
-        limits_by_cgroup,
     })
 }
 

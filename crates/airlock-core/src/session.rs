@@ -1,6 +1,7 @@
-//! A session's directories in the state dir: the overlay's upper layer (the change set), its work
-//! dir, and the empty mount point of the sandbox root. Sessions as first-class, durable objects
-//! (diff, apply, revert) come later; here a run gets a fresh one unless it names one.
+//! A session's directories in the state dir: the overlay's upper layer (the change set) and its
+//! work dir; and the one mount point every sandbox root is mounted on. A run with `--keep` gets a
+//! new session, `--session ID` reuses one; a throwaway run needs none where its layer can live in
+//! memory. Sessions as first-class objects (diff, apply, revert) come next.
 
 use std::fs;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};

@@ -40,7 +40,7 @@ fn how(flags: OFlag) -> OpenHow {
 }
 
 /// `path` (absolute, as seen inside) relative to the tree's root; `..` is refused.
-fn relative(path: &Path) -> Result<PathBuf> {
+pub(crate) fn relative(path: &Path) -> Result<PathBuf> {
     let mut out = PathBuf::new();
     for component in path.components() {
         match component {

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use nix::unistd::Pid;
 
-use crate::error::{JailError, Result};
+use crate::error::{PathContext, Result};
 use crate::spec::ResourceLimits;
 
 const ROOT: &str = "/sys/fs/cgroup";
@@ -92,22 +92,14 @@ pub struct RunCgroup {
     dirs: Vec<PathBuf>,
 }
 
+const DELEGATION_HINT: &str = "is the cgroup hierarchy delegated to this user? run 'airlock check'";
+
 fn write(path: &Path, value: &str) -> Result<()> {
-    fs::write(path, value).map_err(|e| JailError::Path {
-        action: "write cgroup file",
-        path: path.to_path_buf(),
-        errno: nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
-        hint: "is the cgroup hierarchy delegated to this user? run 'airlock check'",
-    })
+    fs::write(path, value).on_path("write cgroup file", path, DELEGATION_HINT)
 }
 
 fn make_dir(path: &Path) -> Result<()> {
-    fs::create_dir_all(path).map_err(|e| JailError::Path {
-        action: "create cgroup",
-        path: path.to_path_buf(),
-        errno: nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
-        hint: "is the cgroup hierarchy delegated to this user? run 'airlock check'",
-    })
+    fs::create_dir_all(path).on_path("create cgroup", path, DELEGATION_HINT)
 }
 
 impl RunCgroup {

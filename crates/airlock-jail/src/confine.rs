@@ -42,22 +42,19 @@ pub(crate) fn set_no_new_privs() -> Result<()> {
     nix::sys::prctl::set_no_new_privs().during("set no_new_privs", "unexpected: please report it")
 }
 
-/// What Landlock enforced, for the caller to compare with what was required.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LandlockOutcome {
-    Full,
-    Partial,
-    None,
-}
-
 /// Landlock as a second wall behind the mount namespace: read and execute the system, read and
 /// write only the workspace and the private tmpfs mounts; no TCP; no abstract unix sockets or
 /// signals outside the sandbox.
-pub(crate) fn apply_landlock(spec: &SandboxSpec, required: bool) -> Result<LandlockOutcome> {
+pub(crate) fn apply_landlock(spec: &SandboxSpec) -> Result<()> {
+    let required = !spec.degraded.landlock;
     let abi = LANDLOCK_ABI;
     let read = AccessFs::from_read(abi);
     let all = AccessFs::from_all(abi);
-    let fail = |e: landlock::RulesetError| JailError::Inside(format!("landlock: {e}"));
+    let fail = |e: landlock::RulesetError| {
+        JailError::Inside(format!(
+            "landlock: {e} — run 'airlock check', or accept running without it: --allow-degraded=landlock"
+        ))
+    };
 
     let mut readable: Vec<&Path> = vec![Path::new("/")];
     let mut writable: Vec<&Path> = vec![
@@ -92,11 +89,13 @@ pub(crate) fn apply_landlock(spec: &SandboxSpec, required: bool) -> Result<Landl
         .create()
         .map_err(fail)?;
     for path in readable {
-        let fd = PathFd::new(path).map_err(|e| JailError::Inside(format!("landlock: {e}")))?;
+        let fd = PathFd::new(path)
+            .map_err(|e| JailError::Inside(format!("landlock rule for {}: {e}", path.display())))?;
         created = created.add_rule(PathBeneath::new(fd, read)).map_err(fail)?;
     }
     for path in writable {
-        let fd = PathFd::new(path).map_err(|e| JailError::Inside(format!("landlock: {e}")))?;
+        let fd = PathFd::new(path)
+            .map_err(|e| JailError::Inside(format!("landlock rule for {}: {e}", path.display())))?;
         let access = if std::fs::metadata(path).map(|m| m.is_dir()).unwrap_or(false) {
             all
         } else {
@@ -107,19 +106,16 @@ pub(crate) fn apply_landlock(spec: &SandboxSpec, required: bool) -> Result<Landl
             .map_err(fail)?;
     }
     let status = created.restrict_self().map_err(fail)?;
-    let outcome = match status.ruleset {
-        RulesetStatus::FullyEnforced => LandlockOutcome::Full,
-        RulesetStatus::PartiallyEnforced => LandlockOutcome::Partial,
-        RulesetStatus::NotEnforced => LandlockOutcome::None,
-    };
-    if required && outcome == LandlockOutcome::None {
+    // Partial enforcement is an older ABI without some of the rules (TCP, scoping), which
+    // `airlock check` reports; none at all is a missing layer.
+    if required && status.ruleset == RulesetStatus::NotEnforced {
         return Err(JailError::LayerMissing {
             layer: "Landlock",
             why: "the kernel enforced none of the ruleset".into(),
             flag: "landlock",
         });
     }
-    Ok(outcome)
+    Ok(())
 }
 
 /// rlimits: the floor that works on every kernel, with or without cgroups. RLIMIT_NPROC counts per
@@ -153,7 +149,7 @@ pub(crate) fn drop_capabilities() -> Result<()> {
     sys::drop_all_capabilities().during("drop capabilities", "unexpected: please report it")
 }
 
-/// Install the filters compiled by build.rs. From here on, the setup process can no longer mount,
+/// Install the filter compiled by build.rs. From here on, the setup process can no longer mount,
 /// create namespaces or trace anything, and neither can anything it starts.
 pub(crate) fn apply_seccomp() -> Result<()> {
     sys::install_seccomp(FILTER).during("install the seccomp filter", "run 'airlock check'")

@@ -28,11 +28,17 @@ pub enum JailError {
     },
     #[error("sandbox setup failed: {0}")]
     Inside(String),
+    /// What the setup process itself reported before it exited.
+    #[error("sandbox setup failed: {0}")]
+    Reported(String),
     #[error("invalid sandbox request: {0}")]
     Invalid(String),
 }
 
 pub type Result<T, E = JailError> = std::result::Result<T, E>;
+
+/// The hint for failures that only a bug or a broken kernel explains.
+pub(crate) const UNEXPECTED: &str = "unexpected: please report it";
 
 /// Attach a path and a hint to a failed syscall.
 pub(crate) trait PathContext<T> {
@@ -55,6 +61,22 @@ impl<T> PathContext<T> for nix::Result<T> {
             action,
             path: path.into(),
             errno,
+            hint,
+        })
+    }
+}
+
+impl<T> PathContext<T> for std::io::Result<T> {
+    fn on_path(
+        self,
+        action: &'static str,
+        path: impl Into<PathBuf>,
+        hint: &'static str,
+    ) -> Result<T> {
+        self.map_err(|e| JailError::Path {
+            action,
+            path: path.into(),
+            errno: Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
             hint,
         })
     }

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use nix::fcntl::{Flock, FlockArg};
 
-use crate::error::Result;
+use crate::error::{JailError, PathContext, Result, UNEXPECTED};
 use crate::rootfs::io_error;
 use crate::spec::SandboxSpec;
 
@@ -102,23 +102,19 @@ pub(crate) fn prepare(cache_root: &Path, spec: &SandboxSpec) -> Result<PreparedE
             build_entry(cache_root, &dir, spec)?;
         }
         let handle = fs::File::open(&dir).map_err(|e| io_error("open", &dir, e))?;
-        let lock = Flock::lock(handle, FlockArg::LockShared).map_err(|(_, errno)| {
-            io_error(
-                "lock",
-                &dir,
-                std::io::Error::from_raw_os_error(errno as i32),
-            )
-        })?;
+        let lock = Flock::lock(handle, FlockArg::LockShared)
+            .map_err(|(_, errno)| errno)
+            .on_path("lock", &dir, UNEXPECTED)?;
         if dir.join(MARKER).is_file() {
             remove_stale(cache_root, &dir);
             return Ok(PreparedEtc { dir, _in_use: lock });
         }
     }
-    Err(io_error(
-        "prepare",
-        &dir,
-        std::io::Error::other("it keeps being removed"),
-    ))
+    Err(JailError::Invalid(format!(
+        "the /etc cache entry {} keeps being removed while in use; is another airlock cleaning {}?",
+        dir.display(),
+        cache_root.display()
+    )))
 }
 
 fn build_entry(cache_root: &Path, dir: &Path, spec: &SandboxSpec) -> Result<()> {
@@ -127,14 +123,10 @@ fn build_entry(cache_root: &Path, dir: &Path, spec: &SandboxSpec) -> Result<()> 
     let _ = fs::remove_dir_all(&tmp);
     build(&tmp, spec)?;
     // Another run may have built the same entry meanwhile; either copy is as good.
-    if fs::rename(&tmp, dir).is_err() {
+    if let Err(e) = fs::rename(&tmp, dir) {
         let _ = fs::remove_dir_all(&tmp);
         if !dir.join(MARKER).is_file() {
-            return Err(io_error(
-                "create",
-                dir,
-                std::io::Error::other("rename failed"),
-            ));
+            return Err(io_error("create", dir, e));
         }
     }
     Ok(())

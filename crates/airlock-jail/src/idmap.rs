@@ -13,7 +13,7 @@ use nix::sys::wait::waitpid;
 use nix::unistd::Pid;
 use std::path::PathBuf;
 
-use crate::error::{JailError, Result, SyscallContext};
+use crate::error::{PathContext, Result, SyscallContext, UNEXPECTED};
 use crate::spec::IdMapping;
 use crate::sys::{clone_fork, Forked};
 
@@ -84,12 +84,11 @@ impl HelperNamespace {
         };
         let dir = PathBuf::from(format!("/proc/{helper}"));
         for (file, content) in [("uid_map", uid_map), ("gid_map", gid_map)] {
-            std::fs::write(dir.join(file), content).map_err(|e| JailError::Path {
-                action: "write the id mapping",
-                path: dir.join(file),
-                errno: nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
-                hint: "unexpected: please report it",
-            })?;
+            std::fs::write(dir.join(file), content).on_path(
+                "write the id mapping",
+                dir.join(file),
+                UNEXPECTED,
+            )?;
         }
         // The fd keeps the namespace alive; the helper has nothing more to do.
         let _ = kill(helper, Signal::SIGKILL);
@@ -118,12 +117,7 @@ fn open_user_namespace(helper: Pid) -> Result<OwnedFd> {
         Err(e) => {
             let _ = kill(helper, Signal::SIGKILL);
             let _ = waitpid(helper, None);
-            Err(JailError::Path {
-                action: "open",
-                path: ns,
-                errno: nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
-                hint: "unexpected: please report it",
-            })
+            Err(e).on_path("open", ns, UNEXPECTED)
         }
     }
 }

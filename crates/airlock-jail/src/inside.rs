@@ -197,7 +197,7 @@ fn setup(spec: &SandboxSpec, channel: &mut SetupChannel, mode: &SetupMode) -> Re
     // of the command's reach, although the command runs as the same uid.
     prctl::set_dumpable(false).during("make the sandbox's init undumpable", "unexpected")?;
     confine::set_no_new_privs()?;
-    confine::apply_landlock(spec, !spec.degraded.landlock)?;
+    confine::apply_landlock(spec)?;
     confine::apply_rlimits(spec, mode.memory_by_rlimit)?;
     confine::drop_capabilities()?;
     confine::apply_seccomp()?;

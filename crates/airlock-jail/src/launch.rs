@@ -17,7 +17,7 @@ use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::{pipe2, Pid};
 
 use crate::cgroup::{self, RunCgroup};
-use crate::error::{JailError, Result, SyscallContext};
+use crate::error::{JailError, PathContext, Result, SyscallContext};
 use crate::idmap::HelperNamespace;
 use crate::init::forwarded_set;
 use crate::inside::{
@@ -74,7 +74,6 @@ pub struct Sandbox {
     /// Held until the run ends, so no cleanup removes the /etc it uses.
     _etc: crate::etc::PreparedEtc,
     deadline: Option<Instant>,
-    pub limits_by_cgroup: bool,
 }
 
 /// Start `spec`'s command in a new sandbox. `staging` is an empty directory that the sandbox root is
@@ -174,7 +173,6 @@ pub fn spawn(
         pid,
         pidfd,
         signals,
-        limits_by_cgroup: by_cgroup,
         cgroup: None,
         helper_namespaces: Vec::new(),
         output,
@@ -228,7 +226,7 @@ fn handshake(
     // Kill it first: a setup process still waiting for us would never report.
     sandbox.kill();
     match read_report(&mut report) {
-        Err(reported @ JailError::Inside(_)) => Err(reported),
+        Err(reported @ JailError::Reported(_)) => Err(reported),
         _ => Err(err),
     }
 }
@@ -245,12 +243,11 @@ fn drive_setup(
     }
     send(control, MSG_GO, &[])?;
     if rootful {
-        let owner = std::fs::metadata(&spec.workspace.lower).map_err(|e| JailError::Path {
-            action: "inspect the workspace",
-            path: spec.workspace.lower.clone(),
-            errno: nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
-            hint: "does the workspace still exist?",
-        })?;
+        let owner = std::fs::metadata(&spec.workspace.lower).on_path(
+            "inspect the workspace",
+            &spec.workspace.lower,
+            "does the workspace still exist?",
+        )?;
         let host = (spec.ids.host_uid, spec.ids.host_gid);
         let workspace_view = HelperNamespace::idmapped_workspace((owner.uid(), owner.gid()), host)?;
         let sandbox_userns = HelperNamespace::sandbox(&spec.ids)?;
@@ -279,7 +276,7 @@ fn read_report(report: &mut std::fs::File) -> Result<()> {
         (_, MSG_ERROR) => {
             let mut text = String::new();
             let _ = report.read_to_string(&mut text);
-            Err(JailError::Inside(text))
+            Err(JailError::Reported(text))
         }
         (_, other) => Err(JailError::Inside(format!(
             "unexpected message {other:#x} from the setup process"
@@ -293,12 +290,11 @@ fn write_id_maps(pid: Pid, spec: &SandboxSpec) -> Result<()> {
     let proc_dir = std::path::PathBuf::from(format!("/proc/{pid}"));
     let put = |name: &str, content: String| -> Result<()> {
         let path = proc_dir.join(name);
-        std::fs::write(&path, content).map_err(|e| JailError::Path {
-            action: "write the id map",
+        std::fs::write(&path, content).on_path(
+            "write the id map",
             path,
-            errno: nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
-            hint: "are unprivileged user namespaces allowed here? run 'airlock check'",
-        })
+            "are unprivileged user namespaces allowed here? run 'airlock check'",
+        )
     };
     put("setgroups", "deny".into())?;
     put(
@@ -312,10 +308,6 @@ fn write_id_maps(pid: Pid, spec: &SandboxSpec) -> Result<()> {
 }
 
 impl Sandbox {
-    pub fn pid(&self) -> Pid {
-        self.pid
-    }
-
     /// Kill every process of the sandbox: SIGKILL to its pid 1 takes the whole pid namespace.
     pub fn kill(&self) {
         let _ = kill(self.pid, Signal::SIGKILL);

@@ -2,10 +2,12 @@
 //! only one with `unsafe` (each block carries a `// SAFETY:` comment).
 //!
 //! A run is started by [`spawn`] from a [`SandboxSpec`]: the supervisor clones a setup process
-//! into new user, mount, pid, ipc, uts, net and cgroup namespaces; it builds a minimal root with
-//! the workspace as an overlay, becomes the unprivileged sandbox user, sets no_new_privs, applies
-//! Landlock, rlimits, drops every capability, installs the seccomp filter compiled at build time,
-//! closes every inherited descriptor, and becomes pid 1 for the command.
+//! into new mount, pid, ipc, uts and net namespaces (and a user namespace, when unprivileged); it
+//! builds a minimal root with the workspace as an overlay, joins the run's cgroup and a cgroup
+//! namespace, becomes the unprivileged sandbox user (as root: in a user namespace the supervisor
+//! made), sets no_new_privs, applies Landlock and rlimits, drops every capability, installs the
+//! seccomp filter compiled at build time, closes every inherited descriptor, and becomes pid 1
+//! for the command. `docs/security.md` walks through the order.
 
 mod beneath;
 mod cgroup;
@@ -22,11 +24,6 @@ mod rootfs;
 mod spec;
 mod sys;
 
-pub use cgroup::{detect as detect_cgroups, CgroupSupport};
-pub use confine::{DENIED_SYSCALLS, LANDLOCK_ABI};
 pub use error::{JailError, Result};
-pub use etc::{ETC_BOUND, ETC_COPIED};
-pub use launch::memory_layer_supported;
-pub use launch::{spawn, Finished, Outcome, Sandbox};
-pub use rootfs::SYSTEM_DIRS;
+pub use launch::{memory_layer_supported, spawn, Finished, Outcome, Sandbox};
 pub use spec::{Bind, Degraded, IdMapping, Layer, OverlayWorkspace, ResourceLimits, SandboxSpec};

@@ -2,18 +2,19 @@
 //!
 //! The order is the argument: nothing of the host is visible unless a step below binds it, every
 //! bind of system content is read-only, nosuid and nodev, the workspace is an overlay whose writes
-//! land in the session's upper dir, and the root itself is made read-only at the end.
+//! land in its layer (a tmpfs for a throwaway run, the session's upper dir otherwise), and the root
+//! itself is made read-only at the end.
 
 use std::fs;
 use std::os::unix::fs::{symlink, PermissionsExt};
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
 use nix::sys::statvfs::{fstatvfs, FsFlags};
 use nix::unistd::{chdir, pivot_root};
 
-use crate::beneath::{fd_path, Kind, Tree};
-use crate::error::{JailError, PathContext, Result};
+use crate::beneath::{fd_path, relative, Kind, Tree};
+use crate::error::{JailError, PathContext, Result, UNEXPECTED};
 use crate::etc::ETC_BOUND;
 use crate::spec::{Bind, Layer, SandboxSpec};
 use crate::sys::{self, mount_setattr, MountAttrs};
@@ -122,16 +123,8 @@ pub(crate) fn finish_and_enter(
         hide(&tree, staging, hidden)?;
     }
     enter(staging)?;
-    // The root tmpfs holds the generated /etc and the mount points; nothing may change it now.
-    mount_setattr(
-        Path::new("/"),
-        MountAttrs {
-            read_only: true,
-            ..SYSTEM_BIND
-        },
-        false,
-    )
-    .on_path("make read-only", "/", "unexpected: please report it")?;
+    // The root tmpfs holds the mount points and symlinks; nothing may change it now.
+    mount_setattr(Path::new("/"), SYSTEM_BIND, false).on_path("make read-only", "/", UNEXPECTED)?;
     Ok(())
 }
 
@@ -140,27 +133,14 @@ pub(crate) fn io_error(action: &'static str, path: &Path, e: std::io::Error) -> 
         action,
         path: path.to_path_buf(),
         errno: nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
-        hint: "check that the path exists and is reachable by the sandbox user",
+        hint: "check that the path exists and that airlock may use it",
     }
 }
 
-/// `staging` + an absolute path inside the sandbox. `..` components are refused earlier, by the
-/// policy; here they would escape the staging dir, so they are refused again.
+/// `staging` + an absolute path inside the sandbox, for the parts of the tree airlock builds
+/// itself (no sandbox ever wrote there).
 fn inside(staging: &Path, path: &Path) -> Result<PathBuf> {
-    let mut out = staging.to_path_buf();
-    for component in path.components() {
-        match component {
-            Component::RootDir | Component::CurDir => {}
-            Component::Normal(part) => out.push(part),
-            Component::ParentDir | Component::Prefix(_) => {
-                return Err(JailError::Invalid(format!(
-                    "path {} must be absolute and free of '..'",
-                    path.display()
-                )))
-            }
-        }
-    }
-    Ok(out)
+    Ok(staging.join(relative(path)?))
 }
 
 fn system_dirs(staging: &Path) -> Result<()> {
@@ -172,7 +152,7 @@ fn system_dirs(staging: &Path) -> Result<()> {
                 let dst = inside(staging, host)?;
                 symlink(&target, &dst).map_err(|e| io_error("create", &dst, e))?;
             }
-            Ok(meta) if meta.is_dir() => bind_host_path(staging, host, SYSTEM_BIND)?,
+            Ok(meta) if meta.is_dir() => bind_host_path(staging, host)?,
             _ => {}
         }
     }
@@ -195,15 +175,11 @@ fn etc(plan: &RootfsPlan) -> Result<()> {
         plan.etc,
         "check the state directory",
     )?;
-    mount_setattr(&dst, SYSTEM_BIND, false).on_path(
-        "restrict",
-        &dst,
-        "unexpected: please report it",
-    )?;
+    mount_setattr(&dst, SYSTEM_BIND, false).on_path("restrict", &dst, UNEXPECTED)?;
     for entry in ETC_BOUND {
         let host = Path::new("/etc").join(entry);
         if host.is_dir() {
-            bind_host_path(plan.staging, &host, SYSTEM_BIND)?;
+            bind_host_path(plan.staging, &host)?;
         }
     }
     Ok(())
@@ -275,7 +251,7 @@ fn dev(staging: &Path) -> Result<()> {
         },
         false,
     )
-    .on_path("make read-only", &dev, "unexpected: please report it")?;
+    .on_path("make read-only", &dev, UNEXPECTED)?;
     Ok(())
 }
 
@@ -347,14 +323,12 @@ fn workspace_overlay(
         None => None,
     };
     let lower = idmapped_lower.clone().unwrap_or_else(|| ws.lower.clone());
-    let memory_layer = match &ws.layer {
-        Layer::Memory { size_bytes } => Some(memory_layer(plan, *size_bytes)?),
-        Layer::Disk { .. } => None,
-    };
-    let (upper, work) = match (&ws.layer, &memory_layer) {
-        (Layer::Disk { upper, work }, _) => (upper.clone(), work.clone()),
-        (Layer::Memory { .. }, Some(dir)) => (dir.join("upper"), dir.join("work")),
-        (Layer::Memory { .. }, None) => unreachable!("memory layer made above"),
+    let (upper, work, memory_layer) = match &ws.layer {
+        Layer::Disk { upper, work } => (upper.clone(), work.clone(), None),
+        Layer::Memory { size_bytes } => {
+            let dir = memory_layer(plan, *size_bytes)?;
+            (dir.join("upper"), dir.join("work"), Some(dir))
+        }
     };
     let mut options = format!(
         "lowerdir={},upperdir={},workdir={}",
@@ -380,18 +354,15 @@ fn workspace_overlay(
     // The overlay holds its own references to its layers; their mount points must not stay
     // visible in the sandbox.
     for scratch in [idmapped_lower, memory_layer].into_iter().flatten() {
-        umount2(&scratch, MntFlags::MNT_DETACH).on_path(
-            "detach",
-            &scratch,
-            "unexpected: please report it",
-        )?;
+        umount2(&scratch, MntFlags::MNT_DETACH).on_path("detach", &scratch, UNEXPECTED)?;
         fs::remove_dir(&scratch).map_err(|e| io_error("remove", &scratch, e))?;
     }
     // overlayfs can come up read-only with only a kernel log line to say why; check it did not.
     let merged = tree
         .find(&ws.lower)?
-        .ok_or_else(|| JailError::Invalid("the workspace mount vanished".into()))?;
-    let flags = fstatvfs(&merged).on_path("inspect", &ws.lower, "unexpected: please report it")?;
+        .ok_or(nix::errno::Errno::ENOENT)
+        .on_path("find the mounted workspace at", &ws.lower, UNEXPECTED)?;
+    let flags = fstatvfs(&merged).on_path("inspect", &ws.lower, UNEXPECTED)?;
     if flags.flags().contains(FsFlags::ST_RDONLY) {
         return Err(JailError::Path {
             action: "mount writable workspace overlay on",
@@ -457,7 +428,7 @@ fn idmapped_view(
                 action: "idmap the workspace",
                 path: lower.to_path_buf(),
                 errno,
-                hint: "unexpected: please report it",
+                hint: UNEXPECTED,
             })
         }
     }
@@ -466,13 +437,13 @@ fn idmapped_view(
     sys::move_mount_to(&tree, &view).on_path(
         "attach the idmapped workspace at",
         &view,
-        "unexpected: please report it",
+        UNEXPECTED,
     )?;
     Ok(Some(view))
 }
 
-/// Bind a host path at the same path inside, restricted by `attrs` recursively.
-fn bind_host_path(staging: &Path, host: &Path, attrs: MountAttrs) -> Result<()> {
+/// Bind a host path of the system part (read-only, nosuid, nodev) at the same path inside.
+fn bind_host_path(staging: &Path, host: &Path) -> Result<()> {
     let dst = inside(staging, host)?;
     let meta = fs::metadata(host).map_err(|e| io_error("bind", host, e))?;
     if meta.is_dir() {
@@ -497,11 +468,7 @@ fn bind_host_path(staging: &Path, host: &Path, attrs: MountAttrs) -> Result<()> 
         host,
         "check that the path exists and is readable by you",
     )?;
-    mount_setattr(&dst, attrs, true).on_path(
-        "restrict bind of",
-        host,
-        "unexpected: please report it",
-    )
+    mount_setattr(&dst, SYSTEM_BIND, true).on_path("restrict bind of", host, UNEXPECTED)
 }
 
 /// A host path from the profile, bound at the same path inside: cloned, restricted while still
@@ -519,13 +486,9 @@ fn bind_profile_path(tree: &Tree, bind: &Bind) -> Result<()> {
         host,
         "check that the path exists and is readable by you",
     )?;
-    sys::restrict_tree(&clone, attrs).on_path(
-        "restrict bind of",
-        host,
-        "unexpected: please report it",
-    )?;
+    sys::restrict_tree(&clone, attrs).on_path("restrict bind of", host, UNEXPECTED)?;
     let target = tree.mount_point(host, kind)?;
-    sys::move_mount_onto(&clone, &target).on_path("bind", host, "unexpected: please report it")
+    sys::move_mount_onto(&clone, &target).on_path("bind", host, UNEXPECTED)
 }
 
 /// Make a path inside empty: an empty read-only tmpfs over a directory, /dev/null over a file.
@@ -536,7 +499,7 @@ fn hide(tree: &Tree, staging: &Path, path: &Path) -> Result<()> {
     };
     let is_dir = nix::sys::stat::fstat(&target)
         .map(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
-        .on_path("inspect", path, "unexpected: please report it")?;
+        .on_path("inspect", path, UNEXPECTED)?;
     if is_dir {
         mount(
             Some("tmpfs"),
@@ -545,36 +508,22 @@ fn hide(tree: &Tree, staging: &Path, path: &Path) -> Result<()> {
             MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
             Some("mode=0000,size=4k"),
         )
-        .on_path("hide", path, "unexpected: please report it")
+        .on_path("hide", path, UNEXPECTED)
     } else {
-        let null = sys::open_tree_clone(&staging.join("dev/null"), false).on_path(
-            "hide",
-            path,
-            "unexpected: please report it",
-        )?;
-        sys::restrict_tree(
-            &null,
-            MountAttrs {
-                read_only: true,
-                ..SYSTEM_BIND
-            },
-        )
-        .on_path("hide", path, "unexpected: please report it")?;
-        sys::move_mount_onto(&null, &target).on_path("hide", path, "unexpected: please report it")
+        let null = sys::open_tree_clone(&staging.join("dev/null"), false)
+            .on_path("hide", path, UNEXPECTED)?;
+        sys::restrict_tree(&null, SYSTEM_BIND).on_path("hide", path, UNEXPECTED)?;
+        sys::move_mount_onto(&null, &target).on_path("hide", path, UNEXPECTED)
     }
 }
 
 /// pivot_root into `staging` and detach the old root, so no path leads back to the host.
 fn enter(staging: &Path) -> Result<()> {
-    chdir(staging).on_path("enter", staging, "unexpected: please report it")?;
+    chdir(staging).on_path("enter", staging, UNEXPECTED)?;
     // Stacking the old root under the new one and detaching it needs no extra directory.
     pivot_root(".", ".").on_path("pivot_root into", staging, "run 'airlock check'")?;
-    umount2(".", MntFlags::MNT_DETACH).on_path(
-        "detach the host root from",
-        staging,
-        "unexpected: please report it",
-    )?;
-    chdir("/").on_path("enter", "/", "unexpected: please report it")
+    umount2(".", MntFlags::MNT_DETACH).on_path("detach the host root from", staging, UNEXPECTED)?;
+    chdir("/").on_path("enter", "/", UNEXPECTED)
 }
 
 #[cfg(test)]

@@ -43,8 +43,9 @@ pub struct Bind {
     pub writable: bool,
 }
 
-/// Resource limits. Every field is enforced with rlimits; memory and processes also with cgroups
-/// when a cgroup hierarchy is writable.
+/// Resource limits: processes, CPU time and open files by rlimits, memory and processes also by
+/// cgroups where a hierarchy is writable (else memory by RLIMIT_AS), tmpfs sizes by mount
+/// options, time and output by the supervisor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ResourceLimits {
     pub memory_bytes: u64,

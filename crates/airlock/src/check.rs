@@ -15,7 +15,8 @@ const EXIT_LAYER_MISSING: u8 = 3;
 
 #[derive(Serialize)]
 struct Report {
-    /// "full", "degraded" (some layer missing that --allow-degraded can accept) or "refused".
+    /// "full", "degraded" (a layer is missing that --allow-degraded can accept) or "none" (a
+    /// required layer is missing: run refuses).
     protection: &'static str,
     uid_mapping: String,
     layers: Vec<Layer>,
@@ -25,7 +26,7 @@ pub fn check(global: &GlobalArgs, args: CheckArgs) -> Result<ExitCode> {
     let state = crate::run::state_dir(global)?;
     std::fs::create_dir_all(&state)
         .with_context(|| format!("cannot create the state directory {}", state.display()))?;
-    let scratch = tempfile_in(&state)?;
+    let scratch = scratch_dir_in(&state)?;
     let layers = probe_layers(&scratch);
     let _ = remove_scratch(&scratch);
     let missing_required = layers
@@ -35,7 +36,7 @@ pub fn check(global: &GlobalArgs, args: CheckArgs) -> Result<ExitCode> {
         .iter()
         .any(|l| !l.available && l.degradable_as.is_some());
     let protection = if missing_required {
-        "refused"
+        "none"
     } else if missing_degradable {
         "degraded"
     } else {
@@ -95,7 +96,7 @@ fn print_table(report: &Report) {
     }
 }
 
-fn tempfile_in(state: &std::path::Path) -> Result<std::path::PathBuf> {
+fn scratch_dir_in(state: &std::path::Path) -> Result<std::path::PathBuf> {
     let dir = state.join(format!("check-{}", std::process::id()));
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     Ok(dir)

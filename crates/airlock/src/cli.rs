@@ -45,8 +45,9 @@ pub enum Command {
         long_about = "Run COMMAND confined; its exit status becomes airlock's.\n\n\
             The workspace (default: the current directory) appears at its own path through a \
             copy-on-write overlay; the host directory is never written by a run. A plain run is \
-            throwaway: its changes live in memory (counted as the sandbox's memory, at most the \
-            profile's tmp_size) and vanish with it. --keep keeps them on disk in a new session; \
+            throwaway: its changes vanish with it, and live in memory (counted as the sandbox's \
+            memory, at most the profile's tmp_size) where the kernel allows (as root, or Linux \
+            6.6 and later), else in a session on disk that is deleted after the run. --keep keeps them on disk in a new session; \
             --session ID runs on top of a kept session.\n\n\
             stdin is passed through. When stdout and stderr are both terminals the command writes \
             to them directly; otherwise (a pipe or a file: output that is kept) airlock relays \
@@ -62,10 +63,13 @@ pub enum Command {
     Run(RunArgs),
     /// Show which protection layers this machine provides
     #[command(
-        long_about = "Probe each protection layer (namespaces, overlayfs, Landlock, seccomp, cgroups, \
-            uid mapping) by trying it, and say what 'run' will enforce here. Exit status 0 when \
-            every required layer is available, 3 when some is missing (run will refuse unless \
-            told with --allow-degraded)."
+        long_about = "Say which protection layers this machine provides and what 'run' will \
+            enforce here. Namespaces and overlayfs are tried in a throwaway child; the Landlock \
+            ABI is asked of the kernel; seccomp is read from /proc; cgroups are looked for where \
+            this user may create them (without them, rlimits still apply). Exit status 0 when \
+            every required layer is there, 3 when one is \
+            missing: 'run' then refuses, unless the missing layer is one --allow-degraded may \
+            accept (landlock) and you pass it."
     )]
     Check(CheckArgs),
 }

@@ -1,4 +1,5 @@
 //! The airlock command line: parse, call the core, print, exit with a code that means something.
+#![forbid(unsafe_code)]
 
 mod check;
 mod cli;

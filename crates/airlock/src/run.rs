@@ -37,6 +37,13 @@ pub fn state_dir(global: &GlobalArgs) -> Result<std::path::PathBuf> {
     )?)
 }
 
+fn search_dirs() -> Vec<std::path::PathBuf> {
+    airlock_policy::profile_search_dirs(
+        std::env::var_os("XDG_CONFIG_HOME").as_deref(),
+        std::env::var_os("HOME").as_deref(),
+    )
+}
+
 fn load_profile(args: &RunArgs, workspace: &std::path::Path) -> Result<Profile> {
     let profile = if let Some(path) = &args.profile_file {
         let canonical = path
@@ -46,11 +53,7 @@ fn load_profile(args: &RunArgs, workspace: &std::path::Path) -> Result<Profile> 
         airlock_policy::load_file(&canonical)?
     } else {
         let name = args.profile.as_deref().unwrap_or(DEFAULT_PROFILE_NAME);
-        let dirs = airlock_policy::profile_search_dirs(
-            std::env::var_os("XDG_CONFIG_HOME").as_deref(),
-            std::env::var_os("HOME").as_deref(),
-        );
-        let profile = airlock_policy::load_named(name, &dirs)?;
+        let profile = airlock_policy::load_named(name, &search_dirs())?;
         if let Some(source) = &profile.source {
             let canonical = source.canonicalize().unwrap_or_else(|_| source.clone());
             airlock_policy::ensure_outside_workspace(&canonical, workspace)?;
@@ -73,6 +76,15 @@ pub fn run(global: &GlobalArgs, args: RunArgs) -> Result<ExitCode> {
         .canonicalize()
         .with_context(|| format!("--workspace {}: no such directory", workspace_arg.display()))?;
     let profile = load_profile(&args, &workspace)?;
+    // No sandbox may write where policy comes from: the search dirs, and the profile's own dir.
+    let mut policy_dirs = search_dirs();
+    policy_dirs.extend(
+        profile
+            .source
+            .as_ref()
+            .and_then(|p| p.parent())
+            .map(|p| p.to_path_buf()),
+    );
     let root_sandbox_id = args.sandbox_uid.unwrap_or(DEFAULT_ROOT_SANDBOX_ID);
     if root_sandbox_id == 0 {
         bail!("--sandbox-uid 0: the sandbox user must never be root; choose an unused unprivileged id");
@@ -88,10 +100,7 @@ pub fn run(global: &GlobalArgs, args: RunArgs) -> Result<ExitCode> {
         keep: args.keep,
         degraded,
         root_sandbox_id,
-        policy_dirs: airlock_policy::profile_search_dirs(
-            std::env::var_os("XDG_CONFIG_HOME").as_deref(),
-            std::env::var_os("HOME").as_deref(),
-        ),
+        policy_dirs,
         // A person watching a terminal gets the command's output directly; output that is kept
         // (a pipe, a file) is relayed and limited.
         limit_output: !(std::io::stdout().is_terminal() && std::io::stderr().is_terminal()),

@@ -511,3 +511,22 @@ both_modes!(profile_paths_that_open_holes_are_refused, |w: &World| {
         );
     }
 });
+
+both_modes!(
+    a_run_cannot_be_given_write_access_to_its_own_profile,
+    |w: &World| {
+        // The profile lives in w.base; a read-write bind of its directory would let a run rewrite
+        // the policy of the next one.
+        let dir = w.base.join("policy");
+        std::fs::create_dir_all(&dir).unwrap();
+        w.give(&dir);
+        let path = dir.join("p.toml");
+        w.write(
+            &path,
+            &format!("[filesystem]\nread_write = [\"{}\"]\n", dir.display()),
+        );
+        let out = w.inside_with(&["--profile-file", path.to_str().unwrap()], "echo ran");
+        assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+        assert!(stderr(&out).contains("policy"), "{}", stderr(&out));
+    }
+);
