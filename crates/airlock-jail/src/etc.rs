@@ -100,13 +100,14 @@ pub(crate) fn prepare(cache_root: &Path, spec: &SandboxSpec) -> Result<PreparedE
     for _ in 0..3 {
         if !dir.join(MARKER).is_file() {
             build_entry(cache_root, &dir, spec)?;
+            // A new entry means the host's /etc changed: the others are stale now.
+            remove_stale(cache_root, &dir);
         }
         let handle = fs::File::open(&dir).map_err(|e| io_error("open", &dir, e))?;
         let lock = Flock::lock(handle, FlockArg::LockShared)
             .map_err(|(_, errno)| errno)
             .on_path("lock", &dir, UNEXPECTED)?;
         if dir.join(MARKER).is_file() {
-            remove_stale(cache_root, &dir);
             return Ok(PreparedEtc { dir, _in_use: lock });
         }
     }
