@@ -494,3 +494,29 @@ both_modes!(
         assert_eq!(out.status.code(), Some(0));
     }
 );
+
+both_modes!(
+    hides_and_read_only_paths_inside_the_workspace,
+    |w: &World| {
+        w.write(&w.workspace.join(".env"), "API_KEY=canary");
+        let git = w.workspace.join(".git");
+        std::fs::create_dir_all(&git).unwrap();
+        w.give(&git);
+        w.write(&git.join("config"), "[core]");
+        let profile = w.profile(&format!(
+            "[filesystem]\nread_only = [\"{ws}/.git\"]\nhide = [\"{ws}/.env\"]\n",
+            ws = w.workspace.display()
+        ));
+        let out = w.inside_with(
+        &["--profile-file", &profile],
+        "cat .env; echo; echo hook > .git/config 2>/dev/null || echo git-read-only; echo fine > other && cat other",
+    );
+        let said = ran(&out);
+        assert!(!said.contains("canary"), "hidden file readable: {said}");
+        assert!(said.contains("git-read-only"), "{said}{}", stderr(&out));
+        assert!(
+            said.contains("fine"),
+            "the rest of the workspace stays writable: {said}"
+        );
+    }
+);
