@@ -14,7 +14,7 @@ use nix::errno::Errno;
 use nix::fcntl::{openat2, OFlag, OpenHow, ResolveFlag};
 use nix::sys::stat::{mkdirat, Mode};
 
-use crate::error::{JailError, PathContext, Result};
+use crate::error::{JailError, PathContext, Result, UNEXPECTED};
 
 pub(crate) struct Tree {
     root: OwnedFd,
@@ -64,7 +64,7 @@ impl Tree {
             OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
             Mode::empty(),
         )
-        .on_path("open", staging, "unexpected: please report it")?;
+        .on_path("open", staging, UNEXPECTED)?;
         Ok(Tree { root })
     }
 
@@ -86,7 +86,7 @@ impl Tree {
                 action: "look up inside the sandbox",
                 path: path.to_path_buf(),
                 errno,
-                hint: "unexpected: please report it",
+                hint: UNEXPECTED,
             }),
         }
     }

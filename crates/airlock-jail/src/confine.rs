@@ -11,7 +11,7 @@ use landlock::{
 use nix::sys::resource::{setrlimit, Resource};
 use nix::unistd::{setgroups, setresgid, setresuid, Gid, Uid};
 
-use crate::error::{JailError, Result, SyscallContext};
+use crate::error::{JailError, Result, SyscallContext, UNEXPECTED};
 use crate::spec::SandboxSpec;
 use crate::sys;
 
@@ -24,7 +24,7 @@ pub const LANDLOCK_ABI: ABI = ABI::V6;
 /// supervisor is root and so could leave setgroups allowed).
 pub(crate) fn become_sandbox_user(spec: &SandboxSpec, clear_groups: bool) -> Result<()> {
     if clear_groups {
-        setgroups(&[]).during("drop supplementary groups", "unexpected: please report it")?;
+        setgroups(&[]).during("drop supplementary groups", UNEXPECTED)?;
     }
     let gid = Gid::from_raw(spec.ids.inside_gid);
     let uid = Uid::from_raw(spec.ids.inside_uid);
@@ -39,7 +39,7 @@ pub(crate) fn become_sandbox_user(spec: &SandboxSpec, clear_groups: bool) -> Res
 }
 
 pub(crate) fn set_no_new_privs() -> Result<()> {
-    nix::sys::prctl::set_no_new_privs().during("set no_new_privs", "unexpected: please report it")
+    nix::sys::prctl::set_no_new_privs().during("set no_new_privs", UNEXPECTED)
 }
 
 /// Landlock as a second wall behind the mount namespace: read and execute the system, read and
@@ -146,7 +146,7 @@ pub(crate) fn apply_rlimits(spec: &SandboxSpec, memory_by_rlimit: bool) -> Resul
 }
 
 pub(crate) fn drop_capabilities() -> Result<()> {
-    sys::drop_all_capabilities().during("drop capabilities", "unexpected: please report it")
+    sys::drop_all_capabilities().during("drop capabilities", UNEXPECTED)
 }
 
 /// Install the filter compiled by build.rs. From here on, the setup process can no longer mount,

@@ -12,7 +12,7 @@ use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags};
 use nix::unistd::{sethostname, setsid};
 
 use crate::confine;
-use crate::error::{JailError, Result, SyscallContext};
+use crate::error::{JailError, Result, SyscallContext, UNEXPECTED};
 use crate::init;
 use crate::rootfs::{self, MounterIds, RootfsPlan};
 use crate::spec::SandboxSpec;
@@ -123,13 +123,13 @@ pub(crate) fn run(spec: &SandboxSpec, mut channel: SetupChannel, mode: &SetupMod
 fn setup(spec: &SandboxSpec, channel: &mut SetupChannel, mode: &SetupMode) -> Result<()> {
     let rootful = mode.rootful;
     // If the supervisor dies, so does the sandbox, at every step from here on.
-    prctl::set_pdeathsig(Signal::SIGKILL).during("set the parent-death signal", "unexpected")?;
+    prctl::set_pdeathsig(Signal::SIGKILL).during("set the parent-death signal", UNEXPECTED)?;
     // Leave the caller's session and process group: the terminal's signals go to the supervisor,
     // which forwards them once, and this process has no controlling terminal to hand down.
-    setsid().during("start a new session", "unexpected: please report it")?;
+    setsid().during("start a new session", UNEXPECTED)?;
     // Unprivileged, the supervisor writes our id maps first.
     channel.receive(MSG_GO)?;
-    sethostname(&spec.hostname).during("set the hostname", "unexpected: please report it")?;
+    sethostname(&spec.hostname).during("set the hostname", UNEXPECTED)?;
     sys::loopback_up().during(
         "bring up loopback in the sandbox's network namespace",
         "run 'airlock check'",
@@ -191,11 +191,11 @@ fn setup(spec: &SandboxSpec, channel: &mut SetupChannel, mode: &SetupMode) -> Re
     drop(namespaces);
     confine::become_sandbox_user(spec, rootful)?;
     // Changing credentials cleared the parent-death signal; set it again.
-    prctl::set_pdeathsig(Signal::SIGKILL).during("set the parent-death signal", "unexpected")?;
+    prctl::set_pdeathsig(Signal::SIGKILL).during("set the parent-death signal", UNEXPECTED)?;
     // This process is a copy of the supervisor: its memory holds the caller's whole environment
     // and airlock's state. Not dumpable, its /proc files (environ, mem, fd…) belong to root, out
     // of the command's reach, although the command runs as the same uid.
-    prctl::set_dumpable(false).during("make the sandbox's init undumpable", "unexpected")?;
+    prctl::set_dumpable(false).during("make the sandbox's init undumpable", UNEXPECTED)?;
     confine::set_no_new_privs()?;
     confine::apply_landlock(spec)?;
     confine::apply_rlimits(spec, mode.memory_by_rlimit)?;
@@ -204,16 +204,11 @@ fn setup(spec: &SandboxSpec, channel: &mut SetupChannel, mode: &SetupMode) -> Re
     // Tell the supervisor we are ready, then drop every descriptor but stdio: the pipes, and
     // anything the caller leaked to us.
     if let Some(ends) = mode.output {
-        nix::unistd::dup2_stdout(&ends.stdout)
-            .during("redirect stdout", "unexpected: please report it")?;
-        nix::unistd::dup2_stderr(&ends.stderr)
-            .during("redirect stderr", "unexpected: please report it")?;
+        nix::unistd::dup2_stdout(&ends.stdout).during("redirect stdout", UNEXPECTED)?;
+        nix::unistd::dup2_stderr(&ends.stderr).during("redirect stderr", UNEXPECTED)?;
     }
     channel.send(&[MSG_READY])?;
-    sys::close_fds_from(3).during(
-        "close inherited file descriptors",
-        "unexpected: please report it",
-    )?;
+    sys::close_fds_from(3).during("close inherited file descriptors", UNEXPECTED)?;
     Ok(())
 }
 

@@ -17,7 +17,7 @@ use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::{pipe2, Pid};
 
 use crate::cgroup::{self, RunCgroup};
-use crate::error::{JailError, PathContext, Result, SyscallContext};
+use crate::error::{JailError, PathContext, Result, SyscallContext, UNEXPECTED};
 use crate::idmap::HelperNamespace;
 use crate::init::forwarded_set;
 use crate::inside::{
@@ -110,9 +110,9 @@ pub fn spawn(
     let forwarded = forwarded_set();
     forwarded
         .thread_block()
-        .during("block signals", "unexpected: please report it")?;
+        .during("block signals", UNEXPECTED)?;
     let signals = SignalFd::with_flags(&forwarded, SfdFlags::SFD_CLOEXEC)
-        .during("create a signalfd", "unexpected: please report it")?;
+        .during("create a signalfd", UNEXPECTED)?;
 
     let (control_parent, control_child) = socketpair(
         AddressFamily::Unix,
@@ -347,7 +347,7 @@ impl Sandbox {
                         return Err(JailError::Syscall {
                             action: "wait for the sandbox",
                             errno: e,
-                            hint: "unexpected",
+                            hint: UNEXPECTED,
                         })
                     }
                     Ok(_) => {}
@@ -397,7 +397,7 @@ impl Sandbox {
         let outcome = if timed_out {
             Outcome::TimedOut
         } else {
-            match status.during("reap the sandbox", "unexpected: please report it")? {
+            match status.during("reap the sandbox", UNEXPECTED)? {
                 WaitStatus::Exited(_, code) => Outcome::Exited(code),
                 WaitStatus::Signaled(_, sig, _) => Outcome::Exited(128 + sig as i32),
                 other => {
