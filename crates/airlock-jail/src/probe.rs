@@ -179,6 +179,18 @@ pub fn probe_layers(scratch: &Path) -> Vec<Layer> {
         degradable_as: None,
         optional: false,
     });
+    let memory_layer = crate::launch::memory_layer_supported();
+    layers.push(Layer {
+        name: "memory layer",
+        available: memory_layer,
+        detail: if memory_layer {
+            "a throwaway run keeps its changes in a tmpfs inside the sandbox: no disk is touched".into()
+        } else {
+            "unprivileged overlayfs needs user xattrs on tmpfs (Linux 6.6): throwaway runs use a disk layer, deleted after the run".into()
+        },
+        degradable_as: None,
+        optional: true,
+    });
     let cgroups = cgroup::detect();
     let (available, detail) = match &cgroups {
         CgroupSupport::V2 { parent } => (
