@@ -29,12 +29,26 @@ pub fn is_root() -> bool {
 pub fn airlock_bin() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("airlock-test-bin-{}", std::process::id()));
+        // One copy per build of the binary, reused by every test process and run, so /tmp does
+        // not fill up with copies; written under a temporary name and renamed into place.
+        let source = Path::new(env!("CARGO_BIN_EXE_airlock"));
+        let meta = std::fs::metadata(source).unwrap();
+        let stamp = meta
+            .modified()
+            .unwrap()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        let dir = std::env::temp_dir().join("airlock-test-bin");
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let bin = dir.join("airlock");
-        std::fs::copy(env!("CARGO_BIN_EXE_airlock"), &bin).unwrap();
-        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let bin = dir.join(format!("airlock-{}-{stamp}", meta.len()));
+        if !bin.exists() {
+            let tmp = dir.join(format!(".airlock-{}", std::process::id()));
+            std::fs::copy(source, &tmp).unwrap();
+            std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)).unwrap();
+            std::fs::rename(&tmp, &bin).unwrap();
+        }
         bin
     })
 }
