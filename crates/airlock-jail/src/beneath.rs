@@ -145,3 +145,71 @@ pub(crate) fn fd_path(fd: &OwnedFd) -> PathBuf {
     use std::os::fd::AsRawFd;
     PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    fn tree() -> (tempfile::TempDir, tempfile::TempDir, Tree) {
+        let root = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let tree = Tree::open(root.path()).unwrap();
+        (root, outside, tree)
+    }
+
+    #[test]
+    fn mount_points_are_made_with_their_parents() {
+        let (root, _outside, tree) = tree();
+        tree.mount_point(Path::new("/a/b/c"), Kind::Dir).unwrap();
+        tree.mount_point(Path::new("/a/f"), Kind::File).unwrap();
+        assert!(root.path().join("a/b/c").is_dir());
+        assert!(root.path().join("a/f").is_file());
+    }
+
+    #[test]
+    fn an_absolute_symlink_resolves_inside_the_tree_not_on_the_host() {
+        let (root, outside, tree) = tree();
+        // A sandbox planted `/dir` -> <host path>; following it must stay in the tree.
+        symlink(outside.path(), root.path().join("dir")).unwrap();
+        let made = tree.mount_point(&Path::new("/dir").join("sub"), Kind::Dir);
+        assert!(
+            std::fs::read_dir(outside.path()).unwrap().next().is_none(),
+            "wrote on the host"
+        );
+        // Either refused or made inside the tree, at the symlink's target taken as a tree path.
+        if made.is_ok() {
+            let inside = root
+                .path()
+                .join(outside.path().strip_prefix("/").unwrap())
+                .join("sub");
+            assert!(inside.is_dir());
+        }
+    }
+
+    #[test]
+    fn a_final_symlink_is_refused_as_a_file_mount_point() {
+        let (root, outside, tree) = tree();
+        let target = outside.path().join("evil");
+        symlink(&target, root.path().join("cfg")).unwrap();
+        assert!(tree.mount_point(Path::new("/cfg"), Kind::File).is_err());
+        assert!(!target.exists(), "created a host file through a symlink");
+    }
+
+    #[test]
+    fn dot_dot_cannot_climb_out() {
+        let (_root, _outside, tree) = tree();
+        assert!(tree
+            .mount_point(Path::new("/a/../../etc"), Kind::Dir)
+            .is_err());
+        assert!(tree.find(Path::new("/../etc/passwd")).is_err());
+    }
+
+    #[test]
+    fn find_reports_missing_paths_as_none() {
+        let (root, _outside, tree) = tree();
+        assert!(tree.find(Path::new("/nope")).unwrap().is_none());
+        std::fs::write(root.path().join("here"), b"").unwrap();
+        assert!(tree.find(Path::new("/here")).unwrap().is_some());
+    }
+}
