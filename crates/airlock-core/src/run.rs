@@ -28,6 +28,8 @@ pub struct RunRequest {
     pub workspace: PathBuf,
     /// Caller's working directory; used inside when it lies in the workspace.
     pub caller_cwd: Option<PathBuf>,
+    /// Caller's home directory, which a workspace may not contain.
+    pub caller_home: Option<PathBuf>,
     pub argv: Vec<OsString>,
     /// The caller's whole environment; only what the profile allows gets through.
     pub caller_env: Vec<(OsString, OsString)>,
@@ -158,7 +160,14 @@ pub fn check_profile_paths(
     Ok(())
 }
 
-fn check_workspace(workspace: &Path, state_dir: &Path) -> Result<(), RunError> {
+/// Home directories a workspace may lie in but never contain: they hold keys and credentials.
+fn homes(caller_home: Option<&Path>) -> Vec<PathBuf> {
+    let mut homes = vec![PathBuf::from("/root"), PathBuf::from("/home")];
+    homes.extend(caller_home.and_then(|home| home.canonicalize().ok()));
+    homes
+}
+
+fn check_workspace(workspace: &Path, state_dir: &Path, homes: &[PathBuf]) -> Result<(), RunError> {
     let refuse = |why: &str| {
         Err(RunError::Workspace {
             path: workspace.to_path_buf(),
@@ -179,6 +188,9 @@ fn check_workspace(workspace: &Path, state_dir: &Path) -> Result<(), RunError> {
     if workspace.starts_with(state_dir) || state_dir.starts_with(workspace) {
         return refuse("contains or lies inside airlock's state directory, which no sandbox may reach — pass --state-dir elsewhere");
     }
+    if homes.iter().any(|home| home.starts_with(workspace)) {
+        return refuse("is or contains a home directory, with its keys and credentials — run airlock in a project directory, or pass --workspace with one");
+    }
     Ok(())
 }
 
@@ -192,7 +204,11 @@ pub fn run(request: RunRequest) -> Result<RunReport, RunError> {
         .state_dir
         .canonicalize()
         .unwrap_or_else(|_| request.state_dir.clone());
-    check_workspace(&request.workspace, &state_dir)?;
+    check_workspace(
+        &request.workspace,
+        &state_dir,
+        &homes(request.caller_home.as_deref()),
+    )?;
     check_profile_paths(
         &request.profile,
         &request.workspace,
@@ -375,10 +391,20 @@ mod tests {
     #[test]
     fn workspace_refusals() {
         let state = tempfile::tempdir().unwrap();
-        assert!(check_workspace(Path::new("/"), state.path()).is_err());
-        assert!(check_workspace(Path::new("/usr/lib"), state.path()).is_err());
-        assert!(check_workspace(state.path(), &state.path().join("x")).is_err());
+        let homes = homes(None);
+        assert!(check_workspace(Path::new("/"), state.path(), &homes).is_err());
+        assert!(check_workspace(Path::new("/usr/lib"), state.path(), &homes).is_err());
+        assert!(check_workspace(state.path(), &state.path().join("x"), &homes).is_err());
+        assert!(check_workspace(Path::new("/home"), state.path(), &homes).is_err());
+        let home = tempfile::tempdir().unwrap();
+        let mine = super::homes(Some(home.path()));
+        assert!(
+            check_workspace(home.path(), state.path(), &mine).is_err(),
+            "the caller's home"
+        );
+        std::fs::create_dir(home.path().join("project")).unwrap();
+        assert!(check_workspace(&home.path().join("project"), state.path(), &mine).is_ok());
         let ws = tempfile::tempdir().unwrap();
-        assert!(check_workspace(ws.path(), state.path()).is_ok());
+        assert!(check_workspace(ws.path(), state.path(), &homes).is_ok());
     }
 }

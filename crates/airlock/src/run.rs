@@ -93,6 +93,7 @@ pub fn run(global: &GlobalArgs, args: RunArgs) -> Result<ExitCode> {
         profile,
         workspace,
         caller_cwd,
+        caller_home: std::env::var_os("HOME").map(std::path::PathBuf::from),
         argv: args.command,
         caller_env: std::env::vars_os().collect(),
         state_dir: state_dir(global)?,
