@@ -292,7 +292,6 @@ pub fn run(request: RunRequest) -> Result<RunReport, RunError> {
             output_bytes: request.limit_output.then_some(profile.limits.output_bytes),
         },
         degraded: request.degraded,
-        run_id: format!("run-{}", std::process::id()),
         hostname: "airlock".into(),
         user_name: SANDBOX_USER.into(),
         home: PathBuf::from(SANDBOX_HOME),

@@ -103,11 +103,10 @@ fn make_dir(path: &Path) -> Result<()> {
 }
 
 impl RunCgroup {
-    pub fn create(
-        support: &CgroupSupport,
-        run_id: &str,
-        limits: &ResourceLimits,
-    ) -> Result<Option<RunCgroup>> {
+    pub fn create(support: &CgroupSupport, limits: &ResourceLimits) -> Result<Option<RunCgroup>> {
+        // Named after the supervisor, so that a later run can tell when it is gone.
+        let run_id = format!("run-{}", std::process::id());
+        let run_id = run_id.as_str();
         match support {
             CgroupSupport::Unavailable { .. } => Ok(None),
             CgroupSupport::V2 { parent } => {

@@ -50,23 +50,24 @@ pub(crate) trait PathContext<T> {
     ) -> Result<T>;
 }
 
-impl<T> PathContext<T> for nix::Result<T> {
-    fn on_path(
-        self,
-        action: &'static str,
-        path: impl Into<PathBuf>,
-        hint: &'static str,
-    ) -> Result<T> {
-        self.map_err(|errno| JailError::Path {
-            action,
-            path: path.into(),
-            errno,
-            hint,
-        })
+/// An error that carries an errno: the syscall wrappers' `Errno`, or std's `io::Error`.
+pub(crate) trait HasErrno {
+    fn errno(self) -> Errno;
+}
+
+impl HasErrno for Errno {
+    fn errno(self) -> Errno {
+        self
     }
 }
 
-impl<T> PathContext<T> for std::io::Result<T> {
+impl HasErrno for std::io::Error {
+    fn errno(self) -> Errno {
+        Errno::from_raw(self.raw_os_error().unwrap_or(libc::EIO))
+    }
+}
+
+impl<T, E: HasErrno> PathContext<T> for std::result::Result<T, E> {
     fn on_path(
         self,
         action: &'static str,
@@ -76,7 +77,7 @@ impl<T> PathContext<T> for std::io::Result<T> {
         self.map_err(|e| JailError::Path {
             action,
             path: path.into(),
-            errno: Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)),
+            errno: e.errno(),
             hint,
         })
     }

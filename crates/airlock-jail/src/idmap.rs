@@ -7,11 +7,11 @@
 //! editable copy, and the host files stay untouched.
 
 use std::os::fd::OwnedFd;
+use std::path::PathBuf;
 
 use nix::sys::signal::{kill, Signal};
 use nix::sys::wait::waitpid;
 use nix::unistd::Pid;
-use std::path::PathBuf;
 
 use crate::error::{PathContext, Result, SyscallContext, UNEXPECTED};
 use crate::spec::IdMapping;
@@ -41,6 +41,38 @@ fn render(extents: &[(u32, u32, u32)]) -> String {
         .collect()
 }
 
+/// The maps of a sandbox's user namespace: its inside uid and gid are the unprivileged host ids,
+/// and nothing else exists.
+pub(crate) fn sandbox_maps(ids: &IdMapping) -> (String, String) {
+    (
+        format!("{} {} 1\n", ids.inside_uid, ids.host_uid),
+        format!("{} {} 1\n", ids.inside_gid, ids.host_gid),
+    )
+}
+
+/// Write the id maps of `pid`'s user namespace. An unprivileged writer must deny setgroups first.
+pub(crate) fn write_maps(
+    pid: Pid,
+    uid_map: &str,
+    gid_map: &str,
+    deny_setgroups: bool,
+    hint: &'static str,
+) -> Result<()> {
+    let dir = PathBuf::from(format!("/proc/{pid}"));
+    let setgroups = deny_setgroups.then_some(("setgroups", "deny"));
+    for (file, content) in setgroups
+        .into_iter()
+        .chain([("uid_map", uid_map), ("gid_map", gid_map)])
+    {
+        std::fs::write(dir.join(file), content).on_path(
+            "write the id map",
+            dir.join(file),
+            hint,
+        )?;
+    }
+    Ok(())
+}
+
 /// A user namespace with a given mapping, made by the supervisor (root) and held by an fd. Its
 /// helper process is killed at once but reaped only by [`HelperNamespace::reap`], off the launch's
 /// critical path.
@@ -61,12 +93,10 @@ impl HelperNamespace {
         )
     }
 
-    /// For the sandbox itself: only its inside uid and gid exist, as unprivileged host ids.
+    /// For the sandbox itself (see [`sandbox_maps`]).
     pub(crate) fn sandbox(ids: &IdMapping) -> Result<HelperNamespace> {
-        Self::create(
-            &format!("{} {} 1\n", ids.inside_uid, ids.host_uid),
-            &format!("{} {} 1\n", ids.inside_gid, ids.host_gid),
-        )
+        let (uid_map, gid_map) = sandbox_maps(ids);
+        Self::create(&uid_map, &gid_map)
     }
 
     fn create(uid_map: &str, gid_map: &str) -> Result<HelperNamespace> {
@@ -82,14 +112,7 @@ impl HelperNamespace {
             fd: open_user_namespace(helper)?,
             helper: Some(helper),
         };
-        let dir = PathBuf::from(format!("/proc/{helper}"));
-        for (file, content) in [("uid_map", uid_map), ("gid_map", gid_map)] {
-            std::fs::write(dir.join(file), content).on_path(
-                "write the id mapping",
-                dir.join(file),
-                UNEXPECTED,
-            )?;
-        }
+        write_maps(helper, uid_map, gid_map, false, UNEXPECTED)?;
         // The fd keeps the namespace alive; the helper has nothing more to do.
         let _ = kill(helper, Signal::SIGKILL);
         Ok(namespace)

@@ -18,7 +18,7 @@ use nix::unistd::{pipe2, Pid};
 
 use crate::cgroup::{self, RunCgroup};
 use crate::error::{JailError, PathContext, Result, SyscallContext, UNEXPECTED};
-use crate::idmap::HelperNamespace;
+use crate::idmap::{self, HelperNamespace};
 use crate::init::forwarded_set;
 use crate::inside::{
     self, SetupChannel, SetupMode, MSG_ERROR, MSG_GO, MSG_IN_CGROUP, MSG_NAMESPACES, MSG_READY,
@@ -239,7 +239,14 @@ fn drive_setup(
     control: &OwnedFd,
 ) -> Result<()> {
     if !rootful {
-        write_id_maps(sandbox.pid, spec)?;
+        let (uid_map, gid_map) = idmap::sandbox_maps(&spec.ids);
+        idmap::write_maps(
+            sandbox.pid,
+            &uid_map,
+            &gid_map,
+            true,
+            "are unprivileged user namespaces allowed here? run 'airlock check'",
+        )?;
     }
     send(control, MSG_GO, &[])?;
     if rootful {
@@ -255,7 +262,7 @@ fn drive_setup(
         sandbox.helper_namespaces = vec![workspace_view, sandbox_userns];
         send(control, MSG_NAMESPACES, &fds)?;
     }
-    sandbox.cgroup = RunCgroup::create(support, &spec.run_id, &spec.limits)?;
+    sandbox.cgroup = RunCgroup::create(support, &spec.limits)?;
     if let Some(group) = &sandbox.cgroup {
         group.add(sandbox.pid)?;
     }
@@ -282,29 +289,6 @@ fn read_report(report: &mut std::fs::File) -> Result<()> {
             "unexpected message {other:#x} from the setup process"
         ))),
     }
-}
-
-/// Map the sandbox's single uid and gid (unprivileged: setgroups must be denied before a gid map
-/// may be written).
-fn write_id_maps(pid: Pid, spec: &SandboxSpec) -> Result<()> {
-    let proc_dir = std::path::PathBuf::from(format!("/proc/{pid}"));
-    let put = |name: &str, content: String| -> Result<()> {
-        let path = proc_dir.join(name);
-        std::fs::write(&path, content).on_path(
-            "write the id map",
-            path,
-            "are unprivileged user namespaces allowed here? run 'airlock check'",
-        )
-    };
-    put("setgroups", "deny".into())?;
-    put(
-        "uid_map",
-        format!("{} {} 1\n", spec.ids.inside_uid, spec.ids.host_uid),
-    )?;
-    put(
-        "gid_map",
-        format!("{} {} 1\n", spec.ids.inside_gid, spec.ids.host_gid),
-    )
 }
 
 impl Sandbox {

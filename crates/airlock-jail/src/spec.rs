@@ -84,8 +84,6 @@ pub struct SandboxSpec {
     pub hide: Vec<PathBuf>,
     pub limits: ResourceLimits,
     pub degraded: Degraded,
-    /// Name for the per-run cgroup (unique per run).
-    pub run_id: String,
     pub hostname: String,
     pub user_name: String,
     pub home: PathBuf,

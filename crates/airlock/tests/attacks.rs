@@ -269,14 +269,7 @@ both_modes!(keep_a_daemon_alive_after_the_run, |w: &World| {
     let script = format!("setsid sleep {marker} < /dev/null > /dev/null 2>&1 & echo started");
     let out = w.inside(&script);
     assert!(ran(&out).contains("started"));
-    let alive = |m: &str| {
-        std::process::Command::new("pgrep")
-            .args(["-f", &format!("^sleep {m}$")])
-            .output()
-            .unwrap()
-            .status
-            .success()
-    };
+    let alive = |m: &str| process_running(&format!("^sleep {m}$"));
     assert!(
         !alive(&marker),
         "a daemon started in the sandbox outlived the run"

@@ -64,15 +64,8 @@ both_modes!(
     command_not_found_is_127_with_a_clear_message,
     |w: &World| {
         let out = w
-            .command(airlock_bin())
-            .args([
-                "--state-dir",
-                w.state.to_str().unwrap(),
-                "run",
-                "--",
-                "no-such-tool-xyz",
-                "arg",
-            ])
+            .airlock()
+            .args(["run", "--", "no-such-tool-xyz", "arg"])
             .output()
             .unwrap();
         assert_eq!(out.status.code(), Some(127));
@@ -220,11 +213,7 @@ fn check_reports_every_layer_as_json() {
     let Some(w) = World::new(if is_root() { Mode::Root } else { Mode::User }) else {
         return;
     };
-    let out = w
-        .command(airlock_bin())
-        .args(["--state-dir", w.state.to_str().unwrap(), "check", "--json"])
-        .output()
-        .unwrap();
+    let out = w.airlock().args(["check", "--json"]).output().unwrap();
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let names: Vec<&str> = report["layers"]
         .as_array()
@@ -258,14 +247,7 @@ both_modes!(killing_airlock_kills_the_whole_sandbox, |w: &World| {
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
-    let alive = || {
-        std::process::Command::new("pgrep")
-            .args(["-f", &format!("^sleep {marker}$")])
-            .output()
-            .unwrap()
-            .status
-            .success()
-    };
+    let alive = || process_running(&format!("^sleep {marker}$"));
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while !alive() {
         assert!(
@@ -326,8 +308,8 @@ both_modes!(missing_landlock_is_refused_unless_accepted, |w: &World| {
         .unwrap();
     assert_eq!(ran(&accepted).trim(), "ran");
     let check = w
-        .command(airlock_bin())
-        .args(["--state-dir", w.state.to_str().unwrap(), "check", "--json"])
+        .airlock()
+        .args(["check", "--json"])
         .env("AIRLOCK_TEST_HIDE_LANDLOCK", "1")
         .output()
         .unwrap();
@@ -374,16 +356,11 @@ both_modes!(
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
+        // The sandboxed shell, blocked writing output nobody reads.
         let alive = || {
-            std::process::Command::new("pgrep")
-                .args([
-                    "-f",
-                    &format!("^sh -c head -c 2000000 /dev/zero; sleep {marker}$"),
-                ]) // the shell, blocked on output
-                .output()
-                .unwrap()
-                .status
-                .success()
+            process_running(&format!(
+                "^sh -c head -c 2000000 /dev/zero; sleep {marker}$"
+            ))
         };
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
         let mut seen = false;
@@ -469,14 +446,8 @@ both_modes!(
     usage_errors_are_125_and_dash_dash_is_optional,
     |w: &World| {
         let run = |args: &[&str]| {
-            w.command(airlock_bin())
-                .args([
-                    "--state-dir",
-                    w.state.to_str().unwrap(),
-                    "run",
-                    "-w",
-                    w.workspace.to_str().unwrap(),
-                ])
+            w.airlock()
+                .args(["run", "-w", w.workspace.to_str().unwrap()])
                 .args(args)
                 .output()
                 .unwrap()

@@ -129,14 +129,17 @@ impl World {
         cmd
     }
 
+    /// `airlock --state-dir …`, as the identity under test, not yet started.
+    pub fn airlock(&self) -> Command {
+        let mut cmd = self.command(airlock_bin());
+        cmd.arg("--state-dir").arg(&self.state);
+        cmd
+    }
+
     /// `airlock --state-dir … run --workspace … <extra> -- sh -c script`, not yet started.
     pub fn airlock_sh(&self, extra: &[&str], script: &str) -> Command {
-        let mut cmd = self.command(airlock_bin());
-        cmd.arg("--state-dir")
-            .arg(&self.state)
-            .arg("run")
-            .arg("--workspace")
-            .arg(&self.workspace);
+        let mut cmd = self.airlock();
+        cmd.arg("run").arg("--workspace").arg(&self.workspace);
         cmd.args(extra).args(["--", "sh", "-c", script]);
         cmd
     }
@@ -160,6 +163,16 @@ impl World {
         self.write(&path, toml);
         path.to_str().unwrap().to_string()
     }
+}
+
+/// Is a process whose whole command line matches `pattern` (pgrep -f) running on the host?
+pub fn process_running(pattern: &str) -> bool {
+    Command::new("pgrep")
+        .args(["-f", pattern])
+        .output()
+        .unwrap()
+        .status
+        .success()
 }
 
 pub fn stdout(out: &Output) -> String {
