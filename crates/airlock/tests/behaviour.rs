@@ -19,9 +19,12 @@ both_modes!(death_by_signal_is_128_plus_n, |w: &World| {
 });
 
 both_modes!(signals_to_airlock_reach_the_command, |w: &World| {
+    // The time limit ends the loop if the signal never arrives, so a broken forwarder fails the
+    // test (exit 124, no "got-term") instead of hanging it.
+    let profile = w.profile("[limits]\ntimeout = \"30s\"\n");
     let mut child = w
         .airlock_sh(
-            &[],
+            &["--profile-file", &profile],
             "trap 'echo got-term; exit 7' TERM; echo ready; while :; do sleep 0.1; done",
         )
         .stdout(Stdio::piped())
