@@ -274,6 +274,35 @@ mod seccomp_tests {
             x86(0x4000_0000 | libc::SYS_getpid, none),
             errno(libc::ENOSYS)
         );
-        assert_eq!(decide(20, AUDIT_ARCH_I386, none), RET_KILL_PROCESS);
+        // The architecture is checked first: a foreign call is killed whatever its number.
+        for nr in [20, 470, 0x4000_0014] {
+            assert_eq!(decide(nr, AUDIT_ARCH_I386, none), RET_KILL_PROCESS, "{nr}");
+        }
+        // clone's flags are read as 32 bits by the kernel: junk above them changes nothing.
+        assert_eq!(
+            x86(libc::SYS_clone, [fork_flags | (1 << 40), 0, 0, 0, 0, 0]),
+            RET_ALLOW
+        );
+        assert_eq!(
+            x86(
+                libc::SYS_clone,
+                [
+                    fork_flags | (1 << 40) | libc::CLONE_NEWUSER as u64,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0
+                ]
+            ),
+            errno(libc::EPERM)
+        );
+    }
+
+    /// Every instruction the kernel would have to verify and compile on each launch costs time;
+    /// the filter stays small (see build.rs).
+    #[test]
+    fn filter_stays_compact() {
+        assert!(FILTER.len() < 100, "{} instructions", FILTER.len());
     }
 }
