@@ -104,6 +104,16 @@ pub(crate) struct SetupMode<'a> {
     pub rootful: bool,
     /// No memory cgroup: limit the address space with RLIMIT_AS instead.
     pub memory_by_rlimit: bool,
+    /// How this process gets into the run's cgroup, if there is one.
+    pub join_cgroup: CgroupEntry<'a>,
+}
+
+/// See [`crate::cgroup::Join`].
+pub(crate) enum CgroupEntry<'a> {
+    /// Write `0` to each of these `tasks` files (none: there is no cgroup).
+    Itself(&'a [OwnedFd]),
+    /// Wait for the supervisor's MSG_IN_CGROUP.
+    AddedBySupervisor,
 }
 
 /// Entry point of the setup process; never returns.
@@ -124,6 +134,13 @@ fn setup(spec: &SandboxSpec, channel: &mut SetupChannel, mode: &SetupMode) -> Re
     let rootful = mode.rootful;
     // If the supervisor dies, so does the sandbox, at every step from here on.
     prctl::set_pdeathsig(Signal::SIGKILL).during("set the parent-death signal", UNEXPECTED)?;
+    // Into the run's cgroup first, so that everything from here on counts against its limits.
+    if let CgroupEntry::Itself(tasks_files) = mode.join_cgroup {
+        for file in tasks_files {
+            nix::unistd::write(file, b"0")
+                .during("join the run's cgroup", "run 'airlock check'")?;
+        }
+    }
     // Leave the caller's session and process group: the terminal's signals go to the supervisor,
     // which forwards them once, and this process has no controlling terminal to hand down.
     setsid().during("start a new session", UNEXPECTED)?;
@@ -172,9 +189,11 @@ fn setup(spec: &SandboxSpec, channel: &mut SetupChannel, mode: &SetupMode) -> Re
     };
     rootfs::finish_and_enter(&plan, namespaces.as_ref().map(|(idmap, _)| idmap))?;
 
-    // The supervisor moves us into the run's cgroup while we mount (moving a process is slow on
-    // cgroup v1); nothing may be forked before it is done.
-    channel.receive(MSG_IN_CGROUP)?;
+    // On cgroup v2 the supervisor moves us into the run's cgroup while we mount; nothing may be
+    // forked before it is done.
+    if let CgroupEntry::AddedBySupervisor = mode.join_cgroup {
+        channel.receive(MSG_IN_CGROUP)?;
+    }
     // A cgroup namespace rooted at the run's cgroup: the sandbox sees no other cgroup.
     unshare(CloneFlags::CLONE_NEWCGROUP)
         .during("create a cgroup namespace", "run 'airlock check'")?;

@@ -16,12 +16,13 @@ use nix::sys::socket::{
 use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::{pipe2, Pid};
 
-use crate::cgroup::{self, RunCgroup};
+use crate::cgroup::{self, Join, RunCgroup};
 use crate::error::{JailError, PathContext, Result, SyscallContext, UNEXPECTED};
 use crate::idmap::{self, HelperNamespace};
 use crate::init::forwarded_set;
 use crate::inside::{
-    self, SetupChannel, SetupMode, MSG_ERROR, MSG_GO, MSG_IN_CGROUP, MSG_NAMESPACES, MSG_READY,
+    self, CgroupEntry, SetupChannel, SetupMode, MSG_ERROR, MSG_GO, MSG_IN_CGROUP, MSG_NAMESPACES,
+    MSG_READY,
 };
 use crate::output::{OutputRelay, Wait};
 use crate::probe;
@@ -103,7 +104,6 @@ pub fn spawn(
         ));
     }
     let support = cgroup::detect();
-    let by_cgroup = !matches!(support, cgroup::CgroupSupport::Unavailable { .. });
 
     // Signals for the sandbox are collected here and forwarded; they must be blocked before the
     // clone so the setup process (later pid 1) starts with them blocked too.
@@ -133,6 +133,9 @@ pub fn spawn(
         flags |= libc::CLONE_NEWUSER;
     }
     let etc = crate::etc::prepare(cache, spec)?;
+    // Made before the clone, so that the setup process can join it itself (see `cgroup::Join`).
+    // Removed again by its Drop if the launch fails.
+    let mut cgroup = RunCgroup::create(&support, &spec.limits)?;
     let (output, output_ends) = match spec.limits.output_bytes {
         Some(limit) => {
             let (relay, ends) =
@@ -145,8 +148,13 @@ pub fn spawn(
         staging,
         etc: &etc.dir,
         rootful,
-        memory_by_rlimit: !by_cgroup,
+        memory_by_rlimit: cgroup.is_none(),
         output: output_ends.as_ref(),
+        join_cgroup: match cgroup.as_ref().map(RunCgroup::join) {
+            Some(Join::ItselfThrough(files)) => CgroupEntry::Itself(files),
+            Some(Join::BySupervisor) => CgroupEntry::AddedBySupervisor,
+            None => CgroupEntry::Itself(&[]),
+        },
     };
     let pid = match clone_fork(flags).during(
         "create the sandbox namespaces",
@@ -166,6 +174,9 @@ pub fn spawn(
         Forked::Parent(pid) => pid,
     };
     drop((control_child, report_write));
+    if let Some(group) = &mut cgroup {
+        group.close_tasks_files();
+    }
     // Only the sandbox may hold the write ends, or the relay would never see end of file.
     drop(output_ends);
     let pidfd = sys::pidfd_open(pid).during("watch the sandbox", "kernel >= 5.3 is required")?;
@@ -173,20 +184,13 @@ pub fn spawn(
         pid,
         pidfd,
         signals,
-        cgroup: None,
+        cgroup,
         helper_namespaces: Vec::new(),
         output,
         _etc: etc,
         deadline: spec.limits.timeout.map(|t| Instant::now() + t),
     };
-    match handshake(
-        spec,
-        &mut sandbox,
-        &support,
-        rootful,
-        control_parent,
-        report_read,
-    ) {
+    match handshake(spec, &mut sandbox, rootful, control_parent, report_read) {
         Ok(()) => Ok(sandbox),
         Err(err) => {
             sandbox.kill();
@@ -214,13 +218,12 @@ fn send(control: &OwnedFd, message: u8, fds: &[RawFd]) -> Result<()> {
 fn handshake(
     spec: &SandboxSpec,
     sandbox: &mut Sandbox,
-    support: &cgroup::CgroupSupport,
     rootful: bool,
     control: OwnedFd,
     report: OwnedFd,
 ) -> Result<()> {
     let mut report = std::fs::File::from(report);
-    let Err(err) = drive_setup(spec, sandbox, support, rootful, &control) else {
+    let Err(err) = drive_setup(spec, sandbox, rootful, &control) else {
         return read_report(&mut report);
     };
     // Kill it first: a setup process still waiting for us would never report.
@@ -234,7 +237,6 @@ fn handshake(
 fn drive_setup(
     spec: &SandboxSpec,
     sandbox: &mut Sandbox,
-    support: &cgroup::CgroupSupport,
     rootful: bool,
     control: &OwnedFd,
 ) -> Result<()> {
@@ -262,11 +264,13 @@ fn drive_setup(
         sandbox.helper_namespaces = vec![workspace_view, sandbox_userns];
         send(control, MSG_NAMESPACES, &fds)?;
     }
-    sandbox.cgroup = RunCgroup::create(support, &spec.limits)?;
     if let Some(group) = &sandbox.cgroup {
-        group.add(sandbox.pid)?;
+        if let Join::BySupervisor = group.join() {
+            group.add(sandbox.pid)?;
+            send(control, MSG_IN_CGROUP, &[])?;
+        }
     }
-    send(control, MSG_IN_CGROUP, &[])
+    Ok(())
 }
 
 /// The setup process's verdict: ready, or the error it hit.
