@@ -13,6 +13,9 @@
 #   BENCH_RUNS=N        timed runs per command (default 200)
 #   BENCH_WARMUP=N      untimed warmup runs per command (default 20)
 #   BENCH_RSS_RUNS=N    runs per command for peak RSS (default 10)
+#   BENCH_PACED_RUNS=N  runs per command with a pause before each (default 30; 0 skips): an agent
+#                       calls every few seconds, and some kernel costs (RCU grace periods) only
+#                       show when the machine has gone quiet between runs
 #   BENCH_AS_USER=UID   as root: build as root, then measure as this unprivileged uid (via setpriv)
 #   BENCH_AIRLOCK=PATH  measure this airlock binary instead of building one (no install, no build)
 set -euo pipefail
@@ -21,6 +24,7 @@ script=$(realpath "$0")
 runs=${BENCH_RUNS:-200}
 warmup=${BENCH_WARMUP:-20}
 rss_runs=${BENCH_RSS_RUNS:-10}
+paced_runs=${BENCH_PACED_RUNS:-30}
 as_user=${BENCH_AS_USER:-}
 is_root=false
 [ "$(id -u)" = 0 ] && is_root=true
@@ -69,6 +73,7 @@ if [ -z "${BENCH_AIRLOCK:-}" ]; then
     setpriv --reuid="$as_user" --regid="$as_user" --clear-groups -- \
       env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$scratch" LANG=C.UTF-8 \
       BENCH_RUNS="$runs" BENCH_WARMUP="$warmup" BENCH_RSS_RUNS="$rss_runs" \
+      BENCH_PACED_RUNS="$paced_runs" \
       BENCH_AIRLOCK="$scratch/bin/airlock" \
       bash "$scratch/bin/$(basename "$script")"
     exit $?
@@ -146,7 +151,32 @@ print(f"- target: airlock/bwrap median ratio <= 1.0 — {'met' if ab <= 1.0 else
 EOF
 echo
 
-# ---- 5. peak RSS --------------------------------------------------------------------------------
+# ---- 5. paced timing ----------------------------------------------------------------------------
+# Back-to-back runs keep the kernel warm; an agent's runs come seconds apart. hyperfine's
+# --prepare runs untimed before each timed run.
+if [ "$paced_runs" -gt 0 ]; then
+  paced_json="$scratch/paced.json"
+  hyperfine -N --style basic --time-unit millisecond \
+    --runs "$paced_runs" --prepare "sleep 0.5" --export-json "$paced_json" \
+    -n bwrap "$bwrap_cmd" \
+    -n airlock "$airlock_cmd" >"$scratch/paced.out"
+  echo "## paced time (ms; 0.5 s pause before each of $paced_runs runs)"
+  echo
+  "$python" - "$paced_json" <<'EOF'
+import json, sys
+res = {r["command"]: r for r in json.load(open(sys.argv[1]))["results"]}
+print("| command | median ms | mean ± stddev ms |")
+print("| --- | ---: | ---: |")
+for name in ("bwrap", "airlock"):
+    r = res[name]
+    print(f"| {name} | {r['median'] * 1000:.3f} | {r['mean'] * 1000:.3f} ± {r['stddev'] * 1000:.3f} |")
+print()
+print(f"- airlock/bwrap paced (median): **{res['airlock']['median'] / res['bwrap']['median']:.2f}**")
+EOF
+  echo
+fi
+
+# ---- 6. peak RSS --------------------------------------------------------------------------------
 # GNU time's %M is ru_maxrss of the waited-for children: the largest single process in the tree
 # (airlock, its helpers, the sandbox init, the command), not their sum. Max over several runs.
 peak_rss() {
