@@ -330,8 +330,11 @@ fn workspace_overlay(
             (dir.join("upper"), dir.join("work"), Some(dir))
         }
     };
+    // Every change lands in the upper layer whole, as airlock's diff and apply read it: no
+    // metadata-only copy-up whose data stays below, no redirect xattrs for renamed directories
+    // (a rename of a host directory copies it instead), whatever the module's defaults.
     let mut options = format!(
-        "lowerdir={},upperdir={},workdir={}",
+        "lowerdir={},upperdir={},workdir={},metacopy=off,redirect_dir=nofollow,index=off",
         overlay_escape(&lower)?,
         overlay_escape(&upper)?,
         overlay_escape(&work)?
