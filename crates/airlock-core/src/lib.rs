@@ -3,10 +3,15 @@
 //! (and checking what the kernel can enforce) is `airlock-jail`'s job.
 #![forbid(unsafe_code)]
 
+mod changes;
 mod paths;
 mod run;
 mod session;
 
+pub use changes::{read_changes, relative_paths, ChangesError, ReadChanges, MAX_FILE_BYTES};
 pub use paths::{state_dir, StateDirError};
-pub use run::{run, RunError, RunReport, RunRequest, DEFAULT_ROOT_SANDBOX_ID};
-pub use session::{Session, SessionError};
+pub use run::{check_workspace_for, run, RunError, RunReport, RunRequest, DEFAULT_ROOT_SANDBOX_ID};
+pub use session::{
+    Lifecycle, NewSession, ProfileRef, Session, SessionError, SessionLock, SessionMeta,
+    SessionStatus,
+};

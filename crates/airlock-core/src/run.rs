@@ -10,7 +10,7 @@ use airlock_jail::{
 };
 use airlock_policy::Profile;
 
-use crate::session::{staging_dir, Session, SessionError};
+use crate::session::{now, staging_dir, NewSession, ProfileRef, Session, SessionError};
 
 /// The sandbox user's name and home, inside.
 pub const SANDBOX_USER: &str = "agent";
@@ -24,6 +24,8 @@ const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/s
 #[derive(Debug)]
 pub struct RunRequest {
     pub profile: Profile,
+    /// How the profile was chosen, recorded in a new session for its later runs.
+    pub profile_ref: ProfileRef,
     /// Canonical host path of the workspace.
     pub workspace: PathBuf,
     /// Caller's working directory; used inside when it lies in the workspace.
@@ -34,7 +36,10 @@ pub struct RunRequest {
     /// The caller's whole environment; only what the profile allows gets through.
     pub caller_env: Vec<(OsString, OsString)>,
     pub state_dir: PathBuf,
+    /// Run in this session (id or name); it must belong to `workspace`.
     pub session: Option<String>,
+    /// Told when another run holds the session and this one waits for it.
+    pub on_session_busy: fn(&Session),
     /// Keep a fresh session's layer after the run instead of discarding it.
     pub keep: bool,
     pub degraded: Degraded,
@@ -161,6 +166,19 @@ pub fn check_profile_paths(
 }
 
 /// Home directories a workspace may lie in but never contain: they hold keys and credentials.
+/// Refuse a workspace no session may have (the same checks `run` makes), before a session is made
+/// for it.
+pub fn check_workspace_for(
+    workspace: &Path,
+    state_dir: &Path,
+    caller_home: Option<&Path>,
+) -> Result<(), RunError> {
+    let state_dir = state_dir
+        .canonicalize()
+        .unwrap_or_else(|_| state_dir.to_path_buf());
+    check_workspace(workspace, &state_dir, &homes(caller_home))
+}
+
 fn homes(caller_home: Option<&Path>) -> Vec<PathBuf> {
     let mut homes = vec![PathBuf::from("/root"), PathBuf::from("/home")];
     homes.extend(caller_home.and_then(|home| home.canonicalize().ok()));
@@ -226,13 +244,33 @@ pub fn run(request: RunRequest) -> Result<RunReport, RunError> {
     };
     let throwaway = request.session.is_none() && !request.keep;
     // A throwaway run keeps its changes in memory when the kernel allows: no disk at all.
-    let session = if throwaway && airlock_jail::memory_layer_supported() {
+    let mut session = if throwaway && airlock_jail::memory_layer_supported() {
         None
     } else {
         Some(match &request.session {
-            Some(id) => Session::open(&request.state_dir, id, &request.workspace)?,
-            None => Session::create(&request.state_dir, &request.workspace)?,
+            Some(id) => {
+                let session = Session::find(&request.state_dir, id)?;
+                session.check_workspace(&request.workspace)?;
+                session
+            }
+            None => Session::create(
+                &request.state_dir,
+                NewSession {
+                    workspace: &request.workspace,
+                    name: None,
+                    profile: request.profile_ref.clone(),
+                },
+            )?,
         })
+    };
+    // Runs in one session take turns: each sees the layer as the previous one left it.
+    let lock = match &mut session {
+        Some(session) => {
+            let lock = session.lock_exclusive(&request.on_session_busy)?;
+            session.check_active()?;
+            Some(lock)
+        }
+        None => None,
     };
     if rootful {
         if let Some(session) = &session {
@@ -297,12 +335,20 @@ pub fn run(request: RunRequest) -> Result<RunReport, RunError> {
         home: PathBuf::from(SANDBOX_HOME),
     };
     let cache = request.state_dir.join("cache");
+    let started = now();
     let result = airlock_jail::spawn(&spec, &staging, &cache).and_then(|sandbox| sandbox.wait());
     let session_id = session.as_ref().map(|s| s.id.clone());
-    if let Some(session) = session.filter(|_| throwaway) {
-        // The layer of a throwaway session is garbage whatever happened; a failure to delete it is
-        // not the command's failure.
-        let _ = session.remove();
+    if let Some(mut session) = session {
+        if throwaway {
+            // The layer of a throwaway session is garbage whatever happened; a failure to delete
+            // it is not the command's failure.
+            drop(lock);
+            let _ = session.remove();
+        } else {
+            session.meta.last_run = Some(started);
+            session.meta.runs += 1;
+            session.save()?;
+        }
     }
     let finished = result?;
     Ok(RunReport {

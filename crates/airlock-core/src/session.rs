@@ -1,11 +1,23 @@
-//! A session's directories in the state dir: the overlay's upper layer (the change set) and its
-//! work dir; and the one mount point every sandbox root is mounted on. A run with `--keep` gets a
-//! new session, `--session ID` reuses one; a throwaway run needs none where its layer can live in
-//! memory. Sessions as first-class objects (diff, apply, revert) come next.
+//! Sessions: a workspace's copy-on-write layer kept in the state dir across runs, with what it is
+//! (`meta.json`) and a lock that serializes everything that touches the layer.
+//!
+//! ```text
+//! STATE/sessions/ID/meta.json   id, name, profile, workspace, times, lifecycle (written atomically)
+//! STATE/sessions/ID/lock        flock: exclusive while a run, apply or discard works on the layer,
+//!                               shared while a diff reads it
+//! STATE/sessions/ID/upper       the overlay's upper layer: the change set
+//! STATE/sessions/ID/work        the overlay's work dir
+//! STATE/mnt                     the one mount point every sandbox root is mounted on
+//! ```
 
 use std::fs;
+use std::io::Write as _;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use nix::fcntl::{Flock, FlockArg};
+use serde::{Deserialize, Serialize};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {
@@ -15,23 +27,110 @@ pub enum SessionError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("no session {id} in {dir} — start one with 'airlock run --keep', or omit --session")]
+    #[error("no session {id} in {dir} — 'airlock sessions' lists them; 'airlock session new' starts one")]
     Unknown { id: String, dir: PathBuf },
+    #[error("session name {name:?} is used by {ids}; name the session by its id")]
+    Ambiguous { name: String, ids: String },
     #[error("session {id} belongs to workspace {theirs}, not {ours} — use the session's workspace or a new session")]
     OtherWorkspace {
         id: String,
         theirs: PathBuf,
         ours: PathBuf,
     },
-    #[error("invalid session id {0:?}: ids are made of letters, digits and '-'")]
+    #[error("invalid session id or name {0:?}: use letters, digits, '-', '_' and '.' (at most 64, not starting with '.' or '-')")]
     BadId(String),
+    #[error("session name {0:?} is taken — choose another, or use that session")]
+    NameTaken(String),
+    #[error("session {id} was {state}: its layer is gone — start a new session with 'airlock session new'")]
+    Finished { id: String, state: &'static str },
+    #[error("session {id}: its workspace {path} no longer exists (moved or deleted?) — put it back, or discard the session with 'airlock discard {id}'")]
+    WorkspaceGone { id: String, path: PathBuf },
+    #[error(
+        "session {id}: {path} is damaged ({why}) — discard the session with 'airlock discard {id}'"
+    )]
+    Damaged {
+        id: String,
+        path: PathBuf,
+        why: String,
+    },
+}
+
+/// Where a session is in its life. Whether a run is going on is not stored: the lock says so.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Lifecycle {
+    /// Its layer exists; runs may use it.
+    Active,
+    /// Its changes were written to the host workspace (its layer is kept for `revert`).
+    Applied,
+    /// Its layer was dropped.
+    Discarded,
+}
+
+/// The profile a session's runs apply.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProfileRef {
+    /// The name it is looked up by (or the file stem of a profile file).
+    pub name: String,
+    /// Set when the profile was given as a file (`--profile-file`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<PathBuf>,
+}
+
+/// What `meta.json` records.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SessionMeta {
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    pub profile: ProfileRef,
+    /// Canonical host path of the workspace.
+    pub workspace: PathBuf,
+    /// Seconds since the Unix epoch.
+    pub created: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_run: Option<u64>,
+    #[serde(default)]
+    pub runs: u64,
+    pub lifecycle: Lifecycle,
+    /// When it was applied or discarded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended: Option<u64>,
 }
 
 #[derive(Debug, Clone)]
 pub struct Session {
     pub id: String,
     pub dir: PathBuf,
-    pub workspace: PathBuf,
+    pub meta: SessionMeta,
+}
+
+/// What a session is doing, for people and scripts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionStatus {
+    Idle,
+    /// A run, an apply or a discard holds it.
+    Running,
+    Applied,
+    Discarded,
+}
+
+impl SessionStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SessionStatus::Idle => "idle",
+            SessionStatus::Running => "running",
+            SessionStatus::Applied => "applied",
+            SessionStatus::Discarded => "discarded",
+        }
+    }
+}
+
+/// A held session lock; released when dropped.
+#[derive(Debug)]
+pub struct SessionLock {
+    _lock: Flock<fs::File>,
 }
 
 fn io<'a>(
@@ -45,6 +144,12 @@ fn io<'a>(
     }
 }
 
+pub(crate) fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
 /// A short random id: 48 bits from the kernel's generator, in hex.
 fn new_id() -> Result<String, SessionError> {
     let mut bytes = [0u8; 6];
@@ -53,6 +158,21 @@ fn new_id() -> Result<String, SessionError> {
         .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes))
         .map_err(io("read", source))?;
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Ids and names become directory names and command-line words: keep them plain.
+fn check_id(id: &str) -> Result<(), SessionError> {
+    let plain = !id.is_empty()
+        && id.len() <= 64
+        && !id.starts_with(['.', '-'])
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if plain {
+        Ok(())
+    } else {
+        Err(SessionError::BadId(id.to_string()))
+    }
 }
 
 /// Create `path` (and parents) accessible to its owner only; an existing directory is tightened
@@ -98,6 +218,28 @@ pub fn staging_dir(state_dir: &Path) -> Result<PathBuf, SessionError> {
     Ok(dir)
 }
 
+fn sessions_dir(state_dir: &Path) -> PathBuf {
+    state_dir.join("sessions")
+}
+
+/// Write `data` to `path` so that a reader sees the old or the new content, never a part.
+fn write_atomically(path: &Path, data: &[u8]) -> Result<(), SessionError> {
+    let temp = path.with_extension("tmp");
+    let mut file = fs::File::create(&temp).map_err(io("write", &temp))?;
+    file.write_all(data)
+        .and_then(|()| file.sync_all())
+        .map_err(io("write", &temp))?;
+    fs::rename(&temp, path).map_err(io("replace", path))
+}
+
+/// What `Session::create` needs to know.
+#[derive(Debug, Clone)]
+pub struct NewSession<'a> {
+    pub workspace: &'a Path,
+    pub name: Option<&'a str>,
+    pub profile: ProfileRef,
+}
+
 impl Session {
     pub fn upper(&self) -> PathBuf {
         self.dir.join("upper")
@@ -105,133 +247,396 @@ impl Session {
     pub fn work(&self) -> PathBuf {
         self.dir.join("work")
     }
+    fn meta_path(&self) -> PathBuf {
+        self.dir.join("meta.json")
+    }
+    fn lock_path(&self) -> PathBuf {
+        self.dir.join("lock")
+    }
+    pub fn workspace(&self) -> &Path {
+        &self.meta.workspace
+    }
 
-    /// A new session for `workspace` under `state_dir/sessions`.
-    pub fn create(state_dir: &Path, workspace: &Path) -> Result<Session, SessionError> {
+    /// A new session for `new.workspace` under `state_dir/sessions`. Costs the same whatever the
+    /// size of the workspace: nothing of it is copied.
+    pub fn create(state_dir: &Path, new: NewSession) -> Result<Session, SessionError> {
+        if let Some(name) = new.name {
+            check_id(name)?;
+            let taken = Session::list(state_dir)?.into_iter().any(|s| {
+                s.meta.lifecycle != Lifecycle::Discarded
+                    && (s.meta.name.as_deref() == Some(name) || s.id == name)
+            });
+            if taken {
+                return Err(SessionError::NameTaken(name.to_string()));
+            }
+        }
         make_private_dir(state_dir)?;
-        let sessions = state_dir.join("sessions");
+        let sessions = sessions_dir(state_dir);
         make_private_dir(&sessions)?;
         let id = new_id()?;
         let dir = sessions.join(&id);
         make_private_dir(&dir)?;
         let session = Session {
-            id,
+            id: id.clone(),
             dir,
-            workspace: workspace.to_path_buf(),
+            meta: SessionMeta {
+                id,
+                name: new.name.map(str::to_string),
+                profile: new.profile,
+                workspace: new.workspace.to_path_buf(),
+                created: now(),
+                last_run: None,
+                runs: 0,
+                lifecycle: Lifecycle::Active,
+                ended: None,
+            },
         };
         for sub in [session.upper(), session.work()] {
             make_private_dir(&sub)?;
         }
         // The merged workspace root takes its owner and mode from the upper dir: give it the
         // workspace's mode, so the sandbox sees the directory as it is on the host.
-        let mode = fs::metadata(workspace)
+        let mode = fs::metadata(new.workspace)
             .map(|m| m.permissions().mode() & 0o7777)
             .unwrap_or(0o755);
         fs::set_permissions(session.upper(), fs::Permissions::from_mode(mode))
             .map_err(io("set permissions of", &session.upper()))?;
-        let record = session.dir.join("workspace");
-        fs::write(&record, workspace.as_os_str().as_encoded_bytes())
-            .map_err(io("write", &record))?;
+        fs::File::create(session.lock_path()).map_err(io("create", &session.lock_path()))?;
+        session.save()?;
         Ok(session)
     }
 
-    /// An existing session, which must belong to `workspace`.
-    pub fn open(state_dir: &Path, id: &str, workspace: &Path) -> Result<Session, SessionError> {
-        if id.is_empty() || !id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
-            return Err(SessionError::BadId(id.to_string()));
+    fn load(dir: PathBuf) -> Result<Session, SessionError> {
+        let id = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let path = dir.join("meta.json");
+        let text = fs::read(&path).map_err(io("read", &path))?;
+        let meta: SessionMeta =
+            serde_json::from_slice(&text).map_err(|e| SessionError::Damaged {
+                id: id.clone(),
+                path: path.clone(),
+                why: e.to_string(),
+            })?;
+        if meta.id != id {
+            return Err(SessionError::Damaged {
+                id,
+                path,
+                why: format!("it names session {}", meta.id),
+            });
         }
-        let sessions = state_dir.join("sessions");
-        let dir = sessions.join(id);
-        let record = dir.join("workspace");
-        let theirs = match fs::read(&record) {
-            Ok(bytes) => PathBuf::from(String::from_utf8_lossy(&bytes).into_owned()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(SessionError::Unknown {
-                    id: id.to_string(),
-                    dir: sessions,
-                })
-            }
-            Err(e) => return Err(io("read", &record)(e)),
+        Ok(Session { id, dir, meta })
+    }
+
+    /// The session called `id_or_name`: an id, or the name given at `session new`.
+    pub fn find(state_dir: &Path, id_or_name: &str) -> Result<Session, SessionError> {
+        check_id(id_or_name)?;
+        let dir = sessions_dir(state_dir).join(id_or_name);
+        if dir.join("meta.json").exists() {
+            return Session::load(dir);
+        }
+        let named: Vec<Session> = Session::list(state_dir)?
+            .into_iter()
+            .filter(|s| s.meta.name.as_deref() == Some(id_or_name))
+            .collect();
+        // A discarded session gives its name back; prefer the one still alive.
+        let mut alive: Vec<Session> = named
+            .iter()
+            .filter(|s| s.meta.lifecycle != Lifecycle::Discarded)
+            .cloned()
+            .collect();
+        let mut candidates = if alive.is_empty() {
+            named
+        } else {
+            std::mem::take(&mut alive)
         };
-        if theirs != workspace {
+        match candidates.len() {
+            0 => Err(SessionError::Unknown {
+                id: id_or_name.to_string(),
+                dir: sessions_dir(state_dir),
+            }),
+            1 => Ok(candidates.remove(0)),
+            _ => Err(SessionError::Ambiguous {
+                name: id_or_name.to_string(),
+                ids: candidates
+                    .iter()
+                    .map(|s| s.id.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            }),
+        }
+    }
+
+    /// Every session in the state dir, oldest first. Damaged ones are skipped (`airlock
+    /// sessions` cannot show what it cannot read; `discard ID` still removes them).
+    pub fn list(state_dir: &Path) -> Result<Vec<Session>, SessionError> {
+        let dir = sessions_dir(state_dir);
+        let entries = match fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(io("read", &dir)(e)),
+        };
+        let mut sessions: Vec<Session> = entries
+            .flatten()
+            .filter_map(|entry| Session::load(entry.path()).ok())
+            .collect();
+        sessions.sort_by(|a, b| (a.meta.created, &a.id).cmp(&(b.meta.created, &b.id)));
+        Ok(sessions)
+    }
+
+    /// Refuse a session that belongs to another workspace.
+    pub fn check_workspace(&self, workspace: &Path) -> Result<(), SessionError> {
+        if self.meta.workspace != workspace {
             return Err(SessionError::OtherWorkspace {
-                id: id.to_string(),
-                theirs,
+                id: self.id.clone(),
+                theirs: self.meta.workspace.clone(),
                 ours: workspace.to_path_buf(),
             });
         }
-        Ok(Session {
-            id: id.to_string(),
-            dir,
-            workspace: theirs,
-        })
+        Ok(())
+    }
+
+    /// The session's workspace, which must still be there.
+    pub fn existing_workspace(&self) -> Result<&Path, SessionError> {
+        if !self.meta.workspace.is_dir() {
+            return Err(SessionError::WorkspaceGone {
+                id: self.id.clone(),
+                path: self.meta.workspace.clone(),
+            });
+        }
+        Ok(&self.meta.workspace)
+    }
+
+    /// Refuse a session whose layer is gone.
+    pub fn check_active(&self) -> Result<(), SessionError> {
+        match self.meta.lifecycle {
+            Lifecycle::Active => Ok(()),
+            Lifecycle::Applied => Err(SessionError::Finished {
+                id: self.id.clone(),
+                state: "applied",
+            }),
+            Lifecycle::Discarded => Err(SessionError::Finished {
+                id: self.id.clone(),
+                state: "discarded",
+            }),
+        }
+    }
+
+    pub fn save(&self) -> Result<(), SessionError> {
+        let mut text = serde_json::to_vec_pretty(&self.meta).map_err(|e| SessionError::Io {
+            action: "encode",
+            path: self.meta_path(),
+            source: std::io::Error::other(e),
+        })?;
+        text.push(b'\n');
+        write_atomically(&self.meta_path(), &text)
+    }
+
+    fn lock(&self, arg: FlockArg, on_wait: &dyn Fn(&Session)) -> Result<SessionLock, SessionError> {
+        let path = self.lock_path();
+        let open = || {
+            fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(&path)
+                .map_err(io("open", &path))
+        };
+        let (nonblocking, blocking) = match arg {
+            FlockArg::LockShared | FlockArg::LockSharedNonblock => {
+                (FlockArg::LockSharedNonblock, FlockArg::LockShared)
+            }
+            _ => (FlockArg::LockExclusiveNonblock, FlockArg::LockExclusive),
+        };
+        match Flock::lock(open()?, nonblocking) {
+            Ok(lock) => Ok(SessionLock { _lock: lock }),
+            Err((_, nix::errno::Errno::EWOULDBLOCK)) => {
+                on_wait(self);
+                Flock::lock(open()?, blocking)
+                    .map(|lock| SessionLock { _lock: lock })
+                    .map_err(|(_, errno)| io("lock", &path)(errno.into()))
+            }
+            Err((_, errno)) => Err(io("lock", &path)(errno.into())),
+        }
+    }
+
+    /// Hold the session alone (a run, an apply, a discard); `on_wait` is told when another
+    /// holds it and this call waits. The metadata is read again once the lock is held.
+    pub fn lock_exclusive(
+        &mut self,
+        on_wait: &dyn Fn(&Session),
+    ) -> Result<SessionLock, SessionError> {
+        let lock = self.lock(FlockArg::LockExclusive, on_wait)?;
+        self.meta = Session::load(self.dir.clone())?.meta;
+        Ok(lock)
+    }
+
+    /// Hold the session for reading (a diff): no run changes the layer meanwhile.
+    pub fn lock_shared(&mut self, on_wait: &dyn Fn(&Session)) -> Result<SessionLock, SessionError> {
+        let lock = self.lock(FlockArg::LockShared, on_wait)?;
+        self.meta = Session::load(self.dir.clone())?.meta;
+        Ok(lock)
+    }
+
+    /// What the session is doing now.
+    pub fn status(&self) -> SessionStatus {
+        match self.meta.lifecycle {
+            Lifecycle::Applied => return SessionStatus::Applied,
+            Lifecycle::Discarded => return SessionStatus::Discarded,
+            Lifecycle::Active => {}
+        }
+        let busy = fs::File::open(self.lock_path())
+            .ok()
+            .map(
+                |file| match Flock::lock(file, FlockArg::LockSharedNonblock) {
+                    Ok(_) => false,
+                    Err((_, errno)) => errno == nix::errno::Errno::EWOULDBLOCK,
+                },
+            )
+            .unwrap_or(false);
+        if busy {
+            SessionStatus::Running
+        } else {
+            SessionStatus::Idle
+        }
     }
 
     /// Hand the layer directories to the host uid the sandbox runs as (needed when airlock runs as
     /// root and the sandbox user is a dedicated uid).
     pub fn chown_layer(&self, uid: u32, gid: u32) -> Result<(), SessionError> {
-        for dir in [self.dir.clone(), self.upper(), self.work()] {
+        for dir in [self.upper(), self.work()] {
             std::os::unix::fs::chown(&dir, Some(uid), Some(gid)).map_err(io("chown", &dir))?;
         }
         Ok(())
     }
 
-    /// Delete the session and its layer.
-    pub fn remove(self) -> Result<(), SessionError> {
-        // overlayfs leaves a mode-000 directory in its work dir; open it, and only if something
-        // else the sandbox made stands in the way, open up the whole tree.
-        let _ = fs::set_permissions(self.work().join("work"), fs::Permissions::from_mode(0o700));
-        if fs::remove_dir_all(&self.dir).is_ok() {
-            return Ok(());
+    /// Drop the layer and mark the session discarded; its record stays until `gc`. The caller
+    /// holds the exclusive lock.
+    pub fn discard(&mut self, _lock: &SessionLock) -> Result<(), SessionError> {
+        for dir in [self.upper(), self.work()] {
+            remove_tree(&dir)?;
         }
-        fn open_up(path: &Path) {
-            if let Ok(meta) = fs::symlink_metadata(path) {
-                if meta.is_dir() {
-                    let _ = fs::set_permissions(path, fs::Permissions::from_mode(0o700));
-                    if let Ok(entries) = fs::read_dir(path) {
-                        for entry in entries.flatten() {
-                            open_up(&entry.path());
-                        }
+        self.meta.lifecycle = Lifecycle::Discarded;
+        self.meta.ended = Some(now());
+        self.save()
+    }
+
+    /// Delete the session, record and layer.
+    pub fn remove(self) -> Result<(), SessionError> {
+        remove_tree(&self.dir)
+    }
+}
+
+/// Remove a directory tree the sandbox wrote, whatever modes it left behind.
+fn remove_tree(dir: &Path) -> Result<(), SessionError> {
+    // overlayfs leaves a mode-000 directory in its work dir; open it, and only if something
+    // else the sandbox made stands in the way, open up the whole tree.
+    let _ = fs::set_permissions(dir.join("work"), fs::Permissions::from_mode(0o700));
+    match fs::remove_dir_all(dir) {
+        Ok(()) => return Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(_) => {}
+    }
+    fn open_up(path: &Path) {
+        if let Ok(meta) = fs::symlink_metadata(path) {
+            if meta.is_dir() {
+                let _ = fs::set_permissions(path, fs::Permissions::from_mode(0o700));
+                if let Ok(entries) = fs::read_dir(path) {
+                    for entry in entries.flatten() {
+                        open_up(&entry.path());
                     }
                 }
             }
         }
-        open_up(&self.dir);
-        fs::remove_dir_all(&self.dir).map_err(io("remove", &self.dir))
     }
+    open_up(dir);
+    fs::remove_dir_all(dir).map_err(io("remove", dir))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn new_session<'a>(ws: &'a Path, name: Option<&'a str>) -> NewSession<'a> {
+        NewSession {
+            workspace: ws,
+            name,
+            profile: ProfileRef {
+                name: "default".into(),
+                file: None,
+            },
+        }
+    }
+
     #[test]
-    fn create_open_remove() {
+    fn create_find_discard_remove() {
         let state = tempfile::tempdir().unwrap();
         let ws = Path::new("/some/workspace");
-        let session = Session::create(state.path(), ws).unwrap();
+        let session = Session::create(state.path(), new_session(ws, Some("fix-tests"))).unwrap();
         assert!(session.upper().is_dir() && session.work().is_dir());
-        let again = Session::open(state.path(), &session.id, ws).unwrap();
+        let again = Session::find(state.path(), &session.id).unwrap();
         assert_eq!(again.dir, session.dir);
+        assert_eq!(again.meta.workspace, ws);
+        let by_name = Session::find(state.path(), "fix-tests").unwrap();
+        assert_eq!(by_name.id, session.id);
         assert!(matches!(
-            Session::open(state.path(), &session.id, Path::new("/other")),
+            again.check_workspace(Path::new("/other")),
             Err(SessionError::OtherWorkspace { .. })
         ));
         assert!(matches!(
-            Session::open(state.path(), "nope", ws),
+            Session::find(state.path(), "nope"),
             Err(SessionError::Unknown { .. })
         ));
         assert!(matches!(
-            Session::open(state.path(), "../x", ws),
+            Session::find(state.path(), "../x"),
             Err(SessionError::BadId(_))
         ));
+        assert!(matches!(
+            Session::create(state.path(), new_session(ws, Some("fix-tests"))),
+            Err(SessionError::NameTaken(_))
+        ));
+
+        let mut session = again;
+        let lock = session.lock_exclusive(&|_| {}).unwrap();
+        assert_eq!(session.status(), SessionStatus::Running);
         fs::create_dir(session.work().join("work")).unwrap();
         fs::set_permissions(
             session.work().join("work"),
             fs::Permissions::from_mode(0o000),
         )
         .unwrap();
-        session.clone().remove().unwrap();
-        assert!(!session.dir.exists());
+        session.discard(&lock).unwrap();
+        drop(lock);
+        assert!(!session.upper().exists() && !session.work().exists());
+        let found = Session::find(state.path(), &session.id).unwrap();
+        assert_eq!(found.status(), SessionStatus::Discarded);
+        assert!(found.check_active().is_err());
+        // A discarded session's name can be used again.
+        Session::create(state.path(), new_session(ws, Some("fix-tests"))).unwrap();
+        found.clone().remove().unwrap();
+        assert!(!found.dir.exists());
+    }
+
+    #[test]
+    fn a_second_exclusive_holder_waits_and_is_told() {
+        let state = tempfile::tempdir().unwrap();
+        let mut a = Session::create(state.path(), new_session(Path::new("/w"), None)).unwrap();
+        let mut b = a.clone();
+        let held = a
+            .lock_exclusive(&|_| panic!("nobody holds it yet"))
+            .unwrap();
+        let told = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let told_in_thread = told.clone();
+        let waiter = std::thread::spawn(move || {
+            b.lock_shared(&|_| told_in_thread.store(true, std::sync::atomic::Ordering::SeqCst))
+                .map(drop)
+        });
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        assert!(!waiter.is_finished(), "a reader must wait for the writer");
+        drop(held);
+        waiter.join().unwrap().unwrap();
+        assert!(told.load(std::sync::atomic::Ordering::SeqCst));
     }
 }

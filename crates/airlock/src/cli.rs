@@ -19,7 +19,11 @@ use clap::{Args, Parser, Subcommand};
     after_help = "Examples:\n  \
         airlock check                      what this machine can enforce\n  \
         airlock run -- make test           run in the current directory as workspace\n  \
-        airlock run -p ci-bot -w ~/src/app -- ./build.sh\n\n\
+        airlock run -p ci-bot -w ~/src/app -- ./build.sh\n  \
+        airlock session new --name fix     a session: runs in it accumulate changes\n  \
+        airlock run --session fix -- make  run in it\n  \
+        airlock diff fix                   what it changed, as a git patch\n  \
+        airlock discard fix                drop its changes\n\n\
         Exit status of 'run': the command's own status (128+N if it was killed by signal N); \
         124 if it hit the time limit; 125 if airlock refused or failed; 126 if the command could \
         not be executed; 127 if it was not found."
@@ -72,6 +76,130 @@ pub enum Command {
             accept (landlock) and you pass it."
     )]
     Check(CheckArgs),
+    /// Start a session (see 'airlock session new --help')
+    #[command(subcommand)]
+    Session(SessionCommand),
+    /// List sessions
+    #[command(
+        visible_alias = "ls",
+        long_about = "List the sessions in the state directory, oldest first: id, name, profile, \
+            workspace, when it was created and last run, its status (idle, running, applied, \
+            discarded) and how many files it changed."
+    )]
+    Sessions(SessionsArgs),
+    /// Show what a session changed, as a git patch
+    #[command(
+        long_about = "Show what a session changed against the host workspace as it is now.\n\n\
+            The default output is a patch in git's format, binary files included: \
+            'airlock diff ID | git apply' reproduces the session's tree in a copy of the \
+            workspace. It is coloured when stdout is a terminal, and paged through $PAGER (or \
+            less) when it is long. --stat and --name-status summarise as git does; --json gives \
+            every change (directories and special files too) with modes, sizes, sha256 and \
+            hazards: the changes 'apply' will refuse unless named.",
+        after_help = "Exit status: 0 whether or not there are changes; 125 on an unknown session \
+            or a path outside the workspace."
+    )]
+    Diff(DiffArgs),
+    /// Drop a session's changes
+    #[command(
+        long_about = "Drop a session's layer: its changes are gone, the host workspace is not \
+            touched. The session's record stays (status discarded) until 'airlock gc'. Waits for \
+            a run in the session to end."
+    )]
+    Discard(DiscardArgs),
+    /// Remove the records of discarded sessions
+    #[command(
+        long_about = "Remove discarded sessions (their records; their layers are already gone). \
+            --older-than keeps those discarded more recently."
+    )]
+    Gc(GcArgs),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SessionCommand {
+    /// Start a session and print its id
+    #[command(
+        long_about = "Start a session over a workspace and print its id. Nothing is copied: the \
+            session is a copy-on-write layer, as cheap for a huge workspace as for an empty one. \
+            Run commands in it with 'airlock run --session ID -- CMD'; each run sees the changes \
+            of the runs before it, runs take turns, and the host workspace is not touched until \
+            you apply the changes.",
+        after_help = "Example:\n  id=$(airlock session new -p ci-bot -w ~/src/app --name fix)\n  \
+            airlock run --session \"$id\" -- make test\n  airlock diff \"$id\""
+    )]
+    New(SessionNewArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct SessionNewArgs {
+    /// Profile the session's runs apply, by name [default: default]
+    #[arg(short, long, value_name = "NAME", conflicts_with = "profile_file")]
+    pub profile: Option<String>,
+    /// Profile the session's runs apply, from a file (outside the workspace)
+    #[arg(long, value_name = "PATH")]
+    pub profile_file: Option<PathBuf>,
+    /// Directory the session works on [default: the current directory]
+    #[arg(short, long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    /// A name to use instead of the id (letters, digits, '-', '_', '.')
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+    /// Print the session's record as JSON instead of its id
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct SessionsArgs {
+    /// Print a JSON array instead of a table
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ColorWhen {
+    Auto,
+    Always,
+    Never,
+}
+
+#[derive(Debug, Args)]
+pub struct DiffArgs {
+    /// Session id or name
+    #[arg(value_name = "SESSION")]
+    pub session: String,
+    /// Only these paths (files or directories; relative to the workspace or absolute within it)
+    #[arg(value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
+    /// Lines added and removed per file, and totals
+    #[arg(long, group = "format")]
+    pub stat: bool,
+    /// One line per changed path: A added, M modified, D deleted, T type changed
+    #[arg(long, group = "format")]
+    pub name_status: bool,
+    /// Every change as JSON, with modes, sizes, sha256 and hazards
+    #[arg(long, group = "format")]
+    pub json: bool,
+    /// Colour the patch
+    #[arg(long, value_name = "WHEN", default_value = "auto")]
+    pub color: ColorWhen,
+    /// Never page
+    #[arg(long)]
+    pub no_pager: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DiscardArgs {
+    /// Session id or name
+    #[arg(value_name = "SESSION")]
+    pub session: String,
+}
+
+#[derive(Debug, Args)]
+pub struct GcArgs {
+    /// Only sessions discarded at least this long ago (e.g. 30m, 12h, 7d)
+    #[arg(long, value_name = "AGE")]
+    pub older_than: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -85,7 +213,8 @@ pub struct RunArgs {
     /// Directory the command works on [default: the current directory]
     #[arg(short, long, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
-    /// Run in an existing session (its earlier changes are visible)
+    /// Run in an existing session, by id or name: its earlier changes are visible, its workspace
+    /// and profile apply
     #[arg(long, value_name = "ID")]
     pub session: Option<String>,
     /// Keep the session's changes after the run and print its id

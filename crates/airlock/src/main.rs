@@ -3,13 +3,15 @@
 
 mod check;
 mod cli;
+mod diff;
 mod run;
+mod session;
 
 use std::process::ExitCode;
 
 use clap::Parser;
 
-use cli::{Cli, Command};
+use cli::{Cli, Command, SessionCommand};
 
 /// airlock's own failure: bad input, a refused run, a sandbox that could not be built.
 pub const EXIT_AIRLOCK_ERROR: u8 = 125;
@@ -31,6 +33,11 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(args) => run::run(&cli.global, args),
         Command::Check(args) => check::check(&cli.global, args),
+        Command::Session(SessionCommand::New(args)) => session::new(&cli.global, args),
+        Command::Sessions(args) => session::list(&cli.global, args),
+        Command::Diff(args) => diff::diff(&cli.global, args),
+        Command::Discard(args) => session::discard(&cli.global, args),
+        Command::Gc(args) => session::gc(&cli.global, args),
     };
     match result {
         Ok(code) => code,

@@ -1,11 +1,12 @@
 //! `airlock run`.
 
 use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 
-use airlock_core::{RunRequest, DEFAULT_ROOT_SANDBOX_ID};
+use airlock_core::{ProfileRef, RunRequest, Session, DEFAULT_ROOT_SANDBOX_ID};
 use airlock_jail::{Degraded, Outcome};
 use airlock_policy::{Profile, DEFAULT_PROFILE_NAME};
 
@@ -44,16 +45,38 @@ fn search_dirs() -> Vec<std::path::PathBuf> {
     )
 }
 
-fn load_profile(args: &RunArgs, workspace: &std::path::Path) -> Result<Profile> {
-    let profile = if let Some(path) = &args.profile_file {
+/// How the caller chose a profile: `-p NAME`, `--profile-file PATH` (made canonical), or neither.
+pub fn profile_ref(name: Option<&str>, file: Option<&Path>) -> Result<ProfileRef> {
+    Ok(match (name, file) {
+        (_, Some(path)) => {
+            let canonical = path
+                .canonicalize()
+                .with_context(|| format!("--profile-file {}: cannot open it", path.display()))?;
+            ProfileRef {
+                name: canonical
+                    .file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+                file: Some(canonical),
+            }
+        }
+        (name, None) => ProfileRef {
+            name: name.unwrap_or(DEFAULT_PROFILE_NAME).to_string(),
+            file: None,
+        },
+    })
+}
+
+/// Load the profile `chosen` names; never one that lies inside the workspace.
+pub fn load_profile(chosen: &ProfileRef, workspace: &Path) -> Result<Profile> {
+    let profile = if let Some(path) = &chosen.file {
         let canonical = path
             .canonicalize()
-            .with_context(|| format!("--profile-file {}: cannot open it", path.display()))?;
+            .with_context(|| format!("profile file {}: cannot open it", path.display()))?;
         airlock_policy::ensure_outside_workspace(&canonical, workspace)?;
         airlock_policy::load_file(&canonical)?
     } else {
-        let name = args.profile.as_deref().unwrap_or(DEFAULT_PROFILE_NAME);
-        let profile = airlock_policy::load_named(name, &search_dirs())?;
+        let profile = airlock_policy::load_named(&chosen.name, &search_dirs())?;
         if let Some(source) = &profile.source {
             let canonical = source.canonicalize().unwrap_or_else(|_| source.clone());
             airlock_policy::ensure_outside_workspace(&canonical, workspace)?;
@@ -63,19 +86,74 @@ fn load_profile(args: &RunArgs, workspace: &std::path::Path) -> Result<Profile> 
     Ok(profile)
 }
 
+/// The workspace a command names (`--workspace`, else the current directory), made canonical.
+pub fn resolve_workspace(arg: Option<&Path>) -> Result<PathBuf> {
+    let dir = match arg {
+        Some(dir) => dir.to_path_buf(),
+        None => std::env::current_dir()
+            .context("cannot tell the current directory — pass --workspace DIR")?,
+    };
+    dir.canonicalize()
+        .with_context(|| format!("--workspace {}: no such directory", dir.display()))
+}
+
+/// A session's workspace, which must still be there.
+pub fn session_workspace(session: &Session) -> Result<PathBuf> {
+    let workspace = session.workspace();
+    if !workspace.is_dir() {
+        bail!(
+            "session {}: its workspace {} no longer exists (moved or deleted?) — put it back, or discard the session with 'airlock discard {}'",
+            session.id,
+            workspace.display(),
+            session.id
+        );
+    }
+    Ok(workspace.to_path_buf())
+}
+
+/// Workspace and profile of a run: the session's when it names one (what the caller passes must
+/// agree with them), else the caller's.
+fn workspace_and_profile(state: &Path, args: &RunArgs) -> Result<(PathBuf, ProfileRef)> {
+    let chosen = profile_ref(args.profile.as_deref(), args.profile_file.as_deref())?;
+    let Some(id) = &args.session else {
+        return Ok((resolve_workspace(args.workspace.as_deref())?, chosen));
+    };
+    let session = Session::find(state, id)?;
+    let workspace = session_workspace(&session)?;
+    if let Some(dir) = &args.workspace {
+        session.check_workspace(&resolve_workspace(Some(dir))?)?;
+    }
+    let given = args.profile.is_some() || args.profile_file.is_some();
+    if given && chosen != session.meta.profile {
+        bail!(
+            "session {} runs with profile {}; omit -p/--profile-file, or start a new session for another profile",
+            session.id,
+            describe_profile(&session.meta.profile)
+        );
+    }
+    Ok((workspace, session.meta.profile.clone()))
+}
+
+pub fn describe_profile(profile: &ProfileRef) -> String {
+    match &profile.file {
+        Some(file) => file.display().to_string(),
+        None => profile.name.clone(),
+    }
+}
+
+fn tell_busy(session: &Session) {
+    eprintln!(
+        "airlock: session {} is busy with another run; waiting for it to end…",
+        session.id
+    );
+}
+
 pub fn run(global: &GlobalArgs, args: RunArgs) -> Result<ExitCode> {
     let degraded = degraded(&args.allow_degraded)?;
     let caller_cwd = std::env::current_dir().ok();
-    let workspace_arg = match &args.workspace {
-        Some(dir) => dir.clone(),
-        None => caller_cwd
-            .clone()
-            .context("cannot tell the current directory — pass --workspace DIR")?,
-    };
-    let workspace = workspace_arg
-        .canonicalize()
-        .with_context(|| format!("--workspace {}: no such directory", workspace_arg.display()))?;
-    let profile = load_profile(&args, &workspace)?;
+    let state = state_dir(global)?;
+    let (workspace, chosen) = workspace_and_profile(&state, &args)?;
+    let profile = load_profile(&chosen, &workspace)?;
     // No sandbox may write where policy comes from: the search dirs, and the profile's own dir.
     let mut policy_dirs = search_dirs();
     policy_dirs.extend(
@@ -91,13 +169,15 @@ pub fn run(global: &GlobalArgs, args: RunArgs) -> Result<ExitCode> {
     }
     let request = RunRequest {
         profile,
+        profile_ref: chosen,
         workspace,
         caller_cwd,
         caller_home: std::env::var_os("HOME").map(std::path::PathBuf::from),
         argv: args.command,
         caller_env: std::env::vars_os().collect(),
-        state_dir: state_dir(global)?,
+        state_dir: state,
         session: args.session,
+        on_session_busy: tell_busy,
         keep: args.keep,
         degraded,
         root_sandbox_id,

