@@ -136,17 +136,24 @@ impl Scan<'_> {
     /// The host's `rel` and everything under it is gone in the session.
     fn deleted_subtree(&mut self, rel: &Path, node: Node) -> Result<(), ScanError> {
         if node.kind == Kind::Dir {
-            let dir = self.lower.join(rel);
-            for name in names(&dir)? {
-                let child = rel.join(&name);
-                if let Some(child_node) =
-                    Node::read(&self.lower.join(&child)).map_err(io_at(&dir))?
-                {
-                    self.deleted_subtree(&child, child_node)?;
-                }
-            }
+            self.deleted_children(rel, &BTreeSet::new())?;
         }
         self.push(rel.to_path_buf(), Status::Deleted, Some(node), None);
+        Ok(())
+    }
+
+    /// Every entry of the host directory `rel` but those named in `kept` is gone in the session.
+    fn deleted_children(&mut self, rel: &Path, kept: &BTreeSet<OsString>) -> Result<(), ScanError> {
+        let dir = self.lower.join(rel);
+        for name in names(&dir)? {
+            if kept.contains(&name) {
+                continue;
+            }
+            let child = rel.join(&name);
+            if let Some(node) = Node::read(&self.lower.join(&child)).map_err(io_at(&dir))? {
+                self.deleted_subtree(&child, node)?;
+            }
+        }
         Ok(())
     }
 
@@ -206,20 +213,8 @@ impl Scan<'_> {
                 self.walk(rel, true)?;
                 if opaque {
                     // The session sees only its own entries here: the host's others are deleted.
-                    let ours: BTreeSet<OsString> =
-                        names(&upper_path)?.into_iter().collect::<BTreeSet<_>>();
-                    let host_dir = self.lower.join(rel);
-                    for name in names(&host_dir)? {
-                        if ours.contains(&name) {
-                            continue;
-                        }
-                        let child = rel.join(&name);
-                        if let Some(node) =
-                            Node::read(&self.lower.join(&child)).map_err(io_at(&host_dir))?
-                        {
-                            self.deleted_subtree(&child, node)?;
-                        }
-                    }
+                    let ours: BTreeSet<OsString> = names(&upper_path)?.into_iter().collect();
+                    self.deleted_children(rel, &ours)?;
                 }
                 Ok(())
             }
@@ -251,15 +246,7 @@ impl Scan<'_> {
             }
             (_, Kind::Dir) => {
                 // A host directory became a file: everything in it is gone.
-                let host_dir = self.lower.join(rel);
-                for name in names(&host_dir)? {
-                    let child = rel.join(&name);
-                    if let Some(node) =
-                        Node::read(&self.lower.join(&child)).map_err(io_at(&host_dir))?
-                    {
-                        self.deleted_subtree(&child, node)?;
-                    }
-                }
+                self.deleted_children(rel, &BTreeSet::new())?;
                 self.push(rel.to_path_buf(), Status::TypeChanged, Some(host), Some(up));
                 Ok(())
             }

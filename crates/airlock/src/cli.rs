@@ -52,7 +52,7 @@ pub enum Command {
             throwaway: its changes vanish with it, and live in memory (counted as the sandbox's \
             memory, at most the profile's tmp_size) where the kernel allows (as root, or Linux \
             6.6 and later), else in a session on disk that is deleted after the run. --keep keeps them on disk in a new session; \
-            --session ID runs on top of a kept session.\n\n\
+            --session ID runs in a session (see 'airlock session new'), with its workspace and profile.\n\n\
             stdin is passed through. When stdout and stderr are both terminals the command writes \
             to them directly; otherwise (a pipe or a file: output that is kept) airlock relays \
             them and stops passing output on past the profile's output limit (64 MiB by default), \
@@ -130,17 +130,24 @@ pub enum SessionCommand {
     New(SessionNewArgs),
 }
 
+/// Which profile and which workspace: `run` and `session new` take the same options.
 #[derive(Debug, Args)]
-pub struct SessionNewArgs {
-    /// Profile the session's runs apply, by name [default: default]
+pub struct ProfileAndWorkspace {
+    /// Profile to apply, by name [default: default]
     #[arg(short, long, value_name = "NAME", conflicts_with = "profile_file")]
     pub profile: Option<String>,
-    /// Profile the session's runs apply, from a file (outside the workspace)
+    /// Profile to apply, from a file (must not lie inside the workspace)
     #[arg(long, value_name = "PATH")]
     pub profile_file: Option<PathBuf>,
-    /// Directory the session works on [default: the current directory]
+    /// Directory to work on [default: the current directory]
     #[arg(short, long, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct SessionNewArgs {
+    #[command(flatten)]
+    pub choice: ProfileAndWorkspace,
     /// A name to use instead of the id (letters, digits, '-', '_', '.')
     #[arg(long, value_name = "NAME")]
     pub name: Option<String>,
@@ -204,15 +211,8 @@ pub struct GcArgs {
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// Profile to apply, by name
-    #[arg(short, long, value_name = "NAME", conflicts_with = "profile_file")]
-    pub profile: Option<String>,
-    /// Profile to apply, from a file (must not lie inside the workspace)
-    #[arg(long, value_name = "PATH")]
-    pub profile_file: Option<PathBuf>,
-    /// Directory the command works on [default: the current directory]
-    #[arg(short, long, value_name = "DIR")]
-    pub workspace: Option<PathBuf>,
+    #[command(flatten)]
+    pub choice: ProfileAndWorkspace,
     /// Run in an existing session, by id or name: its earlier changes are visible, its workspace
     /// and profile apply
     #[arg(long, value_name = "ID")]

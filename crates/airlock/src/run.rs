@@ -10,7 +10,7 @@ use airlock_core::{ProfileRef, RunRequest, Session, DEFAULT_ROOT_SANDBOX_ID};
 use airlock_jail::{Degraded, Outcome};
 use airlock_policy::{Profile, DEFAULT_PROFILE_NAME};
 
-use crate::cli::{GlobalArgs, RunArgs};
+use crate::cli::{GlobalArgs, ProfileAndWorkspace, RunArgs};
 
 /// Exit status when the wall-clock limit ended the run, as timeout(1) uses.
 const EXIT_TIMED_OUT: u8 = 124;
@@ -46,25 +46,27 @@ fn search_dirs() -> Vec<std::path::PathBuf> {
 }
 
 /// How the caller chose a profile: `-p NAME`, `--profile-file PATH` (made canonical), or neither.
-pub fn profile_ref(name: Option<&str>, file: Option<&Path>) -> Result<ProfileRef> {
-    Ok(match (name, file) {
-        (_, Some(path)) => {
-            let canonical = path
-                .canonicalize()
-                .with_context(|| format!("--profile-file {}: cannot open it", path.display()))?;
-            ProfileRef {
-                name: canonical
-                    .file_stem()
-                    .map(|s| s.to_string_lossy().into_owned())
-                    .unwrap_or_default(),
-                file: Some(canonical),
+pub fn profile_ref(choice: &ProfileAndWorkspace) -> Result<ProfileRef> {
+    Ok(
+        match (choice.profile.as_deref(), choice.profile_file.as_deref()) {
+            (_, Some(path)) => {
+                let canonical = path.canonicalize().with_context(|| {
+                    format!("--profile-file {}: cannot open it", path.display())
+                })?;
+                ProfileRef {
+                    name: canonical
+                        .file_stem()
+                        .map(|s| s.to_string_lossy().into_owned())
+                        .unwrap_or_default(),
+                    file: Some(canonical),
+                }
             }
-        }
-        (name, None) => ProfileRef {
-            name: name.unwrap_or(DEFAULT_PROFILE_NAME).to_string(),
-            file: None,
+            (name, None) => ProfileRef {
+                name: name.unwrap_or(DEFAULT_PROFILE_NAME).to_string(),
+                file: None,
+            },
         },
-    })
+    )
 }
 
 /// Load the profile `chosen` names; never one that lies inside the workspace.
@@ -114,16 +116,16 @@ pub fn session_workspace(session: &Session) -> Result<PathBuf> {
 /// Workspace and profile of a run: the session's when it names one (what the caller passes must
 /// agree with them), else the caller's.
 fn workspace_and_profile(state: &Path, args: &RunArgs) -> Result<(PathBuf, ProfileRef)> {
-    let chosen = profile_ref(args.profile.as_deref(), args.profile_file.as_deref())?;
+    let chosen = profile_ref(&args.choice)?;
     let Some(id) = &args.session else {
-        return Ok((resolve_workspace(args.workspace.as_deref())?, chosen));
+        return Ok((resolve_workspace(args.choice.workspace.as_deref())?, chosen));
     };
     let session = Session::find(state, id)?;
     let workspace = session_workspace(&session)?;
-    if let Some(dir) = &args.workspace {
+    if let Some(dir) = &args.choice.workspace {
         session.check_workspace(&resolve_workspace(Some(dir))?)?;
     }
-    let given = args.profile.is_some() || args.profile_file.is_some();
+    let given = args.choice.profile.is_some() || args.choice.profile_file.is_some();
     if given && chosen != session.meta.profile {
         bail!(
             "session {} runs with profile {}; omit -p/--profile-file, or start a new session for another profile",

@@ -13,8 +13,8 @@ use crate::run::{describe_profile, load_profile, profile_ref, resolve_workspace,
 
 pub fn new(global: &GlobalArgs, args: SessionNewArgs) -> Result<ExitCode> {
     let state = state_dir(global)?;
-    let workspace = resolve_workspace(args.workspace.as_deref())?;
-    let chosen = profile_ref(args.profile.as_deref(), args.profile_file.as_deref())?;
+    let workspace = resolve_workspace(args.choice.workspace.as_deref())?;
+    let chosen = profile_ref(&args.choice)?;
     // Loaded now so that a misspelt or broken profile fails here, not at the first run.
     load_profile(&chosen, &workspace)?;
     let home = std::env::var_os("HOME").map(std::path::PathBuf::from);

@@ -75,6 +75,17 @@ fn run_in(w: &World, session: &str, script: &str) -> Output {
         .unwrap()
 }
 
+/// airlock refused (exit 125) and said `why`.
+#[track_caller]
+fn refused(out: &Output, why: &str) {
+    assert_eq!(out.status.code(), Some(125), "{}", stderr(out));
+    assert!(
+        stderr(out).contains(why),
+        "wanted {why:?} in: {}",
+        stderr(out)
+    );
+}
+
 fn airlock(w: &World, args: &[&str]) -> Output {
     w.airlock().args(args).output().unwrap()
 }
@@ -351,20 +362,13 @@ both_modes!(discard_drops_the_changes_and_gc_the_record, |w: &World| {
     let listed = stdout(&airlock(w, &["sessions"]));
     assert!(listed.contains("discarded"), "{listed}");
     // A discarded session takes no more runs, and has no diff.
-    let refused = run_in(w, &id, "true");
-    assert_eq!(refused.status.code(), Some(125));
-    assert!(
-        stderr(&refused).contains("was discarded"),
-        "{}",
-        stderr(&refused)
-    );
-    assert_eq!(airlock(w, &["diff", &id]).status.code(), Some(125));
+    refused(&run_in(w, &id, "true"), "was discarded");
+    refused(&airlock(w, &["diff", &id]), "was discarded");
     let out = airlock(w, &["gc"]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(!w.state.join("sessions").join(&id).exists());
     let gone = airlock(w, &["diff", &id]);
-    assert_eq!(gone.status.code(), Some(125));
-    assert!(stderr(&gone).contains("no session"), "{}", stderr(&gone));
+    refused(&gone, "no session");
 });
 
 both_modes!(
@@ -373,12 +377,7 @@ both_modes!(
         let id = new_session(w, &["--name", "mine"]);
         // Unknown id.
         let out = airlock(w, &["diff", "nosuchsession"]);
-        assert_eq!(out.status.code(), Some(125));
-        assert!(
-            stderr(&out).contains("no session nosuchsession"),
-            "{}",
-            stderr(&out)
-        );
+        refused(&out, "no session nosuchsession");
         // A session of another workspace.
         let out = w
             .airlock()
@@ -387,12 +386,7 @@ both_modes!(
             .args(["--", "true"])
             .output()
             .unwrap();
-        assert_eq!(out.status.code(), Some(125));
-        assert!(
-            stderr(&out).contains("belongs to workspace"),
-            "{}",
-            stderr(&out)
-        );
+        refused(&out, "belongs to workspace");
         // Another profile than the session's.
         let profile = w.profile("[limits]\nprocesses = 64\n");
         let out = w
@@ -408,34 +402,19 @@ both_modes!(
             ])
             .output()
             .unwrap();
-        assert_eq!(out.status.code(), Some(125));
-        assert!(
-            stderr(&out).contains("runs with profile default"),
-            "{}",
-            stderr(&out)
-        );
+        refused(&out, "runs with profile default");
         // A path outside the workspace.
         let out = airlock(w, &["diff", &id, "/etc/passwd"]);
-        assert_eq!(out.status.code(), Some(125));
-        assert!(
-            stderr(&out).contains("not inside the workspace"),
-            "{}",
-            stderr(&out)
-        );
+        refused(&out, "not inside the workspace");
         // A name that is taken, or that is not a plain word.
-        let out = w
-            .airlock()
-            .args(["session", "new", "--name", "mine"])
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(125));
-        assert!(stderr(&out).contains("is taken"), "{}", stderr(&out));
-        let out = w
-            .airlock()
-            .args(["session", "new", "--name", "../escape"])
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(125));
+        refused(
+            &airlock(w, &["session", "new", "--name", "mine"]),
+            "is taken",
+        );
+        refused(
+            &airlock(w, &["session", "new", "--name", "../escape"]),
+            "invalid session id or name",
+        );
         // A workspace that vanished.
         let moved = w.base.join("moved");
         std::fs::rename(&w.workspace, &moved).unwrap();
@@ -445,24 +424,14 @@ both_modes!(
             .current_dir(&w.base)
             .output()
             .unwrap();
-        assert_eq!(out.status.code(), Some(125));
-        assert!(
-            stderr(&out).contains("no longer exists"),
-            "{}",
-            stderr(&out)
-        );
+        refused(&out, "no longer exists");
         let out = w
             .airlock()
             .args(["diff", &id])
             .current_dir(&w.base)
             .output()
             .unwrap();
-        assert_eq!(out.status.code(), Some(125));
-        assert!(
-            stderr(&out).contains("no longer exists"),
-            "{}",
-            stderr(&out)
-        );
+        refused(&out, "no longer exists");
         std::fs::rename(&moved, &w.workspace).unwrap();
         // Only the one session exists: nothing above made another.
         let listed: serde_json::Value =
