@@ -94,7 +94,8 @@ fn overlay_xattr(path: &Path, name: &str) -> Option<Vec<u8>> {
         .find_map(|prefix| xattr::get(path, format!("{prefix}{name}")).ok().flatten())
 }
 
-fn is_whiteout(path: &Path, node: &Node) -> bool {
+/// Is `node`, found in an upper layer at `path`, a whiteout (a deletion)?
+pub fn is_whiteout(path: &Path, node: &Node) -> bool {
     match node.kind {
         Kind::CharDevice => node.rdev == 0,
         Kind::File if node.size == 0 => overlay_xattr(path, "whiteout").is_some(),
@@ -102,7 +103,7 @@ fn is_whiteout(path: &Path, node: &Node) -> bool {
     }
 }
 
-fn is_opaque(path: &Path) -> bool {
+pub fn is_opaque(path: &Path) -> bool {
     overlay_xattr(path, "opaque").as_deref() == Some(b"y")
 }
 

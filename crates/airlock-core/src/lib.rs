@@ -3,11 +3,16 @@
 //! (and checking what the kernel can enforce) is `airlock-jail`'s job.
 #![forbid(unsafe_code)]
 
+mod apply;
 mod changes;
+mod ledger;
 mod paths;
 mod run;
 mod session;
 
+pub use apply::{
+    apply, revert, ApplyError, ApplyOptions, ApplyReport, Item as ApplyItem, Result as ApplyResult,
+};
 pub use changes::{read_changes, relative_paths, ChangesError, ReadChanges, MAX_FILE_BYTES};
 pub use paths::{state_dir, StateDirError};
 pub use run::{check_workspace_for, run, RunError, RunReport, RunRequest, DEFAULT_ROOT_SANDBOX_ID};

@@ -268,6 +268,7 @@ pub fn run(request: RunRequest) -> Result<RunReport, RunError> {
         Some(session) => {
             let lock = session.lock_exclusive(&request.on_session_busy)?;
             session.check_active()?;
+            crate::apply::check_no_interrupted_apply(session)?;
             Some(lock)
         }
         None => None,
@@ -336,6 +337,7 @@ pub fn run(request: RunRequest) -> Result<RunReport, RunError> {
     };
     let cache = request.state_dir.join("cache");
     let started = now();
+    let started_ns = crate::ledger::now_ns();
     let result = airlock_jail::spawn(&spec, &staging, &cache).and_then(|sandbox| sandbox.wait());
     let session_id = session.as_ref().map(|s| s.id.clone());
     if let Some(mut session) = session {
@@ -348,6 +350,10 @@ pub fn run(request: RunRequest) -> Result<RunReport, RunError> {
             session.meta.last_run = Some(started);
             session.meta.runs += 1;
             session.save()?;
+            // What the host had at each path this run touched first, for apply's conflict check.
+            // Without it apply judges by the session's start, more strictly: not worth the
+            // command's exit status.
+            let _ = crate::ledger::record_after_run(&session, started_ns);
         }
     }
     let finished = result?;

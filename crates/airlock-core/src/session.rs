@@ -43,6 +43,8 @@ pub enum SessionError {
     NameTaken(String),
     #[error("session {id} was {state}: its layer is gone — start a new session with 'airlock session new'")]
     Finished { id: String, state: &'static str },
+    #[error("session {id}: apply {number} was interrupted — finish it with 'airlock apply {id}', or undo it with 'airlock apply {id} --rollback'")]
+    InterruptedApply { id: String, number: u32 },
     #[error("session {id}: its workspace {path} no longer exists (moved or deleted?) — put it back, or discard the session with 'airlock discard {id}'")]
     WorkspaceGone { id: String, path: PathBuf },
     #[error(

