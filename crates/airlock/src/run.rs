@@ -188,6 +188,7 @@ pub fn run(global: &GlobalArgs, args: RunArgs) -> Result<ExitCode> {
         // (a pipe, a file) is relayed and limited.
         limit_output: !(std::io::stdout().is_terminal() && std::io::stderr().is_terminal()),
     };
+    let keep = request.keep && request.session.is_none();
     let report = airlock_core::run(request)?;
     if report.output_dropped > 0 {
         eprintln!(
@@ -195,8 +196,8 @@ pub fn run(global: &GlobalArgs, args: RunArgs) -> Result<ExitCode> {
             report.output_dropped
         );
     }
-    if let (true, Some(id)) = (report.kept, &report.session_id) {
-        eprintln!("airlock: session {id} kept");
+    if let (true, Some(id)) = (keep, &report.session_id) {
+        eprintln!("airlock: session {id} kept: 'airlock diff {id}' shows its changes");
     }
     Ok(match report.outcome {
         Outcome::Exited(code) => {

@@ -786,3 +786,37 @@ impl SignalOrNone for std::process::ExitStatus {
         std::os::unix::process::ExitStatusExt::signal(self)
     }
 }
+
+#[test]
+fn files_of_other_owners_copy_up_and_apply_as_root() {
+    // As root, copy-up runs with the mounter's credentials: a file or directory of an owner the
+    // sandbox does not map is edited as its mode allows, never refused with EOVERFLOW.
+    let Some(w) = World::new(Mode::Root) else {
+        return;
+    };
+    std::os::unix::fs::chown(&w.workspace, Some(1234), Some(1234)).unwrap();
+    let shared = w.workspace.join("shared.txt");
+    std::fs::write(&shared, "v1\n").unwrap();
+    let open_dir = w.workspace.join("open_dir");
+    std::fs::create_dir(&open_dir).unwrap();
+    for (path, mode) in [(&shared, 0o666), (&open_dir, 0o777)] {
+        std::os::unix::fs::chown(path, Some(4321), Some(4321)).unwrap();
+        std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(mode)).unwrap();
+    }
+    let id = new_session(&w, &[]);
+    let out = run_in(
+        &w,
+        &id,
+        "echo v2 >> shared.txt && echo n > open_dir/new && cat shared.txt",
+    );
+    assert_eq!(ran(&out), "v1\nv2\n", "{}", stderr(&out));
+    let out = apply(&w, &id, &[]);
+    assert!(out.status.success(), "{}\n{}", stderr(&out), stdout(&out));
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(std::fs::read_to_string(&shared).unwrap(), "v1\nv2\n");
+    assert_eq!(std::fs::metadata(&shared).unwrap().uid(), 4321);
+    assert_eq!(
+        std::fs::read_to_string(open_dir.join("new")).unwrap(),
+        "n\n"
+    );
+}
