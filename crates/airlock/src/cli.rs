@@ -137,10 +137,12 @@ pub enum Command {
             a run in the session to end."
     )]
     Discard(DiscardArgs),
-    /// Remove the records of discarded sessions
+    /// Remove discarded and applied sessions
     #[command(
-        long_about = "Remove discarded sessions (their records; their layers are already gone). \
-            --older-than keeps those discarded more recently."
+        long_about = "Remove discarded sessions (their records; their layers are already gone) \
+            and applied ones (their layers and the old files kept for 'revert': an applied \
+            session removed can no longer be reverted). --older-than keeps those that ended \
+            more recently."
     )]
     Gc(GcArgs),
 }
@@ -272,7 +274,7 @@ pub struct DiscardArgs {
 
 #[derive(Debug, Args)]
 pub struct GcArgs {
-    /// Only sessions discarded at least this long ago (e.g. 30m, 12h, 7d)
+    /// Only sessions discarded or applied at least this long ago (e.g. 30m, 12h, 7d)
     #[arg(long, value_name = "AGE")]
     pub older_than: Option<String>,
 }

@@ -179,7 +179,11 @@ pub fn gc(global: &GlobalArgs, args: GcArgs) -> Result<ExitCode> {
     for session in Session::list(&state)? {
         let ended = session.meta.ended.unwrap_or(session.meta.created);
         let old_enough = now.saturating_sub(ended) >= min_age.as_secs();
-        if session.status() == SessionStatus::Discarded && old_enough {
+        let finished = matches!(
+            session.status(),
+            SessionStatus::Discarded | SessionStatus::Applied
+        );
+        if finished && old_enough {
             let id = session.id.clone();
             session
                 .remove()
@@ -187,6 +191,6 @@ pub fn gc(global: &GlobalArgs, args: GcArgs) -> Result<ExitCode> {
             removed += 1;
         }
     }
-    eprintln!("airlock: removed {removed} discarded session(s)");
+    eprintln!("airlock: removed {removed} discarded or applied session(s)");
     Ok(ExitCode::SUCCESS)
 }

@@ -406,6 +406,15 @@ both_modes!(
         // A path outside the workspace.
         let out = airlock(w, &["diff", &id, "/etc/passwd"]);
         refused(&out, "not inside the workspace");
+        refused(
+            &airlock(w, &["apply", &id, "/etc/passwd"]),
+            "not inside the workspace",
+        );
+        refused(
+            &airlock(w, &["apply", "nosuchsession"]),
+            "no session nosuchsession",
+        );
+        refused(&airlock(w, &["revert", &id]), "no apply to revert");
         // A name that is taken, or that is not a plain word.
         refused(
             &airlock(w, &["session", "new", "--name", "mine"]),
@@ -820,3 +829,57 @@ fn files_of_other_owners_copy_up_and_apply_as_root() {
         "n\n"
     );
 }
+
+both_modes!(
+    a_revert_killed_at_any_point_finishes_when_run_again,
+    |w: &World| {
+        populate(w);
+        let before = listing(w, None, &w.workspace);
+        let id = new_session(w, &[]);
+        ran(&run_in(w, &id, EVERY_KIND_OF_CHANGE));
+        let out = apply(w, &id, &[]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let applied = listing(w, None, &w.workspace);
+        let mut killed_at = 0;
+        loop {
+            let out = w
+                .airlock()
+                .args(["revert", &id])
+                .env("AIRLOCK_TEST_FAULT", format!("undo:{killed_at}"))
+                .output()
+                .unwrap();
+            if out.status.success() {
+                assert!(killed_at > 20, "only {killed_at} points?");
+                break;
+            }
+            assert_eq!(out.status.signal_or_none(), Some(9), "{}", stderr(&out));
+            let (old, new, now) = (
+                rows(&before),
+                rows(&applied),
+                rows(&listing(w, None, &w.workspace)),
+            );
+            for (path, row) in &now {
+                if path.contains("/.airlock-undo-") || path.starts_with("'.airlock-undo-") {
+                    continue;
+                }
+                assert!(
+                    old.get(path) == Some(row) || new.get(path) == Some(row),
+                    "killed after {killed_at}: {row} is neither old nor new"
+                );
+            }
+            // Run again without the fault: the revert completes, whatever was done before.
+            let out = airlock(w, &["revert", &id]);
+            assert!(out.status.success(), "{}\n{}", stderr(&out), stdout(&out));
+            assert_eq!(
+                listing(w, None, &w.workspace),
+                before,
+                "killed after {killed_at}"
+            );
+            // Apply again for the next round.
+            let out = apply(w, &id, &[]);
+            assert!(out.status.success(), "{}\n{}", stderr(&out), stdout(&out));
+            assert_eq!(listing(w, None, &w.workspace), applied);
+            killed_at += 1;
+        }
+    }
+);
