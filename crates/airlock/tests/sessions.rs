@@ -226,6 +226,13 @@ A\twith space.txt
     assert!(stat.contains("Bin 8 -> 9 bytes"), "{stat}");
     assert!(stat.trim_end().ends_with("deletions(-)"), "{stat}");
 
+    // Colour on request (a terminal gets it by default); never in a pipe unless asked.
+    let coloured = stdout(&airlock(w, &["diff", &id, "--color=always", "edit.txt"]));
+    assert!(coloured.contains("\x1b[1mdiff --git a/edit.txt b/edit.txt\x1b[m"), "{coloured:?}");
+    assert!(coloured.contains("\x1b[31m-two\x1b[m"), "{coloured:?}");
+    assert!(coloured.contains("\x1b[32m+TWO\x1b[m"), "{coloured:?}");
+    assert!(!stdout(&airlock(w, &["diff", &id, "edit.txt"])).contains('\x1b'));
+
     // Path filters, relative to the workspace or absolute inside it.
     let only = airlock(w, &["diff", &id, "--name-status", "gone", "tool.sh"]);
     assert_eq!(stdout(&only), "D\tgone/inner/f\nM\ttool.sh\n");
