@@ -23,6 +23,8 @@ pub enum ApplyError {
     Session(#[from] SessionError),
     #[error(transparent)]
     Changes(#[from] ChangesError),
+    #[error(transparent)]
+    Audit(#[from] crate::audit::AuditError),
     #[error("cannot {action} {path}: {source}")]
     Io {
         action: &'static str,
@@ -160,6 +162,42 @@ pub(crate) fn check_no_interrupted_apply(
     }
 }
 
+/// An entry's content hash for the log: sha256 of a file, or the target of a symlink.
+fn digest(entry: &Entry) -> serde_json::Value {
+    match entry {
+        Entry::File { sha256, .. } => sha256.clone().into(),
+        Entry::Symlink { target } => format!("symlink:{}", target.to_string_lossy()).into(),
+        Entry::Dir { .. } => "directory".into(),
+        Entry::Fifo { .. } => "fifo".into(),
+        Entry::Absent => serde_json::Value::Null,
+    }
+}
+
+/// Every path an apply, recovery or revert touched, with old and new content and what happened.
+fn logged_paths(journal: &Journal, outcome: &Outcome) -> Vec<serde_json::Value> {
+    let conflict = |i: usize| {
+        outcome
+            .conflicts
+            .iter()
+            .find(|(c, _)| *c == i)
+            .map(|(_, why)| why.clone())
+    };
+    journal
+        .ops
+        .iter()
+        .enumerate()
+        .map(|(i, op)| {
+            serde_json::json!({
+                "path": engine::display_path(&op.path),
+                "old_sha256": digest(&op.old),
+                "new_sha256": digest(&op.new),
+                "done": outcome.done.contains(&i),
+                "conflict": conflict(i),
+            })
+        })
+        .collect()
+}
+
 fn item(op: &Op, result: Result, reason: Option<String>) -> Item {
     Item {
         path: engine::display_path(&op.path),
@@ -202,7 +240,15 @@ pub fn apply(
         .into_iter()
         .find(|(_, j)| j.state == JournalState::Prepared)
     {
-        return recover(&mut session, &workspace, apply_dir, &mut journal, options);
+        let log = crate::audit::log(state_dir);
+        return recover(
+            &mut session,
+            &workspace,
+            apply_dir,
+            &mut journal,
+            options,
+            &log,
+        );
     }
     if options.rollback {
         return Err(ApplyError::NothingToRollBack(session.id.clone()));
@@ -275,6 +321,23 @@ pub fn apply(
     let number = journals(&session)?
         .last()
         .map_or(1, |(_, journal)| journal.number + 1);
+    let log = crate::audit::log(state_dir);
+    crate::audit::append(
+        &log,
+        "apply.intent",
+        serde_json::json!({
+            "session": session.id,
+            "profile": session.meta.profile.name,
+            "number": number,
+            "workspace": workspace_path,
+            "paths": options.paths,
+            "force": options.force,
+            "allowed_hazards": options.allowed_hazards,
+            "all_hazards": options.all_hazards,
+            "writes": ops.len(),
+            "skipped": items.iter().filter(|i| i.result != Result::WouldApply).count(),
+        }),
+    )?;
     let apply_dir = ApplyDir {
         dir: applies_dir(&session).join(number.to_string()),
     };
@@ -299,7 +362,9 @@ pub fn apply(
         .map_err(io("write", &apply_dir.journal_path()))?;
 
     // The items planned as writes now say what happened to them.
-    let conflicts: Vec<(usize, String)> = stale.into_iter().chain(outcome.conflicts).collect();
+    let conflicts: Vec<(usize, String)> =
+        stale.into_iter().chain(outcome.conflicts.clone()).collect();
+    let conflicts_for_log = conflicts.clone();
     for (index, why) in conflicts {
         let item = &mut items[item_of_op[index]];
         item.result = Result::Conflict;
@@ -308,6 +373,22 @@ pub fn apply(
     for item in items.iter_mut().filter(|i| i.result == Result::WouldApply) {
         item.result = Result::Applied;
     }
+    let mut logged = Outcome {
+        done: outcome.done.clone(),
+        conflicts: conflicts_for_log,
+    };
+    logged.done.sort_unstable();
+    crate::audit::append(
+        &log,
+        "apply.result",
+        serde_json::json!({
+            "session": session.id,
+            "profile": session.meta.profile.name,
+            "number": number,
+            "paths": logged_paths(&journal, &logged),
+            "skipped": items.iter().filter(|i| matches!(i.result, Result::Conflict | Result::Hazard | Result::Refused)).map(|i| serde_json::json!({"path": i.path, "result": i.result, "reason": i.reason})).collect::<Vec<_>>(),
+        }),
+    )?;
     finish(&mut session, options, &items)?;
     Ok(report(Some(number), items, &session))
 }
@@ -337,8 +418,24 @@ fn recover(
     apply_dir: ApplyDir,
     journal: &mut Journal,
     options: &ApplyOptions,
+    log: &crate::audit::AuditLog,
 ) -> std::result::Result<ApplyReport, ApplyError> {
     let path = workspace.path().to_path_buf();
+    let what = if options.rollback {
+        "rollback"
+    } else {
+        "finish"
+    };
+    crate::audit::append(
+        log,
+        "apply.recover",
+        serde_json::json!({
+            "session": session.id,
+            "profile": session.meta.profile.name,
+            "number": journal.number,
+            "do": what,
+        }),
+    )?;
     let (outcome, done, state) = if options.rollback {
         let outcome =
             engine::undo(workspace, &apply_dir, journal).map_err(io("roll back in", &path))?;
@@ -352,6 +449,17 @@ fn recover(
     apply_dir
         .write(journal)
         .map_err(io("write", &apply_dir.journal_path()))?;
+    crate::audit::append(
+        log,
+        "apply.recovered",
+        serde_json::json!({
+            "session": session.id,
+            "profile": session.meta.profile.name,
+            "number": journal.number,
+            "do": what,
+            "paths": logged_paths(journal, &outcome),
+        }),
+    )?;
     if options.rollback {
         let restored: Vec<PathBuf> = outcome
             .done
@@ -490,8 +598,29 @@ pub fn revert(
     else {
         return Err(ApplyError::NothingToRevert(session.id.clone()));
     };
+    let log = crate::audit::log(state_dir);
+    crate::audit::append(
+        &log,
+        "revert.intent",
+        serde_json::json!({
+            "session": session.id,
+            "profile": session.meta.profile.name,
+            "number": journal.number,
+            "workspace": workspace_path,
+        }),
+    )?;
     let outcome =
         engine::undo(&workspace, &apply_dir, &journal).map_err(io("revert in", &workspace_path))?;
+    crate::audit::append(
+        &log,
+        "revert.result",
+        serde_json::json!({
+            "session": session.id,
+            "profile": session.meta.profile.name,
+            "number": journal.number,
+            "paths": logged_paths(&journal, &outcome),
+        }),
+    )?;
     let restored: Vec<PathBuf> = outcome
         .done
         .iter()

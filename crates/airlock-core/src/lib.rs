@@ -4,8 +4,10 @@
 #![forbid(unsafe_code)]
 
 mod apply;
+pub mod audit;
 mod changes;
 mod ledger;
+mod operations;
 mod paths;
 mod run;
 mod session;
@@ -14,6 +16,7 @@ pub use apply::{
     apply, revert, ApplyError, ApplyOptions, ApplyReport, Item as ApplyItem, Result as ApplyResult,
 };
 pub use changes::{read_changes, relative_paths, ChangesError, ReadChanges, MAX_FILE_BYTES};
+pub use operations::{create_session, discard_session};
 pub use paths::{state_dir, StateDirError};
 pub use run::{check_workspace_for, run, RunError, RunReport, RunRequest, DEFAULT_ROOT_SANDBOX_ID};
 pub use session::{

@@ -61,12 +61,16 @@ pub struct RunReport {
     pub kept: bool,
     /// Bytes of output dropped past the output limit.
     pub output_dropped: u64,
+    /// The run's result could not be written to the audit log (its intent was).
+    pub audit_error: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
     #[error(transparent)]
     Session(#[from] SessionError),
+    #[error(transparent)]
+    Audit(#[from] crate::audit::AuditError),
     #[error(transparent)]
     Jail(#[from] JailError),
     #[error("workspace {path}: {why}")]
@@ -336,10 +340,80 @@ pub fn run(request: RunRequest) -> Result<RunReport, RunError> {
         home: PathBuf::from(SANDBOX_HOME),
     };
     let cache = request.state_dir.join("cache");
+    // The intent is on disk before anything runs; if it cannot be written, nothing runs.
+    let audit = crate::audit::log(&request.state_dir);
+    let session_id = session.as_ref().map(|s| s.id.clone());
+    let limits = &spec.limits;
+    crate::audit::append(
+        &audit,
+        "run.intent",
+        serde_json::json!({
+            "session": session_id,
+            "profile": profile.name,
+            "policy": crate::audit::policy_digest(profile),
+            "argv": spec.argv.iter().map(crate::audit::text).collect::<Vec<_>>(),
+            "cwd": spec.cwd,
+            "workspace": request.workspace,
+            "network": "none",
+            "limits": {
+                "memory_bytes": limits.memory_bytes,
+                "processes": limits.processes,
+                "cpu_seconds": limits.cpu_seconds,
+                "timeout_seconds": limits.timeout.map(|t| t.as_secs()),
+                "tmp_bytes": limits.tmp_bytes,
+                "output_bytes": limits.output_bytes,
+                "open_files": limits.open_files,
+            },
+            "sandbox_uid": host_uid,
+        }),
+    )?;
     let started = now();
     let started_ns = crate::ledger::now_ns();
+    let clock = std::time::Instant::now();
     let result = airlock_jail::spawn(&spec, &staging, &cache).and_then(|sandbox| sandbox.wait());
-    let session_id = session.as_ref().map(|s| s.id.clone());
+    let usage = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN).ok();
+    let mut fields = serde_json::json!({
+        "session": session_id,
+        "profile": profile.name,
+        "duration_ms": clock.elapsed().as_millis() as u64,
+        "cpu_ms": usage.map(|u| {
+            let ms = |t: nix::sys::time::TimeVal| t.tv_sec() * 1000 + t.tv_usec() / 1000;
+            ms(u.user_time()) + ms(u.system_time())
+        }),
+        // ru_maxrss: the largest single process of the run (KiB).
+        "peak_rss_bytes": usage.map(|u| u.max_rss() as u64 * 1024),
+    });
+    match &result {
+        Ok(finished) => {
+            let map = fields.as_object_mut().expect("an object");
+            match finished.outcome {
+                Outcome::Exited(code) => {
+                    map.insert("exit_code".into(), code.into());
+                    if code > 128 {
+                        map.insert("signal".into(), (code - 128).into());
+                    }
+                }
+                Outcome::TimedOut => {
+                    map.insert("limit".into(), "timeout".into());
+                }
+            }
+            map.insert(
+                "output_dropped_bytes".into(),
+                finished.output_dropped.into(),
+            );
+            if finished.output_dropped > 0 {
+                map.insert("limit".into(), "output".into());
+            }
+        }
+        Err(err) => {
+            let map = fields.as_object_mut().expect("an object");
+            map.insert("error".into(), err.to_string().into());
+        }
+    }
+    // The command ran: a result that cannot be written is reported, not the run's failure.
+    let audit_error = crate::audit::append(&audit, "run.result", fields)
+        .err()
+        .map(|e| e.to_string());
     if let Some(mut session) = session {
         if throwaway {
             // The layer of a throwaway session is garbage whatever happened; a failure to delete
@@ -362,6 +436,7 @@ pub fn run(request: RunRequest) -> Result<RunReport, RunError> {
         output_dropped: finished.output_dropped,
         session_id,
         kept: !throwaway,
+        audit_error,
     })
 }
 

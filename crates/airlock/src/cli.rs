@@ -137,6 +137,20 @@ pub enum Command {
             a run in the session to end."
     )]
     Discard(DiscardArgs),
+    /// Show the audit log, or verify it
+    #[command(
+        long_about = "Show the audit log of the state directory: every run (intent and result), \
+            session, apply, revert and refusal, written before each action. One line per record: \
+            time (UTC), session, action, summary; --json prints the records as they are stored \
+            (JSON lines). Filters combine. 'airlock log verify' walks the hash chain and names the \
+            first record that was altered, removed or reordered.",
+        after_help = "Examples:\n  airlock log --session fix --action run\n  \
+            airlock log --since 1h --denied\n  airlock log --follow --json | jq .\n  \
+            airlock log verify\n\n\
+            Exit status of 'log verify': 0 the chain is intact; 2 it is broken (the message \
+            names where); 125 it could not be read."
+    )]
+    Log(LogArgs),
     /// Remove discarded and applied sessions
     #[command(
         long_about = "Remove discarded sessions (their records; their layers are already gone) \
@@ -270,6 +284,43 @@ pub struct DiscardArgs {
     /// Session id or name
     #[arg(value_name = "SESSION")]
     pub session: String,
+}
+
+#[derive(Debug, Args)]
+pub struct LogArgs {
+    #[command(subcommand)]
+    pub command: Option<LogCommand>,
+    /// Only records of this session (id)
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
+    /// Only records of runs and sessions with this profile
+    #[arg(long, value_name = "NAME")]
+    pub profile: Option<String>,
+    /// Only records since this long ago (10m, 2h, 7d) or this time (2026-11-29T20:00:00Z)
+    #[arg(long, value_name = "WHEN")]
+    pub since: Option<String>,
+    /// Only these actions, or families of them: run, run.result, session, apply… (repeatable)
+    #[arg(long, value_name = "ACTION")]
+    pub action: Vec<String>,
+    /// Only refusals and denials
+    #[arg(long)]
+    pub denied: bool,
+    /// Keep printing records as they are written
+    #[arg(long, short = 'f')]
+    pub follow: bool,
+    /// Print records as stored: one JSON object per line
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum LogCommand {
+    /// Walk the hash chain; name the first record altered, removed or reordered
+    Verify {
+        /// Print the verdict as JSON
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Args)]

@@ -5,6 +5,7 @@ mod apply;
 mod check;
 mod cli;
 mod diff;
+mod log;
 mod run;
 mod session;
 
@@ -31,6 +32,15 @@ fn main() -> ExitCode {
             };
         }
     };
+    // Refusals of what would change something are audited too (what, and why).
+    let refusal = match &cli.command {
+        Command::Run(args) => Some(("run.refused", args.session.clone())),
+        Command::Session(_) => Some(("session.refused", None)),
+        Command::Apply(args) => Some(("apply.refused", Some(args.session.clone()))),
+        Command::Revert(args) => Some(("revert.refused", Some(args.session.clone()))),
+        Command::Discard(args) => Some(("discard.refused", Some(args.session.clone()))),
+        _ => None,
+    };
     let result = match cli.command {
         Command::Run(args) => run::run(&cli.global, args),
         Command::Check(args) => check::check(&cli.global, args),
@@ -41,11 +51,15 @@ fn main() -> ExitCode {
         Command::Revert(args) => apply::revert(&cli.global, args),
         Command::Discard(args) => session::discard(&cli.global, args),
         Command::Gc(args) => session::gc(&cli.global, args),
+        Command::Log(args) => log::log(&cli.global, args),
     };
     match result {
         Ok(code) => code,
         Err(err) => {
             eprintln!("airlock: error: {}", message(&err));
+            if let Some((action, session)) = refusal {
+                audit_refusal(&cli.global, action, session, &message(&err));
+            }
             ExitCode::from(EXIT_AIRLOCK_ERROR)
         }
     }
@@ -63,4 +77,19 @@ fn message(err: &anyhow::Error) -> String {
         }
     }
     text
+}
+
+/// Best effort: a refusal that cannot be logged (the log itself failing, say) was still printed.
+fn audit_refusal(global: &cli::GlobalArgs, action: &str, session: Option<String>, error: &str) {
+    let Ok(state) = run::state_dir(global) else {
+        return;
+    };
+    let argv: Vec<String> = std::env::args_os()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let _ = airlock_core::audit::append(
+        &airlock_core::audit::log(&state),
+        action,
+        serde_json::json!({ "session": session, "argv": argv, "error": error, "denied": true }),
+    );
 }

@@ -190,6 +190,11 @@ pub fn run(global: &GlobalArgs, args: RunArgs) -> Result<ExitCode> {
     };
     let keep = request.keep && request.session.is_none();
     let report = airlock_core::run(request)?;
+    if let Some(error) = &report.audit_error {
+        eprintln!(
+            "airlock: warning: the run's result could not be written to the audit log: {error}"
+        );
+    }
     if report.output_dropped > 0 {
         eprintln!(
             "airlock: the output limit was reached: {} bytes were dropped (raise [limits] output in the profile)",

@@ -19,7 +19,7 @@ pub fn new(global: &GlobalArgs, args: SessionNewArgs) -> Result<ExitCode> {
     load_profile(&chosen, &workspace)?;
     let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
     airlock_core::check_workspace_for(&workspace, &state, home.as_deref())?;
-    let session = Session::create(
+    let session = airlock_core::create_session(
         &state,
         NewSession {
             workspace: &workspace,
@@ -149,15 +149,12 @@ pub fn list(global: &GlobalArgs, args: SessionsArgs) -> Result<ExitCode> {
 
 pub fn discard(global: &GlobalArgs, args: DiscardArgs) -> Result<ExitCode> {
     let state = state_dir(global)?;
-    let mut session = Session::find(&state, &args.session)?;
-    let lock = session.lock_exclusive(&|s: &Session| {
+    let session = airlock_core::discard_session(&state, &args.session, &|s: &Session| {
         eprintln!(
             "airlock: session {} is busy with a run; waiting for it to end…",
             s.id
         )
     })?;
-    session.check_active()?;
-    session.discard(&lock)?;
     eprintln!(
         "airlock: session {} discarded; its changes are gone (the host workspace was not touched)",
         session.id

@@ -228,7 +228,10 @@ A\twith space.txt
 
     // Colour on request (a terminal gets it by default); never in a pipe unless asked.
     let coloured = stdout(&airlock(w, &["diff", &id, "--color=always", "edit.txt"]));
-    assert!(coloured.contains("\x1b[1mdiff --git a/edit.txt b/edit.txt\x1b[m"), "{coloured:?}");
+    assert!(
+        coloured.contains("\x1b[1mdiff --git a/edit.txt b/edit.txt\x1b[m"),
+        "{coloured:?}"
+    );
     assert!(coloured.contains("\x1b[31m-two\x1b[m"), "{coloured:?}");
     assert!(coloured.contains("\x1b[32m+TWO\x1b[m"), "{coloured:?}");
     assert!(!stdout(&airlock(w, &["diff", &id, "edit.txt"])).contains('\x1b'));

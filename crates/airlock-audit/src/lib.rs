@@ -1,0 +1,688 @@
+//! The audit log: one append-only JSON-lines file per state directory, written before every
+//! action, hash-chained, verifiable.
+//!
+//! ```text
+//! STATE/audit.log    one record per line: {"seq":N,"time":…,"prev":HASH,…fields…,"hash":HASH}
+//! STATE/audit.head   the last record's seq and hash (detects records cut off the end)
+//! ```
+//!
+//! - **Append** takes an exclusive `flock` on the log, reads its last record (seq and hash),
+//!   writes the new line with one `write`, and fsyncs before returning: a caller that got `Ok`
+//!   knows the record is on disk; one that got `Err` must not act.
+//! - **Chain**: `hash` is the SHA-256 of the line with `"hash"` left out; `prev` is the previous
+//!   record's `hash`; `seq` counts from 1. Editing a field breaks that record's hash (and, if the
+//!   hash is recomputed, the next record's `prev`); a removed or reordered line breaks `seq`; cutting
+//!   records off the end leaves `audit.head` ahead of the log.
+//! - **Torn line**: a crash in the middle of a write leaves a last line without its newline. The
+//!   next append (holding the lock) cuts it off and records that it did, with the bytes' hash;
+//!   `verify` reports one it finds. No complete record is ever touched.
+//!
+//! What this cannot do alone: someone who can write the state directory can rewrite the whole
+//! chain consistently. Forwarding each record elsewhere as it is written (syslog) is the anchor.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use nix::fcntl::{Flock, FlockArg};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+mod reader;
+pub use reader::{Filter, Records};
+
+pub const LOG_FILE: &str = "audit.log";
+pub const HEAD_FILE: &str = "audit.head";
+
+#[derive(Debug, thiserror::Error)]
+pub enum AuditError {
+    #[error("cannot write the audit log {path}: {source} — nothing was done; free space or fix the permissions of the state directory, then retry")]
+    Append { path: PathBuf, source: io::Error },
+    #[error("cannot read the audit log {path}: {source}")]
+    Read { path: PathBuf, source: io::Error },
+}
+
+/// How appends reach the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sync {
+    /// fsync every record before the action it announces (the default).
+    Always,
+    /// Leave it to the kernel: faster, and a crash may lose the last records. For benchmarks and
+    /// throwaway machines (`AIRLOCK_AUDIT_FSYNC=0`).
+    Never,
+}
+
+impl Sync {
+    /// `AIRLOCK_AUDIT_FSYNC=0` turns fsync off; anything else keeps it.
+    pub fn from_env() -> Sync {
+        match std::env::var("AIRLOCK_AUDIT_FSYNC").as_deref() {
+            Ok("0") | Ok("false") | Ok("off") => Sync::Never,
+            _ => Sync::Always,
+        }
+    }
+}
+
+/// The audit log of one state directory.
+#[derive(Debug, Clone)]
+pub struct AuditLog {
+    dir: PathBuf,
+    sync: Sync,
+}
+
+/// Where an appended record landed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Appended {
+    pub seq: u64,
+    pub hash: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Head {
+    seq: u64,
+    hash: String,
+}
+
+/// The chain's first `prev`.
+pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The hash a record carries: SHA-256 of its JSON without the `hash` field, keys in the order
+/// written.
+pub fn record_hash(record: &Map<String, Value>) -> String {
+    let mut without = record.clone();
+    without.remove("hash");
+    let text = serde_json::to_string(&Value::Object(without)).unwrap_or_default();
+    hex(&Sha256::digest(text.as_bytes()))
+}
+
+/// RFC 3339 with milliseconds, UTC.
+pub fn timestamp_now() -> String {
+    humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
+}
+
+impl AuditLog {
+    pub fn new(state_dir: &Path, sync: Sync) -> AuditLog {
+        AuditLog {
+            dir: state_dir.to_path_buf(),
+            sync,
+        }
+    }
+
+    pub fn path(&self) -> PathBuf {
+        self.dir.join(LOG_FILE)
+    }
+
+    fn head_path(&self) -> PathBuf {
+        self.dir.join(HEAD_FILE)
+    }
+
+    fn append_error(&self, source: io::Error) -> AuditError {
+        AuditError::Append {
+            path: self.path(),
+            source,
+        }
+    }
+
+    /// Append one record: `action` and `fields` (an object), with seq, time, prev and hash added.
+    /// Returns once the record is on disk (with [`Sync::Always`]).
+    pub fn append(&self, action: &str, fields: Value) -> Result<Appended, AuditError> {
+        fs::create_dir_all(&self.dir).map_err(|e| self.append_error(e))?;
+        let file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .open(self.path())
+            .map_err(|e| self.append_error(e))?;
+        let mut file = Flock::lock(file, FlockArg::LockExclusive)
+            .map_err(|(_, errno)| self.append_error(errno.into()))?;
+        let (last, torn) = last_record(&mut file).map_err(|e| self.append_error(e))?;
+        let (mut seq, mut prev) = last.unwrap_or((0, GENESIS.to_string()));
+        if let Some(torn) = torn {
+            // Cut the torn line off, then say so in the chain.
+            file.set_len(torn.offset)
+                .map_err(|e| self.append_error(e))?;
+            let fields = serde_json::json!({
+                "torn_bytes": torn.bytes.len(),
+                "torn_sha256": hex(&Sha256::digest(&torn.bytes)),
+                "summary": "a record cut short by a crash was removed",
+            });
+            let appended = self.write_record(&mut file, seq + 1, &prev, "log.recovered", fields)?;
+            seq = appended.seq;
+            prev = appended.hash;
+        }
+        let appended = self.write_record(&mut file, seq + 1, &prev, action, fields)?;
+        // Not fsync'd: a head that lags after a crash is no alarm, only one ahead of the log is.
+        let head = serde_json::to_vec(&Head {
+            seq: appended.seq,
+            hash: appended.hash.clone(),
+        })
+        .unwrap_or_default();
+        let mut padded = head;
+        padded.resize(128, b' ');
+        padded.push(b'\n');
+        if let Ok(head_file) = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(self.head_path())
+        {
+            let _ = head_file.write_all_at(&padded, 0);
+        }
+        Ok(appended)
+    }
+
+    fn write_record(
+        &self,
+        file: &mut File,
+        seq: u64,
+        prev: &str,
+        action: &str,
+        fields: Value,
+    ) -> Result<Appended, AuditError> {
+        let mut record = Map::new();
+        record.insert("seq".into(), seq.into());
+        record.insert("time".into(), timestamp_now().into());
+        record.insert("prev".into(), prev.into());
+        record.insert("action".into(), action.into());
+        if let Value::Object(fields) = fields {
+            for (key, value) in fields {
+                if !matches!(key.as_str(), "seq" | "time" | "prev" | "action" | "hash") {
+                    record.insert(key, value);
+                }
+            }
+        }
+        let hash = record_hash(&record);
+        record.insert("hash".into(), hash.clone().into());
+        let mut line = serde_json::to_vec(&Value::Object(record))
+            .map_err(|e| self.append_error(io::Error::other(e)))?;
+        line.push(b'\n');
+        crash_test_hook(file, &line, action);
+        // One write of the whole line: with O_APPEND and the lock, lines never interleave.
+        file.write_all(&line).map_err(|e| self.append_error(e))?;
+        if self.sync == Sync::Always {
+            file.sync_data().map_err(|e| self.append_error(e))?;
+        }
+        Ok(Appended { seq, hash })
+    }
+
+    /// Read records in order (see [`Records`]).
+    pub fn records(&self) -> Result<Records, AuditError> {
+        Records::open(&self.path())
+    }
+
+    /// Walk the chain; the first problem found, if any.
+    pub fn verify(&self) -> Result<Verdict, AuditError> {
+        let read_err = |source| AuditError::Read {
+            path: self.path(),
+            source,
+        };
+        let file = match File::open(self.path()) {
+            Ok(file) => file,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Ok(Verdict {
+                    records: 0,
+                    problem: None,
+                    head: None,
+                })
+            }
+            Err(e) => return Err(read_err(e)),
+        };
+        // A writer mid-append would look like a torn line: wait for it.
+        let file = Flock::lock(file, FlockArg::LockShared).map_err(|(_, e)| read_err(e.into()))?;
+        let mut reader = BufReader::new(&*file);
+        let mut expected_seq = 1u64;
+        let mut prev = GENESIS.to_string();
+        let mut line = Vec::new();
+        let mut count = 0u64;
+        let mut line_no = 0u64;
+        loop {
+            line.clear();
+            let n = reader.read_until(b'\n', &mut line).map_err(read_err)?;
+            if n == 0 {
+                break;
+            }
+            line_no += 1;
+            if !line.ends_with(b"\n") {
+                return Ok(Verdict::broken(
+                    count,
+                    Problem::TornLastLine { line: line_no },
+                ));
+            }
+            let record: Map<String, Value> = match serde_json::from_slice(&line) {
+                Ok(Value::Object(map)) => map,
+                _ => {
+                    return Ok(Verdict::broken(
+                        count,
+                        Problem::Unreadable { line: line_no },
+                    ))
+                }
+            };
+            let seq = record.get("seq").and_then(Value::as_u64).unwrap_or(0);
+            let hash = record.get("hash").and_then(Value::as_str).unwrap_or("");
+            if record_hash(&record) != hash {
+                return Ok(Verdict::broken(
+                    count,
+                    Problem::Altered { line: line_no, seq },
+                ));
+            }
+            if seq != expected_seq {
+                let problem = if seq > expected_seq {
+                    Problem::Missing {
+                        line: line_no,
+                        expected: expected_seq,
+                        found: seq,
+                    }
+                } else {
+                    Problem::Reordered {
+                        line: line_no,
+                        expected: expected_seq,
+                        found: seq,
+                    }
+                };
+                return Ok(Verdict::broken(count, problem));
+            }
+            if record.get("prev").and_then(Value::as_str) != Some(prev.as_str()) {
+                return Ok(Verdict::broken(
+                    count,
+                    Problem::ChainBroken { line: line_no, seq },
+                ));
+            }
+            prev = hash.to_string();
+            expected_seq += 1;
+            count += 1;
+        }
+        let head = fs::read(self.head_path())
+            .ok()
+            .and_then(|bytes| serde_json::from_slice::<Head>(bytes.trim_ascii_end()).ok());
+        if let Some(head) = &head {
+            if head.seq > count {
+                return Ok(Verdict::broken(
+                    count,
+                    Problem::Truncated {
+                        last: count,
+                        head: head.seq,
+                    },
+                ));
+            }
+        }
+        Ok(Verdict {
+            records: count,
+            problem: None,
+            head: Some(prev),
+        })
+    }
+}
+
+/// Crash-test hook, honoured in debug builds only: with `AIRLOCK_TEST_FAULT=audit:ACTION`, an
+/// append of that action writes half its line, syncs it, and the process kills itself.
+fn crash_test_hook(file: &mut File, line: &[u8], action: &str) {
+    if !cfg!(debug_assertions) {
+        return;
+    }
+    let Ok(fault) = std::env::var("AIRLOCK_TEST_FAULT") else {
+        return;
+    };
+    if fault.strip_prefix("audit:") == Some(action) {
+        let _ = file.write_all(&line[..line.len() / 2]);
+        let _ = file.sync_data();
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::this(), nix::sys::signal::Signal::SIGKILL);
+    }
+}
+
+/// A last line without its newline: where it starts, and its bytes.
+struct Torn {
+    offset: u64,
+    bytes: Vec<u8>,
+}
+
+/// The last complete record's seq and hash, and a torn line after it, if any. Reads only the
+/// file's tail.
+/// The seq and hash of a record.
+type Link = (u64, String);
+
+fn last_record(file: &mut File) -> io::Result<(Option<Link>, Option<Torn>)> {
+    let len = file.seek(SeekFrom::End(0))?;
+    if len == 0 {
+        return Ok((None, None));
+    }
+    let mut window = 64 * 1024u64;
+    loop {
+        let start = len.saturating_sub(window);
+        let mut tail = vec![0u8; (len - start) as usize];
+        file.seek(SeekFrom::Start(start))?;
+        file.read_exact(&mut tail)?;
+        let torn = if tail.ends_with(b"\n") {
+            None
+        } else {
+            let cut = tail.iter().rposition(|&b| b == b'\n').map(|i| i + 1);
+            match cut {
+                Some(cut) => Some(Torn {
+                    offset: start + cut as u64,
+                    bytes: tail[cut..].to_vec(),
+                }),
+                None if start == 0 => Some(Torn {
+                    offset: 0,
+                    bytes: tail.clone(),
+                }),
+                None => {
+                    window *= 4;
+                    continue;
+                }
+            }
+        };
+        let complete_end = torn
+            .as_ref()
+            .map_or(tail.len(), |t| (t.offset - start) as usize);
+        let complete = &tail[..complete_end];
+        let body = complete.strip_suffix(b"\n").unwrap_or(complete);
+        let line_start = body.iter().rposition(|&b| b == b'\n').map(|i| i + 1);
+        let line = match line_start {
+            Some(i) => &body[i..],
+            None if start == 0 => body,
+            None => {
+                window *= 4;
+                continue;
+            }
+        };
+        if line.is_empty() {
+            return Ok((None, torn));
+        }
+        let record: Map<String, Value> = match serde_json::from_slice(line) {
+            Ok(Value::Object(map)) => map,
+            _ => {
+                return Err(io::Error::other(
+                    "its last record is not JSON; run 'airlock log verify'",
+                ))
+            }
+        };
+        let seq = record.get("seq").and_then(Value::as_u64).unwrap_or(0);
+        let hash = record
+            .get("hash")
+            .and_then(Value::as_str)
+            .unwrap_or(GENESIS)
+            .to_string();
+        return Ok((Some((seq, hash)), torn));
+    }
+}
+
+/// What `verify` found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    /// Records checked and found intact (before the problem, if any).
+    pub records: u64,
+    pub problem: Option<Problem>,
+    /// The last record's hash, when the log is intact: note it elsewhere to anchor the chain.
+    pub head: Option<String>,
+}
+
+impl Verdict {
+    fn broken(records: u64, problem: Problem) -> Verdict {
+        Verdict {
+            records,
+            problem: Some(problem),
+            head: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Problem {
+    /// The record's content does not match its hash.
+    Altered { line: u64, seq: u64 },
+    /// The record's `prev` is not the previous record's hash.
+    ChainBroken { line: u64, seq: u64 },
+    /// Records are missing before this line.
+    Missing {
+        line: u64,
+        expected: u64,
+        found: u64,
+    },
+    /// A record is out of order.
+    Reordered {
+        line: u64,
+        expected: u64,
+        found: u64,
+    },
+    /// The line is not a JSON object.
+    Unreadable { line: u64 },
+    /// The last line was cut short (a crash while appending; the next append recovers it).
+    TornLastLine { line: u64 },
+    /// Records after `last` were removed: the head file saw `head`.
+    Truncated { last: u64, head: u64 },
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Problem::Altered { line, seq } => {
+                write!(f, "line {line} (record {seq}) was altered: its content does not match its hash")
+            }
+            Problem::ChainBroken { line, seq } => write!(
+                f,
+                "line {line} (record {seq}) does not follow the record before it: that one was altered or replaced"
+            ),
+            Problem::Missing { line, expected, found } => write!(
+                f,
+                "line {line}: record {found} where record {expected} belongs: records were removed or reordered"
+            ),
+            Problem::Reordered { line, expected, found } => write!(
+                f,
+                "line {line}: record {found} where record {expected} belongs: records were reordered"
+            ),
+            Problem::Unreadable { line } => write!(f, "line {line} is not a JSON record"),
+            Problem::TornLastLine { line } => write!(
+                f,
+                "line {line}, the last, was cut short (a crash while appending); the next record written removes it and says so"
+            ),
+            Problem::Truncated { last, head } => write!(
+                f,
+                "the log ends at record {last} but record {head} was written: records were cut off the end"
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn log_with(n: u64) -> (tempfile::TempDir, AuditLog) {
+        let dir = tempfile::tempdir().unwrap();
+        let log = AuditLog::new(dir.path(), Sync::Always);
+        for i in 0..n {
+            log.append("test.event", json!({"i": i, "session": "s1"}))
+                .unwrap();
+        }
+        (dir, log)
+    }
+
+    fn lines(log: &AuditLog) -> Vec<String> {
+        fs::read_to_string(log.path())
+            .unwrap()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+
+    fn write_lines(log: &AuditLog, lines: &[String]) {
+        fs::write(log.path(), lines.join("\n") + "\n").unwrap();
+    }
+
+    #[test]
+    fn an_intact_log_verifies() {
+        let (_dir, log) = log_with(5);
+        let verdict = log.verify().unwrap();
+        assert_eq!(verdict.records, 5);
+        assert_eq!(verdict.problem, None);
+        assert!(verdict.head.is_some());
+    }
+
+    #[test]
+    fn an_edited_field_is_found() {
+        let (_dir, log) = log_with(5);
+        let mut all = lines(&log);
+        all[2] = all[2].replace("\"i\":2", "\"i\":7");
+        write_lines(&log, &all);
+        assert_eq!(
+            log.verify().unwrap().problem,
+            Some(Problem::Altered { line: 3, seq: 3 })
+        );
+    }
+
+    #[test]
+    fn an_edit_with_its_hash_recomputed_breaks_the_next_link() {
+        let (_dir, log) = log_with(5);
+        let mut all = lines(&log);
+        let mut record: Map<String, Value> = serde_json::from_str(&all[2]).unwrap();
+        record.insert("i".into(), 7.into());
+        let hash = record_hash(&record);
+        record.insert("hash".into(), hash.into());
+        all[2] = serde_json::to_string(&record).unwrap();
+        write_lines(&log, &all);
+        assert_eq!(
+            log.verify().unwrap().problem,
+            Some(Problem::ChainBroken { line: 4, seq: 4 })
+        );
+    }
+
+    #[test]
+    fn a_deleted_line_is_found() {
+        let (_dir, log) = log_with(5);
+        let mut all = lines(&log);
+        all.remove(1);
+        write_lines(&log, &all);
+        assert_eq!(
+            log.verify().unwrap().problem,
+            Some(Problem::Missing {
+                line: 2,
+                expected: 2,
+                found: 3
+            })
+        );
+    }
+
+    #[test]
+    fn swapped_lines_are_found() {
+        let (_dir, log) = log_with(5);
+        let mut all = lines(&log);
+        all.swap(1, 2);
+        write_lines(&log, &all);
+        assert_eq!(
+            log.verify().unwrap().problem,
+            Some(Problem::Missing {
+                line: 2,
+                expected: 2,
+                found: 3
+            })
+        );
+        let (_dir, log) = log_with(5);
+        let mut all = lines(&log);
+        all.swap(3, 4);
+        write_lines(&log, &all);
+        assert!(matches!(
+            log.verify().unwrap().problem,
+            Some(Problem::Missing { line: 4, .. })
+        ));
+    }
+
+    #[test]
+    fn records_cut_off_the_end_are_found() {
+        let (_dir, log) = log_with(5);
+        let mut all = lines(&log);
+        all.truncate(3);
+        write_lines(&log, &all);
+        assert_eq!(
+            log.verify().unwrap().problem,
+            Some(Problem::Truncated { last: 3, head: 5 })
+        );
+    }
+
+    #[test]
+    fn a_torn_last_line_is_reported_then_recovered_without_losing_a_record() {
+        let (_dir, log) = log_with(3);
+        let mut file = OpenOptions::new().append(true).open(log.path()).unwrap();
+        file.write_all(b"{\"seq\":4,\"time\":\"half").unwrap();
+        assert_eq!(
+            log.verify().unwrap().problem,
+            Some(Problem::TornLastLine { line: 4 })
+        );
+        log.append("test.event", json!({"i": 99})).unwrap();
+        let verdict = log.verify().unwrap();
+        assert_eq!(verdict.problem, None);
+        assert_eq!(
+            verdict.records, 5,
+            "3 records, the recovery note, the new one"
+        );
+        let all = lines(&log);
+        assert!(all[3].contains("\"action\":\"log.recovered\""));
+        assert!(all[4].contains("\"i\":99"));
+    }
+
+    #[test]
+    fn concurrent_writers_never_break_the_chain() {
+        let dir = tempfile::tempdir().unwrap();
+        let writers: Vec<_> = (0..8)
+            .map(|w| {
+                let log = AuditLog::new(dir.path(), Sync::Never);
+                std::thread::spawn(move || {
+                    for i in 0..200 {
+                        log.append("test.event", json!({"writer": w, "i": i}))
+                            .unwrap();
+                    }
+                })
+            })
+            .collect();
+        for writer in writers {
+            writer.join().unwrap();
+        }
+        let verdict = AuditLog::new(dir.path(), Sync::Never).verify().unwrap();
+        assert_eq!(verdict.problem, None);
+        assert_eq!(verdict.records, 1600);
+    }
+
+    #[test]
+    fn filters_pick_records() {
+        let (_dir, log) = log_with(3);
+        log.append("run.intent", json!({"session": "s2", "profile": "ci"}))
+            .unwrap();
+        log.append("run.refused", json!({"session": "s2", "denied": true}))
+            .unwrap();
+        let collect = |filter: &Filter| {
+            let mut records = log.records().unwrap();
+            let mut found = Vec::new();
+            while let Some(r) = records.next_matching(filter).unwrap() {
+                found.push(r["action"].as_str().unwrap().to_string());
+            }
+            found
+        };
+        assert_eq!(collect(&Filter::default()).len(), 5);
+        let by_session = Filter {
+            session: Some("s2".into()),
+            ..Filter::default()
+        };
+        assert_eq!(collect(&by_session), ["run.intent", "run.refused"]);
+        let by_action = Filter {
+            actions: vec!["run".into()],
+            ..Filter::default()
+        };
+        assert_eq!(collect(&by_action), ["run.intent", "run.refused"]);
+        let denied = Filter {
+            denied: true,
+            ..Filter::default()
+        };
+        assert_eq!(collect(&denied), ["run.refused"]);
+        let profile = Filter {
+            profile: Some("ci".into()),
+            ..Filter::default()
+        };
+        assert_eq!(collect(&profile), ["run.intent"]);
+    }
+}

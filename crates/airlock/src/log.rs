@@ -1,0 +1,203 @@
+//! `airlock log` and `airlock log verify`.
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::SystemTime;
+
+use anyhow::{bail, Context, Result};
+use serde_json::{Map, Value};
+
+use airlock_audit::Filter;
+
+use crate::cli::{GlobalArgs, LogArgs, LogCommand};
+use crate::run::state_dir;
+
+/// Exit status when the chain is broken.
+const EXIT_BROKEN: u8 = 2;
+
+fn since(text: &str) -> Result<String> {
+    let at = if let Ok(ago) = humantime::parse_duration(text) {
+        SystemTime::now()
+            .checked_sub(ago)
+            .unwrap_or(SystemTime::UNIX_EPOCH)
+    } else {
+        humantime::parse_rfc3339_weak(text).with_context(|| {
+            format!(
+                "--since {text:?}: give a duration (10m, 2h, 7d) or a time (2026-11-29T20:00:00Z)"
+            )
+        })?
+    };
+    Ok(humantime::format_rfc3339_millis(at).to_string())
+}
+
+fn field<'a>(record: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
+    record.get(key).filter(|v| !v.is_null())
+}
+
+fn text(record: &Map<String, Value>, key: &str) -> String {
+    match field(record, key) {
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+        None => String::new(),
+    }
+}
+
+/// One line a person reads: what the record says, shortly.
+fn summary(record: &Map<String, Value>) -> String {
+    let action = text(record, "action");
+    let profile = text(record, "profile");
+    match action.as_str() {
+        "run.intent" => {
+            let argv: Vec<String> = field(record, "argv")
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_string)
+                        .collect()
+                })
+                .unwrap_or_default();
+            format!(
+                "{} (profile {profile}, in {})",
+                argv.join(" "),
+                text(record, "cwd")
+            )
+        }
+        "run.result" => {
+            let duration = text(record, "duration_ms");
+            if let Some(error) = field(record, "error") {
+                format!("failed: {}", error.as_str().unwrap_or_default())
+            } else if text(record, "limit") == "timeout" {
+                format!("time limit reached after {duration} ms; killed")
+            } else {
+                format!(
+                    "exit {} after {duration} ms, {} ms CPU",
+                    text(record, "exit_code"),
+                    text(record, "cpu_ms")
+                )
+            }
+        }
+        "apply.result" | "revert.result" | "apply.recovered" => {
+            let paths = field(record, "paths").and_then(Value::as_array);
+            let done = paths.map_or(0, |p| p.iter().filter(|x| x["done"] == true).count());
+            let skipped = field(record, "skipped")
+                .and_then(Value::as_array)
+                .map_or(0, Vec::len);
+            format!(
+                "apply {}: {done} paths written, {skipped} left out",
+                text(record, "number")
+            )
+        }
+        "session.create" => format!(
+            "workspace {} (profile {profile})",
+            text(record, "workspace")
+        ),
+        _ if action.ends_with(".refused") => format!("REFUSED: {}", text(record, "error")),
+        "log.recovered" => text(record, "summary"),
+        _ => {
+            let mut rest: Vec<String> = record
+                .iter()
+                .filter(|(k, _)| {
+                    !matches!(
+                        k.as_str(),
+                        "seq" | "time" | "prev" | "hash" | "action" | "session" | "by"
+                    )
+                })
+                .map(|(k, v)| {
+                    format!(
+                        "{k}={}",
+                        match v {
+                            Value::String(s) => s.clone(),
+                            v => v.to_string(),
+                        }
+                    )
+                })
+                .collect();
+            rest.truncate(6);
+            rest.join(" ")
+        }
+    }
+}
+
+fn print(out: &mut impl Write, record: &Map<String, Value>, json: bool) -> std::io::Result<()> {
+    if json {
+        serde_json::to_writer(&mut *out, record)?;
+        return writeln!(out);
+    }
+    let time = text(record, "time");
+    let session = text(record, "session");
+    writeln!(
+        out,
+        "{:<23}  {:<12}  {:<16}  {}",
+        time.get(..23).unwrap_or(&time).replace('T', " "),
+        if session.is_empty() { "-" } else { &session },
+        text(record, "action"),
+        summary(record)
+    )
+}
+
+pub fn log(global: &GlobalArgs, args: LogArgs) -> Result<ExitCode> {
+    let state = state_dir(global)?;
+    let log = airlock_core::audit::log(&state);
+    if let Some(LogCommand::Verify { json }) = args.command {
+        let verdict = log.verify()?;
+        if json {
+            println!(
+                "{}",
+                serde_json::json!({
+                    "intact": verdict.problem.is_none(),
+                    "records": verdict.records,
+                    "problem": verdict.problem.as_ref().map(|p| p.to_string()),
+                    "head": verdict.head,
+                })
+            );
+        } else if let Some(problem) = &verdict.problem {
+            eprintln!(
+                "airlock: {}: BROKEN after {} intact records: {problem}",
+                log.path().display(),
+                verdict.records
+            );
+        } else {
+            println!(
+                "{}: intact, {} records; last hash {}",
+                log.path().display(),
+                verdict.records,
+                verdict.head.as_deref().unwrap_or("-")
+            );
+        }
+        return Ok(if verdict.problem.is_some() {
+            ExitCode::from(EXIT_BROKEN)
+        } else {
+            ExitCode::SUCCESS
+        });
+    }
+    let filter = Filter {
+        session: args.session,
+        profile: args.profile,
+        since: args.since.as_deref().map(since).transpose()?,
+        actions: args.action,
+        denied: args.denied,
+    };
+    let mut records = log.records()?;
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    loop {
+        while let Some(record) = records.next_matching(&filter)? {
+            if let Err(e) = print(&mut out, &record, args.json) {
+                if e.kind() == std::io::ErrorKind::BrokenPipe {
+                    return Ok(ExitCode::SUCCESS);
+                }
+                bail!(e);
+            }
+        }
+        if !args.follow {
+            break;
+        }
+        if out.flush().is_err() {
+            return Ok(ExitCode::SUCCESS);
+        }
+        records.wait();
+    }
+    let _ = out.flush();
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,301 @@
+//! The audit log: every action written before it happens, a chain that shows tampering, and
+//! refusal when the log cannot be written. Root and unprivileged user both, unless noted.
+
+mod support;
+
+use std::process::Output;
+
+use support::{ran, stderr, stdout, Mode, World};
+
+fn airlock(w: &World, args: &[&str]) -> Output {
+    w.airlock().args(args).output().unwrap()
+}
+
+fn records(w: &World) -> Vec<serde_json::Value> {
+    let out = airlock(w, &["log", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn actions(w: &World) -> Vec<String> {
+    records(w)
+        .iter()
+        .map(|r| r["action"].as_str().unwrap().to_string())
+        .collect()
+}
+
+both_modes!(every_action_is_logged_intent_first, |w: &World| {
+    let out = w
+        .airlock()
+        .args(["session", "new", "--name", "audited", "--workspace"])
+        .arg(&w.workspace)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let id = stdout(&out).trim().to_string();
+    ran(&airlock(
+        w,
+        &[
+            "run",
+            "--session",
+            "audited",
+            "--",
+            "sh",
+            "-c",
+            "echo x > f; exit 3",
+        ],
+    ));
+    let refused = airlock(w, &["run", "-p", "no-such-profile", "--", "true"]);
+    assert_eq!(refused.status.code(), Some(125));
+    assert_eq!(airlock(w, &["apply", "audited"]).status.code(), Some(0));
+    assert_eq!(airlock(w, &["revert", "audited"]).status.code(), Some(0));
+    assert_eq!(airlock(w, &["discard", "audited"]).status.code(), Some(0));
+    assert_eq!(
+        actions(w),
+        [
+            "session.create",
+            "session.created",
+            "run.intent",
+            "run.result",
+            "run.refused",
+            "apply.intent",
+            "apply.result",
+            "revert.intent",
+            "revert.result",
+            "session.discard",
+            "session.discarded"
+        ]
+    );
+    let all = records(w);
+    let intent = &all[2];
+    assert_eq!(intent["session"], id.as_str());
+    assert_eq!(
+        intent["argv"],
+        serde_json::json!(["sh", "-c", "echo x > f; exit 3"])
+    );
+    assert_eq!(intent["profile"], "default");
+    assert_eq!(intent["policy"], "builtin");
+    assert_eq!(intent["network"], "none");
+    assert!(intent["limits"]["memory_bytes"].as_u64().unwrap() > 0);
+    let result = &all[3];
+    assert_eq!(result["exit_code"], 3);
+    assert!(result["duration_ms"].is_u64());
+    assert!(result["cpu_ms"].is_i64() || result["cpu_ms"].is_u64());
+    assert_eq!(all[4]["denied"], true);
+    assert!(all[4]["error"]
+        .as_str()
+        .unwrap()
+        .contains("no-such-profile"));
+    let applied = &all[6]["paths"][0];
+    assert_eq!(applied["path"], "f");
+    assert_eq!(applied["old_sha256"], serde_json::Value::Null);
+    // printf 'x\n' | sha256sum
+    assert_eq!(
+        applied["new_sha256"],
+        "73cb3858a687a8494ca3323053016282f3dad39d42cf62ca4e79dda2aac7d9ac"
+    );
+    // Filters.
+    let out = airlock(w, &["log", "--session", &id, "--action", "run"]);
+    assert_eq!(stdout(&out).lines().count(), 2, "{}", stdout(&out));
+    let out = airlock(w, &["log", "--denied"]);
+    assert_eq!(stdout(&out).lines().count(), 1, "{}", stdout(&out));
+    let out = airlock(w, &["log", "--since", "1h"]);
+    assert_eq!(stdout(&out).lines().count(), 11);
+    let out = airlock(w, &["log", "--since", "2999-01-01T00:00:00Z"]);
+    assert_eq!(stdout(&out), "");
+    // The chain is intact.
+    let out = airlock(w, &["log", "verify"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("intact, 11 records"),
+        "{}",
+        stdout(&out)
+    );
+});
+
+both_modes!(verify_names_a_tampered_record, |w: &World| {
+    for _ in 0..3 {
+        ran(&airlock(
+            w,
+            &[
+                "run",
+                "--workspace",
+                w.workspace.to_str().unwrap(),
+                "--",
+                "true",
+            ],
+        ));
+    }
+    let path = w.state.join("audit.log");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let edited = text.replacen("\"exit_code\":0", "\"exit_code\":1", 1);
+    assert_ne!(text, edited);
+    std::fs::write(&path, edited).unwrap();
+    let out = airlock(w, &["log", "verify"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("line 2 (record 2) was altered"),
+        "{}",
+        stderr(&out)
+    );
+});
+
+both_modes!(
+    appends_killed_at_random_never_break_the_chain,
+    |w: &World| {
+        // Writers killed with SIGKILL at random moments (some mid-append): whatever they left, the
+        // next append recovers it and the chain stays whole.
+        let mut killed = 0;
+        for i in 0..60u64 {
+            let mut child = w
+                .airlock()
+                .args(["session", "new", "--workspace"])
+                .arg(&w.workspace)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            std::thread::sleep(std::time::Duration::from_micros((i * 397) % 4000));
+            if child.try_wait().unwrap().is_none() {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(child.id() as i32),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+                killed += 1;
+            }
+            let _ = child.wait();
+        }
+        assert!(killed > 0, "no writer was killed: the test did not test");
+        let out = w
+            .airlock()
+            .args(["session", "new", "--workspace"])
+            .arg(&w.workspace)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        let out = airlock(w, &["log", "verify"]);
+        assert!(out.status.success(), "{}\n{}", stderr(&out), stdout(&out));
+        // Every session that exists was announced before it was made.
+        let created = records(w)
+            .iter()
+            .filter(|r| r["action"] == "session.create")
+            .count();
+        let sessions = std::fs::read_dir(w.state.join("sessions")).unwrap().count();
+        assert!(
+            created >= sessions,
+            "{created} intents for {sessions} sessions"
+        );
+    }
+);
+
+both_modes!(
+    a_record_torn_by_a_crash_is_reported_then_recovered,
+    |w: &World| {
+        ran(&airlock(
+            w,
+            &[
+                "run",
+                "--workspace",
+                w.workspace.to_str().unwrap(),
+                "--",
+                "true",
+            ],
+        ));
+        // Killed in the middle of writing the next intent: half a line is on disk, and nothing ran.
+        let out = w
+            .airlock()
+            .args([
+                "run",
+                "--workspace",
+                w.workspace.to_str().unwrap(),
+                "--",
+                "sh",
+                "-c",
+                "echo ran",
+            ])
+            .env("AIRLOCK_TEST_FAULT", "audit:run.intent")
+            .output()
+            .unwrap();
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&out.status),
+            Some(9)
+        );
+        assert!(!stdout(&out).contains("ran"));
+        let out = airlock(w, &["log", "verify"]);
+        assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
+        assert!(
+            stderr(&out).contains("line 3, the last, was cut short"),
+            "{}",
+            stderr(&out)
+        );
+        // The next append cuts it off, says so, and the chain is whole with every complete record.
+        ran(&airlock(
+            w,
+            &[
+                "run",
+                "--workspace",
+                w.workspace.to_str().unwrap(),
+                "--",
+                "true",
+            ],
+        ));
+        let out = airlock(w, &["log", "verify"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert_eq!(
+            actions(w),
+            [
+                "run.intent",
+                "run.result",
+                "log.recovered",
+                "run.intent",
+                "run.result"
+            ]
+        );
+    }
+);
+
+#[test]
+fn a_full_disk_refuses_the_run_before_it_starts() {
+    // Root only: the state dir is a tiny tmpfs in a private mount namespace of the test.
+    let Some(w) = World::new(Mode::Root) else {
+        return;
+    };
+    // Once the filesystem is full, runs go on only while the log's last page has room; the first
+    // run whose intent cannot be written must be refused before its command starts.
+    let script = format!(
+        r#"set -e
+        mount -t tmpfs -o size=1m tmpfs '{state}'
+        '{bin}' --state-dir '{state}' run --workspace '{ws}' -- true
+        head -c 2m /dev/zero > '{state}/filler' 2>/dev/null || true
+        for i in 1 2 3 4 5 6 7 8 9 10; do
+            '{bin}' --state-dir '{state}' run --workspace '{ws}' -- sh -c "echo ran-$i" || exit $?
+        done
+        "#,
+        state = w.state.display(),
+        bin = support::airlock_bin().display(),
+        ws = w.workspace.display(),
+    );
+    let out = std::process::Command::new("unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(125),
+        "{}\n{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    // The refused run's command never ran: the runs before it printed their marker, it did not.
+    let ran_last = stdout(&out).lines().count();
+    assert!(ran_last < 10, "{}", stdout(&out));
+    assert!(!stdout(&out).contains(&format!("ran-{}", ran_last + 1)));
+    assert!(
+        stderr(&out).contains("cannot write the audit log"),
+        "{}",
+        stderr(&out)
+    );
+}
