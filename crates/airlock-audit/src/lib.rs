@@ -352,7 +352,7 @@ fn last_record(file: &mut File) -> io::Result<(Option<Link>, Option<Torn>)> {
     if len == 0 {
         return Ok((None, None));
     }
-    let mut window = 64 * 1024u64;
+    let mut window = 4096u64;
     loop {
         let start = len.saturating_sub(window);
         let mut tail = vec![0u8; (len - start) as usize];
