@@ -6,6 +6,7 @@
 mod apply;
 pub mod audit;
 mod changes;
+pub mod control;
 mod ledger;
 mod operations;
 mod paths;

@@ -10,6 +10,7 @@ use crate::session::{NewSession, Session};
 
 /// Start a session (the intent is logged first; nothing is made if that fails).
 pub fn create_session(state_dir: &Path, new: NewSession) -> Result<Session, RunError> {
+    crate::control::check_enabled(state_dir, &new.profile.name)?;
     let log = audit::log(state_dir);
     audit::append(
         &log,

@@ -72,6 +72,8 @@ pub enum RunError {
     #[error(transparent)]
     Audit(#[from] crate::audit::AuditError),
     #[error(transparent)]
+    Control(#[from] crate::control::ControlError),
+    #[error(transparent)]
     Jail(#[from] JailError),
     #[error("workspace {path}: {why}")]
     Workspace { path: PathBuf, why: String },
@@ -340,6 +342,8 @@ pub fn run(request: RunRequest) -> Result<RunReport, RunError> {
         home: PathBuf::from(SANDBOX_HOME),
     };
     let cache = request.state_dir.join("cache");
+    // A switch set with 'airlock disable' stops every run of its scope.
+    crate::control::check_enabled(&request.state_dir, &profile.name)?;
     // The intent is on disk before anything runs; if it cannot be written, nothing runs.
     let audit = crate::audit::log(&request.state_dir);
     let session_id = session.as_ref().map(|s| s.id.clone());
@@ -370,7 +374,32 @@ pub fn run(request: RunRequest) -> Result<RunReport, RunError> {
     let started = now();
     let started_ns = crate::ledger::now_ns();
     let clock = std::time::Instant::now();
-    let result = airlock_jail::spawn(&spec, &staging, &cache).and_then(|sandbox| sandbox.wait());
+    let argv_text: Vec<String> = spec.argv.iter().map(crate::audit::text).collect();
+    // Listed while it runs, so that 'airlock kill/pause' from elsewhere can find it; the entry's
+    // space is taken now, so that a full disk refuses the run before anything starts.
+    let registration = crate::control::reserve(&request.state_dir)?;
+    let result = airlock_jail::spawn(&spec, &staging, &cache).and_then(|sandbox| {
+        let filled = registration.fill(&crate::control::Running {
+            supervisor: std::process::id(),
+            sandbox: sandbox.id(),
+            session: session_id.clone(),
+            profile: profile.name.clone(),
+            argv: argv_text.clone(),
+            uid: nix::unistd::getuid().as_raw(),
+            started,
+        });
+        match filled {
+            Ok(()) => sandbox.wait(),
+            // A run the kill switch cannot reach does not go on.
+            Err(err) => {
+                sandbox.kill();
+                let _ = sandbox.wait();
+                Err(airlock_jail::JailError::Invalid(format!(
+                    "the run could not be listed for the kill switch, so it was stopped: {err}"
+                )))
+            }
+        }
+    });
     let usage = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN).ok();
     let mut fields = serde_json::json!({
         "session": session_id,

@@ -114,6 +114,8 @@ pub enum SessionStatus {
     Idle,
     /// A run, an apply or a discard holds it.
     Running,
+    /// Its run is frozen by 'airlock pause'.
+    Paused,
     Applied,
     Discarded,
 }
@@ -123,6 +125,7 @@ impl SessionStatus {
         match self {
             SessionStatus::Idle => "idle",
             SessionStatus::Running => "running",
+            SessionStatus::Paused => "paused",
             SessionStatus::Applied => "applied",
             SessionStatus::Discarded => "discarded",
         }

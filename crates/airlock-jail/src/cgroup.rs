@@ -21,10 +21,11 @@ pub enum CgroupSupport {
     V2 {
         parent: PathBuf,
     },
-    /// Legacy memory and pids hierarchies (root only).
+    /// Legacy memory and pids hierarchies (root only), and the freezer's when it is mounted.
     V1 {
         memory: PathBuf,
         pids: PathBuf,
+        freezer: Option<PathBuf>,
     },
     Unavailable {
         why: String,
@@ -56,9 +57,13 @@ pub fn detect() -> CgroupSupport {
         && writable_dir(&memory)
         && writable_dir(&pids)
     {
+        let freezer = root.join("freezer");
+        let freezer = (freezer.join("cgroup.procs").exists() && writable_dir(&freezer))
+            .then(|| freezer.join("airlock"));
         return CgroupSupport::V1 {
             memory: memory.join("airlock"),
             pids: pids.join("airlock"),
+            freezer,
         };
     }
     CgroupSupport::Unavailable {
@@ -92,6 +97,7 @@ fn remove_orphans(parent: &Path) {
 pub struct RunCgroup {
     dirs: Vec<PathBuf>,
     join: Join,
+    freezer: Option<crate::control::Freezer>,
 }
 
 /// How the sandbox's first process gets into the run's cgroup.
@@ -133,13 +139,18 @@ impl RunCgroup {
                 let group = RunCgroup {
                     dirs: vec![dir.clone()],
                     join: Join::BySupervisor,
+                    freezer: Some(crate::control::Freezer::V2(dir.clone())),
                 };
                 write(&dir.join("memory.max"), &limits.memory_bytes.to_string())?;
                 write(&dir.join("memory.swap.max"), "0").ok();
                 write(&dir.join("pids.max"), &limits.processes.to_string())?;
                 Ok(Some(group))
             }
-            CgroupSupport::V1 { memory, pids } => {
+            CgroupSupport::V1 {
+                memory,
+                pids,
+                freezer,
+            } => {
                 remove_orphans(memory);
                 remove_orphans(pids);
                 let mem_dir = memory.join(run_id);
@@ -148,9 +159,20 @@ impl RunCgroup {
                 let mut group = RunCgroup {
                     dirs: vec![mem_dir.clone()],
                     join: Join::BySupervisor,
+                    freezer: None,
                 };
                 make_dir(&pids_dir)?;
                 group.dirs.push(pids_dir.clone());
+                let mut tasks = vec![mem_dir.join("tasks"), pids_dir.join("tasks")];
+                if let Some(freezer) = freezer {
+                    // For `airlock pause`; without it, pause stops every process with SIGSTOP.
+                    remove_orphans(freezer);
+                    let dir = freezer.join(run_id);
+                    make_dir(&dir)?;
+                    group.dirs.push(dir.clone());
+                    tasks.push(dir.join("tasks"));
+                    group.freezer = Some(crate::control::Freezer::V1(dir));
+                }
                 write(
                     &mem_dir.join("memory.limit_in_bytes"),
                     &limits.memory_bytes.to_string(),
@@ -161,7 +183,7 @@ impl RunCgroup {
                     &limits.memory_bytes.to_string(),
                 );
                 write(&pids_dir.join("pids.max"), &limits.processes.to_string())?;
-                let tasks = [mem_dir.join("tasks"), pids_dir.join("tasks")]
+                let tasks = tasks
                     .iter()
                     .map(|path| {
                         fs::OpenOptions::new()
@@ -175,6 +197,11 @@ impl RunCgroup {
                 Ok(Some(group))
             }
         }
+    }
+
+    /// The run's freezer, when there is one.
+    pub fn freezer(&self) -> Option<&crate::control::Freezer> {
+        self.freezer.as_ref()
     }
 
     /// How the sandbox's first process joins; see [`Join`].

@@ -296,9 +296,27 @@ fn read_report(report: &mut std::fs::File) -> Result<()> {
 }
 
 impl Sandbox {
+    /// How another process can find this sandbox again (to kill or pause it).
+    pub fn id(&self) -> crate::control::SandboxId {
+        crate::control::SandboxId {
+            pid: self.pid.as_raw(),
+            start_time: crate::control::start_time(self.pid.as_raw()).unwrap_or(0),
+            freezer: self
+                .cgroup
+                .as_ref()
+                .and_then(|group| group.freezer().cloned()),
+        }
+    }
+
     /// Kill every process of the sandbox: SIGKILL to its pid 1 takes the whole pid namespace.
     pub fn kill(&self) {
         let _ = kill(self.pid, Signal::SIGKILL);
+        // A process in a frozen v1 cgroup dies only once thawed (a paused run that times out).
+        if let Some(crate::control::Freezer::V1(dir)) =
+            self.cgroup.as_ref().and_then(|group| group.freezer())
+        {
+            let _ = std::fs::write(dir.join("freezer.state"), "THAWED");
+        }
     }
 
     /// Forward signals, enforce the wall-clock limit, and reap the sandbox.

@@ -12,6 +12,7 @@
 mod beneath;
 mod cgroup;
 mod confine;
+pub mod control;
 mod error;
 mod etc;
 mod idmap;

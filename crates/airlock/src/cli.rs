@@ -151,6 +151,36 @@ pub enum Command {
             names where); 125 it could not be read."
     )]
     Log(LogArgs),
+    /// Kill running sandboxes now: a session's, a profile's, or all
+    #[command(
+        long_about = "Kill every process of the targeted running sandboxes now (the whole pid \
+            namespace). Their sessions' layers are kept for review ('airlock diff'). Logged \
+            before it acts. Only your own sandboxes (root: anyone's in its state directory).",
+        after_help = "Exit status: 0 every target was killed; 1 some could not be (listed); 125 \
+            nothing matched or airlock failed."
+    )]
+    Kill(ControlArgs),
+    /// Freeze every process of running sandboxes
+    #[command(
+        long_about = "Freeze every process of the targeted running sandboxes until 'airlock \
+            resume': with the run's freezer cgroup where there is one, else by stopping each \
+            process (SIGSTOP) until none is left running. Nothing inside runs meanwhile."
+    )]
+    Pause(ControlArgs),
+    /// Let paused sandboxes run again
+    Resume(ControlArgs),
+    /// Refuse every run (of a profile, or all) until enabled again; kill those running
+    #[command(
+        long_about = "A persistent switch: until 'airlock enable', every run and every new \
+            session (of PROFILE, or all) is refused with REASON, and the running sandboxes of \
+            that scope are killed now. It is a file in the state directory: it survives \
+            reboots. Logged before it acts."
+    )]
+    Disable(DisableArgs),
+    /// Lift a switch set by 'airlock disable'
+    Enable(EnableArgs),
+    /// Show switches, and running and paused sandboxes
+    Status(StatusArgs),
     /// Remove discarded and applied sessions
     #[command(
         long_about = "Remove discarded sessions (their records; their layers are already gone) \
@@ -321,6 +351,47 @@ pub enum LogCommand {
         #[arg(long)]
         json: bool,
     },
+}
+
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("target").required(true).args(["session", "profile", "all"])))]
+pub struct ControlArgs {
+    /// Session id or name
+    #[arg(value_name = "SESSION")]
+    pub session: Option<String>,
+    /// Every running sandbox of this profile
+    #[arg(long, value_name = "NAME")]
+    pub profile: Option<String>,
+    /// Every running sandbox
+    #[arg(long)]
+    pub all: bool,
+    /// Why (recorded in the audit log)
+    #[arg(long, value_name = "TEXT")]
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct DisableArgs {
+    /// Only this profile [default: everything]
+    #[arg(long, value_name = "NAME")]
+    pub profile: Option<String>,
+    /// Why: shown to everyone who is refused, and logged
+    #[arg(long, value_name = "TEXT", required = true)]
+    pub reason: String,
+}
+
+#[derive(Debug, Args)]
+pub struct EnableArgs {
+    /// Only this profile's switch [default: the one for everything]
+    #[arg(long, value_name = "NAME")]
+    pub profile: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// Print JSON
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

@@ -4,6 +4,7 @@
 mod apply;
 mod check;
 mod cli;
+mod control;
 mod diff;
 mod log;
 mod run;
@@ -52,6 +53,16 @@ fn main() -> ExitCode {
         Command::Discard(args) => session::discard(&cli.global, args),
         Command::Gc(args) => session::gc(&cli.global, args),
         Command::Log(args) => log::log(&cli.global, args),
+        Command::Kill(args) => control::act(&cli.global, args, airlock_core::control::Action::Kill),
+        Command::Pause(args) => {
+            control::act(&cli.global, args, airlock_core::control::Action::Pause)
+        }
+        Command::Resume(args) => {
+            control::act(&cli.global, args, airlock_core::control::Action::Resume)
+        }
+        Command::Disable(args) => control::disable(&cli.global, args),
+        Command::Enable(args) => control::enable(&cli.global, args),
+        Command::Status(args) => control::status(&cli.global, args),
     };
     match result {
         Ok(code) => code,

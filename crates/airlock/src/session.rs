@@ -28,7 +28,10 @@ pub fn new(global: &GlobalArgs, args: SessionNewArgs) -> Result<ExitCode> {
         },
     )?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&Listed::of(&session))?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&Listed::of(&session, &[]))?
+        );
     } else {
         println!("{}", session.id);
     }
@@ -50,8 +53,14 @@ struct Listed<'a> {
 }
 
 impl<'a> Listed<'a> {
-    fn of(session: &'a Session) -> Listed<'a> {
-        let status = session.status();
+    fn of(session: &'a Session, running: &[airlock_core::control::Running]) -> Listed<'a> {
+        let mut status = session.status();
+        let paused = running
+            .iter()
+            .any(|r| r.session.as_deref() == Some(session.id.as_str()) && r.sandbox.is_paused());
+        if status == SessionStatus::Running && paused {
+            status = SessionStatus::Paused;
+        }
         let changed_files = match status {
             SessionStatus::Idle => session
                 .existing_workspace()
@@ -83,7 +92,8 @@ fn short_time(seconds: u64) -> String {
 pub fn list(global: &GlobalArgs, args: SessionsArgs) -> Result<ExitCode> {
     let state = state_dir(global)?;
     let sessions = Session::list(&state)?;
-    let listed: Vec<Listed> = sessions.iter().map(Listed::of).collect();
+    let running = airlock_core::control::running(&state);
+    let listed: Vec<Listed> = sessions.iter().map(|s| Listed::of(s, &running)).collect();
     if args.json {
         println!("{}", serde_json::to_string_pretty(&listed)?);
         return Ok(ExitCode::SUCCESS);

@@ -293,8 +293,54 @@ fn a_full_disk_refuses_the_run_before_it_starts() {
     let ran_last = stdout(&out).lines().count();
     assert!(ran_last < 10, "{}", stdout(&out));
     assert!(!stdout(&out).contains(&format!("ran-{}", ran_last + 1)));
+    // Whichever write meets the full disk first (the intent, or the run's entry for the kill
+    // switch), the run is refused before its command starts, and says why.
+    assert!(
+        stderr(&out).contains("No space left on device"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_log_that_cannot_be_written_refuses_the_run() {
+    // Unprivileged: a log the user may not write (root would write it anyway).
+    let Some(w) = World::new(Mode::User) else {
+        return;
+    };
+    ran(&airlock(
+        &w,
+        &[
+            "run",
+            "--workspace",
+            w.workspace.to_str().unwrap(),
+            "--",
+            "true",
+        ],
+    ));
+    let log = w.state.join("audit.log");
+    std::fs::set_permissions(&log, std::os::unix::fs::PermissionsExt::from_mode(0o400)).unwrap();
+    let out = airlock(
+        &w,
+        &[
+            "run",
+            "--workspace",
+            w.workspace.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            "echo the command ran",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(125));
+    assert!(!stdout(&out).contains("the command ran"));
     assert!(
         stderr(&out).contains("cannot write the audit log"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        stderr(&out).contains("nothing was done"),
         "{}",
         stderr(&out)
     );

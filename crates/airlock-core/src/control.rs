@@ -1,0 +1,394 @@
+//! The kill switch: which sandboxes are running, and killing, pausing and resuming them from any
+//! process; and the persistent switch that disables airlock (for one profile or all).
+//!
+//! ```text
+//! STATE/running/PID.json   one per running sandbox, PID being its supervisor's: session,
+//!                          profile, the sandbox's id (pid 1 and start time, freezer), started
+//! STATE/switches.json      {"all": {reason, by, at} | null, "profiles": {NAME: {…}}}
+//! ```
+//!
+//! Every action here is in the audit log before it acts. The kernel decides who may act: a user
+//! can signal and freeze only their own sandboxes (and cannot read another user's state dir).
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use airlock_jail::control::SandboxId;
+
+use crate::audit;
+use crate::session::now;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    #[error(transparent)]
+    Audit(#[from] audit::AuditError),
+    #[error(transparent)]
+    Jail(#[from] airlock_jail::JailError),
+    #[error("cannot {action} {path}: {source}")]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Disabled(String),
+    #[error("no running sandbox matches {0} — 'airlock status' lists them")]
+    NoMatch(String),
+}
+
+fn io<'a>(
+    action: &'static str,
+    path: &'a Path,
+) -> impl FnOnce(std::io::Error) -> ControlError + 'a {
+    move |source| ControlError::Io {
+        action,
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// One running sandbox, as the registry records it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Running {
+    pub supervisor: u32,
+    pub sandbox: SandboxId,
+    pub session: Option<String>,
+    pub profile: String,
+    pub argv: Vec<String>,
+    pub uid: u32,
+    /// Seconds since the Unix epoch.
+    pub started: u64,
+}
+
+fn running_dir(state_dir: &Path) -> PathBuf {
+    state_dir.join("running")
+}
+
+/// Registers a running sandbox for as long as it lives.
+pub struct Registration {
+    path: PathBuf,
+    file: fs::File,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        let _ = fs::remove_file(&self.path);
+    }
+}
+
+/// Room reserved for a registry entry: written before the sandbox starts, so that filling it in
+/// afterwards needs no new space (on a full disk the run is refused before anything starts).
+const ENTRY_BYTES: usize = 8192;
+
+/// Reserve this run's registry entry, before its sandbox starts.
+pub fn reserve(state_dir: &Path) -> Result<Registration, ControlError> {
+    let dir = running_dir(state_dir);
+    fs::create_dir_all(&dir).map_err(io("create", &dir))?;
+    let path = dir.join(format!("{}.json", std::process::id()));
+    let file = fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&path)
+        .map_err(io("create", &path))?;
+    let registration = Registration { path, file };
+    std::os::unix::fs::FileExt::write_all_at(&registration.file, &[b' '; ENTRY_BYTES], 0)
+        .map_err(io("write", &registration.path))?;
+    Ok(registration)
+}
+
+impl Registration {
+    /// Fill in the started sandbox, in the space reserved for it.
+    pub fn fill(&self, entry: &Running) -> Result<(), ControlError> {
+        let mut text = serde_json::to_vec(entry)
+            .map_err(|e| io("encode", &self.path)(std::io::Error::other(e)))?;
+        if text.len() > ENTRY_BYTES {
+            // A very long command line: keep its start.
+            let mut shorter = entry.clone();
+            shorter.argv.truncate(8);
+            for arg in &mut shorter.argv {
+                arg.truncate(256);
+            }
+            text = serde_json::to_vec(&shorter)
+                .map_err(|e| io("encode", &self.path)(std::io::Error::other(e)))?;
+        }
+        text.resize(ENTRY_BYTES, b' ');
+        std::os::unix::fs::FileExt::write_all_at(&self.file, &text, 0)
+            .map_err(io("write", &self.path))
+    }
+}
+
+/// Every sandbox still running; entries of ended ones are removed.
+pub fn running(state_dir: &Path) -> Vec<Running> {
+    let dir = running_dir(state_dir);
+    let Ok(entries) = fs::read_dir(&dir) else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.extension().is_none_or(|e| e != "json")
+            || entry.file_name().to_string_lossy().starts_with('.')
+        {
+            continue;
+        }
+        let Ok(text) = fs::read(&path) else { continue };
+        let text = text.trim_ascii();
+        if text.is_empty() {
+            // Reserved by a run that is starting: its sandbox does not exist yet.
+            continue;
+        }
+        match serde_json::from_slice::<Running>(text) {
+            Ok(run) if run.sandbox.is_alive() => found.push(run),
+            // Its supervisor died without cleaning up, and the sandbox with it.
+            _ => {
+                let _ = fs::remove_file(&path);
+            }
+        }
+    }
+    found.sort_by_key(|r| (r.started, r.supervisor));
+    found
+}
+
+/// Which running sandboxes an action targets.
+#[derive(Debug, Clone)]
+pub enum Target {
+    Session(String),
+    Profile(String),
+    All,
+}
+
+impl Target {
+    fn matches(&self, run: &Running) -> bool {
+        match self {
+            Target::Session(id) => run.session.as_deref() == Some(id.as_str()),
+            Target::Profile(name) => &run.profile == name,
+            Target::All => true,
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            Target::Session(id) => format!("session {id}"),
+            Target::Profile(name) => format!("profile {name}"),
+            Target::All => "all".into(),
+        }
+    }
+}
+
+/// What happened to each targeted sandbox.
+#[derive(Debug, Clone, Serialize)]
+pub struct Acted {
+    pub supervisor: u32,
+    pub pid: i32,
+    pub session: Option<String>,
+    pub profile: String,
+    /// None: done; Some: why not.
+    pub error: Option<String>,
+}
+
+/// Kill, pause or resume.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    Kill,
+    Pause,
+    Resume,
+}
+
+impl Action {
+    fn name(self) -> &'static str {
+        match self {
+            Action::Kill => "kill",
+            Action::Pause => "pause",
+            Action::Resume => "resume",
+        }
+    }
+}
+
+/// Act on every running sandbox `target` names; the intent is logged first.
+pub fn act(
+    state_dir: &Path,
+    action: Action,
+    target: &Target,
+    reason: Option<&str>,
+) -> Result<Vec<Acted>, ControlError> {
+    let targets: Vec<Running> = running(state_dir)
+        .into_iter()
+        .filter(|run| target.matches(run))
+        .collect();
+    if targets.is_empty() && matches!(target, Target::Session(_)) && action != Action::Kill {
+        return Err(ControlError::NoMatch(target.describe()));
+    }
+    let log = audit::log(state_dir);
+    audit::append(
+        &log,
+        &format!("{}.intent", action.name()),
+        json!({
+            "target": target.describe(),
+            "session": match target { Target::Session(id) => Some(id.clone()), _ => None },
+            "reason": reason,
+            "sandboxes": targets.iter().map(|r| json!({"supervisor": r.supervisor, "pid": r.sandbox.pid, "session": r.session, "profile": r.profile})).collect::<Vec<_>>(),
+        }),
+    )?;
+    let acted: Vec<Acted> = targets
+        .iter()
+        .map(|run| {
+            let result = match action {
+                Action::Kill => run.sandbox.kill().map(drop),
+                Action::Pause => run.sandbox.pause(),
+                Action::Resume => run.sandbox.resume(),
+            };
+            Acted {
+                supervisor: run.supervisor,
+                pid: run.sandbox.pid,
+                session: run.session.clone(),
+                profile: run.profile.clone(),
+                error: result.err().map(|e| e.to_string()),
+            }
+        })
+        .collect();
+    audit::append(
+        &log,
+        &format!("{}.result", action.name()),
+        json!({
+            "target": target.describe(),
+            "session": match target { Target::Session(id) => Some(id.clone()), _ => None },
+            "sandboxes": acted,
+        }),
+    )?;
+    Ok(acted)
+}
+
+/// One disabling switch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Switch {
+    pub reason: String,
+    /// uid that set it.
+    pub by: u32,
+    /// Seconds since the Unix epoch.
+    pub at: u64,
+}
+
+/// The persistent switches of a state dir.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Switches {
+    #[serde(default)]
+    pub all: Option<Switch>,
+    #[serde(default)]
+    pub profiles: BTreeMap<String, Switch>,
+}
+
+fn switches_path(state_dir: &Path) -> PathBuf {
+    state_dir.join("switches.json")
+}
+
+/// The switches in force. A file that cannot be read counts as "all disabled": failing open
+/// would let runs through that someone meant to stop.
+pub fn switches(state_dir: &Path) -> Result<Switches, ControlError> {
+    let path = switches_path(state_dir);
+    match fs::read(&path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
+            ControlError::Disabled(format!(
+                "{} is damaged ({e}): airlock treats everything as disabled until it is fixed or removed",
+                path.display()
+            ))
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Switches::default()),
+        Err(e) => Err(io("read", &path)(e)),
+    }
+}
+
+fn save_switches(state_dir: &Path, switches: &Switches) -> Result<(), ControlError> {
+    let path = switches_path(state_dir);
+    fs::create_dir_all(state_dir).map_err(io("create", state_dir))?;
+    let temp = state_dir.join(".switches.json");
+    let mut text = serde_json::to_vec_pretty(switches)
+        .map_err(|e| io("encode", &path)(std::io::Error::other(e)))?;
+    text.push(b'\n');
+    let file = fs::File::create(&temp).map_err(io("write", &temp))?;
+    std::io::Write::write_all(&mut &file, &text)
+        .and_then(|()| file.sync_all())
+        .map_err(io("write", &temp))?;
+    fs::rename(&temp, &path).map_err(io("write", &path))?;
+    fs::File::open(state_dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io("sync", state_dir))
+}
+
+/// Refuse if airlock is disabled for `profile` (or entirely).
+pub fn check_enabled(state_dir: &Path, profile: &str) -> Result<(), ControlError> {
+    let switches = switches(state_dir)?;
+    let explain = |scope: &str, switch: &Switch, enable: &str| {
+        let at = humantime_like(switch.at);
+        ControlError::Disabled(format!(
+            "airlock is disabled {scope} since {at} by uid {}: {} — '{enable}' lifts it",
+            switch.by, switch.reason
+        ))
+    };
+    if let Some(switch) = &switches.all {
+        return Err(explain("for every profile", switch, "airlock enable"));
+    }
+    if let Some(switch) = switches.profiles.get(profile) {
+        return Err(explain(
+            &format!("for profile {profile}"),
+            switch,
+            &format!("airlock enable --profile {profile}"),
+        ));
+    }
+    Ok(())
+}
+
+fn humantime_like(seconds: u64) -> String {
+    let time = std::time::UNIX_EPOCH + std::time::Duration::from_secs(seconds);
+    humantime::format_rfc3339_seconds(time).to_string()
+}
+
+/// Disable airlock for `profile` (or entirely), then kill its running sandboxes.
+pub fn disable(
+    state_dir: &Path,
+    profile: Option<&str>,
+    reason: &str,
+) -> Result<Vec<Acted>, ControlError> {
+    let log = audit::log(state_dir);
+    audit::append(
+        &log,
+        "disable",
+        json!({ "profile": profile, "reason": reason }),
+    )?;
+    let mut current = switches(state_dir).unwrap_or_default();
+    let switch = Switch {
+        reason: reason.to_string(),
+        by: nix::unistd::getuid().as_raw(),
+        at: now(),
+    };
+    match profile {
+        Some(name) => {
+            current.profiles.insert(name.to_string(), switch);
+        }
+        None => current.all = Some(switch),
+    }
+    save_switches(state_dir, &current)?;
+    let target = match profile {
+        Some(name) => Target::Profile(name.to_string()),
+        None => Target::All,
+    };
+    act(state_dir, Action::Kill, &target, Some(reason))
+}
+
+/// Lift the switch for `profile` (or the one for everything).
+pub fn enable(state_dir: &Path, profile: Option<&str>) -> Result<(), ControlError> {
+    let log = audit::log(state_dir);
+    audit::append(&log, "enable", json!({ "profile": profile }))?;
+    let mut current = switches(state_dir).unwrap_or_default();
+    match profile {
+        Some(name) => {
+            current.profiles.remove(name);
+        }
+        None => current.all = None,
+    }
+    save_switches(state_dir, &current)
+}

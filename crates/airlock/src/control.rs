@@ -1,0 +1,143 @@
+//! `airlock kill`, `pause`, `resume`, `disable`, `enable`, `status`.
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+
+use airlock_core::control::{self, Acted, Action, Target};
+use airlock_core::Session;
+
+use crate::cli::{ControlArgs, DisableArgs, EnableArgs, GlobalArgs, StatusArgs};
+use crate::run::state_dir;
+
+/// Exit status when some targets could not be acted on.
+const EXIT_PARTIAL: u8 = 1;
+
+fn target(state: &std::path::Path, args: &ControlArgs) -> Result<Target> {
+    Ok(if args.all {
+        Target::All
+    } else if let Some(profile) = &args.profile {
+        Target::Profile(profile.clone())
+    } else {
+        let name = args.session.as_deref().unwrap_or_default();
+        // A name is resolved to its id; an id of a session whose record is gone still matches.
+        let id = Session::find(state, name).map_or_else(|_| name.to_string(), |s| s.id);
+        Target::Session(id)
+    })
+}
+
+fn report(verb: &str, acted: &[Acted]) -> ExitCode {
+    let mut failed = 0;
+    for act in acted {
+        let session = act.session.as_deref().unwrap_or("-");
+        match &act.error {
+            None => println!(
+                "{verb:<8} sandbox {} (session {session}, profile {})",
+                act.pid, act.profile
+            ),
+            Some(error) => {
+                failed += 1;
+                println!("FAILED   sandbox {} (session {session}): {error}", act.pid);
+            }
+        }
+    }
+    if acted.is_empty() {
+        eprintln!("airlock: no sandbox is running");
+    }
+    if failed > 0 {
+        ExitCode::from(EXIT_PARTIAL)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+pub fn act(global: &GlobalArgs, args: ControlArgs, action: Action) -> Result<ExitCode> {
+    let state = state_dir(global)?;
+    let target = target(&state, &args)?;
+    let acted = control::act(&state, action, &target, args.reason.as_deref())?;
+    let verb = match action {
+        Action::Kill => "killed",
+        Action::Pause => "paused",
+        Action::Resume => "resumed",
+    };
+    Ok(report(verb, &acted))
+}
+
+pub fn disable(global: &GlobalArgs, args: DisableArgs) -> Result<ExitCode> {
+    let state = state_dir(global)?;
+    let acted = control::disable(&state, args.profile.as_deref(), &args.reason)?;
+    match &args.profile {
+        Some(name) => eprintln!("airlock: disabled for profile {name}: every run of it is refused until 'airlock enable --profile {name}'"),
+        None => eprintln!("airlock: disabled: every run is refused until 'airlock enable'"),
+    }
+    Ok(report("killed", &acted))
+}
+
+pub fn enable(global: &GlobalArgs, args: EnableArgs) -> Result<ExitCode> {
+    let state = state_dir(global)?;
+    control::enable(&state, args.profile.as_deref())?;
+    let still = control::check_enabled(&state, args.profile.as_deref().unwrap_or(""));
+    if let Err(still) = still {
+        eprintln!("airlock: enabled; but another switch is still on: {still}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn status(global: &GlobalArgs, args: StatusArgs) -> Result<ExitCode> {
+    let state = state_dir(global)?;
+    let switches = control::switches(&state);
+    let running = control::running(&state);
+    if args.json {
+        let runs: Vec<serde_json::Value> = running
+            .iter()
+            .map(|r| {
+                let mut v = serde_json::to_value(r).unwrap_or_default();
+                v["paused"] = r.sandbox.is_paused().into();
+                v
+            })
+            .collect();
+        let switches = switches.as_ref().map_err(|e| e.to_string());
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({
+                "switches": switches.as_ref().ok(),
+                "switches_error": switches.as_ref().err(),
+                "running": runs,
+            }))?
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    match &switches {
+        Ok(s) if s.all.is_none() && s.profiles.is_empty() => println!("enabled"),
+        Ok(s) => {
+            if let Some(all) = &s.all {
+                println!("DISABLED for everything by uid {}: {}", all.by, all.reason);
+            }
+            for (profile, switch) in &s.profiles {
+                println!(
+                    "DISABLED for profile {profile} by uid {}: {}",
+                    switch.by, switch.reason
+                );
+            }
+        }
+        Err(e) => println!("DISABLED: {e}"),
+    }
+    if running.is_empty() {
+        println!("no sandbox running");
+    }
+    for run in &running {
+        println!(
+            "{:<8} pid {:<7} session {:<12} profile {:<10} {}",
+            if run.sandbox.is_paused() {
+                "paused"
+            } else {
+                "running"
+            },
+            run.sandbox.pid,
+            run.session.as_deref().unwrap_or("-"),
+            run.profile,
+            run.argv.join(" ")
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,307 @@
+//! The kill switch: kill, pause, resume, disable, from another process than the one that started
+//! the sandbox. Root and unprivileged user both (the user has no freezer cgroup here: pause falls
+//! back to stopping every process), unless noted.
+
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use support::{process_running, ran, stderr, stdout, Mode, World};
+
+fn airlock(w: &World, args: &[&str]) -> Output {
+    w.airlock().args(args).output().unwrap()
+}
+
+fn new_session(w: &World, name: &str) -> String {
+    let out = w
+        .airlock()
+        .args(["session", "new", "--name", name, "--workspace"])
+        .arg(&w.workspace)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    stdout(&out).trim().to_string()
+}
+
+/// A run that is killed if the test fails before it ends, so that no sandbox outlives the test.
+struct Run(Child);
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+impl std::ops::Deref for Run {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Run {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+/// Start `script` in session `name` and wait until it printed its first line.
+fn start(w: &World, name: &str, script: &str) -> (Run, BufReader<std::process::ChildStdout>) {
+    let mut child = w
+        .airlock()
+        .args(["run", "--session", name, "--", "sh", "-c", script])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let child = Run(child);
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert!(!line.is_empty(), "the run printed nothing");
+    (child, out)
+}
+
+fn wait_for_exit(child: &mut Child) -> std::process::ExitStatus {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        assert!(Instant::now() < deadline, "the run did not end");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+both_modes!(
+    kill_leaves_nothing_running_and_keeps_the_layer,
+    |w: &World| {
+        // Unique to this test and mode: both modes run at once in this process.
+        let marker = format!("4242.{}{}", std::process::id(), w.mode as u8);
+        new_session(w, "victim");
+        let script = format!(
+        "echo before > evidence.txt
+         for i in $(seq 100); do sleep {marker} & done
+         setsid sh -c 'exec sleep {marker}' </dev/null >/dev/null 2>&1 &
+         python3 -c 'import socket,time; a,b=socket.socketpair(); a.send(b\"x\"); time.sleep(1000)' &
+         echo started; wait"
+    );
+        let (mut child, _out) = start(w, "victim", &script);
+        assert!(
+            process_running(&format!("sleep {marker}")),
+            "the sleeps are not running?"
+        );
+        let out = airlock(w, &["kill", "victim", "--reason", "test"]);
+        assert!(out.status.success(), "{}\n{}", stderr(&out), stdout(&out));
+        let status = wait_for_exit(&mut child);
+        assert_eq!(status.code(), Some(137));
+        assert!(
+            !process_running(&format!("sleep {marker}")),
+            "a process survived the kill"
+        );
+        // The layer is kept for review.
+        let diff = airlock(w, &["diff", "victim", "--name-status"]);
+        assert_eq!(stdout(&diff), "A\tevidence.txt\n");
+        let log = stdout(&airlock(w, &["log", "--action", "kill"]));
+        assert!(
+            log.contains("kill.intent") && log.contains("kill.result"),
+            "{log}"
+        );
+    }
+);
+
+both_modes!(
+    pause_stops_a_counting_loop_and_resume_continues_it,
+    |w: &World| {
+        new_session(w, "counter");
+        let (mut child, out) = start(
+            w,
+            "counter",
+            "i=0; while :; do i=$((i+1)); echo $i; sleep 0.05; done",
+        );
+        let lines = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(1));
+        let counted = lines.clone();
+        std::thread::spawn(move || {
+            for _ in out.lines() {
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+        });
+        let count = || lines.load(std::sync::atomic::Ordering::SeqCst);
+        std::thread::sleep(Duration::from_millis(300));
+        let out = airlock(w, &["pause", "counter"]);
+        assert!(out.status.success(), "{}\n{}", stderr(&out), stdout(&out));
+        std::thread::sleep(Duration::from_millis(150));
+        let paused_at = count();
+        std::thread::sleep(Duration::from_millis(700));
+        assert_eq!(count(), paused_at, "the loop went on while paused");
+        let status = stdout(&airlock(w, &["status"]));
+        assert!(status.contains("paused"), "{status}");
+        let sessions = stdout(&airlock(w, &["sessions"]));
+        assert!(sessions.contains("paused"), "{sessions}");
+        let out = airlock(w, &["resume", "counter"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        std::thread::sleep(Duration::from_millis(500));
+        assert!(
+            count() > paused_at + 3,
+            "the loop did not go on after resume"
+        );
+        // A paused sandbox can be killed too.
+        assert!(airlock(w, &["pause", "counter"]).status.success());
+        assert!(airlock(w, &["kill", "counter"]).status.success());
+        assert_eq!(wait_for_exit(&mut child).code(), Some(137));
+    }
+);
+
+both_modes!(
+    disable_refuses_new_runs_everywhere_and_kills_running_ones,
+    |w: &World| {
+        new_session(w, "busy");
+        let (mut child, _out) = start(w, "busy", "echo started; sleep 1000");
+        let out = airlock(
+            w,
+            &["disable", "--reason", "incident 42: agent misbehaving"],
+        );
+        assert!(out.status.success(), "{}\n{}", stderr(&out), stdout(&out));
+        assert_eq!(wait_for_exit(&mut child).code(), Some(137));
+        // Refused from any process, with the reason.
+        let refused = airlock(
+            w,
+            &[
+                "run",
+                "--workspace",
+                w.workspace.to_str().unwrap(),
+                "--",
+                "true",
+            ],
+        );
+        assert_eq!(refused.status.code(), Some(125));
+        assert!(
+            stderr(&refused).contains("incident 42"),
+            "{}",
+            stderr(&refused)
+        );
+        let refused = w
+            .airlock()
+            .args(["session", "new", "--workspace"])
+            .arg(&w.workspace)
+            .output()
+            .unwrap();
+        assert_eq!(refused.status.code(), Some(125));
+        assert!(stdout(&airlock(w, &["status"])).contains("DISABLED for everything"));
+        assert!(airlock(w, &["enable"]).status.success());
+        ran(&airlock(
+            w,
+            &[
+                "run",
+                "--workspace",
+                w.workspace.to_str().unwrap(),
+                "--",
+                "true",
+            ],
+        ));
+        // A profile's switch stops that profile only.
+        let profile = w.profile("[limits]\nprocesses = 100\n");
+        assert!(
+            airlock(w, &["disable", "--profile", "profile", "--reason", "audit"])
+                .status
+                .success()
+        );
+        let refused = airlock(
+            w,
+            &[
+                "run",
+                "--profile-file",
+                &profile,
+                "--workspace",
+                w.workspace.to_str().unwrap(),
+                "--",
+                "true",
+            ],
+        );
+        assert_eq!(refused.status.code(), Some(125), "{}", stderr(&refused));
+        ran(&airlock(
+            w,
+            &[
+                "run",
+                "--workspace",
+                w.workspace.to_str().unwrap(),
+                "--",
+                "true",
+            ],
+        ));
+        assert!(airlock(w, &["enable", "--profile", "profile"])
+            .status
+            .success());
+        ran(&airlock(
+            w,
+            &[
+                "run",
+                "--profile-file",
+                &profile,
+                "--workspace",
+                w.workspace.to_str().unwrap(),
+                "--",
+                "true",
+            ],
+        ));
+    }
+);
+
+#[test]
+fn another_user_cannot_kill_or_pause_a_users_sandbox() {
+    let Some(w) = World::new(Mode::User) else {
+        return;
+    };
+    if !support::is_root() {
+        return;
+    }
+    new_session(&w, "mine");
+    let (mut child, _out) = start(&w, "mine", "echo started; sleep 1000");
+    let intruder = |args: &[&str]| {
+        std::process::Command::new("setpriv")
+            .args(["--reuid=4243", "--regid=4243", "--clear-groups", "--"])
+            .arg(support::airlock_bin())
+            .arg("--state-dir")
+            .arg(&w.state)
+            .args(args)
+            .env_clear()
+            .env("HOME", "/nonexistent")
+            .output()
+            .unwrap()
+    };
+    for args in [
+        &["kill", "--all"][..],
+        &["pause", "--all"],
+        &["kill", "mine"],
+    ] {
+        let out = intruder(args);
+        assert_ne!(out.status.code(), Some(0), "{args:?}: {}", stdout(&out));
+    }
+    // Its own state dir has nothing of the first user's.
+    let own = std::process::Command::new("setpriv")
+        .args(["--reuid=4243", "--regid=4243", "--clear-groups", "--"])
+        .arg(support::airlock_bin())
+        .args([
+            "--state-dir",
+            "/tmp/airlock-intruder-state",
+            "kill",
+            "--all",
+        ])
+        .env_clear()
+        .output()
+        .unwrap();
+    assert!(
+        stderr(&own).contains("no sandbox is running"),
+        "{}",
+        stderr(&own)
+    );
+    let _ = std::fs::remove_dir_all("/tmp/airlock-intruder-state");
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "the intruder stopped the sandbox"
+    );
+    assert!(airlock(&w, &["kill", "mine"]).status.success());
+    assert_eq!(wait_for_exit(&mut child).code(), Some(137));
+}
