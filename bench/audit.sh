@@ -2,7 +2,8 @@
 # Audit-log benchmark:
 #   1. what a /bin/true run costs with the log fsync'd or not, on disk and on tmpfs (/dev/shm);
 #   2. appends per second with 8 concurrent writers (fsync'd or not, disk and tmpfs);
-#   3. reading a 1,000,000-record log with a filter, and verifying its chain.
+#   3. reading a 1,000,000-record log with a filter, and verifying its chain;
+#   4. airlock kill --all with 50 running sandboxes.
 # Usage: bench/audit.sh     Environment: BENCH_RUNS (default 100), BENCH_RECORDS (default 1000000)
 set -euo pipefail
 runs=${BENCH_RUNS:-100}
@@ -82,3 +83,27 @@ print("| --- | ---: |")
 for r in json.load(open(sys.argv[1]))["results"]:
     print(f"| {r['command']} | {r['median']:.2f} |")
 PY
+
+echo
+echo "## kill switch: airlock kill --all with 50 running sandboxes"
+echo
+mkdir -p "$disk/ks"
+echo "| round | sandboxes killed | kill --all ms |"
+echo "| --- | ---: | ---: |"
+for round in 1 2 3; do
+  pids=()
+  for i in $(seq 50); do
+    "$airlock" --state-dir "$disk/ks/state" run -w "$disk/ws" -- sleep 1000 >/dev/null 2>&1 &
+    pids+=($!)
+  done
+  for _ in $(seq 200); do
+    n=$("$airlock" --state-dir "$disk/ks/state" status --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["running"]))')
+    [ "$n" -ge 50 ] && break
+    sleep 0.1
+  done
+  start=$(date +%s%N)
+  killed=$("$airlock" --state-dir "$disk/ks/state" kill --all --reason bench | grep -c '^killed')
+  end=$(date +%s%N)
+  wait "${pids[@]}" 2>/dev/null || true
+  echo "| $round | $killed | $(( (end - start) / 1000000 )) |"
+done

@@ -238,7 +238,8 @@ pub fn act(
         .iter()
         .map(|run| {
             let result = match action {
-                Action::Kill => run.sandbox.kill().map(drop),
+                // Signalled here, waited for below: all die at once.
+                Action::Kill => run.sandbox.send_kill().map(drop),
                 Action::Pause => run.sandbox.pause(),
                 Action::Resume => run.sandbox.resume(),
             };
@@ -251,6 +252,11 @@ pub fn act(
             }
         })
         .collect();
+    if action == Action::Kill {
+        for run in &targets {
+            run.sandbox.wait_gone();
+        }
+    }
     audit::append(
         &log,
         &format!("{}.result", action.name()),

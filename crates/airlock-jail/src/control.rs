@@ -105,6 +105,14 @@ impl SandboxId {
     /// Kill every process of the sandbox; returns once its pid 1 is gone (or after 5 s).
     /// Returns false when it had already ended.
     pub fn kill(&self) -> Result<bool> {
+        let signalled = self.send_kill()?;
+        self.wait_gone();
+        Ok(signalled)
+    }
+
+    /// SIGKILL its pid 1 (which takes the pid namespace), without waiting; false when it had
+    /// already ended. Killing many: signal all, then [`SandboxId::wait_gone`] for each.
+    pub fn send_kill(&self) -> Result<bool> {
         if !self.is_alive() {
             return Ok(false);
         }
@@ -114,11 +122,15 @@ impl SandboxId {
         )?;
         // A frozen process dies only once thawed (v1); stopped ones die as they are.
         let _ = self.thaw();
+        Ok(true)
+    }
+
+    /// Wait (at most 5 s) until its pid 1 is gone.
+    pub fn wait_gone(&self) {
         let deadline = Instant::now() + Duration::from_secs(5);
         while self.is_alive() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(5));
+            std::thread::sleep(Duration::from_millis(2));
         }
-        Ok(true)
     }
 
     /// Stop every process of the sandbox until [`SandboxId::resume`].
