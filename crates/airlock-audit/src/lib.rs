@@ -69,6 +69,29 @@ impl Sync {
 pub struct AuditLog {
     dir: PathBuf,
     sync: Sync,
+    forward: Option<PathBuf>,
+}
+
+/// Where `AIRLOCK_AUDIT_SYSLOG` sends a copy of each record: `1` (or `on`) for the system
+/// logger's socket `/dev/log` (syslog, journald), an absolute path for another datagram socket.
+fn forward_from_env() -> Option<PathBuf> {
+    match std::env::var("AIRLOCK_AUDIT_SYSLOG").ok()?.as_str() {
+        "" | "0" | "off" | "false" => None,
+        "1" | "on" | "true" => Some(PathBuf::from("/dev/log")),
+        path if path.starts_with('/') => Some(PathBuf::from(path)),
+        _ => None,
+    }
+}
+
+/// Send one record to a syslog socket: facility auth (4), severity info (6). Best effort: the
+/// record is already in the log; a logger that is down must not stop airlock.
+fn forward(socket: &Path, line: &[u8]) {
+    let Ok(sender) = std::os::unix::net::UnixDatagram::unbound() else {
+        return;
+    };
+    let mut message = format!("<38>airlock[{}]: ", std::process::id()).into_bytes();
+    message.extend_from_slice(line.strip_suffix(b"\n").unwrap_or(line));
+    let _ = sender.send_to(&message, socket);
 }
 
 /// Where an appended record landed.
@@ -106,10 +129,13 @@ pub fn timestamp_now() -> String {
 }
 
 impl AuditLog {
+    /// The log of `state_dir`; a copy of each record also goes to syslog when
+    /// `AIRLOCK_AUDIT_SYSLOG` asks for it.
     pub fn new(state_dir: &Path, sync: Sync) -> AuditLog {
         AuditLog {
             dir: state_dir.to_path_buf(),
             sync,
+            forward: forward_from_env(),
         }
     }
 
@@ -208,6 +234,9 @@ impl AuditLog {
         file.write_all(&line).map_err(|e| self.append_error(e))?;
         if self.sync == Sync::Always {
             file.sync_data().map_err(|e| self.append_error(e))?;
+        }
+        if let Some(socket) = &self.forward {
+            forward(socket, &line);
         }
         Ok(Appended { seq, hash })
     }
@@ -646,6 +675,22 @@ mod tests {
         let verdict = AuditLog::new(dir.path(), Sync::Never).verify().unwrap();
         assert_eq!(verdict.problem, None);
         assert_eq!(verdict.records, 1600);
+    }
+
+    #[test]
+    fn records_are_forwarded_to_a_syslog_socket() {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("log.sock");
+        let receiver = std::os::unix::net::UnixDatagram::bind(&socket).unwrap();
+        let mut log = AuditLog::new(dir.path(), Sync::Never);
+        log.forward = Some(socket);
+        log.append("test.event", json!({"i": 1})).unwrap();
+        let mut buf = [0u8; 4096];
+        let n = receiver.recv(&mut buf).unwrap();
+        let text = String::from_utf8_lossy(&buf[..n]);
+        assert!(text.starts_with("<38>airlock["), "{text}");
+        assert!(text.contains("\"action\":\"test.event\""), "{text}");
+        assert!(!text.ends_with('\n'));
     }
 
     #[test]

@@ -345,3 +345,37 @@ fn a_log_that_cannot_be_written_refuses_the_run() {
         stderr(&out)
     );
 }
+
+both_modes!(follow_prints_records_as_they_are_written, |w: &World| {
+    let ws = w.workspace.to_str().unwrap().to_string();
+    ran(&airlock(w, &["run", "--workspace", &ws, "--", "true"]));
+    let mut follower = w
+        .airlock()
+        .args(["log", "--follow", "--json", "--action", "run.result"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout_pipe = follower.stdout.take().unwrap();
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout_pipe).lines() {
+            let _ = sender.send(line.unwrap());
+        }
+    });
+    let next = || -> serde_json::Value {
+        let line = receiver
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("no record followed");
+        serde_json::from_str(&line).unwrap()
+    };
+    // What was there, then what comes after: a follower that stopped at the end would not see it.
+    assert_eq!(next()["exit_code"], 0);
+    ran(&airlock(
+        w,
+        &["run", "--workspace", &ws, "--", "sh", "-c", "exit 7"],
+    ));
+    assert_eq!(next()["exit_code"], 7);
+    let _ = follower.kill();
+    let _ = follower.wait();
+});
