@@ -430,6 +430,15 @@ pub fn run(request: RunRequest) -> Result<RunReport, RunError> {
                 "output_dropped_bytes".into(),
                 finished.output_dropped.into(),
             );
+            if let Some(memory) = finished.memory {
+                if let Some(peak) = memory.peak_bytes {
+                    map.insert("peak_memory_bytes".into(), peak.into());
+                }
+                if memory.oom_kills > 0 {
+                    map.insert("oom_kills".into(), memory.oom_kills.into());
+                    map.insert("limit".into(), "memory".into());
+                }
+            }
             if finished.output_dropped > 0 {
                 map.insert("limit".into(), "output".into());
             }

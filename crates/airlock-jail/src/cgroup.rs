@@ -100,6 +100,13 @@ pub struct RunCgroup {
     freezer: Option<crate::control::Freezer>,
 }
 
+/// What the run's memory cgroup saw.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MemoryStats {
+    pub peak_bytes: Option<u64>,
+    pub oom_kills: u64,
+}
+
 /// How the sandbox's first process gets into the run's cgroup.
 #[derive(Debug)]
 pub enum Join {
@@ -195,6 +202,32 @@ impl RunCgroup {
                     .collect::<Result<Vec<_>>>()?;
                 group.join = Join::ItselfThrough(tasks);
                 Ok(Some(group))
+            }
+        }
+    }
+
+    /// Peak memory and OOM kills so far (read before the cgroup is removed).
+    pub fn memory_stats(&self) -> MemoryStats {
+        let read = |path: PathBuf| fs::read_to_string(path).unwrap_or_default();
+        let field = |text: &str, key: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(key)?.trim().parse::<u64>().ok())
+        };
+        let Some(dir) = self.dirs.first() else {
+            return MemoryStats::default();
+        };
+        if dir.join("memory.max_usage_in_bytes").exists() {
+            MemoryStats {
+                peak_bytes: read(dir.join("memory.max_usage_in_bytes"))
+                    .trim()
+                    .parse()
+                    .ok(),
+                oom_kills: field(&read(dir.join("memory.oom_control")), "oom_kill ").unwrap_or(0),
+            }
+        } else {
+            MemoryStats {
+                peak_bytes: read(dir.join("memory.peak")).trim().parse().ok(),
+                oom_kills: field(&read(dir.join("memory.events")), "oom_kill ").unwrap_or(0),
             }
         }
     }

@@ -61,6 +61,9 @@ pub struct Finished {
     pub outcome: Outcome,
     /// Bytes of output dropped past the output limit.
     pub output_dropped: u64,
+    /// From the run's memory cgroup, when it had one: the most memory it held at once, and how
+    /// many processes the kernel killed for reaching its limit.
+    pub memory: Option<crate::cgroup::MemoryStats>,
 }
 
 /// A started sandbox; [`Sandbox::wait`] must be called to reap it.
@@ -389,6 +392,7 @@ impl Sandbox {
                 other => break other,
             }
         };
+        let memory = self.cgroup.as_ref().map(|group| group.memory_stats());
         if let Some(group) = self.cgroup.take() {
             group.remove();
         }
@@ -416,6 +420,7 @@ impl Sandbox {
         Ok(Finished {
             outcome,
             output_dropped,
+            memory,
         })
     }
 }

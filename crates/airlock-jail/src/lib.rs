@@ -10,7 +10,7 @@
 //! for the command. `docs/security.md` walks through the order.
 
 mod beneath;
-mod cgroup;
+pub mod cgroup;
 mod confine;
 pub mod control;
 mod error;

@@ -379,3 +379,37 @@ both_modes!(follow_prints_records_as_they_are_written, |w: &World| {
     let _ = follower.kill();
     let _ = follower.wait();
 });
+
+#[test]
+fn a_run_ended_by_its_memory_limit_says_so() {
+    // Root: the run has a memory cgroup whose peak and OOM kills the result records.
+    let Some(w) = World::new(Mode::Root) else {
+        return;
+    };
+    let profile = w.profile("[limits]\nmemory = \"128MiB\"\n");
+    let out = airlock(
+        &w,
+        &[
+            "run",
+            "--profile-file",
+            &profile,
+            "--workspace",
+            w.workspace.to_str().unwrap(),
+            "--",
+            "python3",
+            "-c",
+            "b = bytearray(512 * 1024 * 1024); b[::4096] = b'x' * len(b[::4096])",
+        ],
+    );
+    assert_ne!(out.status.code(), Some(0));
+    let result = records(&w)
+        .into_iter()
+        .find(|r| r["action"] == "run.result")
+        .unwrap();
+    assert_eq!(result["limit"], "memory", "{result}");
+    assert!(result["oom_kills"].as_u64().unwrap() >= 1, "{result}");
+    assert!(
+        result["peak_memory_bytes"].as_u64().unwrap() > 64 << 20,
+        "{result}"
+    );
+}
