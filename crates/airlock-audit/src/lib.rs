@@ -157,6 +157,27 @@ impl AuditLog {
     /// Append one record: `action` and `fields` (an object), with seq, time, prev and hash added.
     /// Returns once the record is on disk (with [`Sync::Always`]).
     pub fn append(&self, action: &str, fields: Value) -> Result<Appended, AuditError> {
+        self.append_as(action, fields, self.sync)
+    }
+
+    /// Append one record without waiting for the disk; [`AuditLog::sync`] (or any later
+    /// synced append) makes it durable. For an intent whose action can wait for `sync` while
+    /// other work goes on.
+    pub fn append_deferred(&self, action: &str, fields: Value) -> Result<Appended, AuditError> {
+        self.append_as(action, fields, Sync::Never)
+    }
+
+    /// Make every record appended so far durable (with [`Sync::Always`]).
+    pub fn sync(&self) -> Result<(), AuditError> {
+        if self.sync == Sync::Never {
+            return Ok(());
+        }
+        File::open(self.path())
+            .and_then(|file| file.sync_data())
+            .map_err(|e| self.append_error(e))
+    }
+
+    fn append_as(&self, action: &str, fields: Value, sync: Sync) -> Result<Appended, AuditError> {
         fs::create_dir_all(&self.dir).map_err(|e| self.append_error(e))?;
         let file = OpenOptions::new()
             .read(true)
@@ -178,11 +199,12 @@ impl AuditLog {
                 "torn_sha256": hex(&Sha256::digest(&torn.bytes)),
                 "summary": "a record cut short by a crash was removed",
             });
-            let appended = self.write_record(&mut file, seq + 1, &prev, "log.recovered", fields)?;
+            let appended =
+                self.write_record(&mut file, seq + 1, &prev, "log.recovered", fields, sync)?;
             seq = appended.seq;
             prev = appended.hash;
         }
-        let appended = self.write_record(&mut file, seq + 1, &prev, action, fields)?;
+        let appended = self.write_record(&mut file, seq + 1, &prev, action, fields, sync)?;
         // Not fsync'd: a head that lags after a crash is no alarm, only one ahead of the log is.
         let head = serde_json::to_vec(&Head {
             seq: appended.seq,
@@ -211,6 +233,7 @@ impl AuditLog {
         prev: &str,
         action: &str,
         fields: Value,
+        sync: Sync,
     ) -> Result<Appended, AuditError> {
         let mut record = Map::new();
         record.insert("seq".into(), seq.into());
@@ -232,7 +255,7 @@ impl AuditLog {
         crash_test_hook(file, &line, action);
         // One write of the whole line: with O_APPEND and the lock, lines never interleave.
         file.write_all(&line).map_err(|e| self.append_error(e))?;
-        if self.sync == Sync::Always {
+        if sync == Sync::Always {
             file.sync_data().map_err(|e| self.append_error(e))?;
         }
         if let Some(socket) = &self.forward {

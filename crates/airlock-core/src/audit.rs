@@ -49,7 +49,12 @@ pub fn text(value: &OsString) -> String {
     value.to_string_lossy().into_owned()
 }
 
-/// Append, mapping a failure to the caller's error type.
+/// Append, durably, before acting.
 pub fn append(log: &AuditLog, action: &str, fields: Value) -> Result<(), AuditError> {
     log.append(action, with_actor(fields)).map(drop)
+}
+
+/// Append now, make durable later with `log.sync()` (before the action itself starts).
+pub fn append_deferred(log: &AuditLog, action: &str, fields: Value) -> Result<(), AuditError> {
+    log.append_deferred(action, with_actor(fields)).map(drop)
 }

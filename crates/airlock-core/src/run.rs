@@ -344,11 +344,12 @@ pub fn run(request: RunRequest) -> Result<RunReport, RunError> {
     let cache = request.state_dir.join("cache");
     // A switch set with 'airlock disable' stops every run of its scope.
     crate::control::check_enabled(&request.state_dir, &profile.name)?;
-    // The intent is on disk before anything runs; if it cannot be written, nothing runs.
+    // The intent is written before anything runs, and on disk before the command starts (the
+    // fsync overlaps with the sandbox's setup: see the gate below); if either fails, nothing runs.
     let audit = crate::audit::log(&request.state_dir);
     let session_id = session.as_ref().map(|s| s.id.clone());
     let limits = &spec.limits;
-    crate::audit::append(
+    crate::audit::append_deferred(
         &audit,
         "run.intent",
         serde_json::json!({
@@ -378,28 +379,36 @@ pub fn run(request: RunRequest) -> Result<RunReport, RunError> {
     // Listed while it runs, so that 'airlock kill/pause' from elsewhere can find it; the entry's
     // space is taken now, so that a full disk refuses the run before anything starts.
     let registration = crate::control::reserve(&request.state_dir)?;
-    let result = airlock_jail::spawn(&spec, &staging, &cache).and_then(|sandbox| {
-        let filled = registration.fill(&crate::control::Running {
-            supervisor: std::process::id(),
-            sandbox: sandbox.id(),
-            session: session_id.clone(),
-            profile: profile.name.clone(),
-            argv: argv_text.clone(),
-            uid: nix::unistd::getuid().as_raw(),
-            started,
-        });
-        match filled {
-            Ok(()) => sandbox.wait(),
-            // A run the kill switch cannot reach does not go on.
-            Err(err) => {
-                sandbox.kill();
-                let _ = sandbox.wait();
-                Err(airlock_jail::JailError::Invalid(format!(
-                    "the run could not be listed for the kill switch, so it was stopped: {err}"
-                )))
-            }
+    let mut intent_on_disk = || {
+        // Debug builds: AIRLOCK_TEST_FAULT=gate makes the last check fail, for the tests.
+        if cfg!(debug_assertions) && std::env::var("AIRLOCK_TEST_FAULT").as_deref() == Ok("gate") {
+            return Err("the audit log could not be synced (test fault)".to_string());
         }
-    });
+        audit.sync().map_err(|e| e.to_string())
+    };
+    let result =
+        airlock_jail::spawn(&spec, &staging, &cache, &mut intent_on_disk).and_then(|sandbox| {
+            let filled = registration.fill(&crate::control::Running {
+                supervisor: std::process::id(),
+                sandbox: sandbox.id(),
+                session: session_id.clone(),
+                profile: profile.name.clone(),
+                argv: argv_text.clone(),
+                uid: nix::unistd::getuid().as_raw(),
+                started,
+            });
+            match filled {
+                Ok(()) => sandbox.wait(),
+                // A run the kill switch cannot reach does not go on.
+                Err(err) => {
+                    sandbox.kill();
+                    let _ = sandbox.wait();
+                    Err(airlock_jail::JailError::Invalid(format!(
+                        "the run could not be listed for the kill switch, so it was stopped: {err}"
+                    )))
+                }
+            }
+        });
     let usage = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN).ok();
     let mut fields = serde_json::json!({
         "session": session_id,
@@ -448,8 +457,9 @@ pub fn run(request: RunRequest) -> Result<RunReport, RunError> {
             map.insert("error".into(), err.to_string().into());
         }
     }
-    // The command ran: a result that cannot be written is reported, not the run's failure.
-    let audit_error = crate::audit::append(&audit, "run.result", fields)
+    // The command ran: a result that cannot be written is reported, not the run's failure. It
+    // is not waited for: the next record's fsync (or the kernel) makes it durable.
+    let audit_error = crate::audit::append_deferred(&audit, "run.result", fields)
         .err()
         .map(|e| e.to_string());
     if let Some(mut session) = session {

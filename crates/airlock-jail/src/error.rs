@@ -33,6 +33,9 @@ pub enum JailError {
     Reported(String),
     #[error("invalid sandbox request: {0}")]
     Invalid(String),
+    /// The caller's last check before the command starts said no (its message).
+    #[error("{0}")]
+    Refused(String),
 }
 
 pub type Result<T, E = JailError> = std::result::Result<T, E>;

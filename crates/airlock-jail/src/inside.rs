@@ -29,6 +29,8 @@ pub(crate) const MSG_GO: u8 = b'g';
 pub(crate) const MSG_NAMESPACES: u8 = b'n';
 /// The setup process is in the run's cgroup (or there is none).
 pub(crate) const MSG_IN_CGROUP: u8 = b'c';
+/// After READY: the caller's last check passed; start the command.
+pub(crate) const MSG_START: u8 = b's';
 
 /// How the setup process talks to the supervisor.
 pub(crate) struct SetupChannel {
@@ -227,6 +229,9 @@ fn setup(spec: &SandboxSpec, channel: &mut SetupChannel, mode: &SetupMode) -> Re
         nix::unistd::dup2_stderr(&ends.stderr).during("redirect stderr", UNEXPECTED)?;
     }
     channel.send(&[MSG_READY])?;
+    // The supervisor may still refuse (its audit record is not on disk yet, say): nothing of the
+    // command runs before it says so.
+    channel.receive(MSG_START)?;
     sys::close_fds_from(3).during("close inherited file descriptors", UNEXPECTED)?;
     Ok(())
 }

@@ -22,7 +22,7 @@ use crate::idmap::{self, HelperNamespace};
 use crate::init::forwarded_set;
 use crate::inside::{
     self, CgroupEntry, SetupChannel, SetupMode, MSG_ERROR, MSG_GO, MSG_IN_CGROUP, MSG_NAMESPACES,
-    MSG_READY,
+    MSG_READY, MSG_START,
 };
 use crate::output::{OutputRelay, Wait};
 use crate::probe;
@@ -84,11 +84,16 @@ pub struct Sandbox {
 /// mounted on, and `cache` a directory where the jail keeps what it can prepare once for many runs;
 /// no sandbox may reach either.
 ///
+/// `gate` runs once the sandbox is ready, while its command waits: the caller's last word. An
+/// error from it kills the sandbox before the command starts (its message is returned as
+/// [`JailError::Refused`]). The sandbox's setup overlaps with whatever the caller did before.
+///
 /// Must be called while the process is single-threaded (see [`sys::clone_fork`]).
 pub fn spawn(
     spec: &SandboxSpec,
     staging: &std::path::Path,
     cache: &std::path::Path,
+    gate: &mut dyn FnMut() -> std::result::Result<(), String>,
 ) -> Result<Sandbox> {
     if spec.argv.is_empty() {
         return Err(JailError::Invalid("no command given".into()));
@@ -193,7 +198,14 @@ pub fn spawn(
         _etc: etc,
         deadline: spec.limits.timeout.map(|t| Instant::now() + t),
     };
-    match handshake(spec, &mut sandbox, rootful, control_parent, report_read) {
+    match handshake(
+        spec,
+        &mut sandbox,
+        rootful,
+        control_parent,
+        report_read,
+        gate,
+    ) {
         Ok(()) => Ok(sandbox),
         Err(err) => {
             sandbox.kill();
@@ -224,10 +236,16 @@ fn handshake(
     rootful: bool,
     control: OwnedFd,
     report: OwnedFd,
+    gate: &mut dyn FnMut() -> std::result::Result<(), String>,
 ) -> Result<()> {
     let mut report = std::fs::File::from(report);
     let Err(err) = drive_setup(spec, sandbox, rootful, &control) else {
-        return read_report(&mut report);
+        // While the setup process mounts: the caller's last check (an fsync, say) costs nothing
+        // then. Its verdict is only sent after the setup process is ready.
+        let verdict = gate();
+        read_report(&mut report)?;
+        verdict.map_err(JailError::Refused)?;
+        return send(&control, MSG_START, &[]);
     };
     // Kill it first: a setup process still waiting for us would never report.
     sandbox.kill();

@@ -413,3 +413,31 @@ fn a_run_ended_by_its_memory_limit_says_so() {
         "{result}"
     );
 }
+
+both_modes!(
+    a_failing_last_check_stops_the_run_before_its_command,
+    |w: &World| {
+        // The sandbox is built while the intent is synced; if the sync fails, the command never runs.
+        let out = w
+            .airlock()
+            .args([
+                "run",
+                "--workspace",
+                w.workspace.to_str().unwrap(),
+                "--",
+                "sh",
+                "-c",
+                "echo the command ran",
+            ])
+            .env("AIRLOCK_TEST_FAULT", "gate")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+        assert!(!stdout(&out).contains("the command ran"));
+        assert!(
+            stderr(&out).contains("could not be synced"),
+            "{}",
+            stderr(&out)
+        );
+        }
+);
