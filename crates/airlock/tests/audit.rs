@@ -439,5 +439,5 @@ both_modes!(
             "{}",
             stderr(&out)
         );
-        }
+    }
 );
