@@ -73,6 +73,8 @@ pub enum RunError {
     Audit(#[from] crate::audit::AuditError),
     #[error(transparent)]
     Control(#[from] crate::control::ControlError),
+    #[error("profile {profile} asks for network access, which this version of airlock cannot enforce yet (the gate that checks every connection and DNS query is being built): the run is refused rather than given a network airlock does not control — use network = \"none\" for now")]
+    NetworkNotEnforced { profile: String },
     #[error(transparent)]
     Jail(#[from] JailError),
     #[error("workspace {path}: {why}")]
@@ -342,6 +344,12 @@ pub fn run(request: RunRequest) -> Result<RunReport, RunError> {
         home: PathBuf::from(SANDBOX_HOME),
     };
     let cache = request.state_dir.join("cache");
+    // Fail closed: egress rules parse, but nothing enforces them yet.
+    if profile.network != airlock_policy::NetworkMode::None {
+        return Err(RunError::NetworkNotEnforced {
+            profile: profile.name.clone(),
+        });
+    }
     // A switch set with 'airlock disable' stops every run of its scope.
     crate::control::check_enabled(&request.state_dir, &profile.name)?;
     // The intent is written before anything runs, and on disk before the command starts (the

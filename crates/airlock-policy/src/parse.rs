@@ -9,10 +9,15 @@ use toml::de::DeValue;
 use crate::doc::{Doc, Key, Section, Value};
 use crate::error::PolicyError;
 use crate::profile::{EnvPolicy, Filesystem, Limits, NetworkMode, Profile};
+use airlock_egress::Destination;
 
 const TOP: Section = Section {
     name: None,
     keys: &["network", "filesystem", "env", "limits"],
+};
+const NETWORK: Section = Section {
+    name: Some("network"),
+    keys: &["allow", "deny", "open"],
 };
 const FILESYSTEM: Section = Section {
     name: Some("filesystem"),
@@ -53,7 +58,7 @@ pub fn parse_profile(text: &str, name: &str, origin: &Path) -> Result<Profile, P
     };
     for (key, value) in doc.entries(root.get_ref(), &TOP) {
         match key.name {
-            "network" => profile.network = network(&doc, &key, value)?,
+            "network" => profile.network = network(&doc, value)?,
             "filesystem" => filesystem(&doc, &key, value, &mut profile.filesystem)?,
             "env" => env(&doc, &key, value, &mut profile.env)?,
             "limits" => limits(&doc, &key, value, &mut profile.limits)?,
@@ -63,18 +68,71 @@ pub fn parse_profile(text: &str, name: &str, origin: &Path) -> Result<Profile, P
     Ok(profile)
 }
 
-fn network(doc: &Doc, key: &Key, value: &Value) -> Result<NetworkMode, PolicyError> {
-    match doc.string(key, value, "write network = \"none\"")? {
-        "none" => Ok(NetworkMode::None),
-        other => Err(doc.error(
-            value.span(),
-            format!(
-                "network = \"{}\" is not supported yet",
-                other.escape_debug()
-            ),
-            "only \"none\"",
-        )),
+/// `network = "none"`, `network = "open"`, or a table: `allow = [...]`, `deny = [...]`, and
+/// `open = true` for everything but what `deny` names.
+fn network(doc: &Doc, value: &Value) -> Result<NetworkMode, PolicyError> {
+    const HINT: &str = "write network = \"none\", network = \"open\", or network = { allow = [\"github.com\", \"*.pypi.org:443\"] }";
+    if let toml::de::DeValue::String(mode) = value.get_ref() {
+        return match mode.as_ref() {
+            "none" => Ok(NetworkMode::None),
+            "open" => Ok(NetworkMode::Open {
+                allow: Vec::new(),
+                deny: Vec::new(),
+            }),
+            other => Err(doc.error(
+                value.span(),
+                format!(
+                    "network = \"{}\" is not a network mode",
+                    other.escape_debug()
+                ),
+                HINT,
+            )),
+        };
     }
+    let toml::de::DeValue::Table(table) = value.get_ref() else {
+        return Err(doc.wrong_type_of("`network`", value, "a string or a table", HINT));
+    };
+    let (mut allow, mut deny, mut open) = (Vec::new(), Vec::new(), false);
+    for (key, value) in doc.entries(table, &NETWORK) {
+        match key.name {
+            "allow" => allow = destinations(doc, &key, value)?,
+            "deny" => deny = destinations(doc, &key, value)?,
+            "open" => match value.get_ref() {
+                toml::de::DeValue::Boolean(b) => open = *b,
+                _ => {
+                    return Err(doc.error(value.span(), "network.open must be true or false", HINT))
+                }
+            },
+            _ => return Err(doc.unknown_key(&key)),
+        }
+    }
+    Ok(if open {
+        NetworkMode::Open { allow, deny }
+    } else {
+        NetworkMode::Allow { allow, deny }
+    })
+}
+
+/// Hosts (`github.com`, `*.pypi.org`, with `:PORT`), addresses and networks.
+fn destinations(doc: &Doc, key: &Key, value: &Value) -> Result<Vec<Destination>, PolicyError> {
+    let example = format!(
+        "e.g. {} = [\"github.com\", \"*.pypi.org:443\", \"10.0.0.5:5432\"]",
+        key.name
+    );
+    let item_key = key.item();
+    let mut out = Vec::new();
+    for item in doc.array(key, value, &example)? {
+        let text = doc.string(&item_key, item, &example)?;
+        let destination = Destination::parse(text).map_err(|e| {
+            doc.error(
+                item.span(),
+                format!("{}: {e}", item_key.describe()),
+                "a host name (a leading `*.` for its subdomains), an IP address or a network, each with an optional :PORT",
+            )
+        })?;
+        out.push(destination);
+    }
+    Ok(out)
 }
 
 fn filesystem(doc: &Doc, key: &Key, value: &Value, fs: &mut Filesystem) -> Result<(), PolicyError> {

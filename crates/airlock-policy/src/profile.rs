@@ -72,12 +72,7 @@ pub struct Limits {
 }
 
 /// What network the sandbox gets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum NetworkMode {
-    /// Only a loopback interface of its own.
-    None,
-}
+pub type NetworkMode = airlock_egress::Egress;
 
 impl Default for Limits {
     /// Generous enough for a build or a test suite, small enough that a runaway command cannot
@@ -204,7 +199,7 @@ mod tests {
     #[test]
     fn serializes_with_lowercase_network() {
         let json = serde_json::to_value(Profile::builtin_default()).unwrap();
-        assert_eq!(json["network"], "none");
+        assert_eq!(json["network"]["mode"], "none");
         assert_eq!(json["name"], "default");
         assert_eq!(json["source"], serde_json::Value::Null);
         assert_eq!(json["limits"]["processes"], 512);

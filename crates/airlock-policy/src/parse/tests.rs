@@ -211,8 +211,54 @@ fn full_error_text_names_file_line_column_and_what_to_do() {
          memory, processes, cpu, timeout, tmp_size, output, open_files"
     );
     assert_eq!(
-        parse("network = \"open\"\n").unwrap_err().to_string(),
-        "/etc/airlock/profiles/ci.toml:1:11: network = \"open\" is not supported yet; only \"none\""
+        parse("network = \"everything\"\n").unwrap_err().to_string(),
+        "/etc/airlock/profiles/ci.toml:1:11: network = \"everything\" is not a network mode; \
+         write network = \"none\", network = \"open\", or network = { allow = [\"github.com\", \"*.pypi.org:443\"] }"
+    );
+}
+
+#[test]
+fn network_modes() {
+    use airlock_egress::{Destination, Egress};
+    let d = |t: &str| Destination::parse(t).unwrap();
+    assert_eq!(parse("").unwrap().network, Egress::None);
+    assert_eq!(
+        parse("network = \"open\"\n").unwrap().network,
+        Egress::Open {
+            allow: vec![],
+            deny: vec![]
+        }
+    );
+    assert_eq!(
+        parse("[network]\nallow = [\"github.com\", \"*.pypi.org:443\", \"10.0.0.5:5432\"]\ndeny = [\"evil.pypi.org\"]\n")
+            .unwrap()
+            .network,
+        Egress::Allow {
+            allow: vec![d("github.com"), d("*.pypi.org:443"), d("10.0.0.5:5432")],
+            deny: vec![d("evil.pypi.org")]
+        }
+    );
+    assert_eq!(
+        parse("network = { open = true, deny = [\"169.254.0.0/16\"] }\n")
+            .unwrap()
+            .network,
+        Egress::Open {
+            allow: vec![],
+            deny: vec![d("169.254.0.0/16")]
+        }
+    );
+    // A bad entry is named where it stands.
+    assert_invalid(
+        "[network]\nallow = [\"github.com\", \"https://x.test\"]\n",
+        2,
+        24,
+        "an entry of `allow` in [network]: \"https://x.test\": write a host, not a URL: github.com or github.com:443",
+    );
+    assert_invalid(
+        "[network]\nalow = []\n",
+        2,
+        1,
+        "unknown key `alow` in [network]",
     );
 }
 
@@ -268,12 +314,6 @@ fn unknown_keys_everywhere() {
         8,
         "unknown key `memroy` in [limits]",
     );
-    assert_invalid(
-        "[network]\n",
-        1,
-        1,
-        "`network` must be a string, not a table",
-    );
     let (_, _, _, hint) = invalid("[env]\npass = []\n");
     assert_eq!(hint, "expected one of allow, set");
     let (_, _, _, hint) = invalid("[filesystem]\nro = []\n");
@@ -299,7 +339,7 @@ fn wrong_types() {
         "network = 3\n",
         1,
         11,
-        "`network` must be a string, not an integer",
+        "`network` must be a string or a table, not an integer",
     );
     assert_invalid(
         "limits = \"big\"\n",
@@ -509,25 +549,17 @@ fn limit_minimums_and_maximums() {
 }
 
 #[test]
-fn network_modes() {
+fn network_mode_names_are_exact() {
     assert_eq!(
         parse("network = \"none\"\n").unwrap().network,
         NetworkMode::None
     );
     assert_invalid(
-        "\nnetwork = \"open\"\n",
-        2,
-        11,
-        "network = \"open\" is not supported yet",
-    );
-    assert_invalid(
         "network = \"None\"\n",
         1,
         11,
-        "network = \"None\" is not supported yet",
+        "network = \"None\" is not a network mode",
     );
-    let (_, _, _, hint) = invalid("network = \"open\"\n");
-    assert_eq!(hint, "only \"none\"");
 }
 
 #[test]

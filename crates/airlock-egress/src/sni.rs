@@ -1,0 +1,323 @@
+//! What the first bytes of a connection say it is for: the server name of a TLS ClientHello, or
+//! the Host of an HTTP/1 request. The gate checks it against the name the sandbox connected by,
+//! so that a connection to an allowed name cannot carry a request for another (domain fronting).
+
+/// The most the gate reads before it decides.
+pub const MAX_PEEK: usize = 16 * 1024;
+
+/// What the bytes so far show.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Peek {
+    /// Not enough yet: read more (up to [`MAX_PEEK`]).
+    NeedMore,
+    /// A TLS ClientHello, with its server name if it sent one.
+    Tls { server_name: Option<String> },
+    /// An HTTP/1 request: method, and the host it names (Host header, or the target of an
+    /// absolute-form or CONNECT request), without port.
+    Http {
+        method: String,
+        host: Option<String>,
+        /// For CONNECT and absolute-form requests: the port the target names.
+        port: Option<u16>,
+    },
+    /// Neither (or malformed).
+    Other,
+}
+
+fn u16_at(b: &[u8], at: usize) -> Option<usize> {
+    Some(usize::from(u16::from_be_bytes([
+        *b.get(at)?,
+        *b.get(at + 1)?,
+    ])))
+}
+
+/// Look at the first bytes a client sent.
+pub fn peek(bytes: &[u8]) -> Peek {
+    match bytes.first() {
+        None => Peek::NeedMore,
+        Some(0x16) => tls(bytes),
+        Some(b) if b.is_ascii_uppercase() => http(bytes),
+        Some(_) => Peek::Other,
+    }
+}
+
+/// Reassemble the handshake bytes of the TLS records received so far.
+fn tls(bytes: &[u8]) -> Peek {
+    let mut handshake = Vec::new();
+    let mut at = 0;
+    loop {
+        if bytes.len() < at + 5 {
+            return if bytes.len() >= MAX_PEEK {
+                Peek::Other
+            } else {
+                Peek::NeedMore
+            };
+        }
+        if bytes[at] != 0x16 || bytes[at + 1] != 3 {
+            return Peek::Other;
+        }
+        let Some(len) = u16_at(bytes, at + 3) else {
+            return Peek::NeedMore;
+        };
+        if bytes.len() < at + 5 + len {
+            return if bytes.len() >= MAX_PEEK {
+                Peek::Other
+            } else {
+                Peek::NeedMore
+            };
+        }
+        handshake.extend_from_slice(&bytes[at + 5..at + 5 + len]);
+        at += 5 + len;
+        // Handshake header: type (1), length (3).
+        if handshake.len() >= 4 {
+            if handshake[0] != 1 {
+                return Peek::Other;
+            }
+            let body = (usize::from(handshake[1]) << 16)
+                | (usize::from(handshake[2]) << 8)
+                | usize::from(handshake[3]);
+            if body > MAX_PEEK {
+                return Peek::Other;
+            }
+            if handshake.len() >= 4 + body {
+                return match client_hello_server_name(&handshake[4..4 + body]) {
+                    Some(name) => Peek::Tls { server_name: name },
+                    None => Peek::Other,
+                };
+            }
+        }
+    }
+}
+
+/// The server name of a ClientHello body: Some(None) when it has no SNI; None when malformed.
+fn client_hello_server_name(hello: &[u8]) -> Option<Option<String>> {
+    // version (2), random (32)
+    let mut at = 34;
+    let session = usize::from(*hello.get(at)?);
+    at += 1 + session;
+    let suites = u16_at(hello, at)?;
+    at += 2 + suites;
+    let compression = usize::from(*hello.get(at)?);
+    at += 1 + compression;
+    if at == hello.len() {
+        return Some(None);
+    }
+    let extensions = u16_at(hello, at)?;
+    at += 2;
+    let end = at + extensions;
+    if end > hello.len() {
+        return None;
+    }
+    while at + 4 <= end {
+        let kind = u16_at(hello, at)?;
+        let len = u16_at(hello, at + 2)?;
+        let data = hello.get(at + 4..at + 4 + len)?;
+        at += 4 + len;
+        if kind != 0 {
+            continue;
+        }
+        // server_name_list: length (2), then entries of type (1), length (2), name.
+        let list = u16_at(data, 0)?;
+        let mut entry = 2;
+        while entry + 3 <= 2 + list {
+            let name_type = *data.get(entry)?;
+            let name_len = u16_at(data, entry + 1)?;
+            let name = data.get(entry + 3..entry + 3 + name_len)?;
+            if name_type == 0 {
+                let name = std::str::from_utf8(name).ok()?;
+                if name.is_empty() || !name.bytes().all(|b| b.is_ascii_graphic()) {
+                    return None;
+                }
+                return Some(Some(name.trim_end_matches('.').to_ascii_lowercase()));
+            }
+            entry += 3 + name_len;
+        }
+        return None;
+    }
+    Some(None)
+}
+
+/// `host[:port]` or `[v6]:port` into host and port.
+fn split_host(text: &str) -> (String, Option<u16>) {
+    if let Some(rest) = text.strip_prefix('[') {
+        if let Some((host, port)) = rest.split_once(']') {
+            return (
+                host.to_string(),
+                port.strip_prefix(':').and_then(|p| p.parse().ok()),
+            );
+        }
+    }
+    match text.rsplit_once(':') {
+        Some((host, port)) if !host.contains(':') => (host.to_string(), port.parse().ok()),
+        _ => (text.to_string(), None),
+    }
+}
+
+fn http(bytes: &[u8]) -> Peek {
+    let Some(head_end) = bytes.windows(4).position(|w| w == b"\r\n\r\n") else {
+        return if bytes.len() >= MAX_PEEK || !bytes.iter().take(16).all(|b| b.is_ascii()) {
+            Peek::Other
+        } else {
+            Peek::NeedMore
+        };
+    };
+    let Ok(head) = std::str::from_utf8(&bytes[..head_end]) else {
+        return Peek::Other;
+    };
+    let mut lines = head.split("\r\n");
+    let request = lines.next().unwrap_or("");
+    let mut parts = request.split(' ');
+    let (Some(method), Some(target), Some(version)) = (parts.next(), parts.next(), parts.next())
+    else {
+        return Peek::Other;
+    };
+    if !version.starts_with("HTTP/1.") || !method.bytes().all(|b| b.is_ascii_uppercase()) {
+        return Peek::Other;
+    }
+    let mut hosts = lines.filter_map(|line| {
+        let (name, value) = line.split_once(':')?;
+        name.trim()
+            .eq_ignore_ascii_case("host")
+            .then(|| value.trim().to_string())
+    });
+    let header_host = hosts.next();
+    if hosts.next().is_some() {
+        // Two Host headers: which one a server believes is anyone's guess.
+        return Peek::Other;
+    }
+    let (host, port) = if method == "CONNECT" {
+        let (host, port) = split_host(target);
+        (Some(host), port)
+    } else if let Some(rest) = target
+        .strip_prefix("http://")
+        .or_else(|| target.strip_prefix("https://"))
+    {
+        let authority = rest.split('/').next().unwrap_or("");
+        let (host, port) = split_host(authority);
+        (Some(host), port)
+    } else {
+        (header_host.map(|h| split_host(&h).0), None)
+    };
+    Peek::Http {
+        method: method.to_string(),
+        host: host.map(|h| h.trim_end_matches('.').to_ascii_lowercase()),
+        port,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A ClientHello as a TLS client sends it, with `server_name` as its SNI (or none).
+    fn client_hello(server_name: Option<&str>) -> Vec<u8> {
+        let mut extensions = Vec::new();
+        if let Some(name) = server_name {
+            let mut list = vec![0u8];
+            list.extend_from_slice(&(name.len() as u16).to_be_bytes());
+            list.extend_from_slice(name.as_bytes());
+            let mut data = (list.len() as u16).to_be_bytes().to_vec();
+            data.extend_from_slice(&list);
+            extensions.extend_from_slice(&0u16.to_be_bytes());
+            extensions.extend_from_slice(&(data.len() as u16).to_be_bytes());
+            extensions.extend_from_slice(&data);
+        }
+        // A supported_versions extension too, so SNI is not alone.
+        extensions.extend_from_slice(&[0x00, 0x2b, 0x00, 0x03, 0x02, 0x03, 0x04]);
+        let mut hello = vec![3, 3];
+        hello.extend_from_slice(&[7u8; 32]);
+        hello.push(0); // session id
+        hello.extend_from_slice(&[0, 2, 0x13, 0x01]); // one cipher suite
+        hello.extend_from_slice(&[1, 0]); // null compression
+        hello.extend_from_slice(&(extensions.len() as u16).to_be_bytes());
+        hello.extend_from_slice(&extensions);
+        let mut handshake = vec![1, 0, (hello.len() >> 8) as u8, hello.len() as u8];
+        handshake.extend_from_slice(&hello);
+        let mut record = vec![0x16, 3, 1];
+        record.extend_from_slice(&(handshake.len() as u16).to_be_bytes());
+        record.extend_from_slice(&handshake);
+        record
+    }
+
+    #[test]
+    fn tls_server_names_are_read() {
+        assert_eq!(
+            peek(&client_hello(Some("Allowed.TEST"))),
+            Peek::Tls {
+                server_name: Some("allowed.test".into())
+            }
+        );
+        assert_eq!(peek(&client_hello(None)), Peek::Tls { server_name: None });
+    }
+
+    #[test]
+    fn a_partial_hello_asks_for_more_and_a_broken_one_is_other() {
+        let hello = client_hello(Some("allowed.test"));
+        for cut in [1, 4, 10, hello.len() - 1] {
+            assert_eq!(peek(&hello[..cut]), Peek::NeedMore, "{cut}");
+        }
+        let mut broken = hello.clone();
+        let len = broken.len();
+        broken[len - 10] = 0xff; // an extension length past the end
+        assert_ne!(
+            peek(&broken),
+            Peek::Tls {
+                server_name: Some("allowed.test".into())
+            }
+        );
+        assert_eq!(peek(b"\x16\x03\x01\x00\x04\x02\x00\x00\x00"), Peek::Other);
+    }
+
+    #[test]
+    fn a_hello_split_over_two_records_is_reassembled() {
+        let one = client_hello(Some("allowed.test"));
+        let handshake = &one[5..];
+        let (a, b) = handshake.split_at(20);
+        let mut two = Vec::new();
+        for part in [a, b] {
+            two.extend_from_slice(&[0x16, 3, 1]);
+            two.extend_from_slice(&(part.len() as u16).to_be_bytes());
+            two.extend_from_slice(part);
+        }
+        assert_eq!(
+            peek(&two),
+            Peek::Tls {
+                server_name: Some("allowed.test".into())
+            }
+        );
+    }
+
+    #[test]
+    fn http_hosts_are_read() {
+        assert_eq!(
+            peek(b"GET /x HTTP/1.1\r\nHost: Allowed.test:8080\r\nAccept: */*\r\n\r\n"),
+            Peek::Http {
+                method: "GET".into(),
+                host: Some("allowed.test".into()),
+                port: None
+            }
+        );
+        assert_eq!(
+            peek(b"CONNECT allowed.test:443 HTTP/1.1\r\nHost: allowed.test:443\r\n\r\n"),
+            Peek::Http {
+                method: "CONNECT".into(),
+                host: Some("allowed.test".into()),
+                port: Some(443)
+            }
+        );
+        assert_eq!(
+            peek(b"GET http://allowed.test/a HTTP/1.1\r\nHost: other.test\r\n\r\n"),
+            Peek::Http {
+                method: "GET".into(),
+                host: Some("allowed.test".into()),
+                port: None
+            }
+        );
+        assert_eq!(peek(b"GET / HTTP/1.1\r\nHost: a\r\n"), Peek::NeedMore);
+        assert_eq!(
+            peek(b"GET / HTTP/1.1\r\nHost: a.test\r\nHost: b.test\r\n\r\n"),
+            Peek::Other
+        );
+        assert_eq!(peek(b"\x00\x01binary"), Peek::Other);
+    }
+}
