@@ -40,6 +40,9 @@ pub struct RunRequest {
     pub session: Option<String>,
     /// Told when another run holds the session and this one waits for it.
     pub on_session_busy: fn(&Session),
+    /// Names the network gate resolves to these addresses instead of asking the host's resolver
+    /// (`--resolve NAME=IP`; trusted: a loopback or private address given here is not refused).
+    pub resolve: Vec<(String, std::net::IpAddr)>,
     /// Keep a fresh session's layer after the run instead of discarding it.
     pub keep: bool,
     pub degraded: Degraded,
@@ -73,8 +76,6 @@ pub enum RunError {
     Audit(#[from] crate::audit::AuditError),
     #[error(transparent)]
     Control(#[from] crate::control::ControlError),
-    #[error("profile {profile} asks for network access, which this version of airlock cannot enforce yet (the gate that checks every connection and DNS query is being built): the run is refused rather than given a network airlock does not control — use network = \"none\" for now")]
-    NetworkNotEnforced { profile: String },
     #[error(transparent)]
     Jail(#[from] JailError),
     #[error("workspace {path}: {why}")]
@@ -220,6 +221,49 @@ fn check_workspace(workspace: &Path, state_dir: &Path, homes: &[PathBuf]) -> Res
     Ok(())
 }
 
+/// The network gate of a run whose profile allows some network: its events go to the audit log,
+/// and each refusal to stderr, so that the person sees why a tool failed.
+fn start_gate(
+    gate: airlock_jail::Gate,
+    profile: &Profile,
+    resolve: &[(String, std::net::IpAddr)],
+    state_dir: &Path,
+    session: Option<String>,
+) -> Result<(), JailError> {
+    let log = crate::audit::log(state_dir);
+    let profile_name = profile.name.clone();
+    let on_event = move |event: &airlock_egress::gate::Event| {
+        if !event.allowed {
+            let what = match (&event.name, event.ip, event.port) {
+                (Some(name), _, Some(port)) => format!("{name}:{port}"),
+                (Some(name), _, None) => name.clone(),
+                (None, Some(ip), Some(port)) => std::net::SocketAddr::new(ip, port).to_string(),
+                _ => "?".into(),
+            };
+            eprintln!(
+                "airlock: network: {} {what} refused: {}",
+                event.kind, event.rule
+            );
+        }
+        let mut fields = serde_json::to_value(event).unwrap_or_default();
+        if let Some(map) = fields.as_object_mut() {
+            map.insert("session".into(), session.clone().into());
+            map.insert("profile".into(), profile_name.clone().into());
+            map.insert("denied".into(), (!event.allowed).into());
+        }
+        let _ = crate::audit::append_deferred(&log, &format!("net.{}", event.kind), fields);
+    };
+    airlock_egress::gate::start(
+        gate,
+        airlock_egress::gate::Config {
+            egress: profile.network.clone(),
+            resolve: resolve.to_vec(),
+            on_event: Box::new(on_event),
+        },
+    )
+    .map_err(|e| JailError::Invalid(format!("cannot start the network gate: {e}")))
+}
+
 /// Run one command confined, wait for it, and discard its throwaway session unless asked to keep it.
 ///
 /// Must be called while the process is single-threaded (the jail forks).
@@ -340,16 +384,11 @@ pub fn run(request: RunRequest) -> Result<RunReport, RunError> {
         },
         degraded: request.degraded,
         hostname: "airlock".into(),
+        network_gate: profile.network != airlock_policy::NetworkMode::None,
         user_name: SANDBOX_USER.into(),
         home: PathBuf::from(SANDBOX_HOME),
     };
     let cache = request.state_dir.join("cache");
-    // Fail closed: egress rules parse, but nothing enforces them yet.
-    if profile.network != airlock_policy::NetworkMode::None {
-        return Err(RunError::NetworkNotEnforced {
-            profile: profile.name.clone(),
-        });
-    }
     // A switch set with 'airlock disable' stops every run of its scope.
     crate::control::check_enabled(&request.state_dir, &profile.name)?;
     // The intent is written before anything runs, and on disk before the command starts (the
@@ -367,7 +406,7 @@ pub fn run(request: RunRequest) -> Result<RunReport, RunError> {
             "argv": spec.argv.iter().map(crate::audit::text).collect::<Vec<_>>(),
             "cwd": spec.cwd,
             "workspace": request.workspace,
-            "network": "none",
+            "network": &profile.network,
             "limits": {
                 "memory_bytes": limits.memory_bytes,
                 "processes": limits.processes,
@@ -394,8 +433,17 @@ pub fn run(request: RunRequest) -> Result<RunReport, RunError> {
         }
         audit.sync().map_err(|e| e.to_string())
     };
-    let result =
-        airlock_jail::spawn(&spec, &staging, &cache, &mut intent_on_disk).and_then(|sandbox| {
+    let result = airlock_jail::spawn(&spec, &staging, &cache, &mut intent_on_disk).and_then(
+        |mut sandbox| {
+            if let Some(gate) = sandbox.take_gate() {
+                start_gate(
+                    gate,
+                    profile,
+                    &request.resolve,
+                    &request.state_dir,
+                    session_id.clone(),
+                )?;
+            }
             let filled = registration.fill(&crate::control::Running {
                 supervisor: std::process::id(),
                 sandbox: sandbox.id(),
@@ -416,7 +464,8 @@ pub fn run(request: RunRequest) -> Result<RunReport, RunError> {
                     )))
                 }
             }
-        });
+        },
+    );
     let usage = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN).ok();
     let mut fields = serde_json::json!({
         "session": session_id,

@@ -3,6 +3,7 @@
 //! applies them to the sandbox's connections is built on these.
 
 pub mod dns;
+pub mod gate;
 pub mod ip;
 pub mod rules;
 pub mod sni;

@@ -307,6 +307,25 @@ impl Egress {
         }
     }
 
+    /// Like [`Egress::decide`] for a name the user mapped to `addr` themselves (`--resolve`):
+    /// their word opens the address, even a loopback or private one; deny entries still apply.
+    pub fn decide_trusted(&self, name: &str, addr: IpAddr, port: u16) -> Decision {
+        if ip::special(addr).is_none() {
+            return self.decide(Some(name), addr, port);
+        }
+        // Decide as if it were a public address, then keep only what a name entry allowed.
+        let public = IpAddr::V4(std::net::Ipv4Addr::new(192, 0, 2, 1)); // TEST-NET-1
+        let mut decision = self.decide(Some(name), public, port);
+        let (_, deny) = self.lists();
+        if let Some(rule) = deny
+            .iter()
+            .find(|d| d.matches_addr(addr) && d.port_matches(port))
+        {
+            decision = Decision::deny(format!("deny {rule}"));
+        }
+        decision
+    }
+
     /// May the sandbox connect to `addr:port`, reached by `name` (None: by bare address)?
     pub fn decide(&self, name: Option<&str>, addr: IpAddr, port: u16) -> Decision {
         let (allow, deny) = self.lists();

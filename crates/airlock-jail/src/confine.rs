@@ -155,6 +155,15 @@ pub(crate) fn apply_seccomp() -> Result<()> {
     sys::install_seccomp(FILTER).during("install the seccomp filter", "run 'airlock check'")
 }
 
+/// The filter of a gated sandbox: the same, and every `connect` waits for the supervisor at the
+/// returned listener.
+pub(crate) fn apply_seccomp_gated() -> Result<std::os::fd::OwnedFd> {
+    sys::install_seccomp_listener(FILTER_GATED).during(
+        "install the seccomp filter with a listener",
+        "the network gate needs Linux 5.9 or later",
+    )
+}
+
 #[cfg(test)]
 mod seccomp_tests {
     //! The compiled filter, run through a small classic-BPF interpreter: its decisions are

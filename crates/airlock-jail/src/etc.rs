@@ -57,7 +57,15 @@ fn generated(spec: &SandboxSpec) -> Vec<(&'static str, String)> {
         ("group", format!("root:x:0:\n{user}:x:{gid}:\nnogroup:x:65534:\n", user = spec.user_name)),
         ("hostname", format!("{}\n", spec.hostname)),
         ("hosts", format!("127.0.0.1\tlocalhost {h}\n::1\tlocalhost ip6-localhost {h}\n", h = spec.hostname)),
-        ("resolv.conf", String::new()),
+        (
+            "resolv.conf",
+            if spec.network_gate {
+                // The supervisor answers here (see `gate`).
+                "nameserver 127.0.0.53\noptions edns0\n".to_string()
+            } else {
+                String::new()
+            },
+        ),
     ]
 }
 

@@ -31,6 +31,9 @@ pub(crate) const MSG_NAMESPACES: u8 = b'n';
 pub(crate) const MSG_IN_CGROUP: u8 = b'c';
 /// After READY: the caller's last check passed; start the command.
 pub(crate) const MSG_START: u8 = b's';
+/// From the setup process over the control socket, before READY, in a gated sandbox: the DNS
+/// socket and the seccomp listener.
+pub(crate) const MSG_GATE: u8 = b'G';
 
 /// How the setup process talks to the supervisor.
 pub(crate) struct SetupChannel {
@@ -74,6 +77,21 @@ impl SetupChannel {
             )));
         }
         Ok(fds)
+    }
+
+    /// Send fds to the supervisor over the control socket.
+    fn send_fds(&mut self, message: u8, fds: &[RawFd]) -> Result<()> {
+        let iov = [std::io::IoSlice::new(std::slice::from_ref(&message))];
+        let rights = [nix::sys::socket::ControlMessage::ScmRights(fds)];
+        nix::sys::socket::sendmsg::<()>(
+            self.control.as_raw_fd(),
+            &iov,
+            &rights,
+            MsgFlags::empty(),
+            None,
+        )
+        .map(drop)
+        .map_err(|e| JailError::Inside(format!("sending to the supervisor: {}", e.desc())))
     }
 
     fn send(&mut self, bytes: &[u8]) -> Result<()> {
@@ -153,6 +171,13 @@ fn setup(spec: &SandboxSpec, channel: &mut SetupChannel, mode: &SetupMode) -> Re
         "bring up loopback in the sandbox's network namespace",
         "run 'airlock check'",
     )?;
+    // The sandbox's DNS server address, bound while this process may still bind port 53; the
+    // supervisor answers on it.
+    let dns_socket = if spec.network_gate {
+        Some(dns_socket()?)
+    } else {
+        None
+    };
 
     // Root mounts with its real credentials, before it enters any user namespace, so the overlay
     // can copy up files of every owner. Unprivileged, we are already in our user namespace.
@@ -221,7 +246,13 @@ fn setup(spec: &SandboxSpec, channel: &mut SetupChannel, mode: &SetupMode) -> Re
     confine::apply_landlock(spec)?;
     confine::apply_rlimits(spec, mode.memory_by_rlimit)?;
     confine::drop_capabilities()?;
-    confine::apply_seccomp()?;
+    if spec.network_gate {
+        let listener = confine::apply_seccomp_gated()?;
+        let dns = dns_socket.ok_or_else(|| JailError::Inside("no DNS socket".into()))?;
+        channel.send_fds(MSG_GATE, &[dns.as_raw_fd(), listener.as_raw_fd()])?;
+    } else {
+        confine::apply_seccomp()?;
+    }
     // Tell the supervisor we are ready, then drop every descriptor but stdio: the pipes, and
     // anything the caller leaked to us.
     if let Some(ends) = mode.output {
@@ -234,6 +265,17 @@ fn setup(spec: &SandboxSpec, channel: &mut SetupChannel, mode: &SetupMode) -> Re
     channel.receive(MSG_START)?;
     sys::close_fds_from(3).during("close inherited file descriptors", UNEXPECTED)?;
     Ok(())
+}
+
+/// A UDP socket on 127.0.0.53:53 in the sandbox's network namespace.
+fn dns_socket() -> Result<OwnedFd> {
+    std::net::UdpSocket::bind("127.0.0.53:53")
+        .map(OwnedFd::from)
+        .map_err(|e| {
+            JailError::Inside(format!(
+                "cannot bind the sandbox's DNS socket to 127.0.0.53:53: {e}"
+            ))
+        })
 }
 
 /// Take ownership of an fd the kernel just passed us with SCM_RIGHTS.

@@ -21,8 +21,8 @@ use crate::error::{JailError, PathContext, Result, SyscallContext, UNEXPECTED};
 use crate::idmap::{self, HelperNamespace};
 use crate::init::forwarded_set;
 use crate::inside::{
-    self, CgroupEntry, SetupChannel, SetupMode, MSG_ERROR, MSG_GO, MSG_IN_CGROUP, MSG_NAMESPACES,
-    MSG_READY, MSG_START,
+    self, CgroupEntry, SetupChannel, SetupMode, MSG_ERROR, MSG_GATE, MSG_GO, MSG_IN_CGROUP,
+    MSG_NAMESPACES, MSG_READY, MSG_START,
 };
 use crate::output::{OutputRelay, Wait};
 use crate::probe;
@@ -77,6 +77,8 @@ pub struct Sandbox {
     output: Option<OutputRelay>,
     /// Held until the run ends, so no cleanup removes the /etc it uses.
     _etc: crate::etc::PreparedEtc,
+    /// A gated sandbox's listener and DNS socket, until the caller takes them.
+    gate: Option<Gate>,
     deadline: Option<Instant>,
 }
 
@@ -196,6 +198,7 @@ pub fn spawn(
         helper_namespaces: Vec::new(),
         output,
         _etc: etc,
+        gate: None,
         deadline: spec.limits.timeout.map(|t| Instant::now() + t),
     };
     match handshake(
@@ -216,6 +219,47 @@ pub fn spawn(
             Err(err)
         }
     }
+}
+
+/// A gated sandbox's seccomp listener and DNS socket (see [`crate::gate`]).
+pub struct Gate {
+    pub notifier: crate::gate::Notifier,
+    /// UDP, bound to 127.0.0.53:53 in the sandbox's network namespace.
+    pub dns: OwnedFd,
+}
+
+/// One message from the setup process on the control socket, with the fds it carries.
+fn receive_fds(control: &OwnedFd, expected: u8) -> Result<Vec<OwnedFd>> {
+    use std::os::fd::FromRawFd;
+    let mut byte = [0u8; 1];
+    let mut iov = [std::io::IoSliceMut::new(&mut byte)];
+    let mut space = nix::cmsg_space!([RawFd; 2]);
+    let message = nix::sys::socket::recvmsg::<()>(
+        control.as_raw_fd(),
+        &mut iov,
+        Some(&mut space),
+        MsgFlags::MSG_CMSG_CLOEXEC,
+    )
+    .during("receive from the setup process", UNEXPECTED)?;
+    let mut fds = Vec::new();
+    for cmsg in message
+        .cmsgs()
+        .map_err(|e| JailError::Inside(e.to_string()))?
+    {
+        if let nix::sys::socket::ControlMessageOwned::ScmRights(raw) = cmsg {
+            // SAFETY: the kernel installed these fds in this process just now, for us alone.
+            fds.extend(
+                raw.into_iter()
+                    .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }),
+            );
+        }
+    }
+    if message.bytes != 1 || byte[0] != expected {
+        return Err(JailError::Inside(format!(
+            "unexpected message from the setup process (wanted {expected:#x})"
+        )));
+    }
+    Ok(fds)
 }
 
 /// Send one control message to the setup process, with fds attached.
@@ -245,6 +289,22 @@ fn handshake(
         let verdict = gate();
         read_report(&mut report)?;
         verdict.map_err(JailError::Refused)?;
+        if spec.network_gate {
+            let mut fds = receive_fds(&control, MSG_GATE)?.into_iter();
+            match (fds.next(), fds.next()) {
+                (Some(dns), Some(listener)) => {
+                    sandbox.gate = Some(Gate {
+                        notifier: crate::gate::Notifier::new(listener),
+                        dns,
+                    })
+                }
+                _ => {
+                    return Err(JailError::Inside(
+                        "the setup process sent no network gate".into(),
+                    ))
+                }
+            }
+        }
         return send(&control, MSG_START, &[]);
     };
     // Kill it first: a setup process still waiting for us would never report.
@@ -317,6 +377,11 @@ fn read_report(report: &mut std::fs::File) -> Result<()> {
 }
 
 impl Sandbox {
+    /// A gated sandbox's listener and DNS socket, for the caller's gate (once).
+    pub fn take_gate(&mut self) -> Option<Gate> {
+        self.gate.take()
+    }
+
     /// How another process can find this sandbox again (to kill or pause it).
     pub fn id(&self) -> crate::control::SandboxId {
         crate::control::SandboxId {

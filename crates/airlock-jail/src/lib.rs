@@ -15,6 +15,7 @@ mod confine;
 pub mod control;
 mod error;
 mod etc;
+pub mod gate;
 mod idmap;
 mod init;
 mod inside;
@@ -26,5 +27,5 @@ mod spec;
 mod sys;
 
 pub use error::{JailError, Result};
-pub use launch::{memory_layer_supported, spawn, Finished, Outcome, Sandbox};
+pub use launch::{memory_layer_supported, spawn, Finished, Gate, Outcome, Sandbox};
 pub use spec::{Bind, Degraded, IdMapping, Layer, OverlayWorkspace, ResourceLimits, SandboxSpec};

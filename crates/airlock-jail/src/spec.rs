@@ -87,4 +87,7 @@ pub struct SandboxSpec {
     pub hostname: String,
     pub user_name: String,
     pub home: PathBuf,
+    /// Route every `connect` through the supervisor's gate (see `gate`), and give the sandbox a
+    /// DNS server the supervisor answers. False: loopback only.
+    pub network_gate: bool,
 }

@@ -2,7 +2,7 @@
 //! in this crate, and most of them in this file.
 
 use std::ffi::CString;
-use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
@@ -228,6 +228,123 @@ pub(crate) fn install_seccomp(program: &[libc::sock_filter]) -> nix::Result<()> 
         )
     };
     Errno::result(ret).map(drop)
+}
+
+/// Install a seccomp BPF program whose `SECCOMP_RET_USER_NOTIF` decisions go to the returned
+/// listener fd. `no_new_privs` must already be set.
+pub(crate) fn install_seccomp_listener(program: &[libc::sock_filter]) -> nix::Result<OwnedFd> {
+    let len = u16::try_from(program.len()).map_err(|_| Errno::E2BIG)?;
+    let prog = libc::sock_fprog {
+        len,
+        filter: program.as_ptr() as *mut libc::sock_filter,
+    };
+    // SAFETY: as in `install_seccomp`: `prog` points at a live program the kernel only copies.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            libc::SECCOMP_FILTER_FLAG_NEW_LISTENER,
+            &prog as *const libc::sock_fprog,
+        )
+    };
+    let fd = Errno::result(ret)? as libc::c_int;
+    // SAFETY: the kernel returned a new fd that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// One seccomp notification's fields that the gate uses.
+pub(crate) struct RawNotification {
+    pub id: u64,
+    pub pid: u32,
+    pub nr: i32,
+    pub args: [u64; 6],
+}
+
+/// Wait for the next notification on a seccomp listener.
+pub(crate) fn notif_recv(listener: BorrowedFd) -> nix::Result<RawNotification> {
+    // SAFETY: an all-zero seccomp_notif is valid (plain integers), and the kernel requires it zeroed.
+    let mut notif: libc::seccomp_notif = unsafe { std::mem::zeroed() };
+    // SAFETY: `notif` is a live, writable seccomp_notif, the type this ioctl fills.
+    let ret = unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_RECV,
+            &mut notif as *mut libc::seccomp_notif,
+        )
+    };
+    Errno::result(ret)?;
+    Ok(RawNotification {
+        id: notif.id,
+        pid: notif.pid,
+        nr: notif.data.nr,
+        args: notif.data.args,
+    })
+}
+
+/// Answer a notification: the syscall returns `val` (or fails with `error`), or, with
+/// `continue_`, the kernel runs it as the process asked.
+pub(crate) fn notif_send(
+    listener: BorrowedFd,
+    id: u64,
+    val: i64,
+    error: i32,
+    continue_: bool,
+) -> nix::Result<()> {
+    let resp = libc::seccomp_notif_resp {
+        id,
+        val,
+        error,
+        flags: if continue_ {
+            libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32
+        } else {
+            0
+        },
+    };
+    // SAFETY: `resp` is a live seccomp_notif_resp, the type this ioctl reads.
+    let ret = unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_SEND,
+            &resp as *const libc::seccomp_notif_resp,
+        )
+    };
+    Errno::result(ret).map(drop)
+}
+
+/// Put a copy of `source` into the notifying process at fd number `target` (replacing what is
+/// there), before the notification is answered.
+pub(crate) fn notif_replace_fd(
+    listener: BorrowedFd,
+    id: u64,
+    source: BorrowedFd,
+    target: u32,
+) -> nix::Result<()> {
+    let addfd = libc::seccomp_notif_addfd {
+        id,
+        flags: libc::SECCOMP_ADDFD_FLAG_SETFD as u32,
+        srcfd: source.as_raw_fd() as u32,
+        newfd: target,
+        newfd_flags: 0,
+    };
+    // SAFETY: `addfd` is a live seccomp_notif_addfd, the type this ioctl reads; `source` is an
+    // open fd of ours for the duration of the call.
+    let ret = unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_ADDFD,
+            &addfd as *const libc::seccomp_notif_addfd,
+        )
+    };
+    Errno::result(ret).map(drop)
+}
+
+/// A copy of fd `target` of the process `pidfd` refers to.
+pub(crate) fn pidfd_getfd(pidfd: BorrowedFd, target: i32) -> nix::Result<OwnedFd> {
+    // SAFETY: pidfd_getfd takes integers only.
+    let ret = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), target, 0u32) };
+    let fd = Errno::result(ret)? as libc::c_int;
+    // SAFETY: the kernel returned a new fd that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 /// A pidfd for `pid`, so the supervisor can poll for its exit next to other events.

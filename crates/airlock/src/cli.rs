@@ -415,6 +415,10 @@ pub struct RunArgs {
     /// Run even though these layers are missing: landlock
     #[arg(long, value_name = "LAYER,...", value_delimiter = ',')]
     pub allow_degraded: Vec<String>,
+    /// Resolve NAME to IP in the network gate instead of asking the host (repeatable; the address
+    /// is trusted: a loopback or private one given here is not refused)
+    #[arg(long, value_name = "NAME=IP")]
+    pub resolve: Vec<String>,
     /// Host uid and gid of the sandbox user when airlock runs as root (never 0)
     #[arg(long, value_name = "ID", env = "AIRLOCK_SANDBOX_UID")]
     pub sandbox_uid: Option<u32>,

@@ -180,6 +180,19 @@ pub fn run(global: &GlobalArgs, args: RunArgs) -> Result<ExitCode> {
         state_dir: state,
         session: args.session,
         on_session_busy: tell_busy,
+        resolve: args
+            .resolve
+            .iter()
+            .map(|pair| {
+                let (name, ip) = pair.split_once('=').with_context(|| {
+                    format!("--resolve {pair:?}: write NAME=IP, e.g. --resolve api.test=127.0.0.1")
+                })?;
+                let ip = ip
+                    .parse()
+                    .with_context(|| format!("--resolve {pair:?}: {ip:?} is not an IP address"))?;
+                Ok((name.trim_end_matches('.').to_ascii_lowercase(), ip))
+            })
+            .collect::<Result<Vec<_>>>()?,
         keep: args.keep,
         degraded,
         root_sandbox_id,

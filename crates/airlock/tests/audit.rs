@@ -78,7 +78,7 @@ both_modes!(every_action_is_logged_intent_first, |w: &World| {
     );
     assert_eq!(intent["profile"], "default");
     assert_eq!(intent["policy"], "builtin");
-    assert_eq!(intent["network"], "none");
+    assert_eq!(intent["network"]["mode"], "none");
     assert!(intent["limits"]["memory_bytes"].as_u64().unwrap() > 0);
     let result = &all[3];
     assert_eq!(result["exit_code"], 3);

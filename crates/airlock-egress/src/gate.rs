@@ -1,0 +1,417 @@
+//! The supervisor's network gate for one sandbox.
+//!
+//! - **DNS**: the sandbox's resolver (127.0.0.53 in its own namespace) is answered here: a name
+//!   the profile allows gets synthetic addresses that map back to the name; any other, NXDOMAIN.
+//!   Nothing is forwarded.
+//! - **connect**: every `connect` of the sandbox waits for this gate (seccomp user notification).
+//!   Its own loopback passes. A TCP connection to a synthetic address is a connection to its name:
+//!   the name is resolved here, on the host, once, and the address it got is checked (no
+//!   private, loopback, metadata… unless named by address) and used. A connection to a bare
+//!   address is checked as that address. When allowed, the sandbox's socket is replaced by one of
+//!   ours, connected to this gate's relay; the connect returns at once. Refused: ECONNREFUSED.
+//!   UDP to anything but its own loopback: ENETUNREACH.
+//! - **relay**: before anything reaches the destination, the first bytes are read: a TLS
+//!   ClientHello must name the same host (SNI), an HTTP request the same Host; otherwise the
+//!   connection is closed (no domain fronting). Then bytes are copied both ways.
+//!
+//! Every attempt is an [`Event`] for the caller (the audit log, a notice on stderr).
+
+use std::collections::HashMap;
+use std::io::{self, Read, Write};
+use std::net::{
+    IpAddr, Ipv4Addr, Ipv6Addr, Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs,
+    UdpSocket,
+};
+use std::os::fd::AsFd;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use airlock_jail::gate::{is_nonblocking, read_memory, socket_type, Notifier};
+
+use crate::dns::{self, Synthetic};
+use crate::rules::{Decision, Egress};
+use crate::sni::{self, Peek, MAX_PEEK};
+
+/// One attempt, as the caller logs it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Event {
+    /// `dns`, `connect`, `fronting` or `closed`.
+    pub kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ip: Option<IpAddr>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
+    pub protocol: &'static str,
+    pub allowed: bool,
+    pub rule: String,
+    /// What the first bytes named (TLS SNI or HTTP Host).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sni: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bytes_out: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bytes_in: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+}
+
+/// What the gate needs besides the sandbox.
+pub struct Config {
+    pub egress: Egress,
+    /// Names resolved to these addresses instead of through the host's resolver; taken as the
+    /// user's own word, so a loopback or private address given here is not refused.
+    pub resolve: Vec<(String, IpAddr)>,
+    pub on_event: Box<dyn Fn(&Event) + Send + Sync>,
+}
+
+/// Where an accepted relay connection must go.
+#[derive(Debug, Clone)]
+struct Target {
+    name: Option<String>,
+    addr: SocketAddr,
+}
+
+struct State {
+    config: Config,
+    synthetic: Mutex<Synthetic>,
+    /// Relay connections announced by the connect handler, by the local port of our socket.
+    pending: Mutex<HashMap<u16, Target>>,
+}
+
+/// Start the gate's threads; they end with the sandbox.
+pub fn start(gate: airlock_jail::Gate, config: Config) -> io::Result<()> {
+    let relay = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
+    let relay_addr = relay.local_addr()?;
+    let state = Arc::new(State {
+        config,
+        synthetic: Mutex::new(Synthetic::default()),
+        pending: Mutex::new(HashMap::new()),
+    });
+    let dns_socket = UdpSocket::from(gate.dns);
+    let dns_state = state.clone();
+    std::thread::spawn(move || serve_dns(&dns_socket, &dns_state));
+    let relay_state = state.clone();
+    std::thread::spawn(move || serve_relay(&relay, &relay_state));
+    let notifier = gate.notifier;
+    std::thread::spawn(move || serve_connects(&notifier, &state, relay_addr));
+    Ok(())
+}
+
+fn event(kind: &'static str, decision: &Decision) -> Event {
+    Event {
+        kind,
+        name: None,
+        ip: None,
+        port: None,
+        protocol: "tcp",
+        allowed: decision.allowed,
+        rule: decision.rule.clone(),
+        sni: None,
+        bytes_out: None,
+        bytes_in: None,
+        duration_ms: None,
+    }
+}
+
+fn serve_dns(socket: &UdpSocket, state: &State) {
+    let mut buf = [0u8; 1500];
+    loop {
+        let Ok((len, from)) = socket.recv_from(&mut buf) else {
+            return;
+        };
+        let Some(query) = dns::parse_query(&buf[..len]) else {
+            continue;
+        };
+        let decision = state.config.egress.may_resolve(&query.name);
+        let reply = if decision.allowed {
+            let addrs = state
+                .synthetic
+                .lock()
+                .ok()
+                .and_then(|mut s| s.addresses(&query.name));
+            match addrs {
+                Some(addrs) => dns::answer(&query, &addrs, 5),
+                None => dns::nxdomain(&query),
+            }
+        } else {
+            dns::nxdomain(&query)
+        };
+        // One event per name and type asked, allowed or not.
+        let mut e = event("dns", &decision);
+        e.name = Some(query.name.clone());
+        e.protocol = "dns";
+        (state.config.on_event)(&e);
+        let _ = socket.send_to(&reply, from);
+    }
+}
+
+/// The address and port in a sockaddr the sandbox passed to connect; None for other families.
+fn parse_sockaddr(raw: &[u8]) -> Option<SocketAddr> {
+    let family = u16::from_ne_bytes([*raw.first()?, *raw.get(1)?]);
+    let port = u16::from_be_bytes([*raw.get(2)?, *raw.get(3)?]);
+    match i32::from(family) {
+        libc::AF_INET => {
+            let ip: [u8; 4] = raw.get(4..8)?.try_into().ok()?;
+            Some(SocketAddr::new(IpAddr::V4(Ipv4Addr::from(ip)), port))
+        }
+        libc::AF_INET6 => {
+            let ip: [u8; 16] = raw.get(8..24)?.try_into().ok()?;
+            Some(SocketAddr::new(IpAddr::V6(Ipv6Addr::from(ip)), port))
+        }
+        _ => None,
+    }
+}
+
+/// The sandbox's own loopback (and "any"): connecting there stays inside it.
+fn inside_the_sandbox(ip: IpAddr) -> bool {
+    let ip = crate::ip::canonical(ip);
+    ip.is_loopback() || ip.is_unspecified()
+}
+
+fn serve_connects(notifier: &Notifier, state: &State, relay: SocketAddr) {
+    loop {
+        let Ok(n) = notifier.recv() else {
+            return; // no process of the sandbox is left
+        };
+        let answered = handle_connect(notifier, state, relay, &n);
+        if answered.is_err() {
+            // The process went away meanwhile, or the answer failed: refuse, if it still waits.
+            let _ = notifier.fail(n.id, libc::ECONNREFUSED);
+        }
+    }
+}
+
+fn handle_connect(
+    notifier: &Notifier,
+    state: &State,
+    relay: SocketAddr,
+    n: &airlock_jail::gate::Notification,
+) -> io::Result<()> {
+    if i64::from(n.nr) != libc::SYS_connect {
+        return notifier.pass(n.id);
+    }
+    let (fd, addr_ptr, len) = (n.args[0], n.args[1], n.args[2] as usize);
+    let raw = read_memory(n.pid, addr_ptr, len.min(128))?;
+    let Some(dest) = parse_sockaddr(&raw) else {
+        // unix sockets and the like: the namespace and Landlock decide, as without a gate.
+        return notifier.pass(n.id);
+    };
+    if inside_the_sandbox(dest.ip()) {
+        return notifier.pass(n.id);
+    }
+    let stream = socket_type(n.pid, fd)? == libc::SOCK_STREAM;
+    let name = state
+        .synthetic
+        .lock()
+        .ok()
+        .and_then(|s| s.name_of(dest.ip()).map(str::to_string));
+    if !stream {
+        if name.is_some() {
+            // A resolver's probe: glibc connects a UDP socket to each address it got, to pick
+            // the source address, and sends nothing. Nothing can leave over it anyway.
+            return notifier.fail(n.id, libc::ENETUNREACH);
+        }
+        let decision = Decision {
+            allowed: false,
+            rule: "UDP leaves the sandbox only as DNS to its own resolver".into(),
+        };
+        let mut e = event("connect", &decision);
+        (e.name, e.ip, e.port, e.protocol) = (name, Some(dest.ip()), Some(dest.port()), "udp");
+        (state.config.on_event)(&e);
+        return notifier.fail(n.id, libc::ENETUNREACH);
+    }
+    let (decision, target) = match &name {
+        Some(name) => match resolve(state, name, dest.port()) {
+            Ok((addr, trusted)) => {
+                let decision = if trusted {
+                    state
+                        .config
+                        .egress
+                        .decide_trusted(name, addr.ip(), addr.port())
+                } else {
+                    state
+                        .config
+                        .egress
+                        .decide(Some(name), addr.ip(), addr.port())
+                };
+                (decision, Some(addr))
+            }
+            Err(e) => (
+                Decision {
+                    allowed: false,
+                    rule: format!("cannot resolve {name} on the host: {e}"),
+                },
+                None,
+            ),
+        },
+        None => (
+            state.config.egress.decide(None, dest.ip(), dest.port()),
+            Some(dest),
+        ),
+    };
+    let mut e = event("connect", &decision);
+    (e.name, e.ip, e.port) = (name.clone(), target.map(|t| t.ip()), Some(dest.port()));
+    (state.config.on_event)(&e);
+    let Some(target) = target.filter(|_| decision.allowed) else {
+        return notifier.fail(n.id, libc::ECONNREFUSED);
+    };
+    // Our socket, of the sandbox socket's family, connected to the relay.
+    let ours = if dest.is_ipv6() {
+        TcpStream::connect(SocketAddr::new(
+            IpAddr::V6(Ipv4Addr::LOCALHOST.to_ipv6_mapped()),
+            relay.port(),
+        ))?
+    } else {
+        TcpStream::connect(relay)?
+    };
+    let local_port = ours.local_addr()?.port();
+    if let Ok(mut pending) = state.pending.lock() {
+        pending.insert(local_port, Target { name, addr: target });
+    }
+    if is_nonblocking(n.pid, fd) {
+        ours.set_nonblocking(true)?;
+    }
+    notifier.replace_fd(n.id, ours.as_fd(), fd as u32)?;
+    notifier.succeed(n.id, 0)
+}
+
+/// Resolve `name` on the host (or by the user's override): the address to connect to, and
+/// whether it came from the override.
+fn resolve(state: &State, name: &str, port: u16) -> io::Result<(SocketAddr, bool)> {
+    if let Some((_, ip)) = state.config.resolve.iter().find(|(n, _)| n == name) {
+        return Ok((SocketAddr::new(*ip, port), true));
+    }
+    let addr = (name, port)
+        .to_socket_addrs()?
+        .next()
+        .ok_or_else(|| io::Error::other("no address"))?;
+    Ok((addr, false))
+}
+
+fn serve_relay(listener: &TcpListener, state: &Arc<State>) {
+    for client in listener.incoming() {
+        let Ok(client) = client else { continue };
+        let Ok(peer) = client.peer_addr() else {
+            continue;
+        };
+        let state = state.clone();
+        std::thread::spawn(move || {
+            // The connect handler records the target once its connect returned, which may be
+            // a moment after this accept.
+            for _ in 0..200 {
+                let target = state
+                    .pending
+                    .lock()
+                    .ok()
+                    .and_then(|mut p| p.remove(&peer.port()));
+                if let Some(target) = target {
+                    return relay(client, target, &state);
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            // Not one of ours: dropped.
+        });
+    }
+}
+
+/// Read the first bytes (until they say what they are, or 10 s pass).
+fn first_bytes(client: &mut TcpStream) -> Vec<u8> {
+    let _ = client.set_read_timeout(Some(Duration::from_millis(200)));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while Instant::now() < deadline && buf.len() < MAX_PEEK {
+        match client.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => {
+                buf.extend_from_slice(&chunk[..n]);
+                if sni::peek(&buf) != Peek::NeedMore {
+                    break;
+                }
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                // A protocol where the server speaks first (SSH, SMTP): nothing to check.
+                if buf.is_empty() {
+                    break;
+                }
+            }
+            Err(_) => break,
+        }
+    }
+    let _ = client.set_read_timeout(None);
+    buf
+}
+
+fn relay(mut client: TcpStream, target: Target, state: &State) {
+    let started = Instant::now();
+    let first = first_bytes(&mut client);
+    let said = match sni::peek(&first) {
+        Peek::Tls { server_name } => Some(server_name),
+        Peek::Http { host, .. } => Some(host),
+        _ => None,
+    };
+    if let (Some(name), Some(said)) = (&target.name, &said) {
+        if said.as_deref() != Some(name.as_str()) {
+            let decision = Decision {
+                allowed: false,
+                rule: format!(
+                    "connected to {name} but asked for {}: refused (domain fronting)",
+                    said.as_deref().unwrap_or("no name")
+                ),
+            };
+            let mut e = event("fronting", &decision);
+            (e.name, e.ip, e.port, e.sni) = (
+                Some(name.clone()),
+                Some(target.addr.ip()),
+                Some(target.addr.port()),
+                said.clone(),
+            );
+            (state.config.on_event)(&e);
+            return;
+        }
+    }
+    let Ok(mut upstream) = TcpStream::connect_timeout(&target.addr, Duration::from_secs(10)) else {
+        return;
+    };
+    if upstream.write_all(&first).is_err() {
+        return;
+    }
+    let (Ok(mut client_read), Ok(mut upstream_read)) = (client.try_clone(), upstream.try_clone())
+    else {
+        return;
+    };
+    let out_thread = std::thread::spawn(move || {
+        let n = io::copy(&mut client_read, &mut upstream).unwrap_or(0);
+        let _ = upstream.shutdown(Shutdown::Write);
+        n
+    });
+    let bytes_in = io::copy(&mut upstream_read, &mut client).unwrap_or(0);
+    let _ = client.shutdown(Shutdown::Write);
+    let bytes_out = out_thread.join().unwrap_or(0) + first.len() as u64;
+    let decision = Decision {
+        allowed: true,
+        rule: "closed".into(),
+    };
+    let mut e = event("closed", &decision);
+    (e.name, e.ip, e.port, e.sni) = (
+        target.name.clone(),
+        Some(target.addr.ip()),
+        Some(target.addr.port()),
+        said.flatten(),
+    );
+    (e.bytes_out, e.bytes_in, e.duration_ms) = (
+        Some(bytes_out),
+        Some(bytes_in),
+        Some(started.elapsed().as_millis() as u64),
+    );
+    (state.config.on_event)(&e);
+}

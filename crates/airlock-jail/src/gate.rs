@@ -1,0 +1,107 @@
+//! The jail's half of the network gate: in a gated sandbox every `connect` stops at a seccomp
+//! listener that the supervisor holds, and the supervisor answers for the kernel. The sandbox's
+//! network namespace has nothing but loopback, so a connection leaves it only if the supervisor
+//! puts a socket of its own (from the host's namespace) in place of the sandbox's.
+//!
+//! This module gives that listener a safe face; deciding is `airlock-egress`'s job.
+
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::fs::FileExt;
+
+use crate::sys;
+
+/// The supervisor's end of a gated sandbox's seccomp listener.
+pub struct Notifier {
+    listener: OwnedFd,
+}
+
+/// A syscall of the sandbox waiting for the supervisor's answer.
+#[derive(Debug, Clone, Copy)]
+pub struct Notification {
+    pub id: u64,
+    /// In the host's pid namespace.
+    pub pid: u32,
+    pub nr: i32,
+    pub args: [u64; 6],
+}
+
+fn io(errno: nix::errno::Errno) -> io::Error {
+    io::Error::from_raw_os_error(errno as i32)
+}
+
+impl Notifier {
+    pub(crate) fn new(listener: OwnedFd) -> Notifier {
+        Notifier { listener }
+    }
+
+    /// The next waiting syscall; an error once no process of the sandbox is left.
+    pub fn recv(&self) -> io::Result<Notification> {
+        loop {
+            match sys::notif_recv(self.listener.as_fd()) {
+                Ok(n) => {
+                    return Ok(Notification {
+                        id: n.id,
+                        pid: n.pid,
+                        nr: n.nr,
+                        args: n.args,
+                    })
+                }
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(e) => return Err(io(e)),
+            }
+        }
+    }
+
+    /// Let the kernel run the syscall as asked. Only for what needs no protection: what the
+    /// sandbox could do anyway (the arguments may change between the check and the run).
+    pub fn pass(&self, id: u64) -> io::Result<()> {
+        sys::notif_send(self.listener.as_fd(), id, 0, 0, true).map_err(io)
+    }
+
+    /// The syscall fails with `errno`.
+    pub fn fail(&self, id: u64, errno: i32) -> io::Result<()> {
+        sys::notif_send(self.listener.as_fd(), id, 0, -errno, false).map_err(io)
+    }
+
+    /// The syscall returns `val` without running.
+    pub fn succeed(&self, id: u64, val: i64) -> io::Result<()> {
+        sys::notif_send(self.listener.as_fd(), id, val, 0, false).map_err(io)
+    }
+
+    /// Put `socket` in the process at fd number `target`, replacing its own (then answer).
+    pub fn replace_fd(&self, id: u64, socket: BorrowedFd, target: u32) -> io::Result<()> {
+        sys::notif_replace_fd(self.listener.as_fd(), id, socket, target).map_err(io)
+    }
+}
+
+/// Read `len` bytes at `addr` in process `pid` (a syscall argument it pointed to). The caller
+/// must only trust the bytes for what it does itself: the process may change them afterwards.
+pub fn read_memory(pid: u32, addr: u64, len: usize) -> io::Result<Vec<u8>> {
+    let mem = std::fs::File::open(format!("/proc/{pid}/mem"))?;
+    let mut buf = vec![0u8; len];
+    mem.read_exact_at(&mut buf, addr)?;
+    Ok(buf)
+}
+
+/// The socket type (`libc::SOCK_STREAM`, `SOCK_DGRAM`…) of fd `fd` of process `pid`, read from a
+/// copy of it.
+pub fn socket_type(pid: u32, fd: u64) -> io::Result<i32> {
+    let pidfd = sys::pidfd_open(nix::unistd::Pid::from_raw(pid as i32)).map_err(io)?;
+    let copy = sys::pidfd_getfd(pidfd.as_fd(), fd as i32).map_err(io)?;
+    let kind =
+        nix::sys::socket::getsockopt(&copy, nix::sys::socket::sockopt::SockType).map_err(io)?;
+    Ok(kind as i32)
+}
+
+/// Whether fd `fd` of process `pid` is non-blocking (its file status flags).
+pub fn is_nonblocking(pid: u32, fd: u64) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{fd}"))
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find_map(|l| l.strip_prefix("flags:"))
+                .and_then(|f| i32::from_str_radix(f.trim(), 8).ok())
+        })
+        .is_some_and(|flags| flags & libc::O_NONBLOCK != 0)
+}

@@ -1,0 +1,251 @@
+//! The network gate: only the names a profile allows are reachable, by DNS and by connection, and
+//! a connection must ask for the name it connected by. Real servers on the host's loopback (HTTP
+//! and HTTPS with a self-signed certificate), reached through `--resolve NAME=127.0.0.1`. Each
+//! attempt is also shown to work without airlock. Root and unprivileged user both.
+
+mod support;
+
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+
+use support::{ran, stderr, stdout, Mode, World};
+
+/// A server started by the test, killed when dropped.
+struct Server {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn wait_listening(port: u16) {
+    for _ in 0..200 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    panic!("the test server on port {port} did not start");
+}
+
+/// An HTTP server answering every GET with "hello from host" (plain, or TLS when `tls` names a
+/// directory holding cert.pem and key.pem).
+fn server(tls: Option<&std::path::Path>) -> Server {
+    let port = free_port();
+    let script = r#"
+import http.server, ssl, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = b"hello from host"
+        self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a): pass
+s = http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H)
+if len(sys.argv) > 2:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(sys.argv[2] + "/cert.pem", sys.argv[2] + "/key.pem")
+    s.socket = ctx.wrap_socket(s.socket, server_side=True)
+s.serve_forever()
+"#;
+    let mut cmd = Command::new("/usr/bin/python3");
+    cmd.args(["-c", script, &port.to_string()]);
+    if let Some(dir) = tls {
+        cmd.arg(dir);
+    }
+    let child = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_listening(port);
+    Server { child, port }
+}
+
+fn certificate(dir: &std::path::Path) {
+    let out = Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=allowed.test",
+        ])
+        .arg("-keyout")
+        .arg(dir.join("key.pem"))
+        .arg("-out")
+        .arg(dir.join("cert.pem"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+fn run_python(w: &World, profile: &str, script: &str) -> std::process::Output {
+    w.airlock()
+        .args([
+            "run",
+            "--profile-file",
+            profile,
+            "--resolve",
+            "allowed.test=127.0.0.1",
+            "--resolve",
+            "denied.test=127.0.0.1",
+            "--workspace",
+        ])
+        .arg(&w.workspace)
+        .args(["--", "/usr/bin/python3", "-c", script])
+        .output()
+        .unwrap()
+}
+
+both_modes!(only_allowed_names_are_reachable_over_http, |w: &World| {
+    let http = server(None);
+    let port = http.port;
+    // Without airlock, every one of these reaches the server.
+    let outside = w.outside(&format!(
+        "/usr/bin/python3 -c 'import urllib.request; print(urllib.request.urlopen(\"http://127.0.0.1:{port}/\").read())'"
+    ));
+    assert!(
+        stdout(&outside).contains("hello from host"),
+        "{}",
+        stderr(&outside)
+    );
+
+    let profile = w.profile(&format!("[network]\nallow = [\"allowed.test:{port}\"]\n"));
+    let script = format!(
+        r#"
+import socket, urllib.request
+def attempt(label, f):
+    try: print(label, "REACHED", f())
+    except Exception as e: print(label, "blocked", type(e).__name__, e)
+attempt("allowed", lambda: urllib.request.urlopen("http://allowed.test:{port}/", timeout=5).read())
+attempt("denied-name", lambda: urllib.request.urlopen("http://denied.test:{port}/", timeout=5).read())
+attempt("host-loopback", lambda: urllib.request.urlopen("http://127.0.0.1:{port}/", timeout=5).read())
+attempt("metadata", lambda: socket.create_connection(("169.254.169.254", 80), timeout=5))
+attempt("bare-ip", lambda: socket.create_connection(("93.184.216.34", 443), timeout=5))
+attempt("wrong-port", lambda: socket.create_connection(("allowed.test", 22), timeout=5))
+def udp():
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.sendto(b"x", ("8.8.8.8", 53)); return "sent"
+attempt("udp", udp)
+def fronting():
+    s = socket.create_connection(("allowed.test", {port}), timeout=5)
+    s.sendall(b"GET / HTTP/1.1\r\nHost: denied.test\r\nConnection: close\r\n\r\n")
+    data = s.recv(100)
+    if not data: raise ConnectionError("closed without an answer")
+    return data
+attempt("fronting", fronting)
+"#
+    );
+    let out = run_python(w, &profile, &script);
+    let said = ran(&out);
+    assert!(
+        said.contains("allowed REACHED b'hello from host'"),
+        "{said}\n{}",
+        stderr(&out)
+    );
+    for label in [
+        "denied-name",
+        "host-loopback",
+        "metadata",
+        "bare-ip",
+        "wrong-port",
+        "udp",
+        "fronting",
+    ] {
+        assert!(
+            said.contains(&format!("{label} blocked")),
+            "{label}: {said}\n{}",
+            stderr(&out)
+        );
+    }
+    // Each refusal was said on stderr and logged.
+    let notices = stderr(&out);
+    assert!(notices.contains("dns denied.test refused"), "{notices}");
+    assert!(notices.contains("domain fronting"), "{notices}");
+    let log = stdout(
+        &w.airlock()
+            .args(["log", "--action", "net", "--json"])
+            .output()
+            .unwrap(),
+    );
+    assert!(log.contains("\"kind\":\"closed\""), "{log}");
+    assert!(log.contains("\"bytes_in\""), "{log}");
+});
+
+both_modes!(tls_must_name_the_host_it_connected_to, |w: &World| {
+    let certs = w.outside.join("certs");
+    std::fs::create_dir(&certs).unwrap();
+    certificate(&certs);
+    let https = server(Some(&certs));
+    let port = https.port;
+    // Without airlock, a TLS connection may ask for any name.
+    let fronted = w.outside(&format!(
+        "/usr/bin/python3 -c 'import socket,ssl; c=ssl.create_default_context(); c.check_hostname=False; c.verify_mode=ssl.CERT_NONE; s=c.wrap_socket(socket.create_connection((\"127.0.0.1\",{port})), server_hostname=\"denied.test\"); print(\"handshake\", s.version())'"
+    ));
+    assert!(
+        stdout(&fronted).contains("handshake TLS"),
+        "{}",
+        stderr(&fronted)
+    );
+    let profile = w.profile(&format!("[network]\nallow = [\"allowed.test:{port}\"]\n"));
+    let script = format!(
+        r#"
+import socket, ssl
+ctx = ssl.create_default_context(); ctx.check_hostname = False; ctx.verify_mode = ssl.CERT_NONE
+def get(sni):
+    with socket.create_connection(("allowed.test", {port}), timeout=5) as raw:
+        with ctx.wrap_socket(raw, server_hostname=sni) as s:
+            s.sendall(b"GET / HTTP/1.1\r\nHost: " + sni.encode() + b"\r\nConnection: close\r\n\r\n")
+            data = b""
+            while True:
+                try: chunk = s.recv(4096)
+                except ssl.SSLZeroReturnError: break
+                if not chunk: break
+                data += chunk
+            if not data: raise ConnectionError("closed without an answer")
+            return data
+for sni in ["allowed.test", "denied.test"]:
+    try: print(sni, "REACHED", b"hello from host" in get(sni))
+    except Exception as e: print(sni, "blocked", type(e).__name__)
+"#
+    );
+    let out = run_python(w, &profile, &script);
+    let said = ran(&out);
+    assert!(
+        said.contains("allowed.test REACHED True"),
+        "{said}\n{}",
+        stderr(&out)
+    );
+    assert!(
+        said.contains("denied.test blocked"),
+        "{said}\n{}",
+        stderr(&out)
+    );
+    assert!(stderr(&out).contains("domain fronting"), "{}", stderr(&out));
+});
+
+both_modes!(network_none_still_has_no_network, |w: &World| {
+    let http = server(None);
+    let out = w.inside(&format!(
+        "/usr/bin/python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {}), timeout=3)' 2>&1 || echo blocked",
+        http.port
+    ));
+    assert!(ran(&out).contains("blocked"));
+    let _ = Mode::Root;
+});
