@@ -351,10 +351,72 @@ fn first_bytes(client: &mut TcpStream) -> Vec<u8> {
     buf
 }
 
+/// Copy until end of file or an error; the bytes copied. Through a pipe with splice, so the bytes
+/// never come up to this process; a plain read/write loop where splice is refused.
+fn copy(from: &mut TcpStream, to: &mut TcpStream) -> u64 {
+    use nix::fcntl::{splice, SpliceFFlags};
+    if let Ok((pipe_read, pipe_write)) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) {
+        let _ = nix::fcntl::fcntl(&pipe_write, nix::fcntl::FcntlArg::F_SETPIPE_SZ(1 << 20));
+        let flags = SpliceFFlags::SPLICE_F_MOVE | SpliceFFlags::SPLICE_F_MORE;
+        let mut total = 0u64;
+        loop {
+            let n = match splice(&*from, None, &pipe_write, None, 1 << 20, flags) {
+                Ok(0) => return total,
+                Ok(n) => n,
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(nix::errno::Errno::EINVAL) if total == 0 => break,
+                Err(_) => return total,
+            };
+            let mut left = n;
+            while left > 0 {
+                match splice(&pipe_read, None, &*to, None, left, flags) {
+                    Ok(0) => return total,
+                    Ok(m) => left -= m,
+                    Err(nix::errno::Errno::EINTR) => continue,
+                    Err(_) => return total,
+                }
+            }
+            total += n as u64;
+        }
+    }
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut total = 0u64;
+    loop {
+        match from.read(&mut buf) {
+            Ok(0) => return total,
+            Ok(n) => {
+                if to.write_all(&buf[..n]).is_err() {
+                    return total;
+                }
+                total += n as u64;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => return total,
+        }
+    }
+}
+
 fn relay(mut client: TcpStream, target: Target, state: &State) {
     let started = Instant::now();
     let first = first_bytes(&mut client);
-    let said = match sni::peek(&first) {
+    let peeked = sni::peek(&first);
+    if peeked == Peek::NeedMore && !first.is_empty() {
+        // A TLS hello or an HTTP head that never completed: what it would ask for is unknown,
+        // so it does not go through.
+        let decision = Decision {
+            allowed: false,
+            rule: "the first bytes never said what they are for (an unfinished TLS hello or HTTP head)".into(),
+        };
+        let mut e = event("fronting", &decision);
+        (e.name, e.ip, e.port) = (
+            target.name.clone(),
+            Some(target.addr.ip()),
+            Some(target.addr.port()),
+        );
+        (state.config.on_event)(&e);
+        return;
+    }
+    let said = match peeked {
         Peek::Tls { server_name } => Some(server_name),
         Peek::Http { host, .. } => Some(host),
         _ => None,
@@ -390,11 +452,11 @@ fn relay(mut client: TcpStream, target: Target, state: &State) {
         return;
     };
     let out_thread = std::thread::spawn(move || {
-        let n = io::copy(&mut client_read, &mut upstream).unwrap_or(0);
+        let n = copy(&mut client_read, &mut upstream);
         let _ = upstream.shutdown(Shutdown::Write);
         n
     });
-    let bytes_in = io::copy(&mut upstream_read, &mut client).unwrap_or(0);
+    let bytes_in = copy(&mut upstream_read, &mut client);
     let _ = client.shutdown(Shutdown::Write);
     let bytes_out = out_thread.join().unwrap_or(0) + first.len() as u64;
     let decision = Decision {

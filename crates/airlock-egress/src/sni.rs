@@ -154,6 +154,18 @@ fn split_host(text: &str) -> (String, Option<u16>) {
 }
 
 fn http(bytes: &[u8]) -> Peek {
+    // A complete first line that is not an HTTP/1 request line: some other text protocol.
+    if let Some(line_end) = bytes.iter().position(|&b| b == b'\n') {
+        let line = String::from_utf8_lossy(&bytes[..line_end]);
+        if !line
+            .trim_end()
+            .rsplit(' ')
+            .next()
+            .is_some_and(|v| v.starts_with("HTTP/1."))
+        {
+            return Peek::Other;
+        }
+    }
     let Some(head_end) = bytes.windows(4).position(|w| w == b"\r\n\r\n") else {
         return if bytes.len() >= MAX_PEEK || !bytes.iter().take(16).all(|b| b.is_ascii()) {
             Peek::Other
@@ -319,5 +331,8 @@ mod tests {
             Peek::Other
         );
         assert_eq!(peek(b"\x00\x01binary"), Peek::Other);
+        // A text protocol that is not HTTP, once its first line is there.
+        assert_eq!(peek(b"GET 1000\n"), Peek::Other);
+        assert_eq!(peek(b"GET /"), Peek::NeedMore);
     }
 }
