@@ -111,6 +111,23 @@ fn sandbox_env(
     if !caller_env.iter().any(|(k, _)| k == "PATH") {
         set("PATH", DEFAULT_PATH);
     }
+    if profile.network != airlock_policy::NetworkMode::None {
+        // For tools that prefer a proxy: airlock's, behind the same gate and decisions.
+        let proxy = airlock_egress::gate::PROXY_URL;
+        for key in [
+            "HTTP_PROXY",
+            "HTTPS_PROXY",
+            "ALL_PROXY",
+            "http_proxy",
+            "https_proxy",
+            "all_proxy",
+        ] {
+            set(key, proxy);
+        }
+        for key in ["NO_PROXY", "no_proxy"] {
+            set(key, "localhost,127.0.0.1,::1");
+        }
+    }
     for (key, value) in &profile.env.set {
         set(key, value);
     }

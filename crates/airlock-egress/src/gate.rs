@@ -34,6 +34,11 @@ use crate::dns::{self, Synthetic};
 use crate::rules::{Decision, Egress};
 use crate::sni::{self, Peek, MAX_PEEK};
 
+/// Where the sandbox finds airlock's HTTP proxy (set as HTTP_PROXY and friends): an address
+/// of the synthetic range that no name is given, answered by this gate.
+pub const PROXY_URL: &str = "http://198.19.255.254:3128";
+const PROXY: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(198, 19, 255, 254)), 3128);
+
 /// One attempt, as the caller logs it.
 #[derive(Debug, Clone, Serialize)]
 pub struct Event {
@@ -73,6 +78,8 @@ pub struct Config {
 struct Target {
     name: Option<String>,
     addr: SocketAddr,
+    /// A connection to airlock's proxy: its request says where it goes.
+    proxy: bool,
 }
 
 struct State {
@@ -204,6 +211,21 @@ fn handle_connect(
         return notifier.pass(n.id);
     }
     let stream = socket_type(n.pid, fd)? == libc::SOCK_STREAM;
+    if stream && crate::ip::canonical(dest.ip()) == PROXY.ip() && dest.port() == PROXY.port() {
+        // airlock's proxy: the request on the connection is decided, not the connection.
+        return hand_over(
+            notifier,
+            state,
+            relay,
+            n,
+            dest,
+            Target {
+                name: None,
+                addr: PROXY,
+                proxy: true,
+            },
+        );
+    }
     let name = state
         .synthetic
         .lock()
@@ -259,6 +281,31 @@ fn handle_connect(
     let Some(target) = target.filter(|_| decision.allowed) else {
         return notifier.fail(n.id, libc::ECONNREFUSED);
     };
+    hand_over(
+        notifier,
+        state,
+        relay,
+        n,
+        dest,
+        Target {
+            name,
+            addr: target,
+            proxy: false,
+        },
+    )
+}
+
+/// Put our socket, connected to the relay, in place of the sandbox's, and tell the relay where
+/// that connection goes.
+fn hand_over(
+    notifier: &Notifier,
+    state: &State,
+    relay: SocketAddr,
+    n: &airlock_jail::gate::Notification,
+    dest: SocketAddr,
+    target: Target,
+) -> io::Result<()> {
+    let fd = n.args[0];
     // Our socket, of the sandbox socket's family, connected to the relay.
     let ours = if dest.is_ipv6() {
         TcpStream::connect(SocketAddr::new(
@@ -270,7 +317,7 @@ fn handle_connect(
     };
     let local_port = ours.local_addr()?.port();
     if let Ok(mut pending) = state.pending.lock() {
-        pending.insert(local_port, Target { name, addr: target });
+        pending.insert(local_port, target);
     }
     if is_nonblocking(n.pid, fd) {
         ours.set_nonblocking(true)?;
@@ -396,9 +443,162 @@ fn copy(from: &mut TcpStream, to: &mut TcpStream) -> u64 {
     }
 }
 
+/// A connection to airlock's proxy: decide its request (CONNECT host:port, or an absolute-form
+/// http:// request) as the gate decides a connection, then go on as a connection to that host.
+fn proxy(mut client: TcpStream, state: &State) {
+    let head = first_bytes(&mut client);
+    let refuse = |client: &mut TcpStream, status: &str, decision: &Decision| {
+        let body = format!(
+            "{{\"error\":\"refused by airlock\",\"rule\":{}}}\n",
+            serde_json_string(&decision.rule)
+        );
+        let _ = client.write_all(
+            format!(
+                "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            )
+            .as_bytes(),
+        );
+    };
+    let Peek::Http {
+        method,
+        host: Some(host),
+        port,
+    } = sni::peek(&head)
+    else {
+        refuse(
+            &mut client,
+            "400 Bad Request",
+            &Decision {
+                allowed: false,
+                rule: "not a proxy request".into(),
+            },
+        );
+        return;
+    };
+    let connect = method == "CONNECT";
+    let port = port.unwrap_or(if connect { 443 } else { 80 });
+    let (decision, addr) =
+        if !state.config.egress.may_resolve(&host).allowed && host.parse::<IpAddr>().is_err() {
+            (state.config.egress.may_resolve(&host), None)
+        } else if let Ok(ip) = host.parse::<IpAddr>() {
+            (
+                state.config.egress.decide(None, ip, port),
+                Some(SocketAddr::new(ip, port)),
+            )
+        } else {
+            match resolve(state, &host, port) {
+                Ok((addr, trusted)) => (
+                    if trusted {
+                        state.config.egress.decide_trusted(&host, addr.ip(), port)
+                    } else {
+                        state.config.egress.decide(Some(&host), addr.ip(), port)
+                    },
+                    Some(addr),
+                ),
+                Err(e) => (
+                    Decision {
+                        allowed: false,
+                        rule: format!("cannot resolve {host} on the host: {e}"),
+                    },
+                    None,
+                ),
+            }
+        };
+    let mut e = event("connect", &decision);
+    (e.name, e.ip, e.port, e.protocol) = (
+        Some(host.clone()),
+        addr.map(|a| a.ip()),
+        Some(port),
+        "http-proxy",
+    );
+    (state.config.on_event)(&e);
+    let Some(addr) = addr.filter(|_| decision.allowed) else {
+        refuse(&mut client, "403 Forbidden", &decision);
+        return;
+    };
+    let name = host.parse::<IpAddr>().is_err().then_some(host);
+    if connect {
+        if client
+            .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            .is_err()
+        {
+            return;
+        }
+        relay(
+            client,
+            Target {
+                name,
+                addr,
+                proxy: false,
+            },
+            state,
+        );
+    } else {
+        // The request goes on in origin form (`GET /path`), as servers expect; its Host header
+        // is then checked against the target like any connection's.
+        relay_with(
+            client,
+            Target {
+                name,
+                addr,
+                proxy: false,
+            },
+            state,
+            origin_form(&head),
+        );
+    }
+}
+
+/// `GET http://host:port/path HTTP/1.1` becomes `GET /path HTTP/1.1`; the rest is kept.
+fn origin_form(head: &[u8]) -> Vec<u8> {
+    let Some(line_end) = head.windows(2).position(|w| w == b"\r\n") else {
+        return head.to_vec();
+    };
+    let line = String::from_utf8_lossy(&head[..line_end]);
+    let mut parts = line.splitn(3, ' ');
+    let (Some(method), Some(target), Some(version)) = (parts.next(), parts.next(), parts.next())
+    else {
+        return head.to_vec();
+    };
+    let rest = target
+        .strip_prefix("http://")
+        .or_else(|| target.strip_prefix("https://"))
+        .unwrap_or(target);
+    let path = match rest.find('/') {
+        Some(slash) if rest != target => &rest[slash..],
+        None if rest != target => "/",
+        _ => target,
+    };
+    let mut out = format!("{method} {path} {version}").into_bytes();
+    out.extend_from_slice(&head[line_end..]);
+    out
+}
+
+fn serde_json_string(text: &str) -> String {
+    let mut out = String::from("\"");
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
 fn relay(mut client: TcpStream, target: Target, state: &State) {
-    let started = Instant::now();
+    if target.proxy {
+        return proxy(client, state);
+    }
     let first = first_bytes(&mut client);
+    relay_with(client, target, state, first)
+}
+
+fn relay_with(mut client: TcpStream, target: Target, state: &State, first: Vec<u8>) {
+    let started = Instant::now();
     let peeked = sni::peek(&first);
     if peeked == Peek::NeedMore && !first.is_empty() {
         // A TLS hello or an HTTP head that never completed: what it would ask for is unknown,
@@ -476,4 +676,30 @@ fn relay(mut client: TcpStream, target: Target, state: &State) {
         Some(started.elapsed().as_millis() as u64),
     );
     (state.config.on_event)(&e);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proxy_requests_go_on_in_origin_form() {
+        assert_eq!(
+            origin_form(b"GET http://a.test:8080/x/y?z HTTP/1.1\r\nHost: a.test\r\n\r\n"),
+            b"GET /x/y?z HTTP/1.1\r\nHost: a.test\r\n\r\n".to_vec()
+        );
+        assert_eq!(
+            origin_form(b"GET http://a.test HTTP/1.1\r\n\r\n"),
+            b"GET / HTTP/1.1\r\n\r\n".to_vec()
+        );
+        assert_eq!(
+            origin_form(b"GET /already HTTP/1.1\r\n\r\n"),
+            b"GET /already HTTP/1.1\r\n\r\n".to_vec()
+        );
+    }
+
+    #[test]
+    fn json_strings_are_escaped() {
+        assert_eq!(serde_json_string("a \"b\" \\ c"), "\"a \\\"b\\\" \\\\ c\"");
+    }
 }

@@ -176,7 +176,11 @@ attempt("fronting", fronting)
     }
     // Each refusal was said on stderr and logged.
     let notices = stderr(&out);
-    assert!(notices.contains("dns denied.test refused"), "{notices}");
+    // (urllib goes through airlock's proxy, which refuses the name itself.)
+    assert!(
+        notices.contains("denied.test:") && notices.contains("refused"),
+        "{notices}"
+    );
     assert!(notices.contains("domain fronting"), "{notices}");
     let log = stdout(
         &w.airlock()
@@ -249,3 +253,132 @@ both_modes!(network_none_still_has_no_network, |w: &World| {
     assert!(ran(&out).contains("blocked"));
     let _ = Mode::Root;
 });
+
+both_modes!(
+    proxy_users_and_proxy_ignorers_get_the_same_decisions,
+    |w: &World| {
+        let http = server(None);
+        let port = http.port;
+        let profile = w.profile(&format!("[network]\nallow = [\"allowed.test:{port}\"]\n"));
+        let script = format!(
+        "for flag in '' '--noproxy *'; do \
+           echo \"mode:$flag\"; \
+           curl -sS -m 5 $flag http://allowed.test:{port}/ ; echo; \
+           curl -fsS -m 5 $flag http://denied.test:{port}/ >/dev/null 2>&1 && echo denied-REACHED || echo denied-blocked; \
+         done; echo \"proxy=$HTTP_PROXY\""
+    );
+        let out = w
+            .airlock()
+            .args([
+                "run",
+                "--profile-file",
+                &profile,
+                "--resolve",
+                "allowed.test=127.0.0.1",
+                "--resolve",
+                "denied.test=127.0.0.1",
+                "--workspace",
+            ])
+            .arg(&w.workspace)
+            .args(["--", "sh", "-c", &script])
+            .output()
+            .unwrap();
+        let said = ran(&out);
+        assert_eq!(
+            said.matches("hello from host").count(),
+            2,
+            "{said}\n{}",
+            stderr(&out)
+        );
+        assert_eq!(
+            said.matches("denied-blocked").count(),
+            2,
+            "{said}\n{}",
+            stderr(&out)
+        );
+        assert!(said.contains("proxy=http://198.19.255.254:3128"), "{said}");
+        // The proxy answers a refusal with a 403 and the reason as JSON.
+        let out = w
+            .airlock()
+            .args([
+                "run",
+                "--profile-file",
+                &profile,
+                "--resolve",
+                "denied.test=127.0.0.1",
+                "--workspace",
+            ])
+            .arg(&w.workspace)
+            .args([
+                "--",
+                "curl",
+                "-sS",
+                "-m",
+                "5",
+                "-w",
+                "\\n%{http_code}",
+                &format!("http://denied.test:{port}/"),
+            ])
+            .output()
+            .unwrap();
+        let said = stdout(&out);
+        assert!(
+            said.contains("\"rule\":\"no allow entry names it\""),
+            "{said}"
+        );
+        assert!(said.trim_end().ends_with("403"), "{said}");
+    }
+);
+
+both_modes!(
+    git_clones_over_http_from_an_allowed_name_only,
+    |w: &World| {
+        // A bare repository served over git's "dumb" HTTP protocol by a plain file server.
+        let repo = w.outside.join("served");
+        let setup = w.outside(&format!(
+        "set -e; mkdir -p '{r}/src' && cd '{r}/src' && git init -q && echo hi > f && git add f && \
+         git -c user.name=t -c user.email=t@t commit -qm one && git clone -q --bare . ../repo.git && \
+         cd ../repo.git && git update-server-info",
+        r = repo.display()
+    ));
+        assert!(setup.status.success(), "{}", stderr(&setup));
+        let port = free_port();
+        let child = Command::new("/usr/bin/python3")
+            .args([
+                "-m",
+                "http.server",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--directory",
+            ])
+            .arg(&repo)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let _server = Server { child, port };
+        wait_listening(port);
+        // Without airlock the clone works from anywhere.
+        let outside = w.outside(&format!(
+            "git clone -q http://127.0.0.1:{port}/repo.git '{}/plain' && cat '{}/plain/f'",
+            w.outside.display(),
+            w.outside.display()
+        ));
+        assert_eq!(stdout(&outside), "hi\n", "{}", stderr(&outside));
+        let profile = w.profile(&format!("[network]\nallow = [\"allowed.test:{port}\"]\n"));
+        let out = w
+        .airlock()
+        .args(["run", "--profile-file", &profile, "--resolve", "allowed.test=127.0.0.1", "--resolve", "denied.test=127.0.0.1", "--workspace"])
+        .arg(&w.workspace)
+        .args(["--", "sh", "-c", &format!(
+            "git clone -q http://allowed.test:{port}/repo.git ok && cat ok/f; \
+             git clone -q http://denied.test:{port}/repo.git no 2>/dev/null && echo denied-REACHED || echo denied-blocked"
+        )])
+        .output()
+        .unwrap();
+        let said = ran(&out);
+        assert!(said.contains("hi\n"), "{said}\n{}", stderr(&out));
+        assert!(said.contains("denied-blocked"), "{said}");
+    }
+);
