@@ -68,6 +68,11 @@ fn running_dir(state_dir: &Path) -> PathBuf {
     state_dir.join("running")
 }
 
+/// The file that cuts the network of the run supervised by `supervisor` (see `Action::CutNetwork`).
+pub fn cut_flag(state_dir: &Path, supervisor: u32) -> PathBuf {
+    running_dir(state_dir).join(format!("{supervisor}.cut"))
+}
+
 /// Registers a running sandbox for as long as it lives.
 pub struct Registration {
     path: PathBuf,
@@ -77,6 +82,7 @@ pub struct Registration {
 impl Drop for Registration {
     fn drop(&mut self) {
         let _ = fs::remove_file(&self.path);
+        let _ = fs::remove_file(self.path.with_extension("cut"));
     }
 }
 
@@ -197,6 +203,8 @@ pub enum Action {
     Kill,
     Pause,
     Resume,
+    /// Close the sandbox's connections and refuse new ones; its processes go on.
+    CutNetwork,
 }
 
 impl Action {
@@ -205,6 +213,7 @@ impl Action {
             Action::Kill => "kill",
             Action::Pause => "pause",
             Action::Resume => "resume",
+            Action::CutNetwork => "cut_network",
         }
     }
 }
@@ -242,6 +251,7 @@ pub fn act(
                 Action::Kill => run.sandbox.send_kill().map(drop),
                 Action::Pause => run.sandbox.pause(),
                 Action::Resume => run.sandbox.resume(),
+                Action::CutNetwork => cut_network(state_dir, run),
             };
             Acted {
                 supervisor: run.supervisor,
@@ -267,6 +277,14 @@ pub fn act(
         }),
     )?;
     Ok(acted)
+}
+
+/// Raise the run's cut flag, which its gate watches.
+fn cut_network(state_dir: &Path, run: &Running) -> Result<(), airlock_jail::JailError> {
+    let flag = cut_flag(state_dir, run.supervisor);
+    fs::write(&flag, b"cut\n").map_err(|e| {
+        airlock_jail::JailError::Invalid(format!("cannot write {}: {e}", flag.display()))
+    })
 }
 
 /// One disabling switch.

@@ -276,6 +276,7 @@ fn start_gate(
             egress: profile.network.clone(),
             resolve: resolve.to_vec(),
             on_event: Box::new(on_event),
+            cut_when: Some(crate::control::cut_flag(state_dir, std::process::id())),
         },
     )
     .map_err(|e| JailError::Invalid(format!("cannot start the network gate: {e}")))

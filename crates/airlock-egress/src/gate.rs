@@ -71,6 +71,9 @@ pub struct Config {
     /// user's own word, so a loopback or private address given here is not refused.
     pub resolve: Vec<(String, IpAddr)>,
     pub on_event: Box<dyn Fn(&Event) + Send + Sync>,
+    /// When this file appears, the network is cut: open connections are closed, new ones and
+    /// DNS refused (`airlock kill --network`).
+    pub cut_when: Option<std::path::PathBuf>,
 }
 
 /// Where an accepted relay connection must go.
@@ -84,6 +87,10 @@ struct Target {
 
 struct State {
     config: Config,
+    /// Set once the network is cut.
+    cut: std::sync::atomic::AtomicBool,
+    /// Open relay connections (a clone of the sandbox side), to close when the network is cut.
+    open: Mutex<Vec<TcpStream>>,
     synthetic: Mutex<Synthetic>,
     /// Relay connections announced by the connect handler, by the local port of our socket.
     pending: Mutex<HashMap<u16, Target>>,
@@ -95,6 +102,8 @@ pub fn start(gate: airlock_jail::Gate, config: Config) -> io::Result<()> {
     let relay_addr = relay.local_addr()?;
     let state = Arc::new(State {
         config,
+        cut: std::sync::atomic::AtomicBool::new(false),
+        open: Mutex::new(Vec::new()),
         synthetic: Mutex::new(Synthetic::default()),
         pending: Mutex::new(HashMap::new()),
     });
@@ -103,9 +112,42 @@ pub fn start(gate: airlock_jail::Gate, config: Config) -> io::Result<()> {
     std::thread::spawn(move || serve_dns(&dns_socket, &dns_state));
     let relay_state = state.clone();
     std::thread::spawn(move || serve_relay(&relay, &relay_state));
+    if let Some(flag) = state.config.cut_when.clone() {
+        let watch_state = state.clone();
+        std::thread::spawn(move || watch_cut(&flag, &watch_state));
+    }
     let notifier = gate.notifier;
     std::thread::spawn(move || serve_connects(&notifier, &state, relay_addr));
     Ok(())
+}
+
+fn is_cut(state: &State) -> bool {
+    state.cut.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+/// Cut the network once `flag` exists: nothing new is let through, and what is open is closed.
+fn watch_cut(flag: &std::path::Path, state: &State) {
+    while !flag.exists() {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    state.cut.store(true, std::sync::atomic::Ordering::SeqCst);
+    if let Ok(open) = state.open.lock() {
+        for stream in open.iter() {
+            let _ = stream.shutdown(Shutdown::Both);
+        }
+    }
+    let decision = Decision {
+        allowed: false,
+        rule: "the network was cut (airlock kill --network)".into(),
+    };
+    (state.config.on_event)(&event("cut", &decision));
+}
+
+fn cut_decision() -> Decision {
+    Decision {
+        allowed: false,
+        rule: "the network was cut (airlock kill --network)".into(),
+    }
 }
 
 fn event(kind: &'static str, decision: &Decision) -> Event {
@@ -133,7 +175,11 @@ fn serve_dns(socket: &UdpSocket, state: &State) {
         let Some(query) = dns::parse_query(&buf[..len]) else {
             continue;
         };
-        let decision = state.config.egress.may_resolve(&query.name);
+        let decision = if is_cut(state) {
+            cut_decision()
+        } else {
+            state.config.egress.may_resolve(&query.name)
+        };
         let reply = if decision.allowed {
             let addrs = state
                 .synthetic
@@ -209,6 +255,9 @@ fn handle_connect(
     };
     if inside_the_sandbox(dest.ip()) {
         return notifier.pass(n.id);
+    }
+    if is_cut(state) {
+        return notifier.fail(n.id, libc::ENETUNREACH);
     }
     let stream = socket_type(n.pid, fd)? == libc::SOCK_STREAM;
     if stream && crate::ip::canonical(dest.ip()) == PROXY.ip() && dest.port() == PROXY.port() {
@@ -599,6 +648,12 @@ fn relay(mut client: TcpStream, target: Target, state: &State) {
 
 fn relay_with(mut client: TcpStream, target: Target, state: &State, first: Vec<u8>) {
     let started = Instant::now();
+    if is_cut(state) {
+        return;
+    }
+    if let (Ok(mut open), Ok(clone)) = (state.open.lock(), client.try_clone()) {
+        open.push(clone);
+    }
     let peeked = sni::peek(&first);
     if peeked == Peek::NeedMore && !first.is_empty() {
         // A TLS hello or an HTTP head that never completed: what it would ask for is unknown,

@@ -368,6 +368,10 @@ pub struct ControlArgs {
     /// Why (recorded in the audit log)
     #[arg(long, value_name = "TEXT")]
     pub reason: Option<String>,
+    /// kill only: cut the network (close its connections, refuse new ones and DNS) and let the
+    /// processes go on
+    #[arg(long)]
+    pub network: bool,
 }
 
 #[derive(Debug, Args)]

@@ -54,11 +54,19 @@ fn report(verb: &str, acted: &[Acted]) -> ExitCode {
 pub fn act(global: &GlobalArgs, args: ControlArgs, action: Action) -> Result<ExitCode> {
     let state = state_dir(global)?;
     let target = target(&state, &args)?;
+    let action = match action {
+        Action::Kill if args.network => Action::CutNetwork,
+        other if args.network => {
+            anyhow::bail!("--network goes with kill only (it cuts the network); not with {other:?}")
+        }
+        other => other,
+    };
     let acted = control::act(&state, action, &target, args.reason.as_deref())?;
     let verb = match action {
         Action::Kill => "killed",
         Action::Pause => "paused",
         Action::Resume => "resumed",
+        Action::CutNetwork => "cut",
     };
     Ok(report(verb, &acted))
 }

@@ -382,3 +382,82 @@ both_modes!(
         assert!(said.contains("denied-blocked"), "{said}");
     }
 );
+
+both_modes!(a_sessions_network_can_be_cut_while_it_runs, |w: &World| {
+    let http = server(None);
+    let port = http.port;
+    let profile = w.profile(&format!("[network]\nallow = [\"allowed.test:{port}\"]\n"));
+    let out = w
+        .airlock()
+        .args([
+            "session",
+            "new",
+            "--name",
+            "net",
+            "--profile-file",
+            &profile,
+            "--workspace",
+        ])
+        .arg(&w.workspace)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let script = format!(
+        r#"
+import socket, sys, time
+for i in range(200):
+    try:
+        s = socket.create_connection(("allowed.test", {port}), timeout=3)
+        s.sendall(b"GET / HTTP/1.1\r\nHost: allowed.test\r\nConnection: close\r\n\r\n")
+        ok = b"hello from host" in s.recv(4096)
+        print("ok" if ok else "empty", flush=True)
+    except Exception as e:
+        print("fail", type(e).__name__, flush=True)
+    time.sleep(0.05)
+"#
+    );
+    let mut child = w
+        .airlock()
+        .args([
+            "run",
+            "--session",
+            "net",
+            "--resolve",
+            "allowed.test=127.0.0.1",
+            "--",
+            "/usr/bin/python3",
+            "-c",
+            &script,
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(child.stdout.take().unwrap()));
+    let first = lines.next().unwrap().unwrap();
+    assert_eq!(first, "ok");
+    let out = w
+        .airlock()
+        .args(["kill", "--network", "net"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}\n{}", stderr(&out), stdout(&out));
+    // Within a moment every attempt fails, and the program goes on running.
+    let mut after = Vec::new();
+    for line in lines.by_ref().take(30) {
+        after.push(line.unwrap());
+    }
+    let last: Vec<&String> = after.iter().rev().take(10).collect();
+    assert!(last.iter().all(|l| l.starts_with("fail")), "{after:?}");
+    let _ = child.kill();
+    let _ = child.wait();
+    let log = stdout(
+        &w.airlock()
+            .args(["log", "--action", "net.cut", "--action", "cut_network"])
+            .output()
+            .unwrap(),
+    );
+    assert!(
+        log.contains("net.cut") && log.contains("cut_network.intent"),
+        "{log}"
+    );
+});
