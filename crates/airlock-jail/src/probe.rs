@@ -179,6 +179,21 @@ pub fn probe_layers(scratch: &Path) -> Vec<Layer> {
         degradable_as: None,
         optional: false,
     });
+    // The network gate answers connects through seccomp user notifications and puts sockets into
+    // the sandbox with SECCOMP_IOCTL_NOTIF_ADDFD (Linux 5.9): asking the notification sizes
+    // tells whether the kernel has them.
+    let gate = crate::sys::seccomp_notify_supported();
+    layers.push(Layer {
+        name: "network gate",
+        available: gate,
+        detail: if gate {
+            "seccomp user notification: profiles with network rules run through airlock's gate".into()
+        } else {
+            "no seccomp user notification (Linux 5.9+): profiles with network rules cannot run; network = \"none\" still can".into()
+        },
+        degradable_as: None,
+        optional: true,
+    });
     let memory_layer = crate::launch::memory_layer_supported();
     layers.push(Layer {
         name: "memory layer",

@@ -252,6 +252,25 @@ pub(crate) fn install_seccomp_listener(program: &[libc::sock_filter]) -> nix::Re
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
+/// Does the kernel have seccomp user notifications (asks their structure sizes)?
+pub(crate) fn seccomp_notify_supported() -> bool {
+    let mut sizes = libc::seccomp_notif_sizes {
+        seccomp_notif: 0,
+        seccomp_notif_resp: 0,
+        seccomp_data: 0,
+    };
+    // SAFETY: `sizes` is a live, writable seccomp_notif_sizes, the type this operation fills.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_GET_NOTIF_SIZES,
+            0,
+            &mut sizes as *mut libc::seccomp_notif_sizes,
+        )
+    };
+    ret == 0
+}
+
 /// One seccomp notification's fields that the gate uses.
 pub(crate) struct RawNotification {
     pub id: u64,
