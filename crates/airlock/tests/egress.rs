@@ -461,3 +461,37 @@ for i in range(200):
         "{log}"
     );
 });
+
+both_modes!(open_mode_allows_all_but_what_deny_names, |w: &World| {
+    let http = server(None);
+    let port = http.port;
+    let profile = w.profile("network = { open = true, deny = [\"denied.test\"] }\n");
+    let script = format!(
+        r#"
+import socket
+for name in ["allowed.test", "denied.test"]:
+    try:
+        s = socket.create_connection((name, {port}), timeout=5)
+        s.sendall(b"GET / HTTP/1.1\r\nHost: " + name.encode() + b"\r\nConnection: close\r\n\r\n")
+        print(name, "REACHED" if b"hello from host" in s.recv(4096) else "empty")
+    except Exception as e:
+        print(name, "blocked", type(e).__name__)
+for addr in [("127.0.0.1", {port}), ("169.254.169.254", 80)]:
+    try:
+        socket.create_connection(addr, timeout=3); print(addr[0], "REACHED")
+    except Exception as e:
+        print(addr[0], "blocked", type(e).__name__)
+"#
+    );
+    let out = run_python(w, &profile, &script);
+    let said = ran(&out);
+    assert!(
+        said.contains("allowed.test REACHED"),
+        "{said}\n{}",
+        stderr(&out)
+    );
+    assert!(said.contains("denied.test blocked"), "{said}");
+    // Open is not open to the host: its loopback and the metadata service stay refused.
+    assert!(said.contains("127.0.0.1 blocked"), "{said}");
+    assert!(said.contains("169.254.169.254 blocked"), "{said}");
+});
