@@ -90,7 +90,8 @@ struct State {
     /// Set once the network is cut.
     cut: std::sync::atomic::AtomicBool,
     /// Open relay connections (a clone of the sandbox side), to close when the network is cut.
-    open: Mutex<Vec<TcpStream>>,
+    open: Mutex<HashMap<u64, TcpStream>>,
+    next_id: std::sync::atomic::AtomicU64,
     synthetic: Mutex<Synthetic>,
     /// Relay connections announced by the connect handler, by the local port of our socket.
     pending: Mutex<HashMap<u16, Target>>,
@@ -103,7 +104,8 @@ pub fn start(gate: airlock_jail::Gate, config: Config) -> io::Result<()> {
     let state = Arc::new(State {
         config,
         cut: std::sync::atomic::AtomicBool::new(false),
-        open: Mutex::new(Vec::new()),
+        open: Mutex::new(HashMap::new()),
+        next_id: std::sync::atomic::AtomicU64::new(0),
         synthetic: Mutex::new(Synthetic::default()),
         pending: Mutex::new(HashMap::new()),
     });
@@ -132,7 +134,7 @@ fn watch_cut(flag: &std::path::Path, state: &State) {
     }
     state.cut.store(true, std::sync::atomic::Ordering::SeqCst);
     if let Ok(open) = state.open.lock() {
-        for stream in open.iter() {
+        for stream in open.values() {
             let _ = stream.shutdown(Shutdown::Both);
         }
     }
@@ -638,6 +640,32 @@ fn serde_json_string(text: &str) -> String {
     out
 }
 
+/// A relay connection in `State::open` for as long as this lives.
+struct Listed<'a> {
+    state: &'a State,
+    id: u64,
+}
+
+impl<'a> Listed<'a> {
+    fn new(state: &'a State, client: &TcpStream) -> Listed<'a> {
+        let id = state
+            .next_id
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if let (Ok(mut open), Ok(clone)) = (state.open.lock(), client.try_clone()) {
+            open.insert(id, clone);
+        }
+        Listed { state, id }
+    }
+}
+
+impl Drop for Listed<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut open) = self.state.open.lock() {
+            open.remove(&self.id);
+        }
+    }
+}
+
 fn relay(mut client: TcpStream, target: Target, state: &State) {
     if target.proxy {
         return proxy(client, state);
@@ -651,9 +679,6 @@ fn relay_with(mut client: TcpStream, target: Target, state: &State, first: Vec<u
     if is_cut(state) {
         return;
     }
-    if let (Ok(mut open), Ok(clone)) = (state.open.lock(), client.try_clone()) {
-        open.push(clone);
-    }
     let peeked = sni::peek(&first);
     if peeked == Peek::NeedMore && !first.is_empty() {
         // A TLS hello or an HTTP head that never completed: what it would ask for is unknown,
@@ -661,6 +686,22 @@ fn relay_with(mut client: TcpStream, target: Target, state: &State, first: Vec<u
         let decision = Decision {
             allowed: false,
             rule: "the first bytes never said what they are for (an unfinished TLS hello or HTTP head)".into(),
+        };
+        let mut e = event("fronting", &decision);
+        (e.name, e.ip, e.port) = (
+            target.name.clone(),
+            Some(target.addr.ip()),
+            Some(target.addr.port()),
+        );
+        (state.config.on_event)(&e);
+        return;
+    }
+    if target.name.is_some() && first.starts_with(b"PRI * HTTP/2.0") {
+        // Plain-text HTTP/2 names its host in a compressed frame the gate does not read: it could
+        // ask an allowed server for any other host. Refused (HTTP/2 over TLS is checked by SNI).
+        let decision = Decision {
+            allowed: false,
+            rule: "plain-text HTTP/2 (h2c) cannot be checked for the host it asks for".into(),
         };
         let mut e = event("fronting", &decision);
         (e.name, e.ip, e.port) = (
@@ -696,6 +737,8 @@ fn relay_with(mut client: TcpStream, target: Target, state: &State, first: Vec<u
             return;
         }
     }
+    // Listed while it is open, so that cutting the network can close it.
+    let _listed = Listed::new(state, &client);
     let Ok(mut upstream) = TcpStream::connect_timeout(&target.addr, Duration::from_secs(10)) else {
         return;
     };

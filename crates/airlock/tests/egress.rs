@@ -495,3 +495,20 @@ for addr in [("127.0.0.1", {port}), ("169.254.169.254", 80)]:
     assert!(said.contains("127.0.0.1 blocked"), "{said}");
     assert!(said.contains("169.254.169.254 blocked"), "{said}");
 });
+
+both_modes!(plain_text_http2_cannot_hide_its_host, |w: &World| {
+    let http = server(None);
+    let port = http.port;
+    let profile = w.profile(&format!("[network]\nallow = [\"allowed.test:{port}\"]\n"));
+    let script = format!(
+        r#"
+import socket
+s = socket.create_connection(("allowed.test", {port}), timeout=5)
+s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+print("answered" if s.recv(100) else "closed")
+"#
+    );
+    let out = run_python(w, &profile, &script);
+    assert_eq!(ran(&out).trim(), "closed", "{}", stderr(&out));
+    assert!(stderr(&out).contains("h2c"), "{}", stderr(&out));
+});
