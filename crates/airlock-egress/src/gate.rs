@@ -680,62 +680,44 @@ fn relay_with(mut client: TcpStream, target: Target, state: &State, first: Vec<u
         return;
     }
     let peeked = sni::peek(&first);
-    if peeked == Peek::NeedMore && !first.is_empty() {
-        // A TLS hello or an HTTP head that never completed: what it would ask for is unknown,
-        // so it does not go through.
-        let decision = Decision {
-            allowed: false,
-            rule: "the first bytes never said what they are for (an unfinished TLS hello or HTTP head)".into(),
-        };
-        let mut e = event("fronting", &decision);
-        (e.name, e.ip, e.port) = (
-            target.name.clone(),
-            Some(target.addr.ip()),
-            Some(target.addr.port()),
-        );
-        (state.config.on_event)(&e);
-        return;
-    }
-    if target.name.is_some() && first.starts_with(b"PRI * HTTP/2.0") {
-        // Plain-text HTTP/2 names its host in a compressed frame the gate does not read: it could
-        // ask an allowed server for any other host. Refused (HTTP/2 over TLS is checked by SNI).
-        let decision = Decision {
-            allowed: false,
-            rule: "plain-text HTTP/2 (h2c) cannot be checked for the host it asks for".into(),
-        };
-        let mut e = event("fronting", &decision);
-        (e.name, e.ip, e.port) = (
-            target.name.clone(),
-            Some(target.addr.ip()),
-            Some(target.addr.port()),
-        );
-        (state.config.on_event)(&e);
-        return;
-    }
-    let said = match peeked {
-        Peek::Tls { server_name } => Some(server_name),
-        Peek::Http { host, .. } => Some(host),
+    let said = match &peeked {
+        Peek::Tls { server_name } => Some(server_name.clone()),
+        Peek::Http { host, .. } => Some(host.clone()),
         _ => None,
     };
-    if let (Some(name), Some(said)) = (&target.name, &said) {
-        if said.as_deref() != Some(name.as_str()) {
-            let decision = Decision {
-                allowed: false,
-                rule: format!(
-                    "connected to {name} but asked for {}: refused (domain fronting)",
-                    said.as_deref().unwrap_or("no name")
-                ),
-            };
-            let mut e = event("fronting", &decision);
-            (e.name, e.ip, e.port, e.sni) = (
-                Some(name.clone()),
-                Some(target.addr.ip()),
-                Some(target.addr.port()),
-                said.clone(),
-            );
-            (state.config.on_event)(&e);
-            return;
+    let refusal = if peeked == Peek::NeedMore && !first.is_empty() {
+        // A TLS hello or an HTTP head that never completed: what it would ask for is unknown.
+        Some(
+            "the first bytes never said what they are for (an unfinished TLS hello or HTTP head)"
+                .to_string(),
+        )
+    } else if target.name.is_some() && first.starts_with(b"PRI * HTTP/2.0") {
+        // Plain-text HTTP/2 names its host in a compressed frame the gate does not read: it could
+        // ask an allowed server for any other host. (HTTP/2 over TLS is checked by its SNI.)
+        Some("plain-text HTTP/2 (h2c) cannot be checked for the host it asks for".to_string())
+    } else {
+        match (&target.name, &said) {
+            (Some(name), Some(said)) if said.as_deref() != Some(name.as_str()) => Some(format!(
+                "connected to {name} but asked for {}: refused (domain fronting)",
+                said.as_deref().unwrap_or("no name")
+            )),
+            _ => None,
         }
+    };
+    if let Some(rule) = refusal {
+        let decision = Decision {
+            allowed: false,
+            rule,
+        };
+        let mut e = event("fronting", &decision);
+        (e.name, e.ip, e.port, e.sni) = (
+            target.name.clone(),
+            Some(target.addr.ip()),
+            Some(target.addr.port()),
+            said.flatten(),
+        );
+        (state.config.on_event)(&e);
+        return;
     }
     // Listed while it is open, so that cutting the network can close it.
     let _listed = Listed::new(state, &client);
