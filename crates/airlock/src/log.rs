@@ -92,6 +92,34 @@ fn summary(record: &Map<String, Value>) -> String {
             "workspace {} (profile {profile})",
             text(record, "workspace")
         ),
+        _ if action.starts_with("net.") => {
+            let (name, ip, port) = (
+                text(record, "name"),
+                text(record, "ip"),
+                text(record, "port"),
+            );
+            let what = match (name.is_empty(), ip.is_empty(), port.is_empty()) {
+                (false, false, _) => format!("{name}:{port} ({ip})"),
+                (false, true, false) => format!("{name}:{port}"),
+                (false, true, true) => name,
+                _ => format!("{ip}:{port}"),
+            };
+            if action == "net.closed" {
+                format!(
+                    "{what}: closed after {} ms, {} bytes out, {} in",
+                    text(record, "duration_ms"),
+                    text(record, "bytes_out"),
+                    text(record, "bytes_in")
+                )
+            } else {
+                let verdict = if field(record, "allowed") == Some(&Value::Bool(true)) {
+                    "allowed"
+                } else {
+                    "REFUSED"
+                };
+                format!("{what}: {verdict} ({})", text(record, "rule"))
+            }
+        }
         _ if action.ends_with(".refused") => format!("REFUSED: {}", text(record, "error")),
         "log.recovered" => text(record, "summary"),
         _ => {
