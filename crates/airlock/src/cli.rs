@@ -13,9 +13,12 @@ use clap::{Args, Parser, Subcommand};
     long_about = "Run AI-agent and automation commands in a kernel-enforced sandbox.\n\n\
         Each command sees a minimal read-only system and your workspace through a copy-on-write \
         layer: it can read and change the workspace, but its changes never reach the host \
-        directory during a run. It runs as an unprivileged user with no capabilities, no network, \
-        no access to your home, keys or other projects, under Landlock and a seccomp filter, \
-        within memory, process, CPU, time and output limits.",
+        directory during a run. It runs as an unprivileged user with no capabilities, no network \
+        (or only the hosts a profile names, through airlock's gate), no access to your home, keys \
+        or other projects, under Landlock and a seccomp filter, within memory, process, CPU, time \
+        and output limits. Every action is written to an audit log first; a session's changes \
+        reach the workspace only through 'airlock apply', after 'airlock diff'; 'airlock kill' \
+        stops it all.",
     after_help = "Examples:\n  \
         airlock check                      what this machine can enforce\n  \
         airlock run -- make test           run in the current directory as workspace\n  \
