@@ -22,13 +22,12 @@ use std::net::{
     IpAddr, Ipv4Addr, Ipv6Addr, Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs,
     UdpSocket,
 };
-use std::os::fd::AsFd;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use airlock_jail::gate::{is_nonblocking, read_memory, socket_type, Notifier};
+use airlock_jail::gate::{read_memory, socket_type, write_memory, Notifier};
 
 use crate::dns::{self, Synthetic};
 use crate::rules::{Decision, Egress};
@@ -93,14 +92,17 @@ struct State {
     open: Mutex<HashMap<u64, TcpStream>>,
     next_id: std::sync::atomic::AtomicU64,
     synthetic: Mutex<Synthetic>,
-    /// Relay connections announced by the connect handler, by the local port of our socket.
-    pending: Mutex<HashMap<u16, Target>>,
+    /// Connections the connect handler sent to the relay, by the id in the relay address they
+    /// were sent to (127.64.0.0/10 + id).
+    pending: Mutex<HashMap<u32, Target>>,
+    next_pending: std::sync::atomic::AtomicU32,
 }
 
 /// Start the gate's threads; they end with the sandbox.
 pub fn start(gate: airlock_jail::Gate, config: Config) -> io::Result<()> {
-    let relay = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
-    let relay_addr = relay.local_addr()?;
+    // The relay listens in the sandbox's own namespace (the setup process opened it there).
+    let relay = TcpListener::from(gate.relay);
+    let relay_port = relay.local_addr()?.port();
     let state = Arc::new(State {
         config,
         cut: std::sync::atomic::AtomicBool::new(false),
@@ -108,6 +110,7 @@ pub fn start(gate: airlock_jail::Gate, config: Config) -> io::Result<()> {
         next_id: std::sync::atomic::AtomicU64::new(0),
         synthetic: Mutex::new(Synthetic::default()),
         pending: Mutex::new(HashMap::new()),
+        next_pending: std::sync::atomic::AtomicU32::new(1),
     });
     let dns_socket = UdpSocket::from(gate.dns);
     let dns_state = state.clone();
@@ -119,7 +122,7 @@ pub fn start(gate: airlock_jail::Gate, config: Config) -> io::Result<()> {
         std::thread::spawn(move || watch_cut(&flag, &watch_state));
     }
     let notifier = gate.notifier;
-    std::thread::spawn(move || serve_connects(&notifier, &state, relay_addr));
+    std::thread::spawn(move || serve_connects(&notifier, &state, relay_port));
     Ok(())
 }
 
@@ -227,7 +230,7 @@ fn inside_the_sandbox(ip: IpAddr) -> bool {
     ip.is_loopback() || ip.is_unspecified()
 }
 
-fn serve_connects(notifier: &Notifier, state: &State, relay: SocketAddr) {
+fn serve_connects(notifier: &Notifier, state: &State, relay: u16) {
     loop {
         let Ok(n) = notifier.recv() else {
             return; // no process of the sandbox is left
@@ -243,7 +246,7 @@ fn serve_connects(notifier: &Notifier, state: &State, relay: SocketAddr) {
 fn handle_connect(
     notifier: &Notifier,
     state: &State,
-    relay: SocketAddr,
+    relay: u16,
     n: &airlock_jail::gate::Notification,
 ) -> io::Result<()> {
     if i64::from(n.nr) != libc::SYS_connect {
@@ -351,30 +354,58 @@ fn handle_connect(
 fn hand_over(
     notifier: &Notifier,
     state: &State,
-    relay: SocketAddr,
+    relay: u16,
     n: &airlock_jail::gate::Notification,
     dest: SocketAddr,
     target: Target,
 ) -> io::Result<()> {
-    let fd = n.args[0];
-    // Our socket, of the sandbox socket's family, connected to the relay.
-    let ours = if dest.is_ipv6() {
-        TcpStream::connect(SocketAddr::new(
-            IpAddr::V6(Ipv4Addr::LOCALHOST.to_ipv6_mapped()),
-            relay.port(),
-        ))?
-    } else {
-        TcpStream::connect(relay)?
-    };
-    let local_port = ours.local_addr()?.port();
+    // The sandbox's own socket connects, in its own namespace, to the relay at an address that
+    // says which target this is: the connect's address is rewritten, then the kernel runs it.
+    // Whatever the process does to that memory meanwhile only reaches its own namespace.
+    let id = state
+        .next_pending
+        .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+        % RELAY_IDS;
     if let Ok(mut pending) = state.pending.lock() {
-        pending.insert(local_port, target);
+        pending.insert(id, target);
     }
-    if is_nonblocking(n.pid, fd) {
-        ours.set_nonblocking(true)?;
+    let relay_ip = relay_address(id);
+    let mut sockaddr = Vec::with_capacity(28);
+    if dest.is_ipv6() {
+        sockaddr.extend_from_slice(&(libc::AF_INET6 as u16).to_ne_bytes());
+        sockaddr.extend_from_slice(&relay.to_be_bytes());
+        sockaddr.extend_from_slice(&[0; 4]); // flow info
+        sockaddr.extend_from_slice(&relay_ip.to_ipv6_mapped().octets());
+        sockaddr.extend_from_slice(&[0; 4]); // scope id
+    } else {
+        sockaddr.extend_from_slice(&(libc::AF_INET as u16).to_ne_bytes());
+        sockaddr.extend_from_slice(&relay.to_be_bytes());
+        sockaddr.extend_from_slice(&relay_ip.octets());
+        sockaddr.extend_from_slice(&[0; 8]);
     }
-    notifier.replace_fd(n.id, ours.as_fd(), fd as u32)?;
-    notifier.succeed(n.id, 0)
+    if (n.args[2] as usize) < sockaddr.len() {
+        return notifier.fail(n.id, libc::EINVAL);
+    }
+    write_memory(n.pid, n.args[1], &sockaddr)?;
+    notifier.pass(n.id)
+}
+
+/// How many relay addresses there are (127.64.0.0/10).
+const RELAY_IDS: u32 = 1 << 22;
+
+/// The relay address for pending connection `id`: 127.64.0.0 + id.
+fn relay_address(id: u32) -> Ipv4Addr {
+    Ipv4Addr::from(u32::from(Ipv4Addr::new(127, 64, 0, 0)) + (id % RELAY_IDS))
+}
+
+/// The pending id of a relay address, if it is one.
+fn relay_id(addr: IpAddr) -> Option<u32> {
+    match crate::ip::canonical(addr) {
+        IpAddr::V4(v4) => u32::from(v4)
+            .checked_sub(u32::from(Ipv4Addr::new(127, 64, 0, 0)))
+            .filter(|id| *id < RELAY_IDS),
+        IpAddr::V6(_) => None,
+    }
 }
 
 /// Resolve `name` on the host (or by the user's override): the address to connect to, and
@@ -392,27 +423,20 @@ fn resolve(state: &State, name: &str, port: u16) -> io::Result<(SocketAddr, bool
 
 fn serve_relay(listener: &TcpListener, state: &Arc<State>) {
     for client in listener.incoming() {
-        let Ok(client) = client else { continue };
-        let Ok(peer) = client.peer_addr() else {
+        let Ok(client) = client else {
+            // Out of fds, say: do not spin.
+            std::thread::sleep(Duration::from_millis(10));
             continue;
         };
+        // The address the sandbox's socket was sent to names the target.
+        let Some(id) = client.local_addr().ok().and_then(|a| relay_id(a.ip())) else {
+            continue;
+        };
+        let Some(target) = state.pending.lock().ok().and_then(|mut p| p.remove(&id)) else {
+            continue; // not sent here by the gate (or already used): dropped
+        };
         let state = state.clone();
-        std::thread::spawn(move || {
-            // The connect handler records the target once its connect returned, which may be
-            // a moment after this accept.
-            for _ in 0..200 {
-                let target = state
-                    .pending
-                    .lock()
-                    .ok()
-                    .and_then(|mut p| p.remove(&peer.port()));
-                if let Some(target) = target {
-                    return relay(client, target, &state);
-                }
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            // Not one of ours: dropped.
-        });
+        std::thread::spawn(move || relay(client, target, &state));
     }
 }
 

@@ -45,7 +45,9 @@ pub(crate) fn set_no_new_privs() -> Result<()> {
 /// Landlock as a second wall behind the mount namespace: read and execute the system, read and
 /// write only the workspace and the private tmpfs mounts; no TCP; no abstract unix sockets or
 /// signals outside the sandbox.
-pub(crate) fn apply_landlock(spec: &SandboxSpec) -> Result<()> {
+/// `relay_port`: with a network gate, the one TCP port connects may go to (the gate's relay, a
+/// listener in the sandbox's own namespace).
+pub(crate) fn apply_landlock(spec: &SandboxSpec, relay_port: Option<u16>) -> Result<()> {
     let required = !spec.degraded.landlock;
     let abi = LANDLOCK_ABI;
     let read = AccessFs::from_read(abi);
@@ -103,6 +105,11 @@ pub(crate) fn apply_landlock(spec: &SandboxSpec) -> Result<()> {
         };
         created = created
             .add_rule(PathBeneath::new(fd, access))
+            .map_err(fail)?;
+    }
+    if let Some(port) = relay_port {
+        created = created
+            .add_rule(landlock::NetPort::new(port, AccessNet::ConnectTcp))
             .map_err(fail)?;
     }
     let status = created.restrict_self().map_err(fail)?;

@@ -1,12 +1,13 @@
 //! The jail's half of the network gate: in a gated sandbox every `connect` stops at a seccomp
 //! listener that the supervisor holds, and the supervisor answers for the kernel. The sandbox's
-//! network namespace has nothing but loopback, so a connection leaves it only if the supervisor
-//! puts a socket of its own (from the host's namespace) in place of the sandbox's.
+//! network namespace has nothing but loopback: an allowed connection is pointed at the gate's
+//! relay listener, which lives in that same namespace, and only the supervisor, outside, talks
+//! to the destination. No socket of the host's namespace is ever handed into the sandbox.
 //!
 //! This module gives that listener a safe face; deciding is `airlock-egress`'s job.
 
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::FileExt;
 
 use crate::sys;
@@ -48,6 +49,9 @@ impl Notifier {
                     })
                 }
                 Err(nix::errno::Errno::EINTR) => continue,
+                // The waiting thread went away (killed, or signalled out of the syscall): go on,
+                // unless no process is left to use the filter at all.
+                Err(nix::errno::Errno::ENOENT) if !self.hung_up() => continue,
                 Err(e) => return Err(io(e)),
             }
         }
@@ -69,10 +73,36 @@ impl Notifier {
         sys::notif_send(self.listener.as_fd(), id, val, 0, false).map_err(io)
     }
 
-    /// Put `socket` in the process at fd number `target`, replacing its own (then answer).
-    pub fn replace_fd(&self, id: u64, socket: BorrowedFd, target: u32) -> io::Result<()> {
-        sys::notif_replace_fd(self.listener.as_fd(), id, socket, target).map_err(io)
+    /// Has every process using the filter gone?
+    fn hung_up(&self) -> bool {
+        let mut fds = [nix::poll::PollFd::new(
+            self.listener.as_fd(),
+            nix::poll::PollFlags::POLLIN,
+        )];
+        match nix::poll::poll(&mut fds, nix::poll::PollTimeout::ZERO) {
+            Ok(_) => fds[0]
+                .revents()
+                .is_some_and(|r| r.contains(nix::poll::PollFlags::POLLHUP)),
+            Err(_) => true,
+        }
     }
+}
+
+/// Write `bytes` at `addr` in process `pid` (through /proc/PID/mem, as a debugger does).
+pub fn write_memory(pid: u32, addr: u64, bytes: &[u8]) -> io::Result<()> {
+    let mem = std::fs::OpenOptions::new()
+        .write(true)
+        .open(format!("/proc/{pid}/mem"))?;
+    mem.write_all_at(bytes, addr)
+}
+
+/// The thread-group (process) id of thread `tid`.
+fn tgid(tid: u32) -> io::Result<i32> {
+    std::fs::read_to_string(format!("/proc/{tid}/status"))?
+        .lines()
+        .find_map(|l| l.strip_prefix("Tgid:"))
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or_else(|| io::Error::other("no Tgid"))
 }
 
 /// Read `len` bytes at `addr` in process `pid` (a syscall argument it pointed to). The caller
@@ -87,7 +117,8 @@ pub fn read_memory(pid: u32, addr: u64, len: usize) -> io::Result<Vec<u8>> {
 /// The socket type (`libc::SOCK_STREAM`, `SOCK_DGRAM`…) of fd `fd` of process `pid`, read from a
 /// copy of it.
 pub fn socket_type(pid: u32, fd: u64) -> io::Result<i32> {
-    let pidfd = sys::pidfd_open(nix::unistd::Pid::from_raw(pid as i32)).map_err(io)?;
+    // A notification names the thread; a pidfd is for its process.
+    let pidfd = sys::pidfd_open(nix::unistd::Pid::from_raw(tgid(pid)?)).map_err(io)?;
     let copy = sys::pidfd_getfd(pidfd.as_fd(), fd as i32).map_err(io)?;
     let kind =
         nix::sys::socket::getsockopt(&copy, nix::sys::socket::sockopt::SockType).map_err(io)?;

@@ -173,10 +173,23 @@ fn setup(spec: &SandboxSpec, channel: &mut SetupChannel, mode: &SetupMode) -> Re
     )?;
     // The sandbox's DNS server address, bound while this process may still bind port 53; the
     // supervisor answers on it.
-    let dns_socket = if spec.network_gate {
-        Some(dns_socket()?)
+    // And the gate's relay: a listener in this namespace that allowed connections are sent to,
+    // so that no socket of the host's namespace is ever handed into the sandbox.
+    let (dns_socket, relay) = if spec.network_gate {
+        let relay = std::net::TcpListener::bind("0.0.0.0:0")
+            .map_err(|e| JailError::Inside(format!("cannot open the network gate's relay: {e}")))?;
+        (Some(dns_socket()?), Some(relay))
     } else {
-        None
+        (None, None)
+    };
+    let relay_port = match &relay {
+        Some(listener) => Some(
+            listener
+                .local_addr()
+                .map_err(|e| JailError::Inside(e.to_string()))?
+                .port(),
+        ),
+        None => None,
     };
 
     // Root mounts with its real credentials, before it enters any user namespace, so the overlay
@@ -243,13 +256,17 @@ fn setup(spec: &SandboxSpec, channel: &mut SetupChannel, mode: &SetupMode) -> Re
     // of the command's reach, although the command runs as the same uid.
     prctl::set_dumpable(false).during("make the sandbox's init undumpable", UNEXPECTED)?;
     confine::set_no_new_privs()?;
-    confine::apply_landlock(spec)?;
+    confine::apply_landlock(spec, relay_port)?;
     confine::apply_rlimits(spec, mode.memory_by_rlimit)?;
     confine::drop_capabilities()?;
     if spec.network_gate {
         let listener = confine::apply_seccomp_gated()?;
         let dns = dns_socket.ok_or_else(|| JailError::Inside("no DNS socket".into()))?;
-        channel.send_fds(MSG_GATE, &[dns.as_raw_fd(), listener.as_raw_fd()])?;
+        let relay = relay.ok_or_else(|| JailError::Inside("no relay".into()))?;
+        channel.send_fds(
+            MSG_GATE,
+            &[dns.as_raw_fd(), listener.as_raw_fd(), relay.as_raw_fd()],
+        )?;
     } else {
         confine::apply_seccomp()?;
     }

@@ -226,6 +226,9 @@ pub struct Gate {
     pub notifier: crate::gate::Notifier,
     /// UDP, bound to 127.0.0.53:53 in the sandbox's network namespace.
     pub dns: OwnedFd,
+    /// A TCP listener on 0.0.0.0:PORT in the sandbox's network namespace: allowed connections
+    /// are made to it (see `airlock_egress::gate`).
+    pub relay: OwnedFd,
 }
 
 /// One message from the setup process on the control socket, with the fds it carries.
@@ -233,7 +236,7 @@ fn receive_fds(control: &OwnedFd, expected: u8) -> Result<Vec<OwnedFd>> {
     use std::os::fd::FromRawFd;
     let mut byte = [0u8; 1];
     let mut iov = [std::io::IoSliceMut::new(&mut byte)];
-    let mut space = nix::cmsg_space!([RawFd; 2]);
+    let mut space = nix::cmsg_space!([RawFd; 3]);
     let message = nix::sys::socket::recvmsg::<()>(
         control.as_raw_fd(),
         &mut iov,
@@ -291,11 +294,12 @@ fn handshake(
         verdict.map_err(JailError::Refused)?;
         if spec.network_gate {
             let mut fds = receive_fds(&control, MSG_GATE)?.into_iter();
-            match (fds.next(), fds.next()) {
-                (Some(dns), Some(listener)) => {
+            match (fds.next(), fds.next(), fds.next()) {
+                (Some(dns), Some(listener), Some(relay)) => {
                     sandbox.gate = Some(Gate {
                         notifier: crate::gate::Notifier::new(listener),
                         dns,
+                        relay,
                     })
                 }
                 _ => {

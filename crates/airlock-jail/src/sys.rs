@@ -330,33 +330,6 @@ pub(crate) fn notif_send(
     Errno::result(ret).map(drop)
 }
 
-/// Put a copy of `source` into the notifying process at fd number `target` (replacing what is
-/// there), before the notification is answered.
-pub(crate) fn notif_replace_fd(
-    listener: BorrowedFd,
-    id: u64,
-    source: BorrowedFd,
-    target: u32,
-) -> nix::Result<()> {
-    let addfd = libc::seccomp_notif_addfd {
-        id,
-        flags: libc::SECCOMP_ADDFD_FLAG_SETFD as u32,
-        srcfd: source.as_raw_fd() as u32,
-        newfd: target,
-        newfd_flags: 0,
-    };
-    // SAFETY: `addfd` is a live seccomp_notif_addfd, the type this ioctl reads; `source` is an
-    // open fd of ours for the duration of the call.
-    let ret = unsafe {
-        libc::ioctl(
-            listener.as_raw_fd(),
-            libc::SECCOMP_IOCTL_NOTIF_ADDFD,
-            &addfd as *const libc::seccomp_notif_addfd,
-        )
-    };
-    Errno::result(ret).map(drop)
-}
-
 /// A copy of fd `target` of the process `pidfd` refers to.
 pub(crate) fn pidfd_getfd(pidfd: BorrowedFd, target: i32) -> nix::Result<OwnedFd> {
     // SAFETY: pidfd_getfd takes integers only.

@@ -512,3 +512,84 @@ print("answered" if s.recv(100) else "closed")
     assert_eq!(ran(&out).trim(), "closed", "{}", stderr(&out));
     assert!(stderr(&out).contains("h2c"), "{}", stderr(&out));
 });
+
+both_modes!(
+    the_gate_hands_no_host_socket_into_the_sandbox,
+    |w: &World| {
+        // A "secret" service on the host's loopback, and an allowed server. An allowed connection's
+        // socket, disconnected (connect AF_UNSPEC), must not reach the secret service by reconnect,
+        // TCP Fast Open, or listen: it never was a socket of the host's namespace.
+        let secret = server(None);
+        let allowed = server(None);
+        let secret_port = secret.port;
+        let port = allowed.port;
+        let outside = w.outside(&format!(
+        "/usr/bin/python3 -c 'import socket; s=socket.create_connection((\"127.0.0.1\",{secret_port})); s.sendall(b\"GET / HTTP/1.0\\r\\n\\r\\n\"); print(s.recv(100))'"
+    ));
+        assert!(stdout(&outside).contains("200"), "{}", stderr(&outside));
+        let profile = w.profile(&format!("[network]\nallow = [\"allowed.test:{port}\"]\n"));
+        let script = format!(
+            r#"
+import socket, ctypes, struct, select, threading
+libc = ctypes.CDLL(None, use_errno=True)
+UNSPEC = struct.pack("H", 0) + b"\0" * 14
+def handed():
+    s = socket.create_connection(("allowed.test", {port}), timeout=5)
+    libc.connect(s.fileno(), UNSPEC, 16)
+    return s
+def attempt(label, f):
+    try: print(label, "REACHED", f(), flush=True)
+    except Exception as e: print(label, "blocked", type(e).__name__, flush=True)
+def reconnect():
+    s = handed(); s.connect(("127.0.0.1", {secret_port})); s.sendall(b"GET / HTTP/1.0\r\n\r\n"); return s.recv(100)
+def fastopen():
+    s = handed(); s.setblocking(False)
+    try: s.sendto(b"GET / HTTP/1.0\r\n\r\n", 0x20000000, ("127.0.0.1", {secret_port}))
+    except BlockingIOError: pass
+    select.select([s], [], [], 3); s.setblocking(True); s.settimeout(3)
+    data = s.recv(100)
+    if not data: raise ConnectionError("nothing")
+    return data
+def listen():
+    s = handed(); s.listen(); return "listening on %s" % (s.getsockname(),)
+attempt("reconnect", reconnect)
+attempt("fastopen", fastopen)
+attempt("listen", listen)
+# From another thread, an allowed connection still works.
+out = []
+def in_thread():
+    s = socket.create_connection(("allowed.test", {port}), timeout=5)
+    s.sendall(b"GET / HTTP/1.1\r\nHost: allowed.test\r\nConnection: close\r\n\r\n"); out.append(s.recv(4096))
+t = threading.Thread(target=in_thread); t.start(); t.join()
+print("thread", b"hello from host" in out[0] if out else "failed")
+"#
+        );
+        let out = run_python(w, &profile, &script);
+        let said = ran(&out);
+        assert!(
+            said.contains("reconnect blocked"),
+            "{said}\n{}",
+            stderr(&out)
+        );
+        assert!(
+            said.contains("fastopen blocked"),
+            "{said}\n{}",
+            stderr(&out)
+        );
+        // listen may succeed, but only inside the sandbox's own namespace: the host cannot reach it.
+        if let Some(line) = said.lines().find(|l| l.starts_with("listen REACHED")) {
+            let port: u16 = line
+                .rsplit(", ")
+                .next()
+                .unwrap()
+                .trim_end_matches(')')
+                .parse()
+                .unwrap();
+            assert!(
+                std::net::TcpStream::connect(("127.0.0.1", port)).is_err(),
+                "the sandbox's listener is reachable from the host: {line}"
+            );
+        }
+        assert!(said.contains("thread True"), "{said}\n{}", stderr(&out));
+    }
+);
