@@ -459,13 +459,7 @@ fn first_bytes(client: &mut TcpStream) -> Vec<u8> {
                 if matches!(
                     e.kind(),
                     io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) =>
-            {
-                // A protocol where the server speaks first (SSH, SMTP): nothing to check.
-                if buf.is_empty() {
-                    break;
-                }
-            }
+                ) => {}
             Err(_) => break,
         }
     }
@@ -690,18 +684,48 @@ impl Drop for Listed<'_> {
     }
 }
 
-fn relay(mut client: TcpStream, target: Target, state: &State) {
+fn relay(client: TcpStream, target: Target, state: &State) {
     if target.proxy {
         return proxy(client, state);
     }
-    let first = first_bytes(&mut client);
-    relay_with(client, target, state, first)
+    relay_with(client, target, state, Vec::new())
 }
 
-fn relay_with(mut client: TcpStream, target: Target, state: &State, first: Vec<u8>) {
+/// Wait (at most 10 s) for whichever side speaks first: `true` when it is the server (SSH,
+/// SMTP…: protocols that name no host), `false` when the client has bytes (or nobody spoke).
+fn server_speaks_first(client: &TcpStream, upstream: &TcpStream) -> bool {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    use std::os::fd::AsFd;
+    let mut fds = [
+        PollFd::new(client.as_fd(), PollFlags::POLLIN),
+        PollFd::new(upstream.as_fd(), PollFlags::POLLIN),
+    ];
+    match poll(&mut fds, PollTimeout::from(10_000u16)) {
+        Ok(n) if n > 0 => {
+            let ready = |fd: &PollFd| fd.revents().is_some_and(|r| !r.is_empty());
+            !ready(&fds[0]) && ready(&fds[1])
+        }
+        _ => false,
+    }
+}
+
+/// Relay a connection to `target`. `first`: bytes already read from the client (a proxied
+/// request); empty: read them here, once the client speaks.
+fn relay_with(mut client: TcpStream, target: Target, state: &State, mut first: Vec<u8>) {
     let started = Instant::now();
     if is_cut(state) {
         return;
+    }
+    // Listed while it is open, so that cutting the network can close it.
+    let _listed = Listed::new(state, &client);
+    let Ok(mut upstream) = TcpStream::connect_timeout(&target.addr, Duration::from_secs(10)) else {
+        return;
+    };
+    // Not HTTP or TLS when the server speaks first (their clients always do): no host to
+    // check; the name and port decided.
+    let server_first = first.is_empty() && server_speaks_first(&client, &upstream);
+    if first.is_empty() && !server_first {
+        first = first_bytes(&mut client);
     }
     let peeked = sni::peek(&first);
     let said = match &peeked {
@@ -709,7 +733,9 @@ fn relay_with(mut client: TcpStream, target: Target, state: &State, first: Vec<u
         Peek::Http { host, .. } => Some(host.clone()),
         _ => None,
     };
-    let refusal = if peeked == Peek::NeedMore && !first.is_empty() {
+    let refusal = if server_first {
+        None
+    } else if matches!(peeked, Peek::NeedMore | Peek::TooLong) && !first.is_empty() {
         // A TLS hello or an HTTP head that never completed: what it would ask for is unknown.
         Some(
             "the first bytes never said what they are for (an unfinished TLS hello or HTTP head)"
@@ -743,11 +769,6 @@ fn relay_with(mut client: TcpStream, target: Target, state: &State, first: Vec<u
         (state.config.on_event)(&e);
         return;
     }
-    // Listed while it is open, so that cutting the network can close it.
-    let _listed = Listed::new(state, &client);
-    let Ok(mut upstream) = TcpStream::connect_timeout(&target.addr, Duration::from_secs(10)) else {
-        return;
-    };
     if upstream.write_all(&first).is_err() {
         return;
     }

@@ -20,6 +20,8 @@ pub enum Peek {
         /// For CONNECT and absolute-form requests: the port the target names.
         port: Option<u16>,
     },
+    /// Started like TLS or HTTP but did not finish within [`MAX_PEEK`] bytes.
+    TooLong,
     /// Neither (or malformed).
     Other,
 }
@@ -33,6 +35,12 @@ fn u16_at(b: &[u8], at: usize) -> Option<usize> {
 
 /// Look at the first bytes a client sent.
 pub fn peek(bytes: &[u8]) -> Peek {
+    // Servers skip empty lines before a request (RFC 9112 2.2); so must the check.
+    let start = bytes
+        .iter()
+        .position(|&b| b != b'\r' && b != b'\n')
+        .unwrap_or(bytes.len());
+    let bytes = &bytes[start..];
     match bytes.first() {
         None => Peek::NeedMore,
         Some(0x16) => tls(bytes),
@@ -48,7 +56,7 @@ fn tls(bytes: &[u8]) -> Peek {
     loop {
         if bytes.len() < at + 5 {
             return if bytes.len() >= MAX_PEEK {
-                Peek::Other
+                Peek::TooLong
             } else {
                 Peek::NeedMore
             };
@@ -61,7 +69,7 @@ fn tls(bytes: &[u8]) -> Peek {
         };
         if bytes.len() < at + 5 + len {
             return if bytes.len() >= MAX_PEEK {
-                Peek::Other
+                Peek::TooLong
             } else {
                 Peek::NeedMore
             };
@@ -77,7 +85,7 @@ fn tls(bytes: &[u8]) -> Peek {
                 | (usize::from(handshake[2]) << 8)
                 | usize::from(handshake[3]);
             if body > MAX_PEEK {
-                return Peek::Other;
+                return Peek::TooLong;
             }
             if handshake.len() >= 4 + body {
                 return match client_hello_server_name(&handshake[4..4 + body]) {
@@ -167,8 +175,10 @@ fn http(bytes: &[u8]) -> Peek {
         }
     }
     let Some(head_end) = bytes.windows(4).position(|w| w == b"\r\n\r\n") else {
-        return if bytes.len() >= MAX_PEEK || !bytes.iter().take(16).all(|b| b.is_ascii()) {
+        return if !bytes.iter().take(16).all(|b| b.is_ascii()) {
             Peek::Other
+        } else if bytes.len() >= MAX_PEEK {
+            Peek::TooLong
         } else {
             Peek::NeedMore
         };
@@ -194,8 +204,12 @@ fn http(bytes: &[u8]) -> Peek {
     });
     let header_host = hosts.next();
     if hosts.next().is_some() {
-        // Two Host headers: which one a server believes is anyone's guess.
-        return Peek::Other;
+        // Two Host headers: which one a server believes is anyone's guess; it names no one host.
+        return Peek::Http {
+            method: method.to_string(),
+            host: None,
+            port: None,
+        };
     }
     let (host, port) = if method == "CONNECT" {
         let (host, port) = split_host(target);
@@ -328,8 +342,24 @@ mod tests {
         assert_eq!(peek(b"GET / HTTP/1.1\r\nHost: a\r\n"), Peek::NeedMore);
         assert_eq!(
             peek(b"GET / HTTP/1.1\r\nHost: a.test\r\nHost: b.test\r\n\r\n"),
-            Peek::Other
+            Peek::Http {
+                method: "GET".into(),
+                host: None,
+                port: None
+            }
         );
+        // Empty lines before the request are skipped, as servers skip them.
+        assert_eq!(
+            peek(b"\r\n\r\nGET / HTTP/1.1\r\nHost: b.test\r\n\r\n"),
+            Peek::Http {
+                method: "GET".into(),
+                host: Some("b.test".into()),
+                port: None
+            }
+        );
+        let mut long = b"GET / HTTP/1.1\r\nX: ".to_vec();
+        long.extend(std::iter::repeat_n(b'a', MAX_PEEK));
+        assert_eq!(peek(&long), Peek::TooLong);
         assert_eq!(peek(b"\x00\x01binary"), Peek::Other);
         // A text protocol that is not HTTP, once its first line is there.
         assert_eq!(peek(b"GET 1000\n"), Peek::Other);

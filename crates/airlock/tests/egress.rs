@@ -593,3 +593,42 @@ print("thread", b"hello from host" in out[0] if out else "failed")
         assert!(said.contains("thread True"), "{said}\n{}", stderr(&out));
     }
 );
+
+both_modes!(
+    fronting_is_refused_however_the_request_is_dressed,
+    |w: &World| {
+        let http = server(None);
+        let port = http.port;
+        let profile = w.profile(&format!("[network]\nallow = [\"allowed.test:{port}\"]\n"));
+        let script = format!(
+            r#"
+import socket, time
+def attempt(label, data, delay=0):
+    try:
+        s = socket.create_connection(("allowed.test", {port}), timeout=15)
+        if delay: time.sleep(delay)
+        s.sendall(data)
+        got = s.recv(100)
+        print(label, "ANSWERED" if got else "closed", flush=True)
+    except Exception as e:
+        print(label, "closed", type(e).__name__, flush=True)
+bad = b"GET / HTTP/1.1\r\nHost: denied.test\r\nConnection: close\r\n\r\n"
+attempt("late", bad, delay=0.6)
+attempt("leading-crlf", b"\r\n" + bad)
+attempt("two-hosts", b"GET / HTTP/1.1\r\nHost: allowed.test\r\nHost: denied.test\r\n\r\n")
+attempt("oversized", b"GET / HTTP/1.1\r\nX: " + b"a" * 20000 + b"\r\nHost: denied.test\r\n\r\n")
+attempt("good", b"GET / HTTP/1.1\r\nHost: allowed.test\r\nConnection: close\r\n\r\n")
+"#
+        );
+        let out = run_python(w, &profile, &script);
+        let said = ran(&out);
+        for label in ["late", "leading-crlf", "two-hosts", "oversized"] {
+            assert!(
+                said.contains(&format!("{label} closed")),
+                "{label}: {said}\n{}",
+                stderr(&out)
+            );
+        }
+        assert!(said.contains("good ANSWERED"), "{said}\n{}", stderr(&out));
+    }
+);
