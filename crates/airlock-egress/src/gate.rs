@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use airlock_jail::gate::{read_memory, socket_type, write_memory, Notifier};
+use airlock_jail::gate::{socket_type, Memory, Notifier};
 
 use crate::dns::{self, Synthetic};
 use crate::rules::{Decision, Egress};
@@ -122,7 +122,7 @@ pub fn start(gate: airlock_jail::Gate, config: Config) -> io::Result<()> {
         std::thread::spawn(move || watch_cut(&flag, &watch_state));
     }
     let notifier = gate.notifier;
-    std::thread::spawn(move || serve_connects(&notifier, &state, relay_port));
+    std::thread::spawn(move || serve_connects(notifier, state, relay_port));
     Ok(())
 }
 
@@ -230,16 +230,22 @@ fn inside_the_sandbox(ip: IpAddr) -> bool {
     ip.is_loopback() || ip.is_unspecified()
 }
 
-fn serve_connects(notifier: &Notifier, state: &State, relay: u16) {
+fn serve_connects(notifier: Notifier, state: Arc<State>, relay: u16) {
+    let notifier = Arc::new(notifier);
     loop {
         let Ok(n) = notifier.recv() else {
             return; // no process of the sandbox is left
         };
-        let answered = handle_connect(notifier, state, relay, &n);
-        if answered.is_err() {
-            // The process went away meanwhile, or the answer failed: refuse, if it still waits.
-            let _ = notifier.fail(n.id, libc::ECONNREFUSED);
-        }
+        // Each on its own thread: resolving a name on the host may take a while, and the other
+        // connects of the sandbox must not wait for it. (Each waiting connect is a thread of the
+        // sandbox, so their number is bounded by its process limit.)
+        let (notifier, state) = (notifier.clone(), state.clone());
+        std::thread::spawn(move || {
+            if handle_connect(&notifier, &state, relay, &n).is_err() {
+                // The process went away meanwhile, or the answer failed: refuse, if it waits.
+                let _ = notifier.fail(n.id, libc::ECONNREFUSED);
+            }
+        });
     }
 }
 
@@ -253,7 +259,8 @@ fn handle_connect(
         return notifier.pass(n.id);
     }
     let (fd, addr_ptr, len) = (n.args[0], n.args[1], n.args[2] as usize);
-    let raw = read_memory(n.pid, addr_ptr, len.min(128))?;
+    let memory = Memory::open(notifier, n)?;
+    let raw = memory.read(addr_ptr, len.min(128))?;
     let Some(dest) = parse_sockaddr(&raw) else {
         // unix sockets and the like: the namespace and Landlock decide, as without a gate.
         return notifier.pass(n.id);
@@ -268,6 +275,7 @@ fn handle_connect(
     if stream && crate::ip::canonical(dest.ip()) == PROXY.ip() && dest.port() == PROXY.port() {
         // airlock's proxy: the request on the connection is decided, not the connection.
         return hand_over(
+            &memory,
             notifier,
             state,
             relay,
@@ -336,6 +344,7 @@ fn handle_connect(
         return notifier.fail(n.id, libc::ECONNREFUSED);
     };
     hand_over(
+        &memory,
         notifier,
         state,
         relay,
@@ -349,9 +358,9 @@ fn handle_connect(
     )
 }
 
-/// Put our socket, connected to the relay, in place of the sandbox's, and tell the relay where
-/// that connection goes.
+/// Send the sandbox's connect to the relay, at the address that names `target`.
 fn hand_over(
+    memory: &Memory,
     notifier: &Notifier,
     state: &State,
     relay: u16,
@@ -386,7 +395,7 @@ fn hand_over(
     if (n.args[2] as usize) < sockaddr.len() {
         return notifier.fail(n.id, libc::EINVAL);
     }
-    write_memory(n.pid, n.args[1], &sockaddr)?;
+    memory.write(n.args[1], &sockaddr)?;
     notifier.pass(n.id)
 }
 
@@ -546,7 +555,11 @@ fn proxy(mut client: TcpStream, state: &State) {
         return;
     };
     let connect = method == "CONNECT";
-    let port = port.unwrap_or(if connect { 443 } else { 80 });
+    let https = head
+        .windows(9)
+        .take(32)
+        .any(|w| w.eq_ignore_ascii_case(b" https://"));
+    let port = port.unwrap_or(if connect || https { 443 } else { 80 });
     let (decision, addr) =
         if !state.config.egress.may_resolve(&host).allowed && host.parse::<IpAddr>().is_err() {
             (state.config.egress.may_resolve(&host), None)
@@ -664,6 +677,9 @@ struct Listed<'a> {
     id: u64,
 }
 
+/// Relayed connections one sandbox may have open at once; more are refused.
+const MAX_OPEN: usize = 4096;
+
 impl<'a> Listed<'a> {
     fn new(state: &'a State, client: &TcpStream) -> Listed<'a> {
         let id = state
@@ -718,6 +734,20 @@ fn relay_with(mut client: TcpStream, target: Target, state: &State, mut first: V
     }
     // Listed while it is open, so that cutting the network can close it.
     let _listed = Listed::new(state, &client);
+    if state.open.lock().map_or(0, |open| open.len()) > MAX_OPEN {
+        let decision = Decision {
+            allowed: false,
+            rule: format!("more than {MAX_OPEN} connections open at once"),
+        };
+        let mut e = event("connect", &decision);
+        (e.name, e.ip, e.port) = (
+            target.name.clone(),
+            Some(target.addr.ip()),
+            Some(target.addr.port()),
+        );
+        (state.config.on_event)(&e);
+        return;
+    }
     let Ok(mut upstream) = TcpStream::connect_timeout(&target.addr, Duration::from_secs(10)) else {
         return;
     };

@@ -73,6 +73,12 @@ impl Notifier {
         sys::notif_send(self.listener.as_fd(), id, val, 0, false).map_err(io)
     }
 
+    /// Is notification `id` still waiting? Checked after opening the process's memory, so that
+    /// a pid reused by another process meanwhile is never read or written.
+    pub fn still_waiting(&self, id: u64) -> bool {
+        sys::notif_id_valid(self.listener.as_fd(), id)
+    }
+
     /// Has every process using the filter gone?
     fn hung_up(&self) -> bool {
         let mut fds = [nix::poll::PollFd::new(
@@ -88,14 +94,6 @@ impl Notifier {
     }
 }
 
-/// Write `bytes` at `addr` in process `pid` (through /proc/PID/mem, as a debugger does).
-pub fn write_memory(pid: u32, addr: u64, bytes: &[u8]) -> io::Result<()> {
-    let mem = std::fs::OpenOptions::new()
-        .write(true)
-        .open(format!("/proc/{pid}/mem"))?;
-    mem.write_all_at(bytes, addr)
-}
-
 /// The thread-group (process) id of thread `tid`.
 fn tgid(tid: u32) -> io::Result<i32> {
     std::fs::read_to_string(format!("/proc/{tid}/status"))?
@@ -105,13 +103,36 @@ fn tgid(tid: u32) -> io::Result<i32> {
         .ok_or_else(|| io::Error::other("no Tgid"))
 }
 
-/// Read `len` bytes at `addr` in process `pid` (a syscall argument it pointed to). The caller
-/// must only trust the bytes for what it does itself: the process may change them afterwards.
-pub fn read_memory(pid: u32, addr: u64, len: usize) -> io::Result<Vec<u8>> {
-    let mem = std::fs::File::open(format!("/proc/{pid}/mem"))?;
-    let mut buf = vec![0u8; len];
-    mem.read_exact_at(&mut buf, addr)?;
-    Ok(buf)
+/// The memory of the thread that sent notification `n`, opened and then checked to still be
+/// that thread's (see [`Notifier::still_waiting`]).
+pub struct Memory {
+    file: std::fs::File,
+}
+
+impl Memory {
+    pub fn open(notifier: &Notifier, n: &Notification) -> io::Result<Memory> {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(format!("/proc/{}/mem", n.pid))?;
+        if !notifier.still_waiting(n.id) {
+            return Err(io::Error::other("the thread is gone"));
+        }
+        Ok(Memory { file })
+    }
+
+    /// `len` bytes at `addr` (a syscall argument it pointed to). Trust them only for what the
+    /// caller itself does: the process may change them afterwards.
+    pub fn read(&self, addr: u64, len: usize) -> io::Result<Vec<u8>> {
+        let mut buf = vec![0u8; len];
+        self.file.read_exact_at(&mut buf, addr)?;
+        Ok(buf)
+    }
+
+    /// Write `bytes` at `addr` (as a debugger does).
+    pub fn write(&self, addr: u64, bytes: &[u8]) -> io::Result<()> {
+        self.file.write_all_at(bytes, addr)
+    }
 }
 
 /// The socket type (`libc::SOCK_STREAM`, `SOCK_DGRAM`…) of fd `fd` of process `pid`, read from a
@@ -123,16 +144,4 @@ pub fn socket_type(pid: u32, fd: u64) -> io::Result<i32> {
     let kind =
         nix::sys::socket::getsockopt(&copy, nix::sys::socket::sockopt::SockType).map_err(io)?;
     Ok(kind as i32)
-}
-
-/// Whether fd `fd` of process `pid` is non-blocking (its file status flags).
-pub fn is_nonblocking(pid: u32, fd: u64) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{fd}"))
-        .ok()
-        .and_then(|text| {
-            text.lines()
-                .find_map(|l| l.strip_prefix("flags:"))
-                .and_then(|f| i32::from_str_radix(f.trim(), 8).ok())
-        })
-        .is_some_and(|flags| flags & libc::O_NONBLOCK != 0)
 }

@@ -252,6 +252,19 @@ pub(crate) fn install_seccomp_listener(program: &[libc::sock_filter]) -> nix::Re
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
+/// Is notification `id` still waiting (its thread alive and in the syscall)?
+pub(crate) fn notif_id_valid(listener: BorrowedFd, id: u64) -> bool {
+    // SAFETY: `id` is a live u64, the type this ioctl reads.
+    let ret = unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_ID_VALID,
+            &id as *const u64,
+        )
+    };
+    ret == 0
+}
+
 /// Does the kernel have seccomp user notifications (asks their structure sizes)?
 pub(crate) fn seccomp_notify_supported() -> bool {
     let mut sizes = libc::seccomp_notif_sizes {
