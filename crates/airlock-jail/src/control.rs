@@ -168,7 +168,9 @@ impl SandboxId {
         loop {
             let mut running = 0;
             for pid in self.processes() {
-                if !matches!(stat(pid), Some(('T', _, _))) {
+                // A zombie is as stopped as it gets: a stopped shell cannot reap the child
+                // that just ended, which would otherwise count as running forever.
+                if !matches!(stat(pid), Some(('T' | 't' | 'Z' | 'X', _, _)) | None) {
                     running += 1;
                     match kill(Pid::from_raw(pid), Signal::SIGSTOP) {
                         // It ended between the listing and the signal.
