@@ -242,8 +242,8 @@ impl RunCgroup {
         &self.join
     }
 
-    /// The sandbox holds its own copies of the `tasks` files from the clone on; the supervisor
-    /// needs them no more.
+    /// The setup process holds its own copies of the `tasks` files once they were sent; the
+    /// supervisor needs them no more.
     pub fn close_tasks_files(&mut self) {
         if let Join::ItselfThrough(files) = &mut self.join {
             files.clear();

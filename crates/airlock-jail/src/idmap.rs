@@ -10,12 +10,11 @@ use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 
 use nix::sys::signal::{kill, Signal};
-use nix::sys::wait::waitpid;
 use nix::unistd::Pid;
 
 use crate::error::{PathContext, Result, SyscallContext, UNEXPECTED};
 use crate::spec::IdMapping;
-use crate::sys::{clone_fork, Forked};
+use crate::sys::{clone_idle, IdleChild};
 
 /// Largest valid id: (u32)-1 means "no id".
 const ID_LIMIT: u64 = u32::MAX as u64;
@@ -78,7 +77,8 @@ pub(crate) fn write_maps(
 /// critical path.
 pub(crate) struct HelperNamespace {
     pub fd: OwnedFd,
-    helper: Option<Pid>,
+    /// Killed and reaped when dropped.
+    helper: Option<IdleChild>,
 }
 
 impl HelperNamespace {
@@ -100,49 +100,31 @@ impl HelperNamespace {
     }
 
     fn create(uid_map: &str, gid_map: &str) -> Result<HelperNamespace> {
-        let helper = match clone_fork(libc::CLONE_NEWUSER)
-            .during("create a user namespace", "run 'airlock check'")?
-        {
-            Forked::Child => loop {
-                nix::unistd::pause();
-            },
-            Forked::Parent(pid) => pid,
-        };
+        let helper = clone_idle(libc::CLONE_NEWUSER)
+            .during("create a user namespace", "run 'airlock check'")?;
         let namespace = HelperNamespace {
-            fd: open_user_namespace(helper)?,
+            fd: open_user_namespace(helper.pid)?,
             helper: Some(helper),
         };
-        write_maps(helper, uid_map, gid_map, false, UNEXPECTED)?;
-        // The fd keeps the namespace alive; the helper has nothing more to do.
-        let _ = kill(helper, Signal::SIGKILL);
+        if let Some(helper) = &namespace.helper {
+            write_maps(helper.pid, uid_map, gid_map, false, UNEXPECTED)?;
+            // The fd keeps the namespace alive; the helper has nothing more to do.
+            let _ = kill(helper.pid, Signal::SIGKILL);
+        }
         Ok(namespace)
     }
 
     /// Collect the helper process.
     pub(crate) fn reap(&mut self) {
-        if let Some(helper) = self.helper.take() {
-            let _ = kill(helper, Signal::SIGKILL);
-            let _ = waitpid(helper, None);
-        }
-    }
-}
-
-impl Drop for HelperNamespace {
-    fn drop(&mut self) {
-        self.reap();
+        self.helper.take();
     }
 }
 
 fn open_user_namespace(helper: Pid) -> Result<OwnedFd> {
     let ns = PathBuf::from(format!("/proc/{helper}/ns/user"));
-    match std::fs::File::open(&ns) {
-        Ok(file) => Ok(OwnedFd::from(file)),
-        Err(e) => {
-            let _ = kill(helper, Signal::SIGKILL);
-            let _ = waitpid(helper, None);
-            Err(e).on_path("open", ns, UNEXPECTED)
-        }
-    }
+    std::fs::File::open(&ns)
+        .map(OwnedFd::from)
+        .on_path("open", ns, UNEXPECTED)
 }
 
 #[cfg(test)]

@@ -27,8 +27,9 @@ pub(crate) const MSG_ERROR: u8 = b'E';
 pub(crate) const MSG_GO: u8 = b'g';
 /// Root only: two user namespace fds, for the idmapped workspace and for the sandbox itself.
 pub(crate) const MSG_NAMESPACES: u8 = b'n';
-/// The setup process is in the run's cgroup (or there is none).
-pub(crate) const MSG_IN_CGROUP: u8 = b'c';
+/// When the run has a cgroup: made while we mounted. On v1 it carries the `tasks` files the setup
+/// process writes itself into; on v2 the supervisor has moved the setup process already.
+pub(crate) const MSG_CGROUP: u8 = b'c';
 /// After READY: the caller's last check passed; start the command.
 pub(crate) const MSG_START: u8 = b's';
 /// From the setup process over the control socket, before READY, in a gated sandbox: the DNS
@@ -48,7 +49,7 @@ impl SetupChannel {
     fn receive(&mut self, expected: u8) -> Result<Vec<OwnedFd>> {
         let mut byte = [0u8; 1];
         let mut iov = [std::io::IoSliceMut::new(&mut byte)];
-        let mut space = nix::cmsg_space!([std::os::fd::RawFd; 2]);
+        let mut space = nix::cmsg_space!([std::os::fd::RawFd; 3]);
         let message = recvmsg::<()>(
             self.control.as_raw_fd(),
             &mut iov,
@@ -122,18 +123,9 @@ pub(crate) struct SetupMode<'a> {
     pub output: Option<&'a crate::output::SandboxEnds>,
     /// airlock runs as root: mount first, then enter a user namespace.
     pub rootful: bool,
-    /// No memory cgroup: limit the address space with RLIMIT_AS instead.
-    pub memory_by_rlimit: bool,
-    /// How this process gets into the run's cgroup, if there is one.
-    pub join_cgroup: CgroupEntry<'a>,
-}
-
-/// See [`crate::cgroup::Join`].
-pub(crate) enum CgroupEntry<'a> {
-    /// Write `0` to each of these `tasks` files (none: there is no cgroup).
-    Itself(&'a [OwnedFd]),
-    /// Wait for the supervisor's MSG_IN_CGROUP.
-    AddedBySupervisor,
+    /// The run has a cgroup, which the supervisor makes while we mount (see [`MSG_CGROUP`]).
+    /// Without one, the address space is limited with RLIMIT_AS instead of memory.
+    pub has_cgroup: bool,
 }
 
 /// Entry point of the setup process; never returns.
@@ -154,13 +146,6 @@ fn setup(spec: &SandboxSpec, channel: &mut SetupChannel, mode: &SetupMode) -> Re
     let rootful = mode.rootful;
     // If the supervisor dies, so does the sandbox, at every step from here on.
     prctl::set_pdeathsig(Signal::SIGKILL).during("set the parent-death signal", UNEXPECTED)?;
-    // Into the run's cgroup first, so that everything from here on counts against its limits.
-    if let CgroupEntry::Itself(tasks_files) = mode.join_cgroup {
-        for file in tasks_files {
-            nix::unistd::write(file, b"0")
-                .during("join the run's cgroup", "run 'airlock check'")?;
-        }
-    }
     // Leave the caller's session and process group: the terminal's signals go to the supervisor,
     // which forwards them once, and this process has no controlling terminal to hand down.
     setsid().during("start a new session", UNEXPECTED)?;
@@ -229,10 +214,14 @@ fn setup(spec: &SandboxSpec, channel: &mut SetupChannel, mode: &SetupMode) -> Re
     };
     rootfs::finish_and_enter(&plan, namespaces.as_ref().map(|(idmap, _)| idmap))?;
 
-    // On cgroup v2 the supervisor moves us into the run's cgroup while we mount; nothing may be
-    // forked before it is done.
-    if let CgroupEntry::AddedBySupervisor = mode.join_cgroup {
-        channel.receive(MSG_IN_CGROUP)?;
+    // Into the run's cgroup, which the supervisor made while we mounted, before anything that
+    // counts against its limits runs. On v1 we move ourselves by writing 0 to each `tasks` file
+    // it opened (see `cgroup::Join`); on v2 it has moved us already.
+    if mode.has_cgroup {
+        for tasks_file in channel.receive(MSG_CGROUP)? {
+            nix::unistd::write(&tasks_file, b"0")
+                .during("join the run's cgroup", "run 'airlock check'")?;
+        }
     }
     // A cgroup namespace rooted at the run's cgroup: the sandbox sees no other cgroup.
     unshare(CloneFlags::CLONE_NEWCGROUP)
@@ -257,7 +246,7 @@ fn setup(spec: &SandboxSpec, channel: &mut SetupChannel, mode: &SetupMode) -> Re
     prctl::set_dumpable(false).during("make the sandbox's init undumpable", UNEXPECTED)?;
     confine::set_no_new_privs()?;
     confine::apply_landlock(spec, relay_port)?;
-    confine::apply_rlimits(spec, mode.memory_by_rlimit)?;
+    confine::apply_rlimits(spec, !mode.has_cgroup)?;
     confine::drop_capabilities()?;
     if spec.network_gate {
         let listener = confine::apply_seccomp_gated()?;

@@ -21,8 +21,8 @@ use crate::error::{JailError, PathContext, Result, SyscallContext, UNEXPECTED};
 use crate::idmap::{self, HelperNamespace};
 use crate::init::forwarded_set;
 use crate::inside::{
-    self, CgroupEntry, SetupChannel, SetupMode, MSG_ERROR, MSG_GATE, MSG_GO, MSG_IN_CGROUP,
-    MSG_NAMESPACES, MSG_READY, MSG_START,
+    self, SetupChannel, SetupMode, MSG_CGROUP, MSG_ERROR, MSG_GATE, MSG_GO, MSG_NAMESPACES,
+    MSG_READY, MSG_START,
 };
 use crate::output::{OutputRelay, Wait};
 use crate::probe;
@@ -143,9 +143,6 @@ pub fn spawn(
         flags |= libc::CLONE_NEWUSER;
     }
     let etc = crate::etc::prepare(cache, spec)?;
-    // Made before the clone, so that the setup process can join it itself (see `cgroup::Join`).
-    // Removed again by its Drop if the launch fails.
-    let mut cgroup = RunCgroup::create(&support, &spec.limits)?;
     let (output, output_ends) = match spec.limits.output_bytes {
         Some(limit) => {
             let (relay, ends) =
@@ -154,17 +151,28 @@ pub fn spawn(
         }
         None => (None, None),
     };
+    // Root: the user namespaces the setup process will use, made now while the second CPU is
+    // otherwise idle, rather than while the setup process mounts and competes for it.
+    let helper_namespaces = if rootful {
+        let owner = std::fs::metadata(&spec.workspace.lower).on_path(
+            "inspect the workspace",
+            &spec.workspace.lower,
+            "does the workspace still exist?",
+        )?;
+        let host = (spec.ids.host_uid, spec.ids.host_gid);
+        vec![
+            HelperNamespace::idmapped_workspace((owner.uid(), owner.gid()), host)?,
+            HelperNamespace::sandbox(&spec.ids)?,
+        ]
+    } else {
+        Vec::new()
+    };
     let mode = SetupMode {
         staging,
         etc: &etc.dir,
         rootful,
-        memory_by_rlimit: cgroup.is_none(),
         output: output_ends.as_ref(),
-        join_cgroup: match cgroup.as_ref().map(RunCgroup::join) {
-            Some(Join::ItselfThrough(files)) => CgroupEntry::Itself(files),
-            Some(Join::BySupervisor) => CgroupEntry::AddedBySupervisor,
-            None => CgroupEntry::Itself(&[]),
-        },
+        has_cgroup: !matches!(support, cgroup::CgroupSupport::Unavailable { .. }),
     };
     let pid = match clone_fork(flags).during(
         "create the sandbox namespaces",
@@ -184,9 +192,6 @@ pub fn spawn(
         Forked::Parent(pid) => pid,
     };
     drop((control_child, report_write));
-    if let Some(group) = &mut cgroup {
-        group.close_tasks_files();
-    }
     // Only the sandbox may hold the write ends, or the relay would never see end of file.
     drop(output_ends);
     let pidfd = sys::pidfd_open(pid).during("watch the sandbox", "kernel >= 5.3 is required")?;
@@ -194,8 +199,8 @@ pub fn spawn(
         pid,
         pidfd,
         signals,
-        cgroup,
-        helper_namespaces: Vec::new(),
+        cgroup: None,
+        helper_namespaces,
         output,
         _etc: etc,
         gate: None,
@@ -205,6 +210,7 @@ pub fn spawn(
         spec,
         &mut sandbox,
         rootful,
+        &support,
         control_parent,
         report_read,
         gate,
@@ -281,12 +287,13 @@ fn handshake(
     spec: &SandboxSpec,
     sandbox: &mut Sandbox,
     rootful: bool,
+    support: &cgroup::CgroupSupport,
     control: OwnedFd,
     report: OwnedFd,
     gate: &mut dyn FnMut() -> std::result::Result<(), String>,
 ) -> Result<()> {
     let mut report = std::fs::File::from(report);
-    let Err(err) = drive_setup(spec, sandbox, rootful, &control) else {
+    let Err(err) = drive_setup(spec, sandbox, rootful, support, &control) else {
         // While the setup process mounts: the caller's last check (an fsync, say) costs nothing
         // then. Its verdict is only sent after the setup process is ready.
         let verdict = gate();
@@ -323,6 +330,7 @@ fn drive_setup(
     spec: &SandboxSpec,
     sandbox: &mut Sandbox,
     rootful: bool,
+    support: &cgroup::CgroupSupport,
     control: &OwnedFd,
 ) -> Result<()> {
     if !rootful {
@@ -337,22 +345,27 @@ fn drive_setup(
     }
     send(control, MSG_GO, &[])?;
     if rootful {
-        let owner = std::fs::metadata(&spec.workspace.lower).on_path(
-            "inspect the workspace",
-            &spec.workspace.lower,
-            "does the workspace still exist?",
-        )?;
-        let host = (spec.ids.host_uid, spec.ids.host_gid);
-        let workspace_view = HelperNamespace::idmapped_workspace((owner.uid(), owner.gid()), host)?;
-        let sandbox_userns = HelperNamespace::sandbox(&spec.ids)?;
-        let fds = [workspace_view.fd.as_raw_fd(), sandbox_userns.fd.as_raw_fd()];
-        sandbox.helper_namespaces = vec![workspace_view, sandbox_userns];
+        let fds: Vec<RawFd> = sandbox
+            .helper_namespaces
+            .iter()
+            .map(|namespace| namespace.fd.as_raw_fd())
+            .collect();
         send(control, MSG_NAMESPACES, &fds)?;
     }
-    if let Some(group) = &sandbox.cgroup {
-        if let Join::BySupervisor = group.join() {
-            group.add(sandbox.pid)?;
-            send(control, MSG_IN_CGROUP, &[])?;
+    // Made now, while the setup process mounts, rather than before the clone, where it would
+    // delay everything. Removed by its Drop if the launch fails from here on.
+    sandbox.cgroup = RunCgroup::create(support, &spec.limits)?;
+    if let Some(group) = &mut sandbox.cgroup {
+        match group.join() {
+            Join::ItselfThrough(tasks_files) => {
+                let fds: Vec<RawFd> = tasks_files.iter().map(AsRawFd::as_raw_fd).collect();
+                send(control, MSG_CGROUP, &fds)?;
+                group.close_tasks_files();
+            }
+            Join::BySupervisor => {
+                group.add(sandbox.pid)?;
+                send(control, MSG_CGROUP, &[])?;
+            }
         }
     }
     Ok(())

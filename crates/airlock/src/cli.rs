@@ -39,6 +39,30 @@ pub struct Cli {
     pub command: Command,
 }
 
+impl Cli {
+    /// The process's arguments, parsed. `airlock run` is on the path of every command an agent
+    /// makes, and clap builds its whole command tree (every subcommand, every help text) before
+    /// it parses: a fifth of a millisecond. So `airlock run ...` builds just `run`; anything else
+    /// (and any error, `--help` too) goes through the whole tree, so that every message is the
+    /// same as it would be without this shortcut.
+    pub fn from_args() -> Result<Self, clap::Error> {
+        use clap::FromArgMatches;
+        let args: Vec<OsString> = std::env::args_os().collect();
+        if args.get(1).is_some_and(|word| word == "run") {
+            let only_run = GlobalArgs::augment_args(clap::Command::new("airlock"))
+                .subcommand_required(true)
+                .subcommand(RunArgs::augment_args(clap::Command::new("run")));
+            if let Ok(cli) = only_run
+                .try_get_matches_from(&args)
+                .and_then(|matches| Self::from_arg_matches(&matches))
+            {
+                return Ok(cli);
+            }
+        }
+        Self::try_parse_from(args)
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct GlobalArgs {
     /// Where sessions live [default: /var/lib/airlock as root, else $XDG_STATE_HOME/airlock]

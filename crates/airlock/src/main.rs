@@ -12,15 +12,13 @@ mod session;
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 use cli::{Cli, Command, SessionCommand};
 
 /// airlock's own failure: bad input, a refused run, a sandbox that could not be built.
 pub const EXIT_AIRLOCK_ERROR: u8 = 125;
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let cli = match Cli::from_args() {
         Ok(cli) => cli,
         Err(err) => {
             // --help and --version are not errors; a bad argument is airlock's failure (125), never
