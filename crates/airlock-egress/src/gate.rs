@@ -96,6 +96,8 @@ struct State {
     /// were sent to (127.64.0.0/10 + id).
     pending: Mutex<HashMap<u32, Target>>,
     next_pending: std::sync::atomic::AtomicU32,
+    /// See [`host_addresses`].
+    host_addresses: Vec<IpAddr>,
 }
 
 /// Start the gate's threads; they end with the sandbox.
@@ -111,6 +113,7 @@ pub fn start(gate: airlock_jail::Gate, config: Config) -> io::Result<()> {
         synthetic: Mutex::new(Synthetic::default()),
         pending: Mutex::new(HashMap::new()),
         next_pending: std::sync::atomic::AtomicU32::new(1),
+        host_addresses: host_addresses()?,
     });
     let dns_socket = UdpSocket::from(gate.dns);
     let dns_state = state.clone();
@@ -124,6 +127,31 @@ pub fn start(gate: airlock_jail::Gate, config: Config) -> io::Result<()> {
     let notifier = gate.notifier;
     std::thread::spawn(move || serve_connects(notifier, state, relay_port));
     Ok(())
+}
+
+/// Decide a connection to `addr`, reached by `name` (None: by bare address); `trusted` when the
+/// user mapped the name to the address themselves (`--resolve`).
+fn decide(state: &State, name: Option<&str>, addr: SocketAddr, trusted: bool) -> Decision {
+    let egress = &state.config.egress;
+    match name {
+        Some(name) if trusted => egress.decide_trusted(name, addr.ip(), addr.port()),
+        _ => egress.decide_on_host(name, addr.ip(), addr.port(), &state.host_addresses),
+    }
+}
+
+/// The addresses of the host's own interfaces, which a sandbox may reach only when an allow
+/// entry names them. Read once, when the gate starts.
+fn host_addresses() -> io::Result<Vec<IpAddr>> {
+    let interfaces = nix::ifaddrs::getifaddrs().map_err(io::Error::from)?;
+    Ok(interfaces
+        .filter_map(|interface| interface.address)
+        .filter_map(|addr| {
+            addr.as_sockaddr_in()
+                .map(|v4| IpAddr::V4(v4.ip()))
+                .or_else(|| addr.as_sockaddr_in6().map(|v6| IpAddr::V6(v6.ip())))
+        })
+        .map(crate::ip::canonical)
+        .collect())
 }
 
 fn is_cut(state: &State) -> bool {
@@ -310,20 +338,7 @@ fn handle_connect(
     }
     let (decision, target) = match &name {
         Some(name) => match resolve(state, name, dest.port()) {
-            Ok((addr, trusted)) => {
-                let decision = if trusted {
-                    state
-                        .config
-                        .egress
-                        .decide_trusted(name, addr.ip(), addr.port())
-                } else {
-                    state
-                        .config
-                        .egress
-                        .decide(Some(name), addr.ip(), addr.port())
-                };
-                (decision, Some(addr))
-            }
+            Ok((addr, trusted)) => (decide(state, Some(name), addr, trusted), Some(addr)),
             Err(e) => (
                 Decision {
                     allowed: false,
@@ -332,10 +347,7 @@ fn handle_connect(
                 None,
             ),
         },
-        None => (
-            state.config.egress.decide(None, dest.ip(), dest.port()),
-            Some(dest),
-        ),
+        None => (decide(state, None, dest, false), Some(dest)),
     };
     let mut e = event("connect", &decision);
     (e.name, e.ip, e.port) = (name.clone(), target.map(|t| t.ip()), Some(dest.port()));
@@ -564,20 +576,11 @@ fn proxy(mut client: TcpStream, state: &State) {
         if !state.config.egress.may_resolve(&host).allowed && host.parse::<IpAddr>().is_err() {
             (state.config.egress.may_resolve(&host), None)
         } else if let Ok(ip) = host.parse::<IpAddr>() {
-            (
-                state.config.egress.decide(None, ip, port),
-                Some(SocketAddr::new(ip, port)),
-            )
+            let addr = SocketAddr::new(ip, port);
+            (decide(state, None, addr, false), Some(addr))
         } else {
             match resolve(state, &host, port) {
-                Ok((addr, trusted)) => (
-                    if trusted {
-                        state.config.egress.decide_trusted(&host, addr.ip(), port)
-                    } else {
-                        state.config.egress.decide(Some(&host), addr.ip(), port)
-                    },
-                    Some(addr),
-                ),
+                Ok((addr, trusted)) => (decide(state, Some(&host), addr, trusted), Some(addr)),
                 Err(e) => (
                     Decision {
                         allowed: false,

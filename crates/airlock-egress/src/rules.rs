@@ -328,6 +328,20 @@ impl Egress {
 
     /// May the sandbox connect to `addr:port`, reached by `name` (None: by bare address)?
     pub fn decide(&self, name: Option<&str>, addr: IpAddr, port: u16) -> Decision {
+        self.decide_on_host(name, addr, port, &[])
+    }
+
+    /// [`Egress::decide`] on a host whose own interfaces have the addresses `host`: they are
+    /// refused like its loopback (a service listening on 0.0.0.0 answers on each of them, so a
+    /// public address of the host is as much the host as 127.0.0.1), unless an allow entry
+    /// names them.
+    pub fn decide_on_host(
+        &self,
+        name: Option<&str>,
+        addr: IpAddr,
+        port: u16,
+        host: &[IpAddr],
+    ) -> Decision {
         let (allow, deny) = self.lists();
         if matches!(self, Egress::None) {
             return Decision::deny("network = \"none\"");
@@ -342,7 +356,8 @@ impl Egress {
         let explicit = allow
             .iter()
             .find(|d| d.matches_addr(addr) && d.port_matches(port));
-        if let Some(kind) = ip::special(addr) {
+        let own = host.contains(&ip::canonical(addr));
+        if let Some(kind) = ip::special(addr).or(own.then_some("this host's own")) {
             return match explicit {
                 Some(rule) => Decision::allow(format!("allow {rule}")),
                 None => Decision::deny(format!(
@@ -386,6 +401,39 @@ mod tests {
 
     fn ip(text: &str) -> IpAddr {
         text.parse().unwrap()
+    }
+
+    #[test]
+    fn the_hosts_own_addresses_need_an_entry_naming_them() {
+        let host = [ip("45.45.45.45"), ip("2a01:4f8::7")];
+        let open = Egress::Open {
+            allow: vec![],
+            deny: vec![],
+        };
+        for addr in ["45.45.45.45", "::ffff:45.45.45.45", "2a01:4f8::7"] {
+            let decision = open.decide_on_host(None, ip(addr), 80, &host);
+            assert!(!decision.allowed, "{addr}");
+            assert!(
+                decision.rule.contains("this host's own"),
+                "{}",
+                decision.rule
+            );
+        }
+        assert!(
+            open.decide_on_host(None, ip("45.45.45.46"), 80, &host)
+                .allowed
+        );
+        let named = allow(&["site.test", "45.45.45.45:8080"], &[]);
+        assert!(
+            !named
+                .decide_on_host(Some("site.test"), ip("45.45.45.45"), 80, &host)
+                .allowed
+        );
+        assert!(
+            named
+                .decide_on_host(None, ip("45.45.45.45"), 8080, &host)
+                .allowed
+        );
     }
 
     #[test]

@@ -632,3 +632,64 @@ attempt("good", b"GET / HTTP/1.1\r\nHost: allowed.test\r\nConnection: close\r\n\
         assert!(said.contains("good ANSWERED"), "{said}\n{}", stderr(&out));
     }
 );
+
+both_modes!(the_hosts_own_public_address_is_the_host, |w: &World| {
+    // A host with a public address: a service listening on 0.0.0.0 answers there too, so a
+    // sandbox that may reach "everything" could reach the host's services through it. Built in
+    // a network namespace of this test's own (this thread's: the processes it starts inherit
+    // it), with 45.45.45.45 on its loopback.
+    if !support::is_root() {
+        eprintln!("skipped: making a network namespace needs root");
+        return;
+    }
+    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET).unwrap();
+    for args in [
+        &["link", "set", "lo", "up"][..],
+        &["addr", "add", "45.45.45.45/32", "dev", "lo"],
+    ] {
+        assert!(Command::new("ip").args(args).status().unwrap().success());
+    }
+    let port = free_port();
+    let _service = Server {
+        child: Command::new("/usr/bin/python3")
+            .args(["-m", "http.server", "--bind", "0.0.0.0", &port.to_string()])
+            .current_dir(&w.outside)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+        port,
+    };
+    wait_listening(port);
+    let script = format!(
+        r#"
+import socket
+try:
+    socket.create_connection(("45.45.45.45", {port}), timeout=3); print("REACHED")
+except Exception as e:
+    print("blocked", type(e).__name__)
+"#
+    );
+    // Without airlock, the address reaches the host's service.
+    let outside = Command::new("/usr/bin/python3")
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&outside).trim(), "REACHED");
+    let open = w.profile("network = \"open\"\n");
+    let out = run_python(w, &open, &script);
+    assert!(ran(&out).contains("blocked"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("this host's own address 45.45.45.45"),
+        "{}",
+        stderr(&out)
+    );
+    // An allow entry naming the address opens it, as for a private one.
+    let named = w.base.join("named.toml");
+    w.write(
+        &named,
+        &format!("network = {{ allow = [\"45.45.45.45:{port}\"] }}\n"),
+    );
+    let out = run_python(w, named.to_str().unwrap(), &script);
+    assert!(ran(&out).contains("REACHED"), "{}", stderr(&out));
+});
