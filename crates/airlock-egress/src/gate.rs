@@ -82,6 +82,10 @@ struct Target {
     addr: SocketAddr,
     /// A connection to airlock's proxy: its request says where it goes.
     proxy: bool,
+    /// A plain-HTTP request airlock's proxy forwards. A later request on the connection for
+    /// another host is then the client reusing its proxy connection, not fronting: the
+    /// connection is closed without a word, and the client's next one is decided afresh.
+    forwarded: bool,
 }
 
 struct State {
@@ -313,6 +317,7 @@ fn handle_connect(
                 name: None,
                 addr: PROXY,
                 proxy: true,
+                forwarded: false,
             },
         );
     }
@@ -366,6 +371,7 @@ fn handle_connect(
             name,
             addr: target,
             proxy: false,
+            forwarded: false,
         },
     )
 }
@@ -533,6 +539,35 @@ fn copy(from: &mut TcpStream, to: &mut TcpStream) -> u64 {
     }
 }
 
+/// [`copy`] for plain HTTP: the client's requests pass only as [`crate::http1::Requests`] lets
+/// them. Err: a request was refused (bytes copied, and why).
+fn copy_requests(
+    from: &mut TcpStream,
+    to: &mut TcpStream,
+    mut requests: crate::http1::Requests,
+) -> Result<u64, (u64, crate::http1::Refusal)> {
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut out = Vec::with_capacity(buf.len());
+    let mut total = 0u64;
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) => return Ok(total),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => return Ok(total),
+        };
+        out.clear();
+        let verdict = requests.feed(&buf[..n], &mut out);
+        if to.write_all(&out).is_err() {
+            return Ok(total);
+        }
+        total += out.len() as u64;
+        if let Err(refusal) = verdict {
+            return Err((total, refusal));
+        }
+    }
+}
+
 /// A connection to airlock's proxy: decide its request (CONNECT host:port, or an absolute-form
 /// http:// request) as the gate decides a connection, then go on as a connection to that host.
 fn proxy(mut client: TcpStream, state: &State) {
@@ -616,6 +651,7 @@ fn proxy(mut client: TcpStream, state: &State) {
                 name,
                 addr,
                 proxy: false,
+                forwarded: false,
             },
             state,
         );
@@ -628,6 +664,7 @@ fn proxy(mut client: TcpStream, state: &State) {
                 name,
                 addr,
                 proxy: false,
+                forwarded: true,
             },
             state,
             origin_form(&head),
@@ -802,7 +839,37 @@ fn relay_with(mut client: TcpStream, target: Target, state: &State, mut first: V
         (state.config.on_event)(&e);
         return;
     }
-    if upstream.write_all(&first).is_err() {
+    let fronting = |refusal: crate::http1::Refusal| {
+        let mut e = event(
+            "fronting",
+            &Decision {
+                allowed: false,
+                rule: refusal.to_string(),
+            },
+        );
+        (e.name, e.ip, e.port) = (
+            target.name.clone(),
+            Some(target.addr.ip()),
+            Some(target.addr.port()),
+        );
+        e
+    };
+    // Plain HTTP: every request on the connection is checked, not just the first (a kept-alive
+    // connection could carry the next one for another host).
+    let mut requests = match (&peeked, &target.name) {
+        (Peek::Http { .. }, Some(name)) => Some(crate::http1::Requests::new(name)),
+        _ => None,
+    };
+    let mut first_out = Vec::new();
+    match &mut requests {
+        Some(requests) => {
+            if let Err(refusal) = requests.feed(&first, &mut first_out) {
+                return (state.config.on_event)(&fronting(refusal));
+            }
+        }
+        None => first_out.clone_from(&first),
+    }
+    if upstream.write_all(&first_out).is_err() {
         return;
     }
     let (Ok(mut client_read), Ok(mut upstream_read)) = (client.try_clone(), upstream.try_clone())
@@ -810,13 +877,31 @@ fn relay_with(mut client: TcpStream, target: Target, state: &State, mut first: V
         return;
     };
     let out_thread = std::thread::spawn(move || {
-        let n = copy(&mut client_read, &mut upstream);
+        let outcome = match requests {
+            Some(requests) => copy_requests(&mut client_read, &mut upstream, requests),
+            None => Ok(copy(&mut client_read, &mut upstream)),
+        };
         let _ = upstream.shutdown(Shutdown::Write);
-        n
+        if outcome.is_err() {
+            // The other direction ends too: the connection is over.
+            let _ = upstream.shutdown(Shutdown::Both);
+            let _ = client_read.shutdown(Shutdown::Both);
+        }
+        outcome
     });
     let bytes_in = copy(&mut upstream_read, &mut client);
     let _ = client.shutdown(Shutdown::Write);
-    let bytes_out = out_thread.join().unwrap_or(0) + first.len() as u64;
+    let bytes_out = match out_thread.join() {
+        Ok(Ok(n)) => n,
+        Ok(Err((n, refusal))) => {
+            let reused = matches!(refusal, crate::http1::Refusal::OtherHost(_)) && target.forwarded;
+            if !reused {
+                (state.config.on_event)(&fronting(refusal));
+            }
+            n
+        }
+        Err(_) => 0,
+    } + first_out.len() as u64;
     let decision = Decision {
         allowed: true,
         rule: "closed".into(),

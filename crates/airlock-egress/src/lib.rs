@@ -4,6 +4,7 @@
 
 pub mod dns;
 pub mod gate;
+pub mod http1;
 pub mod ip;
 pub mod rules;
 pub mod sni;

@@ -5,7 +5,6 @@
 
 mod support;
 
-use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 
 use support::{ran, stderr, stdout, Mode, World};
@@ -23,14 +22,6 @@ impl Drop for Server {
     }
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 fn wait_listening(port: u16) {
     for _ in 0..200 {
         if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
@@ -43,35 +34,55 @@ fn wait_listening(port: u16) {
 
 /// An HTTP server answering every GET with "hello from host" (plain, or TLS when `tls` names a
 /// directory holding cert.pem and key.pem).
+/// Start a python `script` that binds port 0 (so that no two servers of parallel tests can race
+/// for one port), prints the port it got, and serves; killed when dropped.
+fn python_server(script: &str, args: &[&std::ffi::OsStr]) -> Server {
+    use std::io::BufRead;
+    let mut child = Command::new("/usr/bin/python3")
+        .arg("-c")
+        .arg(script)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let port = line
+        .trim()
+        .parse()
+        .expect("the test server printed no port");
+    wait_listening(port);
+    Server { child, port }
+}
+
 fn server(tls: Option<&std::path::Path>) -> Server {
-    let port = free_port();
     let script = r#"
 import http.server, ssl, sys
 class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keeps connections alive between requests
     def do_GET(self):
         body = b"hello from host"
         self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers()
         self.wfile.write(body)
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self.do_GET()
     def log_message(self, *a): pass
-s = http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H)
-if len(sys.argv) > 2:
+s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+if len(sys.argv) > 1:
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.load_cert_chain(sys.argv[2] + "/cert.pem", sys.argv[2] + "/key.pem")
+    ctx.load_cert_chain(sys.argv[1] + "/cert.pem", sys.argv[1] + "/key.pem")
     s.socket = ctx.wrap_socket(s.socket, server_side=True)
+print(s.server_address[1], flush=True)
 s.serve_forever()
 "#;
-    let mut cmd = Command::new("/usr/bin/python3");
-    cmd.args(["-c", script, &port.to_string()]);
-    if let Some(dir) = tls {
-        cmd.arg(dir);
+    match tls {
+        Some(dir) => python_server(script, &[dir.as_os_str()]),
+        None => python_server(script, &[]),
     }
-    let child = cmd
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    wait_listening(port);
-    Server { child, port }
 }
 
 fn certificate(dir: &std::path::Path) {
@@ -342,23 +353,15 @@ both_modes!(
         r = repo.display()
     ));
         assert!(setup.status.success(), "{}", stderr(&setup));
-        let port = free_port();
-        let child = Command::new("/usr/bin/python3")
-            .args([
-                "-m",
-                "http.server",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--directory",
-            ])
-            .arg(&repo)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let _server = Server { child, port };
-        wait_listening(port);
+        let files = python_server(
+            "import functools, http.server, sys\n\
+             h = functools.partial(http.server.SimpleHTTPRequestHandler, directory=sys.argv[1])\n\
+             s = http.server.ThreadingHTTPServer(('127.0.0.1', 0), h)\n\
+             print(s.server_address[1], flush=True)\n\
+             s.serve_forever()\n",
+            &[repo.as_os_str()],
+        );
+        let port = files.port;
         // Without airlock the clone works from anywhere.
         let outside = w.outside(&format!(
             "git clone -q http://127.0.0.1:{port}/repo.git '{}/plain' && cat '{}/plain/f'",
@@ -636,12 +639,20 @@ attempt("good", b"GET / HTTP/1.1\r\nHost: allowed.test\r\nConnection: close\r\n\
 both_modes!(the_hosts_own_public_address_is_the_host, |w: &World| {
     // A host with a public address: a service listening on 0.0.0.0 answers there too, so a
     // sandbox that may reach "everything" could reach the host's services through it. Built in
-    // a network namespace of this test's own (this thread's: the processes it starts inherit
-    // it), with 45.45.45.45 on its loopback.
+    // a network namespace of this test's own, with 45.45.45.45 on its loopback, entered by a
+    // thread of its own (the processes it starts inherit it; nothing else runs in it).
     if !support::is_root() {
         eprintln!("skipped: making a network namespace needs root");
         return;
     }
+    std::thread::scope(|scope| {
+        if let Err(panic) = scope.spawn(|| own_address_in_a_namespace(w)).join() {
+            std::panic::resume_unwind(panic);
+        }
+    });
+});
+
+fn own_address_in_a_namespace(w: &World) {
     nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET).unwrap();
     for args in [
         &["link", "set", "lo", "up"][..],
@@ -649,18 +660,14 @@ both_modes!(the_hosts_own_public_address_is_the_host, |w: &World| {
     ] {
         assert!(Command::new("ip").args(args).status().unwrap().success());
     }
-    let port = free_port();
-    let _service = Server {
-        child: Command::new("/usr/bin/python3")
-            .args(["-m", "http.server", "--bind", "0.0.0.0", &port.to_string()])
-            .current_dir(&w.outside)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-        port,
-    };
-    wait_listening(port);
+    let service = python_server(
+        "import http.server\n\
+         s = http.server.ThreadingHTTPServer(('0.0.0.0', 0), http.server.BaseHTTPRequestHandler)\n\
+         print(s.server_address[1], flush=True)\n\
+         s.serve_forever()\n",
+        &[],
+    );
+    let port = service.port;
     let script = format!(
         r#"
 import socket
@@ -692,4 +699,56 @@ except Exception as e:
     );
     let out = run_python(w, named.to_str().unwrap(), &script);
     assert!(ran(&out).contains("REACHED"), "{}", stderr(&out));
-});
+}
+
+both_modes!(
+    a_kept_alive_connection_cannot_carry_a_later_request_elsewhere,
+    |w: &World| {
+        let http = server(None);
+        let port = http.port;
+        // Two requests on one connection, the second for another host: a shared server (a CDN, a
+        // virtual host) would serve it. The second is hidden behind a first that passes, and behind
+        // a body that looks like a request.
+        let script = |connect: &str| {
+            format!(
+                r#"
+import socket
+s = socket.create_connection(("{connect}", {port}), timeout=5)
+def exchange(request, answers=1):
+    s.sendall(request)
+    data = b""
+    while data.count(b"hello from host") < answers:
+        chunk = s.recv(4096)
+        if not chunk: return "closed"
+        data += chunk
+    return "answered"
+body = b"GET / HTTP/1.1\r\nHost: denied.test\r\n\r\n"
+print("first", exchange(b"POST / HTTP/1.1\r\nHost: allowed.test\r\nContent-Length: %d\r\n\r\n" % len(body) + body + b"GET / HTTP/1.1\r\nHost: allowed.test\r\n\r\n", 2))
+try: print("second", exchange(b"GET / HTTP/1.1\r\nHost: denied.test\r\n\r\n"))
+except Exception as e: print("second", "closed", type(e).__name__)
+"#
+            )
+        };
+        // Without airlock the server answers both.
+        let outside = w.outside(&format!(
+            "/usr/bin/python3 -c '{}'",
+            script("127.0.0.1").replace('\'', "'\\''")
+        ));
+        assert!(
+            stdout(&outside).contains("second answered"),
+            "{}{}",
+            stdout(&outside),
+            stderr(&outside)
+        );
+        let profile = w.profile(&format!("[network]\nallow = [\"allowed.test:{port}\"]\n"));
+        let out = run_python(w, &profile, &script("allowed.test"));
+        let said = ran(&out);
+        assert!(said.contains("first answered"), "{said}\n{}", stderr(&out));
+        assert!(said.contains("second closed"), "{said}\n{}", stderr(&out));
+        assert!(
+            stderr(&out).contains("a later request asked for denied.test"),
+            "{}",
+            stderr(&out)
+        );
+    }
+);

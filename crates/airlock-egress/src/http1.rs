@@ -1,0 +1,455 @@
+//! Every request on a plain-HTTP connection, not only the first. A client may keep a connection
+//! to an allowed name open and send its next request for another host, which a shared server (a
+//! CDN, a virtual-hosting front end) would serve: domain fronting one request late. So the gate
+//! follows the requests' framing (Content-Length, chunked) from head to head and checks each.
+//!
+//! Where the gate and a server could disagree on where a request ends (request smuggling), the
+//! connection is refused instead: both Content-Length and Transfer-Encoding, differing
+//! Content-Lengths, a transfer coding other than `chunked`, bare CR or LF in a head, folded
+//! header lines, whitespace before a header's colon.
+
+use crate::sni::{self, Peek};
+
+/// The longest request head (or chunk-size line, or trailer section) the gate holds.
+pub const MAX_HEAD: usize = 64 * 1024;
+
+/// Why the connection must be closed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// A later request named another host (the rule says which).
+    OtherHost(String),
+    /// Bytes the gate cannot follow as HTTP/1 requests the way every server would.
+    Malformed(String),
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refusal::OtherHost(rule) | Refusal::Malformed(rule) => f.write_str(rule),
+        }
+    }
+}
+
+impl From<String> for Refusal {
+    fn from(rule: String) -> Refusal {
+        Refusal::Malformed(rule)
+    }
+}
+
+impl From<&str> for Refusal {
+    fn from(rule: &str) -> Refusal {
+        Refusal::Malformed(rule.to_string())
+    }
+}
+
+/// Where the stream from the client is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum At {
+    /// In a request head, held until it is complete and checked.
+    Head,
+    /// In a body of known length: this many bytes left.
+    Body(u64),
+    /// In a chunk-size line.
+    ChunkSize,
+    /// In a chunk's data: this many bytes left, then its CRLF.
+    ChunkData(u64),
+    /// The CRLF after a chunk's data: this many bytes of it seen.
+    ChunkEnd(u8),
+    /// In the trailer section after the last chunk.
+    Trailers,
+    /// After a request that asked to switch protocols: the next bytes tell whether the server
+    /// did (see [`Requests::feed`]).
+    AfterUpgrade,
+    /// A tunnel or a switched protocol: no more HTTP requests to follow.
+    Opaque,
+}
+
+/// Checks the requests a client sends on a connection to `host`.
+#[derive(Debug)]
+pub struct Requests {
+    host: String,
+    at: At,
+    /// Bytes of the current head, chunk-size line or trailers.
+    held: Vec<u8>,
+    /// The request being framed asked to switch protocols (Upgrade, CONNECT).
+    upgrade: bool,
+}
+
+impl Requests {
+    /// For a connection made to `host` (lower case, no trailing dot, no port).
+    pub fn new(host: &str) -> Requests {
+        Requests {
+            host: host.to_string(),
+            at: At::Head,
+            held: Vec::new(),
+            upgrade: false,
+        }
+    }
+
+    /// Take the client's next bytes; append to `out` what may go to the server now. Err: the
+    /// connection must be closed, and why. A head is passed on only once complete and checked.
+    pub fn feed(&mut self, mut input: &[u8], out: &mut Vec<u8>) -> Result<(), Refusal> {
+        while !input.is_empty() {
+            match self.at {
+                At::Opaque => {
+                    out.extend_from_slice(input);
+                    return Ok(());
+                }
+                At::AfterUpgrade => {
+                    // A client's WebSocket frame always has its mask bit set (the second byte's
+                    // top bit, RFC 6455 5.1); text that a server could take for a request never
+                    // does. So: the server switched, or this is a request to check.
+                    if self.held.is_empty() && input.len() == 1 {
+                        self.held.push(input[0]);
+                        return Ok(());
+                    }
+                    let second = if self.held.is_empty() {
+                        input[1]
+                    } else {
+                        input[0]
+                    };
+                    self.at = if second >= 0x80 { At::Opaque } else { At::Head };
+                    let first = std::mem::take(&mut self.held);
+                    if !first.is_empty() {
+                        self.feed(&first, out)?;
+                    }
+                }
+                At::Head => {
+                    // Servers skip empty lines before a request (RFC 9112 2.2).
+                    if self.held.is_empty() {
+                        let skip = input
+                            .iter()
+                            .position(|&b| b != b'\r' && b != b'\n')
+                            .unwrap_or(input.len());
+                        out.extend_from_slice(&input[..skip]);
+                        input = &input[skip..];
+                        if input.is_empty() {
+                            return Ok(());
+                        }
+                    }
+                    let (taken, complete) = take_until(&self.held, input, b"\r\n\r\n");
+                    self.held.extend_from_slice(&input[..taken]);
+                    input = &input[taken..];
+                    if !complete {
+                        if self.held.len() > MAX_HEAD {
+                            return Err("a request head longer than 64 KiB".into());
+                        }
+                        continue;
+                    }
+                    let head = std::mem::take(&mut self.held);
+                    self.at = self.check_head(&head)?;
+                    out.extend_from_slice(&head);
+                }
+                At::Body(left) => {
+                    let n = (left.min(input.len() as u64)) as usize;
+                    out.extend_from_slice(&input[..n]);
+                    input = &input[n..];
+                    self.at = if left == n as u64 {
+                        self.after_request()
+                    } else {
+                        At::Body(left - n as u64)
+                    };
+                }
+                At::ChunkSize => {
+                    let (taken, complete) = take_until(&self.held, input, b"\r\n");
+                    self.held.extend_from_slice(&input[..taken]);
+                    input = &input[taken..];
+                    if !complete {
+                        if self.held.len() > 1024 {
+                            return Err("a chunk-size line longer than 1 KiB".into());
+                        }
+                        continue;
+                    }
+                    let line = std::mem::take(&mut self.held);
+                    let size = chunk_size(&line)?;
+                    out.extend_from_slice(&line);
+                    self.at = if size == 0 {
+                        At::Trailers
+                    } else {
+                        At::ChunkData(size)
+                    };
+                }
+                At::ChunkData(left) => {
+                    let n = (left.min(input.len() as u64)) as usize;
+                    out.extend_from_slice(&input[..n]);
+                    input = &input[n..];
+                    self.at = if left == n as u64 {
+                        At::ChunkEnd(0)
+                    } else {
+                        At::ChunkData(left - n as u64)
+                    };
+                }
+                At::ChunkEnd(seen) => {
+                    let expected = b"\r\n"[seen as usize];
+                    if input[0] != expected {
+                        return Err("a chunk's data did not end where its size said".into());
+                    }
+                    out.push(input[0]);
+                    input = &input[1..];
+                    self.at = if seen == 1 {
+                        At::ChunkSize
+                    } else {
+                        At::ChunkEnd(1)
+                    };
+                }
+                At::Trailers => {
+                    // Trailer lines, then an empty line (at once when there are none).
+                    let (taken, complete) = take_until(&self.held, input, b"\r\n");
+                    self.held.extend_from_slice(&input[..taken]);
+                    input = &input[taken..];
+                    if complete && (self.held == b"\r\n" || self.held.ends_with(b"\r\n\r\n")) {
+                        let trailers = std::mem::take(&mut self.held);
+                        if trailers.len() > 2 {
+                            strict_lines(&trailers[..trailers.len() - 4])?;
+                        }
+                        out.extend_from_slice(&trailers);
+                        self.at = self.after_request();
+                    } else if self.held.len() > MAX_HEAD {
+                        return Err("a trailer section longer than 64 KiB".into());
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn after_request(&mut self) -> At {
+        if std::mem::take(&mut self.upgrade) {
+            At::AfterUpgrade
+        } else {
+            At::Head
+        }
+    }
+
+    /// Check a complete head (ending in CRLF CRLF) and say what follows it.
+    fn check_head(&mut self, head: &[u8]) -> Result<At, Refusal> {
+        let lines = &head[..head.len() - 4];
+        strict_lines(lines)?;
+        let (method, host) = match sni::peek(head) {
+            Peek::Http { method, host, .. } => (method, host),
+            _ => {
+                return Err(
+                    "bytes that are not an HTTP/1 request where the next request should be".into(),
+                )
+            }
+        };
+        match host {
+            Some(host) if host == self.host => {}
+            other => {
+                return Err(Refusal::OtherHost(format!(
+                    "connected to {} but a later request asked for {}: refused (domain fronting)",
+                    self.host,
+                    other.as_deref().unwrap_or("no host")
+                )))
+            }
+        }
+        let text = String::from_utf8_lossy(lines);
+        let mut content_length: Option<u64> = None;
+        let mut chunked = false;
+        let mut upgrade = method == "CONNECT";
+        for line in text.split("\r\n").skip(1) {
+            let Some((name, value)) = line.split_once(':') else {
+                return Err(format!("a header line without a colon: {line:?}").into());
+            };
+            if name.ends_with([' ', '\t']) {
+                return Err(format!("whitespace before a header's colon: {name:?}").into());
+            }
+            let value = value.trim();
+            if name.eq_ignore_ascii_case("content-length") {
+                let length = (!value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()))
+                    .then(|| value.parse::<u64>().ok())
+                    .flatten()
+                    .ok_or_else(|| format!("a Content-Length that is not a number: {value:?}"))?;
+                if content_length.is_some_and(|seen| seen != length) {
+                    return Err("two different Content-Lengths".into());
+                }
+                content_length = Some(length);
+            } else if name.eq_ignore_ascii_case("transfer-encoding") {
+                if !value.eq_ignore_ascii_case("chunked") || chunked {
+                    return Err(
+                        format!("a transfer coding the gate cannot follow: {value:?}").into(),
+                    );
+                }
+                chunked = true;
+            } else if name.eq_ignore_ascii_case("upgrade") {
+                upgrade = true;
+            }
+        }
+        self.upgrade = upgrade;
+        Ok(match (content_length, chunked) {
+            (Some(_), true) => {
+                return Err("both Content-Length and Transfer-Encoding (request smuggling)".into());
+            }
+            (_, true) => At::ChunkSize,
+            (Some(length), false) if length > 0 => At::Body(length),
+            _ if method == "CONNECT" => At::Opaque,
+            _ => self.after_request(),
+        })
+    }
+}
+
+/// How many bytes of `input` to take so that `held` + them ends at the first `end`, and whether
+/// it does.
+fn take_until(held: &[u8], input: &[u8], end: &[u8]) -> (usize, bool) {
+    // The end may straddle what is held and the new input.
+    let overlap = held.len().min(end.len() - 1);
+    let mut joined = held[held.len() - overlap..].to_vec();
+    joined.extend_from_slice(input);
+    match joined.windows(end.len()).position(|w| w == end) {
+        Some(at) => (at + end.len() - overlap, true),
+        None => (input.len(), false),
+    }
+}
+
+/// Lines of a head or trailer section (without the final blank line): CRLF only, no folding.
+fn strict_lines(lines: &[u8]) -> Result<(), String> {
+    for (i, &b) in lines.iter().enumerate() {
+        let crlf = match b {
+            b'\r' => lines.get(i + 1) == Some(&b'\n'),
+            b'\n' => i > 0 && lines[i - 1] == b'\r',
+            _ => true,
+        };
+        if !crlf {
+            return Err("a bare CR or LF in a request head".into());
+        }
+        if b == b'\n' && matches!(lines.get(i + 1), Some(b' ' | b'\t')) {
+            return Err("a folded header line".into());
+        }
+    }
+    Ok(())
+}
+
+/// The size on a chunk-size line (`1a;ext=x\r\n`).
+fn chunk_size(line: &[u8]) -> Result<u64, String> {
+    let text = std::str::from_utf8(&line[..line.len() - 2]).unwrap_or("");
+    let hex = text
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim_end_matches([' ', '\t']);
+    if hex.is_empty() || hex.len() > 15 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(format!("a chunk size that is not a hex number: {text:?}"));
+    }
+    u64::from_str_radix(hex, 16).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Feed `stream` in pieces of every size from 1 byte up; all must agree.
+    fn run(stream: &[u8]) -> Result<Vec<u8>, Refusal> {
+        let mut answers = Vec::new();
+        for piece in [1, 2, 3, 7, 64, stream.len().max(1)] {
+            let mut requests = Requests::new("allowed.test");
+            let mut out = Vec::new();
+            let mut result = Ok(());
+            for part in stream.chunks(piece) {
+                result = requests.feed(part, &mut out);
+                if result.is_err() {
+                    break;
+                }
+            }
+            answers.push(result.map(|()| out));
+        }
+        for answer in &answers[1..] {
+            assert_eq!(
+                answer.as_ref().map_err(|_| ()),
+                answers[0].as_ref().map_err(|_| ())
+            );
+        }
+        answers.remove(0)
+    }
+
+    fn get(host: &str) -> String {
+        format!("GET / HTTP/1.1\r\nHost: {host}\r\n\r\n")
+    }
+
+    #[test]
+    fn kept_alive_requests_for_the_same_host_pass_whole() {
+        let stream = format!(
+            "{}POST /a HTTP/1.1\r\nHost: allowed.test\r\nContent-Length: 5\r\n\r\nhello\r\n{}",
+            get("allowed.test"),
+            get("ALLOWED.test.")
+        );
+        assert_eq!(run(stream.as_bytes()).unwrap(), stream.as_bytes());
+    }
+
+    #[test]
+    fn a_later_request_for_another_host_is_refused_before_it_is_sent() {
+        let first = get("allowed.test");
+        let stream = format!("{first}{}", get("denied.test"));
+        let mut requests = Requests::new("allowed.test");
+        let mut out = Vec::new();
+        let err = requests.feed(stream.as_bytes(), &mut out).unwrap_err();
+        assert!(
+            matches!(&err, Refusal::OtherHost(rule) if rule.contains("denied.test")),
+            "{err}"
+        );
+        assert_eq!(out, first.as_bytes(), "only the first request went out");
+        assert!(run(stream.as_bytes()).is_err());
+        let absolute =
+            format!("{first}GET http://denied.test/ HTTP/1.1\r\nHost: allowed.test\r\n\r\n");
+        assert!(run(absolute.as_bytes()).is_err());
+    }
+
+    #[test]
+    fn bodies_are_skipped_by_their_framing_not_searched() {
+        // A body that looks like a request for another host is only a body.
+        let hidden = get("denied.test");
+        let stream = format!(
+            "POST / HTTP/1.1\r\nHost: allowed.test\r\nContent-Length: {}\r\n\r\n{hidden}{}",
+            hidden.len(),
+            get("allowed.test")
+        );
+        assert!(run(stream.as_bytes()).is_ok());
+        let chunked = format!(
+            "POST / HTTP/1.1\r\nHost: allowed.test\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{hidden}\r\n3;x=y\r\nabc\r\n0\r\nX-Trailer: 1\r\n\r\n{}",
+            hidden.len(),
+            get("allowed.test")
+        );
+        assert_eq!(run(chunked.as_bytes()).unwrap(), chunked.as_bytes());
+        // ... and a request after the body is checked.
+        let after = format!(
+            "POST / HTTP/1.1\r\nHost: allowed.test\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n{}",
+            get("denied.test")
+        );
+        assert!(run(after.as_bytes()).is_err());
+    }
+
+    #[test]
+    fn framing_that_servers_could_read_differently_is_refused() {
+        for head in [
+            "POST / HTTP/1.1\r\nHost: allowed.test\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n",
+            "POST / HTTP/1.1\r\nHost: allowed.test\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n",
+            "POST / HTTP/1.1\r\nHost: allowed.test\r\nContent-Length: +3\r\n\r\n",
+            "POST / HTTP/1.1\r\nHost: allowed.test\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+            "POST / HTTP/1.1\r\nHost: allowed.test\r\nContent-Length : 3\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: allowed.test\r\nX: a\nHost: denied.test\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: allowed.test\r\nX: a\r\n folded\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: allowed.test\r\nHost: allowed.test\r\n\r\n",
+        ] {
+            assert!(run(head.as_bytes()).is_err(), "{head:?}");
+        }
+        let bad_chunk = "POST / HTTP/1.1\r\nHost: allowed.test\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcX\r\n";
+        assert!(run(bad_chunk.as_bytes()).is_err());
+        let not_hex =
+            "POST / HTTP/1.1\r\nHost: allowed.test\r\nTransfer-Encoding: chunked\r\n\r\n-3\r\n";
+        assert!(run(not_hex.as_bytes()).is_err());
+    }
+
+    #[test]
+    fn a_switched_protocol_is_not_parsed_but_a_refused_switch_is() {
+        let upgrade = "GET /ws HTTP/1.1\r\nHost: allowed.test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n";
+        // A masked WebSocket frame: the server switched; nothing more to check.
+        let mut stream = upgrade.as_bytes().to_vec();
+        stream.extend_from_slice(&[0x81, 0x85, 1, 2, 3, 4, b'h', b'e', b'l', b'l', b'o']);
+        stream.extend_from_slice(get("anything").as_bytes());
+        assert_eq!(run(&stream).unwrap(), stream);
+        // The server declined and the client sends another request: it is checked.
+        let declined = format!("{upgrade}{}", get("denied.test"));
+        assert!(run(declined.as_bytes()).is_err());
+        let fine = format!("{upgrade}{}", get("allowed.test"));
+        assert!(run(fine.as_bytes()).is_ok());
+    }
+}
