@@ -8,6 +8,7 @@ pub mod audit;
 mod changes;
 pub mod control;
 mod ledger;
+pub mod netlog;
 mod operations;
 mod paths;
 mod run;

@@ -239,17 +239,34 @@ fn check_workspace(workspace: &Path, state_dir: &Path, homes: &[PathBuf]) -> Res
 }
 
 /// The network gate of a run whose profile allows some network: its events go to the audit log,
-/// and each refusal to stderr, so that the person sees why a tool failed.
+/// and each refusal to stderr, so that the person sees why a tool failed; a flood of them is
+/// counted rather than written (see [`crate::netlog`]). The returned log must be flushed when the
+/// run ends.
 fn start_gate(
     gate: airlock_jail::Gate,
     profile: &Profile,
     resolve: &[(String, std::net::IpAddr)],
     state_dir: &Path,
     session: Option<String>,
-) -> Result<(), JailError> {
-    let log = crate::audit::log(state_dir);
-    let profile_name = profile.name.clone();
+) -> Result<GateLog, JailError> {
+    let gate_log = GateLog {
+        audit: crate::audit::log(state_dir),
+        limiter: std::sync::Arc::new(std::sync::Mutex::new(crate::netlog::NetLog::new())),
+        session,
+        profile: profile.name.clone(),
+    };
+    let events = gate_log.clone();
     let on_event = move |event: &airlock_egress::gate::Event| {
+        let admitted = match events.limiter.lock() {
+            Ok(mut limiter) => limiter.admit(event, std::time::Instant::now()),
+            Err(_) => return,
+        };
+        if let Some(summary) = admitted.summary {
+            events.write_summary(&summary);
+        }
+        if !admitted.write {
+            return;
+        }
         if !event.allowed {
             let what = match (&event.name, event.ip, event.port) {
                 (Some(name), _, Some(port)) => format!("{name}:{port}"),
@@ -263,12 +280,12 @@ fn start_gate(
             );
         }
         let mut fields = serde_json::to_value(event).unwrap_or_default();
+        events.add_run(&mut fields);
         if let Some(map) = fields.as_object_mut() {
-            map.insert("session".into(), session.clone().into());
-            map.insert("profile".into(), profile_name.clone().into());
             map.insert("denied".into(), (!event.allowed).into());
         }
-        let _ = crate::audit::append_deferred(&log, &format!("net.{}", event.kind), fields);
+        let _ =
+            crate::audit::append_deferred(&events.audit, &format!("net.{}", event.kind), fields);
     };
     airlock_egress::gate::start(
         gate,
@@ -279,7 +296,49 @@ fn start_gate(
             cut_when: Some(crate::control::cut_flag(state_dir, std::process::id())),
         },
     )
-    .map_err(|e| JailError::Invalid(format!("cannot start the network gate: {e}")))
+    .map_err(|e| JailError::Invalid(format!("cannot start the network gate: {e}")))?;
+    Ok(gate_log)
+}
+
+/// Where a run's network events go.
+#[derive(Clone)]
+struct GateLog {
+    audit: airlock_audit::AuditLog,
+    limiter: std::sync::Arc<std::sync::Mutex<crate::netlog::NetLog>>,
+    session: Option<String>,
+    profile: String,
+}
+
+impl GateLog {
+    fn add_run(&self, fields: &mut serde_json::Value) {
+        if let Some(map) = fields.as_object_mut() {
+            map.insert("session".into(), self.session.clone().into());
+            map.insert("profile".into(), self.profile.clone().into());
+        }
+    }
+
+    fn write_summary(&self, summary: &crate::netlog::Summary) {
+        if summary.denied > 0 {
+            eprintln!(
+                "airlock: network: {} more refused attempts not shown one by one ('airlock log --action net.suppressed')",
+                summary.denied
+            );
+        }
+        let mut fields = summary.fields();
+        self.add_run(&mut fields);
+        if let Some(map) = fields.as_object_mut() {
+            map.insert("denied".into(), (summary.denied > 0).into());
+        }
+        let _ = crate::audit::append_deferred(&self.audit, "net.suppressed", fields);
+    }
+
+    /// The run is over: what was still being counted is written.
+    fn flush(&self) {
+        let summary = self.limiter.lock().ok().and_then(|mut l| l.take_summary());
+        if let Some(summary) = summary {
+            self.write_summary(&summary);
+        }
+    }
 }
 
 /// Run one command confined, wait for it, and discard its throwaway session unless asked to keep it.
@@ -451,16 +510,17 @@ pub fn run(request: RunRequest) -> Result<RunReport, RunError> {
         }
         audit.sync().map_err(|e| e.to_string())
     };
+    let mut gate_log = None;
     let result = airlock_jail::spawn(&spec, &staging, &cache, &mut intent_on_disk).and_then(
         |mut sandbox| {
             if let Some(gate) = sandbox.take_gate() {
-                start_gate(
+                gate_log = Some(start_gate(
                     gate,
                     profile,
                     &request.resolve,
                     &request.state_dir,
                     session_id.clone(),
-                )?;
+                )?);
             }
             let filled = registration.fill(&crate::control::Running {
                 supervisor: std::process::id(),
@@ -484,6 +544,9 @@ pub fn run(request: RunRequest) -> Result<RunReport, RunError> {
             }
         },
     );
+    if let Some(gate_log) = &gate_log {
+        gate_log.flush();
+    }
     let usage = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN).ok();
     let mut fields = serde_json::json!({
         "session": session_id,

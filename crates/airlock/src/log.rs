@@ -92,6 +92,11 @@ fn summary(record: &Map<String, Value>) -> String {
             "workspace {} (profile {profile})",
             text(record, "workspace")
         ),
+        "net.suppressed" => format!(
+            "{} events counted, not written one by one ({} refused)",
+            text(record, "suppressed"),
+            text(record, "denied_count")
+        ),
         _ if action.starts_with("net.") => {
             let (name, ip, port) = (
                 text(record, "name"),

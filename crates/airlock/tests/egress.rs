@@ -752,3 +752,58 @@ except Exception as e: print("second", "closed", type(e).__name__)
         );
     }
 );
+
+both_modes!(
+    a_flood_of_refused_attempts_is_counted_not_logged_one_by_one,
+    |w: &World| {
+        let profile = w.profile("[network]\nallow = [\"allowed.test\"]\n");
+        let script = "import socket\n\
+                  refused = 0\n\
+                  for i in range(3000):\n\
+                  \x20   try: socket.create_connection(('10.9.9.9', 80), timeout=2)\n\
+                  \x20   except OSError: refused += 1\n\
+                  print('refused', refused)\n";
+        let out = run_python(w, &profile, script);
+        assert!(ran(&out).contains("refused 3000"), "{}", stderr(&out));
+        let notices = stderr(&out)
+            .lines()
+            .filter(|line| line.contains("10.9.9.9:80 refused"))
+            .count();
+        assert!(
+            (1..50).contains(&notices),
+            "{notices} notices: {}",
+            stderr(&out)
+        );
+        // Every attempt is accounted for: written one by one, or counted in a summary.
+        let log = stdout(
+            &w.airlock()
+                .args(["log", "--action", "net", "--json"])
+                .output()
+                .unwrap(),
+        );
+        let (mut written, mut counted) = (0u64, 0u64);
+        for line in log.lines() {
+            let record: serde_json::Value = serde_json::from_str(line).unwrap();
+            match record["action"].as_str() {
+                Some("net.connect") if record["ip"] == "10.9.9.9" => written += 1,
+                Some("net.suppressed") => {
+                    for event in record["top"].as_array().unwrap() {
+                        if event["ip"] == "10.9.9.9" {
+                            counted += event["count"].as_u64().unwrap();
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        assert_eq!(
+            written + counted,
+            3000,
+            "{written} written, {counted} counted"
+        );
+        assert!(
+            written < 50,
+            "{written} records for one refused destination"
+        );
+    }
+);
