@@ -22,18 +22,6 @@ impl Drop for Server {
     }
 }
 
-fn wait_listening(port: u16) {
-    for _ in 0..200 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    panic!("the test server on port {port} did not start");
-}
-
-/// An HTTP server answering every GET with "hello from host" (plain, or TLS when `tls` names a
-/// directory holding cert.pem and key.pem).
 /// Start a python `script` that binds port 0 (so that no two servers of parallel tests can race
 /// for one port), prints the port it got, and serves; killed when dropped.
 fn python_server(script: &str, args: &[&std::ffi::OsStr]) -> Server {
@@ -50,11 +38,11 @@ fn python_server(script: &str, args: &[&std::ffi::OsStr]) -> Server {
     std::io::BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
+    // Printed once it listens.
     let port = line
         .trim()
         .parse()
         .expect("the test server printed no port");
-    wait_listening(port);
     Server { child, port }
 }
 
@@ -807,3 +795,66 @@ both_modes!(
         );
     }
 );
+
+both_modes!(an_allowed_name_is_reached_over_ipv6, |w: &World| {
+    // A server on the host's IPv6 loopback only.
+    let v6 = python_server(
+        "import http.server, socket\n\
+         class H(http.server.BaseHTTPRequestHandler):\n\
+         \x20   def do_GET(self):\n\
+         \x20       self.send_response(200); self.send_header('Content-Length', '13'); self.end_headers()\n\
+         \x20       self.wfile.write(b'hello over v6')\n\
+         \x20   def log_message(self, *a): pass\n\
+         class S(http.server.ThreadingHTTPServer):\n\
+         \x20   address_family = socket.AF_INET6\n\
+         s = S(('::1', 0), H)\n\
+         print(s.server_address[1], flush=True)\n\
+         s.serve_forever()\n",
+        &[],
+    );
+    let port = v6.port;
+    let outside = w.outside(&format!(
+        "/usr/bin/python3 -c 'import urllib.request; print(urllib.request.urlopen(\"http://[::1]:{port}/\").read())'"
+    ));
+    assert!(
+        stdout(&outside).contains("hello over v6"),
+        "{}",
+        stderr(&outside)
+    );
+    let profile = w.profile(&format!("[network]\nallow = [\"v6.test:{port}\"]\n"));
+    let script = format!(
+        r#"
+import socket, urllib.request
+def attempt(label, f):
+    try: print(label, "REACHED", f())
+    except Exception as e: print(label, "blocked", type(e).__name__)
+attempt("by-name", lambda: urllib.request.urlopen("http://v6.test:{port}/", timeout=5).read())
+attempt("by-name-direct", lambda: socket.create_connection(("v6.test", {port}), timeout=5) and "connected")
+attempt("bare-v6", lambda: socket.create_connection(("2606:4700::1111", 443), timeout=5))
+attempt("metadata-v6", lambda: socket.create_connection(("fd00:ec2::254", 80), timeout=5))
+"#
+    );
+    let out = w
+        .airlock()
+        .args([
+            "run",
+            "--profile-file",
+            &profile,
+            "--resolve",
+            "v6.test=::1",
+            "--workspace",
+        ])
+        .arg(&w.workspace)
+        .args(["--", "/usr/bin/python3", "-c", &script])
+        .output()
+        .unwrap();
+    let said = ran(&out);
+    assert!(
+        said.contains("by-name REACHED b'hello over v6'"),
+        "{said}\n{}",
+        stderr(&out)
+    );
+    assert!(said.contains("by-name-direct REACHED connected"), "{said}");
+    assert!(said.contains("bare-v6 blocked"), "{said}");
+    assert!(said.contains("metadata-v6 blocked"), "{said}");
+});
