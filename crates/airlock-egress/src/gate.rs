@@ -585,21 +585,24 @@ fn proxy(mut client: TcpStream, state: &State) {
             .as_bytes(),
         );
     };
-    let Peek::Http {
-        method,
-        host: Some(host),
-        port,
-    } = sni::peek(&head)
-    else {
-        refuse(
-            &mut client,
-            "400 Bad Request",
-            &Decision {
+    let (method, host, port) = match sni::peek(&head) {
+        Peek::Http {
+            method,
+            host: Some(host),
+            port,
+        } => (method, host, port),
+        other => {
+            let rule = match other {
+                Peek::Malformed { why } => format!("a request the gate cannot check: {why}"),
+                _ => "not a proxy request".into(),
+            };
+            let decision = Decision {
                 allowed: false,
-                rule: "not a proxy request".into(),
-            },
-        );
-        return;
+                rule,
+            };
+            refuse(&mut client, "400 Bad Request", &decision);
+            return;
+        }
     };
     let connect = method == "CONNECT";
     let https = head
@@ -815,6 +818,10 @@ fn relay_with(mut client: TcpStream, target: Target, state: &State, mut first: V
         // Plain-text HTTP/2 names its host in a compressed frame the gate does not read: it could
         // ask an allowed server for any other host. (HTTP/2 over TLS is checked by its SNI.)
         Some("plain-text HTTP/2 (h2c) cannot be checked for the host it asks for".to_string())
+    } else if let (Some(_), Peek::Malformed { why }) = (&target.name, &peeked) {
+        Some(format!(
+            "an HTTP request the gate cannot check as servers would read it: {why}"
+        ))
     } else {
         match (&target.name, &said) {
             (Some(name), Some(said)) if said.as_deref() != Some(name.as_str()) => Some(format!(

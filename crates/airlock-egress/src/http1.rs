@@ -8,8 +8,6 @@
 //! Content-Lengths, a transfer coding other than `chunked`, bare CR or LF in a head, folded
 //! header lines, whitespace before a header's colon.
 
-use crate::sni::{self, Peek};
-
 /// The longest request head (or chunk-size line, or trailer section) the gate holds.
 pub const MAX_HEAD: usize = 64 * 1024;
 
@@ -223,18 +221,13 @@ impl Requests {
 
     /// Check a complete head (ending in CRLF CRLF) and say what follows it.
     fn check_head(&mut self, head: &[u8]) -> Result<At, Refusal> {
-        let lines = &head[..head.len() - 4];
-        strict_lines(lines)?;
-        let (method, host) = match sni::peek(head) {
-            Peek::Http { method, host, .. } => (method, host),
-            _ => {
-                return Err(
-                    "bytes that are not an HTTP/1 request where the next request should be".into(),
-                )
-            }
-        };
-        match host {
-            Some(host) if host == self.host => {}
+        let head = parse_head(head)?;
+        if head.method == "CONNECT" {
+            // A tunnel through the server to anywhere; airlock's own proxy takes CONNECT itself.
+            return Err("CONNECT to a server behind an allowed name".into());
+        }
+        match &head.host {
+            Some(host) if *host == self.host => {}
             other => {
                 return Err(Refusal::OtherHost(format!(
                     "connected to {} but a later request asked for {}: refused (domain fronting)",
@@ -243,49 +236,206 @@ impl Requests {
                 )))
             }
         }
-        let text = String::from_utf8_lossy(lines);
-        let mut content_length: Option<u64> = None;
-        let mut chunked = false;
-        let mut upgrade = method == "CONNECT";
-        for line in text.split("\r\n").skip(1) {
-            let Some((name, value)) = line.split_once(':') else {
-                return Err(format!("a header line without a colon: {line:?}").into());
-            };
-            if name.ends_with([' ', '\t']) {
-                return Err(format!("whitespace before a header's colon: {name:?}").into());
+        self.upgrade = head.upgrade;
+        Ok(match head.body {
+            Body::Chunked => At::ChunkSize,
+            Body::Length(length) if length > 0 => At::Body(length),
+            Body::Length(_) => self.after_request(),
+        })
+    }
+}
+
+/// How a request's body is framed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Body {
+    Length(u64),
+    Chunked,
+}
+
+/// A request head, read as strictly as the strictest server would.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Head {
+    pub method: String,
+    /// The host the request is for (lower case, no trailing dot), from an absolute-form or
+    /// CONNECT target or the Host header; None when it names none (HTTP/1.0 without Host).
+    pub host: Option<String>,
+    /// The port an absolute-form or CONNECT target names.
+    pub port: Option<u16>,
+    pub body: Body,
+    /// It asks to switch protocols (Upgrade).
+    pub upgrade: bool,
+}
+
+/// A token character (RFC 9110 5.6.2).
+fn tchar(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+/// `host[:port]` of an authority: no userinfo, a numeric port, an IPv6 literal in brackets.
+fn authority(text: &str) -> Result<(String, Option<u16>), String> {
+    let bad = || format!("an authority the gate does not read: {text:?}");
+    if text.is_empty() || text.contains(['@', '%', '\\']) {
+        return Err(bad());
+    }
+    let (host, port) = if let Some(rest) = text.strip_prefix('[') {
+        let (host, after) = rest.split_once(']').ok_or_else(bad)?;
+        match after {
+            "" => (host, None),
+            _ => (host, Some(after.strip_prefix(':').ok_or_else(bad)?)),
+        }
+    } else {
+        match text.split_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (text, None),
+        }
+    };
+    let port = match port {
+        None => None,
+        Some(port)
+            if !port.is_empty() && port.len() <= 5 && port.bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            Some(port.parse::<u16>().map_err(|_| bad())?)
+        }
+        Some(_) => return Err(bad()),
+    };
+    let host = host.trim_end_matches('.').to_ascii_lowercase();
+    if host.is_empty()
+        || !host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-._:".contains(&b))
+    {
+        return Err(bad());
+    }
+    Ok((host, port))
+}
+
+/// Read a complete request head (from its request line to the blank line that ends it).
+pub fn parse_head(head: &[u8]) -> Result<Head, String> {
+    let lines = head
+        .strip_suffix(b"\r\n\r\n")
+        .ok_or("a request head that does not end with a blank line")?;
+    strict_lines(lines)?;
+    let mut lines = lines
+        .split(|&b| b == b'\n')
+        .map(|line| line.strip_suffix(b"\r").unwrap_or(line));
+    let request = lines.next().unwrap_or_default();
+    let parts: Vec<&[u8]> = request.split(|&b| b == b' ').collect();
+    let [method, target, version] = parts[..] else {
+        return Err("a request line that is not METHOD TARGET VERSION, one space apart".into());
+    };
+    if method.is_empty() || !method.iter().all(|&b| tchar(b)) {
+        return Err("a method that is not a token".into());
+    }
+    if target.is_empty() || !target.iter().all(|b| b.is_ascii_graphic()) {
+        return Err("a request target with spaces or control bytes".into());
+    }
+    let http10 = match version {
+        b"HTTP/1.1" => false,
+        b"HTTP/1.0" => true,
+        _ => return Err("a version other than HTTP/1.1 or HTTP/1.0".into()),
+    };
+    // Both are ASCII (checked above).
+    let method = String::from_utf8_lossy(method).into_owned();
+    let target = String::from_utf8_lossy(target).into_owned();
+    let mut host_header: Option<(String, Option<u16>)> = None;
+    let mut content_length: Option<u64> = None;
+    let mut chunked = false;
+    let mut upgrade = false;
+    for line in lines {
+        let colon = line
+            .iter()
+            .position(|&b| b == b':')
+            .ok_or("a header line without a colon")?;
+        let (name, value) = (&line[..colon], &line[colon + 1..]);
+        if name.is_empty() || !name.iter().all(|&b| tchar(b)) {
+            return Err(format!(
+                "a header name that is not a token: {:?}",
+                String::from_utf8_lossy(name)
+            ));
+        }
+        if value.iter().any(|&b| (b < 0x20 && b != b'\t') || b == 0x7f) {
+            return Err("a control byte in a header value".into());
+        }
+        let value = String::from_utf8_lossy(value);
+        let value = value.trim_matches([' ', '\t']);
+        let name = String::from_utf8_lossy(name).to_ascii_lowercase();
+        match name.as_str() {
+            "host" => {
+                if host_header.is_some() {
+                    return Err("two Host headers".into());
+                }
+                host_header = Some(authority(value)?);
             }
-            let value = value.trim();
-            if name.eq_ignore_ascii_case("content-length") {
-                let length = (!value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()))
-                    .then(|| value.parse::<u64>().ok())
-                    .flatten()
-                    .ok_or_else(|| format!("a Content-Length that is not a number: {value:?}"))?;
+            "content-length" => {
+                let length = (!value.is_empty()
+                    && value.len() <= 19
+                    && value.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| value.parse::<u64>().ok())
+                .flatten()
+                .ok_or_else(|| format!("a Content-Length that is not a number: {value:?}"))?;
                 if content_length.is_some_and(|seen| seen != length) {
                     return Err("two different Content-Lengths".into());
                 }
                 content_length = Some(length);
-            } else if name.eq_ignore_ascii_case("transfer-encoding") {
-                if !value.eq_ignore_ascii_case("chunked") || chunked {
-                    return Err(
-                        format!("a transfer coding the gate cannot follow: {value:?}").into(),
-                    );
+            }
+            "transfer-encoding" => {
+                if !value.eq_ignore_ascii_case("chunked") || chunked || http10 {
+                    return Err(format!(
+                        "a transfer coding the gate cannot follow: {value:?}"
+                    ));
                 }
                 chunked = true;
-            } else if name.eq_ignore_ascii_case("upgrade") {
-                upgrade = true;
+            }
+            "upgrade" => upgrade = true,
+            _ => {}
+        }
+    }
+    let body = match (content_length, chunked) {
+        (Some(_), true) => {
+            return Err("both Content-Length and Transfer-Encoding (request smuggling)".into())
+        }
+        (_, true) => Body::Chunked,
+        (length, false) => Body::Length(length.unwrap_or(0)),
+    };
+    if matches!(method.as_str(), "GET" | "HEAD") && body != Body::Length(0) {
+        // Some servers ignore such a body and read it as the next request.
+        return Err(format!("a {method} request with a body"));
+    }
+    let (host, port) = if method == "CONNECT" {
+        let (host, port) = authority(&target)?;
+        (Some(host), port)
+    } else if target.starts_with('/') || (target == "*" && method == "OPTIONS") {
+        match host_header {
+            Some((host, _)) => (Some(host), None),
+            None if http10 => (None, None),
+            None => return Err("an HTTP/1.1 request without a Host".into()),
+        }
+    } else {
+        // Absolute form: servers take the host from the target, some frameworks from Host.
+        let (scheme, rest) = target
+            .split_once("://")
+            .ok_or("a request target that is neither a path nor a URL")?;
+        if !scheme.eq_ignore_ascii_case("http") && !scheme.eq_ignore_ascii_case("https") {
+            return Err(format!("a request for a {scheme}:// URL"));
+        }
+        let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+        let (host, port) = authority(&rest[..end])?;
+        if let Some((header, _)) = &host_header {
+            if *header != host {
+                return Err(format!(
+                    "a request for {host} whose Host says {header}: servers differ on which counts"
+                ));
             }
         }
-        self.upgrade = upgrade;
-        Ok(match (content_length, chunked) {
-            (Some(_), true) => {
-                return Err("both Content-Length and Transfer-Encoding (request smuggling)".into());
-            }
-            (_, true) => At::ChunkSize,
-            (Some(length), false) if length > 0 => At::Body(length),
-            _ if method == "CONNECT" => At::Opaque,
-            _ => self.after_request(),
-        })
-    }
+        (Some(host), port)
+    };
+    Ok(Head {
+        method,
+        host,
+        port,
+        body,
+        upgrade,
+    })
 }
 
 /// How many bytes of `input` to take so that `held` + them ends at the first `end`, and whether
@@ -321,16 +471,25 @@ fn strict_lines(lines: &[u8]) -> Result<(), String> {
 
 /// The size on a chunk-size line (`1a;ext=x\r\n`).
 fn chunk_size(line: &[u8]) -> Result<u64, String> {
-    let text = std::str::from_utf8(&line[..line.len() - 2]).unwrap_or("");
+    let line = &line[..line.len() - 2];
+    // A bare LF ends the line for some servers and not for others (CVE-2025-22871).
+    if line.iter().any(|&b| (b < 0x20 && b != b'\t') || b >= 0x7f) {
+        return Err("a control or non-ASCII byte on a chunk-size line".into());
+    }
+    let text = std::str::from_utf8(line).unwrap_or("");
     let hex = text
         .split(';')
         .next()
         .unwrap_or("")
         .trim_end_matches([' ', '\t']);
-    if hex.is_empty() || hex.len() > 15 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+    if hex.is_empty() || hex.len() > 16 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(format!("a chunk size that is not a hex number: {text:?}"));
     }
-    u64::from_str_radix(hex, 16).map_err(|e| e.to_string())
+    // Past 32 bits some servers truncate the size: the gate and they would disagree.
+    u64::from_str_radix(hex, 16)
+        .ok()
+        .filter(|&size| size <= u64::from(u32::MAX))
+        .ok_or_else(|| format!("a chunk size past 4 GiB: {text:?}"))
 }
 
 #[cfg(test)]
@@ -436,6 +595,44 @@ mod tests {
         let not_hex =
             "POST / HTTP/1.1\r\nHost: allowed.test\r\nTransfer-Encoding: chunked\r\n\r\n-3\r\n";
         assert!(run(not_hex.as_bytes()).is_err());
+    }
+
+    /// Found by review: each was served as another host by nginx, Go or Node behind a checker
+    /// that let it through.
+    #[test]
+    fn requests_servers_read_as_for_another_host_are_refused() {
+        let first = get("allowed.test");
+        for later in [
+            // Userinfo: Go takes the host after the '@'.
+            "GET http://allowed.test:1@denied.test/ HTTP/1.1\r\nHost: allowed.test\r\n\r\n",
+            // Any scheme, any case: nginx and Go route by the target's host.
+            "GET HTTP://denied.test/ HTTP/1.1\r\nHost: allowed.test\r\n\r\n",
+            "GET ftp://allowed.test/ HTTP/1.1\r\nHost: allowed.test\r\n\r\n",
+            // A target and a Host that differ: Node believes the Host.
+            "GET http://allowed.test/ HTTP/1.1\r\nHost: denied.test\r\n\r\n",
+            // CONNECT: a server that declines it keeps the connection.
+            "CONNECT allowed.test:80 HTTP/1.1\r\nHost: allowed.test:80\r\n\r\n",
+            // Header names that are not tokens (nginx ignores them, serving its default host).
+            "GET / HTTP/1.0\r\nHost\u{a0}: allowed.test\r\n\r\n",
+            "GET / HTTP/1.0\r\nHost\x0b: allowed.test\r\n\r\n",
+            // Two spaces, lower case methods and other request lines servers read differently.
+            "GET  / HTTP/1.1\r\nHost: allowed.test\r\n\r\n",
+            "GET / HTTP/1.2\r\nHost: allowed.test\r\n\r\n",
+            // Framing servers differ on.
+            "POST / HTTP/1.0\r\nHost: allowed.test\r\nTransfer-Encoding: chunked\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: allowed.test\r\nContent-Length: 5\r\n\r\nhello",
+        ] {
+            let stream = format!("{first}{later}");
+            assert!(run(stream.as_bytes()).is_err(), "{later:?}");
+        }
+        // A bare LF ends a chunk line for nginx and Go, hiding a request in a "chunk extension".
+        let smuggled = "POST / HTTP/1.1\r\nHost: allowed.test\r\nTransfer-Encoding: chunked\r\n\r\n0;\n\nGET / HTTP/1.1\nHost: denied.test\n\n\r\n\r\n";
+        assert!(run(smuggled.as_bytes()).is_err());
+        let huge = "POST / HTTP/1.1\r\nHost: allowed.test\r\nTransfer-Encoding: chunked\r\n\r\n100000000\r\n";
+        assert!(run(huge.as_bytes()).is_err());
+        // What a server reads the same way passes: a lower-case method is a token like any.
+        let fine = format!("{first}get / HTTP/1.1\r\nHost: allowed.test\r\nX: caf\u{e9}\r\n\r\n");
+        assert!(run(fine.as_bytes()).is_ok());
     }
 
     #[test]

@@ -608,12 +608,26 @@ attempt("late", bad, delay=0.6)
 attempt("leading-crlf", b"\r\n" + bad)
 attempt("two-hosts", b"GET / HTTP/1.1\r\nHost: allowed.test\r\nHost: denied.test\r\n\r\n")
 attempt("oversized", b"GET / HTTP/1.1\r\nX: " + b"a" * 20000 + b"\r\nHost: denied.test\r\n\r\n")
+# Heads a lax reading takes for "not HTTP" while servers serve them.
+attempt("not-utf8", b"GET / HTTP/1.1\r\nHost: denied.test\r\nX: \xff\r\n\r\n")
+attempt("two-spaces", b"GET  / HTTP/1.1\r\nHost: denied.test\r\n\r\n")
+attempt("lower-case", b"get / HTTP/1.1\r\nHost: denied.test\r\n\r\n")
+attempt("userinfo", b"GET http://allowed.test:1@denied.test/ HTTP/1.1\r\nHost: allowed.test\r\n\r\n")
 attempt("good", b"GET / HTTP/1.1\r\nHost: allowed.test\r\nConnection: close\r\n\r\n")
 "#
         );
         let out = run_python(w, &profile, &script);
         let said = ran(&out);
-        for label in ["late", "leading-crlf", "two-hosts", "oversized"] {
+        for label in [
+            "late",
+            "leading-crlf",
+            "two-hosts",
+            "oversized",
+            "not-utf8",
+            "two-spaces",
+            "lower-case",
+            "userinfo",
+        ] {
             assert!(
                 said.contains(&format!("{label} closed")),
                 "{label}: {said}\n{}",
