@@ -250,6 +250,7 @@ fn start_gate(
     session: Option<String>,
 ) -> Result<GateLog, JailError> {
     let gate_log = GateLog {
+        running: None,
         audit: crate::audit::log(state_dir),
         limiter: std::sync::Arc::new(std::sync::Mutex::new(crate::netlog::NetLog::new())),
         session,
@@ -287,7 +288,7 @@ fn start_gate(
         let _ =
             crate::audit::append_deferred(&events.audit, &format!("net.{}", event.kind), fields);
     };
-    airlock_egress::gate::start(
+    let running = airlock_egress::gate::start(
         gate,
         airlock_egress::gate::Config {
             egress: profile.network.clone(),
@@ -297,12 +298,17 @@ fn start_gate(
         },
     )
     .map_err(|e| JailError::Invalid(format!("cannot start the network gate: {e}")))?;
-    Ok(gate_log)
+    Ok(GateLog {
+        running: Some(std::sync::Arc::new(running)),
+        ..gate_log
+    })
 }
 
 /// Where a run's network events go.
 #[derive(Clone)]
 struct GateLog {
+    /// The gate itself (None in the events' own copy).
+    running: Option<std::sync::Arc<airlock_egress::gate::Running>>,
     audit: airlock_audit::AuditLog,
     limiter: std::sync::Arc<std::sync::Mutex<crate::netlog::NetLog>>,
     session: Option<String>,
@@ -332,8 +338,12 @@ impl GateLog {
         let _ = crate::audit::append_deferred(&self.audit, "net.suppressed", fields);
     }
 
-    /// The run is over: what was still being counted is written.
+    /// The run is over: its connections' last events, and what was still being counted, are
+    /// written.
     fn flush(&self) {
+        if let Some(running) = &self.running {
+            running.finish(std::time::Duration::from_secs(2));
+        }
         let summary = self.limiter.lock().ok().and_then(|mut l| l.take_summary());
         if let Some(summary) = summary {
             self.write_summary(&summary);

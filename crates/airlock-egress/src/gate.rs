@@ -104,8 +104,27 @@ struct State {
     host_addresses: Vec<IpAddr>,
 }
 
+/// A started gate, to be finished when the sandbox has ended.
+pub struct Running(Arc<State>);
+
+impl Running {
+    /// The sandbox has ended: close what it left open and wait (at most `within`) until every
+    /// connection's last event was delivered, so that none is lost when the caller exits.
+    pub fn finish(&self, within: Duration) {
+        if let Ok(open) = self.0.open.lock() {
+            for stream in open.values() {
+                let _ = stream.shutdown(Shutdown::Both);
+            }
+        }
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline && self.0.open.lock().is_ok_and(|open| !open.is_empty()) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
 /// Start the gate's threads; they end with the sandbox.
-pub fn start(gate: airlock_jail::Gate, config: Config) -> io::Result<()> {
+pub fn start(gate: airlock_jail::Gate, config: Config) -> io::Result<Running> {
     // The relay listens in the sandbox's own namespace (the setup process opened it there).
     let relay = TcpListener::from(gate.relay);
     let relay_port = relay.local_addr()?.port();
@@ -129,8 +148,9 @@ pub fn start(gate: airlock_jail::Gate, config: Config) -> io::Result<()> {
         std::thread::spawn(move || watch_cut(&flag, &watch_state));
     }
     let notifier = gate.notifier;
-    std::thread::spawn(move || serve_connects(notifier, state, relay_port));
-    Ok(())
+    let connects_state = state.clone();
+    std::thread::spawn(move || serve_connects(notifier, connects_state, relay_port));
+    Ok(Running(state))
 }
 
 /// Decide a connection to `addr`, reached by `name` (None: by bare address); `trusted` when the
@@ -744,6 +764,8 @@ impl Drop for Listed<'_> {
 }
 
 fn relay(client: TcpStream, target: Target, state: &State) {
+    // Listed while it is open, so that cutting the network, or the run's end, can close it.
+    let _listed = Listed::new(state, &client);
     if target.proxy {
         return proxy(client, state);
     }
@@ -775,8 +797,6 @@ fn relay_with(mut client: TcpStream, target: Target, state: &State, mut first: V
     if is_cut(state) {
         return;
     }
-    // Listed while it is open, so that cutting the network can close it.
-    let _listed = Listed::new(state, &client);
     if state.open.lock().map_or(0, |open| open.len()) > MAX_OPEN {
         let decision = Decision {
             allowed: false,

@@ -113,26 +113,32 @@ fn run_python(w: &World, profile: &str, script: &str) -> std::process::Output {
         .unwrap()
 }
 
-both_modes!(only_allowed_names_are_reachable_over_http, |w: &World| {
-    let http = server(None);
-    let port = http.port;
-    // Without airlock, every one of these reaches the server.
-    let outside = w.outside(&format!(
-        "/usr/bin/python3 -c 'import urllib.request; print(urllib.request.urlopen(\"http://127.0.0.1:{port}/\").read())'"
-    ));
-    assert!(
-        stdout(&outside).contains("hello from host"),
-        "{}",
-        stderr(&outside)
-    );
-
-    let profile = w.profile(&format!("[network]\nallow = [\"allowed.test:{port}\"]\n"));
-    let script = format!(
-        r#"
+/// Python that prints "LABEL REACHED …" or "LABEL blocked …" for each `attempt(LABEL, f)`.
+const ATTEMPT: &str = r#"
 import socket, urllib.request
 def attempt(label, f):
     try: print(label, "REACHED", f())
     except Exception as e: print(label, "blocked", type(e).__name__, e)
+"#;
+
+/// Fetch `url` with Python's urllib as the identity under test, without airlock; what it read.
+fn fetched_without_airlock(w: &World, url: &str) -> String {
+    let out = w.outside(&format!(
+        "/usr/bin/python3 -c 'import urllib.request; print(urllib.request.urlopen(\"{url}\").read())'"
+    ));
+    format!("{}{}", stdout(&out), stderr(&out))
+}
+
+both_modes!(only_allowed_names_are_reachable_over_http, |w: &World| {
+    let http = server(None);
+    let port = http.port;
+    // Without airlock, every one of these reaches the server.
+    let outside = fetched_without_airlock(w, &format!("http://127.0.0.1:{port}/"));
+    assert!(outside.contains("hello from host"), "{outside}");
+
+    let profile = w.profile(&format!("[network]\nallow = [\"allowed.test:{port}\"]\n"));
+    let script = format!(
+        r#"{ATTEMPT}
 attempt("allowed", lambda: urllib.request.urlopen("http://allowed.test:{port}/", timeout=5).read())
 attempt("denied-name", lambda: urllib.request.urlopen("http://denied.test:{port}/", timeout=5).read())
 attempt("host-loopback", lambda: urllib.request.urlopen("http://127.0.0.1:{port}/", timeout=5).read())
@@ -827,21 +833,11 @@ both_modes!(an_allowed_name_is_reached_over_ipv6, |w: &World| {
         &[],
     );
     let port = v6.port;
-    let outside = w.outside(&format!(
-        "/usr/bin/python3 -c 'import urllib.request; print(urllib.request.urlopen(\"http://[::1]:{port}/\").read())'"
-    ));
-    assert!(
-        stdout(&outside).contains("hello over v6"),
-        "{}",
-        stderr(&outside)
-    );
+    let outside = fetched_without_airlock(w, &format!("http://[::1]:{port}/"));
+    assert!(outside.contains("hello over v6"), "{outside}");
     let profile = w.profile(&format!("[network]\nallow = [\"v6.test:{port}\"]\n"));
     let script = format!(
-        r#"
-import socket, urllib.request
-def attempt(label, f):
-    try: print(label, "REACHED", f())
-    except Exception as e: print(label, "blocked", type(e).__name__)
+        r#"{ATTEMPT}
 attempt("by-name", lambda: urllib.request.urlopen("http://v6.test:{port}/", timeout=5).read())
 attempt("by-name-direct", lambda: socket.create_connection(("v6.test", {port}), timeout=5) and "connected")
 attempt("bare-v6", lambda: socket.create_connection(("2606:4700::1111", 443), timeout=5))
