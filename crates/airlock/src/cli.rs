@@ -48,7 +48,7 @@ impl Cli {
     pub fn from_args() -> Result<Self, clap::Error> {
         use clap::FromArgMatches;
         let args: Vec<OsString> = std::env::args_os().collect();
-        if args.get(1).is_some_and(|word| word == "run") {
+        if Self::subcommand_is_run(&args) {
             let only_run = GlobalArgs::augment_args(clap::Command::new("airlock"))
                 .subcommand_required(true)
                 .subcommand(RunArgs::augment_args(clap::Command::new("run")));
@@ -60,6 +60,19 @@ impl Cli {
             }
         }
         Self::try_parse_from(args)
+    }
+
+    /// The first word after the global options is `run`.
+    fn subcommand_is_run(args: &[OsString]) -> bool {
+        let mut words = args.iter().skip(1);
+        while let Some(word) = words.next() {
+            if word == "--state-dir" {
+                words.next();
+            } else if !word.as_encoded_bytes().starts_with(b"--state-dir=") {
+                return word == "run";
+            }
+        }
+        false
     }
 }
 
