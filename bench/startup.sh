@@ -105,7 +105,7 @@ if [ "$(id -u)" = 0 ]; then
 else
   echo "- running as: uid $(id -u), unprivileged"
 fi
-echo "- runs: $runs timed + $warmup warmup per command, hyperfine -N (no shell), one hyperfine run"
+echo "- runs: $runs timed + $warmup warmup per command, hyperfine -N (no shell), in rounds that alternate the commands"
 echo "- commands:"
 echo "  - plain:   \`$plain_cmd\`"
 echo "  - bwrap:   \`$bwrap_cmd\`"
@@ -125,25 +125,36 @@ for name in bwrap airlock; do
 done
 
 # ---- 4. timing ----------------------------------------------------------------------------------
-json="$scratch/hyperfine.json"
-hyperfine -N --style basic --time-unit millisecond \
-  --warmup "$warmup" --runs "$runs" --export-json "$json" \
-  -n plain "$plain_cmd" \
-  -n bwrap "$bwrap_cmd" \
-  -n airlock "$airlock_cmd" >"$scratch/hyperfine.out"
-echo "## time (ms)"
+# In rounds: hyperfine times one command's runs back to back, and this machine's speed drifts by
+# ±10% over seconds, which would favour whichever command ran in a fast stretch. Each round times
+# all three for a slice of the runs; the medians are over every run of every round.
+rounds=$(( runs >= 10 ? 10 : 1 ))
+per_round=$(( (runs + rounds - 1) / rounds ))
+for round in $(seq "$rounds"); do
+  hyperfine -N --style basic --time-unit millisecond \
+    --warmup "$(( round == 1 ? warmup : 2 ))" --runs "$per_round" \
+    --export-json "$scratch/hyperfine.$round.json" \
+    -n plain "$plain_cmd" \
+    -n bwrap "$bwrap_cmd" \
+    -n airlock "$airlock_cmd" >"$scratch/hyperfine.out"
+done
+echo "## time (ms; $rounds rounds of $per_round runs per command, interleaved)"
 echo
-"$python" - "$json" <<'EOF'
-import json, sys
-res = {r["command"]: r for r in json.load(open(sys.argv[1]))["results"]}
+"$python" - "$scratch"/hyperfine.*.json <<'EOF'
+import json, statistics, sys
+times = {}
+for path in sys.argv[1:]:
+    for r in json.load(open(path))["results"]:
+        times.setdefault(r["command"], []).extend(r["times"])
 ms = lambda s: s * 1000.0
+med = {name: statistics.median(t) for name, t in times.items()}
 print("| command | median ms | mean ± stddev ms | min ms |")
 print("| --- | ---: | ---: | ---: |")
 for name in ("plain", "bwrap", "airlock"):
-    r = res[name]
-    print(f"| {name} | {ms(r['median']):.3f} | {ms(r['mean']):.3f} ± {ms(r['stddev']):.3f} | {ms(r['min']):.3f} |")
-ab = res["airlock"]["median"] / res["bwrap"]["median"]
-ap = res["airlock"]["median"] / res["plain"]["median"]
+    t = times[name]
+    print(f"| {name} | {ms(med[name]):.3f} | {ms(statistics.mean(t)):.3f} ± {ms(statistics.stdev(t)):.3f} | {ms(min(t)):.3f} |")
+ab = med["airlock"] / med["bwrap"]
+ap = med["airlock"] / med["plain"]
 print()
 print(f"- airlock/bwrap (median): **{ab:.2f}**")
 print(f"- airlock/plain (median): {ap:.1f}")
