@@ -828,6 +828,9 @@ fn relay_with(mut client: TcpStream, target: Target, state: &State, mut first: V
     };
     let refusal = if server_first {
         None
+    } else if first.is_empty() && target.name.is_some() {
+        // Neither side spoke within the waits: what the client would ask for later is unknown.
+        Some("neither side said anything in the 20 s the gate waited".into())
     } else if matches!(peeked, Peek::NeedMore | Peek::TooLong) && !first.is_empty() {
         // A TLS hello or an HTTP head that never completed: what it would ask for is unknown.
         Some(

@@ -94,19 +94,22 @@ impl Requests {
                     return Ok(());
                 }
                 At::AfterUpgrade => {
-                    // A client's WebSocket frame always has its mask bit set (the second byte's
-                    // top bit, RFC 6455 5.1); text that a server could take for a request never
-                    // does. So: the server switched, or this is a request to check.
+                    // The server switched protocols, or declined and this is the next request:
+                    // a client's WebSocket frame starts unlike anything a server could take for
+                    // a request (see `websocket_frame`).
                     if self.held.is_empty() && input.len() == 1 {
                         self.held.push(input[0]);
                         return Ok(());
                     }
-                    let second = if self.held.is_empty() {
-                        input[1]
-                    } else {
-                        input[0]
+                    let (first, second) = match self.held.first() {
+                        Some(&held) => (held, input[0]),
+                        None => (input[0], input[1]),
                     };
-                    self.at = if second >= 0x80 { At::Opaque } else { At::Head };
+                    self.at = if websocket_frame(first, second) {
+                        At::Opaque
+                    } else {
+                        At::Head
+                    };
                     let first = std::mem::take(&mut self.held);
                     if !first.is_empty() {
                         self.feed(&first, out)?;
@@ -267,7 +270,7 @@ pub struct Head {
 }
 
 /// A token character (RFC 9110 5.6.2).
-fn tchar(b: u8) -> bool {
+pub(crate) fn tchar(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 
@@ -279,6 +282,9 @@ fn authority(text: &str) -> Result<(String, Option<u16>), String> {
     }
     let (host, port) = if let Some(rest) = text.strip_prefix('[') {
         let (host, after) = rest.split_once(']').ok_or_else(bad)?;
+        if host.parse::<std::net::Ipv6Addr>().is_err() {
+            return Err(bad());
+        }
         match after {
             "" => (host, None),
             _ => (host, Some(after.strip_prefix(':').ok_or_else(bad)?)),
@@ -436,6 +442,21 @@ pub fn parse_head(head: &[u8]) -> Result<Head, String> {
         body,
         upgrade,
     })
+}
+
+/// Do these two bytes start a client's WebSocket frame (RFC 6455 5.2)? Its mask bit (the second
+/// byte's top bit) is always set, which no request's second byte has but a request some server
+/// takes after odd leading space (`" \xa0GET"`) can; so the first byte must be a frame's too: RSV2
+/// and RSV3 clear, a defined opcode, control frames final. None of the bytes any server skips
+/// before a request is such a first byte.
+fn websocket_frame(first: u8, second: u8) -> bool {
+    let (fin, rsv23, opcode) = (first & 0x80 != 0, first & 0x30, first & 0x0f);
+    let opcode_ok = match opcode {
+        0..=2 => true,
+        8..=10 => fin,
+        _ => false,
+    };
+    second & 0x80 != 0 && rsv23 == 0 && opcode_ok
 }
 
 /// How many bytes of `input` to take so that `held` + them ends at the first `end`, and whether
@@ -628,6 +649,8 @@ mod tests {
         // A bare LF ends a chunk line for nginx and Go, hiding a request in a "chunk extension".
         let smuggled = "POST / HTTP/1.1\r\nHost: allowed.test\r\nTransfer-Encoding: chunked\r\n\r\n0;\n\nGET / HTTP/1.1\nHost: denied.test\n\n\r\n\r\n";
         assert!(run(smuggled.as_bytes()).is_err());
+        let bracketed = format!("{first}GET / HTTP/1.1\r\nHost: [allowed.test]\r\n\r\n");
+        assert!(run(bracketed.as_bytes()).is_err());
         let huge = "POST / HTTP/1.1\r\nHost: allowed.test\r\nTransfer-Encoding: chunked\r\n\r\n100000000\r\n";
         assert!(run(huge.as_bytes()).is_err());
         // What a server reads the same way passes: a lower-case method is a token like any.
@@ -648,5 +671,13 @@ mod tests {
         assert!(run(declined.as_bytes()).is_err());
         let fine = format!("{upgrade}{}", get("allowed.test"));
         assert!(run(fine.as_bytes()).is_ok());
+        // Python's server skips " \xa0" before a request; no WebSocket frame starts so.
+        let mut dressed = upgrade.as_bytes().to_vec();
+        dressed.extend_from_slice(b" \xa0");
+        dressed.extend_from_slice(get("denied.test").as_bytes());
+        assert!(run(&dressed).is_err());
+        assert!(!websocket_frame(b' ', 0xa0));
+        assert!(websocket_frame(0x81, 0x85) && websocket_frame(0x02, 0xfe));
+        assert!(!websocket_frame(0x09, 0x80), "a ping must be final");
     }
 }

@@ -47,10 +47,17 @@ pub fn peek(bytes: &[u8]) -> Peek {
     match bytes.first() {
         None => Peek::NeedMore,
         Some(0x16) => tls(bytes),
-        // A method is a token; servers differ on case, so any letter may start one.
-        Some(b) if b.is_ascii_alphabetic() => http(bytes),
-        Some(_) => Peek::Other,
+        Some(_) => http(bytes),
     }
+}
+
+/// Bytes some server takes for space between a request line's words, or skips before it:
+/// Python's `str.split()` takes all of these.
+fn split_space(b: u8) -> bool {
+    matches!(
+        b,
+        b'\t' | b'\n' | 0x0b | 0x0c | b'\r' | 0x1c..=0x1f | b' ' | 0x85 | 0xa0
+    )
 }
 
 /// Reassemble the handshake bytes of the TLS records received so far.
@@ -150,36 +157,52 @@ fn client_hello_server_name(hello: &[u8]) -> Option<Option<String>> {
 }
 
 /// `host[:port]` or `[v6]:port` into host and port.
-/// An HTTP/1 request is anything whose first line mentions `HTTP/`: what a server could take
-/// for a request is read as strictly as the strictest would, and refused where servers differ.
+/// An HTTP/1 request is anything a server could take for one: a method (a token, after what some
+/// server skips), then a line that mentions `HTTP/`. Such bytes are read as strictly as the
+/// strictest server would, and refused where servers differ; before the line is complete, the
+/// gate waits for it (never calls it "not HTTP" early).
 fn http(bytes: &[u8]) -> Peek {
-    let Some(line_end) = bytes.iter().position(|&b| b == b'\n') else {
-        return if !bytes
-            .iter()
-            .take(64)
-            .all(|b| b.is_ascii_graphic() || *b == b' ')
-        {
-            Peek::Other
-        } else if bytes.len() >= MAX_PEEK {
+    let need_more = || {
+        if bytes.len() >= MAX_PEEK {
             Peek::TooLong
         } else {
             Peek::NeedMore
-        };
+        }
+    };
+    let Some(method_start) = bytes.iter().position(|&b| !split_space(b)) else {
+        return need_more();
+    };
+    let method = &bytes[method_start..];
+    let method_len = method
+        .iter()
+        .position(|&b| split_space(b))
+        .unwrap_or(method.len());
+    if !method[..method_len].iter().all(|&b| crate::http1::tchar(b)) {
+        // No server has such a method: not HTTP (a binary protocol, say).
+        return Peek::Other;
+    }
+    let Some(line_end) = method[method_len..]
+        .iter()
+        .position(|&b| b == b'\n')
+        .map(|at| method_start + method_len + at)
+    else {
+        return need_more();
     };
     let first_line = &bytes[..line_end];
     if !first_line
         .windows(5)
         .any(|w| w.eq_ignore_ascii_case(b"HTTP/"))
     {
-        // Some other text protocol.
+        // Some other text protocol (or HTTP/0.9, which names no host).
         return Peek::Other;
     }
-    let Some(head_end) = bytes.windows(4).position(|w| w == b"\r\n\r\n") else {
-        return if bytes.len() >= MAX_PEEK {
-            Peek::TooLong
-        } else {
-            Peek::NeedMore
+    if !first_line.ends_with(b"\r") {
+        return Peek::Malformed {
+            why: "a request line not ended by CRLF".into(),
         };
+    }
+    let Some(head_end) = bytes.windows(4).position(|w| w == b"\r\n\r\n") else {
+        return need_more();
     };
     match crate::http1::parse_head(&bytes[..head_end + 4]) {
         Ok(head) => Peek::Http {
@@ -340,6 +363,24 @@ mod tests {
                 port: None
             }
         );
+        // Found by the second review: bytes that made the gate say "not HTTP" too early.
+        assert_eq!(peek(b"GET / HTTP/1.1\r"), Peek::NeedMore);
+        assert_eq!(peek(b"GET /\x80"), Peek::NeedMore);
+        for request in [
+            &b"_X / HTTP/1.1\r\nHost: allowed.test\r\n\r\n"[..],
+            b"1X / HTTP/1.1\r\nHost: allowed.test\r\n\r\n",
+            b"\x0bGET / HTTP/1.1\r\nHost: denied.test\r\n\r\n",
+            b"GET\x0b/ HTTP/1.1\r\nHost: denied.test\r\n\r\n",
+            b"GET / HTTP/1.1\nHost: denied.test\n\n",
+        ] {
+            assert!(
+                !matches!(peek(request), Peek::Other | Peek::NeedMore),
+                "{request:?}"
+            );
+        }
+        // Binary protocols are not held up: PostgreSQL's startup packet, a length first.
+        assert_eq!(peek(b"\x00\x00\x00\x08\x04\xd2\x16\x2f"), Peek::Other);
+        assert_eq!(peek(b"A\x00\x00\x00\xdd\x07"), Peek::Other);
         // A text protocol that is not HTTP, once its first line is there.
         assert_eq!(peek(b"GET 1000\n"), Peek::Other);
         assert_eq!(peek(b"GET /"), Peek::NeedMore);

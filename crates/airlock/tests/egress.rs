@@ -619,6 +619,18 @@ attempt("not-utf8", b"GET / HTTP/1.1\r\nHost: denied.test\r\nX: \xff\r\n\r\n")
 attempt("two-spaces", b"GET  / HTTP/1.1\r\nHost: denied.test\r\n\r\n")
 attempt("lower-case", b"get / HTTP/1.1\r\nHost: denied.test\r\n\r\n")
 attempt("userinfo", b"GET http://allowed.test:1@denied.test/ HTTP/1.1\r\nHost: allowed.test\r\n\r\n")
+attempt("odd-method", b"_X / HTTP/1.1\r\nHost: allowed.test\r\n\r\n" + bad)
+def split(label, first, rest, pause):
+    try:
+        s = socket.create_connection(("allowed.test", {port}), timeout=30)
+        s.sendall(first); time.sleep(pause); s.sendall(rest)
+        print(label, "ANSWERED" if s.recv(100) else "closed", flush=True)
+    except Exception as e:
+        print(label, "closed", type(e).__name__, flush=True)
+# The first bytes stop on a CR, the rest comes later.
+split("split-line", b"GET / HTTP/1.1\r", b"\nHost: denied.test\r\n\r\n", 0.5)
+# Nothing at all until both of the gate's waits are over.
+split("silent", b"", bad, 21)
 attempt("good", b"GET / HTTP/1.1\r\nHost: allowed.test\r\nConnection: close\r\n\r\n")
 "#
         );
@@ -633,6 +645,9 @@ attempt("good", b"GET / HTTP/1.1\r\nHost: allowed.test\r\nConnection: close\r\n\
             "two-spaces",
             "lower-case",
             "userinfo",
+            "odd-method",
+            "split-line",
+            "silent",
         ] {
             assert!(
                 said.contains(&format!("{label} closed")),
