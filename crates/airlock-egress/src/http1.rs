@@ -262,7 +262,7 @@ pub struct Head {
     /// The host the request is for (lower case, no trailing dot), from an absolute-form or
     /// CONNECT target or the Host header; None when it names none (HTTP/1.0 without Host).
     pub host: Option<String>,
-    /// The port an absolute-form or CONNECT target names.
+    /// The port the request names: its absolute-form or CONNECT target's, else its Host's.
     pub port: Option<u16>,
     pub body: Body,
     /// It asks to switch protocols (Upgrade).
@@ -412,7 +412,7 @@ pub fn parse_head(head: &[u8]) -> Result<Head, String> {
         (Some(host), port)
     } else if target.starts_with('/') || (target == "*" && method == "OPTIONS") {
         match host_header {
-            Some((host, _)) => (Some(host), None),
+            Some((host, port)) => (Some(host), port),
             None if http10 => (None, None),
             None => return Err("an HTTP/1.1 request without a Host".into()),
         }

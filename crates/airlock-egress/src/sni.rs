@@ -17,7 +17,7 @@ pub enum Peek {
     Http {
         method: String,
         host: Option<String>,
-        /// For CONNECT and absolute-form requests: the port the target names.
+        /// The port the target names (CONNECT, absolute form), else the Host header's.
         port: Option<u16>,
     },
     /// An HTTP/1 request (its first line says so) that servers could read in different ways,
@@ -303,7 +303,7 @@ mod tests {
             Peek::Http {
                 method: "GET".into(),
                 host: Some("allowed.test".into()),
-                port: None
+                port: Some(8080)
             }
         );
         assert_eq!(
