@@ -46,8 +46,15 @@ pub fn peek(bytes: &[u8]) -> Peek {
     let bytes = &bytes[start..];
     match bytes.first() {
         None => Peek::NeedMore,
-        Some(0x16) => tls(bytes),
+        // A TLS record (change_cipher_spec, alert, handshake, application data, heartbeat).
+        Some(0x14..=0x18) => tls(bytes),
         Some(_) => http(bytes),
+    }
+}
+
+fn tls_malformed(why: &str) -> Peek {
+    Peek::Malformed {
+        why: format!("a TLS start the gate cannot read the server name of: {why}"),
     }
 }
 
@@ -72,8 +79,13 @@ fn tls(bytes: &[u8]) -> Peek {
                 Peek::NeedMore
             };
         }
-        if bytes[at] != 0x16 || bytes[at + 1] != 3 {
-            return Peek::Other;
+        // Servers accept records other than the hello before it (a warning alert, say) and odd
+        // record versions: whatever the gate cannot read as a plain hello is refused.
+        if bytes[at] != 0x16 {
+            return tls_malformed("a record other than the ClientHello first");
+        }
+        if bytes[at + 1] != 3 || bytes[at + 2] > 4 {
+            return tls_malformed("an unknown record version");
         }
         let Some(len) = u16_at(bytes, at + 3) else {
             return Peek::NeedMore;
@@ -90,7 +102,7 @@ fn tls(bytes: &[u8]) -> Peek {
         // Handshake header: type (1), length (3).
         if handshake.len() >= 4 {
             if handshake[0] != 1 {
-                return Peek::Other;
+                return tls_malformed("a handshake message other than ClientHello first");
             }
             let body = (usize::from(handshake[1]) << 16)
                 | (usize::from(handshake[2]) << 8)
@@ -100,63 +112,79 @@ fn tls(bytes: &[u8]) -> Peek {
             }
             if handshake.len() >= 4 + body {
                 return match client_hello_server_name(&handshake[4..4 + body]) {
-                    Some(name) => Peek::Tls { server_name: name },
-                    None => Peek::Other,
+                    Ok(name) => Peek::Tls { server_name: name },
+                    Err(why) => tls_malformed(why),
                 };
             }
         }
     }
 }
 
-/// The server name of a ClientHello body: Some(None) when it has no SNI; None when malformed.
-fn client_hello_server_name(hello: &[u8]) -> Option<Option<String>> {
+/// The server name of a ClientHello body (None: it names none), or why it cannot be read.
+fn client_hello_server_name(hello: &[u8]) -> Result<Option<String>, &'static str> {
+    const SHORT: &str = "a ClientHello cut short";
     // version (2), random (32)
     let mut at = 34;
-    let session = usize::from(*hello.get(at)?);
+    let session = usize::from(*hello.get(at).ok_or(SHORT)?);
     at += 1 + session;
-    let suites = u16_at(hello, at)?;
+    let suites = u16_at(hello, at).ok_or(SHORT)?;
     at += 2 + suites;
-    let compression = usize::from(*hello.get(at)?);
+    let compression = usize::from(*hello.get(at).ok_or(SHORT)?);
     at += 1 + compression;
     if at == hello.len() {
-        return Some(None);
+        return Ok(None);
     }
-    let extensions = u16_at(hello, at)?;
+    let extensions = u16_at(hello, at).ok_or(SHORT)?;
     at += 2;
     let end = at + extensions;
-    if end > hello.len() {
-        return None;
+    if end != hello.len() {
+        return Err("extensions that do not fill the ClientHello");
     }
-    while at + 4 <= end {
-        let kind = u16_at(hello, at)?;
-        let len = u16_at(hello, at + 2)?;
-        let data = hello.get(at + 4..at + 4 + len)?;
+    let mut server_name = None;
+    let mut seen_server_name = false;
+    while at < end {
+        let kind = u16_at(hello, at).ok_or(SHORT)?;
+        let len = u16_at(hello, at + 2).ok_or(SHORT)?;
+        let data = hello.get(at + 4..at + 4 + len).ok_or(SHORT)?;
         at += 4 + len;
-        if kind != 0 {
-            continue;
-        }
-        // server_name_list: length (2), then entries of type (1), length (2), name.
-        let list = u16_at(data, 0)?;
-        let mut entry = 2;
-        while entry + 3 <= 2 + list {
-            let name_type = *data.get(entry)?;
-            let name_len = u16_at(data, entry + 1)?;
-            let name = data.get(entry + 3..entry + 3 + name_len)?;
-            if name_type == 0 {
-                let name = std::str::from_utf8(name).ok()?;
-                if name.is_empty() || !name.bytes().all(|b| b.is_ascii_graphic()) {
-                    return None;
-                }
-                return Some(Some(name.trim_end_matches('.').to_ascii_lowercase()));
+        match kind {
+            // encrypted_client_hello: the name the server acts on is inside, encrypted.
+            0xfe0d => return Err("an Encrypted Client Hello"),
+            0 if seen_server_name => return Err("two server_name extensions"),
+            0 => {
+                seen_server_name = true;
+                server_name = Some(sni_name(data)?);
             }
-            entry += 3 + name_len;
+            _ => {}
         }
-        return None;
     }
-    Some(None)
+    Ok(server_name)
 }
 
-/// `host[:port]` or `[v6]:port` into host and port.
+/// The one host name of a server_name extension: length (2), then one entry of type 0 (1),
+/// length (2), name; a name of letters, digits, '-', '_' and dots.
+fn sni_name(data: &[u8]) -> Result<String, &'static str> {
+    let bad = "a server_name extension the gate cannot read";
+    let list = u16_at(data, 0).ok_or(bad)?;
+    if list + 2 != data.len() || data.get(2) != Some(&0) {
+        return Err(bad);
+    }
+    let name_len = u16_at(data, 3).ok_or(bad)?;
+    if 5 + name_len != data.len() || name_len == 0 {
+        return Err(bad);
+    }
+    let name = &data[5..];
+    if !name
+        .iter()
+        .all(|&b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
+    {
+        return Err("a server name that is not a host name");
+    }
+    Ok(String::from_utf8_lossy(name)
+        .trim_end_matches('.')
+        .to_ascii_lowercase())
+}
+
 /// An HTTP/1 request is anything a server could take for one: a method (a token, after what some
 /// server skips), then a line that mentions `HTTP/`. Such bytes are read as strictly as the
 /// strictest server would, and refused where servers differ; before the line is complete, the
@@ -189,10 +217,13 @@ fn http(bytes: &[u8]) -> Peek {
         return need_more();
     };
     let first_line = &bytes[..line_end];
-    if !first_line
-        .windows(5)
-        .any(|w| w.eq_ignore_ascii_case(b"HTTP/"))
-    {
+    // Node's parser also serves RTSP/1.x and ICE/1.0 request lines as HTTP.
+    let mentions = |word: &[u8]| {
+        first_line
+            .windows(word.len())
+            .any(|w| w.eq_ignore_ascii_case(word))
+    };
+    if !mentions(b"HTTP/") && !mentions(b"RTSP/") && !mentions(b"ICE/") {
         // Some other text protocol (or HTTP/0.9, which names no host).
         return Peek::Other;
     }
@@ -274,7 +305,55 @@ mod tests {
                 server_name: Some("allowed.test".into())
             }
         );
-        assert_eq!(peek(b"\x16\x03\x01\x00\x04\x02\x00\x00\x00"), Peek::Other);
+        assert!(matches!(
+            peek(b"\x16\x03\x01\x00\x04\x02\x00\x00\x00"),
+            Peek::Malformed { .. }
+        ));
+    }
+
+    /// Found by the third review: TLS starts a server accepts but the gate could not read
+    /// passed as "not TLS" with no check.
+    #[test]
+    fn tls_the_gate_cannot_read_is_refused() {
+        let hello = client_hello(Some("evil.test"));
+        let alert = [0x15, 3, 1, 0, 2, 1, 0x5a];
+        let mut after_alert = alert.to_vec();
+        after_alert.extend_from_slice(&hello);
+        let mut odd_version = hello.clone();
+        odd_version[1] = 0;
+        let mut unprintable = client_hello(Some("xevil.test"));
+        let at = unprintable
+            .windows(10)
+            .position(|w| w == b"xevil.test")
+            .unwrap();
+        unprintable[at] = 0xff;
+        for bytes in [&after_alert, &odd_version, &unprintable] {
+            assert!(matches!(peek(bytes), Peek::Malformed { .. }), "{bytes:?}");
+        }
+        // Encrypted Client Hello: the outer name is not the one served.
+        let mut ech = client_hello(Some("allowed.test"));
+        let ext = [0xfe, 0x0d, 0x00, 0x01, 0x00];
+        ech.extend_from_slice(&ext);
+        // Grow the record, handshake and extensions lengths by the extension's size.
+        let grow = |bytes: &mut Vec<u8>, at: usize, width: usize| {
+            let mut value = 0usize;
+            for i in 0..width {
+                value = value << 8 | usize::from(bytes[at + i]);
+            }
+            value += ext.len();
+            for i in 0..width {
+                bytes[at + width - 1 - i] = (value >> (8 * i)) as u8;
+            }
+        };
+        grow(&mut ech, 3, 2);
+        grow(&mut ech, 6, 3);
+        // record (5), handshake header (4), version, random, session id, suites, compression
+        grow(&mut ech, 5 + 4 + 2 + 32 + 1 + 4 + 2, 2);
+        assert!(
+            matches!(peek(&ech), Peek::Malformed { why } if why.contains("Encrypted Client Hello")),
+            "{:?}",
+            peek(&ech)
+        );
     }
 
     #[test]
@@ -381,6 +460,16 @@ mod tests {
         // Binary protocols are not held up: PostgreSQL's startup packet, a length first.
         assert_eq!(peek(b"\x00\x00\x00\x08\x04\xd2\x16\x2f"), Peek::Other);
         assert_eq!(peek(b"A\x00\x00\x00\xdd\x07"), Peek::Other);
+        // RTSP and ICE request lines, which Node serves as HTTP.
+        for request in [
+            &b"GET / RTSP/1.0\r\nHost: evil.test\r\n\r\n"[..],
+            b"SOURCE / ICE/1.0\r\nHost: evil.test\r\n\r\n",
+        ] {
+            assert!(
+                matches!(peek(request), Peek::Malformed { .. }),
+                "{request:?}"
+            );
+        }
         // A text protocol that is not HTTP, once its first line is there.
         assert_eq!(peek(b"GET 1000\n"), Peek::Other);
         assert_eq!(peek(b"GET /"), Peek::NeedMore);
