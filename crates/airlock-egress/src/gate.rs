@@ -97,8 +97,10 @@ struct State {
     next_id: std::sync::atomic::AtomicU64,
     synthetic: Mutex<Synthetic>,
     /// Connections the connect handler sent to the relay, by the id in the relay address they
-    /// were sent to (127.64.0.0/10 + id).
-    pending: Mutex<HashMap<u32, Target>>,
+    /// were sent to (127.64.0.0/10 + id), and when.
+    pending: Mutex<HashMap<u32, (Target, Instant)>>,
+    /// At most this many relayed connections open at once (see [`max_open`]).
+    max_open: usize,
     next_pending: std::sync::atomic::AtomicU32,
     /// See [`host_addresses`].
     host_addresses: Vec<IpAddr>,
@@ -137,6 +139,7 @@ pub fn start(gate: airlock_jail::Gate, config: Config) -> io::Result<Running> {
         pending: Mutex::new(HashMap::new()),
         next_pending: std::sync::atomic::AtomicU32::new(1),
         host_addresses: host_addresses()?,
+        max_open: max_open(),
     });
     let dns_socket = UdpSocket::from(gate.dns);
     let dns_state = state.clone();
@@ -414,7 +417,16 @@ fn hand_over(
         .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
         % RELAY_IDS;
     if let Ok(mut pending) = state.pending.lock() {
-        pending.insert(id, target);
+        // A connect the kernel then failed (the socket was connected already, say) never
+        // reaches the relay: its entry is dropped once it is surely stale, and the table is
+        // bounded, so a sandbox cannot grow it without end.
+        if pending.len() >= 1024 {
+            pending.retain(|_, (_, at)| at.elapsed() < Duration::from_secs(10));
+        }
+        if pending.len() >= MAX_PENDING {
+            return notifier.fail(n.id, libc::EAGAIN);
+        }
+        pending.insert(id, (target, Instant::now()));
     }
     let relay_ip = relay_address(id);
     let mut sockaddr = Vec::with_capacity(28);
@@ -439,6 +451,8 @@ fn hand_over(
 
 /// How many relay addresses there are (127.64.0.0/10).
 const RELAY_IDS: u32 = 1 << 22;
+/// The most connects on their way to the relay at once.
+const MAX_PENDING: usize = 16_384;
 
 /// The relay address for pending connection `id`: 127.64.0.0 + id.
 fn relay_address(id: u32) -> Ipv4Addr {
@@ -461,7 +475,9 @@ fn resolve(state: &State, name: &str, port: u16) -> io::Result<(SocketAddr, bool
     if let Some((_, ip)) = state.config.resolve.iter().find(|(n, _)| n == name) {
         return Ok((SocketAddr::new(*ip, port), true));
     }
-    let addr = (name, port)
+    // Fully qualified: a name that does not exist must not become another under the host's
+    // search domains.
+    let addr = (format!("{}.", name.trim_end_matches('.')).as_str(), port)
         .to_socket_addrs()?
         .next()
         .ok_or_else(|| io::Error::other("no address"))?;
@@ -479,7 +495,7 @@ fn serve_relay(listener: &TcpListener, state: &Arc<State>) {
         let Some(id) = client.local_addr().ok().and_then(|a| relay_id(a.ip())) else {
             continue;
         };
-        let Some(target) = state.pending.lock().ok().and_then(|mut p| p.remove(&id)) else {
+        let Some((target, _)) = state.pending.lock().ok().and_then(|mut p| p.remove(&id)) else {
             continue; // not sent here by the gate (or already used): dropped
         };
         let state = state.clone();
@@ -668,7 +684,13 @@ fn proxy(mut client: TcpStream, state: &State) {
         {
             return;
         }
-        relay(
+        // What the client sent after the CONNECT head without waiting for the answer (its TLS
+        // hello, say) is the tunnel's first bytes.
+        let after_head = head
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .map_or(Vec::new(), |end| head[end + 4..].to_vec());
+        relay_with(
             client,
             Target {
                 name,
@@ -677,6 +699,7 @@ fn proxy(mut client: TcpStream, state: &State) {
                 forwarded: false,
             },
             state,
+            after_head,
         );
     } else {
         // The request goes on in origin form (`GET /path`), as servers expect; its Host header
@@ -743,6 +766,23 @@ struct Listed<'a> {
 /// Relayed connections one sandbox may have open at once; more are refused.
 const MAX_OPEN: usize = 4096;
 
+/// How many relayed connections may be open at once: [`MAX_OPEN`], or fewer when this process
+/// may not open enough descriptors (each takes about four), after raising its soft limit to the
+/// hard one.
+fn max_open() -> usize {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        return 64;
+    };
+    let limit = if setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok() {
+        hard
+    } else {
+        soft
+    };
+    let budget = usize::try_from(limit.saturating_sub(128) / 4).unwrap_or(MAX_OPEN);
+    budget.clamp(16, MAX_OPEN)
+}
+
 impl<'a> Listed<'a> {
     fn new(state: &'a State, client: &TcpStream) -> Listed<'a> {
         let id = state
@@ -797,10 +837,10 @@ fn relay_with(mut client: TcpStream, target: Target, state: &State, mut first: V
     if is_cut(state) {
         return;
     }
-    if state.open.lock().map_or(0, |open| open.len()) > MAX_OPEN {
+    if state.open.lock().map_or(0, |open| open.len()) > state.max_open {
         let decision = Decision {
             allowed: false,
-            rule: format!("more than {MAX_OPEN} connections open at once"),
+            rule: format!("more than {} connections open at once", state.max_open),
         };
         let mut e = event("connect", &decision);
         (e.name, e.ip, e.port) = (

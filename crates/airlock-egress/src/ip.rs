@@ -76,7 +76,10 @@ const SPECIAL: &[(&str, &str)] = &[
     ("fc00::/7", "private (unique local)"),
     ("fe80::/10", "link-local"),
     ("ff00::/8", "multicast"),
+    ("::/96", "IPv4-compatible"),
+    ("::ffff:0:0:0/96", "IPv4-translated"),
     ("64:ff9b::/96", "NAT64"),
+    ("64:ff9b:1::/48", "NAT64 (local)"),
     ("2002::/16", "6to4"),
     ("2001::/32", "Teredo"),
 ];
@@ -119,6 +122,10 @@ mod tests {
         assert_eq!(kind("224.0.0.1"), Some("multicast"));
         assert_eq!(kind("0.0.0.0"), Some("unspecified"));
         assert_eq!(kind("64:ff9b::a00:1"), Some("NAT64"));
+        // Found by review: IPv4-compatible and -translated forms of any address.
+        assert_eq!(kind("::127.0.0.1"), Some("IPv4-compatible"));
+        assert_eq!(kind("::ffff:0:7f00:1"), Some("IPv4-translated"));
+        assert_eq!(kind("64:ff9b:1::a00:1"), Some("NAT64 (local)"));
     }
 
     #[test]
