@@ -475,9 +475,10 @@ fn resolve(state: &State, name: &str, port: u16) -> io::Result<(SocketAddr, bool
     if let Some((_, ip)) = state.config.resolve.iter().find(|(n, _)| n == name) {
         return Ok((SocketAddr::new(*ip, port), true));
     }
-    // Fully qualified: a name that does not exist must not become another under the host's
-    // search domains.
-    let addr = (format!("{}.", name.trim_end_matches('.')).as_str(), port)
+    // As given, not fully qualified: glibc finds a name with a trailing dot in DNS but not in
+    // /etc/hosts. (A name that does not exist may then be tried under the host's search
+    // domains; what that finds is checked like any address.)
+    let addr = (name, port)
         .to_socket_addrs()?
         .next()
         .ok_or_else(|| io::Error::other("no address"))?;
