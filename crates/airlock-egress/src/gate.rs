@@ -576,6 +576,22 @@ fn copy(from: &mut TcpStream, to: &mut TcpStream) -> u64 {
     }
 }
 
+/// The server's first bytes, read until they hold its first line (or 1 KiB, or end of file);
+/// whatever else came with them too, so the client gets them in one piece as before.
+fn first_line(from: &mut TcpStream) -> Vec<u8> {
+    let mut line = Vec::new();
+    let mut chunk = vec![0u8; 64 * 1024];
+    while line.len() < 1024 && !line.contains(&b'\n') {
+        match from.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => line.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+    line
+}
+
 /// [`copy`] for plain HTTP: the client's requests pass only as [`crate::http1::Requests`] lets
 /// them. Err: a request was refused (bytes copied, and why).
 fn copy_requests(
@@ -594,7 +610,17 @@ fn copy_requests(
             Err(_) => return Ok(total),
         };
         out.clear();
-        let verdict = requests.feed(&buf[..n], &mut out);
+        let mut verdict = requests.feed(&buf[..n], &mut out);
+        // After an upgrade the bytes wait for the server's first answer (10 s at most).
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while verdict.is_ok() && requests.waiting() {
+            if Instant::now() > deadline {
+                verdict = Err("the server did not answer an upgrade within 10 s".into());
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+            verdict = requests.settle(&mut out);
+        }
         if to.write_all(&out).is_err() {
             return Ok(total);
         }
@@ -927,10 +953,14 @@ fn relay_with(mut client: TcpStream, target: Target, state: &State, mut first: V
     };
     // Plain HTTP: every request on the connection is checked, not just the first (a kept-alive
     // connection could carry the next one for another host).
+    let first_answer = Arc::new(crate::http1::FirstAnswer::default());
     let mut requests = match (&peeked, &target.name) {
-        (Peek::Http { .. }, Some(name)) => Some(crate::http1::Requests::new(name)),
+        (Peek::Http { .. }, Some(name)) => {
+            Some(crate::http1::Requests::new(name, first_answer.clone()))
+        }
         _ => None,
     };
+
     let mut first_out = Vec::new();
     match &mut requests {
         Some(requests) => {
@@ -943,6 +973,9 @@ fn relay_with(mut client: TcpStream, target: Target, state: &State, mut first: V
     if upstream.write_all(&first_out).is_err() {
         return;
     }
+    let watch_first_answer = requests
+        .as_ref()
+        .is_some_and(crate::http1::Requests::first_asked_to_upgrade);
     let (Ok(mut client_read), Ok(mut upstream_read)) = (client.try_clone(), upstream.try_clone())
     else {
         return;
@@ -960,7 +993,18 @@ fn relay_with(mut client: TcpStream, target: Target, state: &State, mut first: V
         }
         outcome
     });
-    let bytes_in = copy(&mut upstream_read, &mut client);
+    // When the first request asked to switch protocols, the server's first status line tells
+    // whether it did; the request side waits for it.
+    let mut bytes_in = 0;
+    if watch_first_answer {
+        let status = first_line(&mut upstream_read);
+        first_answer.saw(&status);
+        bytes_in += status.len() as u64;
+        if client.write_all(&status).is_err() {
+            let _ = upstream_read.shutdown(Shutdown::Both);
+        }
+    }
+    bytes_in += copy(&mut upstream_read, &mut client);
     let _ = client.shutdown(Shutdown::Write);
     let bytes_out = match out_thread.join() {
         Ok(Ok(n)) => n,

@@ -55,8 +55,8 @@ enum At {
     ChunkEnd(u8),
     /// In the trailer section after the last chunk.
     Trailers,
-    /// After a request that asked to switch protocols: the next bytes tell whether the server
-    /// did (see [`Requests::feed`]).
+    /// After a request that asked to switch protocols: the server's answer (its first status
+    /// line, see [`FirstAnswer`]) tells whether it did; until then, the client's bytes are held.
     AfterUpgrade,
     /// A tunnel or a switched protocol: no more HTTP requests to follow.
     Opaque,
@@ -69,19 +69,77 @@ pub struct Requests {
     at: At,
     /// Bytes of the current head, chunk-size line or trailers.
     held: Vec<u8>,
-    /// The request being framed asked to switch protocols (Upgrade, CONNECT).
+    /// The request being framed asked to switch protocols (Upgrade).
     upgrade: bool,
+    /// Requests checked so far.
+    requests: u64,
+    /// What the server answered first (set by whoever copies the server's bytes).
+    first_answer: std::sync::Arc<FirstAnswer>,
+}
+
+/// The status of the server's first answer on a connection, as the copier of the server's bytes
+/// saw it: whether a protocol switch asked for by the first request happened (101) or not.
+#[derive(Debug, Default)]
+pub struct FirstAnswer(std::sync::atomic::AtomicU8);
+
+impl FirstAnswer {
+    const UNKNOWN: u8 = 0;
+    const SWITCHED: u8 = 1;
+    const OTHER: u8 = 2;
+
+    /// Record the server's first bytes (its first status line, complete or not).
+    pub fn saw(&self, status_line: &[u8]) {
+        let switched =
+            status_line.starts_with(b"HTTP/1.1 101 ") || status_line.starts_with(b"HTTP/1.0 101 ");
+        let value = if switched {
+            Self::SWITCHED
+        } else {
+            Self::OTHER
+        };
+        self.0.store(value, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn get(&self) -> u8 {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
 }
 
 impl Requests {
     /// For a connection made to `host` (lower case, no trailing dot, no port).
-    pub fn new(host: &str) -> Requests {
+    pub fn new(host: &str, first_answer: std::sync::Arc<FirstAnswer>) -> Requests {
         Requests {
             host: host.to_string(),
             at: At::Head,
             held: Vec::new(),
             upgrade: false,
+            requests: 0,
+            first_answer,
         }
+    }
+
+    /// The first request asked to switch protocols: the server's first answer is needed (and
+    /// only then: other connections' answers are not looked at).
+    pub fn first_asked_to_upgrade(&self) -> bool {
+        self.requests == 1 && (self.upgrade || self.at == At::AfterUpgrade)
+    }
+
+    /// Client bytes are held until the server's first answer is known (see [`Requests::settle`]).
+    pub fn waiting(&self) -> bool {
+        self.at == At::AfterUpgrade && !self.held.is_empty()
+    }
+
+    /// Go on with held bytes once the server's first answer is known; still waiting: nothing.
+    pub fn settle(&mut self, out: &mut Vec<u8>) -> Result<(), Refusal> {
+        if self.at != At::AfterUpgrade || self.first_answer.get() == FirstAnswer::UNKNOWN {
+            return Ok(());
+        }
+        self.at = if self.first_answer.get() == FirstAnswer::SWITCHED {
+            At::Opaque
+        } else {
+            At::Head
+        };
+        let held = std::mem::take(&mut self.held);
+        self.feed(&held, out)
     }
 
     /// Take the client's next bytes; append to `out` what may go to the server now. Err: the
@@ -94,26 +152,19 @@ impl Requests {
                     return Ok(());
                 }
                 At::AfterUpgrade => {
-                    // The server switched protocols, or declined and this is the next request:
-                    // a client's WebSocket frame starts unlike anything a server could take for
-                    // a request (see `websocket_frame`).
-                    if self.held.is_empty() && input.len() == 1 {
-                        self.held.push(input[0]);
+                    // Switched (101), or declined and these bytes are the next request: only
+                    // the server's answer says which, so they wait for it.
+                    if self.first_answer.get() == FirstAnswer::UNKNOWN {
+                        self.held.extend_from_slice(input);
+                        if self.held.len() > MAX_HEAD {
+                            return Err(
+                                "more than 64 KiB sent before the server answered an upgrade"
+                                    .into(),
+                            );
+                        }
                         return Ok(());
                     }
-                    let (first, second) = match self.held.first() {
-                        Some(&held) => (held, input[0]),
-                        None => (input[0], input[1]),
-                    };
-                    self.at = if websocket_frame(first, second) {
-                        At::Opaque
-                    } else {
-                        At::Head
-                    };
-                    let first = std::mem::take(&mut self.held);
-                    if !first.is_empty() {
-                        self.feed(&first, out)?;
-                    }
+                    self.settle(out)?;
                 }
                 At::Head => {
                     // Servers skip empty lines before a request (RFC 9112 2.2).
@@ -238,6 +289,11 @@ impl Requests {
                     other.as_deref().unwrap_or("no host")
                 )))
             }
+        }
+        self.requests += 1;
+        if head.upgrade && self.requests > 1 {
+            // Whether the server switched is told by its first answer only.
+            return Err("an Upgrade after other requests on the connection".into());
         }
         self.upgrade = head.upgrade;
         Ok(match head.body {
@@ -444,21 +500,6 @@ pub fn parse_head(head: &[u8]) -> Result<Head, String> {
     })
 }
 
-/// Do these two bytes start a client's WebSocket frame (RFC 6455 5.2)? Its mask bit (the second
-/// byte's top bit) is always set, which no request's second byte has but a request some server
-/// takes after odd leading space (`" \xa0GET"`) can; so the first byte must be a frame's too: RSV2
-/// and RSV3 clear, a defined opcode, control frames final. None of the bytes any server skips
-/// before a request is such a first byte.
-fn websocket_frame(first: u8, second: u8) -> bool {
-    let (fin, rsv23, opcode) = (first & 0x80 != 0, first & 0x30, first & 0x0f);
-    let opcode_ok = match opcode {
-        0..=2 => true,
-        8..=10 => fin,
-        _ => false,
-    };
-    second & 0x80 != 0 && rsv23 == 0 && opcode_ok
-}
-
 /// How many bytes of `input` to take so that `held` + them ends at the first `end`, and whether
 /// it does.
 fn take_until(held: &[u8], input: &[u8], end: &[u8]) -> (usize, bool) {
@@ -521,7 +562,7 @@ mod tests {
     fn run(stream: &[u8]) -> Result<Vec<u8>, Refusal> {
         let mut answers = Vec::new();
         for piece in [1, 2, 3, 7, 64, stream.len().max(1)] {
-            let mut requests = Requests::new("allowed.test");
+            let mut requests = Requests::new("allowed.test", Default::default());
             let mut out = Vec::new();
             let mut result = Ok(());
             for part in stream.chunks(piece) {
@@ -559,7 +600,7 @@ mod tests {
     fn a_later_request_for_another_host_is_refused_before_it_is_sent() {
         let first = get("allowed.test");
         let stream = format!("{first}{}", get("denied.test"));
-        let mut requests = Requests::new("allowed.test");
+        let mut requests = Requests::new("allowed.test", Default::default());
         let mut out = Vec::new();
         let err = requests.feed(stream.as_bytes(), &mut out).unwrap_err();
         assert!(
@@ -659,25 +700,51 @@ mod tests {
     }
 
     #[test]
-    fn a_switched_protocol_is_not_parsed_but_a_refused_switch_is() {
+    fn after_an_upgrade_the_servers_answer_decides() {
         let upgrade = "GET /ws HTTP/1.1\r\nHost: allowed.test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n";
-        // A masked WebSocket frame: the server switched; nothing more to check.
-        let mut stream = upgrade.as_bytes().to_vec();
-        stream.extend_from_slice(&[0x81, 0x85, 1, 2, 3, 4, b'h', b'e', b'l', b'l', b'o']);
-        stream.extend_from_slice(get("anything").as_bytes());
-        assert_eq!(run(&stream).unwrap(), stream);
-        // The server declined and the client sends another request: it is checked.
-        let declined = format!("{upgrade}{}", get("denied.test"));
-        assert!(run(declined.as_bytes()).is_err());
-        let fine = format!("{upgrade}{}", get("allowed.test"));
-        assert!(run(fine.as_bytes()).is_ok());
-        // Python's server skips " \xa0" before a request; no WebSocket frame starts so.
-        let mut dressed = upgrade.as_bytes().to_vec();
-        dressed.extend_from_slice(b" \xa0");
-        dressed.extend_from_slice(get("denied.test").as_bytes());
-        assert!(run(&dressed).is_err());
-        assert!(!websocket_frame(b' ', 0xa0));
-        assert!(websocket_frame(0x81, 0x85) && websocket_frame(0x02, 0xfe));
-        assert!(!websocket_frame(0x09, 0x80), "a ping must be final");
+        let frame = [0x81, 0x85, 1, 2, 3, 4, b'h', b'e', b'l', b'l', b'o'];
+        let start = |answer: &std::sync::Arc<FirstAnswer>| {
+            let mut requests = Requests::new("allowed.test", answer.clone());
+            let mut out = Vec::new();
+            requests.feed(upgrade.as_bytes(), &mut out).unwrap();
+            requests.feed(&frame, &mut out).unwrap();
+            assert!(requests.waiting(), "held until the server answers");
+            assert_eq!(out, upgrade.as_bytes());
+            (requests, out)
+        };
+        // Switched: the frames pass unread, and so does all that follows.
+        let answer = std::sync::Arc::new(FirstAnswer::default());
+        let (mut requests, mut out) = start(&answer);
+        answer.saw(b"HTTP/1.1 101 Switching Protocols\r\n");
+        requests.settle(&mut out).unwrap();
+        requests.feed(get("anything").as_bytes(), &mut out).unwrap();
+        let mut expected = upgrade.as_bytes().to_vec();
+        expected.extend_from_slice(&frame);
+        expected.extend_from_slice(get("anything").as_bytes());
+        assert_eq!(out, expected);
+        // Declined (Node answers the request and drops the rest of the segment): what follows
+        // is a request like any, and checked (found by the third review).
+        let answer = std::sync::Arc::new(FirstAnswer::default());
+        let (mut requests, mut out) = start(&answer);
+        answer.saw(b"HTTP/1.1 200 OK\r\n");
+        requests.settle(&mut out).unwrap();
+        assert!(requests
+            .feed(get("denied.test").as_bytes(), &mut out)
+            .is_err());
+        let answer = std::sync::Arc::new(FirstAnswer::default());
+        let mut requests = Requests::new("allowed.test", answer.clone());
+        let mut out = Vec::new();
+        requests.feed(upgrade.as_bytes(), &mut out).unwrap();
+        assert!(requests.first_asked_to_upgrade());
+        answer.saw(b"HTTP/1.1 426 Upgrade Required\r\n");
+        assert!(requests
+            .feed(get("allowed.test").as_bytes(), &mut out)
+            .is_ok());
+        assert!(requests
+            .feed(get("denied.test").as_bytes(), &mut out)
+            .is_err());
+        // An upgrade is only followed on the first request: later, the first answer is long past.
+        let later = format!("{}{upgrade}", get("allowed.test"));
+        assert!(run(later.as_bytes()).is_err());
     }
 }

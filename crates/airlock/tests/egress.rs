@@ -883,3 +883,88 @@ attempt("metadata-v6", lambda: socket.create_connection(("fd00:ec2::254", 80), t
     assert!(said.contains("bare-v6 blocked"), "{said}");
     assert!(said.contains("metadata-v6 blocked"), "{said}");
 });
+
+both_modes!(
+    an_upgrade_is_followed_only_if_the_server_switches,
+    |w: &World| {
+        // A server that switches to an echo protocol when asked for "Upgrade: echo", and otherwise
+        // answers each request with the host it asked for, dropping whatever else came in the same
+        // read as the request (as Node does with a declined upgrade).
+        let server = python_server(
+            r#"
+import socket, threading
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(16)
+print(s.getsockname()[1], flush=True)
+def serve(c):
+    data = b""
+    while True:
+        while b"\r\n\r\n" not in data:
+            chunk = c.recv(65536)
+            if not chunk: return
+            data += chunk
+        head = data.split(b"\r\n\r\n")[0].decode("latin1")
+        data = b""
+        host = [l.split(":", 1)[1].strip() for l in head.split("\r\n") if l.lower().startswith("host:")]
+        if "upgrade: echo" in head.lower() and "/switch" in head:
+            c.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\n\r\n")
+            while True:
+                chunk = c.recv(65536)
+                if not chunk: return
+                c.sendall(chunk)
+        body = ("served " + (host[0] if host else "?")).encode()
+        c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+while True:
+    c, _ = s.accept(); threading.Thread(target=serve, args=(c,), daemon=True).start()
+"#,
+            &[],
+        );
+        let port = server.port;
+        let script = |connect: &str| {
+            format!(
+                r#"
+import socket, time
+def talk(path, connect="{connect}"):
+    s = socket.create_connection((connect, {port}), timeout=5)
+    up = b"GET " + path + b" HTTP/1.1\r\nHost: allowed.test\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n"
+    s.sendall(up + b"\x81\x85abcdhello")
+    first = s.recv(65536)
+    time.sleep(0.3)
+    s.sendall(b"GET / HTTP/1.1\r\nHost: denied.test\r\n\r\n")
+    try: later = s.recv(65536)
+    except Exception: later = b""
+    return first, later
+first, later = talk(b"/switch")
+print("switch", b"101" in first, b"denied.test" in later)
+first, later = talk(b"/declined")
+print("declined", b"served allowed.test" in first, "SERVED-DENIED" if b"served denied.test" in later else "refused")
+"#
+            )
+        };
+        // Without airlock the declined upgrade lets the later request through.
+        let outside = w.outside(&format!(
+            "/usr/bin/python3 -c '{}'",
+            script("127.0.0.1").replace('\'', "'\\''")
+        ));
+        assert!(
+            stdout(&outside).contains("declined True SERVED-DENIED"),
+            "{}{}",
+            stdout(&outside),
+            stderr(&outside)
+        );
+        let profile = w.profile(&format!("[network]\nallow = [\"allowed.test:{port}\"]\n"));
+        let out = run_python(w, &profile, &script("allowed.test"));
+        let said = ran(&out);
+        // Switched: the echo protocol passes unread (the "request" after it is only echoed bytes).
+        assert!(
+            said.contains("switch True True"),
+            "{said}\n{}",
+            stderr(&out)
+        );
+        // Declined: what follows is a request like any, and refused.
+        assert!(
+            said.contains("declined True refused"),
+            "{said}\n{}",
+            stderr(&out)
+        );
+    }
+);
