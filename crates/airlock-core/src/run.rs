@@ -273,7 +273,7 @@ fn start_gate(
                 (Some(name), _, Some(port)) => format!("{name}:{port}"),
                 (Some(name), _, None) => name.clone(),
                 (None, Some(ip), Some(port)) => std::net::SocketAddr::new(ip, port).to_string(),
-                _ => "?".into(),
+                _ => "(destination not read)".into(),
             };
             eprintln!(
                 "airlock: network: {} {what} refused: {}",

@@ -296,8 +296,14 @@ fn serve_connects(notifier: Notifier, state: Arc<State>, relay: u16) {
         // sandbox, so their number is bounded by its process limit.)
         let (notifier, state) = (notifier.clone(), state.clone());
         std::thread::spawn(move || {
-            if handle_connect(&notifier, &state, relay, &n).is_err() {
-                // The process went away meanwhile, or the answer failed: refuse, if it waits.
+            if let Err(err) = handle_connect(&notifier, &state, relay, &n) {
+                // The process went away meanwhile, or its memory or the answer failed: refuse,
+                // if it waits; the attempt is an event all the same.
+                let decision = Decision {
+                    allowed: false,
+                    rule: format!("the gate could not read or answer this connect: {err}"),
+                };
+                (state.config.on_event)(&event("connect", &decision));
                 let _ = notifier.fail(n.id, libc::ECONNREFUSED);
             }
         });
@@ -442,10 +448,14 @@ fn hand_over(
         sockaddr.extend_from_slice(&relay_ip.octets());
         sockaddr.extend_from_slice(&[0; 8]);
     }
-    if (n.args[2] as usize) < sockaddr.len() {
+    // An IPv6 address may come in the 24 bytes of RFC 2133 (no scope id), which the kernel
+    // accepts; the relay's address (scope id 0) is written in as many bytes as were given.
+    let given = n.args[2] as usize;
+    let least = if dest.is_ipv6() { 24 } else { 16 };
+    if given < least {
         return notifier.fail(n.id, libc::EINVAL);
     }
-    memory.write(n.args[1], &sockaddr)?;
+    memory.write(n.args[1], &sockaddr[..given.min(sockaddr.len())])?;
     notifier.pass(n.id)
 }
 

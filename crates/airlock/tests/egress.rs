@@ -857,6 +857,18 @@ attempt("by-name", lambda: urllib.request.urlopen("http://v6.test:{port}/", time
 attempt("by-name-direct", lambda: socket.create_connection(("v6.test", {port}), timeout=5) and "connected")
 attempt("bare-v6", lambda: socket.create_connection(("2606:4700::1111", 443), timeout=5))
 attempt("metadata-v6", lambda: socket.create_connection(("fd00:ec2::254", 80), timeout=5))
+def short_sockaddr():
+    # The 24-byte sockaddr_in6 of RFC 2133 (no scope id), which the kernel accepts.
+    import ctypes, struct
+    libc = ctypes.CDLL(None, use_errno=True)
+    s = socket.socket(socket.AF_INET6)
+    ip = socket.getaddrinfo("v6.test", {port}, socket.AF_INET6)[0][4][0]
+    sa = struct.pack("=H", socket.AF_INET6) + struct.pack("!HI", {port}, 0) + socket.inet_pton(socket.AF_INET6, ip)
+    if libc.connect(s.fileno(), sa, 24) != 0:
+        raise OSError(ctypes.get_errno(), "connect")
+    s.sendall(b"GET / HTTP/1.0\r\nHost: v6.test:{port}\r\n\r\n")
+    return s.recv(100)[:15]
+attempt("short-sockaddr", short_sockaddr)
 "#
     );
     let out = w
@@ -882,7 +894,48 @@ attempt("metadata-v6", lambda: socket.create_connection(("fd00:ec2::254", 80), t
     assert!(said.contains("by-name-direct REACHED connected"), "{said}");
     assert!(said.contains("bare-v6 blocked"), "{said}");
     assert!(said.contains("metadata-v6 blocked"), "{said}");
+    assert!(
+        said.contains("short-sockaddr REACHED b'HTTP/1.0 200 OK'"),
+        "{said}\n{}",
+        stderr(&out)
+    );
 });
+
+both_modes!(
+    a_connect_the_gate_cannot_read_is_refused_and_logged,
+    |w: &World| {
+        // connect() with an address the process cannot have (an unmapped pointer): the gate cannot
+        // read it, so it cannot decide; the connect is refused and the attempt is in the log.
+        let profile = w.profile("[network]\nallow = [\"allowed.test\"]\n");
+        let script = "import ctypes, socket\n\
+                  libc = ctypes.CDLL(None, use_errno=True)\n\
+                  s = socket.socket()\n\
+                  rc = libc.connect(s.fileno(), ctypes.c_void_p(8), 16)\n\
+                  print('rc', rc, ctypes.get_errno())\n";
+        let out = run_python(w, &profile, script);
+        assert!(
+            ran(&out).contains("rc -1 111"), // ECONNREFUSED
+            "{}{}",
+            ran(&out),
+            stderr(&out)
+        );
+        assert!(
+            stderr(&out).contains("could not read or answer this connect"),
+            "{}",
+            stderr(&out)
+        );
+        let log = stdout(
+            &w.airlock()
+                .args(["log", "--action", "net.connect", "--json"])
+                .output()
+                .unwrap(),
+        );
+        assert!(
+            log.contains("could not read or answer this connect"),
+            "{log}"
+        );
+    }
+);
 
 both_modes!(
     an_upgrade_is_followed_only_if_the_server_switches,
