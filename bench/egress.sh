@@ -2,6 +2,8 @@
 # Egress-gate benchmark: through airlock's gate vs direct, in one run.
 #   - throughput of a download (BENCH_BYTES, default 1 GiB) from a loopback server;
 #   - connection setup latency: p50/p99 of BENCH_CONNECTS (default 1,000) connects;
+#   - request/response latency: p50/p99 of BENCH_CONNECTS round trips of 100 bytes on one
+#     connection (an echo);
 #   - the supervisor's peak RSS with BENCH_CONCURRENT (default 1,000) connections open at once.
 # The server runs on the host's 127.0.0.1; the sandbox reaches it as bench.test via --resolve.
 set -euo pipefail
@@ -19,7 +21,8 @@ cleanup() { [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null; rm -rf "$scr
 trap cleanup EXIT
 mkdir "$scratch/ws"
 port=$($python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-# The server: "GET <n>\n" -> n bytes of zeros; anything else -> close at once.
+# The server: "GET <n>\n" -> n bytes of zeros; "ECHO\n" -> what it reads, back; anything
+# else -> close at once.
 $python - "$port" <<'PY' &
 import socket, sys, threading
 zeros = bytes(1 << 20)
@@ -31,6 +34,13 @@ def serve(c):
             while left > 0:
                 n = c.send(zeros[: min(left, len(zeros))])
                 left -= n
+        elif line.startswith(b"ECHO"):
+            c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            c.sendall(b"OK\n")  # nothing more was sent before this: the line's reader kept nothing
+            while True:
+                data = c.recv(65536)
+                if not data: break
+                c.sendall(data)
         c.close()
     except Exception:
         pass
@@ -61,6 +71,16 @@ elif what == "connects":
         s = socket.socket(); t = time.perf_counter(); s.connect(addr); times.append(time.perf_counter() - t); s.close()
     times.sort()
     print(f"{times[len(times)//2]*1e6:.0f} {times[int(len(times)*0.99)]*1e6:.0f}")
+elif what == "echo":
+    s = socket.create_connection((host, port)); s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    s.sendall(b"ECHO\n"); s.recv(3)
+    times = []
+    for _ in range(n):
+        t = time.perf_counter(); s.sendall(b"x" * 100); got = 0
+        while got < 100: got += len(s.recv(100 - got))
+        times.append(time.perf_counter() - t)
+    times.sort()
+    print(f"{times[len(times)//2]*1e6:.0f} {times[int(len(times)*0.99)]*1e6:.0f}")
 elif what == "concurrent":
     socks = [socket.create_connection((host, port)) for _ in range(n)]
     time.sleep(1)
@@ -87,11 +107,15 @@ direct_mib=$(direct download "$bytes")
 gated_mib=$(gated download "$bytes")
 read -r d50 d99 <<<"$(direct connects "$connects")"
 read -r g50 g99 <<<"$(gated connects "$connects")"
+read -r de50 de99 <<<"$(direct echo "$connects")"
+read -r ge50 ge99 <<<"$(gated echo "$connects")"
 echo "| | direct | through the gate | ratio / added |"
 echo "| --- | ---: | ---: | ---: |"
 echo "| download of $bytes bytes, MiB/s | $direct_mib | $gated_mib | $($python -c "print(f'{$gated_mib/$direct_mib:.2f}')") |"
 echo "| connect p50, µs | $d50 | $g50 | +$((g50 - d50)) |"
 echo "| connect p99, µs | $d99 | $g99 | +$((g99 - d99)) |"
+echo "| round trip of 100 bytes p50, µs | $de50 | $ge50 | +$((ge50 - de50)) |"
+echo "| round trip of 100 bytes p99, µs | $de99 | $ge99 | +$((ge99 - de99)) |"
 echo
 peak=$( { /usr/bin/time -f '%M' "$airlock" --state-dir "$scratch/state" run --profile-file "$scratch/profile.toml" \
   --resolve "bench.test=127.0.0.1" -w "$scratch/ws" -- $python "$scratch/ws/client.py" bench.test "$port" concurrent "$concurrent" >/dev/null; } 2>&1 | tail -1)

@@ -547,7 +547,10 @@ fn copy(from: &mut TcpStream, to: &mut TcpStream) -> u64 {
     use nix::fcntl::{splice, SpliceFFlags};
     if let Ok((pipe_read, pipe_write)) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) {
         let _ = nix::fcntl::fcntl(&pipe_write, nix::fcntl::FcntlArg::F_SETPIPE_SZ(1 << 20));
-        let flags = SpliceFFlags::SPLICE_F_MOVE | SpliceFFlags::SPLICE_F_MORE;
+        // Not SPLICE_F_MORE: it corks the socket, and the last bytes of a message would wait
+        // (200 ms) for more that the sender, waiting for an answer, never sends. The kernel
+        // sets MSG_MORE itself while the pipe still holds bytes.
+        let flags = SpliceFFlags::SPLICE_F_MOVE;
         let mut total = 0u64;
         loop {
             let n = match splice(&*from, None, &pipe_write, None, 1 << 20, flags) {
@@ -891,6 +894,11 @@ fn relay_with(mut client: TcpStream, target: Target, state: &State, mut first: V
     let Ok(mut upstream) = TcpStream::connect_timeout(&target.addr, Duration::from_secs(10)) else {
         return;
     };
+    // The relay passes on bytes as they come: how they were grouped into segments was the
+    // sender's choice, already made. Nagle here would hold a message's tail until the last
+    // segment is acknowledged, which a peer that delays its acknowledgements makes 40 ms.
+    let _ = client.set_nodelay(true);
+    let _ = upstream.set_nodelay(true);
     // Not HTTP or TLS when the server speaks first (their clients always do): no host to
     // check; the name and port decided.
     let server_first = first.is_empty() && server_speaks_first(&client, &upstream);

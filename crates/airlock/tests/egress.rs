@@ -406,7 +406,12 @@ for i in range(200):
     try:
         s = socket.create_connection(("allowed.test", {port}), timeout=3)
         s.sendall(b"GET / HTTP/1.1\r\nHost: allowed.test\r\nConnection: close\r\n\r\n")
-        ok = b"hello from host" in s.recv(4096)
+        reply = b""
+        while True:
+            data = s.recv(4096)
+            if not data: break
+            reply += data
+        ok = b"hello from host" in reply
         print("ok" if ok else "empty", flush=True)
     except Exception as e:
         print("fail", type(e).__name__, flush=True)
@@ -470,7 +475,8 @@ for name in ["allowed.test", "denied.test"]:
     try:
         s = socket.create_connection((name, {port}), timeout=5)
         s.sendall(b"GET / HTTP/1.1\r\nHost: " + name.encode() + b"\r\nConnection: close\r\n\r\n")
-        print(name, "REACHED" if b"hello from host" in s.recv(4096) else "empty")
+        reply = b"".join(iter(lambda: s.recv(4096), b""))
+        print(name, "REACHED" if b"hello from host" in reply else "empty")
     except Exception as e:
         print(name, "blocked", type(e).__name__)
 for addr in [("127.0.0.1", {port}), ("169.254.169.254", 80)]:
@@ -556,7 +562,7 @@ attempt("listen", listen)
 out = []
 def in_thread():
     s = socket.create_connection(("allowed.test", {port}), timeout=5)
-    s.sendall(b"GET / HTTP/1.1\r\nHost: allowed.test\r\nConnection: close\r\n\r\n"); out.append(s.recv(4096))
+    s.sendall(b"GET / HTTP/1.1\r\nHost: allowed.test\r\nConnection: close\r\n\r\n"); out.append(b"".join(iter(lambda: s.recv(4096), b"")))
 t = threading.Thread(target=in_thread); t.start(); t.join()
 print("thread", b"hello from host" in out[0] if out else "failed")
 "#
