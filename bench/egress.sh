@@ -17,7 +17,12 @@ python=/usr/bin/python3
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/airlock-egress-bench.XXXXXX")
 chmod 755 "$scratch"
 server_pid=
-cleanup() { [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null; rm -rf "$scratch"; }
+relay_pid=
+cleanup() {
+  [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null
+  [ -n "$relay_pid" ] && kill "$relay_pid" 2>/dev/null
+  rm -rf "$scratch"
+}
 trap cleanup EXIT
 mkdir "$scratch/ws"
 port=$($python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
@@ -51,6 +56,26 @@ while True:
     threading.Thread(target=serve, args=(c,), daemon=True).start()
 PY
 server_pid=$!
+# For reference, the least any relay does: a bare splice loop per direction, no checks at all
+# (what a byte costs when it crosses the kernel's TCP twice on this machine).
+relay_port=$($python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+$python - "$relay_port" "$port" <<'PY' &
+import os, socket, sys, threading
+def copy(a, b):
+    r, w = os.pipe()
+    while True:
+        n = os.splice(a.fileno(), w, 1 << 20)
+        if n == 0: break
+        while n: n -= os.splice(r, b.fileno(), n)
+    b.shutdown(socket.SHUT_WR)
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(64)
+while True:
+    c, _ = s.accept(); u = socket.create_connection(("127.0.0.1", int(sys.argv[2])))
+    threading.Thread(target=copy, args=(c, u), daemon=True).start()
+    threading.Thread(target=copy, args=(u, c), daemon=True).start()
+PY
+relay_pid=$!
 sleep 0.5
 cat > "$scratch/ws/client.py" <<'PY'
 import socket, sys, time
@@ -105,6 +130,7 @@ echo "- machine: $(nproc) CPUs, kernel $(uname -r), uid $(id -u)"
 echo
 direct_mib=$(direct download "$bytes")
 gated_mib=$(gated download "$bytes")
+bare_mib=$($python "$scratch/ws/client.py" 127.0.0.1 "$relay_port" download "$bytes")
 read -r d50 d99 <<<"$(direct connects "$connects")"
 read -r g50 g99 <<<"$(gated connects "$connects")"
 read -r de50 de99 <<<"$(direct echo "$connects")"
@@ -112,6 +138,7 @@ read -r ge50 ge99 <<<"$(gated echo "$connects")"
 echo "| | direct | through the gate | ratio / added |"
 echo "| --- | ---: | ---: | ---: |"
 echo "| download of $bytes bytes, MiB/s | $direct_mib | $gated_mib | $($python -c "print(f'{$gated_mib/$direct_mib:.2f}')") |"
+echo "| same through a bare splice relay (reference), MiB/s | $direct_mib | $bare_mib | $($python -c "print(f'{$bare_mib/$direct_mib:.2f}')") |"
 echo "| connect p50, µs | $d50 | $g50 | +$((g50 - d50)) |"
 echo "| connect p99, µs | $d99 | $g99 | +$((g99 - d99)) |"
 echo "| round trip of 100 bytes p50, µs | $de50 | $ge50 | +$((ge50 - de50)) |"
