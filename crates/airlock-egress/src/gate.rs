@@ -514,15 +514,26 @@ fn serve_relay(listener: &TcpListener, state: &Arc<State>) {
     }
 }
 
-/// Read the first bytes (until they say what they are, or 10 s pass).
-fn first_bytes(client: &mut TcpStream) -> Vec<u8> {
+/// The first bytes a client sent, and whether it then closed its side.
+struct FirstBytes {
+    bytes: Vec<u8>,
+    closed: bool,
+}
+
+/// Read the first bytes (until they say what they are, the client closes its side, or 10 s
+/// pass).
+fn first_bytes(client: &mut TcpStream) -> FirstBytes {
     let _ = client.set_read_timeout(Some(Duration::from_millis(200)));
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut buf = Vec::new();
     let mut chunk = [0u8; 4096];
+    let mut closed = false;
     while Instant::now() < deadline && buf.len() < MAX_PEEK {
         match client.read(&mut chunk) {
-            Ok(0) => break,
+            Ok(0) => {
+                closed = true;
+                break;
+            }
             Ok(n) => {
                 buf.extend_from_slice(&chunk[..n]);
                 if sni::peek(&buf) != Peek::NeedMore {
@@ -538,7 +549,7 @@ fn first_bytes(client: &mut TcpStream) -> Vec<u8> {
         }
     }
     let _ = client.set_read_timeout(None);
-    buf
+    FirstBytes { bytes: buf, closed }
 }
 
 /// Copy until end of file or an error; the bytes copied. Through a pipe with splice, so the bytes
@@ -647,7 +658,13 @@ fn copy_requests(
 /// A connection to airlock's proxy: decide its request (CONNECT host:port, or an absolute-form
 /// http:// request) as the gate decides a connection, then go on as a connection to that host.
 fn proxy(mut client: TcpStream, state: &State) {
-    let head = first_bytes(&mut client);
+    let FirstBytes {
+        bytes: head,
+        closed,
+    } = first_bytes(&mut client);
+    if head.is_empty() && closed {
+        return; // connected and closed without a word: nothing was asked
+    }
     let refuse = |client: &mut TcpStream, status: &str, decision: &Decision| {
         let body = format!(
             "{{\"error\":\"refused by airlock\",\"rule\":{}}}\n",
@@ -903,7 +920,13 @@ fn relay_with(mut client: TcpStream, target: Target, state: &State, mut first: V
     // check; the name and port decided.
     let server_first = first.is_empty() && server_speaks_first(&client, &upstream);
     if first.is_empty() && !server_first {
-        first = first_bytes(&mut client);
+        let said = first_bytes(&mut client);
+        if said.bytes.is_empty() && said.closed {
+            // Connected and closed without a word (a port probe, a health check): nothing was
+            // asked, nothing to refuse.
+            return;
+        }
+        first = said.bytes;
     }
     let peeked = sni::peek(&first);
     let said = match &peeked {

@@ -1027,3 +1027,27 @@ print("declined", b"served allowed.test" in first, "SERVED-DENIED" if b"served d
         );
     }
 );
+
+both_modes!(a_port_probe_is_not_a_refusal, |w: &World| {
+    // Connect and close without a word, as `nc -z` and wait-for-port scripts do: allowed, and
+    // nothing refused (the gate once reported each as "neither side said anything").
+    let http = server(None);
+    let port = http.port;
+    let profile = w.profile(&format!("[network]\nallow = [\"allowed.test:{port}\"]\n"));
+    let script = format!(
+        "import socket\n\
+         for _ in range(5):\n\
+         \x20   socket.create_connection(('allowed.test', {port}), timeout=5).close()\n\
+         print('probed')\n"
+    );
+    let out = run_python(w, &profile, &script);
+    assert!(ran(&out).contains("probed"), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("refused"), "{}", stderr(&out));
+    let log = stdout(
+        &w.airlock()
+            .args(["log", "--action", "net.fronting", "--json"])
+            .output()
+            .unwrap(),
+    );
+    assert!(log.trim().is_empty(), "{log}");
+});
