@@ -190,9 +190,12 @@ fn setup(spec: &SandboxSpec, channel: &mut SetupChannel, mode: &SetupMode) -> Re
             gid: spec.ids.inside_gid,
         }
     };
+    let (root, scratch) = rootfs::staging_points(mode.staging);
     let plan = RootfsPlan {
         spec,
-        staging: mode.staging,
+        host_dir: mode.staging,
+        staging: &root,
+        scratch: &scratch,
         in_user_namespace: !rootful,
         owner,
         etc: mode.etc,

@@ -45,13 +45,25 @@ pub(crate) struct MounterIds {
 
 pub(crate) struct RootfsPlan<'a> {
     pub spec: &'a SandboxSpec,
-    /// Empty directory on the host that becomes the new root's mount point.
+    /// Empty directory on the host: a small tmpfs on it holds `staging` and `scratch`.
+    pub host_dir: &'a Path,
+    /// The new root's mount point (see [`staging_points`]).
     pub staging: &'a Path,
+    /// Where the workspace's layers are attached while the overlay is made: outside the new
+    /// root, so they leave with the host's root in the one detach of `enter` (every unmount
+    /// waits for an RCU grace period, up to ~0.8 ms here; three were one per run).
+    pub scratch: &'a Path,
     /// Mounting inside an unprivileged user namespace: overlayfs needs `userxattr` there.
     pub in_user_namespace: bool,
     pub owner: MounterIds,
     /// The prepared /etc directory.
     pub etc: &'a Path,
+}
+
+/// The new root's mount point and the scratch directory, in the tmpfs `build_base` mounts on
+/// `host_dir`.
+pub(crate) fn staging_points(host_dir: &Path) -> (PathBuf, PathBuf) {
+    (host_dir.join("root"), host_dir.join("scratch"))
 }
 
 /// Build the system part of the tree under `plan.staging`: everything but the workspace and the
@@ -71,6 +83,21 @@ pub(crate) fn build_base(plan: &RootfsPlan) -> Result<()> {
         "/",
         "is this kernel built with mount namespaces? run 'airlock check'",
     )?;
+    mount(
+        Some("tmpfs"),
+        plan.host_dir,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+        Some("mode=0755,size=16k"),
+    )
+    .on_path(
+        "mount the staging tmpfs on",
+        plan.host_dir,
+        "is the state directory on a normal filesystem? run 'airlock check'",
+    )?;
+    for dir in [staging, plan.scratch] {
+        fs::create_dir(dir).map_err(|e| io_error("create", dir, e))?;
+    }
     mount(
         Some("tmpfs"),
         staging,
@@ -313,21 +340,20 @@ fn workspace_overlay(
     tree: &Tree,
     lower_idmap: Option<&std::os::fd::OwnedFd>,
 ) -> Result<()> {
-    let staging = plan.staging;
     let ws = &plan.spec.workspace;
     let mount_point = tree.mount_point(&ws.lower, Kind::Dir)?;
     let dst = fd_path(&mount_point);
     // An idmapped view of the workspace, attached only until the overlay holds its own reference.
     let idmapped_lower = match lower_idmap {
-        Some(userns) => idmapped_view(staging, &ws.lower, userns)?,
+        Some(userns) => idmapped_view(plan.scratch, &ws.lower, userns)?,
         None => None,
     };
-    let lower = idmapped_lower.clone().unwrap_or_else(|| ws.lower.clone());
-    let (upper, work, memory_layer) = match &ws.layer {
-        Layer::Disk { upper, work } => (upper.clone(), work.clone(), None),
+    let lower = idmapped_lower.unwrap_or_else(|| ws.lower.clone());
+    let (upper, work) = match &ws.layer {
+        Layer::Disk { upper, work } => (upper.clone(), work.clone()),
         Layer::Memory { size_bytes } => {
             let dir = memory_layer(plan, *size_bytes)?;
-            (dir.join("upper"), dir.join("work"), Some(dir))
+            (dir.join("upper"), dir.join("work"))
         }
     };
     // Every change lands in the upper layer whole, as airlock's diff and apply read it: no
@@ -354,12 +380,8 @@ fn workspace_overlay(
         &ws.lower,
         "overlayfs needs kernel >= 5.11 in a user namespace, and upper/work dirs on one filesystem that supports user xattrs; run 'airlock check'",
     )?;
-    // The overlay holds its own references to its layers; their mount points must not stay
-    // visible in the sandbox.
-    for scratch in [idmapped_lower, memory_layer].into_iter().flatten() {
-        umount2(&scratch, MntFlags::MNT_DETACH).on_path("detach", &scratch, UNEXPECTED)?;
-        fs::remove_dir(&scratch).map_err(|e| io_error("remove", &scratch, e))?;
-    }
+    // The overlay holds its own references to its layers: their mount points, outside the new
+    // root, leave with the host's root (see `enter`), not each with an unmount of its own.
     // overlayfs can come up read-only with only a kernel log line to say why; check it did not.
     let merged = tree
         .find(&ws.lower)?
@@ -380,7 +402,7 @@ fn workspace_overlay(
 /// A tmpfs for a throwaway layer, with `upper` (given the workspace's mode, which the merged root
 /// shows) and `work`, both owned by the sandbox user.
 fn memory_layer(plan: &RootfsPlan, size_bytes: u64) -> Result<PathBuf> {
-    let dir = plan.staging.join(".airlock-layer");
+    let dir = plan.scratch.join("layer");
     fs::create_dir_all(&dir).map_err(|e| io_error("create", &dir, e))?;
     let options = format!(
         "mode=0700,size={size_bytes},uid={},gid={}",
@@ -408,11 +430,11 @@ fn memory_layer(plan: &RootfsPlan, size_bytes: u64) -> Result<PathBuf> {
     Ok(dir)
 }
 
-/// Attach an idmapped clone of `lower` at a scratch point in the new root. None when the
-/// workspace's filesystem cannot be idmapped (then files keep their owners, readable but not
-/// editable by a sandbox user that does not own them).
+/// Attach an idmapped clone of `lower` in `scratch`. None when the workspace's filesystem cannot
+/// be idmapped (then files keep their owners, readable but not editable by a sandbox user that
+/// does not own them).
 fn idmapped_view(
-    staging: &Path,
+    scratch: &Path,
     lower: &Path,
     userns: &std::os::fd::OwnedFd,
 ) -> Result<Option<PathBuf>> {
@@ -435,7 +457,7 @@ fn idmapped_view(
             })
         }
     }
-    let view = staging.join(".airlock-lower");
+    let view = scratch.join("lower");
     fs::create_dir_all(&view).map_err(|e| io_error("create", &view, e))?;
     sys::move_mount_to(&tree, &view).on_path(
         "attach the idmapped workspace at",
