@@ -478,82 +478,101 @@ pub fn run(request: RunRequest) -> Result<RunReport, RunError> {
     let cache = request.state_dir.join("cache");
     // A switch set with 'airlock disable' stops every run of its scope.
     crate::control::check_enabled(&request.state_dir, &profile.name)?;
-    // The intent is written before anything runs, and on disk before the command starts (the
-    // fsync overlaps with the sandbox's setup: see the gate below); if either fails, nothing runs.
     let audit = crate::audit::log(&request.state_dir);
     let session_id = session.as_ref().map(|s| s.id.clone());
     let limits = &spec.limits;
-    crate::audit::append_deferred(
-        &audit,
-        "run.intent",
-        serde_json::json!({
-            "session": session_id,
-            "profile": profile.name,
-            "policy": crate::audit::policy_digest(profile),
-            "argv": spec.argv.iter().map(crate::audit::text).collect::<Vec<_>>(),
-            "cwd": spec.cwd,
-            "workspace": request.workspace,
-            "network": &profile.network,
-            "limits": {
-                "memory_bytes": limits.memory_bytes,
-                "processes": limits.processes,
-                "cpu_seconds": limits.cpu_seconds,
-                "timeout_seconds": limits.timeout.map(|t| t.as_secs()),
-                "tmp_bytes": limits.tmp_bytes,
-                "output_bytes": limits.output_bytes,
-                "open_files": limits.open_files,
-            },
-            "sandbox_uid": host_uid,
-        }),
-    )?;
+    let intent = serde_json::json!({
+        "session": session_id,
+        "profile": profile.name,
+        "policy": crate::audit::policy_digest(profile),
+        "argv": spec.argv.iter().map(crate::audit::text).collect::<Vec<_>>(),
+        "cwd": spec.cwd,
+        "workspace": request.workspace,
+        "network": &profile.network,
+        "limits": {
+            "memory_bytes": limits.memory_bytes,
+            "processes": limits.processes,
+            "cpu_seconds": limits.cpu_seconds,
+            "timeout_seconds": limits.timeout.map(|t| t.as_secs()),
+            "tmp_bytes": limits.tmp_bytes,
+            "output_bytes": limits.output_bytes,
+            "open_files": limits.open_files,
+        },
+        "sandbox_uid": host_uid,
+    });
     let started = now();
     let started_ns = crate::ledger::now_ns();
     let clock = std::time::Instant::now();
     let argv_text: Vec<String> = spec.argv.iter().map(crate::audit::text).collect();
-    // Listed while it runs, so that 'airlock kill/pause' from elsewhere can find it; the entry's
-    // space is taken now, so that a full disk refuses the run before anything starts.
-    let registration = crate::control::reserve(&request.state_dir)?;
-    let mut intent_on_disk = || {
+    // The intent is written, and the run's entry in the registry of running sandboxes (which
+    // 'airlock kill/pause' read) is given its space, while the sandbox is being set up: both are
+    // on disk before the command starts, which waits for this; if either fails, the sandbox is
+    // stopped and its command never runs. (A full disk refuses the run here.)
+    let mut registration = None;
+    let mut refusal: Option<RunError> = None;
+    let mut before_start = || {
+        let written = crate::audit::append_deferred(&audit, "run.intent", intent.clone())
+            .map_err(RunError::from)
+            .and_then(|()| crate::control::reserve(&request.state_dir).map_err(RunError::from));
+        match written {
+            Ok(reserved) => registration = Some(reserved),
+            Err(err) => {
+                let text = err.to_string();
+                refusal = Some(err);
+                return Err(text);
+            }
+        }
         // Debug builds: AIRLOCK_TEST_FAULT=gate makes the last check fail, for the tests.
         if cfg!(debug_assertions) && std::env::var("AIRLOCK_TEST_FAULT").as_deref() == Ok("gate") {
             return Err("the audit log could not be synced (test fault)".to_string());
         }
         audit.sync().map_err(|e| e.to_string())
     };
+    let spawned = airlock_jail::spawn(&spec, &staging, &cache, &mut before_start);
+    if let Some(err) = refusal {
+        return Err(err);
+    }
+    if registration.is_none() {
+        // The launch failed before it came to that: the attempt is recorded all the same,
+        // with its result below.
+        crate::audit::append_deferred(&audit, "run.intent", intent)?;
+    }
     let mut gate_log = None;
-    let result = airlock_jail::spawn(&spec, &staging, &cache, &mut intent_on_disk).and_then(
-        |mut sandbox| {
-            if let Some(gate) = sandbox.take_gate() {
-                gate_log = Some(start_gate(
-                    gate,
-                    profile,
-                    &request.resolve,
-                    &request.state_dir,
-                    session_id.clone(),
-                )?);
+    let result = spawned.and_then(|mut sandbox| {
+        if let Some(gate) = sandbox.take_gate() {
+            gate_log = Some(start_gate(
+                gate,
+                profile,
+                &request.resolve,
+                &request.state_dir,
+                session_id.clone(),
+            )?);
+        }
+        let entry = crate::control::Running {
+            supervisor: std::process::id(),
+            sandbox: sandbox.id(),
+            session: session_id.clone(),
+            profile: profile.name.clone(),
+            argv: argv_text.clone(),
+            uid: nix::unistd::getuid().as_raw(),
+            started,
+        };
+        let filled = match &registration {
+            Some(registration) => registration.fill(&entry).map_err(|e| e.to_string()),
+            None => Err("no entry was reserved".to_string()),
+        };
+        match filled {
+            Ok(()) => sandbox.wait(),
+            // A run the kill switch cannot reach does not go on.
+            Err(err) => {
+                sandbox.kill();
+                let _ = sandbox.wait();
+                Err(airlock_jail::JailError::Invalid(format!(
+                    "the run could not be listed for the kill switch, so it was stopped: {err}"
+                )))
             }
-            let filled = registration.fill(&crate::control::Running {
-                supervisor: std::process::id(),
-                sandbox: sandbox.id(),
-                session: session_id.clone(),
-                profile: profile.name.clone(),
-                argv: argv_text.clone(),
-                uid: nix::unistd::getuid().as_raw(),
-                started,
-            });
-            match filled {
-                Ok(()) => sandbox.wait(),
-                // A run the kill switch cannot reach does not go on.
-                Err(err) => {
-                    sandbox.kill();
-                    let _ = sandbox.wait();
-                    Err(airlock_jail::JailError::Invalid(format!(
-                        "the run could not be listed for the kill switch, so it was stopped: {err}"
-                    )))
-                }
-            }
-        },
-    );
+        }
+    });
     if let Some(gate_log) = &gate_log {
         gate_log.flush();
     }
