@@ -1,5 +1,13 @@
 //! `airlock run`: from a profile, a workspace and a command to a confined process and its status.
 
+/// `eprintln!` that cannot panic: a message to a stderr that is gone (closed, full) is lost.
+macro_rules! note {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -64,6 +72,8 @@ pub struct RunReport {
     pub kept: bool,
     /// Bytes of output dropped past the output limit.
     pub output_dropped: u64,
+    /// Streams whose destination failed, each closed then (see `airlock_jail::OutputFailure`).
+    pub output_failures: Vec<airlock_jail::OutputFailure>,
     /// The run's result could not be written to the audit log (its intent was).
     pub audit_error: Option<String>,
 }
@@ -275,9 +285,10 @@ fn start_gate(
                 (None, Some(ip), Some(port)) => std::net::SocketAddr::new(ip, port).to_string(),
                 _ => "(destination not read)".into(),
             };
-            eprintln!(
+            note!(
                 "airlock: network: {} {what} refused: {}",
-                event.kind, event.rule
+                event.kind,
+                event.rule
             );
         }
         let mut fields = serde_json::to_value(event).unwrap_or_default();
@@ -325,7 +336,7 @@ impl GateLog {
 
     fn write_summary(&self, summary: &crate::netlog::Summary) {
         if summary.denied > 0 {
-            eprintln!(
+            note!(
                 "airlock: network: {} more refused attempts not shown one by one ('airlock log --action net.suppressed')",
                 summary.denied
             );
@@ -615,6 +626,14 @@ pub fn run(request: RunRequest) -> Result<RunReport, RunError> {
                     map.insert("limit".into(), "memory".into());
                 }
             }
+            if !finished.output_failures.is_empty() {
+                let failures: Vec<String> = finished
+                    .output_failures
+                    .iter()
+                    .map(|(stream, errno)| format!("{stream}: {}", errno.desc()))
+                    .collect();
+                map.insert("output_failed".into(), failures.into());
+            }
             if finished.output_dropped > 0 {
                 map.insert("limit".into(), "output".into());
             }
@@ -649,6 +668,7 @@ pub fn run(request: RunRequest) -> Result<RunReport, RunError> {
     Ok(RunReport {
         outcome: finished.outcome,
         output_dropped: finished.output_dropped,
+        output_failures: finished.output_failures,
         session_id,
         kept: !throwaway,
         audit_error,

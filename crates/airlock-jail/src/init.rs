@@ -2,6 +2,14 @@
 //! the command's status. When it exits the kernel kills everything left in the pid namespace, so
 //! no daemon outlives the run.
 
+/// `eprintln!` that cannot panic: a message to a stderr that is gone (closed, full) is lost.
+macro_rules! note {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 use std::ffi::{CString, OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
@@ -68,7 +76,7 @@ pub(crate) fn run_command(spec: &SandboxSpec) -> ! {
 fn start_command(spec: &SandboxSpec) -> Pid {
     // Spawned children inherit the working directory; init itself has no use for its own.
     if let Err(errno) = chdir(&spec.cwd) {
-        eprintln!(
+        note!(
             "airlock: cannot enter {}: {}",
             spec.cwd.display(),
             errno.desc()
@@ -76,7 +84,7 @@ fn start_command(spec: &SandboxSpec) -> Pid {
         std::process::exit(125);
     }
     let Some(program) = spec.argv.first() else {
-        eprintln!("airlock: no command given");
+        note!("airlock: no command given");
         std::process::exit(125);
     };
     let to_c = |s: &OsStr| CString::new(s.as_bytes()).ok();
@@ -92,7 +100,7 @@ fn start_command(spec: &SandboxSpec) -> Pid {
         })
         .collect();
     let (Some(argv), Some(env)) = (argv, env) else {
-        eprintln!("airlock: an argument or environment value contains a NUL byte");
+        note!("airlock: an argument or environment value contains a NUL byte");
         std::process::exit(125);
     };
     let pointers = |strings: &[CString]| -> Vec<*const libc::c_char> {
@@ -113,7 +121,7 @@ fn start_command(spec: &SandboxSpec) -> Pid {
             Err(Errno::EACCES) => denied = Some(candidate),
             Err(Errno::ENOENT) | Err(Errno::ENOTDIR) => {}
             Err(errno) => {
-                eprintln!(
+                note!(
                     "airlock: cannot execute {}: {}",
                     candidate.display(),
                     errno.desc()
@@ -123,11 +131,11 @@ fn start_command(spec: &SandboxSpec) -> Pid {
         }
     }
     if let Some(path) = denied {
-        eprintln!("airlock: {}: permission denied", path.display());
+        note!("airlock: {}: permission denied", path.display());
         std::process::exit(126);
     }
     let search = path_variable(spec).unwrap_or_default();
-    eprintln!(
+    note!(
         "airlock: {}: command not found in the sandbox (PATH={})",
         Path::new(program).display(),
         search.to_string_lossy()

@@ -56,11 +56,13 @@ pub fn memory_layer_supported() -> bool {
 }
 
 /// How a run ended, and what was held back.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Finished {
     pub outcome: Outcome,
     /// Bytes of output dropped past the output limit.
     pub output_dropped: u64,
+    /// Streams whose destination failed ("stdout"/"stderr", and the error), each closed then.
+    pub output_failures: Vec<crate::output::OutputFailure>,
     /// From the run's memory cgroup, when it had one: the most memory it held at once, and how
     /// many processes the kernel killed for reaching its limit.
     pub memory: Option<crate::cgroup::MemoryStats>,
@@ -500,10 +502,11 @@ impl Sandbox {
             namespace.reap();
         }
         // Every process of the sandbox is gone with its pid 1, so the pipes end here.
-        let output_dropped = self.output.as_mut().map_or(0, |relay| {
-            relay.drain();
-            relay.dropped()
-        });
+        let (output_dropped, output_failures) =
+            self.output.as_mut().map_or((0, Vec::new()), |relay| {
+                relay.drain();
+                (relay.dropped(), relay.failures())
+            });
         let outcome = if timed_out {
             Outcome::TimedOut
         } else {
@@ -520,6 +523,7 @@ impl Sandbox {
         Ok(Finished {
             outcome,
             output_dropped,
+            output_failures,
             memory,
         })
     }

@@ -21,6 +21,7 @@ mod init;
 mod inside;
 mod launch;
 mod output;
+pub use output::OutputFailure;
 pub mod probe;
 mod rootfs;
 mod spec;

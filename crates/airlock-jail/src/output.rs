@@ -6,6 +6,10 @@
 //! the destination can take a pipe buffer's worth, and stops reading the sandbox's pipe while it
 //! holds unwritten bytes, so a slow reader slows the command down (as a plain pipe would) but
 //! cannot stall the time limit, signal forwarding or the kill switch.
+//!
+//! When a destination fails (its reader went away, a full disk), that stream's pipe is closed:
+//! the command's next write to it fails as it would on a plain pipe (SIGPIPE / EPIPE), so
+//! `airlock run -- yes | head -1` ends as `yes | head -1` does. The other stream goes on.
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
@@ -31,20 +35,23 @@ impl Sink {
 }
 
 struct Stream {
-    from: OwnedFd,
+    /// The read end of the sandbox's pipe; closed when the stream ends or its destination fails.
+    from: Option<OwnedFd>,
     to: Sink,
     /// Read from the sandbox, kept, not yet written.
     pending: Vec<u8>,
-    open: bool,
+    /// Why the destination could not take more, if it could not.
+    failed: Option<Errno>,
 }
 
 pub(crate) struct OutputRelay {
     streams: Vec<Stream>,
     left: u64,
     dropped: u64,
-    /// Whoever reads our own output went away: keep draining the sandbox, stop writing.
-    sink_gone: bool,
 }
+
+/// A stream whose destination failed: "stdout" or "stderr", and the error.
+pub type OutputFailure = (&'static str, Errno);
 
 /// The sandbox's ends of the pipes, to become its fds 1 and 2.
 pub(crate) struct SandboxEnds {
@@ -67,10 +74,10 @@ impl OutputRelay {
         let (out_read, out_write) = nix::unistd::pipe2(flags)?;
         let (err_read, err_write) = nix::unistd::pipe2(flags)?;
         let stream = |from, to| Stream {
-            from,
+            from: Some(from),
             to,
             pending: Vec::new(),
-            open: true,
+            failed: None,
         };
         let relay = OutputRelay {
             streams: vec![
@@ -79,7 +86,6 @@ impl OutputRelay {
             ],
             left: limit,
             dropped: 0,
-            sink_gone: false,
         };
         Ok((
             relay,
@@ -96,12 +102,8 @@ impl OutputRelay {
         for (index, stream) in self.streams.iter().enumerate() {
             if !stream.pending.is_empty() {
                 out.push((Wait::Writable(index), stream.to.fd(), PollFlags::POLLOUT));
-            } else if stream.open {
-                out.push((
-                    Wait::Readable(index),
-                    stream.from.as_fd(),
-                    PollFlags::POLLIN,
-                ));
+            } else if let Some(from) = &stream.from {
+                out.push((Wait::Readable(index), from.as_fd(), PollFlags::POLLIN));
             }
         }
         out
@@ -109,6 +111,20 @@ impl OutputRelay {
 
     pub(crate) fn dropped(&self) -> u64 {
         self.dropped
+    }
+
+    /// The streams whose destination failed, and how.
+    pub(crate) fn failures(&self) -> Vec<OutputFailure> {
+        self.streams
+            .iter()
+            .filter_map(|stream| {
+                let name = match stream.to {
+                    Sink::Stdout(_) => "stdout",
+                    Sink::Stderr(_) => "stderr",
+                };
+                stream.failed.map(|errno| (name, errno))
+            })
+            .collect()
     }
 
     /// Act on a ready poll entry, without blocking.
@@ -120,9 +136,12 @@ impl OutputRelay {
     }
 
     fn read_some(&mut self, index: usize) {
+        let Some(from) = &self.streams[index].from else {
+            return;
+        };
         let mut buf = [0u8; 64 * 1024];
         let n = loop {
-            match read(&self.streams[index].from, &mut buf) {
+            match read(from, &mut buf) {
                 Err(Errno::EINTR) => continue,
                 Ok(n) => break n,
                 Err(_) => break 0,
@@ -130,15 +149,13 @@ impl OutputRelay {
         };
         let stream = &mut self.streams[index];
         if n == 0 {
-            stream.open = false;
+            stream.from = None;
             return;
         }
         let keep = (n as u64).min(self.left) as usize;
         self.left -= keep as u64;
         self.dropped += (n - keep) as u64;
-        if !self.sink_gone {
-            stream.pending.extend_from_slice(&buf[..keep]);
-        }
+        stream.pending.extend_from_slice(&buf[..keep]);
     }
 
     fn write_some(&mut self, index: usize, at_most: usize) {
@@ -149,12 +166,12 @@ impl OutputRelay {
                 stream.pending.drain(..n);
             }
             Err(Errno::EINTR) | Err(Errno::EAGAIN) => {}
-            Err(_) => {
-                // The reader is gone: nothing more can be delivered.
-                self.sink_gone = true;
-                for stream in &mut self.streams {
-                    stream.pending.clear();
-                }
+            Err(errno) => {
+                // Nothing more can be delivered on this stream: its pipe is closed, so the
+                // command learns it as it would writing there itself.
+                stream.failed = Some(errno);
+                stream.pending.clear();
+                stream.from = None;
             }
         }
     }
@@ -167,7 +184,7 @@ impl OutputRelay {
                 while !self.streams[index].pending.is_empty() {
                     self.write_some(index, usize::MAX);
                 }
-                if !self.streams[index].open {
+                if self.streams[index].from.is_none() {
                     break;
                 }
                 self.read_some(index);

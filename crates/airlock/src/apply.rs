@@ -13,7 +13,7 @@ use crate::run::state_dir;
 const EXIT_PARTIAL: u8 = 1;
 
 fn tell_busy(session: &Session) {
-    eprintln!(
+    crate::note!(
         "airlock: session {} is busy with a run; waiting for it to end…",
         session.id
     );
@@ -86,21 +86,21 @@ pub fn apply(global: &GlobalArgs, args: ApplyArgs) -> Result<ExitCode> {
         } else {
             "finished"
         };
-        eprintln!(
+        crate::note!(
             "airlock: apply {} of session {} had been interrupted; {what} it ({} paths)",
             report.number.unwrap_or(0),
             report.session,
             report.items.len()
         );
     } else if args.dry_run {
-        eprintln!(
+        crate::note!(
             "airlock: dry run: {} paths would be applied, {skipped} left out; nothing was written",
             count(&report, ApplyResult::WouldApply)
         );
     } else if report.items.is_empty() {
-        eprintln!("airlock: session {} changed nothing", report.session);
+        crate::note!("airlock: session {} changed nothing", report.session);
     } else {
-        eprintln!(
+        crate::note!(
             "airlock: applied {} paths of session {} to {}{}",
             count(&report, ApplyResult::Applied),
             report.session,
@@ -112,7 +112,7 @@ pub fn apply(global: &GlobalArgs, args: ApplyArgs) -> Result<ExitCode> {
             }
         );
         if report.number.is_some() && count(&report, ApplyResult::Applied) > 0 {
-            eprintln!(
+            crate::note!(
                 "airlock: 'airlock revert {}' takes it back out",
                 args.session
             );
@@ -130,7 +130,7 @@ pub fn revert(global: &GlobalArgs, args: RevertArgs) -> Result<ExitCode> {
     }
     print_items(&report.items);
     let skipped = report.skipped();
-    eprintln!(
+    crate::note!(
         "airlock: reverted apply {} of session {}: {} paths restored{}",
         report.number.unwrap_or(0),
         report.session,

@@ -97,7 +97,10 @@ pub enum Command {
             stdin is passed through. When stdout and stderr are both terminals the command writes \
             to them directly; otherwise (a pipe or a file: output that is kept) airlock relays \
             them and stops passing output on past the profile's output limit (64 MiB by default), \
-            saying how much it dropped.",
+            saying how much it dropped. When a destination fails, that stream's pipe is closed, \
+            as on a plain pipe: a reader that went away ('airlock run -- yes | head -1') ends \
+            the command with SIGPIPE (141); output lost otherwise (a full disk) is reported, and \
+            a command that succeeded then exits 125.",
         after_help = "Profiles are looked up as NAME.toml in $XDG_CONFIG_HOME/airlock/profiles, then \
             /etc/airlock/profiles; never inside a workspace. Without one, the built-in default \
             applies: no network, no extra paths, 2 GiB memory, 512 processes, 1 hour of CPU.\n\n\

@@ -42,7 +42,7 @@ fn report(verb: &str, acted: &[Acted]) -> ExitCode {
         }
     }
     if acted.is_empty() {
-        eprintln!("airlock: no sandbox is running");
+        crate::note!("airlock: no sandbox is running");
     }
     if failed > 0 {
         ExitCode::from(EXIT_PARTIAL)
@@ -75,8 +75,8 @@ pub fn disable(global: &GlobalArgs, args: DisableArgs) -> Result<ExitCode> {
     let state = state_dir(global)?;
     let acted = control::disable(&state, args.profile.as_deref(), &args.reason)?;
     match &args.profile {
-        Some(name) => eprintln!("airlock: disabled for profile {name}: every run of it is refused until 'airlock enable --profile {name}'"),
-        None => eprintln!("airlock: disabled: every run is refused until 'airlock enable'"),
+        Some(name) => crate::note!("airlock: disabled for profile {name}: every run of it is refused until 'airlock enable --profile {name}'"),
+        None => crate::note!("airlock: disabled: every run is refused until 'airlock enable'"),
     }
     Ok(report("killed", &acted))
 }
@@ -86,7 +86,7 @@ pub fn enable(global: &GlobalArgs, args: EnableArgs) -> Result<ExitCode> {
     control::enable(&state, args.profile.as_deref())?;
     let still = control::check_enabled(&state, args.profile.as_deref().unwrap_or(""));
     if let Err(still) = still {
-        eprintln!("airlock: enabled; but another switch is still on: {still}");
+        crate::note!("airlock: enabled; but another switch is still on: {still}");
     }
     Ok(ExitCode::SUCCESS)
 }

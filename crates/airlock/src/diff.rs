@@ -151,7 +151,7 @@ pub fn diff(global: &GlobalArgs, args: DiffArgs) -> Result<ExitCode> {
     let state = state_dir(global)?;
     let mut session = Session::find(&state, &args.session)?;
     let read = read_changes(&mut session, &|s: &Session| {
-        eprintln!(
+        crate::note!(
             "airlock: session {} is busy with a run; waiting for it to end…",
             s.id
         )
@@ -194,7 +194,7 @@ pub fn diff(global: &GlobalArgs, args: DiffArgs) -> Result<ExitCode> {
     } else {
         let inexpressible = patch::write_patch(&mut text, roots, &set.changes)?;
         for change in inexpressible {
-            eprintln!(
+            crate::note!(
                 "airlock: {}: a {} cannot be expressed in a git patch; see 'airlock diff --json'",
                 change.path.display(),
                 kind_name(&change)

@@ -185,7 +185,7 @@ pub fn log(global: &GlobalArgs, args: LogArgs) -> Result<ExitCode> {
                 })
             );
         } else if let Some(problem) = &verdict.problem {
-            eprintln!(
+            crate::note!(
                 "airlock: {}: BROKEN after {} intact records: {problem}",
                 log.path().display(),
                 verdict.records

@@ -1,6 +1,16 @@
 //! The airlock command line: parse, call the core, print, exit with a code that means something.
 #![forbid(unsafe_code)]
 
+/// `eprintln!` that cannot panic: a message to a stderr that is gone (closed, full) is lost,
+/// and airlock goes on to its exit status.
+macro_rules! note {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+pub(crate) use note;
+
 mod apply;
 mod check;
 mod cli;
@@ -65,7 +75,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("airlock: error: {}", message(&err));
+            crate::note!("airlock: error: {}", message(&err));
             if let Some((action, session)) = refusal {
                 audit_refusal(&cli.global, action, session, &message(&err));
             }

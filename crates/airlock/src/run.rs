@@ -144,7 +144,7 @@ pub fn describe_profile(profile: &ProfileRef) -> String {
 }
 
 fn tell_busy(session: &Session) {
-    eprintln!(
+    crate::note!(
         "airlock: session {} is busy with another run; waiting for it to end…",
         session.id
     );
@@ -204,25 +204,38 @@ pub fn run(global: &GlobalArgs, args: RunArgs) -> Result<ExitCode> {
     let keep = request.keep && request.session.is_none();
     let report = airlock_core::run(request)?;
     if let Some(error) = &report.audit_error {
-        eprintln!(
+        crate::note!(
             "airlock: warning: the run's result could not be written to the audit log: {error}"
         );
     }
     if report.output_dropped > 0 {
-        eprintln!(
+        crate::note!(
             "airlock: the output limit was reached: {} bytes were dropped (raise [limits] output in the profile)",
             report.output_dropped
         );
     }
     if let (true, Some(id)) = (keep, &report.session_id) {
-        eprintln!("airlock: session {id} kept: 'airlock diff {id}' shows its changes");
+        crate::note!("airlock: session {id} kept: 'airlock diff {id}' shows its changes");
+    }
+    // A reader that went away (EPIPE) is a closed pipe to the command too, as in a plain
+    // pipeline: nothing to say. Output lost otherwise (a full disk) is airlock's failure to
+    // deliver it, and a command that succeeded must not hide that.
+    let mut undelivered = false;
+    for (stream, errno) in &report.output_failures {
+        if *errno != nix::errno::Errno::EPIPE {
+            undelivered = true;
+            crate::note!(
+                "airlock: the command's {stream} could not be written ({errno}); its pipe was closed"
+            );
+        }
     }
     Ok(match report.outcome {
+        Outcome::Exited(0) if undelivered => ExitCode::from(crate::EXIT_AIRLOCK_ERROR),
         Outcome::Exited(code) => {
             ExitCode::from(u8::try_from(code).unwrap_or(crate::EXIT_AIRLOCK_ERROR))
         }
         Outcome::TimedOut => {
-            eprintln!("airlock: the command passed its time limit; every process of the sandbox was killed");
+            crate::note!("airlock: the command passed its time limit; every process of the sandbox was killed");
             ExitCode::from(EXIT_TIMED_OUT)
         }
     })

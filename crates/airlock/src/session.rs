@@ -99,7 +99,7 @@ pub fn list(global: &GlobalArgs, args: SessionsArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     if listed.is_empty() {
-        eprintln!(
+        crate::note!(
             "no sessions in {} — 'airlock session new' starts one",
             state.display()
         );
@@ -160,12 +160,12 @@ pub fn list(global: &GlobalArgs, args: SessionsArgs) -> Result<ExitCode> {
 pub fn discard(global: &GlobalArgs, args: DiscardArgs) -> Result<ExitCode> {
     let state = state_dir(global)?;
     let session = airlock_core::discard_session(&state, &args.session, &|s: &Session| {
-        eprintln!(
+        crate::note!(
             "airlock: session {} is busy with a run; waiting for it to end…",
             s.id
         )
     })?;
-    eprintln!(
+    crate::note!(
         "airlock: session {} discarded; its changes are gone (the host workspace was not touched)",
         session.id
     );
@@ -198,6 +198,6 @@ pub fn gc(global: &GlobalArgs, args: GcArgs) -> Result<ExitCode> {
             removed += 1;
         }
     }
-    eprintln!("airlock: removed {removed} discarded or applied session(s)");
+    crate::note!("airlock: removed {removed} discarded or applied session(s)");
     Ok(ExitCode::SUCCESS)
 }

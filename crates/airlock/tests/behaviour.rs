@@ -345,6 +345,61 @@ both_modes!(
 );
 
 both_modes!(
+    a_reader_that_goes_away_closes_the_commands_pipe,
+    |w: &World| {
+        // `yes | head -n1`: once the reader is gone, the command's next write fails as on a
+        // plain pipe (SIGPIPE), instead of its output being read and dropped until a limit.
+        let profile = w.profile("[limits]\ntimeout = \"60s\"\n");
+        let mut airlock = w
+            .airlock()
+            .args(["run", "--profile-file", &profile, "--workspace"])
+            .arg(&w.workspace)
+            .args(["--", "yes"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut reader = std::io::BufReader::new(airlock.stdout.take().unwrap());
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut reader, &mut line).unwrap();
+        assert_eq!(line, "y\n");
+        drop(reader);
+        let out = airlock.wait_with_output().unwrap();
+        // 141 = 128 + SIGPIPE, as `yes` ends in a shell pipeline; 124 would be the time limit.
+        assert_eq!(out.status.code(), Some(141), "{}", stderr(&out));
+    }
+);
+
+both_modes!(
+    one_failing_output_stream_does_not_take_the_other,
+    |w: &World| {
+        // stderr to a full device: stdout still arrives whole; the lost stderr makes a command
+        // that succeeded airlock's failure (125).
+        let script = "echo err >&2; sleep 0.2; echo out";
+        let out = w
+            .airlock_sh(&[], script)
+            .stderr(std::fs::File::create("/dev/full").unwrap())
+            .output()
+            .unwrap();
+        assert_eq!(stdout(&out), "out\n");
+        assert_eq!(out.status.code(), Some(125));
+        // stdout to a full device: the command's own status stays, and airlock says why.
+        let out = w
+            .airlock_sh(&[], "echo out; echo err >&2; exit 3")
+            .stdout(std::fs::File::create("/dev/full").unwrap())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+        assert!(
+            stderr(&out).contains("stdout could not be written (ENOSPC"),
+            "{}",
+            stderr(&out)
+        );
+        assert!(stderr(&out).contains("err"), "{}", stderr(&out));
+    }
+);
+
+both_modes!(
     a_slow_reader_does_not_hold_off_the_time_limit,
     |w: &World| {
         let profile = w.profile("[limits]\ntimeout = \"2s\"\n");
