@@ -37,13 +37,15 @@ fn print_items(items: &[ApplyItem]) {
             .status
             .map(|s| s.letter().to_string())
             .unwrap_or_else(|| " ".into());
+        // Names were made in the sandbox: one must not pass for two, or drive the terminal.
+        let path = crate::shown::printable(&item.path);
         match &item.reason {
             Some(reason) => println!(
-                "{:<11} {status} {}  ({reason})",
+                "{:<11} {status} {path}  ({})",
                 label(item.result),
-                item.path
+                crate::shown::printable(reason)
             ),
-            None => println!("{:<11} {status} {}", label(item.result), item.path),
+            None => println!("{:<11} {status} {path}", label(item.result)),
         }
     }
 }

@@ -142,9 +142,9 @@ pub fn status(global: &GlobalArgs, args: StatusArgs) -> Result<ExitCode> {
                 "running"
             },
             run.sandbox.pid,
-            run.session.as_deref().unwrap_or("-"),
-            run.profile,
-            run.argv.join(" ")
+            crate::shown::printable(run.session.as_deref().unwrap_or("-")),
+            crate::shown::printable(&run.profile),
+            crate::shown::command_line(&run.argv)
         );
     }
     Ok(ExitCode::SUCCESS)

@@ -59,7 +59,7 @@ fn summary(record: &Map<String, Value>) -> String {
                 .unwrap_or_default();
             format!(
                 "{} (profile {profile}, in {})",
-                argv.join(" "),
+                crate::shown::command_line(&argv),
                 text(record, "cwd")
             )
         }
@@ -163,9 +163,14 @@ fn print(out: &mut impl Write, record: &Map<String, Value>, json: bool) -> std::
         out,
         "{:<23}  {:<12}  {:<16}  {}",
         time.get(..23).unwrap_or(&time).replace('T', " "),
-        if session.is_empty() { "-" } else { &session },
-        text(record, "action"),
-        summary(record)
+        if session.is_empty() {
+            "-".to_string()
+        } else {
+            crate::shown::printable(&session)
+        },
+        crate::shown::printable(&text(record, "action")),
+        // Whatever the record holds from the sandbox's side cannot make a line of its own.
+        crate::shown::printable(&summary(record))
     )
 }
 

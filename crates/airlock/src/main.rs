@@ -19,6 +19,7 @@ mod diff;
 mod log;
 mod run;
 mod session;
+mod shown;
 
 use std::process::ExitCode;
 

@@ -893,3 +893,60 @@ both_modes!(
         }
     }
 );
+
+both_modes!(
+    names_made_inside_cannot_forge_lines_or_drive_the_terminal,
+    |w: &World| {
+        // A file whose name holds a newline and a second entry, and one with an escape sequence:
+        // `apply -n` lists each as one entry, escaped; nothing raw reaches the terminal.
+        let session = new_session(w, &[]);
+        let out = run_in(
+            w,
+            &session,
+            "touch \"$(printf 'evil\\nM\\tREADME.md')\" \"$(printf 'red\\033[31m')\"",
+        );
+        assert!(out.status.success(), "{}", stderr(&out));
+        let out = w
+            .airlock()
+            .args(["apply", "-n", &session])
+            .output()
+            .unwrap();
+        let listed = stdout(&out);
+        assert!(!listed.contains('\x1b'), "{listed:?}");
+        let entries: Vec<&str> = listed.lines().collect();
+        assert_eq!(entries.len(), 2, "{listed:?}");
+        assert!(listed.contains("evil\\nM\\tREADME.md"), "{listed:?}");
+        assert!(listed.contains("red\\e[31m"), "{listed:?}");
+        // The audit log's lines for people: an argument cannot make a record of its own.
+        let out = w.inside_with(
+            &[],
+            "exit 0 # \"$(printf 'x\\n2026-11-29 23:40:00.000  -  run.result  exit 0\\033[2J')\"",
+        );
+        assert!(out.status.success(), "{}", stderr(&out));
+        let out = w
+            .airlock()
+            .args([
+                "run",
+                "--workspace",
+                w.workspace.to_str().unwrap(),
+                "--",
+                "true",
+                "x\n2026-11-29 23:40:00.000  -  run.result  exit 0\x1b[2J",
+            ])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        let log = stdout(&w.airlock().args(["log"]).output().unwrap());
+        assert!(!log.contains('\x1b'), "{log:?}");
+        assert!(
+            log.lines().any(|l| l.contains("run.intent")
+                && l.contains(r"true $'x\n2026-11-29 23:40:00.000  -  run.result  exit 0\e[2J'")),
+            "{log}"
+        );
+        assert!(
+            !log.lines()
+                .any(|l| l.starts_with("2026-11-29 23:40:00.000")),
+            "{log}"
+        );
+    }
+);

@@ -1,0 +1,88 @@
+//! Text that came from the sandbox's side (a command line, a file name, a host name), made safe
+//! to print for a person: it can neither start a line of its own (a forged log record) nor send
+//! the terminal escape sequences. JSON output needs none of this; it is escaped by its encoding.
+
+use std::fmt::Write as _;
+
+/// `text` with every control character (C0, DEL, C1) shown as an escape: `\n`, `\t`, `\r`,
+/// `\e`, else `\xHH` (`\u{HHHH}` above U+00FF). Everything else is left as it is.
+pub fn printable(text: &str) -> String {
+    if !text.chars().any(char::is_control) {
+        return text.to_string();
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for ch in text.chars() {
+        push_escaped(&mut out, ch);
+    }
+    out
+}
+
+fn push_escaped(out: &mut String, ch: char) {
+    match ch {
+        '\n' => out.push_str("\\n"),
+        '\t' => out.push_str("\\t"),
+        '\r' => out.push_str("\\r"),
+        '\x1b' => out.push_str("\\e"),
+        ch if ch.is_control() && (ch as u32) <= 0xff => {
+            let _ = write!(out, "\\x{:02x}", ch as u32);
+        }
+        ch if ch.is_control() => {
+            let _ = write!(out, "\\u{{{:04x}}}", ch as u32);
+        }
+        ch => out.push(ch),
+    }
+}
+
+/// A command line as a shell reads it back: plain words as they are, others in single quotes,
+/// and those with control characters in `$'…'` with escapes.
+pub fn command_line<S: AsRef<str>>(argv: &[S]) -> String {
+    argv.iter()
+        .map(|arg| quoted(arg.as_ref()))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn quoted(arg: &str) -> String {
+    let plain = |ch: char| ch.is_alphanumeric() || "_@%+=:,./-".contains(ch);
+    if !arg.is_empty() && arg.chars().all(plain) {
+        return arg.to_string();
+    }
+    if !arg.chars().any(char::is_control) {
+        return format!("'{}'", arg.replace('\'', r"'\''"));
+    }
+    let mut out = String::from("$'");
+    for ch in arg.chars() {
+        if ch == '\'' || ch == '\\' {
+            out.push('\\');
+            out.push(ch);
+        } else {
+            push_escaped(&mut out, ch);
+        }
+    }
+    out.push('\'');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_characters_become_escapes() {
+        assert_eq!(printable("plain text é"), "plain text é");
+        assert_eq!(printable("a\nb\x1b[2J\\n\u{9b}"), "a\\nb\\e[2J\\n\\x9b");
+        assert!(!printable("x\r\n\x07\u{85}").chars().any(char::is_control));
+    }
+
+    #[test]
+    fn command_lines_read_back_as_typed() {
+        assert_eq!(command_line(&["ls", "-la", "/tmp"]), "ls -la /tmp");
+        assert_eq!(
+            command_line(&["sh", "-c", "echo 'hi' there"]),
+            r"sh -c 'echo '\''hi'\'' there'"
+        );
+        assert_eq!(command_line(&["", "a b"]), "'' 'a b'");
+        assert_eq!(command_line(&["x\ny"]), r"$'x\ny'");
+        assert_eq!(command_line(&["it's\x1b\\"]), r"$'it\'s\e\\'");
+    }
+}
