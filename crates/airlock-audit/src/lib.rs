@@ -189,7 +189,16 @@ impl AuditLog {
         let mut file = Flock::lock(file, FlockArg::LockExclusive)
             .map_err(|(_, errno)| self.append_error(errno.into()))?;
         let (last, torn) = last_record(&mut file).map_err(|e| self.append_error(e))?;
-        let (mut seq, mut prev) = last.unwrap_or((0, GENESIS.to_string()));
+        // An empty or missing log after records were written (the head says so) was removed:
+        // the chain goes on from the head, so the gap stays in it for `verify` to report,
+        // rather than a new chain that would verify as whole. (To rotate the log, move
+        // audit.head with it.)
+        let (mut seq, mut prev) = match last {
+            Some(last) => last,
+            None => self
+                .read_head()
+                .map_or((0, GENESIS.to_string()), |head| (head.seq, head.hash)),
+        };
         if let Some(torn) = torn {
             // Cut the torn line off, then say so in the chain.
             file.set_len(torn.offset)
@@ -269,6 +278,12 @@ impl AuditLog {
         Records::open(&self.path())
     }
 
+    /// What audit.head says was written last, if it says anything.
+    fn read_head(&self) -> Option<Head> {
+        let bytes = fs::read(self.head_path()).ok()?;
+        serde_json::from_slice::<Head>(bytes.trim_ascii_end()).ok()
+    }
+
     /// Walk the chain; the first problem found, if any.
     pub fn verify(&self) -> Result<Verdict, AuditError> {
         let read_err = |source| AuditError::Read {
@@ -278,10 +293,15 @@ impl AuditLog {
         let file = match File::open(self.path()) {
             Ok(file) => file,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                return Ok(Verdict {
-                    records: 0,
-                    problem: None,
-                    head: None,
+                return Ok(match self.read_head() {
+                    Some(head) if head.seq > 0 => {
+                        Verdict::broken(0, Problem::Removed { head: head.seq })
+                    }
+                    _ => Verdict {
+                        records: 0,
+                        problem: None,
+                        head: None,
+                    },
                 })
             }
             Err(e) => return Err(read_err(e)),
@@ -350,10 +370,7 @@ impl AuditLog {
             expected_seq += 1;
             count += 1;
         }
-        let head = fs::read(self.head_path())
-            .ok()
-            .and_then(|bytes| serde_json::from_slice::<Head>(bytes.trim_ascii_end()).ok());
-        if let Some(head) = &head {
+        if let Some(head) = &self.read_head() {
             if head.seq > count {
                 return Ok(Verdict::broken(
                     count,
@@ -508,6 +525,8 @@ pub enum Problem {
     TornLastLine { line: u64 },
     /// Records after `last` were removed: the head file saw `head`.
     Truncated { last: u64, head: u64 },
+    /// The log file is gone, though `head` records were written to it.
+    Removed { head: u64 },
 }
 
 impl std::fmt::Display for Problem {
@@ -536,6 +555,10 @@ impl std::fmt::Display for Problem {
             Problem::Truncated { last, head } => write!(
                 f,
                 "the log ends at record {last} but record {head} was written: records were cut off the end"
+            ),
+            Problem::Removed { head } => write!(
+                f,
+                "the log file is missing but {head} records were written to it: it was removed (to rotate the log, move audit.head with it)"
             ),
         }
     }
@@ -655,6 +678,35 @@ mod tests {
             log.verify().unwrap().problem,
             Some(Problem::Truncated { last: 3, head: 5 })
         );
+    }
+
+    #[test]
+    fn a_removed_log_is_found_and_stays_found_after_the_next_record() {
+        for emptied in [false, true] {
+            let (_dir, log) = log_with(5);
+            if emptied {
+                fs::write(log.path(), b"").unwrap();
+            } else {
+                fs::remove_file(log.path()).unwrap();
+            }
+            let problem = log.verify().unwrap().problem;
+            if emptied {
+                assert_eq!(problem, Some(Problem::Truncated { last: 0, head: 5 }));
+            } else {
+                assert_eq!(problem, Some(Problem::Removed { head: 5 }));
+            }
+            // The next record goes on from the head: the gap cannot be covered by a new chain.
+            log.append("test.event", json!({"i": 6})).unwrap();
+            assert!(lines(&log)[0].contains("\"seq\":6"));
+            assert!(matches!(
+                log.verify().unwrap().problem,
+                Some(Problem::Missing {
+                    line: 1,
+                    expected: 1,
+                    found: 6
+                })
+            ));
+        }
     }
 
     #[test]
