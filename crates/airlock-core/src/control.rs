@@ -36,6 +36,8 @@ pub enum ControlError {
     },
     #[error("{0}")]
     Disabled(String),
+    #[error(transparent)]
+    Session(#[from] crate::session::SessionError),
     #[error("no running sandbox matches {0} — 'airlock status' lists them")]
     NoMatch(String),
 }
@@ -208,7 +210,7 @@ pub enum Action {
 }
 
 impl Action {
-    fn name(self) -> &'static str {
+    pub fn name(self) -> &'static str {
         match self {
             Action::Kill => "kill",
             Action::Pause => "pause",
@@ -243,6 +245,13 @@ pub fn act(
             "sandboxes": targets.iter().map(|r| json!({"supervisor": r.supervisor, "pid": r.sandbox.pid, "session": r.session, "profile": r.profile})).collect::<Vec<_>>(),
         }),
     )?;
+    if let (Action::Kill, Target::Session(id)) = (action, target) {
+        // Before the kill: a run waiting for this session takes it the moment the killed one
+        // lets go, and must find the mark then.
+        if let Ok(session) = crate::Session::find(state_dir, id) {
+            session.mark_killed()?;
+        }
+    }
     let acted: Vec<Acted> = targets
         .iter()
         .map(|run| {

@@ -416,7 +416,10 @@ pub fn run(request: RunRequest) -> Result<RunReport, RunError> {
     // Runs in one session take turns: each sees the layer as the previous one left it.
     let lock = match &mut session {
         Some(session) => {
+            let waiting_since = crate::ledger::now_ns();
             let lock = session.lock_exclusive(&request.on_session_busy)?;
+            // A kill of the session meant its queued commands too.
+            session.check_not_killed_since(waiting_since)?;
             session.check_active()?;
             crate::apply::check_no_interrupted_apply(session)?;
             Some(lock)

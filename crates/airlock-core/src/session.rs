@@ -43,6 +43,8 @@ pub enum SessionError {
     NameTaken(String),
     #[error("session {id} was {state}: its layer is gone — start a new session with 'airlock session new'")]
     Finished { id: String, state: &'static str },
+    #[error("session {id} was killed ('airlock kill') while this run waited for it: the run was not started — run it again to start it now")]
+    KilledWhileWaiting { id: String },
     #[error("session {id}: apply {number} was interrupted — finish it with 'airlock apply {id}', or undo it with 'airlock apply {id} --rollback'")]
     InterruptedApply { id: String, number: u32 },
     #[error("session {id}: its workspace {path} no longer exists (moved or deleted?) — put it back, or discard the session with 'airlock discard {id}'")]
@@ -257,6 +259,30 @@ impl Session {
     }
     fn lock_path(&self) -> PathBuf {
         self.dir.join("lock")
+    }
+
+    fn killed_path(&self) -> PathBuf {
+        self.dir.join("killed")
+    }
+
+    /// Note that the session was killed now ('airlock kill'): runs that were waiting for it
+    /// then must not start (see [`Session::check_not_killed_since`]).
+    pub fn mark_killed(&self) -> Result<(), SessionError> {
+        let path = self.killed_path();
+        write_atomically(&path, crate::ledger::now_ns().to_string().as_bytes())
+    }
+
+    /// Refuse if the session was killed after `since` (when this caller started waiting).
+    pub fn check_not_killed_since(&self, since: i128) -> Result<(), SessionError> {
+        let killed = fs::read_to_string(self.killed_path())
+            .ok()
+            .and_then(|text| text.trim().parse::<i128>().ok());
+        match killed {
+            Some(at) if at >= since => Err(SessionError::KilledWhileWaiting {
+                id: self.id.clone(),
+            }),
+            _ => Ok(()),
+        }
     }
     pub fn workspace(&self) -> &Path {
         &self.meta.workspace

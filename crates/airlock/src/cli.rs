@@ -199,18 +199,26 @@ pub enum Command {
         long_about = "Kill every process of the targeted running sandboxes now (the whole pid \
             namespace). Their sessions' layers are kept for review ('airlock diff'). Logged \
             before it acts. Only your own sandboxes (root: anyone's in its state directory).",
-        after_help = "Exit status: 0 every target was killed; 1 some could not be (listed); 125 \
-            nothing matched or airlock failed."
+        after_help = "Exit status: 0 every target was killed (or none was running: nothing is \
+            left to kill); 1 some could not be (listed); 125 no such session, or airlock failed."
     )]
     Kill(ControlArgs),
     /// Freeze every process of running sandboxes
     #[command(
         long_about = "Freeze every process of the targeted running sandboxes until 'airlock \
             resume': with the run's freezer cgroup where there is one, else by stopping each \
-            process (SIGSTOP) until none is left running. Nothing inside runs meanwhile."
+            process (SIGSTOP) until none is left running. Nothing inside runs meanwhile.",
+        after_help = "Exit status: 0 every target was paused (or, with --profile or --all, none \
+            was running); 1 some could not be (listed); 125 no such session, the session has no \
+            running sandbox, or airlock failed."
     )]
     Pause(ControlArgs),
     /// Let paused sandboxes run again
+    #[command(
+        after_help = "Exit status: 0 every target runs again (or, with --profile or --all, none \
+            was running); 1 some could not be resumed (listed); 125 no such session, the session \
+            has no running sandbox, or airlock failed."
+    )]
     Resume(ControlArgs),
     /// Refuse every run (of a profile, or all) until enabled again; kill those running
     #[command(

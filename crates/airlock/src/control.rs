@@ -20,9 +20,19 @@ fn target(state: &std::path::Path, args: &ControlArgs) -> Result<Target> {
         Target::Profile(profile.clone())
     } else {
         let name = args.session.as_deref().unwrap_or_default();
-        // A name is resolved to its id; an id of a session whose record is gone still matches.
-        let id = Session::find(state, name).map_or_else(|_| name.to_string(), |s| s.id);
-        Target::Session(id)
+        // A name is resolved to its id; an id of a session whose record is gone still matches
+        // while a sandbox of it runs. Anything else is a mistake (a typo), not "nothing to do".
+        match Session::find(state, name) {
+            Ok(session) => Target::Session(session.id),
+            Err(_)
+                if control::running(state)
+                    .iter()
+                    .any(|run| run.session.as_deref() == Some(name)) =>
+            {
+                Target::Session(name.to_string())
+            }
+            Err(err) => anyhow::bail!("{err}"),
+        }
     })
 }
 
@@ -57,7 +67,10 @@ pub fn act(global: &GlobalArgs, args: ControlArgs, action: Action) -> Result<Exi
     let action = match action {
         Action::Kill if args.network => Action::CutNetwork,
         other if args.network => {
-            anyhow::bail!("--network goes with kill only (it cuts the network); not with {other:?}")
+            anyhow::bail!(
+                "--network goes with kill only (it cuts the network); not with {}",
+                other.name()
+            )
         }
         other => other,
     };

@@ -305,3 +305,56 @@ fn another_user_cannot_kill_or_pause_a_users_sandbox() {
     assert!(airlock(&w, &["kill", "mine"]).status.success());
     assert_eq!(wait_for_exit(&mut child).code(), Some(137));
 }
+
+both_modes!(
+    kill_stops_the_runs_waiting_for_the_session_too,
+    |w: &World| {
+        new_session(w, "queued");
+        let (mut first, _out) = start(w, "queued", "echo started; sleep 60");
+        // A second run of the session waits for the first (runs take turns).
+        let mut second = w
+            .airlock()
+            .args([
+                "run",
+                "--session",
+                "queued",
+                "--",
+                "sh",
+                "-c",
+                "echo SECOND-RAN",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut err = BufReader::new(second.stderr.take().unwrap());
+        let mut line = String::new();
+        err.read_line(&mut line).unwrap();
+        assert!(line.contains("waiting"), "{line}");
+        let out = airlock(w, &["kill", "queued"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert_eq!(wait_for_exit(&mut first).code(), Some(137));
+        let status = wait_for_exit(&mut second);
+        let mut rest = String::new();
+        std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
+        let mut said = String::new();
+        std::io::Read::read_to_string(second.stdout.as_mut().unwrap(), &mut said).unwrap();
+        assert!(
+            !said.contains("SECOND-RAN"),
+            "the queued run started: {said}"
+        );
+        assert_eq!(status.code(), Some(125), "{rest}");
+        assert!(rest.contains("was killed"), "{rest}");
+        // A run asked for after the kill starts as usual.
+        let out = airlock(w, &["run", "--session", "queued", "--", "echo", "after"]);
+        assert_eq!(stdout(&out), "after\n", "{}", stderr(&out));
+        // Kill names what exists: a typo is an error, not "nothing to do".
+        let out = airlock(w, &["kill", "no-such-session"]);
+        assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+        assert!(
+            stderr(&out).contains("no session no-such-session"),
+            "{}",
+            stderr(&out)
+        );
+    }
+);
