@@ -75,16 +75,31 @@ pub fn cut_flag(state_dir: &Path, supervisor: u32) -> PathBuf {
     running_dir(state_dir).join(format!("{supervisor}.cut"))
 }
 
+/// The file that says why the run supervised by `supervisor` was killed by the kill switch
+/// (written before the signal, read by that supervisor to say so).
+fn killed_flag(state_dir: &Path, supervisor: u32) -> PathBuf {
+    running_dir(state_dir).join(format!("{supervisor}.killed"))
+}
+
 /// Registers a running sandbox for as long as it lives.
 pub struct Registration {
     path: PathBuf,
     file: fs::File,
 }
 
+impl Registration {
+    /// Why the kill switch killed this run ("kill switch, uid N: REASON"), if it did.
+    pub fn killed_by_switch(&self) -> Option<String> {
+        let text = fs::read_to_string(self.path.with_extension("killed")).ok()?;
+        Some(text.trim().to_string())
+    }
+}
+
 impl Drop for Registration {
     fn drop(&mut self) {
         let _ = fs::remove_file(&self.path);
         let _ = fs::remove_file(self.path.with_extension("cut"));
+        let _ = fs::remove_file(self.path.with_extension("killed"));
     }
 }
 
@@ -256,8 +271,17 @@ pub fn act(
         .iter()
         .map(|run| {
             let result = match action {
-                // Signalled here, waited for below: all die at once.
-                Action::Kill => run.sandbox.send_kill().map(drop),
+                // Signalled here, waited for below: all die at once. The run's supervisor
+                // finds why, to say so.
+                Action::Kill => {
+                    let why = format!(
+                        "kill switch, uid {}{}",
+                        nix::unistd::getuid(),
+                        reason.map(|r| format!(": {r}")).unwrap_or_default()
+                    );
+                    let _ = fs::write(killed_flag(state_dir, run.supervisor), why);
+                    run.sandbox.send_kill().map(drop)
+                }
                 Action::Pause => run.sandbox.pause(),
                 Action::Resume => run.sandbox.resume(),
                 Action::CutNetwork => cut_network(state_dir, run),

@@ -72,6 +72,10 @@ pub struct RunReport {
     pub kept: bool,
     /// Bytes of output dropped past the output limit.
     pub output_dropped: u64,
+    /// Processes the kernel killed for reaching the memory limit, when the run's cgroup says.
+    pub oom_kills: u64,
+    /// Why the kill switch killed the run, if it did.
+    pub killed_by_switch: Option<String>,
     /// Streams whose destination failed, each closed then (see `airlock_jail::OutputFailure`).
     pub output_failures: Vec<airlock_jail::OutputFailure>,
     /// The run's result could not be written to the audit log (its intent was).
@@ -552,6 +556,7 @@ pub fn run(request: RunRequest) -> Result<RunReport, RunError> {
         crate::audit::append_deferred(&audit, "run.intent", intent)?;
     }
     let mut gate_log = None;
+    let mut killed_by_switch = None;
     let result = spawned.and_then(|mut sandbox| {
         if let Some(gate) = sandbox.take_gate() {
             gate_log = Some(start_gate(
@@ -576,7 +581,13 @@ pub fn run(request: RunRequest) -> Result<RunReport, RunError> {
             None => Err("no entry was reserved".to_string()),
         };
         match filled {
-            Ok(()) => sandbox.wait(),
+            Ok(()) => {
+                let finished = sandbox.wait();
+                killed_by_switch = registration
+                    .as_ref()
+                    .and_then(crate::control::Registration::killed_by_switch);
+                finished
+            }
             // A run the kill switch cannot reach does not go on.
             Err(err) => {
                 sandbox.kill();
@@ -640,6 +651,9 @@ pub fn run(request: RunRequest) -> Result<RunReport, RunError> {
             if finished.output_dropped > 0 {
                 map.insert("limit".into(), "output".into());
             }
+            if let Some(why) = &killed_by_switch {
+                map.insert("killed_by".into(), why.clone().into());
+            }
         }
         Err(err) => {
             let map = fields.as_object_mut().expect("an object");
@@ -672,6 +686,8 @@ pub fn run(request: RunRequest) -> Result<RunReport, RunError> {
         outcome: finished.outcome,
         output_dropped: finished.output_dropped,
         output_failures: finished.output_failures,
+        oom_kills: finished.memory.map_or(0, |m| m.oom_kills),
+        killed_by_switch,
         session_id,
         kept: !throwaway,
         audit_error,

@@ -217,6 +217,15 @@ pub fn run(global: &GlobalArgs, args: RunArgs) -> Result<ExitCode> {
     if let (true, Some(id)) = (keep, &report.session_id) {
         crate::note!("airlock: session {id} kept: 'airlock diff {id}' shows its changes");
     }
+    if report.oom_kills > 0 {
+        crate::note!(
+            "airlock: the memory limit was reached: the kernel killed {} process(es) of the sandbox (raise [limits] memory in the profile)",
+            report.oom_kills
+        );
+    }
+    if let Some(why) = &report.killed_by_switch {
+        crate::note!("airlock: the sandbox was killed ({why})");
+    }
     // A reader that went away (EPIPE) is a closed pipe to the command too, as in a plain
     // pipeline: nothing to say. Output lost otherwise (a full disk) is airlock's failure to
     // deliver it, and a command that succeeded must not hide that.

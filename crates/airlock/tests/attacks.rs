@@ -319,6 +319,15 @@ both_modes!(exhaust_memory, |w: &World| {
         "the memory limit did not hold"
     );
     assert_ne!(inside.status.code(), Some(0));
+    if inside.status.code() == Some(137) {
+        // Killed by the kernel (the run's memory cgroup): the user is told why, not left with
+        // a bare 137.
+        assert!(
+            stderr(&inside).contains("the memory limit was reached"),
+            "{}",
+            stderr(&inside)
+        );
+    }
 });
 
 // Syscalls the seccomp filter refuses that the host allows any user, called directly.

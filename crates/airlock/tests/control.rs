@@ -101,6 +101,12 @@ both_modes!(
             !process_running(&format!("sleep {marker}")),
             "a process survived the kill"
         );
+        // The killed run says who killed it, and its result record too.
+        let result = stdout(&airlock(w, &["log", "--action", "run.result", "--json"]));
+        assert!(
+            result.contains("\"killed_by\":\"kill switch, uid") && result.contains(": test"),
+            "{result}"
+        );
         // The layer is kept for review.
         let diff = airlock(w, &["diff", "victim", "--name-status"]);
         assert_eq!(stdout(&diff), "A\tevidence.txt\n");
