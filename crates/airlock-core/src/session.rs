@@ -41,8 +41,10 @@ pub enum SessionError {
     BadId(String),
     #[error("session name {0:?} is taken — choose another, or use that session")]
     NameTaken(String),
-    #[error("session {id} was {state}: its layer is gone — start a new session with 'airlock session new'")]
-    Finished { id: String, state: &'static str },
+    #[error("session {id} was discarded: its layer is gone — start a new session with 'airlock session new'")]
+    Discarded { id: String },
+    #[error("session {id} was applied: it takes no more runs — 'airlock revert {id}' takes the apply back and makes it active again; or start a new session with 'airlock session new'")]
+    Applied { id: String },
     #[error("session {id} was killed ('airlock kill') while this run waited for it: the run was not started — run it again to start it now")]
     KilledWhileWaiting { id: String },
     #[error("session {id}: apply {number} was interrupted — finish it with 'airlock apply {id}', or undo it with 'airlock apply {id} --rollback'")]
@@ -443,13 +445,11 @@ impl Session {
     pub fn check_active(&self) -> Result<(), SessionError> {
         match self.meta.lifecycle {
             Lifecycle::Active => Ok(()),
-            Lifecycle::Applied => Err(SessionError::Finished {
+            Lifecycle::Applied => Err(SessionError::Applied {
                 id: self.id.clone(),
-                state: "applied",
             }),
-            Lifecycle::Discarded => Err(SessionError::Finished {
+            Lifecycle::Discarded => Err(SessionError::Discarded {
                 id: self.id.clone(),
-                state: "discarded",
             }),
         }
     }

@@ -99,6 +99,18 @@ pub fn apply(global: &GlobalArgs, args: ApplyArgs) -> Result<ExitCode> {
             "airlock: dry run: {} paths would be applied, {skipped} left out; nothing was written",
             count(&report, ApplyResult::WouldApply)
         );
+    } else if report.items.is_empty() && !args.paths.is_empty() {
+        // A path that matches nothing is most likely a typo: not "nothing to do".
+        anyhow::bail!(
+            "session {} changed nothing at or under {} — 'airlock diff {} --name-status' lists what it changed",
+            report.session,
+            args.paths
+                .iter()
+                .map(|p| crate::shown::printable(&p.display().to_string()))
+                .collect::<Vec<_>>()
+                .join(", "),
+            args.session
+        );
     } else if report.items.is_empty() {
         crate::note!("airlock: session {} changed nothing", report.session);
     } else {

@@ -108,6 +108,19 @@ pub fn status(global: &GlobalArgs, args: StatusArgs) -> Result<ExitCode> {
     let state = state_dir(global)?;
     let switches = control::switches(&state);
     let running = control::running(&state);
+    // What cannot be read cannot be reported as "enabled" or "nothing running".
+    let registry = state.join("running");
+    let unreadable = match std::fs::read_dir(&registry) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Some(format!("cannot read {}: {e}", registry.display()))
+        }
+        _ => None,
+    };
+    let status = if switches.is_err() || unreadable.is_some() {
+        ExitCode::from(crate::EXIT_AIRLOCK_ERROR)
+    } else {
+        ExitCode::SUCCESS
+    };
     if args.json {
         let runs: Vec<serde_json::Value> = running
             .iter()
@@ -124,9 +137,10 @@ pub fn status(global: &GlobalArgs, args: StatusArgs) -> Result<ExitCode> {
                 "switches": switches.as_ref().ok(),
                 "switches_error": switches.as_ref().err(),
                 "running": runs,
+                "running_error": unreadable,
             }))?
         );
-        return Ok(ExitCode::SUCCESS);
+        return Ok(status);
     }
     match &switches {
         Ok(s) if s.all.is_none() && s.profiles.is_empty() => println!("enabled"),
@@ -143,7 +157,9 @@ pub fn status(global: &GlobalArgs, args: StatusArgs) -> Result<ExitCode> {
         }
         Err(e) => println!("DISABLED: {e}"),
     }
-    if running.is_empty() {
+    if let Some(error) = &unreadable {
+        println!("UNKNOWN which sandboxes run: {error}");
+    } else if running.is_empty() {
         println!("no sandbox running");
     }
     for run in &running {
@@ -160,5 +176,5 @@ pub fn status(global: &GlobalArgs, args: StatusArgs) -> Result<ExitCode> {
             crate::shown::command_line(&run.argv)
         );
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(status)
 }

@@ -107,6 +107,9 @@ fn audit_refusal(global: &cli::GlobalArgs, action: &str, session: Option<String>
     let argv: Vec<String> = std::env::args_os()
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
+    // Recorded by id, as the session's other records are, when the name given resolves.
+    let session = session
+        .map(|name| airlock_core::Session::find(&state, &name).map_or(name, |found| found.id));
     let _ = airlock_core::audit::append(
         &airlock_core::audit::log(&state),
         action,

@@ -508,6 +508,12 @@ both_modes!(
         assert!(dry.status.success(), "{}", stderr(&dry));
         assert!(stdout(&dry).contains("would apply"), "{}", stdout(&dry));
         assert_eq!(exact(w, &w.workspace), before);
+        // A path that matches no change is a mistake to report, not "nothing to do".
+        refused(
+            &apply(w, &id, &["no-such-path.txt"]),
+            "changed nothing at or under",
+        );
+        assert_eq!(exact(w, &w.workspace), before);
 
         let out = apply(w, &id, &[]);
         assert!(
@@ -519,7 +525,7 @@ both_modes!(
         assert_eq!(listing(w, None, &w.workspace), session_view);
         // Applied: nothing left to show, and no more runs.
         assert_eq!(stdout(&airlock(w, &["diff", &id, "--name-status"])), "");
-        refused(&run_in(w, &id, "true"), "was applied");
+        refused(&run_in(w, &id, "true"), "airlock revert");
         refused(&apply(w, &id, &[]), "already applied");
 
         let out = airlock(w, &["revert", &id]);
