@@ -112,6 +112,9 @@ fn start_command(spec: &SandboxSpec) -> Pid {
     };
     let (argv_ptrs, env_ptrs) = (pointers(&argv), pointers(&env));
     let mut denied = None;
+    // A file that is there but cannot be started for a missing file: its #! interpreter (or
+    // its ELF loader) is not in the sandbox.
+    let mut missing_interpreter = None;
     for candidate in candidates(program, spec) {
         let Some(path) = to_c(candidate.as_os_str()) else {
             continue;
@@ -119,6 +122,9 @@ fn start_command(spec: &SandboxSpec) -> Pid {
         match spawn_in_new_session(&path, &argv_ptrs, &env_ptrs) {
             Ok(pid) => return pid,
             Err(Errno::EACCES) => denied = Some(candidate),
+            Err(Errno::ENOENT) if candidate.is_file() => {
+                missing_interpreter.get_or_insert(candidate);
+            }
             Err(Errno::ENOENT) | Err(Errno::ENOTDIR) => {}
             Err(errno) => {
                 note!(
@@ -134,13 +140,44 @@ fn start_command(spec: &SandboxSpec) -> Pid {
         note!("airlock: {}: permission denied", path.display());
         std::process::exit(126);
     }
-    let search = path_variable(spec).unwrap_or_default();
-    note!(
-        "airlock: {}: command not found in the sandbox (PATH={})",
-        Path::new(program).display(),
-        search.to_string_lossy()
-    );
+    if let Some(path) = missing_interpreter {
+        match interpreter(&path) {
+            Some(line) => note!(
+                "airlock: {}: its interpreter ({line}) is not in the sandbox",
+                path.display()
+            ),
+            None => note!(
+                "airlock: {}: cannot be started in the sandbox: the loader or a library it needs is missing",
+                path.display()
+            ),
+        }
+        std::process::exit(127);
+    }
+    if program.as_bytes().contains(&b'/') {
+        note!(
+            "airlock: {}: no such file in the sandbox (it sees the system directories, the workspace \
+             and the profile's [filesystem] paths: add the file's directory to read_only in a profile)",
+            Path::new(program).display()
+        );
+    } else {
+        let search = path_variable(spec).unwrap_or_default();
+        note!(
+            "airlock: {}: command not found in the sandbox (PATH={})",
+            Path::new(program).display(),
+            search.to_string_lossy()
+        );
+    }
     std::process::exit(127)
+}
+
+/// The `#!` line of a script, without the `#!`.
+fn interpreter(path: &Path) -> Option<String> {
+    use std::io::Read as _;
+    let mut head = [0u8; 256];
+    let n = std::fs::File::open(path).ok()?.read(&mut head).ok()?;
+    let line = head[..n].strip_prefix(b"#!")?;
+    let end = line.iter().position(|b| *b == b'\n').unwrap_or(line.len());
+    Some(String::from_utf8_lossy(&line[..end]).trim().to_string())
 }
 
 fn path_variable(spec: &SandboxSpec) -> Option<OsString> {

@@ -77,6 +77,37 @@ both_modes!(
             "{}",
             stderr(&out)
         );
+        // A script whose interpreter is not inside, and a host path that is not inside: each
+        // says which, rather than "command not found".
+        let script = w.workspace.join("tool.sh");
+        std::fs::write(&script, "#!/opt/no-such/python9\nprint(1)\n").unwrap();
+        std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        let out = w
+            .airlock()
+            .args(["run", "--workspace"])
+            .arg(&w.workspace)
+            .arg("--")
+            .arg(&script)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(127));
+        assert!(
+            stderr(&out).contains("its interpreter (/opt/no-such/python9) is not in the sandbox"),
+            "{}",
+            stderr(&out)
+        );
+        let out = w
+            .airlock()
+            .args(["run", "--", "/opt/no-such/bin/tool"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(127));
+        assert!(
+            stderr(&out).contains("/opt/no-such/bin/tool: no such file in the sandbox"),
+            "{}",
+            stderr(&out)
+        );
     }
 );
 
