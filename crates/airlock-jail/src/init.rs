@@ -2,14 +2,6 @@
 //! the command's status. When it exits the kernel kills everything left in the pid namespace, so
 //! no daemon outlives the run.
 
-/// `eprintln!` that cannot panic: a message to a stderr that is gone (closed, full) is lost.
-macro_rules! note {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($arg)*);
-    }};
-}
-
 use std::ffi::{CString, OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;

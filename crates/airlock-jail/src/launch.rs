@@ -427,6 +427,9 @@ impl Sandbox {
     /// Forward signals, enforce the wall-clock limit, and reap the sandbox.
     pub fn wait(mut self) -> Result<Finished> {
         let mut timed_out = false;
+        // Interrupts (INT, TERM, HUP) are the command's to handle, once: the second one kills
+        // the sandbox, as a command that ignores them (or a paused one) would never end.
+        let mut interrupts = 0;
         loop {
             let timeout = match self.deadline {
                 Some(deadline) => {
@@ -480,7 +483,15 @@ impl Sandbox {
             if signalled {
                 if let Ok(Some(info)) = self.signals.read_signal() {
                     if let Ok(sig) = Signal::try_from(info.ssi_signo as i32) {
-                        let _ = kill(self.pid, sig);
+                        let interrupt =
+                            matches!(sig, Signal::SIGINT | Signal::SIGTERM | Signal::SIGHUP);
+                        if interrupt && interrupts > 0 {
+                            note!("airlock: {sig} again: killing the sandbox");
+                            self.kill();
+                        } else {
+                            let _ = kill(self.pid, sig);
+                        }
+                        interrupts += usize::from(interrupt);
                     }
                 }
             }

@@ -9,6 +9,14 @@
 //! seccomp filter compiled at build time, closes every inherited descriptor, and becomes pid 1
 //! for the command. `docs/security.md` walks through the order.
 
+/// `eprintln!` that cannot panic: a message to a stderr that is gone (closed, full) is lost.
+macro_rules! note {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 mod beneath;
 pub mod cgroup;
 mod confine;

@@ -94,7 +94,8 @@ pub enum Command {
             memory, at most the profile's tmp_size) where the kernel allows (as root, or Linux \
             6.6 and later), else in a session on disk that is deleted after the run. --keep keeps them on disk in a new session; \
             --session ID runs in a session (see 'airlock session new'), with its workspace and profile.\n\n\
-            stdin is passed through. When stdout and stderr are both terminals the command writes \
+            stdin is passed through, and signals to airlock are passed on to the command; a \
+            second interrupt (INT, TERM or HUP) kills the sandbox. When stdout and stderr are both terminals the command writes \
             to them directly; otherwise (a pipe or a file: output that is kept) airlock relays \
             them and stops passing output on past the profile's output limit (64 MiB by default), \
             saying how much it dropped. When a destination fails, that stream's pipe is closed, \

@@ -46,6 +46,43 @@ both_modes!(signals_to_airlock_reach_the_command, |w: &World| {
     assert_eq!(status.code(), Some(7));
 });
 
+both_modes!(
+    a_second_interrupt_kills_a_command_that_ignores_the_first,
+    |w: &World| {
+        let profile = w.profile("[limits]\ntimeout = \"30s\"\n");
+        let mut child = w
+            .airlock_sh(
+                &["--profile-file", &profile],
+                "trap '' INT TERM; echo ready; while :; do sleep 0.1; done",
+            )
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        let mut reader = std::io::BufReader::new(child.stdout.take().unwrap());
+        std::io::BufRead::read_line(&mut reader, &mut line).unwrap();
+        assert_eq!(line.trim(), "ready");
+        let airlock = nix::unistd::Pid::from_raw(child.id() as i32);
+        nix::sys::signal::kill(airlock, nix::sys::signal::Signal::SIGINT).unwrap();
+        // Forwarded and ignored: the command goes on; the second one ends the sandbox.
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the first interrupt ended it"
+        );
+        nix::sys::signal::kill(airlock, nix::sys::signal::Signal::SIGTERM).unwrap();
+        let out = child.wait_with_output().unwrap();
+        // 137: killed, not 124 (the time limit).
+        assert_eq!(out.status.code(), Some(137), "{}", stderr(&out));
+        assert!(
+            stderr(&out).contains("again: killing the sandbox"),
+            "{}",
+            stderr(&out)
+        );
+    }
+);
+
 both_modes!(stdin_passes_through, |w: &World| {
     let mut child = w
         .airlock_sh(&[], "tr a-z A-Z")
