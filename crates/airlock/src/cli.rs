@@ -238,7 +238,10 @@ pub enum Command {
         long_about = "Remove discarded sessions (their records; their layers are already gone) \
             and applied ones (their layers and the old files kept for 'revert': an applied \
             session removed can no longer be reverted). --older-than keeps those that ended \
-            more recently."
+            more recently; --dry-run lists them and removes nothing. Each removed session is \
+            listed on stdout, and the removal is in the audit log (gc.intent) before it happens.",
+        after_help = "Exit status: 0 done (also when nothing was to be removed); 125 airlock \
+            failed (a bad --older-than, an unreadable state directory)."
     )]
     Gc(GcArgs),
 }
@@ -455,6 +458,9 @@ pub struct GcArgs {
     /// Only sessions discarded or applied at least this long ago (e.g. 30m, 12h, 7d)
     #[arg(long, value_name = "AGE")]
     pub older_than: Option<String>,
+    /// List what would be removed; remove nothing
+    #[arg(short = 'n', long)]
+    pub dry_run: bool,
 }
 
 #[derive(Debug, Args)]

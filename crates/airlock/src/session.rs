@@ -182,22 +182,53 @@ pub fn gc(global: &GlobalArgs, args: GcArgs) -> Result<ExitCode> {
     let now = std::time::SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    let mut removed = 0;
+    let mut chosen = Vec::new();
     for session in Session::list(&state)? {
         let ended = session.meta.ended.unwrap_or(session.meta.created);
         let old_enough = now.saturating_sub(ended) >= min_age.as_secs();
-        let finished = matches!(
-            session.status(),
-            SessionStatus::Discarded | SessionStatus::Applied
+        let status = session.status();
+        if matches!(status, SessionStatus::Discarded | SessionStatus::Applied) && old_enough {
+            chosen.push((session, status));
+        }
+    }
+    let verb = if args.dry_run {
+        "would remove"
+    } else {
+        "removed"
+    };
+    if !args.dry_run && !chosen.is_empty() {
+        // Logged before it acts, as every action is: an applied session removed here can no
+        // longer be reverted.
+        airlock_core::audit::append(
+            &airlock_core::audit::log(&state),
+            "gc.intent",
+            serde_json::json!({
+                "sessions": chosen.iter().map(|(s, _)| s.id.clone()).collect::<Vec<_>>(),
+                "older_than": args.older_than,
+            }),
+        )?;
+    }
+    for (session, status) in chosen.iter() {
+        println!(
+            "{verb} {} ({}, workspace {})",
+            session.id,
+            if status == &SessionStatus::Applied {
+                "applied"
+            } else {
+                "discarded"
+            },
+            crate::shown::printable(&session.workspace().display().to_string())
         );
-        if finished && old_enough {
+    }
+    let count = chosen.len();
+    if !args.dry_run {
+        for (session, _) in chosen {
             let id = session.id.clone();
             session
                 .remove()
                 .with_context(|| format!("cannot remove session {id}"))?;
-            removed += 1;
         }
     }
-    crate::note!("airlock: removed {removed} discarded or applied session(s)");
+    crate::note!("airlock: {verb} {count} discarded or applied session(s)");
     Ok(ExitCode::SUCCESS)
 }

@@ -374,9 +374,25 @@ both_modes!(discard_drops_the_changes_and_gc_the_record, |w: &World| {
     // A discarded session takes no more runs, and has no diff.
     refused(&run_in(w, &id, "true"), "was discarded");
     refused(&airlock(w, &["diff", &id]), "was discarded");
+    // A dry run lists it and removes nothing; gc lists what it removed, logged first.
+    let out = airlock(w, &["gc", "--dry-run"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains(&format!("would remove {id} (discarded")),
+        "{}",
+        stdout(&out)
+    );
+    assert!(w.state.join("sessions").join(&id).exists());
     let out = airlock(w, &["gc"]);
     assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains(&format!("removed {id} (discarded")),
+        "{}",
+        stdout(&out)
+    );
     assert!(!w.state.join("sessions").join(&id).exists());
+    let log = stdout(&airlock(w, &["log", "--action", "gc.intent", "--json"]));
+    assert!(log.contains(&id), "{log}");
     let gone = airlock(w, &["diff", &id]);
     refused(&gone, "no session");
 });
