@@ -471,8 +471,9 @@ pub struct RunArgs {
     /// and profile apply
     #[arg(long, value_name = "ID")]
     pub session: Option<String>,
-    /// Keep the session's changes after the run and print its id
-    #[arg(long)]
+    /// Keep the run's changes in a new session, and say its id on stderr (stdout is the
+    /// command's; scripts: 'airlock session new' prints the id alone, then run --session ID)
+    #[arg(long, conflicts_with = "session")]
     pub keep: bool,
     /// Run even though these layers are missing: landlock
     #[arg(long, value_name = "LAYER,...", value_delimiter = ',')]
