@@ -173,6 +173,12 @@ pub fn check_profile_paths(
     let overlaps = |a: &Path, b: &Path| a.starts_with(b) || b.starts_with(a);
     let state = state_dir;
     for path in fs.read_only.iter().chain(&fs.read_write) {
+        if !path.exists() {
+            return refuse(
+                path,
+                "it does not exist on this host; create it, or remove it from the profile".into(),
+            );
+        }
         if overlaps(path, state) {
             return refuse(path, format!("it would show airlock's state directory {} to the sandbox; bind a narrower path", state.display()));
         }

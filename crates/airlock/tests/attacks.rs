@@ -500,6 +500,8 @@ both_modes!(profile_paths_that_open_holes_are_refused, |w: &World| {
         format!("read_write = [\"{}\"]", w.base.display()),
         // airlock's own state.
         format!("read_only = [\"{}\"]", w.state.display()),
+        // Nothing to bind: said before anything starts, with the profile's name.
+        "read_only = [\"/opt/no-such-dir-xyz\"]".to_string(),
     ];
     for case in cases {
         let profile = w.profile(&format!("[filesystem]\n{case}\n"));
