@@ -79,28 +79,28 @@ pub struct ProfileRef {
     /// The name it is looked up by (or the file stem of a profile file).
     pub name: String,
     /// Set when the profile was given as a file (`--profile-file`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub file: Option<PathBuf>,
 }
 
-/// What `meta.json` records.
+/// What `meta.json` records (and `sessions --json` shows: every field always, null when unset).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SessionMeta {
     pub id: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub name: Option<String>,
     pub profile: ProfileRef,
     /// Canonical host path of the workspace.
     pub workspace: PathBuf,
     /// Seconds since the Unix epoch.
     pub created: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub last_run: Option<u64>,
     #[serde(default)]
     pub runs: u64,
     pub lifecycle: Lifecycle,
     /// When it was applied or discarded.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub ended: Option<u64>,
 }
 

@@ -48,7 +48,6 @@ struct Listed<'a> {
     /// when the layer is gone or cannot be read.
     changed_files: Option<usize>,
     created_at: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
     last_run_at: Option<String>,
 }
 
