@@ -173,12 +173,6 @@ pub fn check_profile_paths(
     let overlaps = |a: &Path, b: &Path| a.starts_with(b) || b.starts_with(a);
     let state = state_dir;
     for path in fs.read_only.iter().chain(&fs.read_write) {
-        if !path.exists() {
-            return refuse(
-                path,
-                "it does not exist on this host; create it, or remove it from the profile".into(),
-            );
-        }
         if overlaps(path, state) {
             return refuse(path, format!("it would show airlock's state directory {} to the sandbox; bind a narrower path", state.display()));
         }
@@ -209,6 +203,27 @@ pub fn check_profile_paths(
         }
     }
     Ok(())
+}
+
+/// Refuse a profile whose binds name paths this host does not have, before anything starts.
+fn check_profile_paths_exist(profile: &Profile) -> Result<(), RunError> {
+    let fs = &profile.filesystem;
+    match fs
+        .read_only
+        .iter()
+        .chain(&fs.read_write)
+        .find(|p| !p.exists())
+    {
+        Some(path) => Err(RunError::ProfilePath {
+            profile: profile
+                .source
+                .as_ref()
+                .map_or_else(|| profile.name.clone(), |p| p.display().to_string()),
+            path: path.clone(),
+            why: "it does not exist on this host; create it, or remove it from the profile".into(),
+        }),
+        None => Ok(()),
+    }
 }
 
 /// Home directories a workspace may lie in but never contain: they hold keys and credentials.
@@ -393,6 +408,7 @@ pub fn run(request: RunRequest) -> Result<RunReport, RunError> {
         &state_dir,
         &request.policy_dirs,
     )?;
+    check_profile_paths_exist(&request.profile)?;
     let rootful = nix::unistd::geteuid().is_root();
     let (host_uid, host_gid) = if rootful {
         (request.root_sandbox_id, request.root_sandbox_id)
