@@ -178,7 +178,9 @@ pub enum Command {
     #[command(
         long_about = "Drop a session's layer: its changes are gone, the host workspace is not \
             touched. The session's record stays (status discarded) until 'airlock gc'. Waits for \
-            a run in the session to end."
+            a run in the session to end.",
+        after_help = "Exit status: 0 discarded; 125 no such session, it was applied (revert it \
+            first), or airlock failed."
     )]
     Discard(DiscardArgs),
     /// Show the audit log, or verify it
@@ -226,12 +228,24 @@ pub enum Command {
         long_about = "A persistent switch: until 'airlock enable', every run and every new \
             session (of PROFILE, or all) is refused with REASON, and the running sandboxes of \
             that scope are killed now. It is a file in the state directory: it survives \
-            reboots. Logged before it acts."
+            reboots. Logged before it acts.",
+        after_help = "Exit status: 0 the switch is on (and the running sandboxes of its scope \
+            were killed); 1 some could not be killed (listed); 125 airlock failed (an empty \
+            --reason, an unwritable state directory)."
     )]
     Disable(DisableArgs),
     /// Lift a switch set by 'airlock disable'
+    #[command(
+        after_help = "Exit status: 0 the switch is off (also when it was not on: said on \
+            stderr); 125 airlock failed."
+    )]
     Enable(EnableArgs),
     /// Show switches, and running and paused sandboxes
+    #[command(
+        after_help = "Exit status: 0 shown; 125 the switches or the list of running sandboxes \
+            could not be read (what could be read is still shown; a switch file that cannot be \
+            read counts as disabled)."
+    )]
     Status(StatusArgs),
     /// Remove discarded and applied sessions
     #[command(
@@ -256,7 +270,9 @@ pub enum SessionCommand {
             of the runs before it, runs take turns, and the host workspace is not touched until \
             you apply the changes.",
         after_help = "Example:\n  id=$(airlock session new -p ci-bot -w ~/src/app --name fix)\n  \
-            airlock run --session \"$id\" -- make test\n  airlock diff \"$id\""
+            airlock run --session \"$id\" -- make test\n  airlock diff \"$id\"\n\n\
+            Exit status: 0 the id was printed; 125 airlock refused (a workspace no session may \
+            have, a bad profile, a taken name, a switch set with 'airlock disable') or failed."
     )]
     New(SessionNewArgs),
 }
@@ -482,7 +498,8 @@ pub struct RunArgs {
     /// is trusted: a loopback or private one given here is not refused)
     #[arg(long, value_name = "NAME=IP")]
     pub resolve: Vec<String>,
-    /// Host uid and gid of the sandbox user when airlock runs as root (never 0)
+    /// Host uid and gid of the sandbox user when airlock runs as root (never 0, nor a uid a
+    /// user of this host has); refused when not root, where the sandbox user is you
     #[arg(long, value_name = "ID", env = "AIRLOCK_SANDBOX_UID")]
     pub sandbox_uid: Option<u32>,
     /// The command and its arguments

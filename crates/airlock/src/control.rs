@@ -86,6 +86,9 @@ pub fn act(global: &GlobalArgs, args: ControlArgs, action: Action) -> Result<Exi
 
 pub fn disable(global: &GlobalArgs, args: DisableArgs) -> Result<ExitCode> {
     let state = state_dir(global)?;
+    if args.reason.trim().is_empty() {
+        anyhow::bail!("--reason is empty: say why (everyone who is refused reads it)");
+    }
     let acted = control::disable(&state, args.profile.as_deref(), &args.reason)?;
     match &args.profile {
         Some(name) => crate::note!("airlock: disabled for profile {name}: every run of it is refused until 'airlock enable --profile {name}'"),
@@ -96,6 +99,18 @@ pub fn disable(global: &GlobalArgs, args: DisableArgs) -> Result<ExitCode> {
 
 pub fn enable(global: &GlobalArgs, args: EnableArgs) -> Result<ExitCode> {
     let state = state_dir(global)?;
+    let was_on = control::switches(&state).map_or(true, |s| match args.profile.as_deref() {
+        Some(name) => s.profiles.contains_key(name),
+        None => s.all.is_some(),
+    });
+    if !was_on {
+        match args.profile.as_deref() {
+            Some(name) => {
+                crate::note!("airlock: profile {name} was not disabled (its own switch was off)")
+            }
+            None => crate::note!("airlock: the switch for everything was not on"),
+        }
+    }
     control::enable(&state, args.profile.as_deref())?;
     let still = control::check_enabled(&state, args.profile.as_deref().unwrap_or(""));
     if let Err(still) = still {

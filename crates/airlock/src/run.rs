@@ -165,9 +165,20 @@ pub fn run(global: &GlobalArgs, args: RunArgs) -> Result<ExitCode> {
             .and_then(|p| p.parent())
             .map(|p| p.to_path_buf()),
     );
+    if args.sandbox_uid.is_some() && !nix::unistd::geteuid().is_root() {
+        bail!("--sandbox-uid (or AIRLOCK_SANDBOX_UID) applies to root's runs only: unprivileged, the sandbox user is you; leave it out");
+    }
     let root_sandbox_id = args.sandbox_uid.unwrap_or(DEFAULT_ROOT_SANDBOX_ID);
     if root_sandbox_id == 0 {
         bail!("--sandbox-uid 0: the sandbox user must never be root; choose an unused unprivileged id");
+    }
+    if let Ok(Some(user)) = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(root_sandbox_id))
+    {
+        // The sandbox's files and processes would be that user's, and theirs the sandbox's.
+        bail!(
+            "--sandbox-uid {root_sandbox_id}: that is the uid of user {}; choose an id no user or service of this host has",
+            user.name
+        );
     }
     let request = RunRequest {
         profile,
