@@ -258,6 +258,21 @@ pub enum Command {
             failed (a bad --older-than, an unreadable state directory)."
     )]
     Gc(GcArgs),
+    /// Write airlock's manual pages (airlock.1, airlock-run.1, …) into DIR
+    #[command(
+        long_about = "Write the manual pages of airlock and of each of its commands, from the \
+            same text as --help, into DIR (for example /usr/local/share/man/man1; then 'man \
+            airlock-run').",
+        after_help = "Exit status: 0 written; 125 DIR could not be written."
+    )]
+    Man(ManArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// Directory to write the pages into (created if missing)
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
 }
 
 #[derive(Debug, Subcommand)]

@@ -72,6 +72,7 @@ fn main() -> ExitCode {
         Command::Disable(args) => control::disable(&cli.global, args),
         Command::Enable(args) => control::enable(&cli.global, args),
         Command::Status(args) => control::status(&cli.global, args),
+        Command::Man(args) => man(&args.dir),
     };
     match result {
         Ok(code) => code,
@@ -83,6 +84,37 @@ fn main() -> ExitCode {
             ExitCode::from(EXIT_AIRLOCK_ERROR)
         }
     }
+}
+
+/// `airlock man DIR`: a page for airlock and one per command (airlock-session-new.1 …).
+fn man(dir: &std::path::Path) -> anyhow::Result<ExitCode> {
+    use anyhow::Context as _;
+    use clap::CommandFactory as _;
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let mut pending = vec![(String::from("airlock"), Cli::command())];
+    let mut written = 0;
+    while let Some((name, command)) = pending.pop() {
+        let command = command
+            .display_name(name.clone())
+            .bin_name(name.replace('-', " "));
+        for sub in command.get_subcommands() {
+            if sub.get_name() != "help" {
+                pending.push((format!("{name}-{}", sub.get_name()), sub.clone()));
+            }
+        }
+        let path = dir.join(format!("{name}.1"));
+        let mut page = Vec::new();
+        clap_mangen::Man::new(command)
+            .render(&mut page)
+            .with_context(|| format!("cannot render {name}.1"))?;
+        std::fs::write(&path, page).with_context(|| format!("cannot write {}", path.display()))?;
+        written += 1;
+    }
+    crate::note!(
+        "airlock: wrote {written} manual pages into {}",
+        dir.display()
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The error and its causes, each cause only if the message so far does not already say it (most

@@ -589,6 +589,21 @@ both_modes!(
         );
         let out = w.command(airlock_bin()).arg("--help").output().unwrap();
         assert_eq!(out.status.code(), Some(0));
+        // Manual pages, from the same text as --help: one per command.
+        let pages = w.base.join("man1");
+        std::fs::create_dir(&pages).unwrap();
+        w.give(&pages);
+        let out = w
+            .command(airlock_bin())
+            .arg("man")
+            .arg(&pages)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        let run_page = std::fs::read_to_string(pages.join("airlock-run.1")).unwrap();
+        assert!(run_page.contains(".TH airlock-run"), "{run_page}");
+        assert!(run_page.contains("second interrupt"), "{run_page}");
+        assert!(pages.join("airlock-session-new.1").exists());
     }
 );
 
