@@ -627,14 +627,19 @@ fn copy_requests(
     let mut out = Vec::with_capacity(buf.len());
     let mut total = 0u64;
     loop {
-        let n = match from.read(&mut buf) {
-            Ok(0) => return Ok(total),
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(_) => return Ok(total),
-        };
         out.clear();
-        let mut verdict = requests.feed(&buf[..n], &mut out);
+        // Bytes held after an upgrade (those that came with the request itself, too) go on
+        // once the server has answered, without waiting for the client to send more.
+        let mut verdict = Ok(());
+        if !requests.waiting() {
+            let n = match from.read(&mut buf) {
+                Ok(0) => return Ok(total),
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) => return Ok(total),
+            };
+            verdict = requests.feed(&buf[..n], &mut out);
+        }
         // After an upgrade the bytes wait for the server's first answer (10 s at most).
         let deadline = Instant::now() + Duration::from_secs(10);
         while verdict.is_ok() && requests.waiting() {

@@ -987,13 +987,17 @@ def talk(path, connect="{connect}"):
     up = b"GET " + path + b" HTTP/1.1\r\nHost: allowed.test\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n"
     s.sendall(up + b"\x81\x85abcdhello")
     first = s.recv(65536)
+    if b"101" in first and b"hello" not in first:
+        # The frame sent with the request comes back once switched, with nothing more sent.
+        try: first += s.recv(65536)
+        except Exception: pass
     time.sleep(0.3)
     s.sendall(b"GET / HTTP/1.1\r\nHost: denied.test\r\n\r\n")
     try: later = s.recv(65536)
     except Exception: later = b""
     return first, later
 first, later = talk(b"/switch")
-print("switch", b"101" in first, b"denied.test" in later)
+print("switch", b"101" in first, b"hello" in first, b"denied.test" in later)
 first, later = talk(b"/declined")
 print("declined", b"served allowed.test" in first, "SERVED-DENIED" if b"served denied.test" in later else "refused")
 "#
@@ -1015,7 +1019,7 @@ print("declined", b"served allowed.test" in first, "SERVED-DENIED" if b"served d
         let said = ran(&out);
         // Switched: the echo protocol passes unread (the "request" after it is only echoed bytes).
         assert!(
-            said.contains("switch True True"),
+            said.contains("switch True True True"),
             "{said}\n{}",
             stderr(&out)
         );
