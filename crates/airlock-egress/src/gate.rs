@@ -93,7 +93,7 @@ struct State {
     /// Set once the network is cut.
     cut: std::sync::atomic::AtomicBool,
     /// Open relay connections (a clone of the sandbox side), to close when the network is cut.
-    open: Mutex<HashMap<u64, TcpStream>>,
+    open: Mutex<HashMap<u64, Vec<TcpStream>>>,
     next_id: std::sync::atomic::AtomicU64,
     synthetic: Mutex<Synthetic>,
     /// Connections the connect handler sent to the relay, by the id in the relay address they
@@ -114,7 +114,7 @@ impl Running {
     /// connection's last event was delivered, so that none is lost when the caller exits.
     pub fn finish(&self, within: Duration) {
         if let Ok(open) = self.0.open.lock() {
-            for stream in open.values() {
+            for stream in open.values().flatten() {
                 let _ = stream.shutdown(Shutdown::Both);
             }
         }
@@ -192,7 +192,7 @@ fn watch_cut(flag: &std::path::Path, state: &State) {
     }
     state.cut.store(true, std::sync::atomic::Ordering::SeqCst);
     if let Ok(open) = state.open.lock() {
-        for stream in open.values() {
+        for stream in open.values().flatten() {
             let _ = stream.shutdown(Shutdown::Both);
         }
     }
@@ -662,7 +662,7 @@ fn copy_requests(
 
 /// A connection to airlock's proxy: decide its request (CONNECT host:port, or an absolute-form
 /// http:// request) as the gate decides a connection, then go on as a connection to that host.
-fn proxy(mut client: TcpStream, state: &State) {
+fn proxy(mut client: TcpStream, state: &State, listed: &Listed) {
     let FirstBytes {
         bytes: head,
         closed,
@@ -762,6 +762,7 @@ fn proxy(mut client: TcpStream, state: &State) {
             },
             state,
             after_head,
+            listed,
         );
     } else {
         // The request goes on in origin form (`GET /path`), as servers expect; its Host header
@@ -776,6 +777,7 @@ fn proxy(mut client: TcpStream, state: &State) {
             },
             state,
             origin_form(&head),
+            listed,
         );
     }
 }
@@ -851,9 +853,19 @@ impl<'a> Listed<'a> {
             .next_id
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         if let (Ok(mut open), Ok(clone)) = (state.open.lock(), client.try_clone()) {
-            open.insert(id, clone);
+            open.insert(id, vec![clone]);
         }
         Listed { state, id }
+    }
+
+    /// The connection's other end (to the destination), closed with it: a silent server must
+    /// not hold the relay, or the run's end, once the sandbox is gone.
+    fn also(&self, upstream: &TcpStream) {
+        if let (Ok(mut open), Ok(clone)) = (self.state.open.lock(), upstream.try_clone()) {
+            if let Some(streams) = open.get_mut(&self.id) {
+                streams.push(clone);
+            }
+        }
     }
 }
 
@@ -867,11 +879,11 @@ impl Drop for Listed<'_> {
 
 fn relay(client: TcpStream, target: Target, state: &State) {
     // Listed while it is open, so that cutting the network, or the run's end, can close it.
-    let _listed = Listed::new(state, &client);
+    let listed = Listed::new(state, &client);
     if target.proxy {
-        return proxy(client, state);
+        return proxy(client, state, &listed);
     }
-    relay_with(client, target, state, Vec::new())
+    relay_with(client, target, state, Vec::new(), &listed)
 }
 
 /// Wait (at most 10 s) for whichever side speaks first: `true` when it is the server (SSH,
@@ -894,7 +906,13 @@ fn server_speaks_first(client: &TcpStream, upstream: &TcpStream) -> bool {
 
 /// Relay a connection to `target`. `first`: bytes already read from the client (a proxied
 /// request); empty: read them here, once the client speaks.
-fn relay_with(mut client: TcpStream, target: Target, state: &State, mut first: Vec<u8>) {
+fn relay_with(
+    mut client: TcpStream,
+    target: Target,
+    state: &State,
+    mut first: Vec<u8>,
+    listed: &Listed,
+) {
     let started = Instant::now();
     if is_cut(state) {
         return;
@@ -916,6 +934,7 @@ fn relay_with(mut client: TcpStream, target: Target, state: &State, mut first: V
     let Ok(mut upstream) = TcpStream::connect_timeout(&target.addr, Duration::from_secs(10)) else {
         return;
     };
+    listed.also(&upstream);
     // The relay passes on bytes as they come: how they were grouped into segments was the
     // sender's choice, already made. Nagle here would hold a message's tail until the last
     // segment is acknowledged, which a peer that delays its acknowledgements makes 40 ms.

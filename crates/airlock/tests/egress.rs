@@ -1055,3 +1055,39 @@ both_modes!(a_port_probe_is_not_a_refusal, |w: &World| {
     );
     assert!(log.trim().is_empty(), "{log}");
 });
+
+both_modes!(a_silent_server_does_not_hold_the_runs_end, |w: &World| {
+    // A server that accepts and never answers. The program gives up and exits; the run's end
+    // closes both sides of the relayed connection, so its last event is written, not lost.
+    let silent = python_server(
+        "import socket, time\n\
+         s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(16)\n\
+         print(s.getsockname()[1], flush=True)\n\
+         held = []\n\
+         while True:\n\
+         \x20   c, _ = s.accept(); held.append(c)\n",
+        &[],
+    );
+    let port = silent.port;
+    let profile = w.profile(&format!("[network]\nallow = [\"allowed.test:{port}\"]\n"));
+    let script = format!(
+        "import socket\n\
+         s = socket.create_connection(('allowed.test', {port}), timeout=5)\n\
+         s.sendall(b'GET / HTTP/1.1\\r\\nHost: allowed.test\\r\\n\\r\\n')\n\
+         s.settimeout(0.5)\n\
+         try: s.recv(100)\n\
+         except OSError: print('gave up')\n"
+    );
+    let out = run_python(w, &profile, &script);
+    assert!(ran(&out).contains("gave up"), "{}", stderr(&out));
+    let log = stdout(
+        &w.airlock()
+            .args(["log", "--action", "net.closed", "--json"])
+            .output()
+            .unwrap(),
+    );
+    assert!(
+        log.contains(&format!("\"port\":{port}")),
+        "no closed event: {log}"
+    );
+});
