@@ -803,7 +803,41 @@ fn origin_form(head: &[u8]) -> Vec<u8> {
         _ => target,
     };
     let mut out = format!("{method} {path} {version}").into_bytes();
-    out.extend_from_slice(&head[line_end..]);
+    let Some(head_end) = head.windows(4).position(|w| w == b"\r\n\r\n") else {
+        out.extend_from_slice(&head[line_end..]);
+        return out;
+    };
+    // One request per proxy connection: the client reuses a kept-alive proxy connection for
+    // its next request, to this host or another, and the gate relays to one destination and
+    // checks requests as a server would read them (origin form). "Connection: close" makes
+    // client and server open a new one instead. An upgrade keeps its Connection header: that
+    // connection is the upgraded protocol's alone anyway.
+    let headers = &head[line_end + 2..head_end + 2];
+    let name_is = |line: &[u8], name: &[u8]| {
+        line.len() > name.len()
+            && line[..name.len()].eq_ignore_ascii_case(name)
+            && line[name.len()] == b':'
+    };
+    let upgrade = headers.split(|b| *b == b'\n').any(|line| {
+        name_is(line, b"connection")
+            && String::from_utf8_lossy(line)
+                .to_ascii_lowercase()
+                .contains("upgrade")
+    });
+    out.extend_from_slice(b"\r\n");
+    for line in headers.split_inclusive(|b| *b == b'\n') {
+        let hop_by_hop = ["connection", "proxy-connection", "keep-alive"]
+            .iter()
+            .any(|name| name_is(line, name.as_bytes()));
+        if !(hop_by_hop && !upgrade) {
+            out.extend_from_slice(line);
+        }
+    }
+    if !upgrade {
+        out.extend_from_slice(b"Connection: close\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(&head[head_end + 4..]);
     out
 }
 
@@ -1109,15 +1143,27 @@ mod tests {
     fn proxy_requests_go_on_in_origin_form() {
         assert_eq!(
             origin_form(b"GET http://a.test:8080/x/y?z HTTP/1.1\r\nHost: a.test\r\n\r\n"),
-            b"GET /x/y?z HTTP/1.1\r\nHost: a.test\r\n\r\n".to_vec()
+            b"GET /x/y?z HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n".to_vec()
         );
         assert_eq!(
             origin_form(b"GET http://a.test HTTP/1.1\r\n\r\n"),
-            b"GET / HTTP/1.1\r\n\r\n".to_vec()
+            b"GET / HTTP/1.1\r\nConnection: close\r\n\r\n".to_vec()
         );
         assert_eq!(
             origin_form(b"GET /already HTTP/1.1\r\n\r\n"),
-            b"GET /already HTTP/1.1\r\n\r\n".to_vec()
+            b"GET /already HTTP/1.1\r\nConnection: close\r\n\r\n".to_vec()
+        );
+        // Kept-alive and proxy hop-by-hop headers go; a body after the head is kept as it is.
+        assert_eq!(
+            origin_form(
+                b"POST http://a.test/p HTTP/1.1\r\nHost: a.test\r\nProxy-Connection: Keep-Alive\r\nconnection: keep-alive\r\nKeep-Alive: 5\r\nContent-Length: 2\r\n\r\nhi"
+            ),
+            b"POST /p HTTP/1.1\r\nHost: a.test\r\nContent-Length: 2\r\nConnection: close\r\n\r\nhi".to_vec()
+        );
+        // An upgrade keeps its Connection header.
+        assert_eq!(
+            origin_form(b"GET http://a.test/ws HTTP/1.1\r\nHost: a.test\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n"),
+            b"GET /ws HTTP/1.1\r\nHost: a.test\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n".to_vec()
         );
     }
 

@@ -53,7 +53,9 @@ class H(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keeps connections alive between requests
     def do_GET(self):
         body = b"hello from host"
-        self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers()
+        # As most servers: a request target in absolute form is not theirs to serve.
+        status = 200 if self.path.startswith("/") else 400
+        self.send_response(status); self.send_header("Content-Length", str(len(body))); self.end_headers()
         self.wfile.write(body)
     def do_POST(self):
         self.rfile.read(int(self.headers.get("Content-Length", 0)))
@@ -1090,4 +1092,35 @@ both_modes!(a_silent_server_does_not_hold_the_runs_end, |w: &World| {
         log.contains(&format!("\"port\":{port}")),
         "no closed event: {log}"
     );
+});
+
+both_modes!(the_proxy_serves_one_request_per_connection, |w: &World| {
+    // curl honours the HTTP_PROXY airlock sets and reuses its proxy connection for the next URL,
+    // to the same host or another: each request must reach its server in origin form.
+    let http = server(None);
+    let port = http.port;
+    let profile = w.profile(&format!(
+        "[network]\nallow = [\"allowed.test:{port}\", \"other.test:{port}\"]\n"
+    ));
+    let out = w
+        .airlock()
+        .args([
+            "run",
+            "--profile-file",
+            &profile,
+            "--resolve",
+            "allowed.test=127.0.0.1",
+            "--resolve",
+            "other.test=127.0.0.1",
+            "--workspace",
+        ])
+        .arg(&w.workspace)
+        .args(["--", "curl", "-s", "-w", "%{http_code} "])
+        .args(["-o", "/dev/null", "-o", "/dev/null", "-o", "/dev/null"])
+        .arg(format!("http://allowed.test:{port}/a"))
+        .arg(format!("http://allowed.test:{port}/b"))
+        .arg(format!("http://other.test:{port}/c"))
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&out), "200 200 200 ", "{}", stderr(&out));
 });
