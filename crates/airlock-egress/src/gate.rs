@@ -829,7 +829,7 @@ fn origin_form(head: &[u8]) -> Vec<u8> {
         let hop_by_hop = ["connection", "proxy-connection", "keep-alive"]
             .iter()
             .any(|name| name_is(line, name.as_bytes()));
-        if !(hop_by_hop && !upgrade) {
+        if !hop_by_hop || upgrade {
             out.extend_from_slice(line);
         }
     }
