@@ -977,6 +977,7 @@ fn relay_with(
     // Not HTTP or TLS when the server speaks first (their clients always do): no host to
     // check; the name and port decided.
     let server_first = first.is_empty() && server_speaks_first(&client, &upstream);
+    let mut client_closed = false;
     if first.is_empty() && !server_first {
         let said = first_bytes(&mut client);
         if said.bytes.is_empty() && said.closed {
@@ -985,6 +986,7 @@ fn relay_with(
             return;
         }
         first = said.bytes;
+        client_closed = said.closed;
     }
     let peeked = sni::peek(&first);
     let said = match &peeked {
@@ -997,6 +999,10 @@ fn relay_with(
     } else if first.is_empty() && target.name.is_some() {
         // Neither side spoke within the waits: what the client would ask for later is unknown.
         Some("neither side said anything in the 20 s the gate waited".into())
+    } else if peeked == Peek::NeedMore && client_closed && !first.contains(&b'\n') {
+        // The client said all it will ("hello", then shutdown(SHUT_WR)) and it names no host:
+        // no server can take it for an HTTP head (it has no line end), so it passes as bytes.
+        None
     } else if matches!(peeked, Peek::NeedMore | Peek::TooLong) && !first.is_empty() {
         // A TLS hello or an HTTP head that never completed: what it would ask for is unknown.
         Some(

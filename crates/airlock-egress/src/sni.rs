@@ -48,8 +48,18 @@ pub fn peek(bytes: &[u8]) -> Peek {
         None => Peek::NeedMore,
         // A TLS record (change_cipher_spec, alert, handshake, application data, heartbeat).
         Some(0x14..=0x18) => tls(bytes),
+        // git's own protocol (git://): a pkt-line, four hex digits of length first, and no
+        // newline: not HTTP, and nothing more to wait for.
+        Some(_) if git_pkt_line(bytes) => Peek::Other,
         Some(_) => http(bytes),
     }
+}
+
+/// `0032git-upload-pack /repo.git\0host=…`: the first packet of a git:// request.
+fn git_pkt_line(bytes: &[u8]) -> bool {
+    bytes.len() >= 8
+        && bytes[..4].iter().all(u8::is_ascii_hexdigit)
+        && bytes[4..].starts_with(b"git-")
 }
 
 fn tls_malformed(why: &str) -> Peek {
@@ -247,6 +257,15 @@ fn http(bytes: &[u8]) -> Peek {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_git_protocol_request_is_not_http() {
+        assert_eq!(
+            peek(b"0032git-upload-pack /repo.git\0host=a.test:9418\0"),
+            Peek::Other
+        );
+        assert_eq!(peek(b"0032"), Peek::NeedMore);
+    }
+
     use super::*;
 
     /// A ClientHello as a TLS client sends it, with `server_name` as its SNI (or none).

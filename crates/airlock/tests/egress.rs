@@ -1124,3 +1124,110 @@ both_modes!(the_proxy_serves_one_request_per_connection, |w: &World| {
         .unwrap();
     assert_eq!(stdout(&out), "200 200 200 ", "{}", stderr(&out));
 });
+
+both_modes!(first_bytes_that_name_no_host_pass_at_once, |w: &World| {
+    // git's own protocol (git://) starts with a pkt-line and no newline; a client may also say
+    // a word and close its side. Neither waits for an HTTP head that never comes.
+    let repo = w.base.join("srv/repo.git");
+    let git = |args: &[&str], dir: &std::path::Path| {
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", stderr(&out));
+    };
+    std::fs::create_dir_all(&repo).unwrap();
+    git(&["init", "-q", "--bare"], &repo);
+    git(&["symbolic-ref", "HEAD", "refs/heads/main"], &repo);
+    let work = w.base.join("srv/work");
+    std::fs::create_dir_all(&work).unwrap();
+    git(&["init", "-q"], &work);
+    std::fs::write(work.join("README"), "over git://\n").unwrap();
+    git(&["add", "README"], &work);
+    git(
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            "one",
+        ],
+        &work,
+    );
+    git(
+        &["push", "-q", repo.to_str().unwrap(), "HEAD:refs/heads/main"],
+        &work,
+    );
+    let port = {
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        probe.local_addr().unwrap().port()
+    };
+    let base = w.base.join("srv");
+    // git-daemon itself, not `git daemon`, which would leave it running when killed.
+    let exec_path = stdout(&Command::new("git").arg("--exec-path").output().unwrap());
+    let daemon = Command::new(std::path::Path::new(exec_path.trim()).join("git-daemon"))
+        .args(["--listen=127.0.0.1", "--reuseaddr", "--export-all"])
+        .arg(format!("--port={port}"))
+        .arg(format!("--base-path={}", base.display()))
+        .arg(&base)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Killed when the test ends, passed or not.
+    let _daemon = Server {
+        child: daemon,
+        port,
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "git daemon did not start"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let echo = python_server(
+        "import socket, threading\n\
+         s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(16)\n\
+         print(s.getsockname()[1], flush=True)\n\
+         def serve(c):\n\
+         \x20   data = b''\n\
+         \x20   while True:\n\
+         \x20       chunk = c.recv(65536)\n\
+         \x20       if not chunk: break\n\
+         \x20       data += chunk\n\
+         \x20   c.sendall(b'got ' + data); c.close()\n\
+         while True:\n\
+         \x20   c, _ = s.accept(); threading.Thread(target=serve, args=(c,)).start()\n",
+        &[],
+    );
+    let profile = w.profile(&format!(
+        "[network]\nallow = [\"allowed.test:{port}\", \"allowed.test:{}\"]\n",
+        echo.port
+    ));
+    let script = format!(
+        "import socket, subprocess\n\
+         r = subprocess.run(['git', 'clone', '-q', 'git://allowed.test:{port}/repo.git', '/tmp/c'], capture_output=True, timeout=30)\n\
+         print('clone', r.returncode, open('/tmp/c/README').read().strip() if r.returncode == 0 else r.stderr)\n\
+         s = socket.create_connection(('allowed.test', {}), timeout=5)\n\
+         s.sendall(b'hello'); s.shutdown(socket.SHUT_WR)\n\
+         print('echo', s.recv(100))\n",
+        echo.port
+    );
+    let out = run_python(w, &profile, &script);
+    let said = ran(&out);
+    assert!(
+        said.contains("clone 0 over git://"),
+        "{said}\n{}",
+        stderr(&out)
+    );
+    assert!(
+        said.contains("echo b'got hello'"),
+        "{said}\n{}",
+        stderr(&out)
+    );
+});
