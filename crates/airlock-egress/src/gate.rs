@@ -520,6 +520,10 @@ struct FirstBytes {
     closed: bool,
 }
 
+/// How long a connection by name may stay silent on both sides before the gate gives up on
+/// learning what it is for (a connection opened ahead, a server slow to greet).
+const FIRST_WORD: Duration = Duration::from_secs(60);
+
 /// Read the first bytes (until they say what they are, the client closes its side, or 10 s
 /// pass).
 fn first_bytes(client: &mut TcpStream) -> FirstBytes {
@@ -920,7 +924,8 @@ fn relay(client: TcpStream, target: Target, state: &State) {
     relay_with(client, target, state, Vec::new(), &listed)
 }
 
-/// Wait (at most 10 s) for whichever side speaks first: `true` when it is the server (SSH,
+/// Wait (at most [`FIRST_WORD`]) for whichever side speaks first, watching both all along (a
+/// server may greet late): `true` when it is the server (SSH,
 /// SMTP…: protocols that name no host), `false` when the client has bytes (or nobody spoke).
 fn server_speaks_first(client: &TcpStream, upstream: &TcpStream) -> bool {
     use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
@@ -929,7 +934,8 @@ fn server_speaks_first(client: &TcpStream, upstream: &TcpStream) -> bool {
         PollFd::new(client.as_fd(), PollFlags::POLLIN),
         PollFd::new(upstream.as_fd(), PollFlags::POLLIN),
     ];
-    match poll(&mut fds, PollTimeout::from(10_000u16)) {
+    let window = u16::try_from(FIRST_WORD.as_millis()).unwrap_or(u16::MAX);
+    match poll(&mut fds, PollTimeout::from(window)) {
         Ok(n) if n > 0 => {
             let ready = |fd: &PollFd| fd.revents().is_some_and(|r| !r.is_empty());
             !ready(&fds[0]) && ready(&fds[1])
@@ -998,7 +1004,10 @@ fn relay_with(
         None
     } else if first.is_empty() && target.name.is_some() {
         // Neither side spoke within the waits: what the client would ask for later is unknown.
-        Some("neither side said anything in the 20 s the gate waited".into())
+        Some(format!(
+            "neither side said anything in the {} s the gate waited",
+            FIRST_WORD.as_secs()
+        ))
     } else if peeked == Peek::NeedMore && client_closed && !first.contains(&b'\n') {
         // The client said all it will ("hello", then shutdown(SHUT_WR)) and it names no host:
         // no server can take it for an HTTP head (it has no line end), so it passes as bytes.

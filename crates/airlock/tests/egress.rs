@@ -1231,3 +1231,36 @@ both_modes!(first_bytes_that_name_no_host_pass_at_once, |w: &World| {
         stderr(&out)
     );
 });
+
+both_modes!(
+    a_server_that_greets_late_is_still_a_server_first_protocol,
+    |w: &World| {
+        // An SSH-like server that greets 11 s after the connection (a loaded server, an SMTP
+        // greet delay): its banner reaches the client. The gate once watched the server only for
+        // the first 10 s, then waited for the client alone and closed the connection.
+        let slow = python_server(
+            "import socket, threading, time\n\
+         s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(16)\n\
+         print(s.getsockname()[1], flush=True)\n\
+         def serve(c):\n\
+         \x20   time.sleep(11); c.sendall(b'SSH-2.0-late\\r\\n'); time.sleep(5)\n\
+         while True:\n\
+         \x20   c, _ = s.accept(); threading.Thread(target=serve, args=(c,)).start()\n",
+            &[],
+        );
+        let port = slow.port;
+        let profile = w.profile(&format!("[network]\nallow = [\"allowed.test:{port}\"]\n"));
+        let script = format!(
+            "import socket\n\
+         s = socket.create_connection(('allowed.test', {port}), timeout=30)\n\
+         print('banner', s.recv(100))\n"
+        );
+        let out = run_python(w, &profile, &script);
+        assert!(
+            ran(&out).contains("banner b'SSH-2.0-late\\r\\n'"),
+            "{}{}",
+            ran(&out),
+            stderr(&out)
+        );
+    }
+);
