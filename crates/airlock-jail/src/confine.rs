@@ -43,10 +43,11 @@ pub(crate) fn set_no_new_privs() -> Result<()> {
 }
 
 /// Landlock as a second wall behind the mount namespace: read and execute the system, read and
-/// write only the workspace and the private tmpfs mounts; no TCP; no abstract unix sockets or
-/// signals outside the sandbox.
-/// `relay_port`: with a network gate, the one TCP port connects may go to (the gate's relay, a
-/// listener in the sandbox's own namespace).
+/// write only the workspace and the private tmpfs mounts; no abstract unix sockets or signals
+/// outside the sandbox; and, without a network gate (`relay_port` None), no TCP at all.
+/// With a gate, TCP is left to the network namespace, which has only the sandbox's own
+/// loopback, and to the gate, which decides every connect: programs may serve and reach each
+/// other on that loopback (a test suite's local server), as on any machine.
 pub(crate) fn apply_landlock(spec: &SandboxSpec, relay_port: Option<u16>) -> Result<()> {
     let required = !spec.degraded.landlock;
     let abi = LANDLOCK_ABI;
@@ -80,12 +81,16 @@ pub(crate) fn apply_landlock(spec: &SandboxSpec, relay_port: Option<u16>) -> Res
             readable.push(&bind.path);
         }
     }
-    let mut created = Ruleset::default()
+    let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(all)
-        .map_err(fail)?
-        .handle_access(AccessNet::from_all(abi))
-        .map_err(fail)?
+        .map_err(fail)?;
+    if relay_port.is_none() {
+        ruleset = ruleset
+            .handle_access(AccessNet::from_all(abi))
+            .map_err(fail)?;
+    }
+    let mut created = ruleset
         .scope(Scope::from_all(abi))
         .map_err(fail)?
         .create()
@@ -105,11 +110,6 @@ pub(crate) fn apply_landlock(spec: &SandboxSpec, relay_port: Option<u16>) -> Res
         };
         created = created
             .add_rule(PathBeneath::new(fd, access))
-            .map_err(fail)?;
-    }
-    if let Some(port) = relay_port {
-        created = created
-            .add_rule(landlock::NetPort::new(port, AccessNet::ConnectTcp))
             .map_err(fail)?;
     }
     let status = created.restrict_self().map_err(fail)?;

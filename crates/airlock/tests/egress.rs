@@ -1264,3 +1264,37 @@ both_modes!(
         );
     }
 );
+
+both_modes!(
+    programs_serve_each_other_on_the_sandboxs_own_loopback,
+    |w: &World| {
+        // With a network profile, a test suite's local server works inside: bind, listen and
+        // connect on the sandbox's own loopback (v4 and v6). The host's loopback stays out of reach.
+        let http = server(None);
+        let profile = w.profile("[network]\nallow = [\"allowed.test\"]\n");
+        let script = format!(
+        "import socket\n\
+         for family, host in ((socket.AF_INET, '127.0.0.1'), (socket.AF_INET6, '::1')):\n\
+         \x20   s = socket.socket(family); s.bind((host, 0)); s.listen()\n\
+         \x20   c = socket.create_connection((host, s.getsockname()[1]), timeout=5)\n\
+         \x20   a, _ = s.accept(); c.sendall(b'hi'); print(host, 'served', a.recv(2))\n\
+         try:\n\
+         \x20   socket.create_connection(('127.0.0.1', {}), timeout=3); print('host loopback REACHED')\n\
+         except OSError as e: print('host loopback blocked', type(e).__name__)\n",
+        http.port
+    );
+        let out = run_python(w, &profile, &script);
+        let said = ran(&out);
+        assert!(
+            said.contains("127.0.0.1 served b'hi'"),
+            "{said}{}",
+            stderr(&out)
+        );
+        assert!(said.contains("::1 served b'hi'"), "{said}{}", stderr(&out));
+        assert!(
+            said.contains("host loopback blocked"),
+            "{said}{}",
+            stderr(&out)
+        );
+    }
+);
