@@ -291,9 +291,17 @@ fn serve_connects(notifier: Notifier, state: Arc<State>, relay: u16) {
         let Ok(n) = notifier.recv() else {
             return; // no process of the sandbox is left
         };
-        // Each on its own thread: resolving a name on the host may take a while, and the other
-        // connects of the sandbox must not wait for it. (Each waiting connect is a thread of the
-        // sandbox, so their number is bounded by its process limit.)
+        // Connects that stay inside (unix sockets, the sandbox's own loopback) are let through
+        // here at once: no thread for them.
+        if let Ok(true) = stays_inside(&notifier, &n) {
+            if notifier.pass(n.id).is_err() {
+                let _ = notifier.fail(n.id, libc::ECONNREFUSED);
+            }
+            continue;
+        }
+        // The others each on its own thread: resolving a name on the host may take a while, and
+        // the other connects of the sandbox must not wait for it. (Each waiting connect is a
+        // thread of the sandbox, so their number is bounded by its process limit.)
         let (notifier, state) = (notifier.clone(), state.clone());
         std::thread::spawn(move || {
             if let Err(err) = handle_connect(&notifier, &state, relay, &n) {
@@ -308,6 +316,17 @@ fn serve_connects(notifier: Notifier, state: Arc<State>, relay: u16) {
             }
         });
     }
+}
+
+/// Whether notification `n` is a connect the kernel may run as it is: not to an IPv4 or IPv6
+/// address, or to one inside the sandbox. ([`handle_connect`] decides the others.)
+fn stays_inside(notifier: &Notifier, n: &airlock_jail::gate::Notification) -> io::Result<bool> {
+    if i64::from(n.nr) != libc::SYS_connect {
+        return Ok(true);
+    }
+    let memory = Memory::open(notifier, n)?;
+    let raw = memory.read(n.args[1], (n.args[2] as usize).min(128))?;
+    Ok(parse_sockaddr(&raw).is_none_or(|dest| inside_the_sandbox(dest.ip())))
 }
 
 fn handle_connect(
