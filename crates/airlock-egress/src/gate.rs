@@ -539,6 +539,25 @@ struct FirstBytes {
     closed: bool,
 }
 
+/// Connect to the destination a connection was allowed to; a failure is an event (the attempt
+/// was allowed, and then nothing answered), and its text is returned.
+fn connect_upstream(
+    state: &State,
+    name: Option<&str>,
+    addr: SocketAddr,
+) -> Result<TcpStream, String> {
+    TcpStream::connect_timeout(&addr, Duration::from_secs(10)).map_err(|err| {
+        let decision = Decision {
+            allowed: true,
+            rule: format!("the destination did not take the connection: {err}"),
+        };
+        let mut e = event("failed", &decision);
+        (e.name, e.ip, e.port) = (name.map(str::to_string), Some(addr.ip()), Some(addr.port()));
+        (state.config.on_event)(&e);
+        format!("{addr} did not take the connection: {err}")
+    })
+}
+
 /// How long a connection by name may stay silent on both sides before the gate gives up on
 /// learning what it is for (a connection opened ahead, a server slow to greet).
 const FIRST_WORD: Duration = Duration::from_secs(60);
@@ -762,6 +781,19 @@ fn proxy(mut client: TcpStream, state: &State, listed: &Listed) {
         return;
     };
     let name = host.parse::<IpAddr>().is_err().then_some(host);
+    // The destination first: a client told "established" (or sent an empty reply) when the
+    // server is not there would take a closed port for an open one.
+    let upstream = match connect_upstream(state, name.as_deref(), addr) {
+        Ok(upstream) => upstream,
+        Err(why) => {
+            let decision = Decision {
+                allowed: false,
+                rule: why,
+            };
+            refuse(&mut client, "502 Bad Gateway", &decision);
+            return;
+        }
+    };
     if connect {
         if client
             .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
@@ -785,6 +817,7 @@ fn proxy(mut client: TcpStream, state: &State, listed: &Listed) {
             },
             state,
             after_head,
+            Some(upstream),
             listed,
         );
     } else {
@@ -800,6 +833,7 @@ fn proxy(mut client: TcpStream, state: &State, listed: &Listed) {
             },
             state,
             origin_form(&head),
+            Some(upstream),
             listed,
         );
     }
@@ -940,7 +974,7 @@ fn relay(client: TcpStream, target: Target, state: &State) {
     if target.proxy {
         return proxy(client, state, &listed);
     }
-    relay_with(client, target, state, Vec::new(), &listed)
+    relay_with(client, target, state, Vec::new(), None, &listed)
 }
 
 /// Wait (at most [`FIRST_WORD`]) for whichever side speaks first, watching both all along (a
@@ -970,6 +1004,7 @@ fn relay_with(
     target: Target,
     state: &State,
     mut first: Vec<u8>,
+    upstream: Option<TcpStream>,
     listed: &Listed,
 ) {
     let started = Instant::now();
@@ -990,7 +1025,18 @@ fn relay_with(
         (state.config.on_event)(&e);
         return;
     }
-    let Ok(mut upstream) = TcpStream::connect_timeout(&target.addr, Duration::from_secs(10)) else {
+    let upstream = match upstream {
+        Some(upstream) => Ok(upstream),
+        None => connect_upstream(state, target.name.as_deref(), target.addr),
+    };
+    let Ok(mut upstream) = upstream else {
+        // The program's connect went through already (to the relay): a reset, rather than an
+        // orderly end, says that nothing was there.
+        let reset = libc::linger {
+            l_onoff: 1,
+            l_linger: 0,
+        };
+        let _ = nix::sys::socket::setsockopt(&client, nix::sys::socket::sockopt::Linger, &reset);
         return;
     };
     listed.also(&upstream);

@@ -109,7 +109,9 @@ fn summary(record: &Map<String, Value>) -> String {
                 (false, true, true) => name,
                 _ => format!("{ip}:{port}"),
             };
-            if action == "net.closed" {
+            if action == "net.failed" {
+                format!("{what}: {}", text(record, "rule"))
+            } else if action == "net.closed" {
                 format!(
                     "{what}: closed after {} ms, {} bytes out, {} in",
                     text(record, "duration_ms"),

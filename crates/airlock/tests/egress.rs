@@ -1298,3 +1298,45 @@ both_modes!(
         );
     }
 );
+
+both_modes!(
+    a_destination_that_is_not_there_is_not_taken_for_one_that_is,
+    |w: &World| {
+        // A closed port on an allowed name: through the proxy the client gets a 502 that says so
+        // (not "established" or an empty reply); by name, a reset (not an orderly empty answer);
+        // either way the failure is in the log.
+        let closed = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let profile = w.profile(&format!("[network]\nallow = [\"allowed.test:{closed}\"]\n"));
+        let script = format!(
+        "import socket, subprocess\n\
+         r = subprocess.run(['curl', '-s', '-o', '/dev/null', '-w', '%{{http_code}}', 'http://allowed.test:{closed}/'], capture_output=True)\n\
+         print('proxy', r.stdout.decode())\n\
+         r = subprocess.run(['curl', '-s', '-p', '-o', '/dev/null', '-w', '%{{http_connect}}', 'http://allowed.test:{closed}/'], capture_output=True)\n\
+         print('tunnel', r.stdout.decode())\n\
+         s = socket.create_connection(('allowed.test', {closed}), timeout=5)\n\
+         s.sendall(b'GET / HTTP/1.1\\r\\nHost: allowed.test\\r\\n\\r\\n')\n\
+         try: print('direct', s.recv(100))\n\
+         except OSError as e: print('direct', type(e).__name__)\n"
+    );
+        let out = run_python(w, &profile, &script);
+        let said = ran(&out);
+        assert!(said.contains("proxy 502"), "{said}{}", stderr(&out));
+        assert!(said.contains("tunnel 502"), "{said}{}", stderr(&out));
+        assert!(
+            said.contains("direct ConnectionResetError"),
+            "{said}{}",
+            stderr(&out)
+        );
+        let log = stdout(
+            &w.airlock()
+                .args(["log", "--action", "net.failed", "--json"])
+                .output()
+                .unwrap(),
+        );
+        assert!(log.contains("did not take the connection"), "{log}");
+    }
+);
