@@ -172,8 +172,10 @@ pub fn run(global: &GlobalArgs, args: RunArgs) -> Result<ExitCode> {
     if root_sandbox_id == 0 {
         bail!("--sandbox-uid 0: the sandbox user must never be root; choose an unused unprivileged id");
     }
-    if let Ok(Some(user)) = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(root_sandbox_id))
-    {
+    // Only an id the caller chose is looked up: the lookup goes through NSS (libnss_systemd and
+    // all), which costs more than a run's setup step; the default is airlock's own choice.
+    let chosen_uid = args.sandbox_uid.map(nix::unistd::Uid::from_raw);
+    if let Some(Ok(Some(user))) = chosen_uid.map(nix::unistd::User::from_uid) {
         // The sandbox's files and processes would be that user's, and theirs the sandbox's.
         bail!(
             "--sandbox-uid {root_sandbox_id}: that is the uid of user {}; choose an id no user or service of this host has",
