@@ -104,6 +104,69 @@ struct State {
     next_pending: std::sync::atomic::AtomicU32,
     /// See [`host_addresses`].
     host_addresses: Vec<IpAddr>,
+    /// What the host's resolver said of each name lately (see [`HostLookups`]).
+    lookups: HostLookups,
+    /// Host lookups started for DNS queries and not yet answered (see [`serve_dns`]).
+    lookups_running: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// The host resolver's answers, kept for a short while: a name is looked up when the sandbox
+/// asks the gate's DNS for it (the program's resolver waits then, off its event loop), and its
+/// connects right after use that answer instead of waiting for another lookup while `connect`
+/// is held. One lookup at a time per name; failures are kept for less long.
+#[derive(Default)]
+struct HostLookups(Mutex<HashMap<String, Arc<Mutex<Option<Looked>>>>>);
+
+type Looked = (Result<Vec<IpAddr>, String>, Instant);
+
+/// How long an answer of the host's resolver is used, found and not found.
+const LOOKUP_KEPT: Duration = Duration::from_secs(30);
+const LOOKUP_FAILURE_KEPT: Duration = Duration::from_secs(5);
+
+impl HostLookups {
+    fn get(&self, name: &str) -> Result<Vec<IpAddr>, String> {
+        let slot = match self.0.lock() {
+            Ok(mut names) => {
+                if names.len() > 4096 {
+                    // Bounded: a sandbox asking for many names of a wildcard keeps no more.
+                    names.clear();
+                }
+                names.entry(name.to_string()).or_default().clone()
+            }
+            Err(_) => return look_up(name),
+        };
+        let Ok(mut slot) = slot.lock() else {
+            return look_up(name);
+        };
+        if let Some((result, at)) = slot.as_ref() {
+            let kept = if result.is_ok() {
+                LOOKUP_KEPT
+            } else {
+                LOOKUP_FAILURE_KEPT
+            };
+            if at.elapsed() < kept {
+                return result.clone();
+            }
+        }
+        let result = look_up(name);
+        *slot = Some((result.clone(), Instant::now()));
+        result
+    }
+}
+
+/// Ask the host's resolver. As given, not fully qualified: glibc finds a name with a trailing
+/// dot in DNS but not in /etc/hosts. (A name that does not exist may then be tried under the
+/// host's search domains; what that finds is checked like any address.)
+fn look_up(name: &str) -> Result<Vec<IpAddr>, String> {
+    let addrs: Vec<IpAddr> = (name, 0)
+        .to_socket_addrs()
+        .map_err(|e| e.to_string())?
+        .map(|addr| addr.ip())
+        .collect();
+    if addrs.is_empty() {
+        return Err("no address".into());
+    }
+    Ok(addrs)
 }
 
 /// A started gate, to be finished when the sandbox has ended.
@@ -140,10 +203,12 @@ pub fn start(gate: airlock_jail::Gate, config: Config) -> io::Result<Running> {
         next_pending: std::sync::atomic::AtomicU32::new(1),
         host_addresses: host_addresses()?,
         max_open: max_open(),
+        lookups: HostLookups::default(),
+        lookups_running: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
     });
     let dns_socket = UdpSocket::from(gate.dns);
     let dns_state = state.clone();
-    std::thread::spawn(move || serve_dns(&dns_socket, &dns_state));
+    std::thread::spawn(move || serve_dns(dns_socket, dns_state));
     let relay_state = state.clone();
     std::thread::spawn(move || serve_relay(&relay, &relay_state));
     if let Some(flag) = state.config.cut_when.clone() {
@@ -226,7 +291,12 @@ fn event(kind: &'static str, decision: &Decision) -> Event {
     }
 }
 
-fn serve_dns(socket: &UdpSocket, state: &State) {
+/// Host lookups for DNS queries at once, at most; past that, queries are answered without one
+/// (their connect then looks the name up).
+const MAX_LOOKUPS_RUNNING: usize = 64;
+
+fn serve_dns(socket: UdpSocket, state: Arc<State>) {
+    let socket = Arc::new(socket);
     let mut buf = [0u8; 1500];
     loop {
         let Ok((len, from)) = socket.recv_from(&mut buf) else {
@@ -235,31 +305,72 @@ fn serve_dns(socket: &UdpSocket, state: &State) {
         let Some(query) = dns::parse_query(&buf[..len]) else {
             continue;
         };
-        let decision = if is_cut(state) {
+        let decision = if is_cut(&state) {
             cut_decision()
         } else {
             state.config.egress.may_resolve(&query.name)
         };
-        let reply = if decision.allowed {
-            let addrs = state
-                .synthetic
-                .lock()
-                .ok()
-                .and_then(|mut s| s.addresses(&query.name));
-            match addrs {
-                Some(addrs) => dns::answer(&query, &addrs, 5),
-                None => dns::nxdomain(&query),
-            }
+        // An allowed name the user did not --resolve is looked up on the host before it is
+        // answered, on a thread of its own: the program's resolver waits, not its connect.
+        let look_up_first = decision.allowed
+            && matches!(query.qtype, dns::TYPE_A | dns::TYPE_AAAA)
+            && !state.config.resolve.iter().any(|(n, _)| *n == query.name)
+            && state
+                .lookups_running
+                .fetch_update(
+                    std::sync::atomic::Ordering::SeqCst,
+                    std::sync::atomic::Ordering::SeqCst,
+                    |n| (n < MAX_LOOKUPS_RUNNING).then_some(n + 1),
+                )
+                .is_ok();
+        if look_up_first {
+            let (socket, state) = (socket.clone(), state.clone());
+            std::thread::spawn(move || {
+                let decision = match state.lookups.get(&query.name) {
+                    Ok(_) => decision,
+                    Err(e) => Decision {
+                        allowed: false,
+                        rule: format!("the host cannot resolve {}: {e}", query.name),
+                    },
+                };
+                answer_dns(&socket, &state, &query, &decision, from);
+                state
+                    .lookups_running
+                    .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+            });
         } else {
-            dns::nxdomain(&query)
-        };
-        // One event per name and type asked, allowed or not.
-        let mut e = event("dns", &decision);
-        e.name = Some(query.name.clone());
-        e.protocol = "dns";
-        (state.config.on_event)(&e);
-        let _ = socket.send_to(&reply, from);
+            answer_dns(&socket, &state, &query, &decision, from);
+        }
     }
+}
+
+/// Answer one DNS query as `decision` says, and log it.
+fn answer_dns(
+    socket: &UdpSocket,
+    state: &State,
+    query: &dns::Query,
+    decision: &Decision,
+    from: SocketAddr,
+) {
+    let reply = if decision.allowed {
+        let addrs = state
+            .synthetic
+            .lock()
+            .ok()
+            .and_then(|mut s| s.addresses(&query.name));
+        match addrs {
+            Some(addrs) => dns::answer(query, &addrs, 5),
+            None => dns::nxdomain(query),
+        }
+    } else {
+        dns::nxdomain(query)
+    };
+    // One event per name and type asked, allowed or not.
+    let mut e = event("dns", decision);
+    e.name = Some(query.name.clone());
+    e.protocol = "dns";
+    (state.config.on_event)(&e);
+    let _ = socket.send_to(&reply, from);
 }
 
 /// The address and port in a sockaddr the sandbox passed to connect; None for other families.
@@ -504,14 +615,13 @@ fn resolve(state: &State, name: &str, port: u16) -> io::Result<(SocketAddr, bool
     if let Some((_, ip)) = state.config.resolve.iter().find(|(n, _)| n == name) {
         return Ok((SocketAddr::new(*ip, port), true));
     }
-    // As given, not fully qualified: glibc finds a name with a trailing dot in DNS but not in
-    // /etc/hosts. (A name that does not exist may then be tried under the host's search
-    // domains; what that finds is checked like any address.)
-    let addr = (name, port)
-        .to_socket_addrs()?
-        .next()
+    // Most often answered already, when the sandbox asked the gate's DNS for the name.
+    let addrs = state.lookups.get(name).map_err(io::Error::other)?;
+    let ip = addrs
+        .first()
+        .copied()
         .ok_or_else(|| io::Error::other("no address"))?;
-    Ok((addr, false))
+    Ok((SocketAddr::new(ip, port), false))
 }
 
 fn serve_relay(listener: &TcpListener, state: &Arc<State>) {

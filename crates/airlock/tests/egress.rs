@@ -1305,9 +1305,23 @@ both_modes!(
         // A closed port on an allowed name: through the proxy the client gets a 502 that says so
         // (not "established" or an empty reply); by name, a reset (not an orderly empty answer);
         // either way the failure is in the log.
-        let closed = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
+        // Bound but not listening: connects to it are refused, and no other test's server can
+        // take the port meanwhile.
+        use nix::sys::socket::{bind, getsockname, socket, AddressFamily, SockFlag, SockType};
+        use std::os::fd::AsRawFd;
+        let holder = socket(
+            AddressFamily::Inet,
+            SockType::Stream,
+            SockFlag::empty(),
+            None,
+        )
+        .unwrap();
+        bind(
+            holder.as_raw_fd(),
+            &nix::sys::socket::SockaddrIn::new(127, 0, 0, 1, 0),
+        )
+        .unwrap();
+        let closed = getsockname::<nix::sys::socket::SockaddrIn>(holder.as_raw_fd())
             .unwrap()
             .port();
         let profile = w.profile(&format!("[network]\nallow = [\"allowed.test:{closed}\"]\n"));
@@ -1338,5 +1352,65 @@ both_modes!(
                 .unwrap(),
         );
         assert!(log.contains("did not take the connection"), "{log}");
+    }
+);
+
+both_modes!(
+    names_are_looked_up_when_the_sandbox_asks_for_them,
+    |w: &World| {
+        // The gate asks the host's resolver when the sandbox's DNS query comes (the program's
+        // resolver waits, not its connect): a name the host cannot resolve is a DNS error in the
+        // sandbox (it was a synthetic address, then a refused connect), and one it can is reached.
+        // The host's resolver is given its own hosts file in a private mount namespace.
+        if !support::is_root() {
+            eprintln!("skipped: needs root to give airlock its own /etc/hosts");
+            return;
+        }
+        let http = server(None);
+        let port = http.port;
+        let hosts = w.base.join("hosts");
+        std::fs::write(&hosts, "127.0.0.1 localhost\n127.0.0.1 hostonly.test\n").unwrap();
+        let resolv = w.base.join("resolv.conf");
+        std::fs::write(
+            &resolv,
+            "nameserver 127.0.0.1\noptions timeout:1 attempts:1\n",
+        )
+        .unwrap();
+        let profile = w.profile(&format!(
+            "[network]\nallow = [\"hostonly.test:{port}\", \"nohost.test\", \"127.0.0.1\"]\n"
+        ));
+        let script = format!(
+        "import socket, urllib.request\n\
+         try: socket.getaddrinfo('nohost.test', 80); print('nohost resolved')\n\
+         except socket.gaierror: print('nohost gaierror')\n\
+         print('hostonly', urllib.request.urlopen('http://hostonly.test:{port}/', timeout=5).read())\n"
+    );
+        let mut airlock = w.airlock();
+        airlock
+            .args(["run", "--profile-file", &profile, "--workspace"])
+            .arg(&w.workspace)
+            .args(["--", "/usr/bin/python3", "-c", &script]);
+        let out = Command::new("unshare")
+        .args([
+            "-m",
+            "sh",
+            "-c",
+            "mount --bind \"$1\" /etc/hosts && mount --bind \"$2\" /etc/resolv.conf && shift 2 && exec \"$@\"",
+            "sh",
+        ])
+        .arg(&hosts)
+        .arg(&resolv)
+        .arg(airlock.get_program())
+        .args(airlock.get_args())
+        .envs(airlock.get_envs().filter_map(|(k, v)| v.map(|v| (k, v))))
+        .output()
+        .unwrap();
+        let said = ran(&out);
+        assert!(said.contains("nohost gaierror"), "{said}{}", stderr(&out));
+        assert!(
+            said.contains("hostonly b'hello from host'"),
+            "{said}{}",
+            stderr(&out)
+        );
     }
 );
