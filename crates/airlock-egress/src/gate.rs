@@ -649,23 +649,47 @@ struct FirstBytes {
     closed: bool,
 }
 
-/// Connect to the destination a connection was allowed to; a failure is an event (the attempt
-/// was allowed, and then nothing answered), and its text is returned.
+/// Connect to the destination a connection was allowed to; when that address does not take it,
+/// the name's other host addresses that the rules allow too, in the resolver's order (as a
+/// program connecting directly would: `::1` then `127.0.0.1`, say). A failure is an event (the
+/// attempt was allowed, and then nothing answered), and its text is returned.
 fn connect_upstream(
     state: &State,
     name: Option<&str>,
     addr: SocketAddr,
 ) -> Result<TcpStream, String> {
-    TcpStream::connect_timeout(&addr, Duration::from_secs(10)).map_err(|err| {
-        let decision = Decision {
-            allowed: true,
-            rule: format!("the destination did not take the connection: {err}"),
-        };
-        let mut e = event("failed", &decision);
-        (e.name, e.ip, e.port) = (name.map(str::to_string), Some(addr.ip()), Some(addr.port()));
-        (state.config.on_event)(&e);
-        format!("{addr} did not take the connection: {err}")
-    })
+    let first = match TcpStream::connect_timeout(&addr, Duration::from_secs(10)) {
+        Ok(stream) => return Ok(stream),
+        Err(err) => err,
+    };
+    let mut tried = vec![format!("{addr}: {first}")];
+    let others = name
+        .filter(|name| !state.config.resolve.iter().any(|(n, _)| n == name))
+        .and_then(|name| state.lookups.get(name).ok().map(|ips| (name, ips)));
+    if let Some((name, ips)) = others {
+        for ip in ips.into_iter().filter(|ip| *ip != addr.ip()) {
+            let other = SocketAddr::new(ip, addr.port());
+            if !decide(state, Some(name), other, false).allowed {
+                continue;
+            }
+            match TcpStream::connect_timeout(&other, Duration::from_secs(10)) {
+                Ok(stream) => return Ok(stream),
+                Err(err) => tried.push(format!("{other}: {err}")),
+            }
+        }
+    }
+    let why = format!(
+        "the destination did not take the connection ({})",
+        tried.join("; ")
+    );
+    let decision = Decision {
+        allowed: true,
+        rule: why.clone(),
+    };
+    let mut e = event("failed", &decision);
+    (e.name, e.ip, e.port) = (name.map(str::to_string), Some(addr.ip()), Some(addr.port()));
+    (state.config.on_event)(&e);
+    Err(why)
 }
 
 /// How long a connection by name may stay silent on both sides before the gate gives up on

@@ -1369,7 +1369,13 @@ both_modes!(
         let http = server(None);
         let port = http.port;
         let hosts = w.base.join("hosts");
-        std::fs::write(&hosts, "127.0.0.1 localhost\n127.0.0.1 hostonly.test\n").unwrap();
+        // dual.test: ::1 first, where nothing listens; the gate goes on to 127.0.0.1, as a
+        // program connecting directly would.
+        std::fs::write(
+            &hosts,
+            "127.0.0.1 localhost\n127.0.0.1 hostonly.test\n::1 dual.test\n127.0.0.1 dual.test\n",
+        )
+        .unwrap();
         let resolv = w.base.join("resolv.conf");
         std::fs::write(
             &resolv,
@@ -1377,13 +1383,16 @@ both_modes!(
         )
         .unwrap();
         let profile = w.profile(&format!(
-            "[network]\nallow = [\"hostonly.test:{port}\", \"nohost.test\", \"127.0.0.1\"]\n"
+            "[network]\nallow = [\"hostonly.test:{port}\", \"dual.test:{port}\", \"nohost.test\", \"127.0.0.1\", \"::1\"]\n"
         ));
         let script = format!(
         "import socket, urllib.request\n\
          try: socket.getaddrinfo('nohost.test', 80); print('nohost resolved')\n\
          except socket.gaierror: print('nohost gaierror')\n\
-         print('hostonly', urllib.request.urlopen('http://hostonly.test:{port}/', timeout=5).read())\n"
+         print('hostonly', urllib.request.urlopen('http://hostonly.test:{port}/', timeout=5).read())\n\
+         s = socket.create_connection(('dual.test', {port}), timeout=5)\n\
+         s.sendall(b'GET / HTTP/1.1\\r\\nHost: dual.test\\r\\nConnection: close\\r\\n\\r\\n')\n\
+         print('dual', b''.join(iter(lambda: s.recv(4096), b'')).endswith(b'hello from host'))\n"
     );
         let mut airlock = w.airlock();
         airlock
@@ -1412,5 +1421,6 @@ both_modes!(
             "{said}{}",
             stderr(&out)
         );
+        assert!(said.contains("dual True"), "{said}{}", stderr(&out));
     }
 );
