@@ -458,6 +458,10 @@ pub struct ControlArgs {
     /// processes go on
     #[arg(long)]
     pub network: bool,
+    /// Print what was done as JSON: {"action", "sandboxes": [{supervisor, pid, session,
+    /// profile, error}], "failed"}
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -468,6 +472,9 @@ pub struct DisableArgs {
     /// Why: shown to everyone who is refused, and logged
     #[arg(long, value_name = "TEXT", required = true)]
     pub reason: String,
+    /// Print the sandboxes killed as JSON (as 'airlock kill --json')
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -492,6 +499,10 @@ pub struct GcArgs {
     /// List what would be removed; remove nothing
     #[arg(short = 'n', long)]
     pub dry_run: bool,
+    /// Print the sessions removed (or that would be) as JSON: {"dry_run", "sessions": [{id,
+    /// status, workspace}]}
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

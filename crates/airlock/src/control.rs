@@ -36,8 +36,21 @@ fn target(state: &std::path::Path, args: &ControlArgs) -> Result<Target> {
     })
 }
 
-fn report(verb: &str, acted: &[Acted]) -> ExitCode {
-    let mut failed = 0;
+/// What was done to each sandbox: `verb` for people, `action` (its audit name) for --json.
+fn report(verb: &str, action: &str, acted: &[Acted], json: bool) -> ExitCode {
+    let failed = acted.iter().filter(|act| act.error.is_some()).count();
+    let code = if failed > 0 {
+        ExitCode::from(EXIT_PARTIAL)
+    } else {
+        ExitCode::SUCCESS
+    };
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({ "action": action, "sandboxes": acted, "failed": failed })
+        );
+        return code;
+    }
     for act in acted {
         let session = act.session.as_deref().unwrap_or("-");
         match &act.error {
@@ -46,7 +59,6 @@ fn report(verb: &str, acted: &[Acted]) -> ExitCode {
                 act.pid, act.profile
             ),
             Some(error) => {
-                failed += 1;
                 println!("FAILED   sandbox {} (session {session}): {error}", act.pid);
             }
         }
@@ -54,11 +66,7 @@ fn report(verb: &str, acted: &[Acted]) -> ExitCode {
     if acted.is_empty() {
         crate::note!("airlock: no sandbox is running");
     }
-    if failed > 0 {
-        ExitCode::from(EXIT_PARTIAL)
-    } else {
-        ExitCode::SUCCESS
-    }
+    code
 }
 
 pub fn act(global: &GlobalArgs, args: ControlArgs, action: Action) -> Result<ExitCode> {
@@ -81,7 +89,7 @@ pub fn act(global: &GlobalArgs, args: ControlArgs, action: Action) -> Result<Exi
         Action::Resume => "resumed",
         Action::CutNetwork => "cut",
     };
-    Ok(report(verb, &acted))
+    Ok(report(verb, action.name(), &acted, args.json))
 }
 
 pub fn disable(global: &GlobalArgs, args: DisableArgs) -> Result<ExitCode> {
@@ -94,7 +102,7 @@ pub fn disable(global: &GlobalArgs, args: DisableArgs) -> Result<ExitCode> {
         Some(name) => crate::note!("airlock: disabled for profile {name}: every run of it is refused until 'airlock enable --profile {name}'"),
         None => crate::note!("airlock: disabled: every run is refused until 'airlock enable'"),
     }
-    Ok(report("killed", &acted))
+    Ok(report("killed", "kill", &acted, args.json))
 }
 
 pub fn enable(global: &GlobalArgs, args: EnableArgs) -> Result<ExitCode> {

@@ -207,17 +207,37 @@ pub fn gc(global: &GlobalArgs, args: GcArgs) -> Result<ExitCode> {
             }),
         )?;
     }
-    for (session, status) in chosen.iter() {
+    let state_of = |status: &SessionStatus| {
+        if status == &SessionStatus::Applied {
+            "applied"
+        } else {
+            "discarded"
+        }
+    };
+    if args.json {
+        let sessions: Vec<serde_json::Value> = chosen
+            .iter()
+            .map(|(session, status)| {
+                serde_json::json!({
+                    "id": session.id,
+                    "status": state_of(status),
+                    "workspace": session.workspace(),
+                })
+            })
+            .collect();
         println!(
-            "{verb} {} ({}, workspace {})",
-            session.id,
-            if status == &SessionStatus::Applied {
-                "applied"
-            } else {
-                "discarded"
-            },
-            crate::shown::printable(&session.workspace().display().to_string())
+            "{}",
+            serde_json::json!({ "dry_run": args.dry_run, "sessions": sessions })
         );
+    } else {
+        for (session, status) in chosen.iter() {
+            println!(
+                "{verb} {} ({}, workspace {})",
+                session.id,
+                state_of(status),
+                crate::shown::printable(&session.workspace().display().to_string())
+            );
+        }
     }
     let count = chosen.len();
     if !args.dry_run {

@@ -93,8 +93,12 @@ both_modes!(
             process_running(&format!("sleep {marker}")),
             "the sleeps are not running?"
         );
-        let out = airlock(w, &["kill", "victim", "--reason", "test"]);
+        let out = airlock(w, &["kill", "victim", "--reason", "test", "--json"]);
         assert!(out.status.success(), "{}\n{}", stderr(&out), stdout(&out));
+        let report: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+        assert_eq!(report["action"], "kill");
+        assert_eq!(report["failed"], 0);
+        assert_eq!(report["sandboxes"].as_array().unwrap().len(), 1, "{report}");
         let status = wait_for_exit(&mut child);
         assert_eq!(status.code(), Some(137));
         assert!(

@@ -375,6 +375,10 @@ both_modes!(discard_drops_the_changes_and_gc_the_record, |w: &World| {
     refused(&run_in(w, &id, "true"), "was discarded");
     refused(&airlock(w, &["diff", &id]), "was discarded");
     // A dry run lists it and removes nothing; gc lists what it removed, logged first.
+    let out = airlock(w, &["gc", "--dry-run", "--json"]);
+    let listed: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(listed["sessions"][0]["id"], id.as_str(), "{listed}");
+    assert_eq!(listed["sessions"][0]["status"], "discarded", "{listed}");
     let out = airlock(w, &["gc", "--dry-run"]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(
