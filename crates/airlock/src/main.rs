@@ -42,6 +42,21 @@ fn main() -> ExitCode {
             };
         }
     };
+    // With --json, a failure is JSON on stdout too (scripts read stdout), besides the message.
+    let json = match &cli.command {
+        Command::Check(a) => a.json,
+        Command::Session(SessionCommand::New(a)) => a.json,
+        Command::Sessions(a) => a.json,
+        Command::Diff(a) => a.json,
+        Command::Apply(a) => a.json,
+        Command::Revert(a) => a.json,
+        Command::Log(a) => a.json,
+        Command::Kill(a) | Command::Pause(a) | Command::Resume(a) => a.json,
+        Command::Disable(a) => a.json,
+        Command::Status(a) => a.json,
+        Command::Gc(a) => a.json,
+        _ => false,
+    };
     // Refusals of what would change something are audited too (what, and why).
     let refusal = match &cli.command {
         Command::Run(args) => Some(("run.refused", args.session.clone())),
@@ -78,6 +93,12 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(err) => {
             crate::note!("airlock: error: {}", message(&err));
+            if json {
+                println!(
+                    "{}",
+                    serde_json::json!({ "error": message(&err), "exit_status": EXIT_AIRLOCK_ERROR })
+                );
+            }
             if let Some((action, session)) = refusal {
                 audit_refusal(&cli.global, action, session, &message(&err));
             }

@@ -408,6 +408,18 @@ both_modes!(
         // Unknown id.
         let out = airlock(w, &["diff", "nosuchsession"]);
         refused(&out, "no session nosuchsession");
+        // With --json the failure is JSON on stdout too.
+        let out = airlock(w, &["diff", "nosuchsession", "--json"]);
+        refused(&out, "no session nosuchsession");
+        let said: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert!(
+            said["error"]
+                .as_str()
+                .unwrap()
+                .contains("no session nosuchsession"),
+            "{said}"
+        );
+        assert_eq!(said["exit_status"], 125);
         // A session of another workspace.
         let out = w
             .airlock()
