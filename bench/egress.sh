@@ -26,7 +26,8 @@ cleanup() {
 trap cleanup EXIT
 mkdir "$scratch/ws"
 port=$($python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-# The server: "GET <n>\n" -> n bytes of zeros; "ECHO\n" -> what it reads, back; anything
+# The server: "BYTES=<n>\n" -> n bytes of zeros (one word: two words and a wait would be
+# taken for an HTTP/0.9 request that might carry headers); "ECHO\n" -> what it reads, back; anything
 # else -> close at once.
 $python - "$port" <<'PY' &
 import socket, sys, threading
@@ -34,8 +35,8 @@ zeros = bytes(1 << 20)
 def serve(c):
     try:
         line = c.makefile("rb").readline()
-        if line.startswith(b"GET "):
-            left = int(line.split()[1])
+        if line.startswith(b"BYTES="):
+            left = int(line[6:])
             while left > 0:
                 n = c.send(zeros[: min(left, len(zeros))])
                 left -= n
@@ -81,7 +82,7 @@ cat > "$scratch/ws/client.py" <<'PY'
 import socket, sys, time
 host, port, what, n = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 if what == "download":
-    s = socket.create_connection((host, port)); s.sendall(b"GET %d\n" % n)
+    s = socket.create_connection((host, port)); s.sendall(b"BYTES=%d\n" % n)
     got, start, buf = 0, time.perf_counter(), bytearray(1 << 20)
     while True:
         k = s.recv_into(buf)

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use airlock_jail::gate::{socket_type, Memory, Notifier};
+use airlock_jail::gate::{nonblocking, socket_type, Memory, Notifier};
 
 use crate::dns::{self, Synthetic};
 use crate::rules::{Decision, Egress};
@@ -75,6 +75,29 @@ pub struct Config {
     pub cut_when: Option<std::path::PathBuf>,
 }
 
+/// The connection to the destination, begun while the sandbox's connect waited.
+enum Early {
+    /// Connected.
+    Ready(TcpStream),
+    /// Still connecting (the sandbox's connect went on without waiting longer).
+    Coming(std::sync::mpsc::Receiver<Result<TcpStream, Unreached>>),
+}
+
+/// A destination that did not take the connection: why, and the errno the program would have
+/// had connecting directly.
+type Unreached = (String, i32);
+
+/// How long a non-blocking connect waits for the destination before it goes on (the program's
+/// event loop waits meanwhile): enough for a nearby host's refusal to come back as one.
+const NONBLOCKING_WAIT: Duration = Duration::from_millis(100);
+
+/// A connect sent on to the relay, not yet accepted there.
+struct Pending {
+    target: Target,
+    since: Instant,
+    early: Option<Early>,
+}
+
 /// Where an accepted relay connection must go.
 #[derive(Debug, Clone)]
 struct Target {
@@ -98,7 +121,7 @@ struct State {
     synthetic: Mutex<Synthetic>,
     /// Connections the connect handler sent to the relay, by the id in the relay address they
     /// were sent to (127.64.0.0/10 + id), and when.
-    pending: Mutex<HashMap<u32, (Target, Instant)>>,
+    pending: Mutex<HashMap<u32, Pending>>,
     /// At most this many relayed connections open at once (see [`max_open`]).
     max_open: usize,
     next_pending: std::sync::atomic::AtomicU32,
@@ -442,7 +465,7 @@ fn stays_inside(notifier: &Notifier, n: &airlock_jail::gate::Notification) -> io
 
 fn handle_connect(
     notifier: &Notifier,
-    state: &State,
+    state: &Arc<State>,
     relay: u16,
     n: &airlock_jail::gate::Notification,
 ) -> io::Result<()> {
@@ -472,12 +495,15 @@ fn handle_connect(
             relay,
             n,
             dest,
-            Target {
-                name: None,
-                addr: PROXY,
-                proxy: true,
-                forwarded: false,
-            },
+            (
+                Target {
+                    name: None,
+                    addr: PROXY,
+                    proxy: true,
+                    forwarded: false,
+                },
+                None,
+            ),
         );
     }
     let name = state
@@ -519,6 +545,28 @@ fn handle_connect(
     let Some(target) = target.filter(|_| decision.allowed) else {
         return notifier.fail(n.id, libc::ECONNREFUSED);
     };
+    // The destination is connected to while the sandbox's connect waits, so that a port that
+    // is not there fails the connect as it would directly (ECONNREFUSED, ETIMEDOUT…) instead of
+    // a connection that is then reset. A blocking connect waits for the answer; a non-blocking
+    // one (an event loop's) at most NONBLOCKING_WAIT, then goes on while the gate keeps
+    // connecting for it.
+    let (sender, connecting) = std::sync::mpsc::channel();
+    {
+        let (state, name) = (state.clone(), name.clone());
+        std::thread::spawn(move || {
+            let _ = sender.send(connect_upstream(&state, name.as_deref(), target));
+        });
+    }
+    let wait = if nonblocking(n.pid, fd).unwrap_or(true) {
+        NONBLOCKING_WAIT
+    } else {
+        Duration::from_secs(60)
+    };
+    let early = match connecting.recv_timeout(wait) {
+        Ok(Ok(upstream)) => Early::Ready(upstream),
+        Ok(Err((_, errno))) => return notifier.fail(n.id, errno),
+        Err(_) => Early::Coming(connecting),
+    };
     hand_over(
         &memory,
         notifier,
@@ -526,12 +574,15 @@ fn handle_connect(
         relay,
         n,
         dest,
-        Target {
-            name,
-            addr: target,
-            proxy: false,
-            forwarded: false,
-        },
+        (
+            Target {
+                name,
+                addr: target,
+                proxy: false,
+                forwarded: false,
+            },
+            Some(early),
+        ),
     )
 }
 
@@ -543,7 +594,7 @@ fn hand_over(
     relay: u16,
     n: &airlock_jail::gate::Notification,
     dest: SocketAddr,
-    target: Target,
+    (target, early): (Target, Option<Early>),
 ) -> io::Result<()> {
     // The sandbox's own socket connects, in its own namespace, to the relay at an address that
     // says which target this is: the connect's address is rewritten, then the kernel runs it.
@@ -557,12 +608,19 @@ fn hand_over(
         // reaches the relay: its entry is dropped once it is surely stale, and the table is
         // bounded, so a sandbox cannot grow it without end.
         if pending.len() >= 1024 {
-            pending.retain(|_, (_, at)| at.elapsed() < Duration::from_secs(10));
+            pending.retain(|_, entry| entry.since.elapsed() < Duration::from_secs(10));
         }
         if pending.len() >= MAX_PENDING {
             return notifier.fail(n.id, libc::EAGAIN);
         }
-        pending.insert(id, (target, Instant::now()));
+        pending.insert(
+            id,
+            Pending {
+                target,
+                since: Instant::now(),
+                early,
+            },
+        );
     }
     let relay_ip = relay_address(id);
     let mut sockaddr = Vec::with_capacity(28);
@@ -635,11 +693,13 @@ fn serve_relay(listener: &TcpListener, state: &Arc<State>) {
         let Some(id) = client.local_addr().ok().and_then(|a| relay_id(a.ip())) else {
             continue;
         };
-        let Some((target, _)) = state.pending.lock().ok().and_then(|mut p| p.remove(&id)) else {
+        let Some(Pending { target, early, .. }) =
+            state.pending.lock().ok().and_then(|mut p| p.remove(&id))
+        else {
             continue; // not sent here by the gate (or already used): dropped
         };
         let state = state.clone();
-        std::thread::spawn(move || relay(client, target, &state));
+        std::thread::spawn(move || relay(client, target, early, &state));
     }
 }
 
@@ -657,10 +717,15 @@ fn connect_upstream(
     state: &State,
     name: Option<&str>,
     addr: SocketAddr,
-) -> Result<TcpStream, String> {
+) -> Result<TcpStream, Unreached> {
     let first = match TcpStream::connect_timeout(&addr, Duration::from_secs(10)) {
         Ok(stream) => return Ok(stream),
         Err(err) => err,
+    };
+    // What a direct connect would have failed with (a timeout here is the gate's 10 s).
+    let errno = match first.kind() {
+        io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => libc::ETIMEDOUT,
+        _ => first.raw_os_error().unwrap_or(libc::ECONNREFUSED),
     };
     let mut tried = vec![format!("{addr}: {first}")];
     let others = name
@@ -669,11 +734,22 @@ fn connect_upstream(
     if let Some((name, ips)) = others {
         for ip in ips.into_iter().filter(|ip| *ip != addr.ip()) {
             let other = SocketAddr::new(ip, addr.port());
-            if !decide(state, Some(name), other, false).allowed {
+            let decision = decide(state, Some(name), other, false);
+            if !decision.allowed {
                 continue;
             }
             match TcpStream::connect_timeout(&other, Duration::from_secs(10)) {
-                Ok(stream) => return Ok(stream),
+                Ok(stream) => {
+                    // The log names the address the connection went to, and the rule for it.
+                    let decision = Decision {
+                        allowed: true,
+                        rule: format!("{} (after {}: {first})", decision.rule, addr.ip()),
+                    };
+                    let mut e = event("connect", &decision);
+                    (e.name, e.ip, e.port) = (Some(name.to_string()), Some(ip), Some(addr.port()));
+                    (state.config.on_event)(&e);
+                    return Ok(stream);
+                }
                 Err(err) => tried.push(format!("{other}: {err}")),
             }
         }
@@ -689,7 +765,7 @@ fn connect_upstream(
     let mut e = event("failed", &decision);
     (e.name, e.ip, e.port) = (name.map(str::to_string), Some(addr.ip()), Some(addr.port()));
     (state.config.on_event)(&e);
-    Err(why)
+    Err((why, errno))
 }
 
 /// How long a connection by name may stay silent on both sides before the gate gives up on
@@ -919,10 +995,12 @@ fn proxy(mut client: TcpStream, state: &State, listed: &Listed) {
     // server is not there would take a closed port for an open one.
     let upstream = match connect_upstream(state, name.as_deref(), addr) {
         Ok(upstream) => upstream,
-        Err(why) => {
+        Err(_) => {
+            // The addresses tried are in the audit log, not told to the sandbox (they are the
+            // host's answers, which its synthetic addresses stand for).
             let decision = Decision {
                 allowed: false,
-                rule: why,
+                rule: "the destination did not take the connection".into(),
             };
             refuse(&mut client, "502 Bad Gateway", &decision);
             return;
@@ -951,7 +1029,7 @@ fn proxy(mut client: TcpStream, state: &State, listed: &Listed) {
             },
             state,
             after_head,
-            Some(upstream),
+            Some(Early::Ready(upstream)),
             listed,
         );
     } else {
@@ -967,7 +1045,7 @@ fn proxy(mut client: TcpStream, state: &State, listed: &Listed) {
             },
             state,
             origin_form(&head),
-            Some(upstream),
+            Some(Early::Ready(upstream)),
             listed,
         );
     }
@@ -1102,13 +1180,13 @@ impl Drop for Listed<'_> {
     }
 }
 
-fn relay(client: TcpStream, target: Target, state: &State) {
+fn relay(client: TcpStream, target: Target, early: Option<Early>, state: &State) {
     // Listed while it is open, so that cutting the network, or the run's end, can close it.
     let listed = Listed::new(state, &client);
     if target.proxy {
         return proxy(client, state, &listed);
     }
-    relay_with(client, target, state, Vec::new(), None, &listed)
+    relay_with(client, target, state, Vec::new(), early, &listed)
 }
 
 /// Wait (at most [`FIRST_WORD`]) for whichever side speaks first, watching both all along (a
@@ -1138,7 +1216,7 @@ fn relay_with(
     target: Target,
     state: &State,
     mut first: Vec<u8>,
-    upstream: Option<TcpStream>,
+    early: Option<Early>,
     listed: &Listed,
 ) {
     let started = Instant::now();
@@ -1159,8 +1237,11 @@ fn relay_with(
         (state.config.on_event)(&e);
         return;
     }
-    let upstream = match upstream {
-        Some(upstream) => Ok(upstream),
+    let upstream = match early {
+        Some(Early::Ready(upstream)) => Ok(upstream),
+        Some(Early::Coming(connecting)) => connecting
+            .recv()
+            .unwrap_or_else(|_| Err(("the connect was abandoned".into(), libc::ECONNABORTED))),
         None => connect_upstream(state, target.name.as_deref(), target.addr),
     };
     let Ok(mut upstream) = upstream else {
@@ -1193,7 +1274,21 @@ fn relay_with(
         first = said.bytes;
         client_closed = said.closed;
     }
-    let peeked = sni::peek(&first);
+    let mut peeked = sni::peek(&first);
+    if peeked == Peek::NeedMore && client_closed {
+        // The client said all it will: judged as a server reads it at the end of its input,
+        // as if its last line were ended (Python's http.server serves a request line cut short
+        // so, and Werkzeug takes the host from an absolute target).
+        peeked = sni::peek(
+            &[
+                first.as_slice(),
+                b"
+
+",
+            ]
+            .concat(),
+        );
+    }
     let said = match &peeked {
         Peek::Tls { server_name } => Some(server_name.clone()),
         Peek::Http { host, .. } => Some(host.clone()),
@@ -1207,10 +1302,6 @@ fn relay_with(
             "neither side said anything in the {} s the gate waited",
             FIRST_WORD.as_secs()
         ))
-    } else if peeked == Peek::NeedMore && client_closed && !first.contains(&b'\n') {
-        // The client said all it will ("hello", then shutdown(SHUT_WR)) and it names no host:
-        // no server can take it for an HTTP head (it has no line end), so it passes as bytes.
-        None
     } else if matches!(peeked, Peek::NeedMore | Peek::TooLong) && !first.is_empty() {
         // A TLS hello or an HTTP head that never completed: what it would ask for is unknown.
         Some(

@@ -55,11 +55,32 @@ pub fn peek(bytes: &[u8]) -> Peek {
     }
 }
 
-/// `0032git-upload-pack /repo.git\0host=…`: the first packet of a git:// request.
+/// `0032git-upload-pack /repo.git\0host=…\0`: the first packet of a git:// request, whole and
+/// nothing else: its length is the bytes received, it names a git service, its fields end in
+/// NUL, and it has no line end or `HTTP/` that an HTTP server could read a request line from
+/// (`0032git-x / HTTP/1.1` is a valid HTTP method and request to some servers).
 fn git_pkt_line(bytes: &[u8]) -> bool {
-    bytes.len() >= 8
-        && bytes[..4].iter().all(u8::is_ascii_hexdigit)
-        && bytes[4..].starts_with(b"git-")
+    let Some(length) = bytes
+        .get(..4)
+        .and_then(|hex| std::str::from_utf8(hex).ok())
+        .and_then(|hex| usize::from_str_radix(hex, 16).ok())
+    else {
+        return false;
+    };
+    let packet = &bytes[4..];
+    let service = [
+        &b"git-upload-pack "[..],
+        b"git-receive-pack ",
+        b"git-upload-archive ",
+    ]
+    .iter()
+    .any(|service| packet.starts_with(service));
+    let mentions_http = packet.windows(5).any(|w| w.eq_ignore_ascii_case(b"HTTP/"));
+    length == bytes.len()
+        && service
+        && packet.ends_with(b"\0")
+        && !packet.iter().any(|b| matches!(b, b'\r' | b'\n'))
+        && !mentions_http
 }
 
 fn tls_malformed(why: &str) -> Peek {
@@ -234,8 +255,7 @@ fn http(bytes: &[u8]) -> Peek {
             .any(|w| w.eq_ignore_ascii_case(word))
     };
     if !mentions(b"HTTP/") && !mentions(b"RTSP/") && !mentions(b"ICE/") {
-        // Some other text protocol (or HTTP/0.9, which names no host).
-        return Peek::Other;
+        return http09(bytes, first_line, line_end).unwrap_or_else(need_more);
     }
     if !first_line.ends_with(b"\r") {
         return Peek::Malformed {
@@ -255,15 +275,71 @@ fn http(bytes: &[u8]) -> Peek {
     }
 }
 
+/// A first line without a version: some other text protocol, or HTTP/0.9 (`GET /`), which names
+/// no host itself; but servers that still read headers after it (Python's http.server) or take
+/// the host from an absolute target (Werkzeug) would serve another host's page. So two words
+/// with an absolute http(s) target are refused, and otherwise the next line decides: a header
+/// is refused, anything else is not HTTP. None: the next line has not come yet.
+fn http09(bytes: &[u8], first_line: &[u8], line_end: usize) -> Option<Peek> {
+    let words: Vec<&[u8]> = first_line
+        .split(|&b| split_space(b))
+        .filter(|word| !word.is_empty())
+        .collect();
+    let [_, target] = words.as_slice() else {
+        return Some(Peek::Other);
+    };
+    let absolute = [&b"http://"[..], b"https://"].iter().any(|scheme| {
+        target.len() >= scheme.len() && target[..scheme.len()].eq_ignore_ascii_case(scheme)
+    });
+    if absolute {
+        return Some(Peek::Malformed {
+            why: "a request line without a version for an absolute URL (some servers serve it for that URL's host)".into(),
+        });
+    }
+    let rest = &bytes[line_end + 1..];
+    let next_end = rest.iter().position(|&b| b == b'\n')?;
+    if rest[..next_end].contains(&b':') {
+        return Some(Peek::Malformed {
+            why: "a request line without a version followed by headers (some servers read a Host from them)".into(),
+        });
+    }
+    Some(Peek::Other)
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
     fn a_git_protocol_request_is_not_http() {
-        assert_eq!(
-            peek(b"0032git-upload-pack /repo.git\0host=a.test:9418\0"),
-            Peek::Other
-        );
+        let packet = b"002fgit-upload-pack /repo.git\0host=a.test:9418\0";
+        assert_eq!(packet.len(), 0x2f);
+        assert_eq!(peek(packet), Peek::Other);
         assert_eq!(peek(b"0032"), Peek::NeedMore);
+        // An HTTP request whose method merely starts like one is HTTP, and checked as such.
+        assert!(matches!(
+            peek(b"0032git-x / HTTP/1.1\r\nHost: secret.test\r\n\r\n"),
+            Peek::Http { host: Some(h), .. } if h == "secret.test"
+        ));
+        // A packet followed by more, or naming HTTP/, or without its NUL: not taken for git.
+        let mut more = packet.to_vec();
+        more.extend_from_slice(b"GET / HTTP/1.1\r\n");
+        assert_ne!(peek(&more), Peek::Other);
+        assert_ne!(peek(b"001bgit-upload-pack / HTTP/1\0"), Peek::Other);
+    }
+
+    #[test]
+    fn http09_lines_that_could_carry_a_host_are_refused() {
+        assert!(matches!(
+            peek(b"GET http://secret.test/\r\n\r\n"),
+            Peek::Malformed { .. }
+        ));
+        assert!(matches!(
+            peek(b"GET /\r\nHost: secret.test\r\n\r\n"),
+            Peek::Malformed { .. }
+        ));
+        assert_eq!(peek(b"GET /\r\n"), Peek::NeedMore);
+        assert_eq!(peek(b"GET /\r\n\r\n"), Peek::Other);
+        assert_eq!(peek(b"hello\r\n"), Peek::Other);
+        assert_eq!(peek(b"QUIT\r\n"), Peek::Other);
     }
 
     use super::*;
@@ -489,8 +565,11 @@ mod tests {
                 "{request:?}"
             );
         }
-        // A text protocol that is not HTTP, once its first line is there.
-        assert_eq!(peek(b"GET 1000\n"), Peek::Other);
+        // A text protocol that is not HTTP, once its first line is there (two words: once the
+        // next line shows no header).
+        assert_eq!(peek(b"SEND\n"), Peek::Other);
+        assert_eq!(peek(b"GET 1000\n"), Peek::NeedMore);
+        assert_eq!(peek(b"GET 1000\nmore\n"), Peek::Other);
         assert_eq!(peek(b"GET /"), Peek::NeedMore);
     }
 }

@@ -135,6 +135,14 @@ impl Memory {
     }
 }
 
+/// Whether fd `fd` of process `pid` is in non-blocking mode (its connect returns at once).
+pub fn nonblocking(pid: u32, fd: u64) -> io::Result<bool> {
+    let pidfd = sys::pidfd_open(nix::unistd::Pid::from_raw(tgid(pid)?)).map_err(io)?;
+    let copy = sys::pidfd_getfd(pidfd.as_fd(), fd as i32).map_err(io)?;
+    let flags = nix::fcntl::fcntl(&copy, nix::fcntl::FcntlArg::F_GETFL).map_err(io)?;
+    Ok(nix::fcntl::OFlag::from_bits_truncate(flags).contains(nix::fcntl::OFlag::O_NONBLOCK))
+}
+
 /// The socket type (`libc::SOCK_STREAM`, `SOCK_DGRAM`…) of fd `fd` of process `pid`, read from a
 /// copy of it.
 pub fn socket_type(pid: u32, fd: u64) -> io::Result<i32> {

@@ -1303,8 +1303,8 @@ both_modes!(
     a_destination_that_is_not_there_is_not_taken_for_one_that_is,
     |w: &World| {
         // A closed port on an allowed name: through the proxy the client gets a 502 that says so
-        // (not "established" or an empty reply); by name, a reset (not an orderly empty answer);
-        // either way the failure is in the log.
+        // (not "established" or an empty reply); by name, its connect is refused as it would be
+        // directly, blocking or not; either way the failure is in the log.
         // Bound but not listening: connects to it are refused, and no other test's server can
         // take the port meanwhile.
         use nix::sys::socket::{bind, getsockname, socket, AddressFamily, SockFlag, SockType};
@@ -1331,17 +1331,19 @@ both_modes!(
          print('proxy', r.stdout.decode())\n\
          r = subprocess.run(['curl', '-s', '-p', '-o', '/dev/null', '-w', '%{{http_connect}}', 'http://allowed.test:{closed}/'], capture_output=True)\n\
          print('tunnel', r.stdout.decode())\n\
-         s = socket.create_connection(('allowed.test', {closed}), timeout=5)\n\
-         s.sendall(b'GET / HTTP/1.1\\r\\nHost: allowed.test\\r\\n\\r\\n')\n\
-         try: print('direct', s.recv(100))\n\
-         except OSError as e: print('direct', type(e).__name__)\n"
+         try: socket.create_connection(('allowed.test', {closed}), timeout=5); print('direct connected')\n\
+         except OSError as e: print('direct', type(e).__name__)\n\
+         s = socket.socket()\n\
+         try: s.connect(('allowed.test', {closed})); print('blocking connected')\n\
+         except OSError as e: print('blocking', type(e).__name__)\n"
     );
         let out = run_python(w, &profile, &script);
         let said = ran(&out);
         assert!(said.contains("proxy 502"), "{said}{}", stderr(&out));
         assert!(said.contains("tunnel 502"), "{said}{}", stderr(&out));
         assert!(
-            said.contains("direct ConnectionResetError"),
+            said.contains("direct ConnectionRefusedError")
+                && said.contains("blocking ConnectionRefusedError"),
             "{said}{}",
             stderr(&out)
         );
@@ -1422,5 +1424,51 @@ both_modes!(
             stderr(&out)
         );
         assert!(said.contains("dual True"), "{said}{}", stderr(&out));
+    }
+);
+
+both_modes!(
+    requests_dressed_as_other_protocols_are_still_checked,
+    |w: &World| {
+        // From the fourth review: each of these reached another host's page on some server (Go's
+        // net/http, Python's http.server / Werkzeug) while the gate took it for "not HTTP".
+        let http = server(None);
+        let port = http.port;
+        let profile = w.profile(&format!("[network]\nallow = [\"allowed.test:{port}\"]\n"));
+        let script = format!(
+            r#"{ATTEMPT}
+def send(data, half_close=False):
+    s = socket.create_connection(("allowed.test", {port}), timeout=5)
+    s.sendall(data)
+    if half_close: s.shutdown(socket.SHUT_WR)
+    reply = b"".join(iter(lambda: s.recv(4096), b""))
+    if not reply: raise ConnectionError("closed without an answer")
+    return reply[:12]
+attempt("git-method", lambda: send(b"0032git-x / HTTP/1.1\r\nHost: denied.test\r\nConnection: close\r\n\r\n"))
+attempt("half-closed", lambda: send(b"GET http://denied.test:{port}/ HTTP/1.1", True))
+attempt("http09-headers", lambda: send(b"GET /\r\nHost: denied.test\r\n\r\n"))
+attempt("http09-absolute", lambda: send(b"GET http://denied.test:{port}/\r\n\r\n"))
+attempt("plain", lambda: send(b"GET / HTTP/1.1\r\nHost: allowed.test\r\nConnection: close\r\n\r\n"))
+"#
+        );
+        let out = run_python(w, &profile, &script);
+        let said = ran(&out);
+        for label in [
+            "git-method",
+            "half-closed",
+            "http09-headers",
+            "http09-absolute",
+        ] {
+            assert!(
+                said.contains(&format!("{label} blocked")),
+                "{label}: {said}\n{}",
+                stderr(&out)
+            );
+        }
+        assert!(
+            said.contains("plain REACHED b'HTTP/1.1 200'"),
+            "{said}\n{}",
+            stderr(&out)
+        );
     }
 );
