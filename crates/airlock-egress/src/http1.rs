@@ -448,7 +448,20 @@ pub fn parse_head(head: &[u8]) -> Result<Head, String> {
                 }
                 chunked = true;
             }
-            "upgrade" => upgrade = true,
+            "upgrade" => {
+                // HTTP/2 in plain text names its host in frames the gate does not read, as with
+                // a prior-knowledge h2c connection (refused too).
+                if value
+                    .split(',')
+                    .any(|protocol| protocol.trim().eq_ignore_ascii_case("h2c"))
+                {
+                    return Err(
+                        "an upgrade to plain-text HTTP/2 (h2c), whose requests name their host where the gate does not read"
+                            .into(),
+                    );
+                }
+                upgrade = true;
+            }
             _ => {}
         }
     }
@@ -697,6 +710,14 @@ mod tests {
         // What a server reads the same way passes: a lower-case method is a token like any.
         let fine = format!("{first}get / HTTP/1.1\r\nHost: allowed.test\r\nX: caf\u{e9}\r\n\r\n");
         assert!(run(fine.as_bytes()).is_ok());
+    }
+
+    #[test]
+    fn an_upgrade_to_plain_text_http2_is_refused() {
+        let mut requests = Requests::new("allowed.test", Default::default());
+        let mut out = Vec::new();
+        let h2c = "GET / HTTP/1.1\r\nHost: allowed.test\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: websocket, h2c\r\nHTTP2-Settings: AAMAAABkAAQAoAAAAAIAAAAA\r\n\r\n";
+        assert!(requests.feed(h2c.as_bytes(), &mut out).is_err());
     }
 
     #[test]
