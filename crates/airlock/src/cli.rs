@@ -400,6 +400,9 @@ pub struct DiscardArgs {
     /// Session id or name
     #[arg(value_name = "SESSION")]
     pub session: String,
+    /// Print the result as JSON: {"session", "discarded": true}
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -482,6 +485,9 @@ pub struct EnableArgs {
     /// Only this profile's switch [default: the one for everything]
     #[arg(long, value_name = "NAME")]
     pub profile: Option<String>,
+    /// Print the result as JSON: {"profile", "was_on", "still_disabled"}
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

@@ -121,8 +121,18 @@ pub fn enable(global: &GlobalArgs, args: EnableArgs) -> Result<ExitCode> {
     }
     control::enable(&state, args.profile.as_deref())?;
     let still = control::check_enabled(&state, args.profile.as_deref().unwrap_or(""));
-    if let Err(still) = still {
+    if let Err(still) = &still {
         crate::note!("airlock: enabled; but another switch is still on: {still}");
+    }
+    if args.json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "profile": args.profile,
+                "was_on": was_on,
+                "still_disabled": still.as_ref().err().map(|e| e.to_string()),
+            })
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

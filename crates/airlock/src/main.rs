@@ -55,6 +55,8 @@ fn main() -> ExitCode {
         Command::Disable(a) => a.json,
         Command::Status(a) => a.json,
         Command::Gc(a) => a.json,
+        Command::Discard(a) => a.json,
+        Command::Enable(a) => a.json,
         _ => false,
     };
     // Refusals of what would change something are audited too (what, and why).

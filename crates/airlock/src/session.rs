@@ -164,6 +164,12 @@ pub fn discard(global: &GlobalArgs, args: DiscardArgs) -> Result<ExitCode> {
             s.id
         )
     })?;
+    if args.json {
+        println!(
+            "{}",
+            serde_json::json!({ "session": session.id, "discarded": true })
+        );
+    }
     crate::note!(
         "airlock: session {} discarded; its changes are gone (the host workspace was not touched)",
         session.id

@@ -200,7 +200,11 @@ both_modes!(
             .unwrap();
         assert_eq!(refused.status.code(), Some(125));
         assert!(stdout(&airlock(w, &["status"])).contains("DISABLED for everything"));
-        assert!(airlock(w, &["enable"]).status.success());
+        let enabled = airlock(w, &["enable", "--json"]);
+        assert!(enabled.status.success());
+        let said: serde_json::Value = serde_json::from_slice(&enabled.stdout).unwrap();
+        assert_eq!(said["was_on"], true, "{said}");
+        assert!(said["still_disabled"].is_null(), "{said}");
         ran(&airlock(
             w,
             &[

@@ -363,8 +363,11 @@ both_modes!(discard_drops_the_changes_and_gc_the_record, |w: &World| {
     w.write(&w.workspace.join("file"), "host\n");
     let id = new_session(w, &[]);
     ran(&run_in(w, &id, "echo session > file"));
-    let out = airlock(w, &["discard", &id]);
+    let out = airlock(w, &["discard", &id, "--json"]);
     assert!(out.status.success(), "{}", stderr(&out));
+    let said: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(said["session"], id.as_str());
+    assert_eq!(said["discarded"], true);
     assert_eq!(
         std::fs::read_to_string(w.workspace.join("file")).unwrap(),
         "host\n"
