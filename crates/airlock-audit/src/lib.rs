@@ -501,7 +501,10 @@ impl Verdict {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What `log verify` found first. As JSON (`log verify --json`): `{"kind": "altered", "line": …,
+/// "seq": …}` and the like, the fields of the variant in snake case.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Problem {
     /// The record's content does not match its hash.
     Altered { line: u64, seq: u64 },

@@ -188,6 +188,8 @@ pub fn log(global: &GlobalArgs, args: LogArgs) -> Result<ExitCode> {
                     "intact": verdict.problem.is_none(),
                     "records": verdict.records,
                     "problem": verdict.problem.as_ref().map(|p| p.to_string()),
+                    // The same, for scripts: {"kind": "altered", "line": 3, "seq": 3}…
+                    "problem_at": verdict.problem,
                     "head": verdict.head,
                 })
             );

@@ -141,6 +141,16 @@ both_modes!(verify_names_a_tampered_record, |w: &World| {
         "{}",
         stderr(&out)
     );
+    // The same for scripts.
+    let out = airlock(w, &["log", "verify", "--json"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let verdict: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(verdict["intact"], false);
+    assert_eq!(
+        verdict["problem_at"],
+        serde_json::json!({"kind": "altered", "line": 2, "seq": 2}),
+        "{verdict}"
+    );
 });
 
 both_modes!(
