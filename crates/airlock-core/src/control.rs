@@ -182,6 +182,9 @@ pub fn running(state_dir: &Path) -> Vec<Running> {
 pub enum Target {
     Session(String),
     Profile(String),
+    /// The sandbox with this pid (its pid 1 on the host, as `status` shows it), or the one
+    /// supervised by the airlock process with this pid: a throwaway run has no session to name.
+    Pid(u32),
     All,
 }
 
@@ -190,6 +193,7 @@ impl Target {
         match self {
             Target::Session(id) => run.session.as_deref() == Some(id.as_str()),
             Target::Profile(name) => &run.profile == name,
+            Target::Pid(pid) => run.sandbox.pid == *pid as i32 || run.supervisor == *pid,
             Target::All => true,
         }
     }
@@ -198,6 +202,7 @@ impl Target {
         match self {
             Target::Session(id) => format!("session {id}"),
             Target::Profile(name) => format!("profile {name}"),
+            Target::Pid(pid) => format!("pid {pid}"),
             Target::All => "all".into(),
         }
     }
@@ -246,7 +251,13 @@ pub fn act(
         .into_iter()
         .filter(|run| target.matches(run))
         .collect();
-    if targets.is_empty() && matches!(target, Target::Session(_)) && action != Action::Kill {
+    // A session with nothing running is nothing to kill; a pid that matches nothing is a mistake.
+    let mistaken = match target {
+        Target::Session(_) => action != Action::Kill,
+        Target::Pid(_) => true,
+        _ => false,
+    };
+    if targets.is_empty() && mistaken {
         return Err(ControlError::NoMatch(target.describe()));
     }
     let log = audit::log(state_dir);

@@ -443,7 +443,7 @@ pub enum LogCommand {
 }
 
 #[derive(Debug, Args)]
-#[command(group(clap::ArgGroup::new("target").required(true).args(["session", "profile", "all"])))]
+#[command(group(clap::ArgGroup::new("target").required(true).args(["session", "profile", "pid", "all"])))]
 pub struct ControlArgs {
     /// Session id or name
     #[arg(value_name = "SESSION")]
@@ -451,6 +451,10 @@ pub struct ControlArgs {
     /// Every running sandbox of this profile
     #[arg(long, value_name = "NAME")]
     pub profile: Option<String>,
+    /// The sandbox with this pid, as 'airlock status' shows it (or its airlock process's pid):
+    /// a throwaway run has no session to name
+    #[arg(long, value_name = "PID")]
+    pub pid: Option<u32>,
     /// Every running sandbox
     #[arg(long)]
     pub all: bool,

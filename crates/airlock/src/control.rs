@@ -18,6 +18,8 @@ fn target(state: &std::path::Path, args: &ControlArgs) -> Result<Target> {
         Target::All
     } else if let Some(profile) = &args.profile {
         Target::Profile(profile.clone())
+    } else if let Some(pid) = args.pid {
+        Target::Pid(pid)
     } else {
         let name = args.session.as_deref().unwrap_or_default();
         // A name is resolved to its id; an id of a session whose record is gone still matches

@@ -372,3 +372,28 @@ both_modes!(
         );
     }
 );
+
+both_modes!(a_throwaway_run_is_killed_by_its_pid, |w: &World| {
+    // A run without a session has no name to kill it by: the pid 'airlock status' shows does.
+    let mut child = w
+        .airlock()
+        .args(["run", "--workspace"])
+        .arg(&w.workspace)
+        .args(["--", "sh", "-c", "echo started; sleep 60"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    let child = &mut Run(child);
+    let status: serde_json::Value =
+        serde_json::from_str(&stdout(&airlock(w, &["status", "--json"]))).unwrap();
+    let pid = status["running"][0]["sandbox"]["pid"].as_i64().unwrap();
+    let out = airlock(w, &["kill", "--pid", &pid.to_string()]);
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    assert_eq!(wait_for_exit(child).code(), Some(137));
+    // A pid that is no sandbox's is a mistake, not "nothing to do".
+    let out = airlock(w, &["kill", "--pid", "999999999"]);
+    assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+});
