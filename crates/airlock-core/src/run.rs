@@ -1,13 +1,6 @@
 //! `airlock run`: from a profile, a workspace and a command to a confined process and its status.
 
-/// `eprintln!` that cannot panic: a message to a stderr that is gone (closed, full) is lost.
-macro_rules! note {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($arg)*);
-    }};
-}
-
+use airlock_jail::note;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;

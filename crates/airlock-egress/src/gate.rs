@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use airlock_jail::gate::{nonblocking, socket_type, Memory, Notifier};
+use airlock_jail::gate::{socket_info, Memory, Notifier};
 
 use crate::dns::{self, Synthetic};
 use crate::rules::{Decision, Egress};
@@ -427,40 +427,63 @@ fn serve_connects(notifier: Notifier, state: Arc<State>, relay: u16) {
         };
         // Connects that stay inside (unix sockets, the sandbox's own loopback) are let through
         // here at once: no thread for them.
-        if let Ok(true) = stays_inside(&notifier, &n) {
-            if notifier.pass(n.id).is_err() {
-                let _ = notifier.fail(n.id, libc::ECONNREFUSED);
+        let (memory, dest) = match read_connect(&notifier, &n) {
+            Ok(Some(outside)) => outside,
+            Ok(None) => {
+                if notifier.pass(n.id).is_err() {
+                    let _ = notifier.fail(n.id, libc::ECONNREFUSED);
+                }
+                continue;
             }
-            continue;
-        }
+            Err(err) => {
+                refuse_unread(&notifier, &state, &n, &err);
+                continue;
+            }
+        };
         // The others each on its own thread: resolving a name on the host may take a while, and
         // the other connects of the sandbox must not wait for it. (Each waiting connect is a
         // thread of the sandbox, so their number is bounded by its process limit.)
         let (notifier, state) = (notifier.clone(), state.clone());
         std::thread::spawn(move || {
-            if let Err(err) = handle_connect(&notifier, &state, relay, &n) {
-                // The process went away meanwhile, or its memory or the answer failed: refuse,
-                // if it waits; the attempt is an event all the same.
-                let decision = Decision {
-                    allowed: false,
-                    rule: format!("the gate could not read or answer this connect: {err}"),
-                };
-                (state.config.on_event)(&event("connect", &decision));
-                let _ = notifier.fail(n.id, libc::ECONNREFUSED);
+            if let Err(err) = handle_connect(&notifier, &state, relay, &n, &memory, dest) {
+                refuse_unread(&notifier, &state, &n, &err);
             }
         });
     }
 }
 
-/// Whether notification `n` is a connect the kernel may run as it is: not to an IPv4 or IPv6
-/// address, or to one inside the sandbox. ([`handle_connect`] decides the others.)
-fn stays_inside(notifier: &Notifier, n: &airlock_jail::gate::Notification) -> io::Result<bool> {
+/// The process went away meanwhile, or its memory or the answer failed: refuse, if it waits;
+/// the attempt is an event all the same.
+fn refuse_unread(
+    notifier: &Notifier,
+    state: &State,
+    n: &airlock_jail::gate::Notification,
+    err: &io::Error,
+) {
+    let decision = Decision {
+        allowed: false,
+        rule: format!("the gate could not read or answer this connect: {err}"),
+    };
+    (state.config.on_event)(&event("connect", &decision));
+    let _ = notifier.fail(n.id, libc::ECONNREFUSED);
+}
+
+/// The process's memory and the address notification `n` connects to, when that is an IPv4 or
+/// IPv6 address outside the sandbox; None when the kernel may run the connect as it is (another
+/// family — the namespace and Landlock decide, as without a gate — or the sandbox's own
+/// loopback).
+fn read_connect(
+    notifier: &Notifier,
+    n: &airlock_jail::gate::Notification,
+) -> io::Result<Option<(Memory, SocketAddr)>> {
     if i64::from(n.nr) != libc::SYS_connect {
-        return Ok(true);
+        return Ok(None);
     }
     let memory = Memory::open(notifier, n)?;
     let raw = memory.read(n.args[1], (n.args[2] as usize).min(128))?;
-    Ok(parse_sockaddr(&raw).is_none_or(|dest| inside_the_sandbox(dest.ip())))
+    Ok(parse_sockaddr(&raw)
+        .filter(|dest| !inside_the_sandbox(dest.ip()))
+        .map(|dest| (memory, dest)))
 }
 
 fn handle_connect(
@@ -468,28 +491,18 @@ fn handle_connect(
     state: &Arc<State>,
     relay: u16,
     n: &airlock_jail::gate::Notification,
+    memory: &Memory,
+    dest: SocketAddr,
 ) -> io::Result<()> {
-    if i64::from(n.nr) != libc::SYS_connect {
-        return notifier.pass(n.id);
-    }
-    let (fd, addr_ptr, len) = (n.args[0], n.args[1], n.args[2] as usize);
-    let memory = Memory::open(notifier, n)?;
-    let raw = memory.read(addr_ptr, len.min(128))?;
-    let Some(dest) = parse_sockaddr(&raw) else {
-        // unix sockets and the like: the namespace and Landlock decide, as without a gate.
-        return notifier.pass(n.id);
-    };
-    if inside_the_sandbox(dest.ip()) {
-        return notifier.pass(n.id);
-    }
     if is_cut(state) {
         return notifier.fail(n.id, libc::ENETUNREACH);
     }
-    let stream = socket_type(n.pid, fd)? == libc::SOCK_STREAM;
+    let socket = socket_info(n.pid, n.args[0])?;
+    let stream = socket.kind == libc::SOCK_STREAM;
     if stream && crate::ip::canonical(dest.ip()) == PROXY.ip() && dest.port() == PROXY.port() {
         // airlock's proxy: the request on the connection is decided, not the connection.
         return hand_over(
-            &memory,
+            memory,
             notifier,
             state,
             relay,
@@ -557,7 +570,7 @@ fn handle_connect(
             let _ = sender.send(connect_upstream(&state, name.as_deref(), target));
         });
     }
-    let wait = if nonblocking(n.pid, fd).unwrap_or(true) {
+    let wait = if socket.nonblocking {
         NONBLOCKING_WAIT
     } else {
         Duration::from_secs(60)
@@ -568,7 +581,7 @@ fn handle_connect(
         Err(_) => Early::Coming(connecting),
     };
     hand_over(
-        &memory,
+        memory,
         notifier,
         state,
         relay,

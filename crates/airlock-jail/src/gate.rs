@@ -135,21 +135,25 @@ impl Memory {
     }
 }
 
-/// Whether fd `fd` of process `pid` is in non-blocking mode (its connect returns at once).
-pub fn nonblocking(pid: u32, fd: u64) -> io::Result<bool> {
-    let pidfd = sys::pidfd_open(nix::unistd::Pid::from_raw(tgid(pid)?)).map_err(io)?;
-    let copy = sys::pidfd_getfd(pidfd.as_fd(), fd as i32).map_err(io)?;
-    let flags = nix::fcntl::fcntl(&copy, nix::fcntl::FcntlArg::F_GETFL).map_err(io)?;
-    Ok(nix::fcntl::OFlag::from_bits_truncate(flags).contains(nix::fcntl::OFlag::O_NONBLOCK))
+/// What the gate needs to know of a socket a process is connecting.
+pub struct SocketInfo {
+    /// `libc::SOCK_STREAM`, `SOCK_DGRAM`…
+    pub kind: i32,
+    /// Its connect returns at once (an event loop's socket).
+    pub nonblocking: bool,
 }
 
-/// The socket type (`libc::SOCK_STREAM`, `SOCK_DGRAM`…) of fd `fd` of process `pid`, read from a
-/// copy of it.
-pub fn socket_type(pid: u32, fd: u64) -> io::Result<i32> {
+/// The type and mode of socket fd `fd` of process `pid`, read from a copy of it.
+pub fn socket_info(pid: u32, fd: u64) -> io::Result<SocketInfo> {
     // A notification names the thread; a pidfd is for its process.
     let pidfd = sys::pidfd_open(nix::unistd::Pid::from_raw(tgid(pid)?)).map_err(io)?;
     let copy = sys::pidfd_getfd(pidfd.as_fd(), fd as i32).map_err(io)?;
     let kind =
         nix::sys::socket::getsockopt(&copy, nix::sys::socket::sockopt::SockType).map_err(io)?;
-    Ok(kind as i32)
+    let flags = nix::fcntl::fcntl(&copy, nix::fcntl::FcntlArg::F_GETFL).map_err(io)?;
+    Ok(SocketInfo {
+        kind: kind as i32,
+        nonblocking: nix::fcntl::OFlag::from_bits_truncate(flags)
+            .contains(nix::fcntl::OFlag::O_NONBLOCK),
+    })
 }

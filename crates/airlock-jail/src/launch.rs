@@ -258,11 +258,10 @@ fn receive_fds(control: &OwnedFd, expected: u8) -> Result<Vec<OwnedFd>> {
         .map_err(|e| JailError::Inside(e.to_string()))?
     {
         if let nix::sys::socket::ControlMessageOwned::ScmRights(raw) = cmsg {
-            // SAFETY: the kernel installed these fds in this process just now, for us alone.
-            fds.extend(
-                raw.into_iter()
-                    .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }),
-            );
+            for fd in raw {
+                // SAFETY: the kernel installed this fd in this process just now, for us alone.
+                fds.push(unsafe { OwnedFd::from_raw_fd(fd) });
+            }
         }
     }
     if message.bytes != 1 || byte[0] != expected {

@@ -9,7 +9,9 @@
 //! seccomp filter compiled at build time, closes every inherited descriptor, and becomes pid 1
 //! for the command. `docs/security.md` walks through the order.
 
-/// `eprintln!` that cannot panic: a message to a stderr that is gone (closed, full) is lost.
+/// `eprintln!` that cannot panic: a message to a stderr that is gone (closed, full) is lost,
+/// and the caller goes on to its exit status. For every airlock crate's messages to people.
+#[macro_export]
 macro_rules! note {
     ($($arg:tt)*) => {{
         use std::io::Write as _;

@@ -1,5 +1,6 @@
 //! `airlock apply` and `airlock revert`: print what happened to each path, and a summary.
 
+use airlock_jail::note;
 use std::process::ExitCode;
 
 use anyhow::Result;
@@ -13,7 +14,7 @@ use crate::run::state_dir;
 const EXIT_PARTIAL: u8 = 1;
 
 fn tell_busy(session: &Session) {
-    crate::note!(
+    note!(
         "airlock: session {} is busy with a run; waiting for it to end…",
         session.id
     );
@@ -88,14 +89,14 @@ pub fn apply(global: &GlobalArgs, args: ApplyArgs) -> Result<ExitCode> {
         } else {
             "finished"
         };
-        crate::note!(
+        note!(
             "airlock: apply {} of session {} had been interrupted; {what} it ({} paths)",
             report.number.unwrap_or(0),
             report.session,
             report.items.len()
         );
     } else if args.dry_run {
-        crate::note!(
+        note!(
             "airlock: dry run: {} paths would be applied, {skipped} left out; nothing was written",
             count(&report, ApplyResult::WouldApply)
         );
@@ -112,9 +113,9 @@ pub fn apply(global: &GlobalArgs, args: ApplyArgs) -> Result<ExitCode> {
             args.session
         );
     } else if report.items.is_empty() {
-        crate::note!("airlock: session {} changed nothing", report.session);
+        note!("airlock: session {} changed nothing", report.session);
     } else {
-        crate::note!(
+        note!(
             "airlock: applied {} paths of session {} to {}{}",
             count(&report, ApplyResult::Applied),
             report.session,
@@ -126,7 +127,7 @@ pub fn apply(global: &GlobalArgs, args: ApplyArgs) -> Result<ExitCode> {
             }
         );
         if report.number.is_some() && count(&report, ApplyResult::Applied) > 0 {
-            crate::note!(
+            note!(
                 "airlock: 'airlock revert {}' takes it back out",
                 args.session
             );
@@ -144,7 +145,7 @@ pub fn revert(global: &GlobalArgs, args: RevertArgs) -> Result<ExitCode> {
     }
     print_items(&report.items);
     let skipped = report.skipped();
-    crate::note!(
+    note!(
         "airlock: reverted apply {} of session {}: {} paths restored{}",
         report.number.unwrap_or(0),
         report.session,

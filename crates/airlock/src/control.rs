@@ -1,5 +1,6 @@
 //! `airlock kill`, `pause`, `resume`, `disable`, `enable`, `status`.
 
+use airlock_jail::note;
 use std::process::ExitCode;
 
 use anyhow::Result;
@@ -66,7 +67,7 @@ fn report(verb: &str, action: &str, acted: &[Acted], json: bool) -> ExitCode {
         }
     }
     if acted.is_empty() {
-        crate::note!("airlock: no sandbox is running");
+        note!("airlock: no sandbox is running");
     }
     code
 }
@@ -101,8 +102,8 @@ pub fn disable(global: &GlobalArgs, args: DisableArgs) -> Result<ExitCode> {
     }
     let acted = control::disable(&state, args.profile.as_deref(), &args.reason)?;
     match &args.profile {
-        Some(name) => crate::note!("airlock: disabled for profile {name}: every run of it is refused until 'airlock enable --profile {name}'"),
-        None => crate::note!("airlock: disabled: every run is refused until 'airlock enable'"),
+        Some(name) => note!("airlock: disabled for profile {name}: every run of it is refused until 'airlock enable --profile {name}'"),
+        None => note!("airlock: disabled: every run is refused until 'airlock enable'"),
     }
     Ok(report("killed", "kill", &acted, args.json))
 }
@@ -116,15 +117,15 @@ pub fn enable(global: &GlobalArgs, args: EnableArgs) -> Result<ExitCode> {
     if !was_on {
         match args.profile.as_deref() {
             Some(name) => {
-                crate::note!("airlock: profile {name} was not disabled (its own switch was off)")
+                note!("airlock: profile {name} was not disabled (its own switch was off)")
             }
-            None => crate::note!("airlock: the switch for everything was not on"),
+            None => note!("airlock: the switch for everything was not on"),
         }
     }
     control::enable(&state, args.profile.as_deref())?;
     let still = control::check_enabled(&state, args.profile.as_deref().unwrap_or(""));
     if let Err(still) = &still {
-        crate::note!("airlock: enabled; but another switch is still on: {still}");
+        note!("airlock: enabled; but another switch is still on: {still}");
     }
     if args.json {
         println!(

@@ -1,5 +1,6 @@
 //! `airlock diff`: a session's change set as a git patch, a summary, or JSON.
 
+use airlock_jail::note;
 use std::io::{self, IsTerminal, Write};
 use std::process::{Command, ExitCode, Stdio};
 
@@ -151,7 +152,7 @@ pub fn diff(global: &GlobalArgs, args: DiffArgs) -> Result<ExitCode> {
     let state = state_dir(global)?;
     let mut session = Session::find(&state, &args.session)?;
     let read = read_changes(&mut session, &|s: &Session| {
-        crate::note!(
+        note!(
             "airlock: session {} is busy with a run; waiting for it to end…",
             s.id
         )
@@ -194,7 +195,7 @@ pub fn diff(global: &GlobalArgs, args: DiffArgs) -> Result<ExitCode> {
     } else {
         let inexpressible = patch::write_patch(&mut text, roots, &set.changes)?;
         for change in inexpressible {
-            crate::note!(
+            note!(
                 "airlock: {}: a {} cannot be expressed in a git patch; see 'airlock diff --json'",
                 change.path.display(),
                 kind_name(&change)

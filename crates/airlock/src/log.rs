@@ -1,5 +1,6 @@
 //! `airlock log` and `airlock log verify`.
 
+use airlock_jail::note;
 use std::io::Write;
 use std::process::ExitCode;
 use std::time::SystemTime;
@@ -194,7 +195,7 @@ pub fn log(global: &GlobalArgs, args: LogArgs) -> Result<ExitCode> {
                 })
             );
         } else if let Some(problem) = &verdict.problem {
-            crate::note!(
+            note!(
                 "airlock: {}: BROKEN after {} intact records: {problem}",
                 log.path().display(),
                 verdict.records

@@ -1,15 +1,7 @@
 //! The airlock command line: parse, call the core, print, exit with a code that means something.
 #![forbid(unsafe_code)]
 
-/// `eprintln!` that cannot panic: a message to a stderr that is gone (closed, full) is lost,
-/// and airlock goes on to its exit status.
-macro_rules! note {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($arg)*);
-    }};
-}
-pub(crate) use note;
+use airlock_jail::note;
 
 mod apply;
 mod check;
@@ -94,7 +86,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(err) => {
-            crate::note!("airlock: error: {}", message(&err));
+            note!("airlock: error: {}", message(&err));
             if json {
                 println!(
                     "{}",
@@ -133,7 +125,7 @@ fn man(dir: &std::path::Path) -> anyhow::Result<ExitCode> {
         std::fs::write(&path, page).with_context(|| format!("cannot write {}", path.display()))?;
         written += 1;
     }
-    crate::note!(
+    note!(
         "airlock: wrote {written} manual pages into {}",
         dir.display()
     );

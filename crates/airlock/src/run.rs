@@ -1,5 +1,6 @@
 //! `airlock run`.
 
+use airlock_jail::note;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -144,7 +145,7 @@ pub fn describe_profile(profile: &ProfileRef) -> String {
 }
 
 fn tell_busy(session: &Session) {
-    crate::note!(
+    note!(
         "airlock: session {} is busy with another run; waiting for it to end…",
         session.id
     );
@@ -217,27 +218,25 @@ pub fn run(global: &GlobalArgs, args: RunArgs) -> Result<ExitCode> {
     let keep = request.keep && request.session.is_none();
     let report = airlock_core::run(request)?;
     if let Some(error) = &report.audit_error {
-        crate::note!(
-            "airlock: warning: the run's result could not be written to the audit log: {error}"
-        );
+        note!("airlock: warning: the run's result could not be written to the audit log: {error}");
     }
     if report.output_dropped > 0 {
-        crate::note!(
+        note!(
             "airlock: the output limit was reached: {} bytes were dropped (raise [limits] output in the profile)",
             report.output_dropped
         );
     }
     if let (true, Some(id)) = (keep, &report.session_id) {
-        crate::note!("airlock: session {id} kept: 'airlock diff {id}' shows its changes");
+        note!("airlock: session {id} kept: 'airlock diff {id}' shows its changes");
     }
     if report.oom_kills > 0 {
-        crate::note!(
+        note!(
             "airlock: the memory limit was reached: the kernel killed {} process(es) of the sandbox (raise [limits] memory in the profile)",
             report.oom_kills
         );
     }
     if let Some(why) = &report.killed_by_switch {
-        crate::note!("airlock: the sandbox was killed ({why})");
+        note!("airlock: the sandbox was killed ({why})");
     }
     // A reader that went away (EPIPE) is a closed pipe to the command too, as in a plain
     // pipeline: nothing to say. Output lost otherwise (a full disk) is airlock's failure to
@@ -246,7 +245,7 @@ pub fn run(global: &GlobalArgs, args: RunArgs) -> Result<ExitCode> {
     for (stream, errno) in &report.output_failures {
         if *errno != nix::errno::Errno::EPIPE {
             undelivered = true;
-            crate::note!(
+            note!(
                 "airlock: the command's {stream} could not be written ({errno}); its pipe was closed"
             );
         }
@@ -257,7 +256,7 @@ pub fn run(global: &GlobalArgs, args: RunArgs) -> Result<ExitCode> {
             ExitCode::from(u8::try_from(code).unwrap_or(crate::EXIT_AIRLOCK_ERROR))
         }
         Outcome::TimedOut => {
-            crate::note!("airlock: the command passed its time limit; every process of the sandbox was killed");
+            note!("airlock: the command passed its time limit; every process of the sandbox was killed");
             ExitCode::from(EXIT_TIMED_OUT)
         }
     })

@@ -1,5 +1,6 @@
 //! `airlock session new`, `airlock sessions`, `airlock discard`, `airlock gc`.
 
+use airlock_jail::note;
 use std::process::ExitCode;
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -98,7 +99,7 @@ pub fn list(global: &GlobalArgs, args: SessionsArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     if listed.is_empty() {
-        crate::note!(
+        note!(
             "no sessions in {} — 'airlock session new' starts one",
             state.display()
         );
@@ -159,7 +160,7 @@ pub fn list(global: &GlobalArgs, args: SessionsArgs) -> Result<ExitCode> {
 pub fn discard(global: &GlobalArgs, args: DiscardArgs) -> Result<ExitCode> {
     let state = state_dir(global)?;
     let session = airlock_core::discard_session(&state, &args.session, &|s: &Session| {
-        crate::note!(
+        note!(
             "airlock: session {} is busy with a run; waiting for it to end…",
             s.id
         )
@@ -170,7 +171,7 @@ pub fn discard(global: &GlobalArgs, args: DiscardArgs) -> Result<ExitCode> {
             serde_json::json!({ "session": session.id, "discarded": true })
         );
     }
-    crate::note!(
+    note!(
         "airlock: session {} discarded; its changes are gone (the host workspace was not touched)",
         session.id
     );
@@ -254,6 +255,6 @@ pub fn gc(global: &GlobalArgs, args: GcArgs) -> Result<ExitCode> {
                 .with_context(|| format!("cannot remove session {id}"))?;
         }
     }
-    crate::note!("airlock: {verb} {count} discarded or applied session(s)");
+    note!("airlock: {verb} {count} discarded or applied session(s)");
     Ok(ExitCode::SUCCESS)
 }

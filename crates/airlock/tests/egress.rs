@@ -98,21 +98,40 @@ fn certificate(dir: &std::path::Path) {
 }
 
 fn run_python(w: &World, profile: &str, script: &str) -> std::process::Output {
-    w.airlock()
-        .args([
-            "run",
-            "--profile-file",
-            profile,
-            "--resolve",
-            "allowed.test=127.0.0.1",
-            "--resolve",
-            "denied.test=127.0.0.1",
-            "--workspace",
-        ])
+    run_python_resolving(
+        w,
+        profile,
+        &["allowed.test=127.0.0.1", "denied.test=127.0.0.1"],
+        script,
+    )
+}
+
+/// `script` in python3 inside, with `profile` and these `--resolve NAME=IP` entries.
+fn run_python_resolving(
+    w: &World,
+    profile: &str,
+    resolves: &[&str],
+    script: &str,
+) -> std::process::Output {
+    let mut airlock = w.airlock();
+    airlock.args(["run", "--profile-file", profile]);
+    for entry in resolves {
+        airlock.args(["--resolve", entry]);
+    }
+    airlock
+        .arg("--workspace")
         .arg(&w.workspace)
         .args(["--", "/usr/bin/python3", "-c", script])
         .output()
         .unwrap()
+}
+
+/// `script` in python3 as the identity under test, without airlock.
+fn python_outside(w: &World, script: &str) -> std::process::Output {
+    w.outside(&format!(
+        "/usr/bin/python3 -c '{}'",
+        script.replace('\'', "'\\''")
+    ))
 }
 
 /// Python that prints "LABEL REACHED …" or "LABEL blocked …" for each `attempt(LABEL, f)`.
@@ -761,10 +780,7 @@ except Exception as e: print("second", "closed", type(e).__name__)
             )
         };
         // Without airlock the server answers both.
-        let outside = w.outside(&format!(
-            "/usr/bin/python3 -c '{}'",
-            script("127.0.0.1").replace('\'', "'\\''")
-        ));
+        let outside = python_outside(w, &script("127.0.0.1"));
         assert!(
             stdout(&outside).contains("second answered"),
             "{}{}",
@@ -879,20 +895,7 @@ def short_sockaddr():
 attempt("short-sockaddr", short_sockaddr)
 "#
     );
-    let out = w
-        .airlock()
-        .args([
-            "run",
-            "--profile-file",
-            &profile,
-            "--resolve",
-            "v6.test=::1",
-            "--workspace",
-        ])
-        .arg(&w.workspace)
-        .args(["--", "/usr/bin/python3", "-c", &script])
-        .output()
-        .unwrap();
+    let out = run_python_resolving(w, &profile, &["v6.test=::1"], &script);
     let said = ran(&out);
     assert!(
         said.contains("by-name REACHED b'hello over v6'"),
@@ -1006,10 +1009,7 @@ print("declined", b"served allowed.test" in first, "SERVED-DENIED" if b"served d
             )
         };
         // Without airlock the declined upgrade lets the later request through.
-        let outside = w.outside(&format!(
-            "/usr/bin/python3 -c '{}'",
-            script("127.0.0.1").replace('\'', "'\\''")
-        ));
+        let outside = python_outside(w, &script("127.0.0.1"));
         assert!(
             stdout(&outside).contains("declined True SERVED-DENIED"),
             "{}{}",
