@@ -572,6 +572,9 @@ pub fn run(request: RunRequest) -> Result<RunReport, RunError> {
     }
     let mut gate_log = None;
     let mut killed_by_switch = None;
+    // Once its command has ended, the sandbox is reaped as late as it can be: the kernel tears
+    // its namespaces down meanwhile, in parallel with the bookkeeping below.
+    let mut ending = None;
     let result = spawned.and_then(|mut sandbox| {
         if let Some(gate) = sandbox.take_gate() {
             gate_log = Some(start_gate(
@@ -601,32 +604,58 @@ pub fn run(request: RunRequest) -> Result<RunReport, RunError> {
                 killed_by_switch = registration
                     .as_ref()
                     .and_then(crate::control::Registration::killed_by_switch);
+                ending = Some(sandbox);
                 finished
             }
             // A run the kill switch cannot reach does not go on.
             Err(err) => {
                 sandbox.kill();
                 let _ = sandbox.wait();
+                sandbox.reap();
                 Err(airlock_jail::JailError::Invalid(format!(
                     "the run could not be listed for the kill switch, so it was stopped: {err}"
                 )))
             }
         }
     });
+    // The gate's last events, and a session's layer, are only complete once no process of the
+    // sandbox is left.
+    if gate_log.is_some() || session.is_some() {
+        if let Some(sandbox) = ending.take() {
+            sandbox.reap();
+        }
+    }
     if let Some(gate_log) = &gate_log {
         gate_log.flush();
     }
-    let usage = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN).ok();
+    let reported = result.as_ref().ok().and_then(|finished| finished.usage);
+    let usage = match reported {
+        Some(usage) => Some(usage),
+        // Pid 1 had no word (killed, timed out): once reaped, it is among our children.
+        None => {
+            if let Some(sandbox) = ending.take() {
+                sandbox.reap();
+            }
+            nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN)
+                .ok()
+                .map(|u| {
+                    let time = |t: nix::sys::time::TimeVal| {
+                        Duration::from_micros((t.tv_sec() * 1_000_000 + t.tv_usec()).max(0) as u64)
+                    };
+                    airlock_jail::Usage {
+                        cpu: time(u.user_time()) + time(u.system_time()),
+                        max_rss_bytes: u.max_rss().max(0) as u64 * 1024,
+                    }
+                })
+        }
+    };
     let mut fields = serde_json::json!({
         "session": session_id,
         "profile": profile.name,
         "duration_ms": clock.elapsed().as_millis() as u64,
-        "cpu_ms": usage.map(|u| {
-            let ms = |t: nix::sys::time::TimeVal| t.tv_sec() * 1000 + t.tv_usec() / 1000;
-            ms(u.user_time()) + ms(u.system_time())
-        }),
-        // ru_maxrss: the largest single process of the run (KiB).
-        "peak_rss_bytes": usage.map(|u| u.max_rss() as u64 * 1024),
+        "cpu_ms": usage.map(|u| u.cpu.as_millis() as u64),
+        // The largest single process of the run.
+        "peak_rss_bytes": usage.map(|u| u.max_rss_bytes),
     });
     match &result {
         Ok(finished) => {
@@ -680,6 +709,12 @@ pub fn run(request: RunRequest) -> Result<RunReport, RunError> {
     let audit_error = crate::audit::append_deferred(&audit, "run.result", fields)
         .err()
         .map(|e| e.to_string());
+    // The run leaves the registry of running sandboxes once its result is written, then returns
+    // only when nothing of the sandbox remains.
+    drop(registration);
+    if let Some(sandbox) = ending.take() {
+        sandbox.reap();
+    }
     if let Some(mut session) = session {
         if throwaway {
             // The layer of a throwaway session is garbage whatever happened; a failure to delete

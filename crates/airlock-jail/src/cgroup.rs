@@ -260,8 +260,9 @@ impl RunCgroup {
 
     /// Remove the run's cgroups. The kernel refuses while a process is still in one; every process
     /// of the sandbox is dead once its pid 1 is reaped, but their exit may lag by a moment.
-    pub fn remove(self) {
-        for dir in &self.dirs {
+    pub fn remove(mut self) {
+        // Taken, so that the drop that follows has nothing left to try.
+        for dir in &std::mem::take(&mut self.dirs) {
             for _ in 0..100 {
                 if fs::remove_dir(dir).is_ok() || !dir.exists() {
                     break;

@@ -3,14 +3,19 @@
 //! no daemon outlives the run.
 
 use std::ffi::{CString, OsStr, OsString};
+use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+use std::time::Duration;
 
 use nix::errno::Errno;
+use nix::sys::resource::UsageWho;
 use nix::sys::signal::{kill, SigSet, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::{chdir, Pid};
 
+use crate::inside::ExitReport;
+use crate::launch::Usage;
 use crate::spec::SandboxSpec;
 use crate::sys::spawn_in_new_session;
 
@@ -33,7 +38,7 @@ pub(crate) fn forwarded_set() -> SigSet {
     set
 }
 
-pub(crate) fn run_command(spec: &SandboxSpec) -> ! {
+pub(crate) fn run_command(spec: &SandboxSpec, report: OwnedFd) -> ! {
     let mut waited = forwarded_set();
     waited.add(Signal::SIGCHLD);
     // Blocked signals stay pending until sigwait picks them up, so none is lost between the spawn
@@ -51,9 +56,9 @@ pub(crate) fn run_command(spec: &SandboxSpec) -> ! {
         }
         loop {
             match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
-                Ok(WaitStatus::Exited(pid, code)) if pid == command => std::process::exit(code),
+                Ok(WaitStatus::Exited(pid, code)) if pid == command => exit_reporting(code, report),
                 Ok(WaitStatus::Signaled(pid, sig, _)) if pid == command => {
-                    std::process::exit(128 + sig as i32)
+                    exit_reporting(128 + sig as i32, report)
                 }
                 Ok(WaitStatus::StillAlive) | Err(Errno::ECHILD) => break,
                 Ok(_) => continue,
@@ -61,6 +66,31 @@ pub(crate) fn run_command(spec: &SandboxSpec) -> ! {
             }
         }
     }
+}
+
+/// Tell the supervisor how the command ended and what its processes used, then exit with its
+/// status. The kernel kills whatever is left in the sandbox as this process exits; the
+/// supervisor still waits for that before it returns, but need not wait to learn the status.
+fn exit_reporting(code: i32, report: OwnedFd) -> ! {
+    let usage = nix::sys::resource::getrusage(UsageWho::RUSAGE_CHILDREN)
+        .map(|u| {
+            let time = |t: nix::sys::time::TimeVal| {
+                Duration::from_secs(t.tv_sec().max(0) as u64)
+                    + Duration::from_micros(t.tv_usec().max(0) as u64)
+            };
+            Usage {
+                cpu: time(u.user_time()) + time(u.system_time()),
+                // ru_maxrss is in KiB: the largest single process that was reaped.
+                max_rss_bytes: (u.max_rss().max(0) as u64) * 1024,
+            }
+        })
+        .unwrap_or_default();
+    // The supervisor reads the command's output to its end before it goes on; pid 1's own
+    // copies of the pipes would otherwise last until the kernel's teardown.
+    let _ = crate::sys::close_stdio();
+    // A supervisor that is gone cannot be told; it would see the exit status anyway.
+    let _ = nix::unistd::write(&report, &ExitReport { code, usage }.encode());
+    std::process::exit(code)
 }
 
 /// Start the command, found as a shell would find it, or exit as a shell would when it cannot:

@@ -36,6 +36,50 @@ pub(crate) const MSG_START: u8 = b's';
 /// socket and the seccomp listener.
 pub(crate) const MSG_GATE: u8 = b'G';
 
+/// From pid 1 on the report pipe, once the command has ended and just before pid 1 exits: an
+/// [`ExitReport`]. The supervisor then does its own bookkeeping while the kernel tears down the
+/// sandbox's namespaces, instead of after.
+pub(crate) const MSG_EXITED: u8 = b'X';
+
+/// What pid 1 reports when the command has ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ExitReport {
+    /// The command's exit code, or 128+N when signal N killed it.
+    pub code: i32,
+    pub usage: crate::launch::Usage,
+}
+
+impl ExitReport {
+    /// One pipe write, well below PIPE_BUF, so it arrives whole or not at all.
+    pub(crate) const LEN: usize = 1 + 4 + 8 + 8;
+
+    pub(crate) fn encode(&self) -> [u8; Self::LEN] {
+        let mut bytes = [0u8; Self::LEN];
+        bytes[0] = MSG_EXITED;
+        bytes[1..5].copy_from_slice(&self.code.to_le_bytes());
+        let cpu = u64::try_from(self.usage.cpu.as_micros()).unwrap_or(u64::MAX);
+        bytes[5..13].copy_from_slice(&cpu.to_le_bytes());
+        bytes[13..21].copy_from_slice(&self.usage.max_rss_bytes.to_le_bytes());
+        bytes
+    }
+
+    pub(crate) fn decode(bytes: &[u8]) -> Option<ExitReport> {
+        if bytes.len() != Self::LEN || bytes[0] != MSG_EXITED {
+            return None;
+        }
+        let word = |range: std::ops::Range<usize>| -> Option<u64> {
+            Some(u64::from_le_bytes(bytes.get(range)?.try_into().ok()?))
+        };
+        Some(ExitReport {
+            code: i32::from_le_bytes(bytes[1..5].try_into().ok()?),
+            usage: crate::launch::Usage {
+                cpu: std::time::Duration::from_micros(word(5..13)?),
+                max_rss_bytes: word(13..21)?,
+            },
+        })
+    }
+}
+
 /// How the setup process talks to the supervisor.
 pub(crate) struct SetupChannel {
     /// From the supervisor: a SOCK_SEQPACKET socket, one message per token, fds attached.
@@ -132,7 +176,12 @@ pub(crate) struct SetupMode<'a> {
 pub(crate) fn run(spec: &SandboxSpec, mut channel: SetupChannel, mode: &SetupMode) -> ! {
     let result = setup(spec, &mut channel, mode);
     match result {
-        Ok(()) => init::run_command(spec),
+        Ok(()) => {
+            let SetupChannel { control, report } = channel;
+            // Already closed, with every other inherited descriptor, at the end of setup.
+            std::mem::forget(control);
+            init::run_command(spec, report)
+        }
         Err(err) => {
             let mut message = vec![MSG_ERROR];
             message.extend_from_slice(err.to_string().as_bytes());
@@ -272,7 +321,10 @@ fn setup(spec: &SandboxSpec, channel: &mut SetupChannel, mode: &SetupMode) -> Re
     // The supervisor may still refuse (its audit record is not on disk yet, say): nothing of the
     // command runs before it says so.
     channel.receive(MSG_START)?;
-    sys::close_fds_from(3).during("close inherited file descriptors", UNEXPECTED)?;
+    // Except the report pipe, which pid 1 keeps to report the command's end (close-on-exec, so
+    // the command never holds it; pid 1 is not dumpable, so its /proc/1/fd is out of reach).
+    sys::close_fds_from_except(3, &[channel.report.as_raw_fd()])
+        .during("close inherited file descriptors", UNEXPECTED)?;
     Ok(())
 }
 
@@ -292,4 +344,25 @@ fn owned_fd(raw: RawFd) -> OwnedFd {
     // SAFETY: `raw` was installed in this process by recvmsg a moment ago and is referenced by
     // nothing else, so this is its only owner.
     unsafe { OwnedFd::from_raw_fd(raw) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_exit_report_survives_the_pipe_and_nothing_else_passes_for_one() {
+        let report = ExitReport {
+            code: 137,
+            usage: crate::launch::Usage {
+                cpu: std::time::Duration::from_micros(1_234_567),
+                max_rss_bytes: 96 << 20,
+            },
+        };
+        let bytes = report.encode();
+        assert_eq!(ExitReport::decode(&bytes), Some(report));
+        assert_eq!(ExitReport::decode(&bytes[..ExitReport::LEN - 1]), None);
+        assert_eq!(ExitReport::decode(&[MSG_READY; ExitReport::LEN]), None);
+        assert_eq!(ExitReport::decode(&[]), None);
+    }
 }

@@ -21,8 +21,8 @@ use crate::error::{JailError, PathContext, Result, SyscallContext, UNEXPECTED};
 use crate::idmap::{self, HelperNamespace};
 use crate::init::forwarded_set;
 use crate::inside::{
-    self, SetupChannel, SetupMode, MSG_CGROUP, MSG_ERROR, MSG_GATE, MSG_GO, MSG_NAMESPACES,
-    MSG_READY, MSG_START,
+    self, ExitReport, SetupChannel, SetupMode, MSG_CGROUP, MSG_ERROR, MSG_GATE, MSG_GO,
+    MSG_NAMESPACES, MSG_READY, MSG_START,
 };
 use crate::output::{OutputRelay, Wait};
 use crate::probe;
@@ -55,6 +55,16 @@ pub fn memory_layer_supported() -> bool {
     (major, minor) >= (6, 6)
 }
 
+/// What the command's processes used, as pid 1 saw when the command ended: its own and those of
+/// the processes pid 1 had reaped by then.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// User and system CPU time together.
+    pub cpu: std::time::Duration,
+    /// The largest single process (its peak resident set).
+    pub max_rss_bytes: u64,
+}
+
 /// How a run ended, and what was held back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Finished {
@@ -66,12 +76,23 @@ pub struct Finished {
     /// From the run's memory cgroup, when it had one: the most memory it held at once, and how
     /// many processes the kernel killed for reaching its limit.
     pub memory: Option<crate::cgroup::MemoryStats>,
+    /// From pid 1's report. None when pid 1 ended without one (killed, timed out): the caller's
+    /// own count of its children's usage has it once the sandbox is reaped.
+    pub usage: Option<Usage>,
 }
 
-/// A started sandbox; [`Sandbox::wait`] must be called to reap it.
+/// A started sandbox. [`Sandbox::wait`] learns how its command ended; dropping it (or
+/// [`Sandbox::reap`]) kills whatever is left, waits until nothing of it remains, and removes its
+/// cgroup.
 pub struct Sandbox {
     pid: Pid,
     pidfd: OwnedFd,
+    /// After the launch: where pid 1 reports the command's end (see [`crate::inside::MSG_EXITED`]).
+    report: Option<std::fs::File>,
+    /// Pid 1 reported the command's end, and is exiting by itself.
+    ended: bool,
+    /// Pid 1 has been waited for: its pid is no longer ours to signal.
+    reaped: bool,
     signals: SignalFd,
     cgroup: Option<RunCgroup>,
     /// Root only: their helper processes are reaped after the run, off the launch's path.
@@ -200,6 +221,9 @@ pub fn spawn(
     let mut sandbox = Sandbox {
         pid,
         pidfd,
+        report: None,
+        ended: false,
+        reaped: false,
         signals,
         cgroup: None,
         helper_namespaces,
@@ -219,11 +243,8 @@ pub fn spawn(
     ) {
         Ok(()) => Ok(sandbox),
         Err(err) => {
-            sandbox.kill();
-            let _ = waitpid(sandbox.pid, None);
-            if let Some(group) = sandbox.cgroup.take() {
-                group.remove();
-            }
+            // Its drop kills it, reaps it and removes its cgroup.
+            drop(sandbox);
             Err(err)
         }
     }
@@ -317,7 +338,9 @@ fn handshake(
                 }
             }
         }
-        return send(&control, MSG_START, &[]);
+        send(&control, MSG_START, &[])?;
+        sandbox.report = Some(report);
+        return Ok(());
     };
     // Kill it first: a setup process still waiting for us would never report.
     sandbox.kill();
@@ -423,9 +446,17 @@ impl Sandbox {
         }
     }
 
-    /// Forward signals, enforce the wall-clock limit, and reap the sandbox.
-    pub fn wait(mut self) -> Result<Finished> {
+    /// Forward signals and enforce the wall-clock limit until the command has ended: until pid 1
+    /// reports it, just before it exits, or until pid 1 is gone. The sandbox may still be
+    /// exiting when this returns (the kernel tears its namespaces down as pid 1 exits); its
+    /// drop waits for that.
+    pub fn wait(&mut self) -> Result<Finished> {
+        // Their namespaces are in use by now; the helper processes are not needed any more.
+        for namespace in &mut self.helper_namespaces {
+            namespace.reap();
+        }
         let mut timed_out = false;
+        let mut report: Option<ExitReport> = None;
         // Interrupts (INT, TERM, HUP) are the command's to handle, once: the second one kills
         // the sandbox, as a command that ignores them (or a paused one) would never end.
         let mut interrupts = 0;
@@ -443,7 +474,7 @@ impl Sandbox {
                 }
                 None => PollTimeout::NONE,
             };
-            let (exited, signalled, ready) = {
+            let (exited, signalled, reported, ready) = {
                 let waits = self
                     .output
                     .as_ref()
@@ -453,6 +484,11 @@ impl Sandbox {
                     PollFd::new(self.pidfd.as_fd(), PollFlags::POLLIN),
                     PollFd::new(self.signals.as_fd(), PollFlags::POLLIN),
                 ];
+                // Without a report pipe, a stand-in that is never ready keeps the indices fixed.
+                fds.push(match &self.report {
+                    Some(pipe) => PollFd::new(pipe.as_fd(), PollFlags::POLLIN),
+                    None => PollFd::new(self.pidfd.as_fd(), PollFlags::empty()),
+                });
                 fds.extend(waits.iter().map(|(_, fd, flags)| PollFd::new(*fd, *flags)));
                 match poll(&mut fds, timeout) {
                     Err(nix::errno::Errno::EINTR) => continue,
@@ -468,15 +504,27 @@ impl Sandbox {
                 let has = |fd: &PollFd| fd.revents().is_some_and(|r| !r.is_empty());
                 let ready: Vec<Wait> = waits
                     .iter()
-                    .zip(&fds[2..])
+                    .zip(&fds[3..])
                     .filter(|(_, fd)| has(fd))
                     .map(|((wait, _, _), _)| *wait)
                     .collect();
-                (has(&fds[0]), has(&fds[1]), ready)
+                (
+                    has(&fds[0]),
+                    has(&fds[1]),
+                    self.report.is_some() && has(&fds[2]),
+                    ready,
+                )
             };
             if let Some(relay) = &mut self.output {
                 for wait in ready {
                     relay.on_ready(wait);
+                }
+            }
+            if reported {
+                report = self.read_exit_report();
+                if report.is_some() {
+                    self.ended = true;
+                    break;
                 }
             }
             if signalled {
@@ -498,29 +546,23 @@ impl Sandbox {
                 break;
             }
         }
-        let status = loop {
-            match waitpid(self.pid, None) {
-                Err(nix::errno::Errno::EINTR) => continue,
-                other => break other,
-            }
+        // Without a report (pid 1 was killed, or the time ran out), its exit status says.
+        let status = match report {
+            Some(_) => None,
+            None => Some(self.reap_pid1()),
         };
         let memory = self.cgroup.as_ref().map(|group| group.memory_stats());
-        if let Some(group) = self.cgroup.take() {
-            group.remove();
-        }
-        for namespace in &mut self.helper_namespaces {
-            namespace.reap();
-        }
-        // Every process of the sandbox is gone with its pid 1, so the pipes end here.
+        // The pipes end when every process of the sandbox has closed them, which each does as it
+        // exits: before the kernel's teardown of the namespaces, so this does not wait for it.
         let (output_dropped, output_failures) =
             self.output.as_mut().map_or((0, Vec::new()), |relay| {
                 relay.drain();
                 (relay.dropped(), relay.failures())
             });
-        let outcome = if timed_out {
-            Outcome::TimedOut
-        } else {
-            match status.during("reap the sandbox", UNEXPECTED)? {
+        let outcome = match (timed_out, report, status) {
+            (true, _, _) => Outcome::TimedOut,
+            (false, Some(report), _) => Outcome::Exited(report.code),
+            (false, None, Some(status)) => match status.during("reap the sandbox", UNEXPECTED)? {
                 WaitStatus::Exited(_, code) => Outcome::Exited(code),
                 WaitStatus::Signaled(_, sig, _) => Outcome::Exited(128 + sig as i32),
                 other => {
@@ -528,13 +570,68 @@ impl Sandbox {
                         "unexpected wait status {other:?}"
                     )))
                 }
-            }
+            },
+            (false, None, None) => return Err(JailError::Inside("no exit status".into())),
         };
         Ok(Finished {
             outcome,
             output_dropped,
             output_failures,
             memory,
+            usage: report.map(|report| report.usage),
         })
+    }
+
+    /// Pid 1's report of the command's end, if that is what the pipe holds. End of file (pid 1
+    /// died without one) or anything else closes the pipe: its exit status will say.
+    fn read_exit_report(&mut self) -> Option<ExitReport> {
+        let pipe = self.report.as_mut()?;
+        let mut bytes = [0u8; ExitReport::LEN + 1];
+        let n = loop {
+            match pipe.read(&mut bytes) {
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                other => break other.unwrap_or(0),
+            }
+        };
+        let report = ExitReport::decode(&bytes[..n]);
+        if report.is_none() {
+            self.report = None;
+        }
+        report
+    }
+
+    /// Wait for pid 1 to be gone: every process of the sandbox is dead then (the kernel kills
+    /// the rest of a pid namespace with its pid 1) and its namespaces are torn down.
+    fn reap_pid1(&mut self) -> nix::Result<WaitStatus> {
+        let status = loop {
+            match waitpid(self.pid, None) {
+                Err(nix::errno::Errno::EINTR) => continue,
+                other => break other,
+            }
+        };
+        self.reaped = true;
+        status
+    }
+
+    /// Wait until nothing of the sandbox remains and remove its cgroup (what dropping it does;
+    /// this names the moment).
+    pub fn reap(self) {}
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        if !self.reaped {
+            // Dropped before its command ended: nothing of it may outlive the run.
+            if !self.ended {
+                self.kill();
+            }
+            let _ = self.reap_pid1();
+        }
+        if let Some(group) = self.cgroup.take() {
+            group.remove();
+        }
+        for namespace in &mut self.helper_namespaces {
+            namespace.reap();
+        }
     }
 }

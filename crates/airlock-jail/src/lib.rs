@@ -38,5 +38,5 @@ mod spec;
 mod sys;
 
 pub use error::{JailError, Result};
-pub use launch::{memory_layer_supported, spawn, Finished, Gate, Outcome, Sandbox};
+pub use launch::{memory_layer_supported, spawn, Finished, Gate, Outcome, Sandbox, Usage};
 pub use spec::{Bind, Degraded, IdMapping, Layer, OverlayWorkspace, ResourceLimits, SandboxSpec};

@@ -2,7 +2,7 @@
 //! in this crate, and most of them in this file.
 
 use std::ffi::CString;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
@@ -159,6 +159,34 @@ pub(crate) fn close_fds_from(first: u32) -> nix::Result<()> {
     // the point. Rust objects owning closed fds are not used after this call in the child.
     let ret = unsafe { libc::syscall(libc::SYS_close_range, first, u32::MAX, 0u32) };
     Errno::result(ret).map(drop)
+}
+
+/// Close stdin, stdout and stderr now, rather than at exit, where the kernel releases open files
+/// only after it has torn down the process's namespaces (a reader of a pipe would wait for that).
+pub(crate) fn close_stdio() -> nix::Result<()> {
+    // SAFETY: close_range takes only integers; the caller writes nothing to fds 0-2 afterwards.
+    let ret = unsafe { libc::syscall(libc::SYS_close_range, 0u32, 2u32, 0u32) };
+    Errno::result(ret).map(drop)
+}
+
+/// Close every fd from `first` up except those in `keep`.
+pub(crate) fn close_fds_from_except(first: u32, keep: &[RawFd]) -> nix::Result<()> {
+    let mut kept: Vec<u32> = keep
+        .iter()
+        .map(|fd| u32::try_from(*fd).map_err(|_| Errno::EBADF))
+        .collect::<nix::Result<_>>()?;
+    kept.retain(|fd| *fd >= first);
+    kept.sort_unstable();
+    let mut from = first;
+    for fd in kept {
+        if fd > from {
+            // SAFETY: as in close_fds_from; the range ends just below a kept fd.
+            let ret = unsafe { libc::syscall(libc::SYS_close_range, from, fd - 1, 0u32) };
+            Errno::result(ret)?;
+        }
+        from = fd + 1;
+    }
+    close_fds_from(from)
 }
 
 /// Bring the loopback interface of the current network namespace up.

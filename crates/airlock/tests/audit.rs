@@ -451,3 +451,54 @@ both_modes!(
         );
     }
 );
+
+both_modes!(the_result_counts_what_the_command_used, |w: &World| {
+    // The command's CPU time and its largest process, as pid 1 reports them when the command
+    // ends (a throwaway run, and a session's). Killed by the time limit, pid 1 has no word: the
+    // supervisor counts what it reaped then, which does not include the processes the kernel
+    // killed with pid 1 (it reaps them without counting).
+    let busy = "import time\nb = bytearray(96 << 20)\nb[::4096] = b'x' * len(b[::4096])\n\
+                t = time.process_time()\nwhile time.process_time() - t < 0.3: pass\n";
+    let forever = format!("{busy}while True: pass\n");
+    let profile = w.profile("[limits]\ntimeout = \"2s\"\n");
+    let ws = w.workspace.to_str().unwrap();
+    let cases: [(&[&str], &str, Option<i32>); 3] = [
+        (&["run", "--workspace", ws], busy, Some(0)),
+        (&["run", "--keep", "--workspace", ws], busy, Some(0)),
+        (
+            &["run", "--profile-file", &profile, "--workspace", ws],
+            &forever,
+            None,
+        ),
+    ];
+    for (args, program, code) in cases {
+        let out = w
+            .airlock()
+            .args(args)
+            .args(["--", "python3", "-c", program])
+            .output()
+            .unwrap();
+        if code.is_some() {
+            assert_eq!(out.status.code(), code, "{}", stderr(&out));
+        } else {
+            assert_ne!(out.status.code(), Some(0), "{}", stderr(&out));
+        }
+        let result = records(w)
+            .into_iter()
+            .rfind(|r| r["action"] == "run.result")
+            .unwrap();
+        if code.is_none() {
+            assert_eq!(result["limit"], "timeout", "{result}");
+            assert!(result["cpu_ms"].is_u64(), "{result}");
+            continue;
+        }
+        assert!(
+            result["cpu_ms"].as_u64().unwrap() >= 250,
+            "{args:?}: {result}"
+        );
+        assert!(
+            result["peak_rss_bytes"].as_u64().unwrap() >= 96 << 20,
+            "{args:?}: {result}"
+        );
+    }
+});
