@@ -93,6 +93,10 @@ pub struct Sandbox {
     ended: bool,
     /// Pid 1 has been waited for: its pid is no longer ours to signal.
     reaped: bool,
+    /// The sandbox's network namespace, held until pid 1 is reaped: the kernel frees a network
+    /// namespace on a worker thread, and this way it starts after pid 1's exit rather than
+    /// during it, where its RCU grace period would delay the teardown of the mounts by one.
+    _network: Option<OwnedFd>,
     signals: SignalFd,
     cgroup: Option<RunCgroup>,
     /// Root only: their helper processes are reaped after the run, off the launch's path.
@@ -218,10 +222,16 @@ pub fn spawn(
     // Only the sandbox may hold the write ends, or the relay would never see end of file.
     drop(output_ends);
     let pidfd = sys::pidfd_open(pid).during("watch the sandbox", "kernel >= 5.3 is required")?;
+    // Opened before the setup process is told to go on: until then it is dumpable, so ours to
+    // open. Nothing depends on it but the order of the teardown, so a failure is no error.
+    let network = std::fs::File::open(format!("/proc/{pid}/ns/net"))
+        .ok()
+        .map(OwnedFd::from);
     let mut sandbox = Sandbox {
         pid,
         pidfd,
         report: None,
+        _network: network,
         ended: false,
         reaped: false,
         signals,
