@@ -384,6 +384,8 @@ impl GateLog {
 ///
 /// Must be called while the process is single-threaded (the jail forks).
 pub fn run(request: RunRequest) -> Result<RunReport, RunError> {
+    // As root, the sandbox's network namespace is made on the other CPU while this prepares.
+    let network = airlock_jail::start_network()?;
     // Made (or checked to be ours) first, so that it can be compared by its canonical path.
     let staging = staging_dir(&request.state_dir)?;
     let state_dir = request
@@ -561,7 +563,7 @@ pub fn run(request: RunRequest) -> Result<RunReport, RunError> {
         }
         audit.sync().map_err(|e| e.to_string())
     };
-    let spawned = airlock_jail::spawn(&spec, &staging, &cache, &mut before_start);
+    let spawned = airlock_jail::spawn(&spec, &staging, &cache, network, &mut before_start);
     if let Some(err) = refusal {
         return Err(err);
     }

@@ -25,7 +25,8 @@ pub(crate) const MSG_ERROR: u8 = b'E';
 /// Messages from the supervisor, in the order they are sent.
 /// Go: id maps are written (unprivileged); start setting up.
 pub(crate) const MSG_GO: u8 = b'g';
-/// Root only: two user namespace fds, for the idmapped workspace and for the sandbox itself.
+/// Root only: two user namespace fds, for the idmapped workspace and for the sandbox itself, and
+/// the sandbox's network namespace.
 pub(crate) const MSG_NAMESPACES: u8 = b'n';
 /// When the run has a cgroup: made while we mounted. On v1 it carries the `tasks` files the setup
 /// process writes itself into; on v2 the supervisor has moved the setup process already.
@@ -201,30 +202,16 @@ fn setup(spec: &SandboxSpec, channel: &mut SetupChannel, mode: &SetupMode) -> Re
     // Unprivileged, the supervisor writes our id maps first.
     channel.receive(MSG_GO)?;
     sethostname(&spec.hostname).during("set the hostname", UNEXPECTED)?;
-    sys::loopback_up().during(
-        "bring up loopback in the sandbox's network namespace",
-        "run 'airlock check'",
-    )?;
-    // The sandbox's DNS server address, bound while this process may still bind port 53; the
-    // supervisor answers on it.
-    // And the gate's relay: a listener in this namespace that allowed connections are sent to,
-    // so that no socket of the host's namespace is ever handed into the sandbox.
-    let (dns_socket, relay) = if spec.network_gate {
-        let relay = std::net::TcpListener::bind("0.0.0.0:0")
-            .map_err(|e| JailError::Inside(format!("cannot open the network gate's relay: {e}")))?;
-        (Some(dns_socket()?), Some(relay))
-    } else {
-        (None, None)
-    };
-    let relay_port = match &relay {
-        Some(listener) => Some(
-            listener
-                .local_addr()
-                .map_err(|e| JailError::Inside(e.to_string()))?
-                .port(),
-        ),
-        None => None,
-    };
+    // Unprivileged, the network namespace came with the clone; as root, the supervisor sends one
+    // that a helper made ahead, with its loopback up.
+    if !rootful {
+        sys::loopback_up()
+            .map_err(|e| nix::errno::Errno::from_raw(e.raw_os_error()))
+            .during(
+                "bring up loopback in the sandbox's network namespace",
+                "run 'airlock check'",
+            )?;
+    }
 
     // Root mounts with its real credentials, before it enters any user namespace, so the overlay
     // can copy up files of every owner. Unprivileged, we are already in our user namespace.
@@ -250,19 +237,45 @@ fn setup(spec: &SandboxSpec, channel: &mut SetupChannel, mode: &SetupMode) -> Re
         etc: mode.etc,
     };
     rootfs::build_base(&plan)?;
-    // As root, the supervisor made our user namespaces while we mounted.
+    // As root, the supervisor made our user namespaces and network namespace while we mounted.
     let namespaces = if rootful {
         let mut fds = channel.receive(MSG_NAMESPACES)?.into_iter();
-        match (fds.next(), fds.next()) {
-            (Some(idmap), Some(sandbox)) => Some((idmap, sandbox)),
+        match (fds.next(), fds.next(), fds.next()) {
+            (Some(idmap), Some(sandbox), Some(network)) => {
+                setns(&network, CloneFlags::CLONE_NEWNET).during(
+                    "enter the sandbox's network namespace",
+                    "run 'airlock check'",
+                )?;
+                Some((idmap, sandbox))
+            }
             _ => {
                 return Err(JailError::Inside(
-                    "the supervisor sent no user namespaces".into(),
+                    "the supervisor sent no namespaces".into(),
                 ))
             }
         }
     } else {
         None
+    };
+    // The sandbox's DNS server address, bound while this process may still bind port 53; the
+    // supervisor answers on it.
+    // And the gate's relay: a listener in this namespace that allowed connections are sent to,
+    // so that no socket of the host's namespace is ever handed into the sandbox.
+    let (dns_socket, relay) = if spec.network_gate {
+        let relay = std::net::TcpListener::bind("0.0.0.0:0")
+            .map_err(|e| JailError::Inside(format!("cannot open the network gate's relay: {e}")))?;
+        (Some(dns_socket()?), Some(relay))
+    } else {
+        (None, None)
+    };
+    let relay_port = match &relay {
+        Some(listener) => Some(
+            listener
+                .local_addr()
+                .map_err(|e| JailError::Inside(e.to_string()))?
+                .port(),
+        ),
+        None => None,
     };
     rootfs::finish_and_enter(&plan, namespaces.as_ref().map(|(idmap, _)| idmap))?;
 

@@ -38,5 +38,8 @@ mod spec;
 mod sys;
 
 pub use error::{JailError, Result};
-pub use launch::{memory_layer_supported, spawn, Finished, Gate, Outcome, Sandbox, Usage};
+pub use launch::{
+    memory_layer_supported, spawn, start_network, Finished, Gate, Outcome, PendingNetwork, Sandbox,
+    Usage,
+};
 pub use spec::{Bind, Degraded, IdMapping, Layer, OverlayWorkspace, ResourceLimits, SandboxSpec};
