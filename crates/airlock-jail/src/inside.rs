@@ -168,6 +168,9 @@ pub(crate) struct SetupMode<'a> {
     pub output: Option<&'a crate::output::SandboxEnds>,
     /// airlock runs as root: mount first, then enter a user namespace.
     pub rootful: bool,
+    /// The CPUs airlock may use: the supervisor steers the setup process away from its own CPU
+    /// (see `sys::steer_away`), and the command gets them all back.
+    pub cpus: Option<nix::sched::CpuSet>,
     /// The run has a cgroup, which the supervisor makes while we mount (see [`MSG_CGROUP`]).
     /// Without one, the address space is limited with RLIMIT_AS instead of memory.
     pub has_cgroup: bool,
@@ -329,6 +332,10 @@ fn setup(spec: &SandboxSpec, channel: &mut SetupChannel, mode: &SetupMode) -> Re
     if let Some(ends) = mode.output {
         nix::unistd::dup2_stdout(&ends.stdout).during("redirect stdout", UNEXPECTED)?;
         nix::unistd::dup2_stderr(&ends.stderr).during("redirect stderr", UNEXPECTED)?;
+    }
+    if let Some(cpus) = &mode.cpus {
+        nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), cpus)
+            .during("give the sandbox every CPU airlock has", UNEXPECTED)?;
     }
     channel.send(&[MSG_READY])?;
     // The supervisor may still refuse (its audit record is not on disk yet, say): nothing of the

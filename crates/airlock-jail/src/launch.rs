@@ -221,6 +221,7 @@ pub fn spawn(
         rootful,
         output: output_ends.as_ref(),
         has_cgroup: !matches!(support, cgroup::CgroupSupport::Unavailable { .. }),
+        cpus: nix::sched::sched_getaffinity(Pid::from_raw(0)).ok(),
     };
     let pid = match clone_fork(flags).during(
         "create the sandbox namespaces",
@@ -239,6 +240,8 @@ pub fn spawn(
         }
         Forked::Parent(pid) => pid,
     };
+    // The setup process is the launch's critical path, while ours is bookkeeping.
+    sys::steer_away(pid);
     drop((control_child, report_write));
     // Only the sandbox may hold the write ends, or the relay would never see end of file.
     drop(output_ends);

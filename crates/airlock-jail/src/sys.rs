@@ -130,12 +130,30 @@ pub(crate) fn start_new_network() -> nix::Result<NewNetwork> {
             (&*fd as *const AtomicI32).cast_mut().cast(),
         )
     };
-    let pid = Errno::result(ret)?;
+    let pid = Pid::from_raw(Errno::result(ret)?);
+    steer_away(pid);
     Ok(NewNetwork {
-        pid: Pid::from_raw(pid),
+        pid,
         fd,
         _stack: stack,
     })
+}
+
+/// Let `helper` run on any allowed CPU but the one we are on. A small machine's scheduler may
+/// queue a new process behind its parent and leave the other CPU idle (it does not move a task
+/// that ran a moment ago), and the helper exists to use that other CPU. Best effort.
+pub(crate) fn steer_away(helper: Pid) {
+    use nix::sched::{sched_getaffinity, sched_getcpu, sched_setaffinity};
+    let (Ok(mut others), Ok(here)) = (sched_getaffinity(Pid::from_raw(0)), sched_getcpu()) else {
+        return;
+    };
+    if others.unset(here).is_err() {
+        return;
+    }
+    let any = (0..nix::sched::CpuSet::count()).any(|cpu| others.is_set(cpu).unwrap_or(false));
+    if any {
+        let _ = sched_setaffinity(helper, &others);
+    }
 }
 
 /// The helper's work: a new network namespace, its loopback up, and an fd that holds it.

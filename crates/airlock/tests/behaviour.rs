@@ -83,6 +83,16 @@ both_modes!(
     }
 );
 
+both_modes!(the_command_may_use_every_cpu_airlock_may, |w: &World| {
+    // The launch steers the setup process off the supervisor's CPU; the command gets them all.
+    let outside = std::process::Command::new("grep")
+        .args(["Cpus_allowed_list", "/proc/self/status"])
+        .output()
+        .unwrap();
+    let out = w.inside("grep Cpus_allowed_list /proc/self/status");
+    assert_eq!(stdout(&out), stdout(&outside), "{}", stderr(&out));
+});
+
 both_modes!(stdin_passes_through, |w: &World| {
     let mut child = w
         .airlock_sh(&[], "tr a-z A-Z")
