@@ -25,8 +25,8 @@ pub(crate) const MSG_ERROR: u8 = b'E';
 /// Messages from the supervisor, in the order they are sent.
 /// Go: id maps are written (unprivileged); start setting up.
 pub(crate) const MSG_GO: u8 = b'g';
-/// Root only: two user namespace fds, for the idmapped workspace and for the sandbox itself, and
-/// the sandbox's network namespace.
+/// The sandbox's network namespace, last; as root, first two user namespace fds, for the
+/// idmapped workspace and for the sandbox itself.
 pub(crate) const MSG_NAMESPACES: u8 = b'n';
 /// When the run has a cgroup: made while we mounted. On v1 it carries the `tasks` files the setup
 /// process writes itself into; on v2 the supervisor has moved the setup process already.
@@ -205,16 +205,6 @@ fn setup(spec: &SandboxSpec, channel: &mut SetupChannel, mode: &SetupMode) -> Re
     // Unprivileged, the supervisor writes our id maps first.
     channel.receive(MSG_GO)?;
     sethostname(&spec.hostname).during("set the hostname", UNEXPECTED)?;
-    // Unprivileged, the network namespace came with the clone; as root, the supervisor sends one
-    // that a helper made ahead, with its loopback up.
-    if !rootful {
-        sys::loopback_up()
-            .map_err(|e| nix::errno::Errno::from_raw(e.raw_os_error()))
-            .during(
-                "bring up loopback in the sandbox's network namespace",
-                "run 'airlock check'",
-            )?;
-    }
 
     // Root mounts with its real credentials, before it enters any user namespace, so the overlay
     // can copy up files of every owner. Unprivileged, we are already in our user namespace.
@@ -240,20 +230,24 @@ fn setup(spec: &SandboxSpec, channel: &mut SetupChannel, mode: &SetupMode) -> Re
         etc: mode.etc,
     };
     rootfs::build_base(&plan)?;
-    // As root, the supervisor made our user namespaces and network namespace while we mounted.
+    // The supervisor's helper made our network namespace, loopback up, while we mounted (see
+    // `sys::start_new_network`); as root it made our user namespaces too.
+    let mut fds = channel.receive(MSG_NAMESPACES)?;
+    let network = fds
+        .pop()
+        .ok_or_else(|| JailError::Inside("the supervisor sent no network namespace".into()))?;
+    setns(&network, CloneFlags::CLONE_NEWNET).during(
+        "enter the sandbox's network namespace",
+        "run 'airlock check'",
+    )?;
+    drop(network);
     let namespaces = if rootful {
-        let mut fds = channel.receive(MSG_NAMESPACES)?.into_iter();
-        match (fds.next(), fds.next(), fds.next()) {
-            (Some(idmap), Some(sandbox), Some(network)) => {
-                setns(&network, CloneFlags::CLONE_NEWNET).during(
-                    "enter the sandbox's network namespace",
-                    "run 'airlock check'",
-                )?;
-                Some((idmap, sandbox))
-            }
+        let mut fds = fds.into_iter();
+        match (fds.next(), fds.next()) {
+            (Some(idmap), Some(sandbox)) => Some((idmap, sandbox)),
             _ => {
                 return Err(JailError::Inside(
-                    "the supervisor sent no namespaces".into(),
+                    "the supervisor sent no user namespaces".into(),
                 ))
             }
         }

@@ -114,13 +114,18 @@ pub struct PendingNetwork(sys::NewNetwork);
 
 /// As root, start making the next sandbox's network namespace now, on the other CPU, while the
 /// caller prepares the run: it is the costliest step of a sandbox's setup (~0.65 ms here). None
-/// when unprivileged, where it must belong to the sandbox's own user namespace and is made with it.
+/// when unprivileged: the namespace must then belong to the sandbox's own user namespace, and
+/// [`spawn`] starts making it as soon as that exists.
 pub fn start_network() -> Result<Option<PendingNetwork>> {
     if !nix::unistd::geteuid().is_root() {
         return Ok(None);
     }
-    sys::start_new_network()
-        .map(|network| Some(PendingNetwork(network)))
+    sys::start_new_network(None)
+        .map(|network| {
+            // While the supervisor goes on preparing, on its own CPU.
+            sys::steer_away(network.pid());
+            Some(PendingNetwork(network))
+        })
         .during("start creating a network namespace", "too many processes?")
 }
 
@@ -179,14 +184,15 @@ pub fn spawn(
     let (report_read, report_write) =
         pipe2(OFlag::O_CLOEXEC).during("create a pipe", "too many open files?")?;
 
+    // The network namespace is made by a helper (see `start_network`): as root, ahead of this;
+    // unprivileged, in the setup process's user namespace once the clone has made it.
     let mut flags =
         libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS;
-    // As root, the network namespace is made by a helper (see `start_network`).
     let network = match network {
         Some(network) if rootful => Some(network),
         _ if rootful => start_network()?,
         _ => {
-            flags |= libc::CLONE_NEWUSER | libc::CLONE_NEWNET;
+            flags |= libc::CLONE_NEWUSER;
             None
         }
     };
@@ -246,19 +252,11 @@ pub fn spawn(
     // Only the sandbox may hold the write ends, or the relay would never see end of file.
     drop(output_ends);
     let pidfd = sys::pidfd_open(pid).during("watch the sandbox", "kernel >= 5.3 is required")?;
-    // Unprivileged: opened before the setup process is told to go on, while it is dumpable and
-    // so ours to open. Only the order of the teardown depends on it: a failure is no error.
-    let network_held = match &network {
-        Some(_) => None,
-        None => std::fs::File::open(format!("/proc/{pid}/ns/net"))
-            .ok()
-            .map(OwnedFd::from),
-    };
     let mut sandbox = Sandbox {
         pid,
         pidfd,
         report: None,
-        network: network_held,
+        network: None,
         ended: false,
         reaped: false,
         signals,
@@ -269,15 +267,29 @@ pub fn spawn(
         gate: None,
         deadline: spec.limits.timeout.map(|t| Instant::now() + t),
     };
-    match handshake(
-        spec,
-        &mut sandbox,
-        network,
-        &support,
-        control_parent,
-        report_read,
-        gate,
-    ) {
+    // Unprivileged: the network namespace's helper needs the user namespace, opened now, before
+    // the setup process is told to go on, while it is dumpable and so ours to open.
+    let network = match network {
+        Some(network) => Ok(NetworkPlan::Started(network)),
+        None => std::fs::File::open(format!("/proc/{pid}/ns/user"))
+            .map(|user_namespace| NetworkPlan::InUserNamespace(user_namespace.into()))
+            .map_err(|e| {
+                JailError::Inside(format!("cannot open the sandbox's user namespace: {e}"))
+            }),
+    };
+    let handshaken = network.and_then(|network| {
+        handshake(
+            spec,
+            &mut sandbox,
+            network,
+            rootful,
+            &support,
+            control_parent,
+            report_read,
+            gate,
+        )
+    });
+    match handshaken {
         Ok(()) => Ok(sandbox),
         Err(err) => {
             // Its drop kills it, reaps it and removes its cgroup.
@@ -340,62 +352,75 @@ fn send(control: &OwnedFd, message: u8, fds: &[RawFd]) -> Result<()> {
         .during("signal the sandbox", "the setup process died; see above")
 }
 
+/// Where the sandbox's network namespace comes from.
+enum NetworkPlan {
+    /// As root: a helper started ahead (see [`start_network`]).
+    Started(PendingNetwork),
+    /// Unprivileged: a helper to start in this user namespace (the sandbox's) once the setup
+    /// process is on its way.
+    InUserNamespace(OwnedFd),
+}
+
 /// Walk the setup process through its steps; our work here overlaps with its mounting. If a step
 /// fails because the setup process died, its own report says why; that is the error returned.
+#[allow(clippy::too_many_arguments)]
 fn handshake(
     spec: &SandboxSpec,
     sandbox: &mut Sandbox,
-    network: Option<PendingNetwork>,
+    network: NetworkPlan,
+    rootful: bool,
     support: &cgroup::CgroupSupport,
     control: OwnedFd,
     report: OwnedFd,
     gate: &mut dyn FnMut() -> std::result::Result<(), String>,
 ) -> Result<()> {
     let mut report = std::fs::File::from(report);
-    let Err(err) = drive_setup(spec, sandbox, network, support, &control) else {
-        // While the setup process mounts: the caller's last check (an fsync, say) costs nothing
-        // then. Its verdict is only sent after the setup process is ready.
-        let verdict = gate();
-        read_report(&mut report)?;
-        verdict.map_err(JailError::Refused)?;
-        if spec.network_gate {
-            let mut fds = receive_fds(&control, MSG_GATE)?.into_iter();
-            match (fds.next(), fds.next(), fds.next()) {
-                (Some(dns), Some(listener), Some(relay)) => {
-                    sandbox.gate = Some(Gate {
-                        notifier: crate::gate::Notifier::new(listener),
-                        dns,
-                        relay,
-                    })
-                }
-                _ => {
-                    return Err(JailError::Inside(
-                        "the setup process sent no network gate".into(),
-                    ))
-                }
+    let verdict = match drive_setup(spec, sandbox, network, rootful, support, &control, gate) {
+        Ok(verdict) => verdict,
+        Err(err) => {
+            // Kill it first: a setup process still waiting for us would never report.
+            sandbox.kill();
+            return match read_report(&mut report) {
+                Err(reported @ JailError::Reported(_)) => Err(reported),
+                _ => Err(err),
+            };
+        }
+    };
+    read_report(&mut report)?;
+    verdict.map_err(JailError::Refused)?;
+    if spec.network_gate {
+        let mut fds = receive_fds(&control, MSG_GATE)?.into_iter();
+        match (fds.next(), fds.next(), fds.next()) {
+            (Some(dns), Some(listener), Some(relay)) => {
+                sandbox.gate = Some(Gate {
+                    notifier: crate::gate::Notifier::new(listener),
+                    dns,
+                    relay,
+                })
+            }
+            _ => {
+                return Err(JailError::Inside(
+                    "the setup process sent no network gate".into(),
+                ))
             }
         }
-        send(&control, MSG_START, &[])?;
-        sandbox.report = Some(report);
-        return Ok(());
-    };
-    // Kill it first: a setup process still waiting for us would never report.
-    sandbox.kill();
-    match read_report(&mut report) {
-        Err(reported @ JailError::Reported(_)) => Err(reported),
-        _ => Err(err),
     }
+    send(&control, MSG_START, &[])?;
+    sandbox.report = Some(report);
+    Ok(())
 }
 
+/// Send the setup process what it needs while it mounts, and run the caller's `gate` meanwhile;
+/// its verdict is returned, to be sent once the setup process is ready.
 fn drive_setup(
     spec: &SandboxSpec,
     sandbox: &mut Sandbox,
-    network: Option<PendingNetwork>,
+    network: NetworkPlan,
+    rootful: bool,
     support: &cgroup::CgroupSupport,
     control: &OwnedFd,
-) -> Result<()> {
-    // As root, and only then, the network namespace comes from a helper (see `spawn`).
-    let rootful = network.is_some();
+    gate: &mut dyn FnMut() -> std::result::Result<(), String>,
+) -> Result<std::result::Result<(), String>> {
     if !rootful {
         let (uid_map, gid_map) = idmap::sandbox_maps(&spec.ids);
         idmap::write_maps(
@@ -407,20 +432,31 @@ fn drive_setup(
         )?;
     }
     send(control, MSG_GO, &[])?;
-    if let Some(network) = network {
-        let network = network.0.finish().during(
-            "create the sandbox's network namespace with its loopback up",
-            "are network namespaces available? run 'airlock check'",
-        )?;
-        let mut fds: Vec<RawFd> = sandbox
-            .helper_namespaces
-            .iter()
-            .map(|namespace| namespace.fd.as_raw_fd())
-            .collect();
-        fds.push(network.as_raw_fd());
-        send(control, MSG_NAMESPACES, &fds)?;
-        sandbox.network = Some(network);
-    }
+    let network = match network {
+        NetworkPlan::Started(network) => network.0,
+        NetworkPlan::InUserNamespace(user_namespace) => {
+            let network = sys::start_new_network(Some(user_namespace)).during(
+                "start creating the sandbox's network namespace",
+                "too many processes?",
+            )?;
+            // The setup process was steered to the other CPUs; this one is left to the helper,
+            // which we now wait for.
+            sys::keep_here(network.pid());
+            network
+        }
+    };
+    let network = network.finish().during(
+        "create the sandbox's network namespace with its loopback up",
+        "are network namespaces available? run 'airlock check'",
+    )?;
+    let mut fds: Vec<RawFd> = sandbox
+        .helper_namespaces
+        .iter()
+        .map(|namespace| namespace.fd.as_raw_fd())
+        .collect();
+    fds.push(network.as_raw_fd());
+    send(control, MSG_NAMESPACES, &fds)?;
+    sandbox.network = Some(network);
     // Made now, while the setup process mounts, rather than before the clone, where it would
     // delay everything. Removed by its Drop if the launch fails from here on.
     sandbox.cgroup = RunCgroup::create(support, &spec.limits)?;
@@ -437,7 +473,9 @@ fn drive_setup(
             }
         }
     }
-    Ok(())
+    // While the setup process confines itself: the caller's last check (an fsync, say) costs
+    // nothing then. Its verdict is sent once the setup process is ready.
+    Ok(gate())
 }
 
 /// The setup process's verdict: ready, or the error it hit.

@@ -91,50 +91,67 @@ pub(crate) fn clone_idle(flags: libc::c_int) -> nix::Result<IdleChild> {
 /// [`start_new_network`]); [`NewNetwork::finish`] waits for it.
 pub(crate) struct NewNetwork {
     pid: Pid,
-    /// Where the helper leaves the namespace's fd (it shares our fd table); -1 until then.
-    fd: Box<std::sync::atomic::AtomicI32>,
+    /// Shared with the helper: where it leaves the namespace's fd (it shares our fd table).
+    slots: Box<HelperSlots>,
+    /// The user namespace the helper enters, kept open until it is reaped.
+    _user_namespace: Option<OwnedFd>,
     /// The helper's stack: it must outlive the helper, so it is freed only after the reap.
     _stack: Box<[u8]>,
+}
+
+/// What the network helper and its parent share.
+struct HelperSlots {
+    /// In: a user namespace to enter first, or -1.
+    user_namespace: RawFd,
+    /// Out: the network namespace's fd, or -1 until the helper has it.
+    network: std::sync::atomic::AtomicI32,
 }
 
 /// Start making a new network namespace, with its loopback up, in a helper that shares this
 /// process's memory and fd table (`CLONE_VM | CLONE_FILES`): creating a network namespace is the
 /// single most expensive step of a sandbox's setup (~0.65 ms here), and this way it overlaps with
-/// other work. The helper makes its system calls through rustix, which does not write `errno`:
-/// it has no thread-local storage of its own, and would write ours. It takes no lock, so the
-/// caller may fork ([`clone_fork`]) while it runs.
-pub(crate) fn start_new_network() -> nix::Result<NewNetwork> {
+/// other work. With `user_namespace`, the helper enters it first, so that the network namespace
+/// belongs to it (the sandbox's own, when unprivileged: its owner may enter it). The helper makes
+/// its system calls through rustix, which does not write `errno`: it has no thread-local storage
+/// of its own, and would write ours. It takes no lock, so the caller may fork ([`clone_fork`])
+/// while it runs.
+pub(crate) fn start_new_network(user_namespace: Option<OwnedFd>) -> nix::Result<NewNetwork> {
     use std::sync::atomic::{AtomicI32, Ordering};
-    extern "C" fn make(slot: *mut libc::c_void) -> libc::c_int {
-        // SAFETY: `slot` is the AtomicI32 that NewNetwork keeps alive until the helper is reaped.
-        let slot = unsafe { &*(slot as *const AtomicI32) };
-        match make_network() {
+    extern "C" fn make(slots: *mut libc::c_void) -> libc::c_int {
+        // SAFETY: `slots` is the HelperSlots that NewNetwork keeps alive until the helper is
+        // reaped; the helper only reads `user_namespace` and writes the atomic.
+        let slots = unsafe { &*(slots as *const HelperSlots) };
+        match make_network(slots.user_namespace) {
             Ok(fd) => {
-                slot.store(fd, Ordering::Release);
+                slots.network.store(fd, Ordering::Release);
                 0
             }
             Err(errno) => errno.raw_os_error(),
         }
     }
-    let fd = Box::new(AtomicI32::new(-1));
+    let slots = Box::new(HelperSlots {
+        user_namespace: user_namespace.as_ref().map_or(-1, |fd| fd.as_raw_fd()),
+        network: AtomicI32::new(-1),
+    });
     let mut stack = vec![0u8; 64 * 1024].into_boxed_slice();
     let top = stack.as_mut_ptr().wrapping_add(stack.len());
     // SAFETY: the child runs `make` on `stack`, which it alone uses and which is freed only after
     // the child has been reaped (`finish`, or NewNetwork's Drop). `make` touches no memory it shares
-    // with us but the atomic `fd` slot: no allocation, no locks, no thread-local data (errno).
+    // with us but `slots`: no allocation, no locks, no thread-local data (errno). The user
+    // namespace fd it names is kept open by NewNetwork until the helper is reaped.
     let ret = unsafe {
         libc::clone(
             make,
             top.cast(),
             libc::CLONE_VM | libc::CLONE_FILES | libc::SIGCHLD,
-            (&*fd as *const AtomicI32).cast_mut().cast(),
+            (&*slots as *const HelperSlots).cast_mut().cast(),
         )
     };
     let pid = Pid::from_raw(Errno::result(ret)?);
-    steer_away(pid);
     Ok(NewNetwork {
         pid,
-        fd,
+        slots,
+        _user_namespace: user_namespace,
         _stack: stack,
     })
 }
@@ -156,10 +173,31 @@ pub(crate) fn steer_away(helper: Pid) {
     }
 }
 
+/// Keep `helper` on the CPU we are on: the one [`steer_away`] kept another process off, which
+/// we are about to leave idle (waiting on the disk and then on the helper). Best effort.
+pub(crate) fn keep_here(helper: Pid) {
+    use nix::sched::{sched_getcpu, sched_setaffinity, CpuSet};
+    let Ok(here) = sched_getcpu() else {
+        return;
+    };
+    let mut only = CpuSet::new();
+    if only.set(here).is_ok() {
+        let _ = sched_setaffinity(helper, &only);
+    }
+}
+
 /// The helper's work: a new network namespace, its loopback up, and an fd that holds it.
-fn make_network() -> rustix::io::Result<RawFd> {
+fn make_network(user_namespace: RawFd) -> rustix::io::Result<RawFd> {
     use rustix::fs::{open, Mode, OFlags};
     use std::os::fd::IntoRawFd;
+    if user_namespace >= 0 {
+        // SAFETY: NewNetwork keeps this fd open until the helper has been reaped.
+        let user_namespace = unsafe { BorrowedFd::borrow_raw(user_namespace) };
+        rustix::thread::move_into_link_name_space(
+            user_namespace,
+            Some(rustix::thread::LinkNameSpaceType::User),
+        )?;
+    }
     // SAFETY: CLONE_NEWNET unshares no file descriptors, only the network namespace.
     unsafe { rustix::thread::unshare_unsafe(rustix::thread::UnshareFlags::NEWNET) }?;
     loopback_up()?;
@@ -198,6 +236,10 @@ pub(crate) fn loopback_up() -> rustix::io::Result<()> {
 }
 
 impl NewNetwork {
+    pub(crate) fn pid(&self) -> Pid {
+        self.pid
+    }
+
     /// Wait for the helper; the namespace it made, or why it could not.
     pub(crate) fn finish(mut self) -> nix::Result<OwnedFd> {
         let status = loop {
@@ -210,7 +252,10 @@ impl NewNetwork {
         self.pid = Pid::from_raw(0);
         match status {
             nix::sys::wait::WaitStatus::Exited(_, 0) => {
-                let raw = self.fd.load(std::sync::atomic::Ordering::Acquire);
+                let raw = self
+                    .slots
+                    .network
+                    .load(std::sync::atomic::Ordering::Acquire);
                 if raw < 0 {
                     return Err(Errno::EBADF);
                 }
