@@ -47,6 +47,9 @@ enum At {
     Head,
     /// In a body of known length: this many bytes left.
     Body(u64),
+    /// In the body of a GET or HEAD (this many bytes left), which some servers do not read and
+    /// would take for the start of the next request: see [`QuietBody`].
+    QuietBody(u64, QuietBody),
     /// In a chunk-size line.
     ChunkSize,
     /// In a chunk's data: this many bytes left, then its CRLF.
@@ -60,6 +63,19 @@ enum At {
     AfterUpgrade,
     /// A tunnel or a switched protocol: no more HTTP requests to follow.
     Opaque,
+}
+
+/// What the gate has seen of a GET's or HEAD's body. Such a body passes only if no server that
+/// ignores it could read it as a request: its first byte, after what servers skip before a
+/// request line, is not a token character (JSON's `{` or `[` is not), and it holds no `HTTP/`
+/// in any case (the version a request line for another host would need; HTTP/0.9 lines, which
+/// have none, are only read at the start of a connection).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct QuietBody {
+    /// A byte other than space has been seen (and was not a token character).
+    started: bool,
+    /// How many bytes of `HTTP/` end what was seen.
+    version_seen: u8,
 }
 
 /// Checks the requests a client sends on a connection to `host`.
@@ -192,6 +208,39 @@ impl Requests {
                     self.at = self.check_head(&head)?;
                     out.extend_from_slice(&head);
                 }
+                At::QuietBody(left, mut seen) => {
+                    let n = (left.min(input.len() as u64)) as usize;
+                    for &b in &input[..n] {
+                        if !seen.started && !crate::sni::split_space(b) {
+                            if tchar(b) {
+                                return Err(Refusal::Malformed(
+                                    "a GET or HEAD body that a server ignoring it could read as the next request".into(),
+                                ));
+                            }
+                            seen.started = true;
+                        }
+                        // In any case: a lenient server may take `http/` too.
+                        let b = b.to_ascii_uppercase();
+                        let want = b"HTTP/"[seen.version_seen as usize];
+                        seen.version_seen = if b == want {
+                            seen.version_seen + 1
+                        } else {
+                            u8::from(b == b'H')
+                        };
+                        if seen.version_seen == 5 {
+                            return Err(Refusal::Malformed(
+                                "a GET or HEAD body with HTTP/ in it, which a server ignoring the body could read as a request".into(),
+                            ));
+                        }
+                    }
+                    out.extend_from_slice(&input[..n]);
+                    input = &input[n..];
+                    self.at = if left == n as u64 {
+                        self.after_request()
+                    } else {
+                        At::QuietBody(left - n as u64, seen)
+                    };
+                }
                 At::Body(left) => {
                     let n = (left.min(input.len() as u64)) as usize;
                     out.extend_from_slice(&input[..n]);
@@ -296,8 +345,16 @@ impl Requests {
             return Err("an Upgrade after other requests on the connection".into());
         }
         self.upgrade = head.upgrade;
+        let quiet = matches!(head.method.as_str(), "GET" | "HEAD");
         Ok(match head.body {
             Body::Chunked => At::ChunkSize,
+            Body::Length(length) if length > 0 && quiet => At::QuietBody(
+                length,
+                QuietBody {
+                    started: false,
+                    version_seen: 0,
+                },
+            ),
             Body::Length(length) if length > 0 => At::Body(length),
             Body::Length(_) => self.after_request(),
         })
@@ -472,9 +529,10 @@ pub fn parse_head(head: &[u8]) -> Result<Head, String> {
         (_, true) => Body::Chunked,
         (length, false) => Body::Length(length.unwrap_or(0)),
     };
-    if matches!(method.as_str(), "GET" | "HEAD") && body != Body::Length(0) {
-        // Some servers ignore such a body and read it as the next request.
-        return Err(format!("a {method} request with a body"));
+    if matches!(method.as_str(), "GET" | "HEAD") && body == Body::Chunked {
+        // Some servers ignore such a body and read it as the next request; one of known length
+        // is checked for that as it passes (see `QuietBody`), a chunked one is refused.
+        return Err(format!("a {method} request with a chunked body"));
     }
     let (host, port) = if method == "CONNECT" {
         let (host, port) = authority(&target)?;
@@ -649,6 +707,42 @@ mod tests {
             get("denied.test")
         );
         assert!(run(after.as_bytes()).is_err());
+    }
+
+    #[test]
+    fn a_get_body_passes_unless_a_server_ignoring_it_could_read_a_request_in_it() {
+        // Elasticsearch's search API: GET with a JSON body.
+        let json = r#"{"query": {"match": {"title": "HTTP 1.1 history"}}}"#;
+        let search = format!(
+            "GET /_search HTTP/1.1\r\nHost: allowed.test\r\nContent-Length: {}\r\n\r\n{json}{}",
+            json.len(),
+            get("allowed.test")
+        );
+        assert_eq!(run(search.as_bytes()).unwrap(), search.as_bytes());
+        // ... fed a byte at a time, as a slow client sends it.
+        let mut requests = Requests::new("allowed.test", Default::default());
+        let mut out = Vec::new();
+        for byte in search.as_bytes() {
+            requests.feed(std::slice::from_ref(byte), &mut out).unwrap();
+        }
+        assert_eq!(out, search.as_bytes());
+        for body in [
+            get("denied.test"),
+            format!("\r\n \t{}", get("denied.test")),
+            "hello".to_string(),
+            "{}\r\nGET / HTTP/1.1\r\nHost: denied.test\r\n\r\n".to_string(),
+            "[1]\nGET / http/1.0\n\n".to_string(),
+        ] {
+            for method in ["GET", "HEAD"] {
+                let stream = format!(
+                    "{method} / HTTP/1.1\r\nHost: allowed.test\r\nContent-Length: {}\r\n\r\n{body}",
+                    body.len()
+                );
+                assert!(run(stream.as_bytes()).is_err(), "{method} {body:?}");
+            }
+        }
+        let chunked = "GET / HTTP/1.1\r\nHost: allowed.test\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n";
+        assert!(run(chunked.as_bytes()).is_err());
     }
 
     #[test]

@@ -91,7 +91,7 @@ fn tls_malformed(why: &str) -> Peek {
 
 /// Bytes some server takes for space between a request line's words, or skips before it:
 /// Python's `str.split()` takes all of these.
-fn split_space(b: u8) -> bool {
+pub(crate) fn split_space(b: u8) -> bool {
     matches!(
         b,
         b'\t' | b'\n' | 0x0b | 0x0c | b'\r' | 0x1c..=0x1f | b' ' | 0x85 | 0xa0
