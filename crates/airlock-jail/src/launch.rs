@@ -89,8 +89,6 @@ pub struct Sandbox {
     pidfd: OwnedFd,
     /// After the launch: where pid 1 reports the command's end (see [`crate::inside::MSG_EXITED`]).
     report: Option<std::fs::File>,
-    /// Pid 1 reported the command's end, and is exiting by itself.
-    ended: bool,
     /// Pid 1 has been waited for: its pid is no longer ours to signal.
     reaped: bool,
     /// The sandbox's network namespace, held until pid 1 is reaped: the kernel frees a network
@@ -120,6 +118,7 @@ pub fn start_network() -> Result<Option<PendingNetwork>> {
     if !nix::unistd::geteuid().is_root() {
         return Ok(None);
     }
+    sys::default_sigchld();
     sys::start_new_network(None)
         .map(|network| {
             // While the supervisor goes on preparing, on its own CPU.
@@ -158,6 +157,7 @@ pub fn spawn(
         });
     }
     let rootful = nix::unistd::geteuid().is_root();
+    sys::default_sigchld();
     if spec.ids.host_uid == 0 || spec.ids.host_gid == 0 {
         return Err(JailError::Invalid(
             "the sandbox user must not be root on the host".into(),
@@ -257,7 +257,6 @@ pub fn spawn(
         pidfd,
         report: None,
         network: None,
-        ended: false,
         reaped: false,
         signals,
         cgroup: None,
@@ -606,7 +605,6 @@ impl Sandbox {
             if reported {
                 report = self.read_exit_report();
                 if report.is_some() {
-                    self.ended = true;
                     break;
                 }
             }
@@ -704,10 +702,10 @@ impl Sandbox {
 impl Drop for Sandbox {
     fn drop(&mut self) {
         if !self.reaped {
-            // Dropped before its command ended: nothing of it may outlive the run.
-            if !self.ended {
-                self.kill();
-            }
+            // Nothing of it may outlive the run. After its report, pid 1 is exiting by itself, and
+            // SIGKILL changes nothing for it; but a process that `airlock pause` froze meanwhile
+            // (v1) dies only once thawed, which kill() does, and pid 1 waits for it.
+            self.kill();
             let _ = self.reap_pid1();
         }
         if let Some(group) = self.cgroup.take() {

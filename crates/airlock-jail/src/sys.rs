@@ -210,8 +210,10 @@ fn make_network(user_namespace: RawFd) -> rustix::io::Result<RawFd> {
 }
 
 /// Bring the loopback interface of the current network namespace up. Through rustix, so that a
-/// helper without thread-local storage of its own can call it (see [`start_new_network`]).
-pub(crate) fn loopback_up() -> rustix::io::Result<()> {
+/// helper without thread-local storage of its own can call it (see [`start_new_network`]); its
+/// socket is closed through rustix too, not by a drop (glibc's close would write errno).
+fn loopback_up() -> rustix::io::Result<()> {
+    use std::os::fd::IntoRawFd;
     let socket = rustix::net::socket_with(
         rustix::net::AddressFamily::INET,
         rustix::net::SocketType::DGRAM,
@@ -225,14 +227,17 @@ pub(crate) fn loopback_up() -> rustix::io::Result<()> {
     }
     request.ifr_ifru.ifru_flags = (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
     // SAFETY: SIOCSIFFLAGS reads a `struct ifreq`, which the setter passes a pointer to.
-    unsafe {
+    let done = unsafe {
         rustix::ioctl::ioctl(
             &socket,
             rustix::ioctl::Setter::<{ libc::SIOCSIFFLAGS as rustix::ioctl::Opcode }, _>::new(
                 request,
             ),
         )
-    }
+    };
+    // SAFETY: the socket is ours alone; into_raw_fd gave up the OwnedFd that would close it.
+    unsafe { rustix::io::close(socket.into_raw_fd()) };
+    done
 }
 
 impl NewNetwork {
@@ -245,11 +250,12 @@ impl NewNetwork {
         let status = loop {
             match nix::sys::wait::waitpid(self.pid, None) {
                 Err(Errno::EINTR) => continue,
-                other => break other?,
+                other => break other,
             }
         };
-        // Reaped: Drop has nothing left to do.
+        // Reaped, or not ours to wait for (an error): its pid must not be signalled any more.
         self.pid = Pid::from_raw(0);
+        let status = status?;
         match status {
             nix::sys::wait::WaitStatus::Exited(_, 0) => {
                 let raw = self
@@ -259,8 +265,11 @@ impl NewNetwork {
                 if raw < 0 {
                     return Err(Errno::EBADF);
                 }
+                self.slots
+                    .network
+                    .store(-1, std::sync::atomic::Ordering::Release);
                 // SAFETY: the helper opened `raw` in our shared fd table and gave it up; nothing
-                // else owns it.
+                // else owns it (the slot no longer names it, so Drop will not close it).
                 Ok(unsafe { OwnedFd::from_raw_fd(raw) })
             }
             nix::sys::wait::WaitStatus::Exited(_, errno) => Err(Errno::from_raw(errno)),
@@ -271,13 +280,33 @@ impl NewNetwork {
 
 impl Drop for NewNetwork {
     /// A helper that was not waited for (its parent failed first) is killed and reaped before
-    /// its stack is freed.
+    /// its stack is freed; a namespace it made but nobody took is closed.
     fn drop(&mut self) {
         if self.pid.as_raw() > 0 {
             let _ = nix::sys::signal::kill(self.pid, nix::sys::signal::Signal::SIGKILL);
             let _ = nix::sys::wait::waitpid(self.pid, None);
         }
+        let raw = self
+            .slots
+            .network
+            .swap(-1, std::sync::atomic::Ordering::AcqRel);
+        if raw >= 0 {
+            // SAFETY: the helper (reaped above, or by `finish`) left `raw` in our fd table and
+            // nothing took it: this is its only owner.
+            drop(unsafe { OwnedFd::from_raw_fd(raw) });
+        }
     }
+}
+
+/// Give SIGCHLD its default action again. Ignored (as a caller may pass it on), children are
+/// reaped by the kernel the moment they exit: the supervisor could not wait for its helpers, and
+/// the sandbox's pid 1, which inherits it, would never learn that the command ended.
+pub(crate) fn default_sigchld() {
+    use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
+    let default = SigAction::new(SigHandler::SigDfl, SaFlags::empty(), SigSet::empty());
+    // SAFETY: installing the default disposition runs no handler code, so nothing here can be
+    // unsound in a signal handler's context.
+    let _ = unsafe { sigaction(Signal::SIGCHLD, &default) };
 }
 
 const MOUNT_ATTR_RDONLY: u64 = 0x0000_0001;

@@ -83,6 +83,33 @@ both_modes!(
     }
 );
 
+both_modes!(
+    a_caller_that_ignores_sigchld_does_not_break_the_run,
+    |w: &World| {
+        // An ignored SIGCHLD is inherited across exec (some process managers leave it so): children
+        // are then reaped by the kernel at once, so waiting for the network helper failed, and the
+        // sandbox's pid 1, which inherited it too, never learned that the command had ended.
+        let out = w
+        .command("timeout")
+        .args([
+            "20",
+            "python3",
+            "-c",
+            "import os, signal, sys; signal.signal(signal.SIGCHLD, signal.SIG_IGN); os.execv(sys.argv[1], sys.argv[1:])",
+        ])
+        .arg(airlock_bin())
+        .arg("--state-dir")
+        .arg(&w.state)
+        .args(["run", "--workspace"])
+        .arg(&w.workspace)
+        .args(["--", "sh", "-c", "echo hi; exit 3"])
+        .output()
+        .unwrap();
+        assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+        assert_eq!(stdout(&out), "hi\n");
+    }
+);
+
 both_modes!(the_command_may_use_every_cpu_airlock_may, |w: &World| {
     // The launch steers the setup process off the supervisor's CPU; the command gets them all.
     let outside = std::process::Command::new("grep")
