@@ -141,6 +141,8 @@ pub struct SocketInfo {
     pub kind: i32,
     /// Its connect returns at once (an event loop's socket).
     pub nonblocking: bool,
+    /// An IPv6 socket that may not reach IPv4-mapped addresses (IPV6_V6ONLY).
+    pub v6_only: bool,
 }
 
 /// The type and mode of socket fd `fd` of process `pid`, read from a copy of it.
@@ -155,5 +157,18 @@ pub fn socket_info(pid: u32, fd: u64) -> io::Result<SocketInfo> {
         kind: kind as i32,
         nonblocking: nix::fcntl::OFlag::from_bits_truncate(flags)
             .contains(nix::fcntl::OFlag::O_NONBLOCK),
+        // Not an IPv6 socket: the option does not exist, and does not matter.
+        v6_only: nix::sys::socket::getsockopt(&copy, nix::sys::socket::sockopt::Ipv6V6Only)
+            .unwrap_or(false),
     })
+}
+
+/// Let IPv6 socket fd `fd` of process `pid` reach IPv4-mapped addresses (clear IPV6_V6ONLY): the
+/// gate's relay, which an allowed connect is sent to, is one. The socket is not bound yet (it is
+/// in its connect), so the kernel allows the change; the connect then goes only where the gate
+/// sends it, as every other.
+pub fn allow_ipv4_mapped(pid: u32, fd: u64) -> io::Result<()> {
+    let pidfd = sys::pidfd_open(nix::unistd::Pid::from_raw(tgid(pid)?)).map_err(io)?;
+    let copy = sys::pidfd_getfd(pidfd.as_fd(), fd as i32).map_err(io)?;
+    nix::sys::socket::setsockopt(&copy, nix::sys::socket::sockopt::Ipv6V6Only, &false).map_err(io)
 }

@@ -942,6 +942,15 @@ def short_sockaddr():
     s.sendall(b"GET / HTTP/1.0\r\nHost: v6.test:{port}\r\n\r\n")
     return s.recv(100)[:15]
 attempt("short-sockaddr", short_sockaddr)
+def v6_only():
+    # A socket that may not reach IPv4-mapped addresses; the gate's relay is one.
+    s = socket.socket(socket.AF_INET6)
+    s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+    s.settimeout(5)
+    s.connect((socket.getaddrinfo("v6.test", {port}, socket.AF_INET6)[0][4][0], {port}))
+    s.sendall(b"GET / HTTP/1.0\r\nHost: v6.test:{port}\r\n\r\n")
+    return s.recv(100)[:15]
+attempt("v6-only", v6_only)
 "#
     );
     let out = run_python_resolving(w, &profile, &["v6.test=::1"], &script);
@@ -952,6 +961,11 @@ attempt("short-sockaddr", short_sockaddr)
         stderr(&out)
     );
     assert!(said.contains("by-name-direct REACHED connected"), "{said}");
+    assert!(
+        said.contains("v6-only REACHED b'HTTP/1.0 200 OK'"),
+        "{said}\n{}",
+        stderr(&out)
+    );
     assert!(said.contains("bare-v6 blocked"), "{said}");
     assert!(said.contains("metadata-v6 blocked"), "{said}");
     assert!(
