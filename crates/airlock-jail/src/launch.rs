@@ -281,7 +281,6 @@ pub fn spawn(
             spec,
             &mut sandbox,
             network,
-            rootful,
             &support,
             control_parent,
             report_read,
@@ -362,19 +361,17 @@ enum NetworkPlan {
 
 /// Walk the setup process through its steps; our work here overlaps with its mounting. If a step
 /// fails because the setup process died, its own report says why; that is the error returned.
-#[allow(clippy::too_many_arguments)]
 fn handshake(
     spec: &SandboxSpec,
     sandbox: &mut Sandbox,
     network: NetworkPlan,
-    rootful: bool,
     support: &cgroup::CgroupSupport,
     control: OwnedFd,
     report: OwnedFd,
     gate: &mut dyn FnMut() -> std::result::Result<(), String>,
 ) -> Result<()> {
     let mut report = std::fs::File::from(report);
-    let verdict = match drive_setup(spec, sandbox, network, rootful, support, &control, gate) {
+    let verdict = match drive_setup(spec, sandbox, network, support, &control, gate) {
         Ok(verdict) => verdict,
         Err(err) => {
             // Kill it first: a setup process still waiting for us would never report.
@@ -415,11 +412,12 @@ fn drive_setup(
     spec: &SandboxSpec,
     sandbox: &mut Sandbox,
     network: NetworkPlan,
-    rootful: bool,
     support: &cgroup::CgroupSupport,
     control: &OwnedFd,
     gate: &mut dyn FnMut() -> std::result::Result<(), String>,
 ) -> Result<std::result::Result<(), String>> {
+    // As root, and only then, the network helper was started ahead (see `spawn`).
+    let rootful = matches!(network, NetworkPlan::Started(_));
     if !rootful {
         let (uid_map, gid_map) = idmap::sandbox_maps(&spec.ids);
         idmap::write_maps(
