@@ -68,10 +68,10 @@ pub(crate) fn clone_idle(flags: libc::c_int) -> nix::Result<IdleChild> {
     }
     let mut stack = vec![0u8; 16 * 1024].into_boxed_slice();
     let top = stack.as_mut_ptr().wrapping_add(stack.len());
-    // SAFETY: the child runs `wait_to_be_killed` on `stack`, which it alone uses and which is
-    // freed only after the child was killed and reaped (`IdleChild`'s Drop runs before its
-    // fields are dropped). The function uses no memory it shares with us: no allocation, no
-    // locks, no thread-local data.
+    // The stack is freed only after the child was killed and reaped (`IdleChild`'s Drop runs
+    // before its fields are dropped).
+    // SAFETY: the child runs `wait_to_be_killed` on `stack`, which it alone uses; the function
+    // touches no memory it shares with us: no allocation, no locks, no thread-local data.
     let ret = unsafe {
         libc::clone(
             wait_to_be_killed,
@@ -135,10 +135,10 @@ pub(crate) fn start_new_network(user_namespace: Option<OwnedFd>) -> nix::Result<
     });
     let mut stack = vec![0u8; 64 * 1024].into_boxed_slice();
     let top = stack.as_mut_ptr().wrapping_add(stack.len());
-    // SAFETY: the child runs `make` on `stack`, which it alone uses and which is freed only after
-    // the child has been reaped (`finish`, or NewNetwork's Drop). `make` touches no memory it shares
-    // with us but `slots`: no allocation, no locks, no thread-local data (errno). The user
-    // namespace fd it names is kept open by NewNetwork until the helper is reaped.
+    // The stack, `slots` and the user namespace fd they name are freed only after the helper has
+    // been reaped (`finish`, or NewNetwork's Drop).
+    // SAFETY: the child runs `make` on `stack`, which it alone uses; `make` touches no memory it
+    // shares with us but `slots`: no allocation, no locks, no thread-local data (errno).
     let ret = unsafe {
         libc::clone(
             make,
