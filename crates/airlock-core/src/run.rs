@@ -576,7 +576,13 @@ pub fn run(request: RunRequest) -> Result<RunReport, RunError> {
     let mut killed_by_switch = None;
     // Once its command has ended, the sandbox is reaped as late as it can be: the kernel tears
     // its namespaces down meanwhile, in parallel with the bookkeeping below.
-    let mut ending = None;
+    let mut ending: Option<airlock_jail::Sandbox> = None;
+    // Each step below that needs the sandbox gone reaps it, if no earlier step has.
+    let reap = |ending: &mut Option<airlock_jail::Sandbox>| {
+        if let Some(sandbox) = ending.take() {
+            sandbox.reap();
+        }
+    };
     let result = spawned.and_then(|mut sandbox| {
         if let Some(gate) = sandbox.take_gate() {
             gate_log = Some(start_gate(
@@ -623,32 +629,17 @@ pub fn run(request: RunRequest) -> Result<RunReport, RunError> {
     // The gate's last events, and a session's layer, are only complete once no process of the
     // sandbox is left.
     if gate_log.is_some() || session.is_some() {
-        if let Some(sandbox) = ending.take() {
-            sandbox.reap();
-        }
+        reap(&mut ending);
     }
     if let Some(gate_log) = &gate_log {
         gate_log.flush();
     }
-    let reported = result.as_ref().ok().and_then(|finished| finished.usage);
-    let usage = match reported {
+    let usage = match result.as_ref().ok().and_then(|finished| finished.usage) {
         Some(usage) => Some(usage),
         // Pid 1 had no word (killed, timed out): once reaped, it is among our children.
         None => {
-            if let Some(sandbox) = ending.take() {
-                sandbox.reap();
-            }
-            nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN)
-                .ok()
-                .map(|u| {
-                    let time = |t: nix::sys::time::TimeVal| {
-                        Duration::from_micros((t.tv_sec() * 1_000_000 + t.tv_usec()).max(0) as u64)
-                    };
-                    airlock_jail::Usage {
-                        cpu: time(u.user_time()) + time(u.system_time()),
-                        max_rss_bytes: u.max_rss().max(0) as u64 * 1024,
-                    }
-                })
+            reap(&mut ending);
+            airlock_jail::Usage::of_children()
         }
     };
     let mut fields = serde_json::json!({
@@ -714,9 +705,7 @@ pub fn run(request: RunRequest) -> Result<RunReport, RunError> {
     // The run leaves the registry of running sandboxes once its result is written, then returns
     // only when nothing of the sandbox remains.
     drop(registration);
-    if let Some(sandbox) = ending.take() {
-        sandbox.reap();
-    }
+    reap(&mut ending);
     if let Some(mut session) = session {
         if throwaway {
             // The layer of a throwaway session is garbage whatever happened; a failure to delete

@@ -14,7 +14,7 @@ use nix::unistd::Pid;
 
 use crate::error::{PathContext, Result, SyscallContext, UNEXPECTED};
 use crate::spec::IdMapping;
-use crate::sys::{clone_idle, IdleChild};
+use crate::sys::{clone_idle, VmChild};
 
 /// Largest valid id: (u32)-1 means "no id".
 const ID_LIMIT: u64 = u32::MAX as u64;
@@ -78,7 +78,7 @@ pub(crate) fn write_maps(
 pub(crate) struct HelperNamespace {
     pub fd: OwnedFd,
     /// Killed and reaped when dropped.
-    helper: Option<IdleChild>,
+    helper: Option<VmChild>,
 }
 
 impl HelperNamespace {

@@ -6,10 +6,8 @@ use std::ffi::{CString, OsStr, OsString};
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::time::Duration;
 
 use nix::errno::Errno;
-use nix::sys::resource::UsageWho;
 use nix::sys::signal::{kill, SigSet, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::{chdir, Pid};
@@ -72,19 +70,7 @@ pub(crate) fn run_command(spec: &SandboxSpec, report: OwnedFd) -> ! {
 /// status. The kernel kills whatever is left in the sandbox as this process exits; the
 /// supervisor still waits for that before it returns, but need not wait to learn the status.
 fn exit_reporting(code: i32, report: OwnedFd) -> ! {
-    let usage = nix::sys::resource::getrusage(UsageWho::RUSAGE_CHILDREN)
-        .map(|u| {
-            let time = |t: nix::sys::time::TimeVal| {
-                Duration::from_secs(t.tv_sec().max(0) as u64)
-                    + Duration::from_micros(t.tv_usec().max(0) as u64)
-            };
-            Usage {
-                cpu: time(u.user_time()) + time(u.system_time()),
-                // ru_maxrss is in KiB: the largest single process that was reaped.
-                max_rss_bytes: (u.max_rss().max(0) as u64) * 1024,
-            }
-        })
-        .unwrap_or_default();
+    let usage = Usage::of_children().unwrap_or_default();
     // The supervisor reads the command's output to its end before it goes on; pid 1's own
     // copies of the pipes would otherwise last until the kernel's teardown.
     let _ = crate::sys::close_stdio();

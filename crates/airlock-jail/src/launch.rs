@@ -65,6 +65,24 @@ pub struct Usage {
     pub max_rss_bytes: u64,
 }
 
+impl Usage {
+    /// What the calling process's children that it has waited for used (getrusage
+    /// RUSAGE_CHILDREN): for pid 1, the command's processes; for the supervisor, once pid 1 is
+    /// reaped, everything pid 1 had counted.
+    pub fn of_children() -> Option<Usage> {
+        let usage =
+            nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN).ok()?;
+        let time = |t: nix::sys::time::TimeVal| {
+            std::time::Duration::from_micros((t.tv_sec() * 1_000_000 + t.tv_usec()).max(0) as u64)
+        };
+        Some(Usage {
+            cpu: time(usage.user_time()) + time(usage.system_time()),
+            // ru_maxrss is in KiB.
+            max_rss_bytes: usage.max_rss().max(0) as u64 * 1024,
+        })
+    }
+}
+
 /// How a run ended, and what was held back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Finished {

@@ -40,24 +40,75 @@ pub(crate) fn clone_fork(flags: libc::c_int) -> nix::Result<Forked> {
     }
 }
 
-/// A process that does nothing but wait to be killed, made with `CLONE_VM` so that nothing of
-/// this process is copied for it (a fork of the supervisor costs a tenth of a millisecond): it
-/// only holds a namespace that `flags` created until the caller has opened it.
-pub(crate) struct IdleChild {
+/// A child made with `CLONE_VM`, so that nothing of this process is copied for it (a fork of the
+/// supervisor costs a tenth of a millisecond), running a function on a stack of its own. Dropped,
+/// it is killed and reaped, and only then is its stack freed.
+pub(crate) struct VmChild {
     pub pid: Pid,
-    /// The child's stack: it must outlive the child, so it is freed only after the reap.
     _stack: Box<[u8]>,
 }
 
-impl Drop for IdleChild {
-    /// Kill and reap the child; only then is its stack freed.
-    fn drop(&mut self) {
-        let _ = nix::sys::signal::kill(self.pid, nix::sys::signal::Signal::SIGKILL);
-        let _ = nix::sys::wait::waitpid(self.pid, None);
+impl VmChild {
+    /// Start `func(arg)` in a child with `flags` (`CLONE_VM` and `SIGCHLD` are added).
+    ///
+    /// # Safety
+    /// `func` may touch no memory it shares with us but what `arg` points to, which must outlive
+    /// the child: no allocation, no locks, no thread-local data (glibc's errno included).
+    // SAFETY: an unsafe fn only for that promise of its callers; each call site says why it holds.
+    unsafe fn start(
+        func: extern "C" fn(*mut libc::c_void) -> libc::c_int,
+        arg: *mut libc::c_void,
+        flags: libc::c_int,
+        stack_bytes: usize,
+    ) -> nix::Result<VmChild> {
+        let mut stack = vec![0u8; stack_bytes].into_boxed_slice();
+        let top = stack.as_mut_ptr().wrapping_add(stack.len());
+        // SAFETY: the child runs on `stack`, which it alone uses and which lives until the child
+        // is reaped (Drop); what `func` touches is the caller's promise.
+        let ret = unsafe {
+            libc::clone(
+                func,
+                top.cast(),
+                flags | libc::CLONE_VM | libc::SIGCHLD,
+                arg,
+            )
+        };
+        Ok(VmChild {
+            pid: Pid::from_raw(Errno::result(ret)?),
+            _stack: stack,
+        })
+    }
+
+    /// Wait for the child to end; from then on its pid is not ours to signal.
+    fn wait(&mut self) -> nix::Result<nix::sys::wait::WaitStatus> {
+        let status = loop {
+            match nix::sys::wait::waitpid(self.pid, None) {
+                Err(Errno::EINTR) => continue,
+                other => break other,
+            }
+        };
+        self.pid = Pid::from_raw(0);
+        status
+    }
+
+    /// Kill the child (unless waited for already) and wait for it.
+    fn end(&mut self) {
+        if self.pid.as_raw() > 0 {
+            let _ = nix::sys::signal::kill(self.pid, nix::sys::signal::Signal::SIGKILL);
+            let _ = self.wait();
+        }
     }
 }
 
-pub(crate) fn clone_idle(flags: libc::c_int) -> nix::Result<IdleChild> {
+impl Drop for VmChild {
+    fn drop(&mut self) {
+        self.end();
+    }
+}
+
+/// A process that does nothing but wait to be killed: it only holds a namespace that `flags`
+/// created until the caller has opened it.
+pub(crate) fn clone_idle(flags: libc::c_int) -> nix::Result<VmChild> {
     extern "C" fn wait_to_be_killed(_: *mut libc::c_void) -> libc::c_int {
         loop {
             // SAFETY: pause(2) takes no arguments and touches no memory; the raw syscall does
@@ -66,37 +117,19 @@ pub(crate) fn clone_idle(flags: libc::c_int) -> nix::Result<IdleChild> {
             unsafe { libc::syscall(libc::SYS_pause) };
         }
     }
-    let mut stack = vec![0u8; 16 * 1024].into_boxed_slice();
-    let top = stack.as_mut_ptr().wrapping_add(stack.len());
-    // The stack is freed only after the child was killed and reaped (`IdleChild`'s Drop runs
-    // before its fields are dropped).
-    // SAFETY: the child runs `wait_to_be_killed` on `stack`, which it alone uses; the function
-    // touches no memory it shares with us: no allocation, no locks, no thread-local data.
-    let ret = unsafe {
-        libc::clone(
-            wait_to_be_killed,
-            top.cast(),
-            flags | libc::CLONE_VM | libc::SIGCHLD,
-            std::ptr::null_mut(),
-        )
-    };
-    let pid = Errno::result(ret)?;
-    Ok(IdleChild {
-        pid: Pid::from_raw(pid),
-        _stack: stack,
-    })
+    // SAFETY: `wait_to_be_killed` touches no memory at all.
+    unsafe { VmChild::start(wait_to_be_killed, std::ptr::null_mut(), flags, 16 * 1024) }
 }
 
 /// A network namespace being made by a helper process while its parent goes on (see
 /// [`start_new_network`]); [`NewNetwork::finish`] waits for it.
 pub(crate) struct NewNetwork {
-    pid: Pid,
+    /// Declared first: dropped (killed and reaped) before what it uses.
+    helper: VmChild,
     /// Shared with the helper: where it leaves the namespace's fd (it shares our fd table).
     slots: Box<HelperSlots>,
     /// The user namespace the helper enters, kept open until it is reaped.
     _user_namespace: Option<OwnedFd>,
-    /// The helper's stack: it must outlive the helper, so it is freed only after the reap.
-    _stack: Box<[u8]>,
 }
 
 /// What the network helper and its parent share.
@@ -133,26 +166,14 @@ pub(crate) fn start_new_network(user_namespace: Option<OwnedFd>) -> nix::Result<
         user_namespace: user_namespace.as_ref().map_or(-1, |fd| fd.as_raw_fd()),
         network: AtomicI32::new(-1),
     });
-    let mut stack = vec![0u8; 64 * 1024].into_boxed_slice();
-    let top = stack.as_mut_ptr().wrapping_add(stack.len());
-    // The stack, `slots` and the user namespace fd they name are freed only after the helper has
-    // been reaped (`finish`, or NewNetwork's Drop).
-    // SAFETY: the child runs `make` on `stack`, which it alone uses; `make` touches no memory it
-    // shares with us but `slots`: no allocation, no locks, no thread-local data (errno).
-    let ret = unsafe {
-        libc::clone(
-            make,
-            top.cast(),
-            libc::CLONE_VM | libc::CLONE_FILES | libc::SIGCHLD,
-            (&*slots as *const HelperSlots).cast_mut().cast(),
-        )
-    };
-    let pid = Pid::from_raw(Errno::result(ret)?);
+    let arg = (&*slots as *const HelperSlots).cast_mut().cast();
+    // SAFETY: `make` touches only `slots` (and the fd it names), which NewNetwork keeps until
+    // its helper is reaped; its system calls go through rustix (no errno).
+    let helper = unsafe { VmChild::start(make, arg, libc::CLONE_FILES, 64 * 1024) }?;
     Ok(NewNetwork {
-        pid,
+        helper,
         slots,
         _user_namespace: user_namespace,
-        _stack: stack,
     })
 }
 
@@ -242,32 +263,20 @@ fn loopback_up() -> rustix::io::Result<()> {
 
 impl NewNetwork {
     pub(crate) fn pid(&self) -> Pid {
-        self.pid
+        self.helper.pid
     }
 
     /// Wait for the helper; the namespace it made, or why it could not.
     pub(crate) fn finish(mut self) -> nix::Result<OwnedFd> {
-        let status = loop {
-            match nix::sys::wait::waitpid(self.pid, None) {
-                Err(Errno::EINTR) => continue,
-                other => break other,
-            }
-        };
-        // Reaped, or not ours to wait for (an error): its pid must not be signalled any more.
-        self.pid = Pid::from_raw(0);
-        let status = status?;
-        match status {
+        match self.helper.wait()? {
             nix::sys::wait::WaitStatus::Exited(_, 0) => {
                 let raw = self
                     .slots
                     .network
-                    .load(std::sync::atomic::Ordering::Acquire);
+                    .swap(-1, std::sync::atomic::Ordering::AcqRel);
                 if raw < 0 {
                     return Err(Errno::EBADF);
                 }
-                self.slots
-                    .network
-                    .store(-1, std::sync::atomic::Ordering::Release);
                 // SAFETY: the helper opened `raw` in our shared fd table and gave it up; nothing
                 // else owns it (the slot no longer names it, so Drop will not close it).
                 Ok(unsafe { OwnedFd::from_raw_fd(raw) })
@@ -279,20 +288,17 @@ impl NewNetwork {
 }
 
 impl Drop for NewNetwork {
-    /// A helper that was not waited for (its parent failed first) is killed and reaped before
-    /// its stack is freed; a namespace it made but nobody took is closed.
+    /// A helper that was not waited for (its parent failed first) is killed and reaped first; a
+    /// namespace it made but nobody took is closed.
     fn drop(&mut self) {
-        if self.pid.as_raw() > 0 {
-            let _ = nix::sys::signal::kill(self.pid, nix::sys::signal::Signal::SIGKILL);
-            let _ = nix::sys::wait::waitpid(self.pid, None);
-        }
+        self.helper.end();
         let raw = self
             .slots
             .network
             .swap(-1, std::sync::atomic::Ordering::AcqRel);
         if raw >= 0 {
-            // SAFETY: the helper (reaped above, or by `finish`) left `raw` in our fd table and
-            // nothing took it: this is its only owner.
+            // SAFETY: the helper, reaped, left `raw` in our fd table and nothing took it: this is
+            // its only owner.
             drop(unsafe { OwnedFd::from_raw_fd(raw) });
         }
     }

@@ -126,6 +126,11 @@ fn run_python_resolving(
         .unwrap()
 }
 
+/// A profile whose network allows allowed.test on `port`, and nothing else.
+fn allowing_only_allowed_test(w: &World, port: u16) -> String {
+    w.profile(&format!("[network]\nallow = [\"allowed.test:{port}\"]\n"))
+}
+
 /// `script` in python3 as the identity under test, without airlock.
 fn python_outside(w: &World, script: &str) -> std::process::Output {
     w.outside(&format!(
@@ -157,7 +162,7 @@ both_modes!(only_allowed_names_are_reachable_over_http, |w: &World| {
     let outside = fetched_without_airlock(w, &format!("http://127.0.0.1:{port}/"));
     assert!(outside.contains("hello from host"), "{outside}");
 
-    let profile = w.profile(&format!("[network]\nallow = [\"allowed.test:{port}\"]\n"));
+    let profile = allowing_only_allowed_test(w, port);
     let script = format!(
         r#"{ATTEMPT}
 attempt("allowed", lambda: urllib.request.urlopen("http://allowed.test:{port}/", timeout=5).read())
@@ -233,7 +238,7 @@ both_modes!(tls_must_name_the_host_it_connected_to, |w: &World| {
         "{}",
         stderr(&fronted)
     );
-    let profile = w.profile(&format!("[network]\nallow = [\"allowed.test:{port}\"]\n"));
+    let profile = allowing_only_allowed_test(w, port);
     let script = format!(
         r#"
 import socket, ssl
@@ -285,7 +290,7 @@ both_modes!(
     |w: &World| {
         let http = server(None);
         let port = http.port;
-        let profile = w.profile(&format!("[network]\nallow = [\"allowed.test:{port}\"]\n"));
+        let profile = allowing_only_allowed_test(w, port);
         let script = format!(
         "for flag in '' '--noproxy *'; do \
            echo \"mode:$flag\"; \
@@ -384,7 +389,7 @@ both_modes!(
             w.outside.display()
         ));
         assert_eq!(stdout(&outside), "hi\n", "{}", stderr(&outside));
-        let profile = w.profile(&format!("[network]\nallow = [\"allowed.test:{port}\"]\n"));
+        let profile = allowing_only_allowed_test(w, port);
         let out = w
         .airlock()
         .args(["run", "--profile-file", &profile, "--resolve", "allowed.test=127.0.0.1", "--resolve", "denied.test=127.0.0.1", "--workspace"])
@@ -404,7 +409,7 @@ both_modes!(
 both_modes!(a_sessions_network_can_be_cut_while_it_runs, |w: &World| {
     let http = server(None);
     let port = http.port;
-    let profile = w.profile(&format!("[network]\nallow = [\"allowed.test:{port}\"]\n"));
+    let profile = allowing_only_allowed_test(w, port);
     let out = w
         .airlock()
         .args([
@@ -523,7 +528,7 @@ for addr in [("127.0.0.1", {port}), ("169.254.169.254", 80)]:
 both_modes!(plain_text_http2_cannot_hide_its_host, |w: &World| {
     let http = server(None);
     let port = http.port;
-    let profile = w.profile(&format!("[network]\nallow = [\"allowed.test:{port}\"]\n"));
+    let profile = allowing_only_allowed_test(w, port);
     let script = format!(
         r#"
 import socket
@@ -551,7 +556,7 @@ both_modes!(
         "/usr/bin/python3 -c 'import socket; s=socket.create_connection((\"127.0.0.1\",{secret_port})); s.sendall(b\"GET / HTTP/1.0\\r\\n\\r\\n\"); print(s.recv(100))'"
     ));
         assert!(stdout(&outside).contains("200"), "{}", stderr(&outside));
-        let profile = w.profile(&format!("[network]\nallow = [\"allowed.test:{port}\"]\n"));
+        let profile = allowing_only_allowed_test(w, port);
         let script = format!(
             r#"
 import socket, ctypes, struct, select, threading
@@ -623,7 +628,7 @@ both_modes!(
     |w: &World| {
         let http = server(None);
         let port = http.port;
-        let profile = w.profile(&format!("[network]\nallow = [\"allowed.test:{port}\"]\n"));
+        let profile = allowing_only_allowed_test(w, port);
         let script = format!(
             r#"
 import socket, time
@@ -786,7 +791,7 @@ print("answers", data.count(b"hello from host"))
             stdout(&outside),
             stderr(&outside)
         );
-        let profile = w.profile(&format!("[network]\nallow = [\"allowed.test:{port}\"]\n"));
+        let profile = allowing_only_allowed_test(w, port);
         let out = run_python(w, &profile, &script("allowed.test", json));
         assert!(ran(&out).contains("answers 1"), "{}", stderr(&out));
         // Refused before the request went out, or after its head: never served twice.
@@ -836,7 +841,7 @@ except Exception as e: print("second", "closed", type(e).__name__)
             stdout(&outside),
             stderr(&outside)
         );
-        let profile = w.profile(&format!("[network]\nallow = [\"allowed.test:{port}\"]\n"));
+        let profile = allowing_only_allowed_test(w, port);
         let out = run_python(w, &profile, &script("allowed.test"));
         let said = ran(&out);
         assert!(said.contains("first answered"), "{said}\n{}", stderr(&out));
@@ -1079,7 +1084,7 @@ print("declined", b"served allowed.test" in first, "SERVED-DENIED" if b"served d
             stdout(&outside),
             stderr(&outside)
         );
-        let profile = w.profile(&format!("[network]\nallow = [\"allowed.test:{port}\"]\n"));
+        let profile = allowing_only_allowed_test(w, port);
         let out = run_python(w, &profile, &script("allowed.test"));
         let said = ran(&out);
         // Switched: the echo protocol passes unread (the "request" after it is only echoed bytes).
@@ -1102,7 +1107,7 @@ both_modes!(a_port_probe_is_not_a_refusal, |w: &World| {
     // nothing refused (the gate once reported each as "neither side said anything").
     let http = server(None);
     let port = http.port;
-    let profile = w.profile(&format!("[network]\nallow = [\"allowed.test:{port}\"]\n"));
+    let profile = allowing_only_allowed_test(w, port);
     let script = format!(
         "import socket\n\
          for _ in range(5):\n\
@@ -1134,7 +1139,7 @@ both_modes!(a_silent_server_does_not_hold_the_runs_end, |w: &World| {
         &[],
     );
     let port = silent.port;
-    let profile = w.profile(&format!("[network]\nallow = [\"allowed.test:{port}\"]\n"));
+    let profile = allowing_only_allowed_test(w, port);
     let script = format!(
         "import socket\n\
          s = socket.create_connection(('allowed.test', {port}), timeout=5)\n\
@@ -1312,7 +1317,7 @@ both_modes!(
             &[],
         );
         let port = slow.port;
-        let profile = w.profile(&format!("[network]\nallow = [\"allowed.test:{port}\"]\n"));
+        let profile = allowing_only_allowed_test(w, port);
         let script = format!(
             "import socket\n\
          s = socket.create_connection(('allowed.test', {port}), timeout=30)\n\
@@ -1497,7 +1502,7 @@ both_modes!(
         // net/http, Python's http.server / Werkzeug) while the gate took it for "not HTTP".
         let http = server(None);
         let port = http.port;
-        let profile = w.profile(&format!("[network]\nallow = [\"allowed.test:{port}\"]\n"));
+        let profile = allowing_only_allowed_test(w, port);
         let script = format!(
             r#"{ATTEMPT}
 def send(data, half_close=False):
