@@ -17,7 +17,7 @@ if ! command -v hyperfine >/dev/null; then
   fi
 fi
 cd "$(dirname "$(realpath "$0")")/.."
-cargo build --release --quiet
+scripts/build.sh
 cargo build --release --quiet -p airlock-audit --example audit_bench
 airlock="$PWD/target/release/airlock"
 bench="$PWD/target/release/examples/audit_bench"

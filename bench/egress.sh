@@ -11,7 +11,7 @@ bytes=${BENCH_BYTES:-1073741824}
 connects=${BENCH_CONNECTS:-1000}
 concurrent=${BENCH_CONCURRENT:-1000}
 cd "$(dirname "$(realpath "$0")")/.."
-cargo build --release --quiet
+scripts/build.sh
 airlock="$PWD/target/release/airlock"
 python=/usr/bin/python3
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/airlock-egress-bench.XXXXXX")

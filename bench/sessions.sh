@@ -33,7 +33,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 cd "$(dirname "$(realpath "$0")")/.."
-cargo build --release --quiet
+scripts/build.sh
 airlock="$PWD/target/release/airlock"
 
 scratch=$(mktemp -d "${TMPDIR:-/tmp}/airlock-sessions-bench.XXXXXX")

@@ -58,7 +58,7 @@ if [ -z "${BENCH_AIRLOCK:-}" ]; then
 
   # ---- 2. build -------------------------------------------------------------------------------
   cd "$(dirname "$script")/.."
-  cargo build --release --quiet
+  scripts/build.sh
   airlock="$PWD/target/release/airlock"
 
   # BENCH_AS_USER: re-run the measuring half of this script as that uid. The binary and the script

@@ -4,7 +4,7 @@
 # workspace is left untouched.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release --quiet
+scripts/build.sh
 airlock="$PWD/target/release/airlock"
 
 demo=$(mktemp -d /tmp/airlock-demo.XXXXXX)

@@ -14,4 +14,6 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
 fi
 # /usr/bin/python3 is what runs inside the sandbox; a python3 earlier in PATH (pyenv) is not visible there.
 test -x /usr/bin/python3 || { echo "the tests need /usr/bin/python3 (apt-get install python3)" >&2; exit 1; }
-cargo test --workspace "$@"
+# The integration tests run the binary users run: the release build scripts/build.sh makes.
+scripts/build.sh
+AIRLOCK_TEST_BIN="$PWD/target/release/airlock" cargo test --workspace "$@"

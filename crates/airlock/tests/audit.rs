@@ -216,7 +216,7 @@ both_modes!(
         ));
         // Killed in the middle of writing the next intent: half a line is on disk, and nothing ran.
         let out = w
-            .airlock()
+            .airlock_with_test_hooks()
             .args([
                 "run",
                 "--workspace",
@@ -429,7 +429,7 @@ both_modes!(
     |w: &World| {
         // The sandbox is built while the intent is synced; if the sync fails, the command never runs.
         let out = w
-            .airlock()
+            .airlock_with_test_hooks()
             .args([
                 "run",
                 "--workspace",

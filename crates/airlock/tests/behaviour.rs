@@ -394,11 +394,14 @@ both_modes!(sigpipe_has_its_default_action_inside, |w: &World| {
 
 both_modes!(missing_landlock_is_refused_unless_accepted, |w: &World| {
     // Debug builds pretend the kernel has no Landlock when this variable is set.
-    let refused = w
-        .airlock_sh(&[], "echo ran")
-        .env("AIRLOCK_TEST_HIDE_LANDLOCK", "1")
-        .output()
-        .unwrap();
+    let run = |extra: &[&str]| {
+        let mut cmd = w.airlock_with_test_hooks();
+        cmd.arg("run").arg("--workspace").arg(&w.workspace);
+        cmd.args(extra).args(["--", "sh", "-c", "echo ran"]);
+        cmd.env("AIRLOCK_TEST_HIDE_LANDLOCK", "1");
+        cmd
+    };
+    let refused = run(&[]).output().unwrap();
     assert_eq!(refused.status.code(), Some(125));
     assert!(
         !stdout(&refused).contains("ran"),
@@ -409,14 +412,10 @@ both_modes!(missing_landlock_is_refused_unless_accepted, |w: &World| {
         "{}",
         stderr(&refused)
     );
-    let accepted = w
-        .airlock_sh(&["--allow-degraded=landlock"], "echo ran")
-        .env("AIRLOCK_TEST_HIDE_LANDLOCK", "1")
-        .output()
-        .unwrap();
+    let accepted = run(&["--allow-degraded=landlock"]).output().unwrap();
     assert_eq!(ran(&accepted).trim(), "ran");
     let check = w
-        .airlock()
+        .airlock_with_test_hooks()
         .args(["check", "--json"])
         .env("AIRLOCK_TEST_HIDE_LANDLOCK", "1")
         .output()

@@ -774,7 +774,7 @@ both_modes!(
             ran(&run_in(w, &id, EVERY_KIND_OF_CHANGE));
             let after = listing(w, Some(&id), &w.workspace);
             let out = w
-                .airlock()
+                .airlock_with_test_hooks()
                 .args(["apply", &id])
                 .env("AIRLOCK_TEST_FAULT", format!("commit:{killed_at}"))
                 .output()
@@ -894,7 +894,7 @@ both_modes!(
         let mut killed_at = 0;
         loop {
             let out = w
-                .airlock()
+                .airlock_with_test_hooks()
                 .args(["revert", &id])
                 .env("AIRLOCK_TEST_FAULT", format!("undo:{killed_at}"))
                 .output()

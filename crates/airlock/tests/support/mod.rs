@@ -25,32 +25,47 @@ pub fn is_root() -> bool {
 }
 
 /// The binary under test, copied where an unprivileged uid can execute it (the build tree may sit
-/// under a directory only root can enter).
+/// under a directory only root can enter): `$AIRLOCK_TEST_BIN` when set (scripts/test.sh sets it
+/// to the release binary scripts/build.sh makes, the one users run), else the one cargo built for
+/// these tests.
 pub fn airlock_bin() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        // One copy per build of the binary, reused by every test process and run, so /tmp does
-        // not fill up with copies; written under a temporary name and renamed into place.
-        let source = Path::new(env!("CARGO_BIN_EXE_airlock"));
-        let meta = std::fs::metadata(source).unwrap();
-        let stamp = meta
-            .modified()
-            .unwrap()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos();
-        let dir = std::env::temp_dir().join("airlock-test-bin");
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let bin = dir.join(format!("airlock-{}-{stamp}", meta.len()));
-        if !bin.exists() {
-            let tmp = dir.join(format!(".airlock-{}", std::process::id()));
-            std::fs::copy(source, &tmp).unwrap();
-            std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)).unwrap();
-            std::fs::rename(&tmp, &bin).unwrap();
-        }
-        bin
+    BIN.get_or_init(|| match std::env::var_os("AIRLOCK_TEST_BIN") {
+        Some(path) => reachable_copy(Path::new(&path)),
+        None => reachable_copy(Path::new(env!("CARGO_BIN_EXE_airlock"))),
     })
+}
+
+/// The debug build cargo made for these tests, which alone honours the `AIRLOCK_TEST_*` hooks
+/// (a failing last check, a crash at a chosen step, a kernel without Landlock); release builds
+/// compile them out.
+pub fn airlock_bin_with_test_hooks() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| reachable_copy(Path::new(env!("CARGO_BIN_EXE_airlock"))))
+}
+
+/// One copy per build of the binary, reused by every test process and run, so /tmp does not fill
+/// up with copies; written under a temporary name and renamed into place.
+fn reachable_copy(source: &Path) -> PathBuf {
+    let meta = std::fs::metadata(source)
+        .unwrap_or_else(|e| panic!("the airlock binary under test, {}: {e}", source.display()));
+    let stamp = meta
+        .modified()
+        .unwrap()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let dir = std::env::temp_dir().join("airlock-test-bin");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let bin = dir.join(format!("airlock-{}-{stamp}", meta.len()));
+    if !bin.exists() {
+        let tmp = dir.join(format!(".airlock-{}", std::process::id()));
+        std::fs::copy(source, &tmp).unwrap();
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::rename(&tmp, &bin).unwrap();
+    }
+    bin
 }
 
 /// One test's world: a workspace, a place outside it, a home and a state dir, all owned by the
@@ -132,6 +147,13 @@ impl World {
     /// `airlock --state-dir …`, as the identity under test, not yet started.
     pub fn airlock(&self) -> Command {
         let mut cmd = self.command(airlock_bin());
+        cmd.arg("--state-dir").arg(&self.state);
+        cmd
+    }
+
+    /// [`World::airlock`] with the build that honours the `AIRLOCK_TEST_*` hooks.
+    pub fn airlock_with_test_hooks(&self) -> Command {
+        let mut cmd = self.command(airlock_bin_with_test_hooks());
         cmd.arg("--state-dir").arg(&self.state);
         cmd
     }
