@@ -30,6 +30,7 @@ mod idmap;
 mod init;
 mod inside;
 mod launch;
+pub mod nss;
 mod output;
 pub use output::OutputFailure;
 pub mod probe;

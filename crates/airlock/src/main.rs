@@ -21,6 +21,11 @@ use cli::{Cli, Command, SessionCommand};
 pub const EXIT_AIRLOCK_ERROR: u8 = 125;
 
 fn main() -> ExitCode {
+    // scripts/build.sh links airlock statically: glibc must then load no NSS library (see
+    // airlock_jail::nss).
+    if cfg!(target_feature = "crt-static") {
+        airlock_jail::nss::use_built_in_services_only();
+    }
     let cli = match Cli::from_args() {
         Ok(cli) => cli,
         Err(err) => {

@@ -30,6 +30,34 @@ fn degraded(names: &[String]) -> Result<Degraded> {
     Ok(degraded)
 }
 
+/// The host user with `uid`, if any. Asked of `getent passwd`, a dynamically linked program that
+/// goes through every NSS service the host configures (LDAP, sssd, systemd's dynamic users): this
+/// binary, when statically linked, reads /etc/passwd only (see airlock_jail::nss). Without getent,
+/// what this binary's own lookup finds.
+fn host_user_with_uid(uid: u32) -> Option<String> {
+    let getent = ["/usr/bin/getent", "/bin/getent"]
+        .into_iter()
+        .find(|path| Path::new(path).exists())
+        .unwrap_or("getent");
+    let asked = std::process::Command::new(getent)
+        .args(["passwd", &uid.to_string()])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output();
+    match asked {
+        Ok(out) if out.status.success() => {
+            let line = String::from_utf8_lossy(&out.stdout);
+            Some(line.split(':').next().unwrap_or_default().to_string())
+        }
+        // getent's "no such key".
+        Ok(out) if out.status.code() == Some(2) => None,
+        _ => nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+            .ok()
+            .flatten()
+            .map(|user| user.name),
+    }
+}
+
 pub fn state_dir(global: &GlobalArgs) -> Result<std::path::PathBuf> {
     Ok(airlock_core::state_dir(
         global.state_dir.as_deref().map(|p| p.as_os_str()),
@@ -173,14 +201,12 @@ pub fn run(global: &GlobalArgs, args: RunArgs) -> Result<ExitCode> {
     if root_sandbox_id == 0 {
         bail!("--sandbox-uid 0: the sandbox user must never be root; choose an unused unprivileged id");
     }
-    // Only an id the caller chose is looked up: the lookup goes through NSS (libnss_systemd and
-    // all), which costs more than a run's setup step; the default is airlock's own choice.
-    let chosen_uid = args.sandbox_uid.map(nix::unistd::Uid::from_raw);
-    if let Some(Ok(Some(user))) = chosen_uid.map(nix::unistd::User::from_uid) {
+    // Only an id the caller chose is looked up: the lookup costs more than a run's setup step;
+    // the default is airlock's own choice.
+    if let Some(name) = args.sandbox_uid.and_then(host_user_with_uid) {
         // The sandbox's files and processes would be that user's, and theirs the sandbox's.
         bail!(
-            "--sandbox-uid {root_sandbox_id}: that is the uid of user {}; choose an id no user or service of this host has",
-            user.name
+            "--sandbox-uid {root_sandbox_id}: that is the uid of user {name}; choose an id no user or service of this host has"
         );
     }
     let request = RunRequest {

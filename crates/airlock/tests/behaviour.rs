@@ -295,6 +295,26 @@ both_modes!(real_tools_work_inside, |w: &World| {
 });
 
 #[test]
+fn a_chosen_sandbox_uid_runs_unless_a_host_user_has_it() {
+    // Root only: the sandbox uid is root's choice. The check asks NSS, which a statically linked
+    // airlock must do without loading libnss_systemd (it crashed there: exit 139, no message).
+    let Some(w) = World::new(Mode::Root) else {
+        return;
+    };
+    let free = w.inside_with(&["--sandbox-uid", "54321"], "echo ran");
+    assert_eq!(ran(&free).trim(), "ran", "{}", stderr(&free));
+    // uid 1 is daemon's on Debian.
+    let taken = w.inside_with(&["--sandbox-uid", "1"], "echo ran");
+    assert_eq!(taken.status.code(), Some(125), "{}", stderr(&taken));
+    assert!(!stdout(&taken).contains("ran"));
+    assert!(
+        stderr(&taken).contains("that is the uid of user daemon"),
+        "{}",
+        stderr(&taken)
+    );
+}
+
+#[test]
 fn cargo_builds_a_tiny_crate_inside() {
     // Root only: the toolchain lives under /root here, which an unprivileged uid cannot reach.
     let Some(w) = World::new(Mode::Root) else {
