@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Startup benchmark for `airlock run`: what a sandbox costs a command that does nothing.
 #
-# Measures /bin/true three ways in ONE hyperfine run (same machine state, so the figures compare):
+# Measures /bin/true four ways in ONE hyperfine run (same machine state, so the figures compare):
 #   plain    /bin/true
 #   bwrap    a bare bubblewrap sandbox of similar shape (read-only /usr, private /proc /dev /tmp,
 #            every namespace unshared): the reference airlock should not be slower than
@@ -9,7 +9,7 @@
 #            `install` leaves it: written through the page cache)
 #   airlock, re-read   the same from a copy whose pages were dropped from the page cache first,
 #            so that the kernel reads them back as exec touches them (as after a reboot or under
-#            memory pressure): this is slower, by ~0.1-0.4 ms here, because on this kernel
+#            memory pressure): this is slower, by ~0.3-0.4 ms here, because on this kernel
 #            a file read by page faults is cached in small folios and a large static binary then
 #            takes more faults in each of the run's processes
 # then the peak RSS of each under GNU time. Target: airlock/bwrap median ratio <= 1.0.
@@ -123,6 +123,17 @@ if [ "$(id -u)" = 0 ]; then
 else
   echo "- running as: uid $(id -u), unprivileged"
 fi
+# scripts/build.sh falls back to a dynamically linked binary, ~0.4 ms slower to start: say which.
+linkage=$("$python" - "$scratch/airlock" <<'EOF'
+import struct, sys
+elf = open(sys.argv[1], "rb").read(1 << 16)
+(phoff,) = struct.unpack_from("<Q", elf, 0x20)
+phentsize, phnum = struct.unpack_from("<HH", elf, 0x36)
+kinds = [struct.unpack_from("<I", elf, phoff + i * phentsize)[0] for i in range(phnum)]
+print("dynamically linked" if 3 in kinds else "statically linked")  # 3: PT_INTERP
+EOF
+)
+echo "- airlock binary: $linkage"
 echo "- runs: $runs timed + $warmup warmup per command, hyperfine -N (no shell), in rounds that alternate the commands"
 echo "- commands:"
 echo "  - plain:   \`$plain_cmd\`"
@@ -146,7 +157,7 @@ done
 # ---- 4. timing ----------------------------------------------------------------------------------
 # In rounds: hyperfine times one command's runs back to back, and this machine's speed drifts by
 # ±10% over seconds, which would favour whichever command ran in a fast stretch. Each round times
-# all three for a slice of the runs; the medians are over every run of every round.
+# all four for a slice of the runs; the medians are over every run of every round.
 rounds=$(( runs >= 10 ? 10 : 1 ))
 per_round=$(( (runs + rounds - 1) / rounds ))
 for round in $(seq "$rounds"); do

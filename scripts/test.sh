@@ -15,5 +15,14 @@ fi
 # /usr/bin/python3 is what runs inside the sandbox; a python3 earlier in PATH (pyenv) is not visible there.
 test -x /usr/bin/python3 || { echo "the tests need /usr/bin/python3 (apt-get install python3)" >&2; exit 1; }
 # The integration tests run the binary users run: the release build scripts/build.sh makes.
+# (cargo test --release would relink that file its own way, and build the hook tests' binary
+# without its debug-only hooks.)
+for arg in "$@"; do
+  case $arg in
+    --release | --profile | --profile=*)
+      echo "scripts/test.sh: $arg is not supported: the tests already run the release binary scripts/build.sh makes" >&2
+      exit 2 ;;
+  esac
+done
 scripts/build.sh
 AIRLOCK_TEST_BIN="$PWD/target/release/airlock" cargo test --workspace "$@"

@@ -44,8 +44,9 @@ pub fn airlock_bin_with_test_hooks() -> &'static Path {
     BIN.get_or_init(|| reachable_copy(Path::new(env!("CARGO_BIN_EXE_airlock"))))
 }
 
-/// One copy per build of the binary, reused by every test process and run, so /tmp does not fill
-/// up with copies; written under a temporary name and renamed into place.
+/// One copy per build of the binary, reused by every test process and run; written under a
+/// temporary name and renamed into place. Copies of builds older than a day are removed, so that
+/// /tmp does not fill up with them.
 fn reachable_copy(source: &Path) -> PathBuf {
     let meta = std::fs::metadata(source)
         .unwrap_or_else(|e| panic!("the airlock binary under test, {}: {e}", source.display()));
@@ -64,6 +65,16 @@ fn reachable_copy(source: &Path) -> PathBuf {
         std::fs::copy(source, &tmp).unwrap();
         std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)).unwrap();
         std::fs::rename(&tmp, &bin).unwrap();
+        let day = std::time::Duration::from_secs(24 * 3600);
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let old = entry
+                .metadata()
+                .and_then(|meta| meta.modified())
+                .is_ok_and(|time| time.elapsed().is_ok_and(|age| age > day));
+            if old {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
     }
     bin
 }
