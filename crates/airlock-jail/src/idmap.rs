@@ -79,6 +79,8 @@ pub(crate) struct HelperNamespace {
     pub fd: OwnedFd,
     /// Killed and reaped when dropped.
     helper: Option<VmChild>,
+    /// The maps to write, until [`HelperNamespace::apply_maps`] has.
+    maps: Option<(String, String)>,
 }
 
 impl HelperNamespace {
@@ -99,19 +101,26 @@ impl HelperNamespace {
         Self::create(&uid_map, &gid_map)
     }
 
+    /// The namespace, still without its maps: see [`HelperNamespace::apply_maps`].
     fn create(uid_map: &str, gid_map: &str) -> Result<HelperNamespace> {
         let helper = clone_idle(libc::CLONE_NEWUSER)
             .during("create a user namespace", "run 'airlock check'")?;
-        let namespace = HelperNamespace {
+        Ok(HelperNamespace {
             fd: open_user_namespace(helper.pid)?,
             helper: Some(helper),
-        };
-        if let Some(helper) = &namespace.helper {
-            write_maps(helper.pid, uid_map, gid_map, false, UNEXPECTED)?;
-            // The fd keeps the namespace alive; the helper has nothing more to do.
+            maps: Some((uid_map.to_string(), gid_map.to_string())),
+        })
+    }
+
+    /// Write the namespace's maps (once) and let its helper go: the fd keeps the namespace
+    /// alive. Apart from [`HelperNamespace::create`] so that the launch can do it after the
+    /// sandbox's clone, while the setup process mounts (it needs the namespaces only then).
+    pub(crate) fn apply_maps(&mut self) -> Result<()> {
+        if let (Some((uid_map, gid_map)), Some(helper)) = (self.maps.take(), &self.helper) {
+            write_maps(helper.pid, &uid_map, &gid_map, false, UNEXPECTED)?;
             let _ = kill(helper.pid, Signal::SIGKILL);
         }
-        Ok(namespace)
+        Ok(())
     }
 
     /// Collect the helper process.

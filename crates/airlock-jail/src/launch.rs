@@ -224,7 +224,8 @@ pub fn spawn(
         None => (None, None),
     };
     // Root: the user namespaces the setup process will use, made now while the second CPU is
-    // otherwise idle, rather than while the setup process mounts and competes for it.
+    // otherwise idle, rather than while the setup process mounts and competes for it; their maps
+    // are written after the clone (see below).
     let helper_namespaces = if rootful {
         let owner = std::fs::metadata(&spec.workspace.lower).on_path(
             "inspect the workspace",
@@ -284,6 +285,16 @@ pub fn spawn(
         gate: None,
         deadline: spec.limits.timeout.map(|t| Instant::now() + t),
     };
+    // Root: the helper user namespaces get their maps now, while the setup process mounts.
+    let mapped: Result<()> = sandbox
+        .helper_namespaces
+        .iter_mut()
+        .try_for_each(HelperNamespace::apply_maps);
+    if let Err(err) = mapped {
+        // Its drop kills it, reaps it and removes its cgroup.
+        drop(sandbox);
+        return Err(err);
+    }
     // Unprivileged: the network namespace's helper needs the user namespace, opened now, before
     // the setup process is told to go on, while it is dumpable and so ours to open.
     let network = match network {
