@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use airlock_jail::gate::{allow_ipv4_mapped, socket_info, Memory, Notifier};
+use airlock_jail::gate::{socket_info, Memory, Notifier};
 
 use crate::dns::{self, Synthetic};
 use crate::rules::{Decision, Egress};
@@ -503,7 +503,7 @@ fn handle_connect(
         // The relay's address is IPv4-mapped for an IPv6 socket; without this its connect would
         // fail where a direct one succeeds. If the socket is bound already, the kernel refuses,
         // and the connect fails as before.
-        let _ = allow_ipv4_mapped(n.pid, n.args[0]);
+        let _ = socket.allow_ipv4_mapped();
     }
     if stream && crate::ip::canonical(dest.ip()) == PROXY.ip() && dest.port() == PROXY.port() {
         // airlock's proxy: the request on the connection is decided, not the connection.

@@ -135,8 +135,10 @@ impl Memory {
     }
 }
 
-/// What the gate needs to know of a socket a process is connecting.
+/// What the gate needs to know of a socket a process is connecting, read from a copy of it.
 pub struct SocketInfo {
+    /// The copy (see [`SocketInfo::allow_ipv4_mapped`]).
+    copy: OwnedFd,
     /// `libc::SOCK_STREAM`, `SOCK_DGRAM`…
     pub kind: i32,
     /// Its connect returns at once (an event loop's socket).
@@ -153,22 +155,25 @@ pub fn socket_info(pid: u32, fd: u64) -> io::Result<SocketInfo> {
     let kind =
         nix::sys::socket::getsockopt(&copy, nix::sys::socket::sockopt::SockType).map_err(io)?;
     let flags = nix::fcntl::fcntl(&copy, nix::fcntl::FcntlArg::F_GETFL).map_err(io)?;
+    // Not an IPv6 socket: the option does not exist, and does not matter.
+    let v6_only =
+        nix::sys::socket::getsockopt(&copy, nix::sys::socket::sockopt::Ipv6V6Only).unwrap_or(false);
     Ok(SocketInfo {
+        copy,
         kind: kind as i32,
         nonblocking: nix::fcntl::OFlag::from_bits_truncate(flags)
             .contains(nix::fcntl::OFlag::O_NONBLOCK),
-        // Not an IPv6 socket: the option does not exist, and does not matter.
-        v6_only: nix::sys::socket::getsockopt(&copy, nix::sys::socket::sockopt::Ipv6V6Only)
-            .unwrap_or(false),
+        v6_only,
     })
 }
 
-/// Let IPv6 socket fd `fd` of process `pid` reach IPv4-mapped addresses (clear IPV6_V6ONLY): the
-/// gate's relay, which an allowed connect is sent to, is one. The socket is not bound yet (it is
-/// in its connect), so the kernel allows the change; the connect then goes only where the gate
-/// sends it, as every other.
-pub fn allow_ipv4_mapped(pid: u32, fd: u64) -> io::Result<()> {
-    let pidfd = sys::pidfd_open(nix::unistd::Pid::from_raw(tgid(pid)?)).map_err(io)?;
-    let copy = sys::pidfd_getfd(pidfd.as_fd(), fd as i32).map_err(io)?;
-    nix::sys::socket::setsockopt(&copy, nix::sys::socket::sockopt::Ipv6V6Only, &false).map_err(io)
+impl SocketInfo {
+    /// Let this IPv6 socket reach IPv4-mapped addresses (clear IPV6_V6ONLY): the gate's relay,
+    /// which an allowed connect is sent to, is one. The socket is not bound yet (it is in its
+    /// connect), so the kernel allows the change; the connect then goes only where the gate
+    /// sends it, as every other.
+    pub fn allow_ipv4_mapped(&self) -> io::Result<()> {
+        nix::sys::socket::setsockopt(&self.copy, nix::sys::socket::sockopt::Ipv6V6Only, &false)
+            .map_err(io)
+    }
 }

@@ -290,21 +290,16 @@ pub fn spawn(
         .helper_namespaces
         .iter_mut()
         .try_for_each(HelperNamespace::apply_maps);
-    if let Err(err) = mapped {
-        // Its drop kills it, reaps it and removes its cgroup.
-        drop(sandbox);
-        return Err(err);
-    }
     // Unprivileged: the network namespace's helper needs the user namespace, opened now, before
     // the setup process is told to go on, while it is dumpable and so ours to open.
-    let network = match network {
+    let network = mapped.and_then(|()| match network {
         Some(network) => Ok(NetworkPlan::Started(network)),
         None => std::fs::File::open(format!("/proc/{pid}/ns/user"))
             .map(|user_namespace| NetworkPlan::InUserNamespace(user_namespace.into()))
             .map_err(|e| {
                 JailError::Inside(format!("cannot open the sandbox's user namespace: {e}"))
             }),
-    };
+    });
     let handshaken = network.and_then(|network| {
         handshake(
             spec,
@@ -655,9 +650,18 @@ impl Sandbox {
             }
         }
         // Without a report (pid 1 was killed, or the time ran out), its exit status says.
-        let status = match report {
-            Some(_) => None,
-            None => Some(self.reap_pid1()),
+        let code = match &report {
+            Some(report) => Ok(report.code),
+            None => self
+                .reap_pid1()
+                .during("reap the sandbox", UNEXPECTED)
+                .and_then(|status| match status {
+                    WaitStatus::Exited(_, code) => Ok(code),
+                    WaitStatus::Signaled(_, sig, _) => Ok(128 + sig as i32),
+                    other => Err(JailError::Inside(format!(
+                        "unexpected wait status {other:?}"
+                    ))),
+                }),
         };
         let memory = self.cgroup.as_ref().map(|group| group.memory_stats());
         // The pipes end when every process of the sandbox has closed them, which each does as it
@@ -667,19 +671,10 @@ impl Sandbox {
                 relay.drain();
                 (relay.dropped(), relay.failures())
             });
-        let outcome = match (timed_out, report, status) {
-            (true, _, _) => Outcome::TimedOut,
-            (false, Some(report), _) => Outcome::Exited(report.code),
-            (false, None, Some(status)) => match status.during("reap the sandbox", UNEXPECTED)? {
-                WaitStatus::Exited(_, code) => Outcome::Exited(code),
-                WaitStatus::Signaled(_, sig, _) => Outcome::Exited(128 + sig as i32),
-                other => {
-                    return Err(JailError::Inside(format!(
-                        "unexpected wait status {other:?}"
-                    )))
-                }
-            },
-            (false, None, None) => return Err(JailError::Inside("no exit status".into())),
+        let outcome = if timed_out {
+            Outcome::TimedOut
+        } else {
+            Outcome::Exited(code?)
         };
         Ok(Finished {
             outcome,

@@ -381,23 +381,22 @@ pub(crate) fn mount_setattr(path: &Path, attrs: MountAttrs, recursive: bool) -> 
     Errno::result(ret).map(drop)
 }
 
-/// Close every file descriptor from `first` up, so nothing the caller leaked reaches the sandbox.
-pub(crate) fn close_fds_from(first: u32) -> nix::Result<()> {
-    // SAFETY: close_range takes only integers; closing fds this process does not use afterwards is
-    // the point. Rust objects owning closed fds are not used after this call in the child.
-    let ret = unsafe { libc::syscall(libc::SYS_close_range, first, u32::MAX, 0u32) };
+/// close_range(2) of `first..=last`.
+fn close_range(first: u32, last: u32) -> nix::Result<()> {
+    // SAFETY: close_range takes only integers. Closing is the point: each caller uses none of
+    // these fds afterwards (Rust objects that owned them are not used again in this process).
+    let ret = unsafe { libc::syscall(libc::SYS_close_range, first, last, 0u32) };
     Errno::result(ret).map(drop)
 }
 
 /// Close stdin, stdout and stderr now, rather than at exit, where the kernel releases open files
 /// only after it has torn down the process's namespaces (a reader of a pipe would wait for that).
 pub(crate) fn close_stdio() -> nix::Result<()> {
-    // SAFETY: close_range takes only integers; the caller writes nothing to fds 0-2 afterwards.
-    let ret = unsafe { libc::syscall(libc::SYS_close_range, 0u32, 2u32, 0u32) };
-    Errno::result(ret).map(drop)
+    close_range(0, 2)
 }
 
-/// Close every fd from `first` up except those in `keep`.
+/// Close every fd from `first` up except those in `keep`, so nothing the caller leaked reaches
+/// the sandbox.
 pub(crate) fn close_fds_from_except(first: u32, keep: &[RawFd]) -> nix::Result<()> {
     let mut kept: Vec<u32> = keep
         .iter()
@@ -408,13 +407,11 @@ pub(crate) fn close_fds_from_except(first: u32, keep: &[RawFd]) -> nix::Result<(
     let mut from = first;
     for fd in kept {
         if fd > from {
-            // SAFETY: as in close_fds_from; the range ends just below a kept fd.
-            let ret = unsafe { libc::syscall(libc::SYS_close_range, from, fd - 1, 0u32) };
-            Errno::result(ret)?;
+            close_range(from, fd - 1)?;
         }
         from = fd + 1;
     }
-    close_fds_from(from)
+    close_range(from, u32::MAX)
 }
 
 const SECBIT_NOROOT: libc::c_ulong = 1 << 0;

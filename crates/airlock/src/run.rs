@@ -32,29 +32,32 @@ fn degraded(names: &[String]) -> Result<Degraded> {
 
 /// The host user with `uid`, if any. Asked of `getent passwd`, a dynamically linked program that
 /// goes through every NSS service the host configures (LDAP, sssd, systemd's dynamic users): this
-/// binary, when statically linked, reads /etc/passwd only (see airlock_jail::nss). Without getent,
-/// what this binary's own lookup finds.
-fn host_user_with_uid(uid: u32) -> Option<String> {
+/// binary, when statically linked, reads /etc/passwd only (see airlock_jail::nss). A check that
+/// cannot be made refuses the run rather than looking in /etc/passwd alone.
+fn host_user_with_uid(uid: u32) -> Result<Option<String>> {
     let getent = ["/usr/bin/getent", "/bin/getent"]
         .into_iter()
         .find(|path| Path::new(path).exists())
         .unwrap_or("getent");
-    let asked = std::process::Command::new(getent)
+    let out = std::process::Command::new(getent)
         .args(["passwd", &uid.to_string()])
         .stdin(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
-        .output();
-    match asked {
-        Ok(out) if out.status.success() => {
+        .output()
+        .with_context(|| {
+            format!("--sandbox-uid {uid}: cannot run {getent} to check that no host user has that uid (Debian: apt-get install libc-bin)")
+        })?;
+    match out.status.code() {
+        Some(0) => {
             let line = String::from_utf8_lossy(&out.stdout);
-            Some(line.split(':').next().unwrap_or_default().to_string())
+            Ok(Some(line.split(':').next().unwrap_or_default().to_string()))
         }
         // getent's "no such key".
-        Ok(out) if out.status.code() == Some(2) => None,
-        _ => nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
-            .ok()
-            .flatten()
-            .map(|user| user.name),
+        Some(2) => Ok(None),
+        _ => bail!(
+            "--sandbox-uid {uid}: '{getent} passwd {uid}' failed ({}), so whether a host user has that uid is unknown",
+            out.status
+        ),
     }
 }
 
@@ -203,7 +206,12 @@ pub fn run(global: &GlobalArgs, args: RunArgs) -> Result<ExitCode> {
     }
     // Only an id the caller chose is looked up: the lookup costs more than a run's setup step;
     // the default is airlock's own choice.
-    if let Some(name) = args.sandbox_uid.and_then(host_user_with_uid) {
+    let owner = args
+        .sandbox_uid
+        .map(host_user_with_uid)
+        .transpose()?
+        .flatten();
+    if let Some(name) = owner {
         // The sandbox's files and processes would be that user's, and theirs the sandbox's.
         bail!(
             "--sandbox-uid {root_sandbox_id}: that is the uid of user {name}; choose an id no user or service of this host has"
