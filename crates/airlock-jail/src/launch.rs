@@ -456,16 +456,18 @@ fn drive_setup(
     let network = match network {
         NetworkPlan::Started(network) => network.0,
         NetworkPlan::InUserNamespace(user_namespace) => {
-            let network = sys::start_new_network(Some(user_namespace)).during(
+            sys::start_new_network(Some(user_namespace)).during(
                 "start creating the sandbox's network namespace",
                 "too many processes?",
-            )?;
-            // The setup process was steered to the other CPUs; this one is left to the helper,
-            // which we now wait for.
-            sys::keep_here(network.pid());
-            network
+            )?
         }
     };
+    // The setup process was steered to the other CPUs, where (as root) the helper started ahead
+    // is still at work: the two would take turns there while this CPU, left idle as we wait for
+    // the helper, is given to it.
+    if !network.is_done() {
+        sys::keep_here(network.pid());
+    }
     let network = network.finish().during(
         "create the sandbox's network namespace with its loopback up",
         "are network namespaces available? run 'airlock check'",

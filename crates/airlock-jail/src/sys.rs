@@ -266,6 +266,14 @@ impl NewNetwork {
         self.helper.pid
     }
 
+    /// The helper has made the namespace (it may not have exited yet).
+    pub(crate) fn is_done(&self) -> bool {
+        self.slots
+            .network
+            .load(std::sync::atomic::Ordering::Acquire)
+            >= 0
+    }
+
     /// Wait for the helper; the namespace it made, or why it could not.
     pub(crate) fn finish(mut self) -> nix::Result<OwnedFd> {
         match self.helper.wait()? {
