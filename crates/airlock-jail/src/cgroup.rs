@@ -98,6 +98,8 @@ pub struct RunCgroup {
     dirs: Vec<PathBuf>,
     join: Join,
     freezer: Option<crate::control::Freezer>,
+    /// Pid 1 leaves the cgroup once the command has started (v1, see [`Join`]).
+    pid1_leaves: bool,
 }
 
 /// What the run's memory cgroup saw.
@@ -110,11 +112,21 @@ pub struct MemoryStats {
 /// How the sandbox's first process gets into the run's cgroup.
 #[derive(Debug)]
 pub enum Join {
-    /// v1: the process moves itself by writing `0` to each of these `tasks` files, opened by the
-    /// supervisor (the kernel checks the opener's credentials). Moving oneself as a single thread
-    /// skips the global lock that moving a process by pid takes; taking that lock waits for an RCU
-    /// grace period, which costs 5 to 15 ms a run when runs are seconds apart.
-    ItselfThrough(Vec<OwnedFd>),
+    /// v1: the process moves itself by writing `0` to each of the `join` files (the run's
+    /// `tasks` files), opened by the supervisor (the kernel checks the opener's credentials).
+    /// Moving oneself as a single thread skips the global lock that moving a process by pid
+    /// takes; taking that lock waits for an RCU grace period, which costs 5 to 15 ms a run when
+    /// runs are seconds apart.
+    ///
+    /// Once it has started the command, pid 1 moves itself out again the same way, through the
+    /// `leave` files (its parents' `tasks` files): the command and all it starts stay in, pid 1
+    /// (which only waits and reaps) does not. The run's cgroups are then empty as soon as the
+    /// command's last process has ended, and the supervisor removes them while the kernel is
+    /// still tearing pid 1's namespaces down, rather than after.
+    ItselfThrough {
+        join: Vec<OwnedFd>,
+        leave: Vec<OwnedFd>,
+    },
     /// v2 (a domain cgroup has no per-thread moves): the supervisor writes the pid.
     BySupervisor,
 }
@@ -143,10 +155,13 @@ impl RunCgroup {
                 write(&parent.join("cgroup.subtree_control"), "+memory +pids")?;
                 let dir = parent.join(run_id);
                 make_dir(&dir)?;
+                // Pid 1 stays: under a parent that hands controllers down, v2 allows no process
+                // (the "no internal processes" rule), so it has nowhere to go.
                 let group = RunCgroup {
                     dirs: vec![dir.clone()],
                     join: Join::BySupervisor,
                     freezer: Some(crate::control::Freezer::V2(dir.clone())),
+                    pid1_leaves: false,
                 };
                 write(&dir.join("memory.max"), &limits.memory_bytes.to_string())?;
                 write(&dir.join("memory.swap.max"), "0").ok();
@@ -167,10 +182,12 @@ impl RunCgroup {
                     dirs: vec![mem_dir.clone()],
                     join: Join::BySupervisor,
                     freezer: None,
+                    pid1_leaves: true,
                 };
                 make_dir(&pids_dir)?;
                 group.dirs.push(pids_dir.clone());
                 let mut tasks = vec![mem_dir.join("tasks"), pids_dir.join("tasks")];
+                let mut parent_tasks = vec![memory.join("tasks"), pids.join("tasks")];
                 if let Some(freezer) = freezer {
                     // For `airlock pause`; without it, pause stops every process with SIGSTOP.
                     remove_orphans(freezer);
@@ -178,6 +195,7 @@ impl RunCgroup {
                     make_dir(&dir)?;
                     group.dirs.push(dir.clone());
                     tasks.push(dir.join("tasks"));
+                    parent_tasks.push(freezer.join("tasks"));
                     group.freezer = Some(crate::control::Freezer::V1(dir));
                 }
                 write(
@@ -190,17 +208,22 @@ impl RunCgroup {
                     &limits.memory_bytes.to_string(),
                 );
                 write(&pids_dir.join("pids.max"), &limits.processes.to_string())?;
-                let tasks = tasks
-                    .iter()
-                    .map(|path| {
-                        fs::OpenOptions::new()
-                            .write(true)
-                            .open(path)
-                            .map(OwnedFd::from)
-                            .on_path("open cgroup file", path, DELEGATION_HINT)
-                    })
-                    .collect::<Result<Vec<_>>>()?;
-                group.join = Join::ItselfThrough(tasks);
+                let open_all = |paths: &[PathBuf]| {
+                    paths
+                        .iter()
+                        .map(|path| {
+                            fs::OpenOptions::new()
+                                .write(true)
+                                .open(path)
+                                .map(OwnedFd::from)
+                                .on_path("open cgroup file", path, DELEGATION_HINT)
+                        })
+                        .collect::<Result<Vec<_>>>()
+                };
+                group.join = Join::ItselfThrough {
+                    join: open_all(&tasks)?,
+                    leave: open_all(&parent_tasks)?,
+                };
                 Ok(Some(group))
             }
         }
@@ -245,8 +268,9 @@ impl RunCgroup {
     /// The setup process holds its own copies of the `tasks` files once they were sent; the
     /// supervisor needs them no more.
     pub fn close_tasks_files(&mut self) {
-        if let Join::ItselfThrough(files) = &mut self.join {
-            files.clear();
+        if let Join::ItselfThrough { join, leave } = &mut self.join {
+            join.clear();
+            leave.clear();
         }
     }
 
@@ -256,6 +280,22 @@ impl RunCgroup {
             write(&dir.join("cgroup.procs"), &pid.to_string())?;
         }
         Ok(())
+    }
+
+    /// Once the command has ended: remove the run's cgroups that are empty already, without
+    /// waiting; [`RunCgroup::remove`] waits for the rest. Only where pid 1 left them (see
+    /// [`Join`]); elsewhere pid 1 is in them until its namespaces are torn down.
+    pub fn remove_empty(&mut self) {
+        if !self.pid1_leaves {
+            return;
+        }
+        // A daemon the command left behind is still in them (until pid 1's exit kills it).
+        self.dirs.retain(|dir| fs::remove_dir(dir).is_err());
+        if let Some(crate::control::Freezer::V1(dir)) = &self.freezer {
+            if !self.dirs.contains(dir) {
+                self.freezer = None;
+            }
+        }
     }
 
     /// Remove the run's cgroups. The kernel refuses while a process is still in one; every process

@@ -36,7 +36,9 @@ pub(crate) fn forwarded_set() -> SigSet {
     set
 }
 
-pub(crate) fn run_command(spec: &SandboxSpec, report: OwnedFd) -> ! {
+/// `leave_cgroup`: the `tasks` files this process moves itself out of the run's cgroups through
+/// once the command has started (v1; see `cgroup::Join`).
+pub(crate) fn run_command(spec: &SandboxSpec, report: OwnedFd, leave_cgroup: Vec<OwnedFd>) -> ! {
     let mut waited = forwarded_set();
     waited.add(Signal::SIGCHLD);
     // Blocked signals stay pending until sigwait picks them up, so none is lost between the spawn
@@ -45,6 +47,11 @@ pub(crate) fn run_command(spec: &SandboxSpec, report: OwnedFd) -> ! {
         std::process::exit(125);
     }
     let command = start_command(spec);
+    // The command and all it starts stay in the run's cgroups. Should a move fail, this process
+    // stays in: the supervisor then removes the cgroups after it is gone, as on v2.
+    for tasks_file in leave_cgroup {
+        let _ = nix::unistd::write(&tasks_file, b"0");
+    }
     loop {
         let Ok(signal) = waited.wait() else { continue };
         if signal != Signal::SIGCHLD {

@@ -29,7 +29,9 @@ pub(crate) const MSG_GO: u8 = b'g';
 /// idmapped workspace and for the sandbox itself.
 pub(crate) const MSG_NAMESPACES: u8 = b'n';
 /// When the run has a cgroup: made while we mounted. On v1 it carries the `tasks` files the setup
-/// process writes itself into; on v2 the supervisor has moved the setup process already.
+/// process writes itself into, then as many that pid 1 writes itself out through once the
+/// command has started (see `cgroup::Join`); on v2 the supervisor has moved the setup process
+/// already.
 pub(crate) const MSG_CGROUP: u8 = b'c';
 /// After READY: the caller's last check passed; start the command.
 pub(crate) const MSG_START: u8 = b's';
@@ -94,7 +96,8 @@ impl SetupChannel {
     fn receive(&mut self, expected: u8) -> Result<Vec<OwnedFd>> {
         let mut byte = [0u8; 1];
         let mut iov = [std::io::IoSliceMut::new(&mut byte)];
-        let mut space = nix::cmsg_space!([std::os::fd::RawFd; 3]);
+        // The most any message carries: MSG_CGROUP's two sets of three.
+        let mut space = nix::cmsg_space!([std::os::fd::RawFd; 6]);
         let message = recvmsg::<()>(
             self.control.as_raw_fd(),
             &mut iov,
@@ -180,11 +183,11 @@ pub(crate) struct SetupMode<'a> {
 pub(crate) fn run(spec: &SandboxSpec, mut channel: SetupChannel, mode: &SetupMode) -> ! {
     let result = setup(spec, &mut channel, mode);
     match result {
-        Ok(()) => {
+        Ok(leave_cgroup) => {
             let SetupChannel { control, report } = channel;
             // Already closed, with every other inherited descriptor, at the end of setup.
             std::mem::forget(control);
-            init::run_command(spec, report)
+            init::run_command(spec, report, leave_cgroup)
         }
         Err(err) => {
             let mut message = vec![MSG_ERROR];
@@ -195,7 +198,8 @@ pub(crate) fn run(spec: &SandboxSpec, mut channel: SetupChannel, mode: &SetupMod
     }
 }
 
-fn setup(spec: &SandboxSpec, channel: &mut SetupChannel, mode: &SetupMode) -> Result<()> {
+/// Returns the `tasks` files pid 1 leaves the run's cgroups through (v1; see `cgroup::Join`).
+fn setup(spec: &SandboxSpec, channel: &mut SetupChannel, mode: &SetupMode) -> Result<Vec<OwnedFd>> {
     let rootful = mode.rootful;
     // If the supervisor dies, so does the sandbox, at every step from here on.
     prctl::set_pdeathsig(Signal::SIGKILL).during("set the parent-death signal", UNEXPECTED)?;
@@ -279,8 +283,16 @@ fn setup(spec: &SandboxSpec, channel: &mut SetupChannel, mode: &SetupMode) -> Re
     // Into the run's cgroup, which the supervisor made while we mounted, before anything that
     // counts against its limits runs. On v1 we move ourselves by writing 0 to each `tasks` file
     // it opened (see `cgroup::Join`); on v2 it has moved us already.
+    let mut leave_cgroup = Vec::new();
     if mode.has_cgroup {
-        for tasks_file in channel.receive(MSG_CGROUP)? {
+        let mut join = channel.receive(MSG_CGROUP)?;
+        if join.len() % 2 != 0 {
+            return Err(JailError::Inside(
+                "the supervisor sent an odd number of cgroup files".into(),
+            ));
+        }
+        leave_cgroup = join.split_off(join.len() / 2);
+        for tasks_file in join {
             nix::unistd::write(&tasks_file, b"0")
                 .during("join the run's cgroup", "run 'airlock check'")?;
         }
@@ -335,11 +347,14 @@ fn setup(spec: &SandboxSpec, channel: &mut SetupChannel, mode: &SetupMode) -> Re
     // The supervisor may still refuse (its audit record is not on disk yet, say): nothing of the
     // command runs before it says so.
     channel.receive(MSG_START)?;
-    // Except the report pipe, which pid 1 keeps to report the command's end (close-on-exec, so
-    // the command never holds it; pid 1 is not dumpable, so its /proc/1/fd is out of reach).
-    sys::close_fds_from_except(3, &[channel.report.as_raw_fd()])
-        .during("close inherited file descriptors", UNEXPECTED)?;
-    Ok(())
+    // Except the report pipe, which pid 1 keeps to report the command's end, and the files it
+    // leaves the run's cgroups through once the command has started (all close-on-exec, so the
+    // command never holds them; pid 1 is not dumpable, so its /proc/1/fd is out of reach).
+    let kept: Vec<RawFd> = std::iter::once(channel.report.as_raw_fd())
+        .chain(leave_cgroup.iter().map(AsRawFd::as_raw_fd))
+        .collect();
+    sys::close_fds_from_except(3, &kept).during("close inherited file descriptors", UNEXPECTED)?;
+    Ok(leave_cgroup)
 }
 
 /// A UDP socket on 127.0.0.53:53 in the sandbox's network namespace.

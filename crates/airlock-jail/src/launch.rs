@@ -485,8 +485,9 @@ fn drive_setup(
     sandbox.cgroup = RunCgroup::create(support, &spec.limits)?;
     if let Some(group) = &mut sandbox.cgroup {
         match group.join() {
-            Join::ItselfThrough(tasks_files) => {
-                let fds: Vec<RawFd> = tasks_files.iter().map(AsRawFd::as_raw_fd).collect();
+            Join::ItselfThrough { join, leave } => {
+                // The setup process tells them apart by position: the first half, then the second.
+                let fds: Vec<RawFd> = join.iter().chain(leave).map(AsRawFd::as_raw_fd).collect();
                 send(control, MSG_CGROUP, &fds)?;
                 group.close_tasks_files();
             }
@@ -666,6 +667,11 @@ impl Sandbox {
                 }),
         };
         let memory = self.cgroup.as_ref().map(|group| group.memory_stats());
+        if report.is_some() {
+            if let Some(group) = &mut self.cgroup {
+                group.remove_empty();
+            }
+        }
         // The pipes end when every process of the sandbox has closed them, which each does as it
         // exits: before the kernel's teardown of the namespaces, so this does not wait for it.
         let (output_dropped, output_failures) =

@@ -315,6 +315,55 @@ fn a_chosen_sandbox_uid_runs_unless_a_host_user_has_it() {
 }
 
 #[test]
+fn what_the_command_starts_stays_in_the_runs_cgroups_and_they_are_gone_when_airlock_returns() {
+    // Root on a v1 hierarchy (as here): pid 1 moves itself out of the run's cgroups once the
+    // command has started, so that airlock can remove them while the kernel tears pid 1's
+    // namespaces down. Everything the command starts must stay in them, and nothing of them
+    // may be left when airlock returns, a daemon the command left behind notwithstanding.
+    let Some(w) = World::new(Mode::Root) else {
+        return;
+    };
+    if !std::path::Path::new("/sys/fs/cgroup/memory/memory.usage_in_bytes").exists() {
+        eprintln!("skipped: no cgroup v1 memory hierarchy here");
+        return;
+    }
+    let script = "sh -c 'grep -E \":(memory|pids):\" /proc/self/cgroup' | sed 's/^/command /'; \
+                  grep -E ':(memory|pids):' /proc/1/cgroup | sed 's/^/init /'; \
+                  sleep 60 >/dev/null 2>&1 &";
+    let child = w
+        .airlock_sh(&[], script)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // As root the test runs airlock itself, and its cgroups are named after its pid.
+    let supervisor = child.id();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let said = stdout(&out);
+    // Paths are relative to the sandbox's cgroup namespace, rooted at the run's cgroups.
+    for controller in ["memory", "pids"] {
+        assert!(
+            said.lines()
+                .any(|l| l.starts_with("command ") && l.ends_with(&format!(":{controller}:/"))),
+            "the command is not in the run's {controller} cgroup: {said}"
+        );
+        assert!(
+            said.lines()
+                .any(|l| l.starts_with("init ") && l.ends_with(&format!(":{controller}:/.."))),
+            "pid 1 is still in the run's {controller} cgroup: {said}"
+        );
+    }
+    for hierarchy in ["memory", "pids", "freezer"] {
+        let dir = format!("/sys/fs/cgroup/{hierarchy}/airlock/run-{supervisor}");
+        assert!(
+            !std::path::Path::new(&dir).exists(),
+            "{dir} is left after the run"
+        );
+    }
+}
+
+#[test]
 fn cargo_builds_a_tiny_crate_inside() {
     // Root only: the toolchain lives under /root here, which an unprivileged uid cannot reach.
     let Some(w) = World::new(Mode::Root) else {
