@@ -23,7 +23,8 @@ pub(crate) const MSG_READY: u8 = b'R';
 pub(crate) const MSG_ERROR: u8 = b'E';
 
 /// Messages from the supervisor, in the order they are sent.
-/// Go: id maps are written (unprivileged); start setting up.
+/// Go (unprivileged only): our id maps are written; start setting up. As root the setup process
+/// needs nothing from the supervisor before it mounts.
 pub(crate) const MSG_GO: u8 = b'g';
 /// The sandbox's network namespace, last; as root, first two user namespace fds, for the
 /// idmapped workspace and for the sandbox itself.
@@ -207,7 +208,9 @@ fn setup(spec: &SandboxSpec, channel: &mut SetupChannel, mode: &SetupMode) -> Re
     // which forwards them once, and this process has no controlling terminal to hand down.
     setsid().during("start a new session", UNEXPECTED)?;
     // Unprivileged, the supervisor writes our id maps first.
-    channel.receive(MSG_GO)?;
+    if !mode.rootful {
+        channel.receive(MSG_GO)?;
+    }
     sethostname(&spec.hostname).during("set the hostname", UNEXPECTED)?;
 
     // Root mounts with its real credentials, before it enters any user namespace, so the overlay

@@ -451,8 +451,8 @@ fn drive_setup(
             true,
             "are unprivileged user namespaces allowed here? run 'airlock check'",
         )?;
+        send(control, MSG_GO, &[])?;
     }
-    send(control, MSG_GO, &[])?;
     let network = match network {
         NetworkPlan::Started(network) => network.0,
         NetworkPlan::InUserNamespace(user_namespace) => {
