@@ -663,6 +663,9 @@ pub fn run(request: RunRequest) -> Result<RunReport, RunError> {
                 Outcome::TimedOut => {
                     map.insert("limit".into(), "timeout".into());
                 }
+                Outcome::CpuLimitReached => {
+                    map.insert("limit".into(), "cpu".into());
+                }
             }
             map.insert(
                 "output_dropped_bytes".into(),

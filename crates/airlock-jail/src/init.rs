@@ -6,6 +6,7 @@ use std::ffi::{CString, OsStr, OsString};
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
 use nix::sys::signal::{kill, SigSet, Signal};
@@ -37,8 +38,14 @@ pub(crate) fn forwarded_set() -> SigSet {
 }
 
 /// `leave_cgroup`: the `tasks` files this process moves itself out of the run's cgroups through
-/// once the command has started (v1; see `cgroup::Join`).
-pub(crate) fn run_command(spec: &SandboxSpec, report: OwnedFd, leave_cgroup: Vec<OwnedFd>) -> ! {
+/// once the command has started (v1; see `cgroup::Join`). `cpus`: how many CPUs the sandbox may
+/// use at once.
+pub(crate) fn run_command(
+    spec: &SandboxSpec,
+    report: OwnedFd,
+    leave_cgroup: Vec<OwnedFd>,
+    cpus: usize,
+) -> ! {
     let mut waited = forwarded_set();
     waited.add(Signal::SIGCHLD);
     // Blocked signals stay pending until sigwait picks them up, so none is lost between the spawn
@@ -52,8 +59,17 @@ pub(crate) fn run_command(spec: &SandboxSpec, report: OwnedFd, leave_cgroup: Vec
     for tasks_file in leave_cgroup {
         let _ = nix::unistd::write(&tasks_file, b"0");
     }
+    let mut cpu = CpuBudget::new(Duration::from_secs(spec.limits.cpu_seconds), cpus);
     loop {
-        let Ok(signal) = waited.wait() else { continue };
+        let timeout = (!cpu.reached).then(|| cpu.until_next_check());
+        let Some(signal) = crate::sys::wait_for_signal(&waited, timeout) else {
+            if !cpu.reached && cpu.check() {
+                // Every process of the pid namespace but this one; the command's status then
+                // ends the run as usual.
+                let _ = kill(Pid::from_raw(-1), Signal::SIGKILL);
+            }
+            continue;
+        };
         if signal != Signal::SIGCHLD {
             // The command runs in its own session; its process group id is its pid.
             let _ = kill(Pid::from_raw(-command.as_raw()), signal);
@@ -61,9 +77,11 @@ pub(crate) fn run_command(spec: &SandboxSpec, report: OwnedFd, leave_cgroup: Vec
         }
         loop {
             match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
-                Ok(WaitStatus::Exited(pid, code)) if pid == command => exit_reporting(code, report),
+                Ok(WaitStatus::Exited(pid, code)) if pid == command => {
+                    exit_reporting(code, report, cpu.reached)
+                }
                 Ok(WaitStatus::Signaled(pid, sig, _)) if pid == command => {
-                    exit_reporting(128 + sig as i32, report)
+                    exit_reporting(128 + sig as i32, report, cpu.reached)
                 }
                 Ok(WaitStatus::StillAlive) | Err(Errno::ECHILD) => break,
                 Ok(_) => continue,
@@ -76,14 +94,116 @@ pub(crate) fn run_command(spec: &SandboxSpec, report: OwnedFd, leave_cgroup: Vec
 /// Tell the supervisor how the command ended and what its processes used, then exit with its
 /// status. The kernel kills whatever is left in the sandbox as this process exits; the
 /// supervisor still waits for that before it returns, but need not wait to learn the status.
-fn exit_reporting(code: i32, report: OwnedFd) -> ! {
+fn exit_reporting(code: i32, report: OwnedFd, cpu_limit_reached: bool) -> ! {
     let usage = Usage::of_children().unwrap_or_default();
     // The supervisor reads the command's output to its end before it goes on; pid 1's own
     // copies of the pipes would otherwise last until the kernel's teardown.
     let _ = crate::sys::close_stdio();
+    let report_bytes = ExitReport {
+        code,
+        usage,
+        cpu_limit_reached,
+    }
+    .encode();
     // A supervisor that is gone cannot be told; it would see the exit status anyway.
-    let _ = nix::unistd::write(&report, &ExitReport { code, usage }.encode());
+    let _ = nix::unistd::write(&report, &report_bytes);
     std::process::exit(code)
+}
+
+/// The run's CPU time limit, over all the sandbox's processes together. RLIMIT_CPU (set too)
+/// limits each process by itself, and a command that spreads its work over many processes
+/// passes it. Pid 1 looks only when the limit could have been reached: the sandbox cannot use
+/// more than `cpus` seconds of CPU per second, so the first look is at limit/cpus, the next when
+/// what is left could be used up, and so on; a run that ends sooner is never looked at.
+struct CpuBudget {
+    limit: Duration,
+    cpus: u32,
+    next_check: Instant,
+    /// The limit was passed: every process but pid 1 has been killed.
+    reached: bool,
+}
+
+/// Looks come no closer together than this, so the limit may be passed by up to this much per
+/// CPU before everything is killed.
+const CPU_CHECK_INTERVAL_MIN: Duration = Duration::from_millis(50);
+
+impl CpuBudget {
+    fn new(limit: Duration, cpus: usize) -> CpuBudget {
+        let cpus = u32::try_from(cpus).unwrap_or(u32::MAX).max(1);
+        CpuBudget {
+            limit,
+            cpus,
+            next_check: Instant::now() + limit / cpus,
+            reached: false,
+        }
+    }
+
+    fn until_next_check(&self) -> Duration {
+        self.next_check.saturating_duration_since(Instant::now())
+    }
+
+    /// Is the limit passed? If not, when to look again. Before the time, nothing to do.
+    fn check(&mut self) -> bool {
+        if Instant::now() < self.next_check {
+            return false;
+        }
+        let used = sandbox_cpu_time();
+        if used >= self.limit {
+            self.reached = true;
+            return true;
+        }
+        self.next_check =
+            Instant::now() + ((self.limit - used) / self.cpus).max(CPU_CHECK_INTERVAL_MIN);
+        false
+    }
+}
+
+/// CPU time of every process of the sandbox but pid 1, ended or not: what pid 1 has reaped
+/// (with all those had reaped), and what each living process has used and reaped, from the
+/// sandbox's own /proc. Reaped first: a process reaped between the two reads is then missed
+/// once (and found at the next look) rather than counted twice.
+fn sandbox_cpu_time() -> Duration {
+    let reaped = Usage::of_children()
+        .map(|usage| usage.cpu)
+        .unwrap_or_default();
+    let ticks_per_second = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .ok()
+        .flatten()
+        .filter(|t| *t > 0)
+        .unwrap_or(100) as u64;
+    let mut ticks: u64 = 0;
+    if let Ok(entries) = std::fs::read_dir("/proc") {
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(pid) = name.to_str().and_then(|n| n.parse::<u32>().ok()) else {
+                continue;
+            };
+            if pid == 1 {
+                continue;
+            }
+            let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+                continue;
+            };
+            ticks += cpu_ticks_of_stat(&stat);
+        }
+    }
+    reaped + Duration::from_millis(ticks.saturating_mul(1000) / ticks_per_second)
+}
+
+/// utime + stime + cutime + cstime, in clock ticks, from a /proc/PID/stat line. The fields
+/// follow the command name, which is in parentheses and may itself contain any of them.
+fn cpu_ticks_of_stat(stat: &str) -> u64 {
+    let Some((_, after_name)) = stat.rsplit_once(')') else {
+        return 0;
+    };
+    // After the name: state is field 3; utime, stime, cutime, cstime are fields 14 to 17.
+    after_name
+        .split_whitespace()
+        .skip(14 - 3)
+        .take(4)
+        .filter_map(|field| field.parse::<i64>().ok())
+        .map(|ticks| ticks.max(0) as u64)
+        .sum()
 }
 
 /// Start the command, found as a shell would find it, or exit as a shell would when it cannot:
@@ -212,4 +332,31 @@ fn candidates(program: &OsStr, spec: &SandboxSpec) -> Vec<std::path::PathBuf> {
         .filter(|dir| !dir.as_os_str().is_empty())
         .map(|dir| dir.join(program))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_ticks_are_read_after_the_command_name_whatever_it_holds() {
+        // pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt
+        // utime stime cutime cstime ...
+        let plain = "42 (python3) R 1 42 42 0 -1 4194560 100 0 0 0 250 30 7 3 20 0 1 0";
+        assert_eq!(cpu_ticks_of_stat(plain), 250 + 30 + 7 + 3);
+        let tricky =
+            "43 (a) R 1 2 3 4 5 6 7 8 9 10 11 12 13 14) S 1 43 43 0 -1 0 0 0 0 0 5 6 7 8 20";
+        assert_eq!(cpu_ticks_of_stat(tricky), 5 + 6 + 7 + 8);
+        assert_eq!(cpu_ticks_of_stat("garbage"), 0);
+        assert_eq!(cpu_ticks_of_stat("44 (short) Z 1"), 0);
+    }
+
+    #[test]
+    fn the_cpu_budget_is_first_looked_at_when_it_could_be_used_up() {
+        let budget = CpuBudget::new(Duration::from_secs(3600), 2);
+        let first = budget.until_next_check();
+        assert!(first > Duration::from_secs(1799) && first <= Duration::from_secs(1800));
+        let one_cpu = CpuBudget::new(Duration::from_secs(10), 0);
+        assert!(one_cpu.until_next_check() > Duration::from_secs(9));
+    }
 }

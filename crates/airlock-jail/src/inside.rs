@@ -51,11 +51,13 @@ pub(crate) struct ExitReport {
     /// The command's exit code, or 128+N when signal N killed it.
     pub code: i32,
     pub usage: crate::launch::Usage,
+    /// The sandbox's processes together passed the CPU time limit, and pid 1 killed them all.
+    pub cpu_limit_reached: bool,
 }
 
 impl ExitReport {
     /// One pipe write, well below PIPE_BUF, so it arrives whole or not at all.
-    pub(crate) const LEN: usize = 1 + 4 + 8 + 8;
+    pub(crate) const LEN: usize = 1 + 4 + 8 + 8 + 1;
 
     pub(crate) fn encode(&self) -> [u8; Self::LEN] {
         let mut bytes = [0u8; Self::LEN];
@@ -64,6 +66,7 @@ impl ExitReport {
         let cpu = u64::try_from(self.usage.cpu.as_micros()).unwrap_or(u64::MAX);
         bytes[5..13].copy_from_slice(&cpu.to_le_bytes());
         bytes[13..21].copy_from_slice(&self.usage.max_rss_bytes.to_le_bytes());
+        bytes[21] = u8::from(self.cpu_limit_reached);
         bytes
     }
 
@@ -79,6 +82,11 @@ impl ExitReport {
             usage: crate::launch::Usage {
                 cpu: std::time::Duration::from_micros(word(5..13)?),
                 max_rss_bytes: word(13..21)?,
+            },
+            cpu_limit_reached: match bytes[21] {
+                0 => false,
+                1 => true,
+                _ => return None,
             },
         })
     }
@@ -188,7 +196,17 @@ pub(crate) fn run(spec: &SandboxSpec, mut channel: SetupChannel, mode: &SetupMod
             let SetupChannel { control, report } = channel;
             // Already closed, with every other inherited descriptor, at the end of setup.
             std::mem::forget(control);
-            init::run_command(spec, report, leave_cgroup)
+            let cpus = mode
+                .cpus
+                .as_ref()
+                .map(|set| {
+                    (0..nix::sched::CpuSet::count())
+                        .filter(|cpu| set.is_set(*cpu).unwrap_or(false))
+                        .count()
+                })
+                .filter(|n| *n > 0)
+                .unwrap_or(1);
+            init::run_command(spec, report, leave_cgroup, cpus)
         }
         Err(err) => {
             let mut message = vec![MSG_ERROR];
@@ -390,6 +408,7 @@ mod tests {
                 cpu: std::time::Duration::from_micros(1_234_567),
                 max_rss_bytes: 96 << 20,
             },
+            cpu_limit_reached: true,
         };
         let bytes = report.encode();
         assert_eq!(ExitReport::decode(&bytes), Some(report));

@@ -36,6 +36,8 @@ pub enum Outcome {
     Exited(i32),
     /// The wall-clock limit passed; every process of the sandbox was killed.
     TimedOut,
+    /// The sandbox's processes together passed the CPU time limit; pid 1 killed every one.
+    CpuLimitReached,
 }
 
 /// Can a throwaway run keep its layer in memory? Unprivileged overlayfs needs user xattrs on the
@@ -681,6 +683,8 @@ impl Sandbox {
             });
         let outcome = if timed_out {
             Outcome::TimedOut
+        } else if report.is_some_and(|report| report.cpu_limit_reached) {
+            Outcome::CpuLimitReached
         } else {
             Outcome::Exited(code?)
         };

@@ -827,3 +827,23 @@ pub(crate) fn spawn_in_new_session(
         }
     }
 }
+
+/// Wait until one of `set`'s signals (blocked by the caller) is pending, and take it; give up
+/// after `timeout` when one is given. None when the time passed or a signal outside `set`
+/// interrupted the wait.
+pub(crate) fn wait_for_signal(
+    set: &nix::sys::signal::SigSet,
+    timeout: Option<std::time::Duration>,
+) -> Option<nix::sys::signal::Signal> {
+    let Some(timeout) = timeout else {
+        return set.wait().ok();
+    };
+    let timeout = libc::timespec {
+        tv_sec: libc::time_t::try_from(timeout.as_secs()).unwrap_or(libc::time_t::MAX),
+        tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
+    };
+    // SAFETY: `set` is a valid sigset_t for the call, the siginfo pointer may be null, and
+    // `timeout` is a valid timespec that outlives the call.
+    let signal = unsafe { libc::sigtimedwait(set.as_ref(), std::ptr::null_mut(), &timeout) };
+    nix::sys::signal::Signal::try_from(signal).ok()
+}

@@ -29,7 +29,7 @@
 //! [limits]
 //! memory = "2GiB"      # whole process tree; at least 16MiB         (default 2GiB)
 //! processes = 256      # alive at once, 1..=1000000                 (default 512)
-//! cpu = "10m"          # CPU time, more than 0                      (default 1h)
+//! cpu = "10m"          # CPU time, all processes together; > 0      (default 1h)
 //! timeout = "30m"      # wall clock; 0 or absent means none         (default none)
 //! tmp_size = "512MiB"  # each of the /tmp and $HOME tmpfs           (default 1GiB)
 //! output = "16MiB"     # stdout + stderr bytes kept                 (default 64MiB)

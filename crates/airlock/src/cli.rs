@@ -29,8 +29,9 @@ use clap::{Args, Parser, Subcommand};
         airlock apply fix                  write it into the workspace (revert undoes)\n  \
         airlock discard fix                drop its changes\n\n\
         Exit status of 'run': the command's own status (128+N if it was killed by signal N); \
-        124 if it hit the time limit; 125 if airlock refused or failed; 126 if the command could \
-        not be executed; 127 if it was not found."
+        124 if it hit the time limit; 152 if its processes together used up the CPU time limit; \
+        125 if airlock refused or failed; 126 if the command could not be executed; 127 if it was \
+        not found."
 )]
 pub struct Cli {
     #[command(flatten)]
@@ -106,7 +107,8 @@ pub enum Command {
             /etc/airlock/profiles; never inside a workspace. Without one, the built-in default \
             applies: no network, no extra paths, 2 GiB memory, 512 processes, 1 hour of CPU.\n\n\
             Exit status: the command's own (128+N if signal N killed it); 124 the time limit \
-            ended it; 125 airlock refused or failed (the message says why and what to do); 126 \
+            ended it; 152 its processes together used up the CPU time limit (128+SIGXCPU, as \
+            for one process past its own); 125 airlock refused or failed (the message says why and what to do); 126 \
             the command could not be executed; 127 it was not found."
     )]
     Run(RunArgs),

@@ -70,6 +70,8 @@ fn summary(record: &Map<String, Value>) -> String {
                 format!("failed: {}", error.as_str().unwrap_or_default())
             } else if text(record, "limit") == "timeout" {
                 format!("time limit reached after {duration} ms; killed")
+            } else if text(record, "limit") == "cpu" {
+                format!("CPU time limit reached after {duration} ms; killed")
             } else {
                 format!(
                     "exit {} after {duration} ms, {} ms CPU",

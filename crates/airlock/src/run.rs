@@ -15,6 +15,8 @@ use crate::cli::{GlobalArgs, ProfileAndWorkspace, RunArgs};
 
 /// Exit status when the wall-clock limit ended the run, as timeout(1) uses.
 const EXIT_TIMED_OUT: u8 = 124;
+/// 128 + SIGXCPU: what a single process past its own CPU limit (RLIMIT_CPU) exits with.
+const EXIT_CPU_LIMIT: u8 = 152;
 
 fn degraded(names: &[String]) -> Result<Degraded> {
     let mut degraded = Degraded::default();
@@ -188,6 +190,7 @@ pub fn run(global: &GlobalArgs, args: RunArgs) -> Result<ExitCode> {
     let state = state_dir(global)?;
     let (workspace, chosen) = workspace_and_profile(&state, &args)?;
     let profile = load_profile(&chosen, &workspace)?;
+    let cpu_limit = std::time::Duration::from_secs(profile.limits.cpu_seconds);
     // No sandbox may write where policy comes from: the search dirs, and the profile's own dir.
     let mut policy_dirs = search_dirs();
     policy_dirs.extend(
@@ -292,6 +295,13 @@ pub fn run(global: &GlobalArgs, args: RunArgs) -> Result<ExitCode> {
         Outcome::TimedOut => {
             note!("airlock: the command passed its time limit; every process of the sandbox was killed");
             ExitCode::from(EXIT_TIMED_OUT)
+        }
+        Outcome::CpuLimitReached => {
+            note!(
+                "airlock: the sandbox's processes together used up the CPU time limit ({}); every one was killed (raise [limits] cpu in the profile)",
+                humantime::format_duration(cpu_limit)
+            );
+            ExitCode::from(EXIT_CPU_LIMIT)
         }
     })
 }

@@ -653,6 +653,36 @@ both_modes!(cpu_time_limit_ends_a_busy_loop, |w: &World| {
     );
 });
 
+both_modes!(
+    cpu_time_limit_holds_over_all_the_sandboxs_processes,
+    |w: &World| {
+        // Four processes of 1.5 s of CPU each: none passes a 2 s RLIMIT_CPU by itself, together
+        // they use 6 s. pid 1 adds them up and kills them all once they pass 2 s.
+        let profile = w.profile("[limits]\ncpu = \"2s\"\ntimeout = \"60s\"\n");
+        let script = "for i in 1 2 3 4; do python3 -c 'import time\nwhile time.process_time() < 1.5: pass' & done; wait; echo DONE";
+        let outside = w.outside(script);
+        assert!(stdout(&outside).contains("DONE"), "{}", stderr(&outside));
+        let inside = w.inside_with(&["--profile-file", &profile], script);
+        assert_eq!(inside.status.code(), Some(152), "{}", stderr(&inside));
+        assert!(!ran(&inside).contains("DONE"));
+        assert!(
+            stderr(&inside).contains("used up the CPU time limit (2s)"),
+            "{}",
+            stderr(&inside)
+        );
+        let log = w
+            .airlock()
+            .args(["log", "--action", "run.result"])
+            .output()
+            .unwrap();
+        assert!(
+            stdout(&log).contains("CPU time limit reached"),
+            "{}",
+            stdout(&log)
+        );
+    }
+);
+
 both_modes!(tmp_size_limit_holds, |w: &World| {
     let profile = w.profile("[limits]\ntmp_size = \"1MiB\"\n");
     let out = w.inside_with(
