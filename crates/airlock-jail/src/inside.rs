@@ -34,7 +34,8 @@ pub(crate) const MSG_NAMESPACES: u8 = b'n';
 /// command has started (see `cgroup::Join`); on v2 the supervisor has moved the setup process
 /// already.
 pub(crate) const MSG_CGROUP: u8 = b'c';
-/// After READY: the caller's last check passed; start the command.
+/// The caller's last check passed; start the command once ready. Sent as soon as the check has
+/// passed, which is often before READY (after READY and the gate's fds, in a gated sandbox).
 pub(crate) const MSG_START: u8 = b's';
 /// From the setup process over the control socket, before READY, in a gated sandbox: the DNS
 /// socket and the seccomp listener.
