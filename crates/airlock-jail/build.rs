@@ -381,7 +381,8 @@ fn main() {
     // For the tests, which check the filters' decision for every syscall number against it.
     writeln!(
         out,
-        "#[cfg(test)]\npub(crate) static DENIED_NUMBERS: &[u32] = &{:?};",
+        "#[cfg(test)]\npub(crate) static DENIED_NUMBERS: &[u32] = &{:?};\n\
+         #[cfg(test)]\npub(crate) const NEWEST_KNOWN_SYSCALL: u32 = {NEWEST_KNOWN_SYSCALL};",
         denied_numbers()
     )
     .unwrap();

@@ -21,11 +21,13 @@ pub enum CgroupSupport {
     V2 {
         parent: PathBuf,
     },
-    /// Legacy memory and pids hierarchies (root only), and the freezer's when it is mounted.
+    /// Legacy memory and pids hierarchies (root only), and the freezer's and cpuacct's when
+    /// they are mounted.
     V1 {
         memory: PathBuf,
         pids: PathBuf,
         freezer: Option<PathBuf>,
+        cpuacct: Option<PathBuf>,
     },
     Unavailable {
         why: String,
@@ -60,10 +62,15 @@ pub fn detect() -> CgroupSupport {
         let freezer = root.join("freezer");
         let freezer = (freezer.join("cgroup.procs").exists() && writable_dir(&freezer))
             .then(|| freezer.join("airlock"));
+        // Often mounted together with cpu, as "cpu,cpuacct", with a "cpuacct" link to it.
+        let cpuacct = root.join("cpuacct");
+        let cpuacct = (cpuacct.join("cpuacct.usage").exists() && writable_dir(&cpuacct))
+            .then(|| cpuacct.join("airlock"));
         return CgroupSupport::V1 {
             memory: memory.join("airlock"),
             pids: pids.join("airlock"),
             freezer,
+            cpuacct,
         };
     }
     CgroupSupport::Unavailable {
@@ -73,6 +80,29 @@ pub fn detect() -> CgroupSupport {
             "no cgroup with memory and pids controllers is writable by this user (systemd delegation is not used yet)".into()
         },
     }
+}
+
+fn open_to_read(path: &Path) -> Option<OwnedFd> {
+    fs::File::open(path).ok().map(OwnedFd::from)
+}
+
+/// CPU time used so far by everything in a cgroup, from its `cpuacct.usage` (v1, nanoseconds)
+/// or `cpu.stat` (v2, `usage_usec`), read again from the start. None when it cannot be read.
+pub(crate) fn cpu_time_used(file: &OwnedFd) -> Option<std::time::Duration> {
+    let mut buf = [0u8; 512];
+    let n = nix::sys::uio::pread(file, &mut buf, 0).ok()?;
+    let text = std::str::from_utf8(&buf[..n]).ok()?;
+    parse_cpu_time(text)
+}
+
+fn parse_cpu_time(text: &str) -> Option<std::time::Duration> {
+    if let Ok(nanoseconds) = text.trim().parse::<u64>() {
+        return Some(std::time::Duration::from_nanos(nanoseconds));
+    }
+    text.lines()
+        .find_map(|line| line.strip_prefix("usage_usec "))
+        .and_then(|value| value.trim().parse::<u64>().ok())
+        .map(std::time::Duration::from_micros)
 }
 
 /// Cgroups of runs whose supervisor is gone (killed with SIGKILL, it could not remove them; its
@@ -98,6 +128,9 @@ pub struct RunCgroup {
     dirs: Vec<PathBuf>,
     join: Join,
     freezer: Option<crate::control::Freezer>,
+    /// The CPU time of everything in the run's cgroup, ended processes included: v1's
+    /// `cpuacct.usage` or v2's `cpu.stat`, open for pid 1 (see [`cpu_time_used`]).
+    cpu_usage: Option<OwnedFd>,
     /// Pid 1 leaves the cgroup once the command has started (v1, see [`Join`]).
     pid1_leaves: bool,
 }
@@ -161,6 +194,8 @@ impl RunCgroup {
                     dirs: vec![dir.clone()],
                     join: Join::BySupervisor,
                     freezer: Some(crate::control::Freezer::V2(dir.clone())),
+                    // Every v2 cgroup has it, with or without the cpu controller.
+                    cpu_usage: open_to_read(&dir.join("cpu.stat")),
                     pid1_leaves: false,
                 };
                 write(&dir.join("memory.max"), &limits.memory_bytes.to_string())?;
@@ -172,6 +207,7 @@ impl RunCgroup {
                 memory,
                 pids,
                 freezer,
+                cpuacct,
             } => {
                 remove_orphans(memory);
                 remove_orphans(pids);
@@ -182,6 +218,7 @@ impl RunCgroup {
                     dirs: vec![mem_dir.clone()],
                     join: Join::BySupervisor,
                     freezer: None,
+                    cpu_usage: None,
                     pid1_leaves: true,
                 };
                 make_dir(&pids_dir)?;
@@ -197,6 +234,16 @@ impl RunCgroup {
                     tasks.push(dir.join("tasks"));
                     parent_tasks.push(freezer.join("tasks"));
                     group.freezer = Some(crate::control::Freezer::V1(dir));
+                }
+                if let Some(cpuacct) = cpuacct {
+                    // For the CPU time limit over all the run's processes (see `init`).
+                    remove_orphans(cpuacct);
+                    let dir = cpuacct.join(run_id);
+                    make_dir(&dir)?;
+                    group.dirs.push(dir.clone());
+                    tasks.push(dir.join("tasks"));
+                    parent_tasks.push(cpuacct.join("tasks"));
+                    group.cpu_usage = open_to_read(&dir.join("cpuacct.usage"));
                 }
                 write(
                     &mem_dir.join("memory.limit_in_bytes"),
@@ -265,6 +312,11 @@ impl RunCgroup {
         &self.join
     }
 
+    /// The file pid 1 reads the run's CPU time from, when the hierarchy counts it.
+    pub fn cpu_usage(&self) -> Option<&OwnedFd> {
+        self.cpu_usage.as_ref()
+    }
+
     /// The setup process holds its own copies of the `tasks` files once they were sent; the
     /// supervisor needs them no more.
     pub fn close_tasks_files(&mut self) {
@@ -318,5 +370,25 @@ impl Drop for RunCgroup {
         for dir in &self.dirs {
             let _ = fs::remove_dir(dir);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_time_is_read_from_either_hierarchy() {
+        let v1 = "1500000000\n";
+        assert_eq!(
+            parse_cpu_time(v1),
+            Some(std::time::Duration::from_millis(1500))
+        );
+        let v2 = "usage_usec 2500000\nuser_usec 2000000\nsystem_usec 500000\n";
+        assert_eq!(
+            parse_cpu_time(v2),
+            Some(std::time::Duration::from_millis(2500))
+        );
+        assert_eq!(parse_cpu_time("nr_periods 0\n"), None);
     }
 }

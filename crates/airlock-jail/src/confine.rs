@@ -132,8 +132,14 @@ pub(crate) fn apply_rlimits(spec: &SandboxSpec, memory_by_rlimit: bool) -> Resul
     let hint = "the limit may exceed the hard limit of the calling shell (ulimit -H)";
     setrlimit(Resource::RLIMIT_NPROC, limits.processes, limits.processes)
         .during("limit the number of processes", hint)?;
-    setrlimit(Resource::RLIMIT_CPU, limits.cpu_seconds, limits.cpu_seconds)
-        .during("limit CPU time", hint)?;
+    // SIGXCPU at the limit, as for the run's own limit (exit 152); SIGKILL a second later for a
+    // process that ignores it (the kernel checks the hard limit first: equal ones kill at once).
+    setrlimit(
+        Resource::RLIMIT_CPU,
+        limits.cpu_seconds,
+        limits.cpu_seconds.saturating_add(1),
+    )
+    .during("limit CPU time", hint)?;
     setrlimit(
         Resource::RLIMIT_NOFILE,
         limits.open_files,
@@ -175,7 +181,7 @@ pub(crate) fn apply_seccomp_gated() -> Result<std::os::fd::OwnedFd> {
 mod seccomp_tests {
     //! The compiled filter, run through a small classic-BPF interpreter: its decisions are
     //! checked for the calls that matter without installing it.
-    use super::FILTER;
+    use super::{FILTER, FILTER_GATED};
 
     const AUDIT_ARCH_X86_64: u32 = 0xC000_003E;
     const AUDIT_ARCH_I386: u32 = 0x4000_0003;
@@ -185,6 +191,10 @@ mod seccomp_tests {
 
     /// Run the filter on (nr, arch, args) as the kernel would.
     fn decide(nr: u32, arch: u32, args: [u64; 6]) -> u32 {
+        decide_with(FILTER, nr, arch, args)
+    }
+
+    fn decide_with(filter: &[libc::sock_filter], nr: u32, arch: u32, args: [u64; 6]) -> u32 {
         let mut data = [0u8; 64];
         data[0..4].copy_from_slice(&nr.to_le_bytes());
         data[4..8].copy_from_slice(&arch.to_le_bytes());
@@ -193,7 +203,7 @@ mod seccomp_tests {
         }
         let (mut acc, mut pc) = (0u32, 0usize);
         loop {
-            let insn = FILTER[pc];
+            let insn = filter[pc];
             pc += 1;
             let k = insn.k;
             match insn.code {
@@ -320,19 +330,26 @@ mod seccomp_tests {
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn every_syscall_number_gets_its_decision() {
+        const RET_USER_NOTIF: u32 = 0x7fc0_0000;
         let errno = |e: i32| RET_ERRNO | e as u32;
-        for nr in 0..=469u32 {
-            let expected = if i64::from(nr) == libc::SYS_clone3 {
-                errno(libc::ENOSYS)
-            } else if super::DENIED_NUMBERS.contains(&nr) {
-                errno(libc::EPERM)
-            } else if i64::from(nr) == libc::SYS_socket {
-                // Family 0 (AF_UNSPEC) is not one of the allowed ones.
-                errno(libc::EPERM)
-            } else {
-                RET_ALLOW
-            };
-            assert_eq!(x86(i64::from(nr), [0; 6]), expected, "syscall {nr}");
+        for (filter, gated) in [(FILTER, false), (FILTER_GATED, true)] {
+            for nr in 0..=super::NEWEST_KNOWN_SYSCALL + 1 {
+                let expected =
+                    if nr > super::NEWEST_KNOWN_SYSCALL || i64::from(nr) == libc::SYS_clone3 {
+                        errno(libc::ENOSYS)
+                    } else if gated && i64::from(nr) == libc::SYS_connect {
+                        RET_USER_NOTIF
+                    } else if super::DENIED_NUMBERS.contains(&nr) {
+                        errno(libc::EPERM)
+                    } else if i64::from(nr) == libc::SYS_socket {
+                        // Family 0 (AF_UNSPEC) is not one of the allowed ones.
+                        errno(libc::EPERM)
+                    } else {
+                        RET_ALLOW
+                    };
+                let got = decide_with(filter, nr, AUDIT_ARCH_X86_64, [0; 6]);
+                assert_eq!(got, expected, "syscall {nr}, gated: {gated}");
+            }
         }
         // The list is not empty, and holds runs that the filter encodes as ranges.
         assert!(super::DENIED_NUMBERS.windows(3).any(|w| w[2] == w[0] + 2));

@@ -37,15 +37,19 @@ pub(crate) fn forwarded_set() -> SigSet {
     set
 }
 
-/// `leave_cgroup`: the `tasks` files this process moves itself out of the run's cgroups through
-/// once the command has started (v1; see `cgroup::Join`). `cpus`: how many CPUs the sandbox may
-/// use at once.
+/// `for_init`: the `tasks` files this process moves itself out of the run's cgroups through once
+/// the command has started (v1; see `cgroup::Join`), and the cgroup's count of CPU time. `cpus`:
+/// how many CPUs the sandbox's processes may run on at once.
 pub(crate) fn run_command(
     spec: &SandboxSpec,
     report: OwnedFd,
-    leave_cgroup: Vec<OwnedFd>,
+    for_init: crate::inside::ForInit,
     cpus: usize,
 ) -> ! {
+    let crate::inside::ForInit {
+        leave_cgroup,
+        cpu_usage,
+    } = for_init;
     let mut waited = forwarded_set();
     waited.add(Signal::SIGCHLD);
     // Blocked signals stay pending until sigwait picks them up, so none is lost between the spawn
@@ -59,15 +63,21 @@ pub(crate) fn run_command(
     for tasks_file in leave_cgroup {
         let _ = nix::unistd::write(&tasks_file, b"0");
     }
-    let mut cpu = CpuBudget::new(Duration::from_secs(spec.limits.cpu_seconds), cpus);
+    let mut cpu = CpuBudget::new(
+        Duration::from_secs(spec.limits.cpu_seconds),
+        cpus,
+        cpu_usage,
+    );
     loop {
+        // Looked at on every pass, not only when the wait times out: a stream of signals (one
+        // the sandbox sends us, say) would otherwise put the look off for ever.
+        if !cpu.reached && cpu.check() {
+            // Every process of the pid namespace but this one; the command's status then ends
+            // the run as usual.
+            let _ = kill(Pid::from_raw(-1), Signal::SIGKILL);
+        }
         let timeout = (!cpu.reached).then(|| cpu.until_next_check());
         let Some(signal) = crate::sys::wait_for_signal(&waited, timeout) else {
-            if !cpu.reached && cpu.check() {
-                // Every process of the pid namespace but this one; the command's status then
-                // ends the run as usual.
-                let _ = kill(Pid::from_raw(-1), Signal::SIGKILL);
-            }
             continue;
         };
         if signal != Signal::SIGCHLD {
@@ -81,7 +91,12 @@ pub(crate) fn run_command(
                     exit_reporting(code, report, cpu.reached)
                 }
                 Ok(WaitStatus::Signaled(pid, sig, _)) if pid == command => {
-                    exit_reporting(128 + sig as i32, report, cpu.reached)
+                    // Its own RLIMIT_CPU ended it: the run's limit, unless it lowered its own.
+                    // The kernel decides that on a count sampled at each tick, which may be a
+                    // few milliseconds short of the precise one.
+                    let reached = cpu.reached
+                        || (sig == Signal::SIGXCPU && cpu.used() + RLIMIT_CPU_SLACK >= cpu.limit);
+                    exit_reporting(128 + sig as i32, report, reached)
                 }
                 Ok(WaitStatus::StillAlive) | Err(Errno::ECHILD) => break,
                 Ok(_) => continue,
@@ -115,27 +130,45 @@ fn exit_reporting(code: i32, report: OwnedFd, cpu_limit_reached: bool) -> ! {
 /// passes it. Pid 1 looks only when the limit could have been reached: the sandbox cannot use
 /// more than `cpus` seconds of CPU per second, so the first look is at limit/cpus, the next when
 /// what is left could be used up, and so on; a run that ends sooner is never looked at.
+///
+/// What it counts: the run's cgroup's own count when it has one (v1 cpuacct, v2 cpu.stat), which
+/// sees every process that ran; without one, what it can see from inside (see
+/// [`cpu_time_seen`]), which misses the children of a process that ignores SIGCHLD.
 struct CpuBudget {
     limit: Duration,
     cpus: u32,
     next_check: Instant,
+    /// The run's cgroup's count of CPU time.
+    usage: Option<OwnedFd>,
     /// The limit was passed: every process but pid 1 has been killed.
     reached: bool,
 }
+
+/// How far short of the limit RLIMIT_CPU's tick-sampled count may send SIGXCPU.
+const RLIMIT_CPU_SLACK: Duration = Duration::from_millis(100);
 
 /// Looks come no closer together than this, so the limit may be passed by up to this much per
 /// CPU before everything is killed.
 const CPU_CHECK_INTERVAL_MIN: Duration = Duration::from_millis(50);
 
 impl CpuBudget {
-    fn new(limit: Duration, cpus: usize) -> CpuBudget {
+    fn new(limit: Duration, cpus: usize, usage: Option<OwnedFd>) -> CpuBudget {
         let cpus = u32::try_from(cpus).unwrap_or(u32::MAX).max(1);
         CpuBudget {
             limit,
             cpus,
             next_check: Instant::now() + limit / cpus,
+            usage,
             reached: false,
         }
+    }
+
+    /// CPU time used by the sandbox so far.
+    fn used(&self) -> Duration {
+        self.usage
+            .as_ref()
+            .and_then(crate::cgroup::cpu_time_used)
+            .unwrap_or_else(cpu_time_seen)
     }
 
     fn until_next_check(&self) -> Duration {
@@ -147,7 +180,7 @@ impl CpuBudget {
         if Instant::now() < self.next_check {
             return false;
         }
-        let used = sandbox_cpu_time();
+        let used = self.used();
         if used >= self.limit {
             self.reached = true;
             return true;
@@ -158,11 +191,13 @@ impl CpuBudget {
     }
 }
 
-/// CPU time of every process of the sandbox but pid 1, ended or not: what pid 1 has reaped
-/// (with all those had reaped), and what each living process has used and reaped, from the
-/// sandbox's own /proc. Reaped first: a process reaped between the two reads is then missed
-/// once (and found at the next look) rather than counted twice.
-fn sandbox_cpu_time() -> Duration {
+/// CPU time of the sandbox's processes as seen from inside, without a cgroup's count: what pid 1
+/// has reaped (with all those had reaped), and what each living process has used and reaped,
+/// from the sandbox's own /proc. Reaped first: a process reaped between the two reads is then
+/// missed once (and found at the next look) rather than counted twice. It misses what the
+/// kernel reaps by itself (the children of a process that ignores SIGCHLD), and may count a
+/// process twice when pids have wrapped around.
+fn cpu_time_seen() -> Duration {
     let reaped = Usage::of_children()
         .map(|usage| usage.cpu)
         .unwrap_or_default();
@@ -353,10 +388,10 @@ mod tests {
 
     #[test]
     fn the_cpu_budget_is_first_looked_at_when_it_could_be_used_up() {
-        let budget = CpuBudget::new(Duration::from_secs(3600), 2);
+        let budget = CpuBudget::new(Duration::from_secs(3600), 2, None);
         let first = budget.until_next_check();
         assert!(first > Duration::from_secs(1799) && first <= Duration::from_secs(1800));
-        let one_cpu = CpuBudget::new(Duration::from_secs(10), 0);
+        let one_cpu = CpuBudget::new(Duration::from_secs(10), 0, None);
         assert!(one_cpu.until_next_check() > Duration::from_secs(9));
     }
 }

@@ -34,6 +34,9 @@ pub(crate) const MSG_NAMESPACES: u8 = b'n';
 /// command has started (see `cgroup::Join`); on v2 the supervisor has moved the setup process
 /// already.
 pub(crate) const MSG_CGROUP: u8 = b'c';
+/// Right after MSG_CGROUP: the file of the run's cgroup that counts its CPU time (v1's
+/// `cpuacct.usage`, v2's `cpu.stat`), or none when the hierarchy has no such count.
+pub(crate) const MSG_CPU_USAGE: u8 = b'u';
 /// The caller's last check passed; start the command once ready. Sent as soon as the check has
 /// passed, which is often before READY (after READY and the gate's fds, in a gated sandbox).
 pub(crate) const MSG_START: u8 = b's';
@@ -106,8 +109,8 @@ impl SetupChannel {
     fn receive(&mut self, expected: u8) -> Result<Vec<OwnedFd>> {
         let mut byte = [0u8; 1];
         let mut iov = [std::io::IoSliceMut::new(&mut byte)];
-        // The most any message carries: MSG_CGROUP's two sets of three.
-        let mut space = nix::cmsg_space!([std::os::fd::RawFd; 6]);
+        // The most any message carries: MSG_CGROUP's two sets of four.
+        let mut space = nix::cmsg_space!([std::os::fd::RawFd; 8]);
         let message = recvmsg::<()>(
             self.control.as_raw_fd(),
             &mut iov,
@@ -187,27 +190,28 @@ pub(crate) struct SetupMode<'a> {
     /// The run has a cgroup, which the supervisor makes while we mount (see [`MSG_CGROUP`]).
     /// Without one, the address space is limited with RLIMIT_AS instead of memory.
     pub has_cgroup: bool,
+    /// CPUs online: the most the sandbox's processes can run on at once (they may widen their
+    /// own affinity), for pid 1's CPU time limit.
+    pub online_cpus: usize,
+}
+
+/// What the setup process hands on to pid 1 (itself, once the command runs).
+pub(crate) struct ForInit {
+    /// The parents' `tasks` files, to leave the run's cgroups through (v1; see `cgroup::Join`).
+    pub leave_cgroup: Vec<OwnedFd>,
+    /// The run's cgroup's count of CPU time (see [`MSG_CPU_USAGE`]).
+    pub cpu_usage: Option<OwnedFd>,
 }
 
 /// Entry point of the setup process; never returns.
 pub(crate) fn run(spec: &SandboxSpec, mut channel: SetupChannel, mode: &SetupMode) -> ! {
     let result = setup(spec, &mut channel, mode);
     match result {
-        Ok(leave_cgroup) => {
+        Ok(for_init) => {
             let SetupChannel { control, report } = channel;
             // Already closed, with every other inherited descriptor, at the end of setup.
             std::mem::forget(control);
-            let cpus = mode
-                .cpus
-                .as_ref()
-                .map(|set| {
-                    (0..nix::sched::CpuSet::count())
-                        .filter(|cpu| set.is_set(*cpu).unwrap_or(false))
-                        .count()
-                })
-                .filter(|n| *n > 0)
-                .unwrap_or(1);
-            init::run_command(spec, report, leave_cgroup, cpus)
+            init::run_command(spec, report, for_init, mode.online_cpus)
         }
         Err(err) => {
             let mut message = vec![MSG_ERROR];
@@ -218,8 +222,7 @@ pub(crate) fn run(spec: &SandboxSpec, mut channel: SetupChannel, mode: &SetupMod
     }
 }
 
-/// Returns the `tasks` files pid 1 leaves the run's cgroups through (v1; see `cgroup::Join`).
-fn setup(spec: &SandboxSpec, channel: &mut SetupChannel, mode: &SetupMode) -> Result<Vec<OwnedFd>> {
+fn setup(spec: &SandboxSpec, channel: &mut SetupChannel, mode: &SetupMode) -> Result<ForInit> {
     let rootful = mode.rootful;
     // If the supervisor dies, so does the sandbox, at every step from here on.
     prctl::set_pdeathsig(Signal::SIGKILL).during("set the parent-death signal", UNEXPECTED)?;
@@ -305,19 +308,24 @@ fn setup(spec: &SandboxSpec, channel: &mut SetupChannel, mode: &SetupMode) -> Re
     // Into the run's cgroup, which the supervisor made while we mounted, before anything that
     // counts against its limits runs. On v1 we move ourselves by writing 0 to each `tasks` file
     // it opened (see `cgroup::Join`); on v2 it has moved us already.
-    let mut leave_cgroup = Vec::new();
+    let mut for_init = ForInit {
+        leave_cgroup: Vec::new(),
+        cpu_usage: None,
+    };
     if mode.has_cgroup {
         let mut join = channel.receive(MSG_CGROUP)?;
         if join.len() % 2 != 0 {
             return Err(JailError::Inside(
-                "the supervisor sent an odd number of cgroup files".into(),
+                "the supervisor sent an odd number of cgroup files (a bug: please report it)"
+                    .into(),
             ));
         }
-        leave_cgroup = join.split_off(join.len() / 2);
+        for_init.leave_cgroup = join.split_off(join.len() / 2);
         for tasks_file in join {
             nix::unistd::write(&tasks_file, b"0")
                 .during("join the run's cgroup", "run 'airlock check'")?;
         }
+        for_init.cpu_usage = channel.receive(MSG_CPU_USAGE)?.pop();
     }
     // A cgroup namespace rooted at the run's cgroup: the sandbox sees no other cgroup.
     unshare(CloneFlags::CLONE_NEWCGROUP)
@@ -369,14 +377,16 @@ fn setup(spec: &SandboxSpec, channel: &mut SetupChannel, mode: &SetupMode) -> Re
     // The supervisor may still refuse (its audit record is not on disk yet, say): nothing of the
     // command runs before it says so.
     channel.receive(MSG_START)?;
-    // Except the report pipe, which pid 1 keeps to report the command's end, and the files it
-    // leaves the run's cgroups through once the command has started (all close-on-exec, so the
-    // command never holds them; pid 1 is not dumpable, so its /proc/1/fd is out of reach).
+    // Except the report pipe, which pid 1 keeps to report the command's end, the files it
+    // leaves the run's cgroups through once the command has started, and the one it reads the
+    // run's CPU time from (all close-on-exec, so the command never holds them; pid 1 is not
+    // dumpable, so its /proc/1/fd is out of reach).
     let kept: Vec<RawFd> = std::iter::once(channel.report.as_raw_fd())
-        .chain(leave_cgroup.iter().map(AsRawFd::as_raw_fd))
+        .chain(for_init.leave_cgroup.iter().map(AsRawFd::as_raw_fd))
+        .chain(for_init.cpu_usage.iter().map(AsRawFd::as_raw_fd))
         .collect();
     sys::close_fds_from_except(3, &kept).during("close inherited file descriptors", UNEXPECTED)?;
-    Ok(leave_cgroup)
+    Ok(for_init)
 }
 
 /// A UDP socket on 127.0.0.53:53 in the sandbox's network namespace.

@@ -21,8 +21,8 @@ use crate::error::{JailError, PathContext, Result, SyscallContext, UNEXPECTED};
 use crate::idmap::{self, HelperNamespace};
 use crate::init::forwarded_set;
 use crate::inside::{
-    self, ExitReport, SetupChannel, SetupMode, MSG_CGROUP, MSG_ERROR, MSG_GATE, MSG_GO,
-    MSG_NAMESPACES, MSG_READY, MSG_START,
+    self, ExitReport, SetupChannel, SetupMode, MSG_CGROUP, MSG_CPU_USAGE, MSG_ERROR, MSG_GATE,
+    MSG_GO, MSG_NAMESPACES, MSG_READY, MSG_START,
 };
 use crate::output::{OutputRelay, Wait};
 use crate::probe;
@@ -152,9 +152,10 @@ pub fn start_network() -> Result<Option<PendingNetwork>> {
 /// mounted on, and `cache` a directory where the jail keeps what it can prepare once for many runs;
 /// no sandbox may reach either.
 ///
-/// `gate` runs once the sandbox is ready, while its command waits: the caller's last word. An
-/// error from it kills the sandbox before the command starts (its message is returned as
-/// [`JailError::Refused`]). The sandbox's setup overlaps with whatever the caller did before.
+/// `gate` runs while the setup process confines itself, and its command waits for it: the
+/// caller's last word. An error from it kills the sandbox before the command starts (its message
+/// is returned as [`JailError::Refused`]). The sandbox's setup overlaps with whatever the caller
+/// did before.
 ///
 /// Must be called while the process is single-threaded (see [`sys::clone_fork`]).
 ///
@@ -249,6 +250,12 @@ pub fn spawn(
         output: output_ends.as_ref(),
         has_cgroup: !matches!(support, cgroup::CgroupSupport::Unavailable { .. }),
         cpus: nix::sched::sched_getaffinity(Pid::from_raw(0)).ok(),
+        online_cpus: nix::unistd::sysconf(nix::unistd::SysconfVar::_NPROCESSORS_ONLN)
+            .ok()
+            .flatten()
+            .and_then(|n| usize::try_from(n).ok())
+            .filter(|n| *n > 0)
+            .unwrap_or(1),
     };
     let pid = match clone_fork(flags).during(
         "create the sandbox namespaces",
@@ -513,9 +520,16 @@ fn drive_setup(
                 send(control, MSG_CGROUP, &[])?;
             }
         }
+        // For pid 1's CPU time limit: the kernel's count, which sees every process that ran.
+        let usage: Vec<RawFd> = group
+            .cpu_usage()
+            .map(AsRawFd::as_raw_fd)
+            .into_iter()
+            .collect();
+        send(control, MSG_CPU_USAGE, &usage)?;
     }
     // While the setup process confines itself: the caller's last check (an fsync, say) costs
-    // nothing then. Its verdict is sent once the setup process is ready.
+    // nothing then. Its verdict goes out as soon as it is known (see `handshake`).
     Ok(gate())
 }
 

@@ -298,7 +298,7 @@ pub fn run(global: &GlobalArgs, args: RunArgs) -> Result<ExitCode> {
         }
         Outcome::CpuLimitReached => {
             note!(
-                "airlock: the sandbox's processes together used up the CPU time limit ({}); every one was killed (raise [limits] cpu in the profile)",
+                "airlock: the sandbox used up its CPU time limit ({}), all its processes together; every one was killed (raise [limits] cpu in the profile)",
                 humantime::format_duration(cpu_limit)
             );
             ExitCode::from(EXIT_CPU_LIMIT)
