@@ -211,21 +211,31 @@ pub fn probe_layers(scratch: &Path) -> Vec<Layer> {
         CgroupSupport::V2 { parent } => (
             true,
             format!(
-                "cgroup v2 under {}: memory and process limits per run",
+                "cgroup v2 under {}: memory and process limits per run, its CPU time counted \
+                 by the kernel",
                 parent.display()
             ),
         ),
-        CgroupSupport::V1 { memory, .. } => (
+        CgroupSupport::V1 {
+            memory, cpuacct, ..
+        } => (
             true,
             format!(
-                "cgroup v1 under {}: memory and process limits per run",
-                memory.display()
+                "cgroup v1 under {}: memory and process limits per run{}",
+                memory.display(),
+                if cpuacct.is_some() {
+                    ", its CPU time counted by the kernel (cpuacct)"
+                } else {
+                    "; no cpuacct hierarchy: the CPU limit over all its processes counts what \
+                     pid 1 sees"
+                }
             ),
         ),
         CgroupSupport::Unavailable { why } => (
             false,
             format!(
-                "{why}; limits fall back to rlimits (RLIMIT_AS, RLIMIT_NPROC per user namespace)"
+                "{why}; limits fall back to rlimits (RLIMIT_AS, RLIMIT_NPROC per user namespace), \
+                 and the CPU limit over all the run's processes counts what its pid 1 sees"
             ),
         ),
     };
