@@ -82,8 +82,10 @@ pub fn detect() -> CgroupSupport {
     }
 }
 
-fn open_to_read(path: &Path) -> Option<OwnedFd> {
-    fs::File::open(path).ok().map(OwnedFd::from)
+fn open_to_read(path: &Path) -> Result<OwnedFd> {
+    fs::File::open(path)
+        .map(OwnedFd::from)
+        .on_path("open cgroup file", path, DELEGATION_HINT)
 }
 
 /// CPU time used so far by everything in a cgroup, from its `cpuacct.usage` (v1, nanoseconds)
@@ -131,8 +133,6 @@ pub struct RunCgroup {
     /// The CPU time of everything in the run's cgroup, ended processes included: v1's
     /// `cpuacct.usage` or v2's `cpu.stat`, open for pid 1 (see [`cpu_time_used`]).
     cpu_usage: Option<OwnedFd>,
-    /// Pid 1 leaves the cgroup once the command has started (v1, see [`Join`]).
-    pid1_leaves: bool,
 }
 
 /// What the run's memory cgroup saw.
@@ -190,14 +190,14 @@ impl RunCgroup {
                 make_dir(&dir)?;
                 // Pid 1 stays: under a parent that hands controllers down, v2 allows no process
                 // (the "no internal processes" rule), so it has nowhere to go.
-                let group = RunCgroup {
+                let mut group = RunCgroup {
                     dirs: vec![dir.clone()],
                     join: Join::BySupervisor,
                     freezer: Some(crate::control::Freezer::V2(dir.clone())),
-                    // Every v2 cgroup has it, with or without the cpu controller.
-                    cpu_usage: open_to_read(&dir.join("cpu.stat")),
-                    pid1_leaves: false,
+                    cpu_usage: None,
                 };
+                // Every v2 cgroup has it, with or without the cpu controller.
+                group.cpu_usage = Some(open_to_read(&dir.join("cpu.stat"))?);
                 write(&dir.join("memory.max"), &limits.memory_bytes.to_string())?;
                 write(&dir.join("memory.swap.max"), "0").ok();
                 write(&dir.join("pids.max"), &limits.processes.to_string())?;
@@ -209,42 +209,34 @@ impl RunCgroup {
                 freezer,
                 cpuacct,
             } => {
-                remove_orphans(memory);
-                remove_orphans(pids);
-                let mem_dir = memory.join(run_id);
-                let pids_dir = pids.join(run_id);
-                make_dir(&mem_dir)?;
                 let mut group = RunCgroup {
-                    dirs: vec![mem_dir.clone()],
+                    dirs: Vec::new(),
                     join: Join::BySupervisor,
                     freezer: None,
                     cpu_usage: None,
-                    pid1_leaves: true,
                 };
-                make_dir(&pids_dir)?;
-                group.dirs.push(pids_dir.clone());
-                let mut tasks = vec![mem_dir.join("tasks"), pids_dir.join("tasks")];
-                let mut parent_tasks = vec![memory.join("tasks"), pids.join("tasks")];
-                if let Some(freezer) = freezer {
-                    // For `airlock pause`; without it, pause stops every process with SIGSTOP.
-                    remove_orphans(freezer);
-                    let dir = freezer.join(run_id);
+                // The run's cgroup in one hierarchy, in `dirs` as soon as it exists (so that a
+                // failure further on removes it), with its `tasks` file and its parent's.
+                let (mut tasks, mut parent_tasks) = (Vec::new(), Vec::new());
+                let mut add = |parent: &PathBuf| -> Result<PathBuf> {
+                    remove_orphans(parent);
+                    let dir = parent.join(run_id);
                     make_dir(&dir)?;
                     group.dirs.push(dir.clone());
                     tasks.push(dir.join("tasks"));
-                    parent_tasks.push(freezer.join("tasks"));
-                    group.freezer = Some(crate::control::Freezer::V1(dir));
-                }
-                if let Some(cpuacct) = cpuacct {
-                    // For the CPU time limit over all the run's processes (see `init`).
-                    remove_orphans(cpuacct);
-                    let dir = cpuacct.join(run_id);
-                    make_dir(&dir)?;
-                    group.dirs.push(dir.clone());
-                    tasks.push(dir.join("tasks"));
-                    parent_tasks.push(cpuacct.join("tasks"));
-                    group.cpu_usage = open_to_read(&dir.join("cpuacct.usage"));
-                }
+                    parent_tasks.push(parent.join("tasks"));
+                    Ok(dir)
+                };
+                let mem_dir = add(memory)?;
+                let pids_dir = add(pids)?;
+                // For `airlock pause`; without it, pause stops every process with SIGSTOP.
+                let freezer_dir = freezer.as_ref().map(&mut add).transpose()?;
+                // For the CPU time limit over all the run's processes (see `init`).
+                let cpuacct_dir = cpuacct.as_ref().map(&mut add).transpose()?;
+                group.freezer = freezer_dir.map(crate::control::Freezer::V1);
+                group.cpu_usage = cpuacct_dir
+                    .map(|dir| open_to_read(&dir.join("cpuacct.usage")))
+                    .transpose()?;
                 write(
                     &mem_dir.join("memory.limit_in_bytes"),
                     &limits.memory_bytes.to_string(),
@@ -338,7 +330,7 @@ impl RunCgroup {
     /// waiting; [`RunCgroup::remove`] waits for the rest. Only where pid 1 left them (see
     /// [`Join`]); elsewhere pid 1 is in them until its namespaces are torn down.
     pub fn remove_empty(&mut self) {
-        if !self.pid1_leaves {
+        if !matches!(self.join, Join::ItselfThrough { .. }) {
             return;
         }
         // A daemon the command left behind is still in them (until pid 1's exit kills it).

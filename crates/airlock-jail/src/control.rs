@@ -38,12 +38,17 @@ pub struct SandboxId {
     pub freezer: Option<Freezer>,
 }
 
+/// The fields of a /proc/PID/stat line from the state (field 3) on. The command name before them
+/// is in parentheses and may hold anything, these included: they start after the last ')'.
+pub(crate) fn stat_fields_after_name(text: &str) -> Option<std::str::SplitWhitespace<'_>> {
+    text.rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace())
+}
+
 /// Fields of /proc/PID/stat after the command name: (state, ppid, start time).
 fn stat(pid: i32) -> Option<(char, i32, u64)> {
     let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name is in parentheses and may hold anything: split after the last ')'.
-    let rest = &text[text.rfind(')')? + 2..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let fields: Vec<&str> = stat_fields_after_name(&text)?.collect();
     let state = fields.first()?.chars().next()?;
     let ppid = fields.get(1)?.parse().ok()?;
     // Field 22 overall; the state is field 3, so it is index 19 here.

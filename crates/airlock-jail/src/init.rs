@@ -38,13 +38,11 @@ pub(crate) fn forwarded_set() -> SigSet {
 }
 
 /// `for_init`: the `tasks` files this process moves itself out of the run's cgroups through once
-/// the command has started (v1; see `cgroup::Join`), and the cgroup's count of CPU time. `cpus`:
-/// how many CPUs the sandbox's processes may run on at once.
+/// the command has started (v1; see `cgroup::Join`), and the cgroup's count of CPU time.
 pub(crate) fn run_command(
     spec: &SandboxSpec,
     report: OwnedFd,
     for_init: crate::inside::ForInit,
-    cpus: usize,
 ) -> ! {
     let crate::inside::ForInit {
         leave_cgroup,
@@ -63,9 +61,17 @@ pub(crate) fn run_command(
     for tasks_file in leave_cgroup {
         let _ = nix::unistd::write(&tasks_file, b"0");
     }
+    // Counted here, once the command runs, rather than on the launch's path. The CPUs online,
+    // not our affinity: the most the sandbox's processes can run on at once, as they may widen
+    // their own (glibc reads /proc/stat when, as here, there is no /sys).
+    let online_cpus = nix::unistd::sysconf(nix::unistd::SysconfVar::_NPROCESSORS_ONLN)
+        .ok()
+        .flatten()
+        .and_then(|n| usize::try_from(n).ok())
+        .unwrap_or(1);
     let mut cpu = CpuBudget::new(
         Duration::from_secs(spec.limits.cpu_seconds),
-        cpus,
+        online_cpus,
         cpu_usage,
     );
     loop {
@@ -225,15 +231,13 @@ fn cpu_time_seen() -> Duration {
     reaped + Duration::from_millis(ticks.saturating_mul(1000) / ticks_per_second)
 }
 
-/// utime + stime + cutime + cstime, in clock ticks, from a /proc/PID/stat line. The fields
-/// follow the command name, which is in parentheses and may itself contain any of them.
+/// utime + stime + cutime + cstime, in clock ticks, from a /proc/PID/stat line.
 fn cpu_ticks_of_stat(stat: &str) -> u64 {
-    let Some((_, after_name)) = stat.rsplit_once(')') else {
+    let Some(fields) = crate::control::stat_fields_after_name(stat) else {
         return 0;
     };
-    // After the name: state is field 3; utime, stime, cutime, cstime are fields 14 to 17.
-    after_name
-        .split_whitespace()
+    // From the state, field 3: utime, stime, cutime, cstime are fields 14 to 17.
+    fields
         .skip(14 - 3)
         .take(4)
         .filter_map(|field| field.parse::<i64>().ok())

@@ -190,9 +190,6 @@ pub(crate) struct SetupMode<'a> {
     /// The run has a cgroup, which the supervisor makes while we mount (see [`MSG_CGROUP`]).
     /// Without one, the address space is limited with RLIMIT_AS instead of memory.
     pub has_cgroup: bool,
-    /// CPUs online: the most the sandbox's processes can run on at once (they may widen their
-    /// own affinity), for pid 1's CPU time limit.
-    pub online_cpus: usize,
 }
 
 /// What the setup process hands on to pid 1 (itself, once the command runs).
@@ -211,7 +208,7 @@ pub(crate) fn run(spec: &SandboxSpec, mut channel: SetupChannel, mode: &SetupMod
             let SetupChannel { control, report } = channel;
             // Already closed, with every other inherited descriptor, at the end of setup.
             std::mem::forget(control);
-            init::run_command(spec, report, for_init, mode.online_cpus)
+            init::run_command(spec, report, for_init)
         }
         Err(err) => {
             let mut message = vec![MSG_ERROR];

@@ -250,12 +250,6 @@ pub fn spawn(
         output: output_ends.as_ref(),
         has_cgroup: !matches!(support, cgroup::CgroupSupport::Unavailable { .. }),
         cpus: nix::sched::sched_getaffinity(Pid::from_raw(0)).ok(),
-        online_cpus: nix::unistd::sysconf(nix::unistd::SysconfVar::_NPROCESSORS_ONLN)
-            .ok()
-            .flatten()
-            .and_then(|n| usize::try_from(n).ok())
-            .filter(|n| *n > 0)
-            .unwrap_or(1),
     };
     let pid = match clone_fork(flags).during(
         "create the sandbox namespaces",
