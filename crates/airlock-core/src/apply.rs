@@ -13,7 +13,9 @@ use airlock_changes::apply::{
 };
 use airlock_changes::{hazard, Change, Hazard, Kind, Status};
 
-use crate::changes::{ChangesError, MAX_FILE_BYTES};
+use crate::caller::Caller;
+use crate::changes::{relative_paths, ChangesError, MAX_FILE_BYTES};
+use crate::error::Error;
 use crate::ledger::{self, Ledger};
 use crate::session::{now, Lifecycle, Session, SessionError};
 
@@ -45,6 +47,65 @@ fn io<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -
         path: path.to_path_buf(),
         source,
     }
+}
+
+/// An apply as a front end asks for it: paths as the caller typed them.
+#[derive(Debug, Clone, Default)]
+pub struct ApplyRequest {
+    /// The session's id or name.
+    pub session: String,
+    /// Only changes at or under these paths (relative to the caller's working directory when it
+    /// lies in the workspace, else to the workspace; or absolute inside it); all when empty.
+    pub paths: Vec<PathBuf>,
+    /// Overwrite changes the host made meanwhile.
+    pub force: bool,
+    /// Hazards to write anyway, named as `paths` are.
+    pub allowed_hazards: Vec<PathBuf>,
+    /// Write every hazard that may be written at all.
+    pub all_hazards: bool,
+    /// Say what would happen; change nothing.
+    pub dry_run: bool,
+    /// Undo an interrupted apply instead of finishing it.
+    pub rollback: bool,
+}
+
+/// Write a session's changes (or those at or under the request's paths) into its workspace.
+/// A refusal is recorded in the audit log (`apply.refused`); so is a request whose paths match
+/// no change, most likely a typo rather than "nothing to do".
+pub fn apply(caller: &Caller, request: &ApplyRequest) -> std::result::Result<ApplyReport, Error> {
+    crate::refusal::audited(caller, "apply.refused", Some(&request.session), || {
+        let state_dir = caller.state_dir()?;
+        let session = Session::find(&state_dir, &request.session)?;
+        let workspace = session.existing_workspace()?.to_path_buf();
+        let cwd = caller.cwd.as_deref();
+        let options = ApplyOptions {
+            paths: relative_paths(&request.paths, &workspace, cwd)?,
+            force: request.force,
+            allowed_hazards: relative_paths(&request.allowed_hazards, &workspace, cwd)?,
+            all_hazards: request.all_hazards,
+            dry_run: request.dry_run,
+            rollback: request.rollback,
+        };
+        let report = apply_changes(&state_dir, &session.id, &options, &caller.on_busy)?;
+        let matched_nothing = report.items.is_empty() && !request.paths.is_empty();
+        if matched_nothing && !report.recovered && !request.dry_run {
+            return Err(Error::NothingAtPaths {
+                session: report.session,
+                named: request.session.clone(),
+                paths: request.paths.clone(),
+            });
+        }
+        Ok(report)
+    })
+}
+
+/// Take a session's last apply back out of its workspace. A refusal is recorded in the audit
+/// log (`revert.refused`).
+pub fn revert(caller: &Caller, session: &str) -> std::result::Result<ApplyReport, Error> {
+    crate::refusal::audited(caller, "revert.refused", Some(session), || {
+        let state_dir = caller.state_dir()?;
+        Ok(revert_last_apply(&state_dir, session, &caller.on_busy)?)
+    })
 }
 
 /// What the caller asks of `apply`.
@@ -97,6 +158,9 @@ pub struct Item {
 #[derive(Debug, Clone, Serialize)]
 pub struct ApplyReport {
     pub session: String,
+    /// The host workspace written.
+    #[serde(skip)]
+    pub workspace: PathBuf,
     /// The apply's number (`applies/N` in the session's directory); None for a dry run.
     pub number: Option<u32>,
     /// This call finished (or rolled back) an apply that had been interrupted.
@@ -225,7 +289,7 @@ fn outcome_items(journal: &Journal, outcome: &Outcome, done: Result) -> Vec<Item
 }
 
 /// Write a session's changes into its workspace.
-pub fn apply(
+fn apply_changes(
     state_dir: &Path,
     id: &str,
     options: &ApplyOptions,
@@ -304,6 +368,7 @@ pub fn apply(
 
     let report = |number, items: Vec<Item>, session: &Session| ApplyReport {
         session: session.id.clone(),
+        workspace: session.meta.workspace.clone(),
         number,
         recovered: false,
         items,
@@ -486,6 +551,7 @@ fn recover(
     }
     Ok(ApplyReport {
         session: session.id.clone(),
+        workspace: session.meta.workspace.clone(),
         number: Some(journal.number),
         recovered: true,
         items,
@@ -582,7 +648,7 @@ fn plan(
 }
 
 /// Take the session's last apply back out of the workspace.
-pub fn revert(
+fn revert_last_apply(
     state_dir: &Path,
     id: &str,
     on_busy: &dyn Fn(&Session),
@@ -640,6 +706,7 @@ pub fn revert(
     }
     Ok(ApplyReport {
         session: session.id.clone(),
+        workspace: session.meta.workspace.clone(),
         number: Some(journal.number),
         recovered: false,
         items: outcome_items(&journal, &outcome, Result::Undone),

@@ -25,7 +25,7 @@ pub struct ReadChanges {
     pub changes: ChangeSet,
     pub workspace: PathBuf,
     pub layer: PathBuf,
-    pub lock: SessionLock,
+    pub _lock: SessionLock,
 }
 
 /// Read what `session` changed against its workspace as it is now.
@@ -46,7 +46,7 @@ pub fn read_changes(
         changes,
         workspace,
         layer,
-        lock,
+        _lock: lock,
     })
 }
 

@@ -1,27 +1,44 @@
 //! airlock's operations and their order: check the request against the policy, prepare the
 //! session's layer, run confined, report. No system calls of its own beyond files; confinement
 //! (and checking what the kernel can enforce) is `airlock-jail`'s job.
+//!
+//! Every front end (the CLI, the HTTP API, MCP, hooks) says who asks ([`Caller`]) and what they
+//! ask (a typed request: [`RunRequest`], [`SessionRequest`], [`DiffRequest`], [`ApplyRequest`],
+//! [`kill_switch::ControlRequest`], …) and gets a typed answer. Core takes every decision: where
+//! profiles come from and whether they can be trusted, which workspaces are allowed, who the
+//! sandbox runs as, the kill switch, and the audit order (intent before the act, refusals too).
+//! A front end parses and prints; it checks no rule.
 #![forbid(unsafe_code)]
 
 mod apply;
 pub mod audit;
+mod caller;
 mod changes;
 pub mod control;
+mod diff;
+mod error;
+mod identity;
+pub mod kill_switch;
 mod ledger;
 pub mod netlog;
 mod operations;
 mod paths;
+mod refusal;
 mod run;
 mod session;
 
 pub use apply::{
-    apply, revert, ApplyError, ApplyOptions, ApplyReport, Item as ApplyItem, Result as ApplyResult,
+    apply, revert, ApplyError, ApplyReport, ApplyRequest, Item as ApplyItem, Result as ApplyResult,
 };
-pub use changes::{read_changes, relative_paths, ChangesError, ReadChanges, MAX_FILE_BYTES};
-pub use operations::{create_session, discard_session};
+pub use caller::{describe_profile, Caller, ProfileChoice};
+pub use changes::{ChangesError, MAX_FILE_BYTES};
+pub use diff::{diff, ChangeEntry, Diff, DiffRequest, Side};
+pub use error::Error;
+pub use identity::DEFAULT_ROOT_SANDBOX_ID;
+pub use operations::{
+    create_session, discard_session, gc, list_sessions, timestamp, Collected, GcReport, GcRequest,
+    SessionRequest, SessionSummary,
+};
 pub use paths::{state_dir, StateDirError};
-pub use run::{check_workspace_for, run, RunError, RunReport, RunRequest, DEFAULT_ROOT_SANDBOX_ID};
-pub use session::{
-    Lifecycle, NewSession, ProfileRef, Session, SessionError, SessionLock, SessionMeta,
-    SessionStatus,
-};
+pub use run::{run, RunReport, RunRequest, SANDBOX_HOME, SANDBOX_USER};
+pub use session::{Lifecycle, ProfileRef, Session, SessionError, SessionMeta, SessionStatus};

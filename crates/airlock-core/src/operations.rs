@@ -1,56 +1,211 @@
-//! Session operations that change state, each written to the audit log before it acts.
+//! Session operations: start, list, discard, collect. Each that changes state is written to the
+//! audit log before it acts, and its refusal after.
 
-use std::path::Path;
+use std::path::PathBuf;
+use std::time::{Duration, UNIX_EPOCH};
 
+use serde::Serialize;
 use serde_json::json;
 
 use crate::audit;
-use crate::run::RunError;
-use crate::session::{NewSession, Session};
+use crate::caller::{load_trusted_profile, Caller, ProfileChoice};
+use crate::control::Running;
+use crate::error::Error;
+use crate::session::{NewSession, Session, SessionMeta, SessionStatus};
 
-/// Start a session (the intent is logged first; nothing is made if that fails).
-pub fn create_session(state_dir: &Path, new: NewSession) -> Result<Session, RunError> {
-    crate::control::check_enabled(state_dir, &new.profile.name)?;
-    let log = audit::log(state_dir);
-    audit::append(
-        &log,
-        "session.create",
-        json!({
-            "workspace": new.workspace,
-            "name": new.name,
-            "profile": new.profile.name,
-            "profile_file": new.profile.file,
-        }),
-    )?;
-    let session = Session::create(state_dir, new)?;
-    audit::append(
-        &log,
-        "session.created",
-        json!({ "session": session.id, "name": session.meta.name, "profile": session.meta.profile.name }),
-    )?;
-    Ok(session)
+/// A new session, as a front end asks for it.
+#[derive(Debug, Clone, Default)]
+pub struct SessionRequest {
+    pub profile: ProfileChoice,
+    /// Default: the caller's working directory.
+    pub workspace: Option<PathBuf>,
+    pub name: Option<String>,
+}
+
+/// One session as a listing shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct SessionSummary {
+    #[serde(flatten)]
+    pub meta: SessionMeta,
+    pub status: SessionStatus,
+    /// Files, symlinks and special files the session changed (directories not counted); None
+    /// when the layer is gone, cannot be read, or a run is changing it.
+    pub changed_files: Option<usize>,
+    pub created_at: String,
+    pub last_run_at: Option<String>,
+}
+
+impl SessionSummary {
+    fn of(session: &Session, running: &[Running]) -> SessionSummary {
+        let mut status = session.status();
+        let paused = running
+            .iter()
+            .any(|r| r.session.as_deref() == Some(session.id.as_str()) && r.sandbox.is_paused());
+        if status == SessionStatus::Running && paused {
+            status = SessionStatus::Paused;
+        }
+        let changed_files = match status {
+            SessionStatus::Idle => session
+                .existing_workspace()
+                .ok()
+                .and_then(|ws| airlock_changes::scan(&session.upper(), ws).ok())
+                .map(|set| set.file_count()),
+            _ => None,
+        };
+        SessionSummary {
+            meta: session.meta.clone(),
+            status,
+            changed_files,
+            created_at: timestamp(session.meta.created),
+            last_run_at: session.meta.last_run.map(timestamp),
+        }
+    }
+}
+
+/// RFC 3339, to the second, UTC.
+pub fn timestamp(seconds: u64) -> String {
+    humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_secs(seconds)).to_string()
+}
+
+/// Start a session over a workspace no session may be refused for, with a profile that loads
+/// (so that a misspelt or broken one fails now, not at the first run). The intent is logged
+/// first; nothing is made if that fails.
+pub fn create_session(caller: &Caller, request: SessionRequest) -> Result<SessionSummary, Error> {
+    crate::refusal::audited(caller, "session.refused", None, || {
+        let state_dir = caller.state_dir()?;
+        let workspace = caller.workspace(request.workspace.as_deref())?;
+        let profile = request.profile.resolve(caller)?;
+        load_trusted_profile(caller, &profile, &workspace)?;
+        crate::run::check_workspace_for(&workspace, &state_dir, caller.home().as_deref())?;
+        crate::control::check_enabled(&state_dir, &profile.name)?;
+        let log = audit::log(&state_dir);
+        audit::append(
+            &log,
+            "session.create",
+            json!({
+                "workspace": workspace,
+                "name": request.name,
+                "profile": profile.name,
+                "profile_file": profile.file,
+            }),
+        )?;
+        let new = NewSession {
+            workspace: &workspace,
+            name: request.name.as_deref(),
+            profile,
+        };
+        let session = Session::create(&state_dir, new)?;
+        audit::append(
+            &log,
+            "session.created",
+            json!({ "session": session.id, "name": session.meta.name, "profile": session.meta.profile.name }),
+        )?;
+        Ok(SessionSummary::of(&session, &[]))
+    })
+}
+
+/// Every session of the caller's state directory, oldest first.
+pub fn list_sessions(caller: &Caller) -> Result<Vec<SessionSummary>, Error> {
+    let state_dir = caller.state_dir()?;
+    let sessions = Session::list(&state_dir)?;
+    let running = crate::control::running(&state_dir);
+    Ok(sessions
+        .iter()
+        .map(|s| SessionSummary::of(s, &running))
+        .collect())
 }
 
 /// Drop a session's layer, once any run in it has ended.
-pub fn discard_session(
-    state_dir: &Path,
-    id: &str,
-    on_busy: &dyn Fn(&Session),
-) -> Result<Session, RunError> {
-    let mut session = Session::find(state_dir, id)?;
-    let lock = session.lock_exclusive(on_busy)?;
-    session.check_active()?;
-    let log = audit::log(state_dir);
+pub fn discard_session(caller: &Caller, id: &str) -> Result<Session, Error> {
+    crate::refusal::audited(caller, "discard.refused", Some(id), || {
+        let state_dir = caller.state_dir()?;
+        let mut session = Session::find(&state_dir, id)?;
+        let lock = session.lock_exclusive(&caller.on_busy)?;
+        session.check_active()?;
+        let log = audit::log(&state_dir);
+        let fields = json!({ "session": session.id, "profile": session.meta.profile.name });
+        audit::append(&log, "session.discard", fields.clone())?;
+        session.discard(&lock)?;
+        audit::append(&log, "session.discarded", fields)?;
+        Ok(session)
+    })
+}
+
+/// Which sessions `gc` removes: discarded and applied ones that ended at least this long ago.
+#[derive(Debug, Clone, Default)]
+pub struct GcRequest {
+    /// A duration as a person writes it (`30m`, `12h`, `7d`); default: any age.
+    pub older_than: Option<String>,
+    /// Say what would be removed; remove nothing.
+    pub dry_run: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct GcReport {
+    pub dry_run: bool,
+    pub sessions: Vec<Collected>,
+}
+
+/// A session `gc` removed (or would remove).
+#[derive(Debug, Clone, Serialize)]
+pub struct Collected {
+    pub id: String,
+    /// `applied` or `discarded`.
+    pub status: &'static str,
+    pub workspace: PathBuf,
+}
+
+/// Remove discarded and applied sessions' records (an applied one can then no longer be
+/// reverted). Logged before it acts.
+pub fn gc(caller: &Caller, request: GcRequest) -> Result<GcReport, Error> {
+    let state_dir = caller.state_dir()?;
+    let min_age = match &request.older_than {
+        Some(text) => humantime::parse_duration(text).map_err(|_| Error::Argument {
+            arg: format!("--older-than {text:?}"),
+            why: "not a duration (try 30m, 12h, 7d)".into(),
+        })?,
+        None => Duration::ZERO,
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let mut chosen = Vec::new();
+    for session in Session::list(&state_dir)? {
+        let ended = session.meta.ended.unwrap_or(session.meta.created);
+        let old_enough = now.saturating_sub(ended) >= min_age.as_secs();
+        let status = match session.status() {
+            SessionStatus::Discarded => "discarded",
+            SessionStatus::Applied => "applied",
+            _ => continue,
+        };
+        if old_enough {
+            chosen.push((session, status));
+        }
+    }
+    let report = GcReport {
+        dry_run: request.dry_run,
+        sessions: chosen
+            .iter()
+            .map(|(session, status)| Collected {
+                id: session.id.clone(),
+                status,
+                workspace: session.workspace().to_path_buf(),
+            })
+            .collect(),
+    };
+    if request.dry_run || chosen.is_empty() {
+        return Ok(report);
+    }
     audit::append(
-        &log,
-        "session.discard",
-        json!({ "session": session.id, "profile": session.meta.profile.name }),
+        &audit::log(&state_dir),
+        "gc.intent",
+        json!({
+            "sessions": report.sessions.iter().map(|s| s.id.clone()).collect::<Vec<_>>(),
+            "older_than": request.older_than,
+        }),
     )?;
-    session.discard(&lock)?;
-    audit::append(
-        &log,
-        "session.discarded",
-        json!({ "session": session.id, "profile": session.meta.profile.name }),
-    )?;
-    Ok(session)
+    for (session, _) in chosen {
+        session.remove()?;
+    }
+    Ok(report)
 }

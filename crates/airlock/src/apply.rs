@@ -5,20 +5,13 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 
-use airlock_core::{relative_paths, ApplyItem, ApplyOptions, ApplyReport, ApplyResult, Session};
+use airlock_core::{ApplyItem, ApplyReport, ApplyRequest, ApplyResult};
 
 use crate::cli::{ApplyArgs, GlobalArgs, RevertArgs};
-use crate::run::state_dir;
+use crate::run::caller;
 
 /// Exit status when some paths were left out (conflicts, hazards, refusals).
 const EXIT_PARTIAL: u8 = 1;
-
-fn tell_busy(session: &Session) {
-    note!(
-        "airlock: session {} is busy with a run; waiting for it to end…",
-        session.id
-    );
-}
 
 fn label(result: ApplyResult) -> &'static str {
     match result {
@@ -64,19 +57,16 @@ fn exit(report: &ApplyReport) -> ExitCode {
 }
 
 pub fn apply(global: &GlobalArgs, args: ApplyArgs) -> Result<ExitCode> {
-    let state = state_dir(global)?;
-    let session = Session::find(&state, &args.session)?;
-    let workspace = session.existing_workspace()?.to_path_buf();
-    let cwd = std::env::current_dir().ok();
-    let options = ApplyOptions {
-        paths: relative_paths(&args.paths, &workspace, cwd.as_deref())?,
+    let request = ApplyRequest {
+        session: args.session.clone(),
+        paths: args.paths,
         force: args.force,
-        allowed_hazards: relative_paths(&args.allow_hazard, &workspace, cwd.as_deref())?,
+        allowed_hazards: args.allow_hazard,
         all_hazards: args.allow_hazards,
         dry_run: args.dry_run,
         rollback: args.rollback,
     };
-    let report = airlock_core::apply(&state, &session.id, &options, &tell_busy)?;
+    let report = airlock_core::apply(&caller(global), &request)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(exit(&report));
@@ -100,18 +90,6 @@ pub fn apply(global: &GlobalArgs, args: ApplyArgs) -> Result<ExitCode> {
             "airlock: dry run: {} paths would be applied, {skipped} left out; nothing was written",
             count(&report, ApplyResult::WouldApply)
         );
-    } else if report.items.is_empty() && !args.paths.is_empty() {
-        // A path that matches nothing is most likely a typo: not "nothing to do".
-        anyhow::bail!(
-            "session {} changed nothing at or under {} — 'airlock diff {} --name-status' lists what it changed",
-            report.session,
-            args.paths
-                .iter()
-                .map(|p| crate::shown::printable(&p.display().to_string()))
-                .collect::<Vec<_>>()
-                .join(", "),
-            args.session
-        );
     } else if report.items.is_empty() {
         note!("airlock: session {} changed nothing", report.session);
     } else {
@@ -119,7 +97,7 @@ pub fn apply(global: &GlobalArgs, args: ApplyArgs) -> Result<ExitCode> {
             "airlock: applied {} paths of session {} to {}{}",
             count(&report, ApplyResult::Applied),
             report.session,
-            workspace.display(),
+            report.workspace.display(),
             if skipped > 0 {
                 format!("; {skipped} left out (see above)")
             } else {
@@ -137,8 +115,7 @@ pub fn apply(global: &GlobalArgs, args: ApplyArgs) -> Result<ExitCode> {
 }
 
 pub fn revert(global: &GlobalArgs, args: RevertArgs) -> Result<ExitCode> {
-    let state = state_dir(global)?;
-    let report = airlock_core::revert(&state, &args.session, &tell_busy)?;
+    let report = airlock_core::revert(&caller(global), &args.session)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(exit(&report));

@@ -5,69 +5,11 @@ use std::io::{self, IsTerminal, Write};
 use std::process::{Command, ExitCode, Stdio};
 
 use anyhow::Result;
-use serde::Serialize;
-use sha2::{Digest, Sha256};
 
-use airlock_changes::patch::{self, Roots};
-use airlock_changes::{hazard, Change, Hazard, Kind, Node, Status};
-use airlock_core::{read_changes, relative_paths, Session, MAX_FILE_BYTES};
+use airlock_changes::{Change, Kind};
+use airlock_core::DiffRequest;
 
 use crate::cli::{ColorWhen, DiffArgs, GlobalArgs};
-use crate::run::state_dir;
-
-/// One side of a change, as `--json` shows it.
-#[derive(Serialize)]
-struct Side {
-    kind: Kind,
-    /// Permission bits in octal, with setuid/setgid/sticky: "0644".
-    mode: String,
-    size: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    sha256: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    target: Option<String>,
-}
-
-#[derive(Serialize)]
-struct JsonChange {
-    path: String,
-    status: Status,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    old: Option<Side>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    new: Option<Side>,
-    hazards: Vec<Hazard>,
-}
-
-fn side(root: &std::path::Path, change: &Change, node: &Option<Node>) -> io::Result<Option<Side>> {
-    let Some(node) = node else {
-        return Ok(None);
-    };
-    let sha256 = if node.kind == Kind::File {
-        let mut file = airlock_changes::node::open_regular(&root.join(&change.path))?;
-        let mut hasher = Sha256::new();
-        io::copy(&mut file, &mut hasher)?;
-        Some(
-            hasher
-                .finalize()
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect(),
-        )
-    } else {
-        None
-    };
-    Ok(Some(Side {
-        kind: node.kind,
-        mode: format!("{:04o}", node.mode),
-        size: node.size,
-        sha256,
-        target: node
-            .target
-            .as_ref()
-            .map(|t| t.to_string_lossy().into_owned()),
-    }))
-}
 
 /// Colours of git's default diff palette.
 const BOLD: &str = "\x1b[1m";
@@ -149,52 +91,26 @@ fn emit(text: &[u8], page: bool) -> Result<()> {
 }
 
 pub fn diff(global: &GlobalArgs, args: DiffArgs) -> Result<ExitCode> {
-    let state = state_dir(global)?;
-    let mut session = Session::find(&state, &args.session)?;
-    let read = read_changes(&mut session, &|s: &Session| {
-        note!(
-            "airlock: session {} is busy with a run; waiting for it to end…",
-            s.id
-        )
-    })?;
-    let filters = relative_paths(
-        &args.paths,
-        &read.workspace,
-        std::env::current_dir().ok().as_deref(),
-    )?;
-    let mut set = read.changes;
-    set.filter(&filters);
-    let roots = Roots {
-        host: &read.workspace,
-        layer: &read.layer,
+    let request = DiffRequest {
+        session: args.session,
+        paths: args.paths,
     };
+    let diff = airlock_core::diff(&crate::run::caller(global), &request)?;
     let terminal = io::stdout().is_terminal();
-
     if args.json {
-        let mut out = Vec::new();
-        for change in &set.changes {
-            out.push(JsonChange {
-                path: change.path.to_string_lossy().into_owned(),
-                status: change.status,
-                old: side(roots.host, change, &change.old)?,
-                new: side(roots.layer, change, &change.new)?,
-                hazards: hazard::hazards(change, MAX_FILE_BYTES),
-            });
-        }
-        let mut text = serde_json::to_vec_pretty(&out)?;
+        let mut text = serde_json::to_vec_pretty(&diff.entries()?)?;
         text.push(b'\n');
+        drop(diff);
         emit(&text, false)?;
         return Ok(ExitCode::SUCCESS);
     }
-
     let mut text = Vec::new();
     if args.name_status {
-        patch::write_name_status(&mut text, &set.changes)?;
+        diff.write_name_status(&mut text)?;
     } else if args.stat {
-        patch::write_stat(&mut text, roots, &set.changes)?;
+        diff.write_stat(&mut text)?;
     } else {
-        let inexpressible = patch::write_patch(&mut text, roots, &set.changes)?;
-        for change in inexpressible {
+        for change in diff.write_patch(&mut text)? {
             note!(
                 "airlock: {}: a {} cannot be expressed in a git patch; see 'airlock diff --json'",
                 change.path.display(),
@@ -210,7 +126,8 @@ pub fn diff(global: &GlobalArgs, args: DiffArgs) -> Result<ExitCode> {
             text = colorize(&text);
         }
     }
-    drop(read.lock);
+    // The session is free for runs again while a person reads.
+    drop(diff);
     emit(&text, terminal && !args.no_pager)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -56,15 +56,6 @@ fn main() -> ExitCode {
         Command::Enable(a) => a.json,
         _ => false,
     };
-    // Refusals of what would change something are audited too (what, and why).
-    let refusal = match &cli.command {
-        Command::Run(args) => Some(("run.refused", args.session.clone())),
-        Command::Session(_) => Some(("session.refused", None)),
-        Command::Apply(args) => Some(("apply.refused", Some(args.session.clone()))),
-        Command::Revert(args) => Some(("revert.refused", Some(args.session.clone()))),
-        Command::Discard(args) => Some(("discard.refused", Some(args.session.clone()))),
-        _ => None,
-    };
     let result = match cli.command {
         Command::Run(args) => run::run(&cli.global, args),
         Command::Check(args) => check::check(&cli.global, args),
@@ -97,9 +88,6 @@ fn main() -> ExitCode {
                     "{}",
                     serde_json::json!({ "error": message(&err), "exit_status": EXIT_AIRLOCK_ERROR })
                 );
-            }
-            if let Some((action, session)) = refusal {
-                audit_refusal(&cli.global, action, session, &message(&err));
             }
             ExitCode::from(EXIT_AIRLOCK_ERROR)
         }
@@ -149,22 +137,4 @@ fn message(err: &anyhow::Error) -> String {
         }
     }
     text
-}
-
-/// Best effort: a refusal that cannot be logged (the log itself failing, say) was still printed.
-fn audit_refusal(global: &cli::GlobalArgs, action: &str, session: Option<String>, error: &str) {
-    let Ok(state) = run::state_dir(global) else {
-        return;
-    };
-    let argv: Vec<String> = std::env::args_os()
-        .map(|a| a.to_string_lossy().into_owned())
-        .collect();
-    // Recorded by id, as the session's other records are, when the name given resolves.
-    let session = session
-        .map(|name| airlock_core::Session::find(&state, &name).map_or(name, |found| found.id));
-    let _ = airlock_core::audit::append(
-        &airlock_core::audit::log(&state),
-        action,
-        serde_json::json!({ "session": session, "argv": argv, "error": error, "denied": true }),
-    );
 }

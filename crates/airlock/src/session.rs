@@ -2,98 +2,38 @@
 
 use airlock_jail::note;
 use std::process::ExitCode;
-use std::time::{Duration, UNIX_EPOCH};
 
-use anyhow::{Context, Result};
-use serde::Serialize;
+use anyhow::Result;
 
-use airlock_core::{NewSession, Session, SessionMeta, SessionStatus};
+use airlock_core::{describe_profile, GcRequest, SessionRequest};
 
 use crate::cli::{DiscardArgs, GcArgs, GlobalArgs, SessionNewArgs, SessionsArgs};
-use crate::run::{describe_profile, load_profile, profile_ref, resolve_workspace, state_dir};
+use crate::run::{caller, profile_choice};
 
 pub fn new(global: &GlobalArgs, args: SessionNewArgs) -> Result<ExitCode> {
-    let state = state_dir(global)?;
-    let workspace = resolve_workspace(args.choice.workspace.as_deref())?;
-    let chosen = profile_ref(&args.choice)?;
-    // Loaded now so that a misspelt or broken profile fails here, not at the first run.
-    load_profile(&chosen, &workspace)?;
-    let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
-    airlock_core::check_workspace_for(&workspace, &state, home.as_deref())?;
-    let session = airlock_core::create_session(
-        &state,
-        NewSession {
-            workspace: &workspace,
-            name: args.name.as_deref(),
-            profile: chosen,
-        },
-    )?;
+    let request = SessionRequest {
+        profile: profile_choice(&args.choice),
+        workspace: args.choice.workspace,
+        name: args.name,
+    };
+    let session = airlock_core::create_session(&caller(global), request)?;
     if args.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&Listed::of(&session, &[]))?
-        );
+        println!("{}", serde_json::to_string_pretty(&session)?);
     } else {
-        println!("{}", session.id);
+        println!("{}", session.meta.id);
     }
     Ok(ExitCode::SUCCESS)
 }
 
-/// One session as `sessions --json` shows it.
-#[derive(Serialize)]
-struct Listed<'a> {
-    #[serde(flatten)]
-    meta: &'a SessionMeta,
-    status: SessionStatus,
-    /// Files, symlinks and special files the session changed (directories not counted); None
-    /// when the layer is gone or cannot be read.
-    changed_files: Option<usize>,
-    created_at: String,
-    last_run_at: Option<String>,
-}
-
-impl<'a> Listed<'a> {
-    fn of(session: &'a Session, running: &[airlock_core::control::Running]) -> Listed<'a> {
-        let mut status = session.status();
-        let paused = running
-            .iter()
-            .any(|r| r.session.as_deref() == Some(session.id.as_str()) && r.sandbox.is_paused());
-        if status == SessionStatus::Running && paused {
-            status = SessionStatus::Paused;
-        }
-        let changed_files = match status {
-            SessionStatus::Idle => session
-                .existing_workspace()
-                .ok()
-                .and_then(|ws| airlock_changes::scan(&session.upper(), ws).ok())
-                .map(|set| set.file_count()),
-            _ => None,
-        };
-        Listed {
-            meta: &session.meta,
-            status,
-            changed_files,
-            created_at: timestamp(session.meta.created),
-            last_run_at: session.meta.last_run.map(timestamp),
-        }
-    }
-}
-
-fn timestamp(seconds: u64) -> String {
-    humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_secs(seconds)).to_string()
-}
-
 /// `2026-11-29 20:15`: UTC, to the minute, for the table.
 fn short_time(seconds: u64) -> String {
-    let full = timestamp(seconds);
+    let full = airlock_core::timestamp(seconds);
     full.get(..16).unwrap_or(&full).replace('T', " ")
 }
 
 pub fn list(global: &GlobalArgs, args: SessionsArgs) -> Result<ExitCode> {
-    let state = state_dir(global)?;
-    let sessions = Session::list(&state)?;
-    let running = airlock_core::control::running(&state);
-    let listed: Vec<Listed> = sessions.iter().map(|s| Listed::of(s, &running)).collect();
+    let caller = caller(global);
+    let listed = airlock_core::list_sessions(&caller)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&listed)?);
         return Ok(ExitCode::SUCCESS);
@@ -101,7 +41,7 @@ pub fn list(global: &GlobalArgs, args: SessionsArgs) -> Result<ExitCode> {
     if listed.is_empty() {
         note!(
             "no sessions in {} — 'airlock session new' starts one",
-            state.display()
+            caller.state_dir()?.display()
         );
         return Ok(ExitCode::SUCCESS);
     }
@@ -158,13 +98,7 @@ pub fn list(global: &GlobalArgs, args: SessionsArgs) -> Result<ExitCode> {
 }
 
 pub fn discard(global: &GlobalArgs, args: DiscardArgs) -> Result<ExitCode> {
-    let state = state_dir(global)?;
-    let session = airlock_core::discard_session(&state, &args.session, &|s: &Session| {
-        note!(
-            "airlock: session {} is busy with a run; waiting for it to end…",
-            s.id
-        )
-    })?;
+    let session = airlock_core::discard_session(&caller(global), &args.session)?;
     if args.json {
         println!(
             "{}",
@@ -179,82 +113,31 @@ pub fn discard(global: &GlobalArgs, args: DiscardArgs) -> Result<ExitCode> {
 }
 
 pub fn gc(global: &GlobalArgs, args: GcArgs) -> Result<ExitCode> {
-    let state = state_dir(global)?;
-    let min_age = match &args.older_than {
-        Some(text) => humantime::parse_duration(text)
-            .with_context(|| format!("--older-than {text:?}: not a duration (try 30m, 12h, 7d)"))?,
-        None => Duration::ZERO,
+    let request = GcRequest {
+        older_than: args.older_than,
+        dry_run: args.dry_run,
     };
-    let now = std::time::SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let mut chosen = Vec::new();
-    for session in Session::list(&state)? {
-        let ended = session.meta.ended.unwrap_or(session.meta.created);
-        let old_enough = now.saturating_sub(ended) >= min_age.as_secs();
-        let status = session.status();
-        if matches!(status, SessionStatus::Discarded | SessionStatus::Applied) && old_enough {
-            chosen.push((session, status));
-        }
-    }
+    let report = airlock_core::gc(&caller(global), request)?;
     let verb = if args.dry_run {
         "would remove"
     } else {
         "removed"
     };
-    if !args.dry_run && !chosen.is_empty() {
-        // Logged before it acts, as every action is: an applied session removed here can no
-        // longer be reverted.
-        airlock_core::audit::append(
-            &airlock_core::audit::log(&state),
-            "gc.intent",
-            serde_json::json!({
-                "sessions": chosen.iter().map(|(s, _)| s.id.clone()).collect::<Vec<_>>(),
-                "older_than": args.older_than,
-            }),
-        )?;
-    }
-    let state_of = |status: &SessionStatus| {
-        if status == &SessionStatus::Applied {
-            "applied"
-        } else {
-            "discarded"
-        }
-    };
     if args.json {
-        let sessions: Vec<serde_json::Value> = chosen
-            .iter()
-            .map(|(session, status)| {
-                serde_json::json!({
-                    "id": session.id,
-                    "status": state_of(status),
-                    "workspace": session.workspace(),
-                })
-            })
-            .collect();
-        println!(
-            "{}",
-            serde_json::json!({ "dry_run": args.dry_run, "sessions": sessions })
-        );
+        println!("{}", serde_json::to_string(&report)?);
     } else {
-        for (session, status) in chosen.iter() {
+        for session in &report.sessions {
             println!(
                 "{verb} {} ({}, workspace {})",
                 session.id,
-                state_of(status),
-                crate::shown::printable(&session.workspace().display().to_string())
+                session.status,
+                crate::shown::printable(&session.workspace.display().to_string())
             );
         }
     }
-    let count = chosen.len();
-    if !args.dry_run {
-        for (session, _) in chosen {
-            let id = session.id.clone();
-            session
-                .remove()
-                .with_context(|| format!("cannot remove session {id}"))?;
-        }
-    }
-    note!("airlock: {verb} {count} discarded or applied session(s)");
+    note!(
+        "airlock: {verb} {} discarded or applied session(s)",
+        report.sessions.len()
+    );
     Ok(ExitCode::SUCCESS)
 }

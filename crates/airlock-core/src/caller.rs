@@ -1,0 +1,185 @@
+//! Who asks, and from where. A front end says what it knows of its caller; core derives from it
+//! every place a request may touch (state, policy, workspace) and judges each one itself.
+
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+
+use airlock_policy::{Profile, DEFAULT_PROFILE_NAME};
+
+use crate::error::Error;
+use crate::session::{ProfileRef, Session};
+
+/// What a front end knows of the person or program that asked.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    /// The state directory the caller named (`--state-dir`, `AIRLOCK_STATE_DIR`), if any.
+    pub state_dir: Option<PathBuf>,
+    /// The caller's working directory: the default workspace, and where relative paths start.
+    pub cwd: Option<PathBuf>,
+    /// The caller's environment. HOME and the XDG directories are read from it; of the rest,
+    /// only what a profile allows reaches a sandbox.
+    pub env: Vec<(OsString, OsString)>,
+    /// What the caller asked, in its own words (a command line): kept in the records of refusals.
+    pub asked: Vec<String>,
+    /// Told when another operation holds a session and this one waits for it.
+    pub on_busy: fn(&Session),
+}
+
+fn say_nothing(_: &Session) {}
+
+impl Caller {
+    /// This process as the caller: its working directory, environment and arguments.
+    pub fn this_process(state_dir: Option<PathBuf>, on_busy: fn(&Session)) -> Caller {
+        Caller {
+            state_dir,
+            cwd: std::env::current_dir().ok(),
+            env: std::env::vars_os().collect(),
+            asked: std::env::args_os()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect(),
+            on_busy,
+        }
+    }
+
+    /// A caller with no environment, working directory or words: what a test or a service
+    /// that says everything explicitly starts from.
+    pub fn bare(state_dir: PathBuf) -> Caller {
+        Caller {
+            state_dir: Some(state_dir),
+            cwd: None,
+            env: Vec::new(),
+            asked: Vec::new(),
+            on_busy: say_nothing,
+        }
+    }
+
+    fn var(&self, name: &str) -> Option<&OsStr> {
+        self.env
+            .iter()
+            .rev()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.as_os_str())
+    }
+
+    /// The caller's home directory, which no workspace may contain.
+    pub fn home(&self) -> Option<PathBuf> {
+        self.var("HOME").map(PathBuf::from)
+    }
+
+    /// Where airlock's state lives for this caller (see [`crate::state_dir`]).
+    pub fn state_dir(&self) -> Result<PathBuf, Error> {
+        Ok(crate::paths::state_dir(
+            self.state_dir.as_deref().map(Path::as_os_str),
+            nix::unistd::geteuid().is_root(),
+            self.var("XDG_STATE_HOME"),
+            self.var("HOME"),
+        )?)
+    }
+
+    /// Where named profiles are looked up: no sandbox may write there.
+    pub(crate) fn profile_search_dirs(&self) -> Vec<PathBuf> {
+        airlock_policy::profile_search_dirs(self.var("XDG_CONFIG_HOME"), self.var("HOME"))
+    }
+
+    /// The workspace a request names (else the caller's working directory), made canonical.
+    pub(crate) fn workspace(&self, named: Option<&Path>) -> Result<PathBuf, Error> {
+        let dir = match named {
+            Some(dir) => match (dir.is_relative(), &self.cwd) {
+                (true, Some(cwd)) => cwd.join(dir),
+                _ => dir.to_path_buf(),
+            },
+            None => self.cwd.clone().ok_or(Error::NoWorkingDirectory)?,
+        };
+        dir.canonicalize().map_err(|_| Error::Argument {
+            arg: format!("--workspace {}", named.unwrap_or(&dir).display()),
+            why: "no such directory".into(),
+        })
+    }
+}
+
+/// How a request chose its profile: by name (default: `default`), or as a file.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProfileChoice {
+    pub name: Option<String>,
+    pub file: Option<PathBuf>,
+}
+
+impl ProfileChoice {
+    /// A choice was made (rather than left to a session or the default).
+    pub fn is_given(&self) -> bool {
+        self.name.is_some() || self.file.is_some()
+    }
+
+    /// The profile this names, its file made canonical.
+    pub(crate) fn resolve(&self, caller: &Caller) -> Result<ProfileRef, Error> {
+        let Some(path) = &self.file else {
+            return Ok(ProfileRef {
+                name: self
+                    .name
+                    .clone()
+                    .unwrap_or_else(|| DEFAULT_PROFILE_NAME.into()),
+                file: None,
+            });
+        };
+        let path = match (&caller.cwd, path.is_relative()) {
+            (Some(cwd), true) => cwd.join(path),
+            _ => path.clone(),
+        };
+        let canonical = path.canonicalize().map_err(|_| Error::Argument {
+            arg: format!("--profile-file {}", path.display()),
+            why: "cannot open it".into(),
+        })?;
+        Ok(ProfileRef {
+            name: canonical
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            file: Some(canonical),
+        })
+    }
+}
+
+/// The profile `chosen` names, read from where policy lives and never from inside `workspace`
+/// (canonical), which the sandboxed command can write.
+pub(crate) fn load_trusted_profile(
+    caller: &Caller,
+    chosen: &ProfileRef,
+    workspace: &Path,
+) -> Result<Profile, Error> {
+    if let Some(path) = &chosen.file {
+        let canonical = path.canonicalize().map_err(|_| Error::Argument {
+            arg: format!("profile file {}", path.display()),
+            why: "cannot open it".into(),
+        })?;
+        airlock_policy::ensure_outside_workspace(&canonical, workspace)?;
+        return Ok(airlock_policy::load_file(&canonical)?);
+    }
+    let profile = airlock_policy::load_named(&chosen.name, &caller.profile_search_dirs())?;
+    if let Some(source) = &profile.source {
+        let canonical = source.canonicalize().unwrap_or_else(|_| source.clone());
+        airlock_policy::ensure_outside_workspace(&canonical, workspace)?;
+    }
+    Ok(profile)
+}
+
+/// Every directory policy comes from for a run of `profile`: the search dirs, and the profile's
+/// own directory. No sandbox may write into any of them.
+pub(crate) fn policy_dirs(caller: &Caller, profile: &Profile) -> Vec<PathBuf> {
+    let mut dirs = caller.profile_search_dirs();
+    dirs.extend(
+        profile
+            .source
+            .as_ref()
+            .and_then(|p| p.parent())
+            .map(Path::to_path_buf),
+    );
+    dirs
+}
+
+/// How a profile is named to a person: its file, or its name.
+pub fn describe_profile(profile: &ProfileRef) -> String {
+    match &profile.file {
+        Some(file) => file.display().to_string(),
+        None => profile.name.clone(),
+    }
+}

@@ -1,0 +1,144 @@
+//! A session's change set as a front end shows it: a git patch, a summary, or one entry per
+//! change with hashes and hazards. Read under the session's shared lock, so that no run changes
+//! the layer while it is shown.
+
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use airlock_changes::patch::{self, Roots};
+use airlock_changes::{hazard, Change, Hazard, Kind, Node, Status};
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use crate::caller::Caller;
+use crate::changes::{read_changes, relative_paths, ReadChanges, MAX_FILE_BYTES};
+use crate::error::Error;
+use crate::session::Session;
+
+#[derive(Debug, Clone, Default)]
+pub struct DiffRequest {
+    /// The session's id or name.
+    pub session: String,
+    /// Only changes at or under these paths (relative to the caller's working directory when it
+    /// lies in the workspace, else to the workspace; or absolute inside it).
+    pub paths: Vec<PathBuf>,
+}
+
+/// What a session changed, held as read until dropped.
+pub struct Diff {
+    read: ReadChanges,
+}
+
+/// One side of a change.
+#[derive(Debug, Serialize)]
+pub struct Side {
+    pub kind: Kind,
+    /// Permission bits in octal, with setuid/setgid/sticky: "0644".
+    pub mode: String,
+    pub size: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+}
+
+/// One change, with what a person must know before applying it.
+#[derive(Debug, Serialize)]
+pub struct ChangeEntry {
+    pub path: String,
+    pub status: Status,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub old: Option<Side>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub new: Option<Side>,
+    pub hazards: Vec<Hazard>,
+}
+
+/// Read what a session changed against its workspace as it is now.
+pub fn diff(caller: &Caller, request: &DiffRequest) -> Result<Diff, Error> {
+    let state_dir = caller.state_dir()?;
+    let mut session = Session::find(&state_dir, &request.session)?;
+    let mut read = read_changes(&mut session, &caller.on_busy)?;
+    let filters = relative_paths(&request.paths, &read.workspace, caller.cwd.as_deref())?;
+    read.changes.filter(&filters);
+    Ok(Diff { read })
+}
+
+impl Diff {
+    fn roots(&self) -> Roots<'_> {
+        Roots {
+            host: &self.read.workspace,
+            layer: &self.read.layer,
+        }
+    }
+
+    pub fn changes(&self) -> &[Change] {
+        &self.read.changes.changes
+    }
+
+    pub fn workspace(&self) -> &Path {
+        &self.read.workspace
+    }
+
+    /// Every change with its sides' kinds, modes, sizes, hashes, and its hazards.
+    pub fn entries(&self) -> io::Result<Vec<ChangeEntry>> {
+        let roots = self.roots();
+        self.changes()
+            .iter()
+            .map(|change| {
+                Ok(ChangeEntry {
+                    path: change.path.to_string_lossy().into_owned(),
+                    status: change.status,
+                    old: side(roots.host, change, &change.old)?,
+                    new: side(roots.layer, change, &change.new)?,
+                    hazards: hazard::hazards(change, MAX_FILE_BYTES),
+                })
+            })
+            .collect()
+    }
+
+    /// The changes as a git patch; returns those a patch cannot express (fifos, sockets, devices).
+    pub fn write_patch(&self, out: &mut impl Write) -> io::Result<Vec<Change>> {
+        patch::write_patch(out, self.roots(), self.changes())
+    }
+
+    /// As `git diff --stat`.
+    pub fn write_stat(&self, out: &mut impl Write) -> io::Result<()> {
+        patch::write_stat(out, self.roots(), self.changes())
+    }
+
+    /// As `git diff --name-status`.
+    pub fn write_name_status(&self, out: &mut impl Write) -> io::Result<()> {
+        patch::write_name_status(out, self.changes())
+    }
+}
+
+fn side(root: &Path, change: &Change, node: &Option<Node>) -> io::Result<Option<Side>> {
+    let Some(node) = node else {
+        return Ok(None);
+    };
+    let sha256 = if node.kind == Kind::File {
+        let mut file = airlock_changes::node::open_regular(&root.join(&change.path))?;
+        let mut hasher = Sha256::new();
+        io::copy(&mut file, &mut hasher)?;
+        Some(
+            hasher
+                .finalize()
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect(),
+        )
+    } else {
+        None
+    };
+    Ok(Some(Side {
+        kind: node.kind,
+        mode: format!("{:04o}", node.mode),
+        size: node.size,
+        sha256,
+        target: node
+            .target
+            .as_ref()
+            .map(|t| t.to_string_lossy().into_owned()),
+    }))
+}

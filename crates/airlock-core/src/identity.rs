@@ -1,0 +1,121 @@
+//! Who a sandbox runs as on the host, and which layers a caller may give up: decisions a front
+//! end passes on as the caller asked them, and core makes.
+
+use std::path::Path;
+
+use airlock_jail::Degraded;
+
+use crate::error::Error;
+
+/// Host uid and gid a sandbox runs as when airlock itself runs as root: unprivileged, and outside
+/// the ranges distributions give to users and to subordinate ids, so it owns nothing else.
+pub const DEFAULT_ROOT_SANDBOX_ID: u32 = 2_999_000;
+
+/// The layers a caller accepts to run without (`--allow-degraded NAME`): only Landlock, the
+/// second layer behind the namespaces; the namespaces, overlayfs and seccomp are always required.
+pub(crate) fn accepted_degradation(names: &[String]) -> Result<Degraded, Error> {
+    let mut degraded = Degraded::default();
+    for name in names {
+        match name.trim() {
+            "landlock" => degraded.landlock = true,
+            other => {
+                return Err(Error::Argument {
+                    arg: "--allow-degraded".into(),
+                    why: format!(
+                        "unknown layer {other:?}; the layers that may be given up are: landlock \
+                         (namespaces, overlayfs and seccomp are always required)"
+                    ),
+                })
+            }
+        }
+    }
+    Ok(degraded)
+}
+
+/// The host uid and gid of a run's sandbox user: as root, a dedicated unprivileged id (the one
+/// the caller chose, which no host user may have); unprivileged, the caller's own.
+pub(crate) fn sandbox_host_ids(chosen: Option<u32>) -> Result<(u32, u32), Error> {
+    if !nix::unistd::geteuid().is_root() {
+        if chosen.is_some() {
+            return Err(Error::Argument {
+                arg: "--sandbox-uid (or AIRLOCK_SANDBOX_UID)".into(),
+                why: "applies to root's runs only: unprivileged, the sandbox user is you; leave it out".into(),
+            });
+        }
+        return Ok((
+            nix::unistd::geteuid().as_raw(),
+            nix::unistd::getegid().as_raw(),
+        ));
+    }
+    let Some(id) = chosen else {
+        // airlock's own choice; looking it up costs more than a run's setup step.
+        return Ok((DEFAULT_ROOT_SANDBOX_ID, DEFAULT_ROOT_SANDBOX_ID));
+    };
+    if id == 0 {
+        return Err(Error::Argument {
+            arg: "--sandbox-uid 0".into(),
+            why: "the sandbox user must never be root; choose an unused unprivileged id".into(),
+        });
+    }
+    if let Some(name) = host_user_with_uid(id)? {
+        // The sandbox's files and processes would be that user's, and theirs the sandbox's.
+        return Err(Error::Argument {
+            arg: format!("--sandbox-uid {id}"),
+            why: format!(
+                "that is the uid of user {name}; choose an id no user or service of this host has"
+            ),
+        });
+    }
+    Ok((id, id))
+}
+
+/// The host user with `uid`, if any. Asked of `getent passwd`, a dynamically linked program that
+/// goes through every NSS service the host configures (LDAP, sssd, systemd's dynamic users): this
+/// binary, when statically linked, reads /etc/passwd only (see airlock_jail::nss). A check that
+/// cannot be made refuses the run rather than looking in /etc/passwd alone.
+fn host_user_with_uid(uid: u32) -> Result<Option<String>, Error> {
+    let getent = ["/usr/bin/getent", "/bin/getent"]
+        .into_iter()
+        .find(|path| Path::new(path).exists())
+        .unwrap_or("getent");
+    let refuse = |why: String| Error::Argument {
+        arg: format!("--sandbox-uid {uid}"),
+        why,
+    };
+    let out = std::process::Command::new(getent)
+        .args(["passwd", &uid.to_string()])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .map_err(|e| {
+            refuse(format!(
+                "cannot run {getent} to check that no host user has that uid ({e}; Debian: apt-get install libc-bin)"
+            ))
+        })?;
+    match out.status.code() {
+        Some(0) => {
+            let line = String::from_utf8_lossy(&out.stdout);
+            Ok(Some(line.split(':').next().unwrap_or_default().to_string()))
+        }
+        // getent's "no such key".
+        Some(2) => Ok(None),
+        _ => Err(refuse(format!(
+            "'{getent} passwd {uid}' failed ({}), so whether a host user has that uid is unknown",
+            out.status
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_landlock_may_be_given_up() {
+        assert!(accepted_degradation(&["landlock".into()]).unwrap().landlock);
+        assert!(!accepted_degradation(&[]).unwrap().landlock);
+        for layer in ["seccomp", "namespaces", "overlay", ""] {
+            assert!(accepted_degradation(&[layer.into()]).is_err(), "{layer}");
+        }
+    }
+}

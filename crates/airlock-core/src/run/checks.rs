@@ -1,0 +1,201 @@
+//! The rules a run's request must meet before anything is built: where a workspace may be, and
+//! which paths of a profile would open a hole in the sandbox.
+
+use std::path::{Path, PathBuf};
+
+use airlock_policy::Profile;
+
+use crate::error::Error;
+
+/// Paths of a profile that would open a hole in the sandbox, refused before anything is built
+/// (`state_dir` canonical):
+/// a read-write bind is written by sandboxes, so nothing else may be bound or hidden inside it
+/// (a run could plant a symlink there for the next), it may not hold the workspace (writes would
+/// bypass the session layer) nor airlock's state or policy; no bind may expose the state dir.
+pub(super) fn check_profile_paths(
+    profile: &Profile,
+    workspace: &Path,
+    state_dir: &Path,
+    policy_dirs: &[PathBuf],
+) -> Result<(), Error> {
+    let fs = &profile.filesystem;
+    let refuse = |path: &Path, why: String| {
+        Err(Error::ProfilePath {
+            profile: profile
+                .source
+                .as_ref()
+                .map_or_else(|| profile.name.clone(), |p| p.display().to_string()),
+            path: path.to_path_buf(),
+            why,
+        })
+    };
+    let overlaps = |a: &Path, b: &Path| a.starts_with(b) || b.starts_with(a);
+    let state = state_dir;
+    for path in fs.read_only.iter().chain(&fs.read_write) {
+        if overlaps(path, state) {
+            return refuse(path, format!("it would show airlock's state directory {} to the sandbox; bind a narrower path", state.display()));
+        }
+        if path == workspace {
+            return refuse(
+                path,
+                "it is the workspace, which every run sees already; remove it".into(),
+            );
+        }
+    }
+    for rw in &fs.read_write {
+        if overlaps(rw, workspace) {
+            return refuse(rw, format!("a read-write bind may not contain or lie inside the workspace {}: writes would reach the host without going through the session; use a path outside it", workspace.display()));
+        }
+        if let Some(dir) = policy_dirs.iter().find(|dir| overlaps(rw, dir)) {
+            return refuse(
+                rw,
+                format!(
+                    "the sandbox could write airlock's policy in {}; bind a narrower path",
+                    dir.display()
+                ),
+            );
+        }
+        for inner in fs.read_only.iter().chain(&fs.read_write).chain(&fs.hide) {
+            if inner != rw && inner.starts_with(rw) {
+                return refuse(inner, format!("it lies inside the read-write bind {}, where a run could replace it with a symlink for the next; list paths outside read-write binds", rw.display()));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Refuse a profile whose binds name paths this host does not have, before anything starts.
+pub(super) fn check_profile_paths_exist(profile: &Profile) -> Result<(), Error> {
+    let fs = &profile.filesystem;
+    match fs
+        .read_only
+        .iter()
+        .chain(&fs.read_write)
+        .find(|p| !p.exists())
+    {
+        Some(path) => Err(Error::ProfilePath {
+            profile: profile
+                .source
+                .as_ref()
+                .map_or_else(|| profile.name.clone(), |p| p.display().to_string()),
+            path: path.clone(),
+            why: "it does not exist on this host; create it, or remove it from the profile".into(),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Home directories a workspace may lie in but never contain: they hold keys and credentials.
+/// Refuse a workspace no session may have (the same checks `run` makes), before a session is made
+/// for it.
+pub(crate) fn check_workspace_for(
+    workspace: &Path,
+    state_dir: &Path,
+    caller_home: Option<&Path>,
+) -> Result<(), Error> {
+    let state_dir = state_dir
+        .canonicalize()
+        .unwrap_or_else(|_| state_dir.to_path_buf());
+    check_workspace(workspace, &state_dir, &homes(caller_home))
+}
+
+pub(super) fn homes(caller_home: Option<&Path>) -> Vec<PathBuf> {
+    let mut homes = vec![PathBuf::from("/root"), PathBuf::from("/home")];
+    homes.extend(caller_home.and_then(|home| home.canonicalize().ok()));
+    homes
+}
+
+pub(super) fn check_workspace(
+    workspace: &Path,
+    state_dir: &Path,
+    homes: &[PathBuf],
+) -> Result<(), Error> {
+    let refuse = |why: &str| {
+        Err(Error::Workspace {
+            path: workspace.to_path_buf(),
+            why: why.to_string(),
+        })
+    };
+    if !workspace.is_dir() {
+        return refuse("is not a directory — pass --workspace DIR");
+    }
+    if workspace == Path::new("/") {
+        return refuse("the whole filesystem cannot be a workspace — pass --workspace with a project directory");
+    }
+    for system in ["/proc", "/sys", "/dev", "/usr", "/etc", "/boot"] {
+        if workspace.starts_with(system) {
+            return refuse("is a system directory — pass --workspace with a project directory");
+        }
+    }
+    if workspace.starts_with(state_dir) || state_dir.starts_with(workspace) {
+        return refuse("contains or lies inside airlock's state directory, which no sandbox may reach — pass --state-dir elsewhere");
+    }
+    if homes.iter().any(|home| home.starts_with(workspace)) {
+        return refuse("is or contains a home directory, with its keys and credentials — run airlock in a project directory, or pass --workspace with one");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn profile_paths_that_open_holes_are_refused() {
+        let ws = Path::new("/srv/ws");
+        let state = Path::new("/var/lib/airlock");
+        let policy = vec![PathBuf::from("/etc/airlock/profiles")];
+        let check = |ro: &[&str], rw: &[&str], hide: &[&str]| {
+            let mut profile = Profile::builtin_default();
+            profile.filesystem.read_only = ro.iter().map(PathBuf::from).collect();
+            profile.filesystem.read_write = rw.iter().map(PathBuf::from).collect();
+            profile.filesystem.hide = hide.iter().map(PathBuf::from).collect();
+            check_profile_paths(&profile, ws, state, &policy).is_ok()
+        };
+        assert!(check(
+            &["/opt/tools", "/srv/ws/.git"],
+            &["/srv/cache"],
+            &["/srv/ws/.env"]
+        ));
+        assert!(!check(&["/var/lib"], &[], &[]), "state dir exposed");
+        assert!(
+            !check(&["/var/lib/airlock/sessions"], &[], &[]),
+            "state dir exposed"
+        );
+        assert!(!check(&[], &["/srv"], &[]), "rw containing the workspace");
+        assert!(
+            !check(&[], &["/srv/ws/build"], &[]),
+            "rw inside the workspace"
+        );
+        assert!(
+            !check(&["/srv/cache/tools"], &["/srv/cache"], &[]),
+            "ro nested in rw"
+        );
+        assert!(
+            !check(&[], &["/srv/cache"], &["/srv/cache/key"]),
+            "hide nested in rw"
+        );
+        assert!(!check(&[], &["/etc"], &[]), "rw over policy");
+        assert!(!check(&["/srv/ws"], &[], &[]), "the workspace itself");
+    }
+
+    #[test]
+    fn workspace_refusals() {
+        let state = tempfile::tempdir().unwrap();
+        let homes = homes(None);
+        assert!(check_workspace(Path::new("/"), state.path(), &homes).is_err());
+        assert!(check_workspace(Path::new("/usr/lib"), state.path(), &homes).is_err());
+        assert!(check_workspace(state.path(), &state.path().join("x"), &homes).is_err());
+        assert!(check_workspace(Path::new("/home"), state.path(), &homes).is_err());
+        let home = tempfile::tempdir().unwrap();
+        let mine = super::homes(Some(home.path()));
+        assert!(
+            check_workspace(home.path(), state.path(), &mine).is_err(),
+            "the caller's home"
+        );
+        std::fs::create_dir(home.path().join("project")).unwrap();
+        assert!(check_workspace(&home.path().join("project"), state.path(), &mine).is_ok());
+        let ws = tempfile::tempdir().unwrap();
+        assert!(check_workspace(ws.path(), state.path(), &homes).is_ok());
+    }
+}

@@ -1,0 +1,92 @@
+//! The environment a sandboxed command gets: nothing of the caller's but what the profile allows.
+
+use std::ffi::OsString;
+
+use airlock_policy::Profile;
+
+/// The sandbox user's name and home, inside.
+pub const SANDBOX_USER: &str = "agent";
+pub const SANDBOX_HOME: &str = "/home/agent";
+const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// The environment the command gets: allowed variables of the caller, then the sandbox identity,
+/// then the profile's values.
+pub(super) fn sandbox_env(
+    profile: &Profile,
+    caller_env: &[(OsString, OsString)],
+) -> Vec<(OsString, OsString)> {
+    let mut env: Vec<(OsString, OsString)> = caller_env
+        .iter()
+        .filter(|(k, _)| k.to_str().is_some_and(|name| profile.env_allowed(name)))
+        .cloned()
+        .collect();
+    let mut set = |key: &str, value: &str| {
+        env.retain(|(k, _)| k != key);
+        env.push((key.into(), value.into()));
+    };
+    // HOME is on the allowlist as a name; its value is always the sandbox's own home, since the
+    // caller's home does not exist inside.
+    set("HOME", SANDBOX_HOME);
+    set("USER", SANDBOX_USER);
+    set("LOGNAME", SANDBOX_USER);
+    if !caller_env.iter().any(|(k, _)| k == "PATH") {
+        set("PATH", DEFAULT_PATH);
+    }
+    if profile.network != airlock_policy::NetworkMode::None {
+        // For tools that prefer a proxy: airlock's, behind the same gate and decisions.
+        let proxy = airlock_egress::gate::PROXY_URL;
+        for key in [
+            "HTTP_PROXY",
+            "HTTPS_PROXY",
+            "ALL_PROXY",
+            "http_proxy",
+            "https_proxy",
+            "all_proxy",
+        ] {
+            set(key, proxy);
+        }
+        for key in ["NO_PROXY", "no_proxy"] {
+            set(key, "localhost,127.0.0.1,::1");
+        }
+    }
+    for (key, value) in &profile.env.set {
+        set(key, value);
+    }
+    env
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pairs(list: &[(&str, &str)]) -> Vec<(OsString, OsString)> {
+        list.iter()
+            .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+            .collect()
+    }
+
+    #[test]
+    fn env_keeps_only_the_allowlist_and_sets_identity() {
+        let mut profile = Profile::builtin_default();
+        profile.env.set.insert("RUST_LOG".into(), "info".into());
+        let env = sandbox_env(
+            &profile,
+            &pairs(&[
+                ("PATH", "/usr/bin"),
+                ("AWS_SECRET_ACCESS_KEY", "x"),
+                ("LC_ALL", "C"),
+                ("HOME", "/root"),
+            ]),
+        );
+        let get = |k: &str| {
+            env.iter()
+                .find(|(key, _)| key == k)
+                .map(|(_, v)| v.to_str().unwrap().to_string())
+        };
+        assert_eq!(get("AWS_SECRET_ACCESS_KEY"), None);
+        assert_eq!(get("PATH").as_deref(), Some("/usr/bin"));
+        assert_eq!(get("LC_ALL").as_deref(), Some("C"));
+        assert_eq!(get("HOME").as_deref(), Some(SANDBOX_HOME));
+        assert_eq!(get("RUST_LOG").as_deref(), Some("info"));
+    }
+}

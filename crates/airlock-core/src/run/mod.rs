@@ -1,0 +1,582 @@
+//! `airlock run`: from a front end's request to a confined process and its status, in phases
+//! that follow one another in this order (each a function below):
+//!
+//! 1. [`resolve`] the request: state directory, workspace, session, profile (from where policy
+//!    lives, never from the workspace), the sandbox's host identity, the layers given up;
+//! 2. [`check`] it against the rules: where a workspace may be, which profile paths open holes;
+//! 3. [`take_turn`] in the session: find or make its layer, wait for the runs before this one;
+//! 4. [`sandbox_spec`]: what the jail builds;
+//! 5. [`launch`]: the kill switch is asked, the jail prepares the sandbox, and while it confines
+//!    itself the intent is written to the audit log (fsync'd) and the run listed for the kill
+//!    switch; only then may the command start;
+//! 6. [`supervise`]: the network gate, the wait;
+//! 7. [`record_result`], then 8. [`settle`] the session: count the run, or drop a throwaway layer.
+
+mod checks;
+mod env;
+mod gate_log;
+mod records;
+
+use std::ffi::OsString;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use airlock_jail::{
+    Bind, Degraded, Finished, IdMapping, JailError, Layer, Outcome, OverlayWorkspace,
+    ResourceLimits, Sandbox, SandboxSpec,
+};
+use airlock_policy::Profile;
+
+use crate::caller::{describe_profile, load_trusted_profile, policy_dirs, Caller, ProfileChoice};
+use crate::control::Registration;
+use crate::error::Error;
+use crate::session::{now, staging_dir, NewSession, ProfileRef, Session, SessionLock};
+pub(crate) use checks::check_workspace_for;
+pub use env::{SANDBOX_HOME, SANDBOX_USER};
+use gate_log::{start_gate, GateLog};
+use records::{Intent, RunResult};
+
+/// The sandbox user's uid and gid inside.
+const INSIDE_ID: u32 = 1000;
+
+/// One command to run confined, as a front end asks for it. Core resolves and judges each field.
+#[derive(Debug, Clone, Default)]
+pub struct RunRequest {
+    /// The command and its arguments.
+    pub argv: Vec<OsString>,
+    /// The profile; a session's runs take the session's (naming another is refused).
+    pub profile: ProfileChoice,
+    /// The workspace (default: the caller's working directory, or the session's).
+    pub workspace: Option<PathBuf>,
+    /// Run in this session (id or name) instead of a throwaway one.
+    pub session: Option<String>,
+    /// Keep a throwaway run's layer on disk, as a new session.
+    pub keep: bool,
+    /// Layers the caller accepts to run without (`landlock` only).
+    pub allow_degraded: Vec<String>,
+    /// As root: the host uid and gid the sandbox runs as (default [`crate::DEFAULT_ROOT_SANDBOX_ID`]).
+    pub sandbox_uid: Option<u32>,
+    /// `NAME=IP`: names the network gate resolves to these addresses instead of asking the host's
+    /// resolver (trusted: a loopback or private address given here is not refused).
+    pub resolve: Vec<String>,
+    /// Relay output through airlock and apply the profile's output limit (for output that is
+    /// kept: a pipe or a file). False: the command writes to airlock's stdout and stderr directly.
+    pub limit_output: bool,
+}
+
+#[derive(Debug)]
+pub struct RunReport {
+    pub outcome: Outcome,
+    /// The session the run used; None for a throwaway run kept in memory.
+    pub session_id: Option<String>,
+    /// The session's layer survives the run (named session or `--keep`).
+    pub kept: bool,
+    /// Bytes of output dropped past the output limit.
+    pub output_dropped: u64,
+    /// Processes the kernel killed for reaching the memory limit, when the run's cgroup says.
+    pub oom_kills: u64,
+    /// Why the kill switch killed the run, if it did.
+    pub killed_by_switch: Option<String>,
+    /// Streams whose destination failed, each closed then (see `airlock_jail::OutputFailure`).
+    pub output_failures: Vec<airlock_jail::OutputFailure>,
+    /// The run's result could not be written to the audit log (its intent was).
+    pub audit_error: Option<String>,
+    /// The profile's CPU time limit, all processes together (to explain [`Outcome::CpuLimitReached`]).
+    pub cpu_limit: Duration,
+}
+
+/// Run one command confined, wait for it, and discard its throwaway session unless asked to keep
+/// it. A refusal is recorded in the audit log (`run.refused`) with the caller's words.
+///
+/// Must be called while the process is single-threaded (the jail forks).
+pub fn run(caller: &Caller, request: RunRequest) -> Result<RunReport, Error> {
+    let session = request.session.clone();
+    crate::refusal::audited(caller, "run.refused", session.as_deref(), || {
+        run_confined(caller, request)
+    })
+}
+
+fn run_confined(caller: &Caller, request: RunRequest) -> Result<RunReport, Error> {
+    let plan = resolve(caller, request)?;
+    // PERF: as root, the sandbox's network namespace is made on the other CPU while this prepares.
+    let network = airlock_jail::start_network()?;
+    let staging = check(&plan)?;
+    let mut turn = take_turn(&plan)?;
+    let spec = sandbox_spec(&plan, &turn);
+    let session_id = turn.session.as_ref().map(|s| s.id.clone());
+    let audit = crate::audit::log(&plan.state_dir);
+    let intent = Intent {
+        session: session_id.as_deref(),
+        profile: &plan.profile.name,
+        policy: crate::audit::policy_digest(&plan.profile),
+        argv: spec.argv.iter().map(crate::audit::text).collect(),
+        cwd: &spec.cwd,
+        workspace: &plan.workspace,
+        network: &plan.profile.network,
+        limits: Intent::limits(&spec.limits),
+        sandbox_uid: plan.host_ids.0,
+    };
+    let clock = Started::now();
+    let (launched, registration) = launch(&plan, &spec, &staging, network, &audit, &intent)?;
+    let listing = Listing {
+        session: session_id.clone(),
+        argv: intent.argv.clone(),
+        started: clock.seconds,
+    };
+    let mut supervised = supervise(&plan, launched, registration.as_ref(), listing);
+    // The gate's last events, and a session's layer, are only complete once no process of the
+    // sandbox is left.
+    if supervised.gate_log.is_some() || turn.session.is_some() {
+        supervised.reap();
+    }
+    if let Some(gate_log) = &supervised.gate_log {
+        gate_log.flush();
+    }
+    let audit_error = record_result(&audit, &plan.profile, &clock, &mut supervised, &session_id);
+    // The run leaves the registry of running sandboxes once its result is written, then returns
+    // only when nothing of the sandbox remains.
+    drop(registration);
+    supervised.reap();
+    let kept = !turn.throwaway;
+    settle(&mut turn, &clock)?;
+    let finished = supervised.result?;
+    Ok(RunReport {
+        outcome: finished.outcome,
+        output_dropped: finished.output_dropped,
+        output_failures: finished.output_failures,
+        oom_kills: finished.memory.map_or(0, |m| m.oom_kills),
+        killed_by_switch: supervised.killed_by_switch,
+        session_id,
+        kept,
+        audit_error,
+        cpu_limit: Duration::from_secs(plan.profile.limits.cpu_seconds),
+    })
+}
+
+/// A request made concrete: every path canonical, the profile loaded, the identity chosen.
+struct Plan<'a> {
+    caller: &'a Caller,
+    state_dir: PathBuf,
+    workspace: PathBuf,
+    /// The session the request named, found.
+    session: Option<Session>,
+    profile_ref: ProfileRef,
+    profile: Profile,
+    policy_dirs: Vec<PathBuf>,
+    /// The sandbox user on the host: uid, gid.
+    host_ids: (u32, u32),
+    degraded: Degraded,
+    resolve: Vec<(String, IpAddr)>,
+    argv: Vec<OsString>,
+    keep: bool,
+    limit_output: bool,
+}
+
+/// Phase 1: the request's places, policy and identity, each judged by core.
+fn resolve(caller: &Caller, request: RunRequest) -> Result<Plan<'_>, Error> {
+    let degraded = crate::identity::accepted_degradation(&request.allow_degraded)?;
+    let state_dir = caller.state_dir()?;
+    let chosen = request.profile.resolve(caller)?;
+    let (workspace, profile_ref, session) = match &request.session {
+        None => (
+            caller.workspace(request.workspace.as_deref())?,
+            chosen,
+            None,
+        ),
+        Some(id) => {
+            let session = Session::find(&state_dir, id)?;
+            let workspace = session.existing_workspace()?.to_path_buf();
+            if let Some(dir) = &request.workspace {
+                session.check_workspace(&caller.workspace(Some(dir))?)?;
+            }
+            if request.profile.is_given() && chosen != session.meta.profile {
+                return Err(Error::ProfileOfSession {
+                    id: session.id.clone(),
+                    profile: describe_profile(&session.meta.profile),
+                });
+            }
+            (workspace, session.meta.profile.clone(), Some(session))
+        }
+    };
+    let profile = load_trusted_profile(caller, &profile_ref, &workspace)?;
+    let policy_dirs = policy_dirs(caller, &profile);
+    let host_ids = crate::identity::sandbox_host_ids(request.sandbox_uid)?;
+    let resolve = request
+        .resolve
+        .iter()
+        .map(|pair| parse_resolve(pair))
+        .collect::<Result<_, _>>()?;
+    Ok(Plan {
+        caller,
+        state_dir,
+        workspace,
+        session,
+        profile_ref,
+        profile,
+        policy_dirs,
+        host_ids,
+        degraded,
+        resolve,
+        argv: request.argv,
+        keep: request.keep,
+        limit_output: request.limit_output,
+    })
+}
+
+/// `NAME=IP`, the name in the form the gate compares: lower case, no trailing dot.
+fn parse_resolve(pair: &str) -> Result<(String, IpAddr), Error> {
+    let refuse = |why: String| Error::Argument {
+        arg: format!("--resolve {pair:?}"),
+        why,
+    };
+    let (name, ip) = pair
+        .split_once('=')
+        .ok_or_else(|| refuse("write NAME=IP, e.g. --resolve api.test=127.0.0.1".into()))?;
+    let ip = ip
+        .parse()
+        .map_err(|_| refuse(format!("{ip:?} is not an IP address")))?;
+    Ok((name.trim_end_matches('.').to_ascii_lowercase(), ip))
+}
+
+/// Phase 2: refuse a workspace or profile paths no sandbox may have, before anything is built.
+/// Returns the empty directory the sandbox's root is mounted on.
+fn check(plan: &Plan) -> Result<PathBuf, Error> {
+    // Made (or checked to be ours) first, so that it can be compared by its canonical path.
+    let staging = staging_dir(&plan.state_dir)?;
+    let state_dir = plan
+        .state_dir
+        .canonicalize()
+        .unwrap_or_else(|_| plan.state_dir.clone());
+    checks::check_workspace(
+        &plan.workspace,
+        &state_dir,
+        &checks::homes(plan.caller.home().as_deref()),
+    )?;
+    checks::check_profile_paths(
+        &plan.profile,
+        &plan.workspace,
+        &state_dir,
+        &plan.policy_dirs,
+    )?;
+    checks::check_profile_paths_exist(&plan.profile)?;
+    Ok(staging)
+}
+
+/// The session a run uses, held for the run: runs in one session take turns.
+struct Turn {
+    /// None: a throwaway run whose layer lives in memory.
+    session: Option<Session>,
+    lock: Option<SessionLock>,
+    /// The layer goes when the run ends.
+    throwaway: bool,
+}
+
+/// Phase 3: the session's layer, and this run's turn in it.
+fn take_turn(plan: &Plan) -> Result<Turn, Error> {
+    let throwaway = plan.session.is_none() && !plan.keep;
+    // A throwaway run keeps its changes in memory when the kernel allows: no disk at all.
+    let mut session = match &plan.session {
+        Some(session) => Some(session.clone()),
+        None if throwaway && airlock_jail::memory_layer_supported() => None,
+        None => Some(Session::create(
+            &plan.state_dir,
+            NewSession {
+                workspace: &plan.workspace,
+                name: None,
+                profile: plan.profile_ref.clone(),
+            },
+        )?),
+    };
+    let lock = match &mut session {
+        Some(session) => {
+            let waiting_since = crate::ledger::now_ns();
+            let lock = session.lock_exclusive(&plan.caller.on_busy)?;
+            // A kill of the session meant its queued commands too.
+            session.check_not_killed_since(waiting_since)?;
+            session.check_active()?;
+            crate::apply::check_no_interrupted_apply(session)?;
+            Some(lock)
+        }
+        None => None,
+    };
+    if let (true, Some(session)) = (nix::unistd::geteuid().is_root(), &session) {
+        session.chown_layer(plan.host_ids.0, plan.host_ids.1)?;
+    }
+    Ok(Turn {
+        session,
+        lock,
+        throwaway,
+    })
+}
+
+/// Phase 4: what the jail builds for this run.
+fn sandbox_spec(plan: &Plan, turn: &Turn) -> SandboxSpec {
+    let profile = &plan.profile;
+    let layer = match &turn.session {
+        Some(session) => Layer::Disk {
+            upper: session.upper(),
+            work: session.work(),
+        },
+        None => Layer::Memory {
+            size_bytes: profile.limits.tmp_bytes,
+        },
+    };
+    let cwd = plan
+        .caller
+        .cwd
+        .clone()
+        .filter(|cwd| cwd.starts_with(&plan.workspace))
+        .unwrap_or_else(|| plan.workspace.clone());
+    let fs = &profile.filesystem;
+    let binds = fs
+        .read_only
+        .iter()
+        .map(|path| (path, false))
+        .chain(fs.read_write.iter().map(|path| (path, true)))
+        .map(|(path, writable)| Bind {
+            path: path.clone(),
+            writable,
+        })
+        .collect();
+    let (host_uid, host_gid) = plan.host_ids;
+    SandboxSpec {
+        argv: plan.argv.clone(),
+        env: env::sandbox_env(profile, &plan.caller.env),
+        cwd,
+        ids: IdMapping {
+            inside_uid: INSIDE_ID,
+            inside_gid: INSIDE_ID,
+            host_uid,
+            host_gid,
+        },
+        workspace: OverlayWorkspace {
+            lower: plan.workspace.clone(),
+            layer,
+        },
+        binds,
+        hide: fs.hide.clone(),
+        limits: ResourceLimits {
+            memory_bytes: profile.limits.memory_bytes,
+            processes: profile.limits.processes,
+            cpu_seconds: profile.limits.cpu_seconds,
+            open_files: profile.limits.open_files,
+            tmp_bytes: profile.limits.tmp_bytes,
+            timeout: profile.limits.timeout_seconds.map(Duration::from_secs),
+            output_bytes: plan.limit_output.then_some(profile.limits.output_bytes),
+        },
+        degraded: plan.degraded,
+        hostname: "airlock".into(),
+        network_gate: profile.network != airlock_policy::NetworkMode::None,
+        user_name: SANDBOX_USER.into(),
+        home: PathBuf::from(SANDBOX_HOME),
+    }
+}
+
+/// When a run started, by the three clocks its records use.
+struct Started {
+    /// Seconds since the epoch: the session's `last_run`, the registry's entry.
+    seconds: u64,
+    /// Nanoseconds since the epoch: what the ledger compares host changes with.
+    nanos: i128,
+    clock: std::time::Instant,
+}
+
+impl Started {
+    fn now() -> Started {
+        Started {
+            seconds: now(),
+            nanos: crate::ledger::now_ns(),
+            clock: std::time::Instant::now(),
+        }
+    }
+}
+
+/// Phase 5: nothing of the command runs before its intent is on disk and it is listed where the
+/// kill switch finds it. An error here stopped the sandbox before its command could start.
+/// A sandbox that could not be built is returned as its error, its attempt recorded all the same.
+fn launch(
+    plan: &Plan,
+    spec: &SandboxSpec,
+    staging: &Path,
+    network: Option<airlock_jail::PendingNetwork>,
+    audit: &airlock_audit::AuditLog,
+    intent: &Intent,
+) -> Result<(Result<Sandbox, JailError>, Option<Registration>), Error> {
+    // A switch set with 'airlock disable' stops every run of its scope.
+    crate::control::check_enabled(&plan.state_dir, &plan.profile.name)?;
+    let intent = serde_json::to_value(intent)?;
+    let cache = plan.state_dir.join("cache");
+    // PERF: the intent is written, and the run's entry in the registry of running sandboxes
+    // (which 'airlock kill/pause' read) is given its space, while the sandbox is being set up:
+    // both are on disk before the command starts, which waits for this. SECURITY: if either
+    // fails, the sandbox is stopped and its command never runs. (A full disk refuses the run here.)
+    let mut registration = None;
+    let mut refusal: Option<Error> = None;
+    let mut before_start = || {
+        let written = crate::audit::append_deferred(audit, "run.intent", intent.clone())
+            .map_err(Error::from)
+            .and_then(|()| crate::control::reserve(&plan.state_dir).map_err(Error::from));
+        match written {
+            Ok(reserved) => registration = Some(reserved),
+            Err(err) => {
+                let text = err.to_string();
+                refusal = Some(err);
+                return Err(text);
+            }
+        }
+        // Debug builds: AIRLOCK_TEST_FAULT=gate makes the last check fail, for the tests.
+        if cfg!(debug_assertions) && std::env::var("AIRLOCK_TEST_FAULT").as_deref() == Ok("gate") {
+            return Err("the audit log could not be synced (test fault)".to_string());
+        }
+        audit.sync().map_err(|e| e.to_string())
+    };
+    let spawned = airlock_jail::spawn(spec, staging, &cache, network, &mut before_start);
+    if let Some(err) = refusal {
+        return Err(err);
+    }
+    if registration.is_none() {
+        // The launch failed before it came to that: the attempt is recorded all the same,
+        // with its result.
+        crate::audit::append_deferred(audit, "run.intent", intent)?;
+    }
+    Ok((spawned, registration))
+}
+
+/// What the kill switch's registry says of a run.
+struct Listing {
+    session: Option<String>,
+    argv: Vec<String>,
+    started: u64,
+}
+
+/// A run from its start to its command's end.
+struct Supervised {
+    result: Result<Finished, JailError>,
+    gate_log: Option<GateLog>,
+    killed_by_switch: Option<String>,
+    /// PERF: once its command has ended, the sandbox is reaped as late as it can be: the kernel
+    /// tears its namespaces down meanwhile, in parallel with the bookkeeping.
+    ending: Option<Sandbox>,
+}
+
+impl Supervised {
+    /// Wait until nothing of the sandbox is left (once; each step that needs it gone calls this).
+    fn reap(&mut self) {
+        if let Some(sandbox) = self.ending.take() {
+            sandbox.reap();
+        }
+    }
+}
+
+/// Phase 6: the gate, the kill switch's listing, and the wait for the command to end.
+fn supervise(
+    plan: &Plan,
+    launched: Result<Sandbox, JailError>,
+    registration: Option<&Registration>,
+    listing: Listing,
+) -> Supervised {
+    let mut supervised = Supervised {
+        result: Err(JailError::Invalid("the run was not supervised".into())),
+        gate_log: None,
+        killed_by_switch: None,
+        ending: None,
+    };
+    supervised.result = launched.and_then(|mut sandbox| {
+        if let Some(gate) = sandbox.take_gate() {
+            supervised.gate_log = Some(start_gate(
+                gate,
+                &plan.profile,
+                &plan.resolve,
+                &plan.state_dir,
+                listing.session.clone(),
+            )?);
+        }
+        let entry = crate::control::Running {
+            supervisor: std::process::id(),
+            sandbox: sandbox.id(),
+            session: listing.session,
+            profile: plan.profile.name.clone(),
+            argv: listing.argv,
+            uid: nix::unistd::getuid().as_raw(),
+            started: listing.started,
+        };
+        let filled = match registration {
+            Some(registration) => registration.fill(&entry).map_err(|e| e.to_string()),
+            None => Err("no entry was reserved".to_string()),
+        };
+        match filled {
+            Ok(()) => {
+                let finished = sandbox.wait();
+                supervised.killed_by_switch =
+                    registration.and_then(crate::control::Registration::killed_by_switch);
+                supervised.ending = Some(sandbox);
+                finished
+            }
+            // SECURITY: a run the kill switch cannot reach does not go on.
+            Err(err) => {
+                sandbox.kill();
+                let _ = sandbox.wait();
+                sandbox.reap();
+                Err(JailError::Invalid(format!(
+                    "the run could not be listed for the kill switch, so it was stopped: {err}"
+                )))
+            }
+        }
+    });
+    supervised
+}
+
+/// Phase 7: `run.result`. The command ran: a result that cannot be written is reported, not the
+/// run's failure. PERF: it is not waited for: the next record's fsync (or the kernel) makes it
+/// durable.
+fn record_result(
+    audit: &airlock_audit::AuditLog,
+    profile: &Profile,
+    clock: &Started,
+    supervised: &mut Supervised,
+    session_id: &Option<String>,
+) -> Option<String> {
+    let usage = match supervised.result.as_ref().ok().and_then(|f| f.usage) {
+        Some(usage) => Some(usage),
+        // Pid 1 had no word (killed, timed out): once reaped, it is among our children.
+        None => {
+            supervised.reap();
+            airlock_jail::Usage::of_children()
+        }
+    };
+    let record = RunResult::new(session_id.as_deref(), profile, clock.clock.elapsed(), usage);
+    let record = match &supervised.result {
+        Ok(finished) => record.finished(finished, supervised.killed_by_switch.clone()),
+        Err(err) => record.failed(err.to_string()),
+    };
+    match serde_json::to_value(record) {
+        Ok(fields) => crate::audit::append_deferred(audit, "run.result", fields)
+            .err()
+            .map(|e| e.to_string()),
+        Err(e) => Some(e.to_string()),
+    }
+}
+
+/// Phase 8: a throwaway layer goes; a kept session counts the run and remembers what the host
+/// had at each path the run touched first.
+fn settle(turn: &mut Turn, clock: &Started) -> Result<(), Error> {
+    let Some(session) = turn.session.take() else {
+        return Ok(());
+    };
+    if turn.throwaway {
+        // The layer of a throwaway session is garbage whatever happened; a failure to delete
+        // it is not the command's failure.
+        turn.lock = None;
+        let _ = session.remove();
+        return Ok(());
+    }
+    let mut session = session;
+    session.meta.last_run = Some(clock.seconds);
+    session.meta.runs += 1;
+    session.save()?;
+    // For apply's conflict check. Without it apply judges by the session's start, more
+    // strictly: not worth the command's exit status.
+    let _ = crate::ledger::record_after_run(&session, clock.nanos);
+    Ok(())
+}

@@ -1,0 +1,242 @@
+//! Core refuses what the CLI refuses, whoever calls it: a front end that builds a request by hand
+//! gets the same answer, and the refusal is in the audit log. None of these gets as far as
+//! building a sandbox.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use airlock_core::control::Action;
+use airlock_core::kill_switch::{self, ControlRequest, TargetChoice};
+use airlock_core::{ApplyRequest, Caller, Error, ProfileChoice, RunRequest, SessionRequest};
+
+struct Setup {
+    _dirs: Vec<tempfile::TempDir>,
+    state: PathBuf,
+    workspace: PathBuf,
+    caller: Caller,
+}
+
+fn setup() -> Setup {
+    let state = tempfile::tempdir().unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let mut caller = Caller::bare(state.path().to_path_buf());
+    // Profiles are looked for in the caller's config dir: none there, so `default` is built in.
+    caller.env = vec![
+        ("HOME".into(), home.path().into()),
+        ("XDG_CONFIG_HOME".into(), home.path().join("config").into()),
+    ];
+    caller.asked = vec!["a-front-end".into(), "asked".into()];
+    Setup {
+        state: state.path().to_path_buf(),
+        workspace: workspace.path().canonicalize().unwrap(),
+        caller,
+        _dirs: vec![state, workspace, home],
+    }
+}
+
+fn run_request(workspace: &Path) -> RunRequest {
+    RunRequest {
+        argv: vec![OsString::from("true")],
+        workspace: Some(workspace.to_path_buf()),
+        ..RunRequest::default()
+    }
+}
+
+/// The audit log's actions, in order.
+fn actions(state: &Path) -> Vec<String> {
+    std::fs::read_to_string(state.join("audit.log"))
+        .unwrap_or_default()
+        .lines()
+        .map(|line| {
+            let record: serde_json::Value = serde_json::from_str(line).unwrap();
+            record["action"].as_str().unwrap().to_string()
+        })
+        .collect()
+}
+
+fn last_record(state: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(state.join("audit.log")).unwrap();
+    serde_json::from_str(text.lines().last().unwrap()).unwrap()
+}
+
+#[test]
+fn a_profile_inside_the_workspace_is_never_policy() {
+    let s = setup();
+    let inside = s.workspace.join("loose.toml");
+    std::fs::write(&inside, "[network]\nmode = \"open\"\n").unwrap();
+    let by_file = ProfileChoice {
+        file: Some(inside),
+        ..ProfileChoice::default()
+    };
+    let mut request = run_request(&s.workspace);
+    request.profile = by_file.clone();
+    let refused = airlock_core::run(&s.caller, request).unwrap_err();
+    assert!(
+        matches!(
+            refused,
+            Error::Policy(airlock_policy::PolicyError::InsideWorkspace { .. })
+        ),
+        "{refused}"
+    );
+    assert_eq!(actions(&s.state), ["run.refused"]);
+    let record = last_record(&s.state);
+    assert_eq!(record["argv"], serde_json::json!(["a-front-end", "asked"]));
+    assert_eq!(record["denied"], true);
+
+    let session = SessionRequest {
+        profile: by_file,
+        workspace: Some(s.workspace.clone()),
+        name: None,
+    };
+    let refused = airlock_core::create_session(&s.caller, session).unwrap_err();
+    assert!(matches!(refused, Error::Policy(_)), "{refused}");
+    assert_eq!(actions(&s.state), ["run.refused", "session.refused"]);
+}
+
+#[test]
+fn a_named_profile_found_in_the_workspace_is_refused() {
+    let mut s = setup();
+    // The caller's config directory lies in the workspace: its profiles are the agent's to write.
+    let config = s.workspace.join("config");
+    std::fs::create_dir_all(config.join("airlock/profiles")).unwrap();
+    std::fs::write(config.join("airlock/profiles/ci.toml"), "").unwrap();
+    s.caller.env.push(("XDG_CONFIG_HOME".into(), config.into()));
+    let mut request = run_request(&s.workspace);
+    request.profile.name = Some("ci".into());
+    let refused = airlock_core::run(&s.caller, request).unwrap_err();
+    assert!(
+        matches!(
+            refused,
+            Error::Policy(airlock_policy::PolicyError::InsideWorkspace { .. })
+        ),
+        "{refused}"
+    );
+}
+
+#[test]
+fn only_landlock_may_be_given_up() {
+    let s = setup();
+    let mut request = run_request(&s.workspace);
+    request.allow_degraded = vec!["seccomp".into()];
+    let refused = airlock_core::run(&s.caller, request).unwrap_err();
+    assert!(
+        refused.to_string().contains("--allow-degraded"),
+        "{refused}"
+    );
+    assert_eq!(actions(&s.state), ["run.refused"]);
+}
+
+#[test]
+fn the_sandbox_user_is_never_root_nor_chosen_by_an_unprivileged_caller() {
+    let s = setup();
+    let mut request = run_request(&s.workspace);
+    request.sandbox_uid = Some(0);
+    let refused = airlock_core::run(&s.caller, request).unwrap_err();
+    assert!(refused.to_string().contains("--sandbox-uid"), "{refused}");
+}
+
+#[test]
+fn a_workspace_holding_a_home_directory_gets_no_session() {
+    let s = setup();
+    let home = s.caller.home().unwrap();
+    let session = SessionRequest {
+        workspace: Some(home.parent().unwrap().to_path_buf()),
+        ..SessionRequest::default()
+    };
+    let refused = airlock_core::create_session(&s.caller, session).unwrap_err();
+    assert!(matches!(refused, Error::Workspace { .. }), "{refused}");
+    let root = SessionRequest {
+        workspace: Some("/".into()),
+        ..SessionRequest::default()
+    };
+    let refused = airlock_core::create_session(&s.caller, root).unwrap_err();
+    assert!(matches!(refused, Error::Workspace { .. }), "{refused}");
+    assert_eq!(actions(&s.state), ["session.refused", "session.refused"]);
+}
+
+#[test]
+fn a_session_keeps_its_profile_and_workspace() {
+    let s = setup();
+    let session = airlock_core::create_session(
+        &s.caller,
+        SessionRequest {
+            workspace: Some(s.workspace.clone()),
+            name: Some("mine".into()),
+            ..SessionRequest::default()
+        },
+    )
+    .unwrap();
+    let other_profile = RunRequest {
+        session: Some("mine".into()),
+        profile: ProfileChoice {
+            name: Some("other".into()),
+            file: None,
+        },
+        ..run_request(&s.workspace)
+    };
+    let refused = airlock_core::run(&s.caller, other_profile).unwrap_err();
+    assert!(
+        matches!(refused, Error::ProfileOfSession { .. }),
+        "{refused}"
+    );
+    let elsewhere = tempfile::tempdir().unwrap();
+    let other_workspace = RunRequest {
+        session: Some("mine".into()),
+        ..run_request(elsewhere.path())
+    };
+    let refused = airlock_core::run(&s.caller, other_workspace).unwrap_err();
+    assert!(matches!(refused, Error::Session(_)), "{refused}");
+    // Refusals name the session by its id.
+    assert_eq!(last_record(&s.state)["session"], session.meta.id.as_str());
+}
+
+#[test]
+fn an_apply_of_paths_that_match_nothing_is_refused() {
+    let s = setup();
+    airlock_core::create_session(
+        &s.caller,
+        SessionRequest {
+            workspace: Some(s.workspace.clone()),
+            name: Some("empty".into()),
+            ..SessionRequest::default()
+        },
+    )
+    .unwrap();
+    let request = ApplyRequest {
+        session: "empty".into(),
+        paths: vec!["no-such-file".into()],
+        ..ApplyRequest::default()
+    };
+    let refused = airlock_core::apply(&s.caller, &request).unwrap_err();
+    assert!(matches!(refused, Error::NothingAtPaths { .. }), "{refused}");
+    assert_eq!(actions(&s.state).last().unwrap(), "apply.refused");
+    let outside = ApplyRequest {
+        session: "empty".into(),
+        paths: vec!["/etc/passwd".into()],
+        ..ApplyRequest::default()
+    };
+    assert!(airlock_core::apply(&s.caller, &outside).is_err());
+}
+
+#[test]
+fn the_kill_switch_needs_a_reason_and_network_goes_with_kill_only() {
+    let s = setup();
+    let refused = kill_switch::disable(&s.caller, None, "  ").unwrap_err();
+    assert!(refused.to_string().contains("--reason"), "{refused}");
+    let pause_network = ControlRequest {
+        action: Action::Pause,
+        target: TargetChoice {
+            all: true,
+            ..TargetChoice::default()
+        },
+        network_only: true,
+        reason: None,
+    };
+    assert!(kill_switch::act(&s.caller, &pause_network).is_err());
+    // Nothing was switched off by the refused call.
+    assert!(kill_switch::status(&s.caller)
+        .unwrap()
+        .switches
+        .is_some_and(|sw| sw.all.is_none()));
+}
