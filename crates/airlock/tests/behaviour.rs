@@ -611,8 +611,7 @@ both_modes!(
 );
 
 both_modes!(a_state_dir_owned_by_someone_else_is_refused, |w: &World| {
-    if !is_root() {
-        eprintln!("skipped: needs root to make a directory owned by someone else");
+    if support::skip_unless_root("needs root to make a directory owned by someone else") {
         return;
     }
     let foreign = w.base.join("foreign-state");

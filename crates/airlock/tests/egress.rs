@@ -696,8 +696,7 @@ both_modes!(the_hosts_own_public_address_is_the_host, |w: &World| {
     // sandbox that may reach "everything" could reach the host's services through it. Built in
     // a network namespace of this test's own, with 45.45.45.45 on its loopback, entered by a
     // thread of its own (the processes it starts inherit it; nothing else runs in it).
-    if !support::is_root() {
-        eprintln!("skipped: making a network namespace needs root");
+    if support::skip_unless_root("making a network namespace needs root") {
         return;
     }
     std::thread::scope(|scope| {
@@ -1432,8 +1431,7 @@ both_modes!(
         // resolver waits, not its connect): a name the host cannot resolve is a DNS error in the
         // sandbox (it was a synthetic address, then a refused connect), and one it can is reached.
         // The host's resolver is given its own hosts file in a private mount namespace.
-        if !support::is_root() {
-            eprintln!("skipped: needs root to give airlock its own /etc/hosts");
+        if support::skip_unless_root("needs root to give airlock its own /etc/hosts") {
             return;
         }
         let http = server(None);

@@ -24,6 +24,20 @@ pub fn is_root() -> bool {
     nix::unistd::geteuid().is_root()
 }
 
+/// True when a test that needs root must be skipped here, having said why. Where the environment
+/// says root is required (`AIRLOCK_TEST_REQUIRE_ROOT=1`, as CI sets it), it fails instead: a
+/// suite that silently skipped its root tests would prove nothing there.
+pub fn skip_unless_root(why: &str) -> bool {
+    if is_root() {
+        return false;
+    }
+    if std::env::var_os("AIRLOCK_TEST_REQUIRE_ROOT").is_some_and(|v| v == "1") {
+        panic!("this test needs root ({why}), and AIRLOCK_TEST_REQUIRE_ROOT=1 says it must not be skipped: run the suite as root");
+    }
+    eprintln!("skipped: {why}");
+    true
+}
+
 /// The binary under test, copied where an unprivileged uid can execute it (the build tree may sit
 /// under a directory only root can enter): `$AIRLOCK_TEST_BIN` when set (scripts/test.sh sets it
 /// to the release binary scripts/build.sh makes, the one users run), else the one cargo built for
@@ -94,8 +108,7 @@ pub struct World {
 impl World {
     /// None when this mode cannot be tested here (root tests need root).
     pub fn new(mode: Mode) -> Option<World> {
-        if mode == Mode::Root && !is_root() {
-            eprintln!("skipped: root mode needs the tests to run as root");
+        if mode == Mode::Root && skip_unless_root("root mode needs the tests to run as root") {
             return None;
         }
         let root = tempfile::Builder::new()
