@@ -7,6 +7,8 @@
 //! audit_bench generate DIR RECORDS
 //!     writes a valid chained log of RECORDS run records over 1,000 sessions (one of them,
 //!     `needle`, has 100 records), as fast as possible; for timing `airlock log` filters.
+// A benchmark driver: it stops at the first failure, saying what failed.
+#![allow(clippy::expect_used)]
 
 use std::io::Write;
 use std::path::Path;

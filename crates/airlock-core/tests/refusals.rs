@@ -1,6 +1,8 @@
 //! Core refuses what the CLI refuses, whoever calls it: a front end that builds a request by hand
 //! gets the same answer, and the refusal is in the audit log. None of these gets as far as
 //! building a sandbox.
+// Tests: a panic is how a test fails, helpers included.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};

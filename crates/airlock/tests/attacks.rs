@@ -1,5 +1,7 @@
 //! For each layer, an attempt that succeeds without airlock and fails inside it, as root and as an
 //! unprivileged user. Each script prints PWNED when the attack worked.
+// Tests: a panic is how a test fails, helpers included.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
 

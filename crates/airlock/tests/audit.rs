@@ -1,5 +1,7 @@
 //! The audit log: every action written before it happens, a chain that shows tampering, and
 //! refusal when the log cannot be written. Root and unprivileged user both, unless noted.
+// Tests: a panic is how a test fails, helpers included.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
 

@@ -1,5 +1,7 @@
 //! What a user relies on besides confinement: exit codes, signals, stdin, clear errors, limits,
 //! and real tools working inside.
+// Tests: a panic is how a test fails, helpers included.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
 

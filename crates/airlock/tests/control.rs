@@ -1,6 +1,8 @@
 //! The kill switch: kill, pause, resume, disable, from another process than the one that started
 //! the sandbox. Root and unprivileged user both (the user has no freezer cgroup here: pause falls
 //! back to stopping every process), unless noted.
+// Tests: a panic is how a test fails, helpers included.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
 

@@ -2,6 +2,8 @@
 //! a connection must ask for the name it connected by. Real servers on the host's loopback (HTTP
 //! and HTTPS with a self-signed certificate), reached through `--resolve NAME=127.0.0.1`. Each
 //! attempt is also shown to work without airlock. Root and unprivileged user both.
+// Tests: a panic is how a test fails, helpers included.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
 

@@ -1,5 +1,7 @@
 //! Sessions: runs that accumulate changes in a copy-on-write layer, the diff that shows them, and
 //! discard. Every test runs as root and as an unprivileged user.
+// Tests: a panic is how a test fails, helpers included.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
 
