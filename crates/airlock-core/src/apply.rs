@@ -33,6 +33,8 @@ pub enum ApplyError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("cannot encode an audit record: {0}")]
+    Record(#[from] serde_json::Error),
     #[error("session {0} is already applied — 'airlock revert {0}' takes the changes back out")]
     AlreadyApplied(String),
     #[error("session {0} has no apply to revert")]
@@ -227,18 +229,83 @@ pub(crate) fn check_no_interrupted_apply(
 }
 
 /// An entry's content hash for the log: sha256 of a file, or the target of a symlink.
-fn digest(entry: &Entry) -> serde_json::Value {
+fn digest(entry: &Entry) -> Option<String> {
     match entry {
-        Entry::File { sha256, .. } => sha256.clone().into(),
-        Entry::Symlink { target } => format!("symlink:{}", target.to_string_lossy()).into(),
-        Entry::Dir { .. } => "directory".into(),
-        Entry::Fifo { .. } => "fifo".into(),
-        Entry::Absent => serde_json::Value::Null,
+        Entry::File { sha256, .. } => Some(sha256.clone()),
+        Entry::Symlink { target } => Some(format!("symlink:{}", target.to_string_lossy())),
+        Entry::Dir { .. } => Some("directory".into()),
+        Entry::Fifo { .. } => Some("fifo".into()),
+        Entry::Absent => None,
     }
 }
 
+/// What an apply, recovery or revert did at one path, as its records say.
+#[derive(Serialize)]
+struct LoggedPath {
+    path: String,
+    old_sha256: Option<String>,
+    new_sha256: Option<String>,
+    done: bool,
+    conflict: Option<String>,
+}
+
+/// The fields every record of one apply carries, and the record's own.
+#[derive(Serialize)]
+struct ApplyRecord<'a, T: Serialize> {
+    session: &'a str,
+    profile: &'a str,
+    number: u32,
+    #[serde(flatten)]
+    details: T,
+}
+
+impl<'a, T: Serialize> ApplyRecord<'a, T> {
+    fn of(session: &'a Session, number: u32, details: T) -> Self {
+        ApplyRecord {
+            session: &session.id,
+            profile: &session.meta.profile.name,
+            number,
+            details,
+        }
+    }
+
+    /// Append it to `log` (fsync'd).
+    fn append(
+        &self,
+        log: &crate::audit::AuditLog,
+        action: &str,
+    ) -> std::result::Result<(), ApplyError> {
+        Ok(crate::audit::append(
+            log,
+            action,
+            serde_json::to_value(self)?,
+        )?)
+    }
+}
+
+/// The record of an interrupted apply being finished or rolled back.
+#[derive(Serialize)]
+struct Recovery<'a> {
+    #[serde(rename = "do")]
+    what: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    paths: Option<Vec<LoggedPath>>,
+}
+
+/// The paths of an apply's or revert's result.
+#[derive(Serialize)]
+struct Paths {
+    paths: Vec<LoggedPath>,
+}
+
+/// The workspace of a revert's intent.
+#[derive(Serialize)]
+struct InWorkspace<'a> {
+    workspace: &'a Path,
+}
+
 /// Every path an apply, recovery or revert touched, with old and new content and what happened.
-fn logged_paths(journal: &Journal, outcome: &Outcome) -> Vec<serde_json::Value> {
+fn logged_paths(journal: &Journal, outcome: &Outcome) -> Vec<LoggedPath> {
     let conflict = |i: usize| {
         outcome
             .conflicts
@@ -250,14 +317,12 @@ fn logged_paths(journal: &Journal, outcome: &Outcome) -> Vec<serde_json::Value> 
         .ops
         .iter()
         .enumerate()
-        .map(|(i, op)| {
-            serde_json::json!({
-                "path": engine::display_path(&op.path),
-                "old_sha256": digest(&op.old),
-                "new_sha256": digest(&op.new),
-                "done": outcome.done.contains(&i),
-                "conflict": conflict(i),
-            })
+        .map(|(i, op)| LoggedPath {
+            path: engine::display_path(&op.path),
+            old_sha256: digest(&op.old),
+            new_sha256: digest(&op.new),
+            done: outcome.done.contains(&i),
+            conflict: conflict(i),
         })
         .collect()
 }
@@ -324,27 +389,66 @@ fn apply_changes(
     }
 
     let layer = session.upper();
+    let (mut items, ops) = plan_all(&session, &workspace, &workspace_path, &layer, options)?;
+    let report = |number, items: Vec<Item>, session: &Session| ApplyReport {
+        session: session.id.clone(),
+        workspace: session.meta.workspace.clone(),
+        number,
+        recovered: false,
+        items,
+        lifecycle: session.meta.lifecycle,
+    };
+    if options.dry_run {
+        return Ok(report(None, items, &session));
+    }
+    if ops.is_empty() {
+        finish(&mut session, options, &items)?;
+        return Ok(report(None, items, &session));
+    }
+    let log = crate::audit::log(state_dir);
+    let target = Target {
+        session: &session,
+        workspace: &workspace,
+        workspace_path: &workspace_path,
+        layer: &layer,
+    };
+    let number = write_all(&target, options, &mut items, ops, &log)?;
+    finish(&mut session, options, &items)?;
+    Ok(report(Some(number), items, &session))
+}
+
+/// The writes an apply makes, each with the index of the item it belongs to.
+type PlannedOps = Vec<(Op, usize)>;
+
+/// An item for every change of the session's layer (at or under the options' paths), and the
+/// writes they need, each with the index of its item, in the order they must be made.
+fn plan_all(
+    session: &Session,
+    workspace: &Workspace,
+    workspace_path: &Path,
+    layer: &Path,
+    options: &ApplyOptions,
+) -> std::result::Result<(Vec<Item>, PlannedOps), ApplyError> {
     let mut set =
-        airlock_changes::scan(&layer, &workspace_path).map_err(|source| ChangesError::Scan {
+        airlock_changes::scan(layer, workspace_path).map_err(|source| ChangesError::Scan {
             id: session.id.clone(),
             source,
         })?;
     set.filter(&options.paths);
-    let ledger = Ledger::load(&session)?;
+    let ledger = Ledger::load(session)?;
     let created_ns = i128::from(session.meta.created) * 1_000_000_000;
     let root_owner = workspace
         .root_owner()
-        .map_err(io("inspect", &workspace_path))?;
+        .map_err(io("inspect", workspace_path))?;
     let rootful = nix::unistd::geteuid().is_root();
 
     let mut items = Vec::new();
-    // Each op with the index of its item.
-    let mut ops: Vec<(Op, usize)> = Vec::new();
+    let mut ops: PlannedOps = Vec::new();
     for change in &set.changes {
         let (plan, item) = plan(
             change,
-            &workspace,
-            &layer,
+            workspace,
+            layer,
             &ledger,
             created_ns,
             options,
@@ -365,46 +469,72 @@ fn apply_changes(
             (false, false) => a.path.cmp(&b.path),
         }
     });
+    Ok((items, ops))
+}
 
-    let report = |number, items: Vec<Item>, session: &Session| ApplyReport {
-        session: session.id.clone(),
-        workspace: session.meta.workspace.clone(),
-        number,
-        recovered: false,
-        items,
-        lifecycle: session.meta.lifecycle,
-    };
-    if options.dry_run {
-        return Ok(report(None, items, &session));
-    }
-    if ops.is_empty() {
-        finish(&mut session, options, &items)?;
-        return Ok(report(None, items, &session));
-    }
+/// Where an apply writes, and from what.
+struct Target<'a> {
+    session: &'a Session,
+    workspace: &'a Workspace,
+    workspace_path: &'a Path,
+    layer: &'a Path,
+}
+
+/// `apply.intent`: what is about to be written.
+#[derive(Serialize)]
+struct ApplyIntent<'a> {
+    workspace: &'a Path,
+    paths: &'a [PathBuf],
+    force: bool,
+    allowed_hazards: &'a [PathBuf],
+    all_hazards: bool,
+    writes: usize,
+    skipped: usize,
+}
+
+/// `apply.result`: what was written, and what was left out and why.
+#[derive(Serialize)]
+struct ApplyOutcome<'a> {
+    paths: Vec<LoggedPath>,
+    skipped: Vec<Skipped<'a>>,
+}
+
+#[derive(Serialize)]
+struct Skipped<'a> {
+    path: &'a str,
+    result: Result,
+    reason: &'a Option<String>,
+}
+
+/// Log, keep the old files, journal, then write: the items planned as writes then say what
+/// happened to them. Returns the apply's number.
+fn write_all(
+    target: &Target,
+    options: &ApplyOptions,
+    items: &mut [Item],
+    ops: PlannedOps,
+    log: &crate::audit::AuditLog,
+) -> std::result::Result<u32, ApplyError> {
+    let session = target.session;
     let (ops, item_of_op): (Vec<Op>, Vec<usize>) = ops.into_iter().unzip();
-
-    let number = journals(&session)?
+    let number = journals(session)?
         .last()
         .map_or(1, |(_, journal)| journal.number + 1);
-    let log = crate::audit::log(state_dir);
-    crate::audit::append(
-        &log,
-        "apply.intent",
-        serde_json::json!({
-            "session": session.id,
-            "profile": session.meta.profile.name,
-            "number": number,
-            "workspace": workspace_path,
-            "paths": options.paths,
-            "force": options.force,
-            "allowed_hazards": options.allowed_hazards,
-            "all_hazards": options.all_hazards,
-            "writes": ops.len(),
-            "skipped": items.iter().filter(|i| i.result != Result::WouldApply).count(),
-        }),
-    )?;
+    let intent = ApplyIntent {
+        workspace: target.workspace_path,
+        paths: &options.paths,
+        force: options.force,
+        allowed_hazards: &options.allowed_hazards,
+        all_hazards: options.all_hazards,
+        writes: ops.len(),
+        skipped: items
+            .iter()
+            .filter(|i| i.result != Result::WouldApply)
+            .count(),
+    };
+    ApplyRecord::of(session, number, intent).append(log, "apply.intent")?;
     let apply_dir = ApplyDir {
-        dir: applies_dir(&session).join(number.to_string()),
+        dir: applies_dir(session).join(number.to_string()),
     };
     std::fs::create_dir_all(&apply_dir.dir).map_err(io("create", &apply_dir.dir))?;
     let mut journal = Journal {
@@ -413,49 +543,53 @@ fn apply_changes(
         created: now(),
         ops,
     };
-    let stale = engine::keep_backups(&workspace, &apply_dir, &journal.ops)
-        .map_err(io("keep the old files of", &workspace_path))?;
+    let stale = engine::keep_backups(target.workspace, &apply_dir, &journal.ops)
+        .map_err(io("keep the old files of", target.workspace_path))?;
     let stale_indexes: Vec<usize> = stale.iter().map(|(i, _)| *i).collect();
     apply_dir
         .write(&journal)
         .map_err(io("write", &apply_dir.journal_path()))?;
-    let outcome = engine::commit(&workspace, &layer, &journal, &stale_indexes)
-        .map_err(io("apply to", &workspace_path))?;
+    let outcome = engine::commit(target.workspace, target.layer, &journal, &stale_indexes)
+        .map_err(io("apply to", target.workspace_path))?;
     journal.state = JournalState::Committed;
     apply_dir
         .write(&journal)
         .map_err(io("write", &apply_dir.journal_path()))?;
 
-    // The items planned as writes now say what happened to them.
     let conflicts: Vec<(usize, String)> =
         stale.into_iter().chain(outcome.conflicts.clone()).collect();
-    let conflicts_for_log = conflicts.clone();
-    for (index, why) in conflicts {
-        let item = &mut items[item_of_op[index]];
+    for (index, why) in &conflicts {
+        let item = &mut items[item_of_op[*index]];
         item.result = Result::Conflict;
-        item.reason = Some(why);
+        item.reason = Some(why.clone());
     }
     for item in items.iter_mut().filter(|i| i.result == Result::WouldApply) {
         item.result = Result::Applied;
     }
     let mut logged = Outcome {
-        done: outcome.done.clone(),
-        conflicts: conflicts_for_log,
+        done: outcome.done,
+        conflicts,
     };
     logged.done.sort_unstable();
-    crate::audit::append(
-        &log,
-        "apply.result",
-        serde_json::json!({
-            "session": session.id,
-            "profile": session.meta.profile.name,
-            "number": number,
-            "paths": logged_paths(&journal, &logged),
-            "skipped": items.iter().filter(|i| matches!(i.result, Result::Conflict | Result::Hazard | Result::Refused)).map(|i| serde_json::json!({"path": i.path, "result": i.result, "reason": i.reason})).collect::<Vec<_>>(),
-        }),
-    )?;
-    finish(&mut session, options, &items)?;
-    Ok(report(Some(number), items, &session))
+    let result = ApplyOutcome {
+        paths: logged_paths(&journal, &logged),
+        skipped: items
+            .iter()
+            .filter(|i| {
+                matches!(
+                    i.result,
+                    Result::Conflict | Result::Hazard | Result::Refused
+                )
+            })
+            .map(|i| Skipped {
+                path: &i.path,
+                result: i.result,
+                reason: &i.reason,
+            })
+            .collect(),
+    };
+    ApplyRecord::of(session, number, result).append(log, "apply.result")?;
+    Ok(number)
 }
 
 /// Mark the session applied when everything it changed reached the workspace.
@@ -491,16 +625,8 @@ fn recover(
     } else {
         "finish"
     };
-    crate::audit::append(
-        log,
-        "apply.recover",
-        serde_json::json!({
-            "session": session.id,
-            "profile": session.meta.profile.name,
-            "number": journal.number,
-            "do": what,
-        }),
-    )?;
+    let recovery = Recovery { what, paths: None };
+    ApplyRecord::of(session, journal.number, recovery).append(log, "apply.recover")?;
     let (outcome, done, state) = if options.rollback {
         let outcome =
             engine::undo(workspace, &apply_dir, journal).map_err(io("roll back in", &path))?;
@@ -514,17 +640,11 @@ fn recover(
     apply_dir
         .write(journal)
         .map_err(io("write", &apply_dir.journal_path()))?;
-    crate::audit::append(
-        log,
-        "apply.recovered",
-        serde_json::json!({
-            "session": session.id,
-            "profile": session.meta.profile.name,
-            "number": journal.number,
-            "do": what,
-            "paths": logged_paths(journal, &outcome),
-        }),
-    )?;
+    let recovery = Recovery {
+        what,
+        paths: Some(logged_paths(journal, &outcome)),
+    };
+    ApplyRecord::of(session, journal.number, recovery).append(log, "apply.recovered")?;
     if options.rollback {
         let restored: Vec<PathBuf> = outcome
             .done
@@ -665,28 +785,16 @@ fn revert_last_apply(
         return Err(ApplyError::NothingToRevert(session.id.clone()));
     };
     let log = crate::audit::log(state_dir);
-    crate::audit::append(
-        &log,
-        "revert.intent",
-        serde_json::json!({
-            "session": session.id,
-            "profile": session.meta.profile.name,
-            "number": journal.number,
-            "workspace": workspace_path,
-        }),
-    )?;
+    let intent = InWorkspace {
+        workspace: &workspace_path,
+    };
+    ApplyRecord::of(&session, journal.number, intent).append(&log, "revert.intent")?;
     let outcome =
         engine::undo(&workspace, &apply_dir, &journal).map_err(io("revert in", &workspace_path))?;
-    crate::audit::append(
-        &log,
-        "revert.result",
-        serde_json::json!({
-            "session": session.id,
-            "profile": session.meta.profile.name,
-            "number": journal.number,
-            "paths": logged_paths(&journal, &outcome),
-        }),
-    )?;
+    let result = Paths {
+        paths: logged_paths(&journal, &outcome),
+    };
+    ApplyRecord::of(&session, journal.number, result).append(&log, "revert.result")?;
     let restored: Vec<PathBuf> = outcome
         .done
         .iter()

@@ -4,7 +4,7 @@
 use std::ffi::OsString;
 use std::path::Path;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 pub use airlock_audit::{AuditError, AuditLog, Sync};
@@ -16,11 +16,18 @@ pub fn log(state_dir: &Path) -> AuditLog {
 }
 
 /// Who asked: the caller's uid, and the supervisor's pid.
+#[derive(serde::Serialize)]
+struct Actor {
+    uid: u32,
+    pid: u32,
+}
+
 fn actor() -> Value {
-    json!({
-        "uid": nix::unistd::getuid().as_raw(),
-        "pid": std::process::id(),
-    })
+    let actor = Actor {
+        uid: nix::unistd::getuid().as_raw(),
+        pid: std::process::id(),
+    };
+    serde_json::to_value(actor).unwrap_or(Value::Null)
 }
 
 /// The record's fields with who asked added.

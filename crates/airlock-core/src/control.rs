@@ -15,7 +15,6 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 
 use airlock_jail::control::SandboxId;
 
@@ -40,6 +39,8 @@ pub enum ControlError {
     Session(#[from] crate::session::SessionError),
     #[error("no running sandbox matches {0} — 'airlock status' lists them")]
     NoMatch(String),
+    #[error("cannot encode an audit record: {0}")]
+    Record(#[from] serde_json::Error),
 }
 
 fn io<'a>(
@@ -198,6 +199,14 @@ impl Target {
         }
     }
 
+    /// The session it names, if it names one.
+    fn session(&self) -> Option<&str> {
+        match self {
+            Target::Session(id) => Some(id),
+            _ => None,
+        }
+    }
+
     fn describe(&self) -> String {
         match self {
             Target::Session(id) => format!("session {id}"),
@@ -206,6 +215,39 @@ impl Target {
             Target::All => "all".into(),
         }
     }
+}
+
+/// `kill.intent`, `pause.intent`, …: which sandboxes, and why.
+#[derive(Serialize)]
+struct ActIntent<'a> {
+    target: String,
+    session: Option<&'a str>,
+    reason: Option<&'a str>,
+    sandboxes: Vec<Targeted<'a>>,
+}
+
+#[derive(Serialize)]
+struct Targeted<'a> {
+    supervisor: u32,
+    pid: i32,
+    session: Option<&'a str>,
+    profile: &'a str,
+}
+
+/// `kill.result`, …: what happened to each.
+#[derive(Serialize)]
+struct ActResult<'a> {
+    target: String,
+    session: Option<&'a str>,
+    sandboxes: &'a [Acted],
+}
+
+/// `disable` and `enable`: which switch, and why.
+#[derive(Serialize)]
+struct SwitchRecord<'a> {
+    profile: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<&'a str>,
 }
 
 /// What happened to each targeted sandbox.
@@ -264,12 +306,20 @@ pub fn act(
     audit::append(
         &log,
         &format!("{}.intent", action.name()),
-        json!({
-            "target": target.describe(),
-            "session": match target { Target::Session(id) => Some(id.clone()), _ => None },
-            "reason": reason,
-            "sandboxes": targets.iter().map(|r| json!({"supervisor": r.supervisor, "pid": r.sandbox.pid, "session": r.session, "profile": r.profile})).collect::<Vec<_>>(),
-        }),
+        serde_json::to_value(ActIntent {
+            target: target.describe(),
+            session: target.session(),
+            reason,
+            sandboxes: targets
+                .iter()
+                .map(|r| Targeted {
+                    supervisor: r.supervisor,
+                    pid: r.sandbox.pid,
+                    session: r.session.as_deref(),
+                    profile: &r.profile,
+                })
+                .collect(),
+        })?,
     )?;
     if let (Action::Kill, Target::Session(id)) = (action, target) {
         // Before the kill: a run waiting for this session takes it the moment the killed one
@@ -314,11 +364,11 @@ pub fn act(
     audit::append(
         &log,
         &format!("{}.result", action.name()),
-        json!({
-            "target": target.describe(),
-            "session": match target { Target::Session(id) => Some(id.clone()), _ => None },
-            "sandboxes": acted,
-        }),
+        serde_json::to_value(ActResult {
+            target: target.describe(),
+            session: target.session(),
+            sandboxes: &acted,
+        })?,
     )?;
     Ok(acted)
 }
@@ -425,7 +475,10 @@ pub fn disable(
     audit::append(
         &log,
         "disable",
-        json!({ "profile": profile, "reason": reason }),
+        serde_json::to_value(SwitchRecord {
+            profile,
+            reason: Some(reason),
+        })?,
     )?;
     let mut current = switches(state_dir).unwrap_or_default();
     let switch = Switch {
@@ -450,7 +503,11 @@ pub fn disable(
 /// Lift the switch for `profile` (or the one for everything).
 pub fn enable(state_dir: &Path, profile: Option<&str>) -> Result<(), ControlError> {
     let log = audit::log(state_dir);
-    audit::append(&log, "enable", json!({ "profile": profile }))?;
+    let record = SwitchRecord {
+        profile,
+        reason: None,
+    };
+    audit::append(&log, "enable", serde_json::to_value(record)?)?;
     let mut current = switches(state_dir).unwrap_or_default();
     match profile {
         Some(name) => {

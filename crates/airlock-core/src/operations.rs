@@ -1,11 +1,10 @@
 //! Session operations: start, list, discard, collect. Each that changes state is written to the
 //! audit log before it acts, and its refusal after.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, UNIX_EPOCH};
 
 use serde::Serialize;
-use serde_json::json;
 
 use crate::audit;
 use crate::caller::{load_trusted_profile, Caller, ProfileChoice};
@@ -67,6 +66,32 @@ pub fn timestamp(seconds: u64) -> String {
     humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_secs(seconds)).to_string()
 }
 
+/// `session.create`: what the session is asked for.
+#[derive(Serialize)]
+struct SessionIntent<'a> {
+    workspace: &'a Path,
+    name: Option<&'a str>,
+    profile: &'a str,
+    profile_file: Option<&'a Path>,
+}
+
+/// `session.created`, `session.discard`, `session.discarded`.
+#[derive(Serialize)]
+struct SessionRecord<'a> {
+    session: &'a str,
+    /// Only in `session.created`: the name, or null.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<Option<&'a str>>,
+    profile: &'a str,
+}
+
+/// `gc.intent`: the sessions about to be removed.
+#[derive(Serialize)]
+struct GcIntent<'a> {
+    sessions: Vec<&'a str>,
+    older_than: Option<&'a str>,
+}
+
 /// Start a session over a workspace no session may be refused for, with a profile that loads
 /// (so that a misspelt or broken one fails now, not at the first run). The intent is logged
 /// first; nothing is made if that fails.
@@ -79,27 +104,25 @@ pub fn create_session(caller: &Caller, request: SessionRequest) -> Result<Sessio
         crate::run::check_workspace_for(&workspace, &state_dir, caller.home().as_deref())?;
         crate::control::check_enabled(&state_dir, &profile.name)?;
         let log = audit::log(&state_dir);
-        audit::append(
-            &log,
-            "session.create",
-            json!({
-                "workspace": workspace,
-                "name": request.name,
-                "profile": profile.name,
-                "profile_file": profile.file,
-            }),
-        )?;
+        let intent = SessionIntent {
+            workspace: &workspace,
+            name: request.name.as_deref(),
+            profile: &profile.name,
+            profile_file: profile.file.as_deref(),
+        };
+        audit::append(&log, "session.create", serde_json::to_value(intent)?)?;
         let new = NewSession {
             workspace: &workspace,
             name: request.name.as_deref(),
             profile,
         };
         let session = Session::create(&state_dir, new)?;
-        audit::append(
-            &log,
-            "session.created",
-            json!({ "session": session.id, "name": session.meta.name, "profile": session.meta.profile.name }),
-        )?;
+        let created = SessionRecord {
+            session: &session.id,
+            name: Some(session.meta.name.as_deref()),
+            profile: &session.meta.profile.name,
+        };
+        audit::append(&log, "session.created", serde_json::to_value(created)?)?;
         Ok(SessionSummary::of(&session, &[]))
     })
 }
@@ -123,7 +146,11 @@ pub fn discard_session(caller: &Caller, id: &str) -> Result<Session, Error> {
         let lock = session.lock_exclusive(&caller.on_busy)?;
         session.check_active()?;
         let log = audit::log(&state_dir);
-        let fields = json!({ "session": session.id, "profile": session.meta.profile.name });
+        let fields = serde_json::to_value(SessionRecord {
+            session: &session.id,
+            name: None,
+            profile: &session.meta.profile.name,
+        })?;
         audit::append(&log, "session.discard", fields.clone())?;
         session.discard(&lock)?;
         audit::append(&log, "session.discarded", fields)?;
@@ -196,13 +223,14 @@ pub fn gc(caller: &Caller, request: GcRequest) -> Result<GcReport, Error> {
     if request.dry_run || chosen.is_empty() {
         return Ok(report);
     }
+    let intent = GcIntent {
+        sessions: report.sessions.iter().map(|s| s.id.as_str()).collect(),
+        older_than: request.older_than.as_deref(),
+    };
     audit::append(
         &audit::log(&state_dir),
         "gc.intent",
-        json!({
-            "sessions": report.sessions.iter().map(|s| s.id.clone()).collect::<Vec<_>>(),
-            "older_than": request.older_than,
-        }),
+        serde_json::to_value(intent)?,
     )?;
     for (session, _) in chosen {
         session.remove()?;
