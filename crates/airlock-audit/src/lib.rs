@@ -21,7 +21,7 @@
 //! chain consistently. Forwarding each record elsewhere as it is written (syslog) is the anchor.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom, Write};
+use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
@@ -31,7 +31,10 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 mod reader;
+mod verify;
+
 pub use reader::{Filter, Records};
+pub use verify::{Problem, Verdict};
 
 pub const LOG_FILE: &str = "audit.log";
 pub const HEAD_FILE: &str = "audit.head";
@@ -283,110 +286,6 @@ impl AuditLog {
         let bytes = fs::read(self.head_path()).ok()?;
         serde_json::from_slice::<Head>(bytes.trim_ascii_end()).ok()
     }
-
-    /// Walk the chain; the first problem found, if any.
-    pub fn verify(&self) -> Result<Verdict, AuditError> {
-        let read_err = |source| AuditError::Read {
-            path: self.path(),
-            source,
-        };
-        let file = match File::open(self.path()) {
-            Ok(file) => file,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                return Ok(match self.read_head() {
-                    Some(head) if head.seq > 0 => {
-                        Verdict::broken(0, Problem::Removed { head: head.seq })
-                    }
-                    _ => Verdict {
-                        records: 0,
-                        problem: None,
-                        head: None,
-                    },
-                })
-            }
-            Err(e) => return Err(read_err(e)),
-        };
-        // A writer mid-append would look like a torn line: wait for it.
-        let file = Flock::lock(file, FlockArg::LockShared).map_err(|(_, e)| read_err(e.into()))?;
-        let mut reader = BufReader::new(&*file);
-        let mut expected_seq = 1u64;
-        let mut prev = GENESIS.to_string();
-        let mut line = Vec::new();
-        let mut count = 0u64;
-        let mut line_no = 0u64;
-        loop {
-            line.clear();
-            let n = reader.read_until(b'\n', &mut line).map_err(read_err)?;
-            if n == 0 {
-                break;
-            }
-            line_no += 1;
-            if !line.ends_with(b"\n") {
-                return Ok(Verdict::broken(
-                    count,
-                    Problem::TornLastLine { line: line_no },
-                ));
-            }
-            let record: Map<String, Value> = match serde_json::from_slice(&line) {
-                Ok(Value::Object(map)) => map,
-                _ => {
-                    return Ok(Verdict::broken(
-                        count,
-                        Problem::Unreadable { line: line_no },
-                    ))
-                }
-            };
-            let seq = record.get("seq").and_then(Value::as_u64).unwrap_or(0);
-            let hash = record.get("hash").and_then(Value::as_str).unwrap_or("");
-            if record_hash(&record) != hash {
-                return Ok(Verdict::broken(
-                    count,
-                    Problem::Altered { line: line_no, seq },
-                ));
-            }
-            if seq != expected_seq {
-                let problem = if seq > expected_seq {
-                    Problem::Missing {
-                        line: line_no,
-                        expected: expected_seq,
-                        found: seq,
-                    }
-                } else {
-                    Problem::Reordered {
-                        line: line_no,
-                        expected: expected_seq,
-                        found: seq,
-                    }
-                };
-                return Ok(Verdict::broken(count, problem));
-            }
-            if record.get("prev").and_then(Value::as_str) != Some(prev.as_str()) {
-                return Ok(Verdict::broken(
-                    count,
-                    Problem::ChainBroken { line: line_no, seq },
-                ));
-            }
-            prev = hash.to_string();
-            expected_seq += 1;
-            count += 1;
-        }
-        if let Some(head) = &self.read_head() {
-            if head.seq > count {
-                return Ok(Verdict::broken(
-                    count,
-                    Problem::Truncated {
-                        last: count,
-                        head: head.seq,
-                    },
-                ));
-            }
-        }
-        Ok(Verdict {
-            records: count,
-            problem: None,
-            head: Some(prev),
-        })
-    }
 }
 
 /// Crash-test hook, honoured in debug builds only: with `AIRLOCK_TEST_FAULT=audit:ACTION`, an
@@ -478,92 +377,6 @@ fn last_record(file: &mut File) -> io::Result<(Option<Link>, Option<Torn>)> {
             .unwrap_or(GENESIS)
             .to_string();
         return Ok((Some((seq, hash)), torn));
-    }
-}
-
-/// What `verify` found.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Verdict {
-    /// Records checked and found intact (before the problem, if any).
-    pub records: u64,
-    pub problem: Option<Problem>,
-    /// The last record's hash, when the log is intact: note it elsewhere to anchor the chain.
-    pub head: Option<String>,
-}
-
-impl Verdict {
-    fn broken(records: u64, problem: Problem) -> Verdict {
-        Verdict {
-            records,
-            problem: Some(problem),
-            head: None,
-        }
-    }
-}
-
-/// What `log verify` found first. As JSON (`log verify --json`): `{"kind": "altered", "line": …,
-/// "seq": …}` and the like, the fields of the variant in snake case.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Problem {
-    /// The record's content does not match its hash.
-    Altered { line: u64, seq: u64 },
-    /// The record's `prev` is not the previous record's hash.
-    ChainBroken { line: u64, seq: u64 },
-    /// Records are missing before this line.
-    Missing {
-        line: u64,
-        expected: u64,
-        found: u64,
-    },
-    /// A record is out of order.
-    Reordered {
-        line: u64,
-        expected: u64,
-        found: u64,
-    },
-    /// The line is not a JSON object.
-    Unreadable { line: u64 },
-    /// The last line was cut short (a crash while appending; the next append recovers it).
-    TornLastLine { line: u64 },
-    /// Records after `last` were removed: the head file saw `head`.
-    Truncated { last: u64, head: u64 },
-    /// The log file is gone, though `head` records were written to it.
-    Removed { head: u64 },
-}
-
-impl std::fmt::Display for Problem {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Problem::Altered { line, seq } => {
-                write!(f, "line {line} (record {seq}) was altered: its content does not match its hash")
-            }
-            Problem::ChainBroken { line, seq } => write!(
-                f,
-                "line {line} (record {seq}) does not follow the record before it: that one was altered or replaced"
-            ),
-            Problem::Missing { line, expected, found } => write!(
-                f,
-                "line {line}: record {found} where record {expected} belongs: records were removed or reordered"
-            ),
-            Problem::Reordered { line, expected, found } => write!(
-                f,
-                "line {line}: record {found} where record {expected} belongs: records were reordered"
-            ),
-            Problem::Unreadable { line } => write!(f, "line {line} is not a JSON record"),
-            Problem::TornLastLine { line } => write!(
-                f,
-                "line {line}, the last, was cut short (a crash while appending); the next record written removes it and says so"
-            ),
-            Problem::Truncated { last, head } => write!(
-                f,
-                "the log ends at record {last} but record {head} was written: records were cut off the end"
-            ),
-            Problem::Removed { head } => write!(
-                f,
-                "the log file is missing but {head} records were written to it: it was removed (to rotate the log, move audit.head with it)"
-            ),
-        }
     }
 }
 
