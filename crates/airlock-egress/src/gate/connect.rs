@@ -2,7 +2,8 @@
 //! refused, let through (inside the sandbox) or handed to the relay.
 //!
 //! The decision itself, [`decide`], is over plain data (where the connect goes, the socket's
-//! type, the name the address stands for) so that it is tested without a sandbox.
+//! type, the name the address stands for), and the connect is answered through [`Held`], so
+//! that both are tested without a sandbox.
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -22,33 +23,68 @@ const NONBLOCKING_WAIT: Duration = Duration::from_millis(100);
 /// How long a blocking connect waits for the destination (each of its addresses has 10 s).
 const BLOCKING_WAIT: Duration = Duration::from_secs(60);
 
+/// What the gate needs to know of the socket a connect is on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Socket {
+    /// A TCP socket (`SOCK_STREAM`); anything else is taken for UDP.
+    pub(super) stream: bool,
+    /// Its connect returns at once (an event loop's socket).
+    pub(super) nonblocking: bool,
+}
+
+/// A connect the sandbox waits in, as the gate answers it: the seam between the gate's
+/// decisions and the kernel. The kernel's is [`Call`]; the tests hold fake ones.
+pub(super) trait Held {
+    /// The socket the connect is on. An IPv6 socket that may not reach IPv4-mapped addresses
+    /// is let to when `dest` is IPv6: the relay it is sent to is one.
+    fn socket(&self, dest: SocketAddr) -> io::Result<Socket>;
+    /// The length of the address the program passed (connect's third argument).
+    fn addr_len(&self) -> usize;
+    /// Write over the address the program passed.
+    fn write_addr(&self, bytes: &[u8]) -> io::Result<()>;
+    /// Let the kernel run the connect (at the address it now holds).
+    fn pass(&self) -> io::Result<()>;
+    /// The connect fails with `errno`.
+    fn fail(&self, errno: i32) -> io::Result<()>;
+}
+
 /// A connect the sandbox waits in: the notification, the memory of its process, and the
 /// listener that answers it.
-pub(super) struct Call<'a> {
+struct Call<'a> {
     notifier: &'a Notifier,
     n: &'a Notification,
     memory: &'a Memory,
 }
 
-impl Call<'_> {
-    /// Let the kernel run the connect (at the address it now holds).
-    pub(super) fn pass(&self) -> io::Result<()> {
-        self.notifier.pass(self.n.id)
+impl Held for Call<'_> {
+    fn socket(&self, dest: SocketAddr) -> io::Result<Socket> {
+        let socket = socket_info(self.n.pid, self.n.args[0])?;
+        if socket.v6_only && dest.is_ipv6() {
+            // The relay's address is IPv4-mapped for an IPv6 socket; without this its connect
+            // would fail where a direct one succeeds. If the socket is bound already, the kernel
+            // refuses, and the connect fails as before.
+            let _ = socket.allow_ipv4_mapped();
+        }
+        Ok(Socket {
+            stream: socket.kind == libc::SOCK_STREAM,
+            nonblocking: socket.nonblocking,
+        })
     }
 
-    /// The connect fails with `errno`.
-    pub(super) fn fail(&self, errno: i32) -> io::Result<()> {
-        self.notifier.fail(self.n.id, errno)
-    }
-
-    /// The length of the address the program passed (connect's third argument).
-    pub(super) fn addr_len(&self) -> usize {
+    fn addr_len(&self) -> usize {
         self.n.args[2] as usize
     }
 
-    /// Write over the address the program passed.
-    pub(super) fn write_addr(&self, bytes: &[u8]) -> io::Result<()> {
+    fn write_addr(&self, bytes: &[u8]) -> io::Result<()> {
         self.memory.write(self.n.args[1], bytes)
+    }
+
+    fn pass(&self) -> io::Result<()> {
+        self.notifier.pass(self.n.id)
+    }
+
+    fn fail(&self, errno: i32) -> io::Result<()> {
+        self.notifier.fail(self.n.id, errno)
     }
 }
 
@@ -158,20 +194,14 @@ fn inside_the_sandbox(ip: IpAddr) -> bool {
 }
 
 /// Answer one connect to `dest`, outside the sandbox.
-fn handle(call: &Call<'_>, state: &Arc<State>, relay: u16, dest: SocketAddr) -> io::Result<()> {
+fn handle(call: &impl Held, state: &Arc<State>, relay: u16, dest: SocketAddr) -> io::Result<()> {
     if state.is_cut() {
         return call.fail(libc::ENETUNREACH);
     }
-    let socket = socket_info(call.n.pid, call.n.args[0])?;
-    if socket.v6_only && dest.is_ipv6() {
-        // The relay's address is IPv4-mapped for an IPv6 socket; without this its connect would
-        // fail where a direct one succeeds. If the socket is bound already, the kernel refuses,
-        // and the connect fails as before.
-        let _ = socket.allow_ipv4_mapped();
-    }
+    let socket = call.socket(dest)?;
     let attempt = Attempt {
         dest,
-        stream: socket.kind == libc::SOCK_STREAM,
+        stream: socket.stream,
         name: state
             .synthetic
             .lock()
@@ -277,188 +307,4 @@ fn connect_early(state: &Arc<State>, target: &Target, nonblocking: bool) -> Resu
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::rules::{Destination, Egress};
-
-    fn egress() -> Egress {
-        let d = |text: &str| Destination::parse(text).unwrap();
-        Egress::Allow {
-            allow: vec![d("github.com"), d("10.0.0.5:5432"), d("local.test")],
-            deny: vec![d("evil.test")],
-        }
-    }
-
-    fn at(text: &str) -> SocketAddr {
-        text.parse().unwrap()
-    }
-
-    fn tcp(dest: &str, name: Option<&str>) -> Attempt {
-        Attempt {
-            dest: at(dest),
-            stream: true,
-            name: name.map(str::to_string),
-        }
-    }
-
-    /// The host's resolver as a test wants it: every name at `ip`, `trusted` or not.
-    fn host_says(ip: &str, trusted: bool) -> impl Fn(&str, u16) -> io::Result<(SocketAddr, bool)> {
-        let ip: IpAddr = ip.parse().unwrap();
-        move |_, port| Ok((SocketAddr::new(ip, port), trusted))
-    }
-
-    fn no_lookup(name: &str, _: u16) -> io::Result<(SocketAddr, bool)> {
-        panic!("{name} was looked up")
-    }
-
-    fn decide_with(
-        attempt: &Attempt,
-        resolve: impl FnOnce(&str, u16) -> io::Result<(SocketAddr, bool)>,
-    ) -> (Answer, Option<Event>) {
-        let egress = egress();
-        let host = ["45.45.45.45".parse().unwrap()];
-        let rules = Rules {
-            egress: &egress,
-            host_addresses: &host,
-        };
-        decide(attempt, rules, resolve)
-    }
-
-    #[test]
-    fn an_allowed_name_goes_to_the_relay_at_the_hosts_address() {
-        // The sandbox connects to the synthetic address its DNS got for github.com.
-        let attempt = tcp("198.18.0.1:443", Some("github.com"));
-        let (answer, event) = decide_with(&attempt, host_says("140.82.112.3", false));
-        assert_eq!(
-            answer,
-            Answer::Relay(Target {
-                name: Some("github.com".into()),
-                addr: at("140.82.112.3:443"),
-                proxy: false,
-                forwarded: false,
-            })
-        );
-        let event = event.unwrap();
-        assert_eq!((event.kind, event.protocol), ("connect", "tcp"));
-        assert!(event.allowed);
-        assert_eq!(event.rule, "allow github.com");
-        assert_eq!(event.name.as_deref(), Some("github.com"));
-        assert_eq!(event.ip, Some("140.82.112.3".parse().unwrap()));
-        assert_eq!(event.port, Some(443));
-    }
-
-    #[test]
-    fn a_name_at_a_private_address_is_refused_and_logged() {
-        let attempt = tcp("198.18.0.1:443", Some("github.com"));
-        let (answer, event) = decide_with(&attempt, host_says("192.168.1.1", false));
-        assert_eq!(answer, Answer::Refuse(libc::ECONNREFUSED));
-        let event = event.unwrap();
-        assert!(!event.allowed);
-        assert!(event.rule.contains("private"), "{}", event.rule);
-        assert_eq!(event.ip, Some("192.168.1.1".parse().unwrap()));
-        // The user's own --resolve opens it.
-        let attempt = tcp("198.18.0.2:80", Some("local.test"));
-        let (answer, event) = decide_with(&attempt, host_says("127.0.0.1", true));
-        assert!(matches!(answer, Answer::Relay(Target { addr, .. }) if addr == at("127.0.0.1:80")));
-        assert!(event.unwrap().allowed);
-    }
-
-    #[test]
-    fn a_name_the_host_cannot_resolve_is_refused() {
-        let attempt = tcp("198.18.0.1:443", Some("github.com"));
-        let (answer, event) = decide_with(&attempt, |_, _| Err(io::Error::other("no address")));
-        assert_eq!(answer, Answer::Refuse(libc::ECONNREFUSED));
-        let event = event.unwrap();
-        assert_eq!(
-            event.rule,
-            "cannot resolve github.com on the host: no address"
-        );
-        assert_eq!((event.ip, event.port), (None, Some(443)));
-    }
-
-    #[test]
-    fn bare_addresses_are_decided_as_addresses() {
-        let (answer, event) = decide_with(&tcp("10.0.0.5:5432", None), no_lookup);
-        assert!(matches!(answer, Answer::Relay(Target { name: None, .. })));
-        assert_eq!(event.unwrap().rule, "allow 10.0.0.5:5432");
-        for (dest, why) in [
-            ("140.82.112.3:443", "a bare address"),
-            ("[::ffff:10.0.0.5]:22", "private"),
-            ("169.254.169.254:80", "cloud metadata"),
-            ("45.45.45.45:80", "this host's own"),
-        ] {
-            let (answer, event) = decide_with(&tcp(dest, None), no_lookup);
-            assert_eq!(answer, Answer::Refuse(libc::ECONNREFUSED), "{dest}");
-            let event = event.unwrap();
-            assert!(!event.allowed);
-            assert!(event.rule.contains(why), "{dest}: {}", event.rule);
-        }
-    }
-
-    #[test]
-    fn the_proxy_is_relayed_undecided() {
-        for dest in ["198.19.255.254:3128", "[::ffff:198.19.255.254]:3128"] {
-            let (answer, event) = decide_with(&tcp(dest, None), no_lookup);
-            assert!(
-                matches!(answer, Answer::Relay(Target { proxy: true, .. })),
-                "{dest}"
-            );
-            assert_eq!(
-                event, None,
-                "the request on it is logged, not the connection"
-            );
-        }
-        // Another port of that address is no proxy.
-        let (answer, _) = decide_with(&tcp("198.19.255.254:80", None), no_lookup);
-        assert_eq!(answer, Answer::Refuse(libc::ECONNREFUSED));
-    }
-
-    #[test]
-    fn udp_is_unreachable_and_a_resolvers_probe_is_not_logged() {
-        let probe = Attempt {
-            stream: false,
-            ..tcp("198.18.0.1:53", Some("github.com"))
-        };
-        assert_eq!(
-            decide_with(&probe, no_lookup),
-            (Answer::Refuse(libc::ENETUNREACH), None)
-        );
-        let out = Attempt {
-            stream: false,
-            ..tcp("8.8.8.8:53", None)
-        };
-        let (answer, event) = decide_with(&out, no_lookup);
-        assert_eq!(answer, Answer::Refuse(libc::ENETUNREACH));
-        let event = event.unwrap();
-        assert_eq!(
-            (event.kind, event.protocol, event.allowed),
-            ("connect", "udp", false)
-        );
-        assert_eq!(event.ip, Some("8.8.8.8".parse().unwrap()));
-    }
-
-    #[test]
-    fn sockaddrs_are_read_for_inet_families_only() {
-        let mut v4 = (libc::AF_INET as u16).to_ne_bytes().to_vec();
-        v4.extend_from_slice(&443u16.to_be_bytes());
-        v4.extend_from_slice(&[140, 82, 112, 3]);
-        v4.extend_from_slice(&[0; 8]);
-        assert_eq!(parse_sockaddr(&v4), Some(at("140.82.112.3:443")));
-        assert_eq!(parse_sockaddr(&v4[..7]), None, "cut short");
-        let mut v6 = (libc::AF_INET6 as u16).to_ne_bytes().to_vec();
-        v6.extend_from_slice(&80u16.to_be_bytes());
-        v6.extend_from_slice(&[0; 4]);
-        v6.extend_from_slice(&"2001:db8::1".parse::<Ipv6Addr>().unwrap().octets());
-        assert_eq!(parse_sockaddr(&v6), Some(at("[2001:db8::1]:80")));
-        let unix = (libc::AF_UNIX as u16).to_ne_bytes().to_vec();
-        assert_eq!(
-            parse_sockaddr(&[unix, b"\0\0/run/x".to_vec()].concat()),
-            None
-        );
-        assert_eq!(parse_sockaddr(&[]), None);
-        assert!(inside_the_sandbox("127.0.0.53".parse().unwrap()));
-        assert!(inside_the_sandbox("::ffff:127.0.0.1".parse().unwrap()));
-        assert!(inside_the_sandbox("0.0.0.0".parse().unwrap()));
-        assert!(!inside_the_sandbox("198.18.0.1".parse().unwrap()));
-    }
-}
+mod tests;

@@ -8,7 +8,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use super::connect::Call;
+use super::connect::Held;
 use super::relay::Target;
 use super::upstream::Early;
 use super::State;
@@ -30,7 +30,7 @@ const RELAY_BASE: Ipv4Addr = Ipv4Addr::new(127, 64, 0, 0);
 pub(super) fn hand_over(
     state: &State,
     relay: u16,
-    call: &Call<'_>,
+    call: &impl Held,
     dest: SocketAddr,
     target: Target,
     early: Option<Early>,

@@ -153,6 +153,22 @@ struct State {
 }
 
 impl State {
+    fn new(config: Config, host_addresses: Vec<IpAddr>, max_open: usize) -> State {
+        State {
+            config,
+            cut: AtomicBool::new(false),
+            open: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(0),
+            synthetic: Mutex::new(Synthetic::default()),
+            pending: Mutex::new(HashMap::new()),
+            next_pending: AtomicU32::new(1),
+            host_addresses,
+            max_open,
+            lookups: lookup::HostLookups::default(),
+            lookups_running: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+
     fn rules(&self) -> Rules<'_> {
         Rules {
             egress: &self.config.egress,
@@ -198,19 +214,7 @@ pub fn start(gate: airlock_jail::Gate, config: Config) -> io::Result<Running> {
     // The relay listens in the sandbox's own namespace (the setup process opened it there).
     let relay = TcpListener::from(gate.relay);
     let relay_port = relay.local_addr()?.port();
-    let state = Arc::new(State {
-        config,
-        cut: AtomicBool::new(false),
-        open: Mutex::new(HashMap::new()),
-        next_id: AtomicU64::new(0),
-        synthetic: Mutex::new(Synthetic::default()),
-        pending: Mutex::new(HashMap::new()),
-        next_pending: AtomicU32::new(1),
-        host_addresses: host_addresses()?,
-        max_open: relay::max_open(),
-        lookups: lookup::HostLookups::default(),
-        lookups_running: Arc::new(AtomicUsize::new(0)),
-    });
+    let state = Arc::new(State::new(config, host_addresses()?, relay::max_open()));
     let dns_socket = UdpSocket::from(gate.dns);
     let dns_state = state.clone();
     std::thread::spawn(move || dns::serve(dns_socket, dns_state));
