@@ -1,12 +1,11 @@
-//! The network gate's decisions: which destinations a profile allows, which addresses are the
-//! host's own, what a TLS ClientHello or an HTTP request says it is for. Pure: the data path that
-//! applies them to the sandbox's connections is built on these.
+//! The network gate: DNS answers, the sandbox's connects held and decided, relaying, and the
+//! readers of what a TLS ClientHello or an HTTP request says it is for. What a profile allows
+//! is `airlock-rules`' (re-exported here, where the gate's callers have always found it).
 
 pub mod dns;
 pub mod gate;
 pub mod http1;
-pub mod ip;
-pub mod rules;
 pub mod sni;
 
-pub use rules::{Decision, Destination, Egress, RuleError};
+pub use airlock_rules::{ip, rules};
+pub use airlock_rules::{Decision, Destination, Egress, RuleError};

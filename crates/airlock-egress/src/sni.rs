@@ -306,6 +306,38 @@ fn http09(bytes: &[u8], first_line: &[u8], line_end: usize) -> Option<Peek> {
     Some(Peek::Other)
 }
 
+/// A ClientHello as a TLS client sends it, with `server_name` as its SNI (or none); for the
+/// tests of this module and of the gate.
+#[cfg(test)]
+pub(crate) fn client_hello(server_name: Option<&str>) -> Vec<u8> {
+    let mut extensions = Vec::new();
+    if let Some(name) = server_name {
+        let mut list = vec![0u8];
+        list.extend_from_slice(&(name.len() as u16).to_be_bytes());
+        list.extend_from_slice(name.as_bytes());
+        let mut data = (list.len() as u16).to_be_bytes().to_vec();
+        data.extend_from_slice(&list);
+        extensions.extend_from_slice(&0u16.to_be_bytes());
+        extensions.extend_from_slice(&(data.len() as u16).to_be_bytes());
+        extensions.extend_from_slice(&data);
+    }
+    // A supported_versions extension too, so SNI is not alone.
+    extensions.extend_from_slice(&[0x00, 0x2b, 0x00, 0x03, 0x02, 0x03, 0x04]);
+    let mut hello = vec![3, 3];
+    hello.extend_from_slice(&[7u8; 32]);
+    hello.push(0); // session id
+    hello.extend_from_slice(&[0, 2, 0x13, 0x01]); // one cipher suite
+    hello.extend_from_slice(&[1, 0]); // null compression
+    hello.extend_from_slice(&(extensions.len() as u16).to_be_bytes());
+    hello.extend_from_slice(&extensions);
+    let mut handshake = vec![1, 0, (hello.len() >> 8) as u8, hello.len() as u8];
+    handshake.extend_from_slice(&hello);
+    let mut record = vec![0x16, 3, 1];
+    record.extend_from_slice(&(handshake.len() as u16).to_be_bytes());
+    record.extend_from_slice(&handshake);
+    record
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -343,36 +375,6 @@ mod tests {
     }
 
     use super::*;
-
-    /// A ClientHello as a TLS client sends it, with `server_name` as its SNI (or none).
-    fn client_hello(server_name: Option<&str>) -> Vec<u8> {
-        let mut extensions = Vec::new();
-        if let Some(name) = server_name {
-            let mut list = vec![0u8];
-            list.extend_from_slice(&(name.len() as u16).to_be_bytes());
-            list.extend_from_slice(name.as_bytes());
-            let mut data = (list.len() as u16).to_be_bytes().to_vec();
-            data.extend_from_slice(&list);
-            extensions.extend_from_slice(&0u16.to_be_bytes());
-            extensions.extend_from_slice(&(data.len() as u16).to_be_bytes());
-            extensions.extend_from_slice(&data);
-        }
-        // A supported_versions extension too, so SNI is not alone.
-        extensions.extend_from_slice(&[0x00, 0x2b, 0x00, 0x03, 0x02, 0x03, 0x04]);
-        let mut hello = vec![3, 3];
-        hello.extend_from_slice(&[7u8; 32]);
-        hello.push(0); // session id
-        hello.extend_from_slice(&[0, 2, 0x13, 0x01]); // one cipher suite
-        hello.extend_from_slice(&[1, 0]); // null compression
-        hello.extend_from_slice(&(extensions.len() as u16).to_be_bytes());
-        hello.extend_from_slice(&extensions);
-        let mut handshake = vec![1, 0, (hello.len() >> 8) as u8, hello.len() as u8];
-        handshake.extend_from_slice(&hello);
-        let mut record = vec![0x16, 3, 1];
-        record.extend_from_slice(&(handshake.len() as u16).to_be_bytes());
-        record.extend_from_slice(&handshake);
-        record
-    }
 
     #[test]
     fn tls_server_names_are_read() {

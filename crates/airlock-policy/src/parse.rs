@@ -9,7 +9,7 @@ use toml::de::DeValue;
 use crate::doc::{Doc, Key, Section, Value};
 use crate::error::PolicyError;
 use crate::profile::{EnvPolicy, Filesystem, Limits, NetworkMode, Profile};
-use airlock_egress::Destination;
+use airlock_rules::Destination;
 
 const TOP: Section = Section {
     name: None,

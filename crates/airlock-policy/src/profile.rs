@@ -72,7 +72,7 @@ pub struct Limits {
 }
 
 /// What network the sandbox gets.
-pub type NetworkMode = airlock_egress::Egress;
+pub type NetworkMode = airlock_rules::Egress;
 
 impl Default for Limits {
     /// Generous enough for a build or a test suite, small enough that a runaway command cannot

@@ -219,7 +219,7 @@ fn full_error_text_names_file_line_column_and_what_to_do() {
 
 #[test]
 fn network_modes() {
-    use airlock_egress::{Destination, Egress};
+    use airlock_rules::{Destination, Egress};
     let d = |t: &str| Destination::parse(t).unwrap();
     assert_eq!(parse("").unwrap().network, Egress::None);
     assert_eq!(

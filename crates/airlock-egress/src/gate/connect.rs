@@ -1,0 +1,310 @@
+//! The sandbox's connects, held by seccomp until the gate answers: read, decided, and then
+//! refused, let through (inside the sandbox) or handed to the relay.
+//!
+//! The decision itself, [`decide`], is over plain data (where the connect goes, the socket's
+//! type, the name the address stands for), and the connect is answered through [`Held`], so
+//! that both are tested without a sandbox.
+
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
+
+use airlock_jail::gate::{socket_info, Memory, Notification, Notifier};
+
+use super::handover::hand_over;
+use super::relay::Target;
+use super::upstream::{self, Early};
+use super::{deny, lookup, Event, Rules, State, PROXY};
+
+/// How long a non-blocking connect waits for the destination before it goes on (the program's
+/// event loop waits meanwhile): enough for a nearby host's refusal to come back as one.
+const NONBLOCKING_WAIT: Duration = Duration::from_millis(100);
+/// How long a blocking connect waits for the destination (each of its addresses has 10 s).
+const BLOCKING_WAIT: Duration = Duration::from_secs(60);
+
+/// What the gate needs to know of the socket a connect is on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Socket {
+    /// A TCP socket (`SOCK_STREAM`); anything else is taken for UDP.
+    pub(super) stream: bool,
+    /// Its connect returns at once (an event loop's socket).
+    pub(super) nonblocking: bool,
+}
+
+/// A connect the sandbox waits in, as the gate answers it: the seam between the gate's
+/// decisions and the kernel. The kernel's is [`Call`]; the tests hold fake ones.
+pub(super) trait Held {
+    /// The socket the connect is on. An IPv6 socket that may not reach IPv4-mapped addresses
+    /// is let to when `dest` is IPv6: the relay it is sent to is one.
+    fn socket(&self, dest: SocketAddr) -> io::Result<Socket>;
+    /// The length of the address the program passed (connect's third argument).
+    fn addr_len(&self) -> usize;
+    /// Write over the address the program passed.
+    fn write_addr(&self, bytes: &[u8]) -> io::Result<()>;
+    /// Let the kernel run the connect (at the address it now holds).
+    fn pass(&self) -> io::Result<()>;
+    /// The connect fails with `errno`.
+    fn fail(&self, errno: i32) -> io::Result<()>;
+}
+
+/// A connect the sandbox waits in: the notification, the memory of its process, and the
+/// listener that answers it.
+struct Call<'a> {
+    notifier: &'a Notifier,
+    n: &'a Notification,
+    memory: &'a Memory,
+}
+
+impl Held for Call<'_> {
+    fn socket(&self, dest: SocketAddr) -> io::Result<Socket> {
+        let socket = socket_info(self.n.pid, self.n.args[0])?;
+        if socket.v6_only && dest.is_ipv6() {
+            // The relay's address is IPv4-mapped for an IPv6 socket; without this its connect
+            // would fail where a direct one succeeds. If the socket is bound already, the kernel
+            // refuses, and the connect fails as before.
+            let _ = socket.allow_ipv4_mapped();
+        }
+        Ok(Socket {
+            stream: socket.kind == libc::SOCK_STREAM,
+            nonblocking: socket.nonblocking,
+        })
+    }
+
+    fn addr_len(&self) -> usize {
+        self.n.args[2] as usize
+    }
+
+    fn write_addr(&self, bytes: &[u8]) -> io::Result<()> {
+        self.memory.write(self.n.args[1], bytes)
+    }
+
+    fn pass(&self) -> io::Result<()> {
+        self.notifier.pass(self.n.id)
+    }
+
+    fn fail(&self, errno: i32) -> io::Result<()> {
+        self.notifier.fail(self.n.id, errno)
+    }
+}
+
+/// What the gate decides a connect on.
+#[derive(Debug, Clone)]
+pub(super) struct Attempt {
+    pub(super) dest: SocketAddr,
+    /// A TCP socket (`SOCK_STREAM`); anything else is taken for UDP.
+    pub(super) stream: bool,
+    /// The name `dest` stands for, when it is one of the gate's synthetic addresses.
+    pub(super) name: Option<String>,
+}
+
+/// What becomes of a connect.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Answer {
+    /// It fails with this errno.
+    Refuse(i32),
+    /// It goes to the relay, for this target.
+    Relay(Target),
+}
+
+pub(super) fn serve(notifier: Notifier, state: Arc<State>, relay: u16) {
+    let notifier = Arc::new(notifier);
+    loop {
+        let Ok(n) = notifier.recv() else {
+            return; // no process of the sandbox is left
+        };
+        // Connects that stay inside (unix sockets, the sandbox's own loopback) are let through
+        // here at once: no thread for them.
+        let (memory, dest) = match read_connect(&notifier, &n) {
+            Ok(Some(outside)) => outside,
+            Ok(None) => {
+                if notifier.pass(n.id).is_err() {
+                    let _ = notifier.fail(n.id, libc::ECONNREFUSED);
+                }
+                continue;
+            }
+            Err(err) => {
+                refuse_unread(&notifier, &state, &n, &err);
+                continue;
+            }
+        };
+        // The others each on its own thread: resolving a name on the host may take a while, and
+        // the other connects of the sandbox must not wait for it. (Each waiting connect is a
+        // thread of the sandbox, so their number is bounded by its process limit.)
+        let (notifier, state) = (notifier.clone(), state.clone());
+        std::thread::spawn(move || {
+            let call = Call {
+                notifier: &notifier,
+                n: &n,
+                memory: &memory,
+            };
+            if let Err(err) = handle(&call, &state, relay, dest) {
+                refuse_unread(&notifier, &state, &n, &err);
+            }
+        });
+    }
+}
+
+/// The process went away meanwhile, or its memory or the answer failed: refuse, if it waits;
+/// the attempt is an event all the same.
+fn refuse_unread(notifier: &Notifier, state: &State, n: &Notification, err: &io::Error) {
+    let decision = deny(format!(
+        "the gate could not read or answer this connect: {err}"
+    ));
+    state.log(&Event::new("connect", &decision));
+    let _ = notifier.fail(n.id, libc::ECONNREFUSED);
+}
+
+/// The process's memory and the address notification `n` connects to, when that is an IPv4 or
+/// IPv6 address outside the sandbox; None when the kernel may run the connect as it is (another
+/// family — the namespace and Landlock decide, as without a gate — or the sandbox's own
+/// loopback).
+fn read_connect(notifier: &Notifier, n: &Notification) -> io::Result<Option<(Memory, SocketAddr)>> {
+    if i64::from(n.nr) != libc::SYS_connect {
+        return Ok(None);
+    }
+    let memory = Memory::open(notifier, n)?;
+    let raw = memory.read(n.args[1], (n.args[2] as usize).min(128))?;
+    Ok(parse_sockaddr(&raw)
+        .filter(|dest| !inside_the_sandbox(dest.ip()))
+        .map(|dest| (memory, dest)))
+}
+
+/// The address and port in a sockaddr the sandbox passed to connect; None for other families.
+fn parse_sockaddr(raw: &[u8]) -> Option<SocketAddr> {
+    let family = u16::from_ne_bytes([*raw.first()?, *raw.get(1)?]);
+    let port = u16::from_be_bytes([*raw.get(2)?, *raw.get(3)?]);
+    match i32::from(family) {
+        libc::AF_INET => {
+            let ip: [u8; 4] = raw.get(4..8)?.try_into().ok()?;
+            Some(SocketAddr::new(IpAddr::V4(Ipv4Addr::from(ip)), port))
+        }
+        libc::AF_INET6 => {
+            let ip: [u8; 16] = raw.get(8..24)?.try_into().ok()?;
+            Some(SocketAddr::new(IpAddr::V6(Ipv6Addr::from(ip)), port))
+        }
+        _ => None,
+    }
+}
+
+/// The sandbox's own loopback (and "any"): connecting there stays inside it.
+fn inside_the_sandbox(ip: IpAddr) -> bool {
+    let ip = crate::ip::canonical(ip);
+    ip.is_loopback() || ip.is_unspecified()
+}
+
+/// Answer one connect to `dest`, outside the sandbox.
+fn handle(call: &impl Held, state: &Arc<State>, relay: u16, dest: SocketAddr) -> io::Result<()> {
+    if state.is_cut() {
+        return call.fail(libc::ENETUNREACH);
+    }
+    let socket = call.socket(dest)?;
+    let attempt = Attempt {
+        dest,
+        stream: socket.stream,
+        name: state
+            .synthetic
+            .lock()
+            .ok()
+            .and_then(|s| s.name_of(dest.ip()).map(str::to_string)),
+    };
+    let (answer, event) = decide(&attempt, state.rules(), |name, port| {
+        lookup::resolve(state, name, port)
+    });
+    if let Some(event) = event {
+        state.log(&event);
+    }
+    match answer {
+        Answer::Refuse(errno) => call.fail(errno),
+        // airlock's proxy: the request on the connection is decided, not the connection.
+        Answer::Relay(target) if target.proxy => hand_over(state, relay, call, dest, target, None),
+        Answer::Relay(target) => match connect_early(state, &target, socket.nonblocking) {
+            Ok(early) => hand_over(state, relay, call, dest, target, Some(early)),
+            Err(errno) => call.fail(errno),
+        },
+    }
+}
+
+/// Decide a connect: what becomes of it, and the event to log (None: nothing to log).
+/// `resolve` finds the host's address for a name (and whether it is the user's `--resolve`).
+pub(super) fn decide(
+    attempt: &Attempt,
+    rules: Rules<'_>,
+    resolve: impl FnOnce(&str, u16) -> io::Result<(SocketAddr, bool)>,
+) -> (Answer, Option<Event>) {
+    let Attempt { dest, stream, name } = attempt;
+    if *stream && crate::ip::canonical(dest.ip()) == PROXY.ip() && dest.port() == PROXY.port() {
+        let proxy = Target {
+            name: None,
+            addr: PROXY,
+            proxy: true,
+            forwarded: false,
+        };
+        return (Answer::Relay(proxy), None);
+    }
+    if !stream {
+        if name.is_some() {
+            // A resolver's probe: glibc connects a UDP socket to each address it got, to pick
+            // the source address, and sends nothing. Nothing can leave over it anyway.
+            return (Answer::Refuse(libc::ENETUNREACH), None);
+        }
+        let decision = deny("UDP leaves the sandbox only as DNS to its own resolver");
+        let mut e =
+            Event::new("connect", &decision).about(None, Some(dest.ip()), Some(dest.port()));
+        e.protocol = "udp";
+        return (Answer::Refuse(libc::ENETUNREACH), Some(e));
+    }
+    let (decision, target) = match name {
+        Some(name) => match resolve(name, dest.port()) {
+            Ok((addr, trusted)) => (rules.decide(Some(name), addr, trusted), Some(addr)),
+            Err(e) => (
+                deny(format!("cannot resolve {name} on the host: {e}")),
+                None,
+            ),
+        },
+        None => (rules.decide(None, *dest, false), Some(*dest)),
+    };
+    let e = Event::new("connect", &decision).about(
+        name.clone(),
+        target.map(|t| t.ip()),
+        Some(dest.port()),
+    );
+    let answer = match target.filter(|_| decision.allowed) {
+        Some(addr) => Answer::Relay(Target {
+            name: name.clone(),
+            addr,
+            proxy: false,
+            forwarded: false,
+        }),
+        None => Answer::Refuse(libc::ECONNREFUSED),
+    };
+    (answer, Some(e))
+}
+
+/// Connect to the destination while the sandbox's connect waits, so that a port that is not
+/// there fails the connect as it would directly (ECONNREFUSED, ETIMEDOUT…) instead of a
+/// connection that is then reset. A blocking connect waits for the answer; a non-blocking one
+/// (an event loop's) at most [`NONBLOCKING_WAIT`], then goes on while the gate keeps
+/// connecting for it. Err: the errno the connect fails with.
+fn connect_early(state: &Arc<State>, target: &Target, nonblocking: bool) -> Result<Early, i32> {
+    let (sender, connecting) = mpsc::channel();
+    {
+        let (state, name, addr) = (state.clone(), target.name.clone(), target.addr);
+        std::thread::spawn(move || {
+            let _ = sender.send(upstream::connect(&state, name.as_deref(), addr));
+        });
+    }
+    let wait = if nonblocking {
+        NONBLOCKING_WAIT
+    } else {
+        BLOCKING_WAIT
+    };
+    match connecting.recv_timeout(wait) {
+        Ok(Ok(upstream)) => Ok(Early::Ready(upstream)),
+        Ok(Err((_, errno))) => Err(errno),
+        Err(_) => Ok(Early::Coming(connecting)),
+    }
+}
+
+#[cfg(test)]
+mod tests;

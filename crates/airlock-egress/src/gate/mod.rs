@@ -1,0 +1,271 @@
+//! The supervisor's network gate for one sandbox.
+//!
+//! - **DNS** (`dns.rs`): the sandbox's resolver (127.0.0.53 in its own namespace) is answered
+//!   here: a name the profile allows gets synthetic addresses that map back to the name; any
+//!   other, NXDOMAIN. Nothing is forwarded.
+//! - **connect** (`connect.rs`): every `connect` of the sandbox waits for this gate (seccomp user
+//!   notification). Its own loopback passes. A TCP connection to a synthetic address is a
+//!   connection to its name: the name is resolved here, on the host, once (`lookup.rs`), and the
+//!   address it got is checked (no private, loopback, metadata… unless named by address) and
+//!   used. A connection to a bare address is checked as that address. When allowed, the
+//!   sandbox's own socket is sent to this gate's relay (`handover.rs`); the connect returns at
+//!   once. Refused: ECONNREFUSED. UDP to anything but its own loopback: ENETUNREACH.
+//! - **relay** (`relay.rs`): before anything reaches the destination (`upstream.rs`), the first
+//!   bytes are read: a TLS ClientHello must name the same host (SNI), an HTTP request the same
+//!   Host; otherwise the connection is closed (no domain fronting, `fronting.rs`). Then bytes are
+//!   copied both ways (`copy.rs`).
+//! - **proxy** (`proxy.rs`): airlock's HTTP proxy, for programs that honour HTTP_PROXY: its
+//!   request is decided as a connection would be, then relayed as one.
+//!
+//! Every attempt is an [`Event`] for the caller (the audit log, a notice on stderr).
+
+mod connect;
+mod copy;
+mod dns;
+mod fronting;
+mod handover;
+mod lookup;
+mod proxy;
+mod relay;
+mod upstream;
+
+use std::collections::HashMap;
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::dns::Synthetic;
+use crate::rules::{Decision, Egress};
+
+/// Where the sandbox finds airlock's HTTP proxy (set as HTTP_PROXY and friends): an address
+/// of the synthetic range that no name is given, answered by this gate.
+pub const PROXY_URL: &str = "http://198.19.255.254:3128";
+const PROXY: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(198, 19, 255, 254)), 3128);
+
+/// One attempt, as the caller logs it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Event {
+    /// `dns`, `connect`, `fronting` or `closed`.
+    pub kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ip: Option<IpAddr>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
+    pub protocol: &'static str,
+    pub allowed: bool,
+    pub rule: String,
+    /// What the first bytes named (TLS SNI or HTTP Host).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sni: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bytes_out: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bytes_in: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+}
+
+impl Event {
+    /// A TCP event of `kind` for `decision`, about no destination yet.
+    fn new(kind: &'static str, decision: &Decision) -> Event {
+        Event {
+            kind,
+            name: None,
+            ip: None,
+            port: None,
+            protocol: "tcp",
+            allowed: decision.allowed,
+            rule: decision.rule.clone(),
+            sni: None,
+            bytes_out: None,
+            bytes_in: None,
+            duration_ms: None,
+        }
+    }
+
+    /// The same event, about the destination `name` / `ip` / `port`.
+    fn about(mut self, name: Option<String>, ip: Option<IpAddr>, port: Option<u16>) -> Event {
+        (self.name, self.ip, self.port) = (name, ip, port);
+        self
+    }
+}
+
+/// What the gate needs besides the sandbox.
+pub struct Config {
+    pub egress: Egress,
+    /// Names resolved to these addresses instead of through the host's resolver; taken as the
+    /// user's own word, so a loopback or private address given here is not refused.
+    pub resolve: Vec<(String, IpAddr)>,
+    pub on_event: Box<dyn Fn(&Event) + Send + Sync>,
+    /// When this file appears, the network is cut: open connections are closed, new ones and
+    /// DNS refused (`airlock kill --network`).
+    pub cut_when: Option<std::path::PathBuf>,
+}
+
+/// What the gate decides a connection by: the profile's rules and the host's own addresses.
+#[derive(Clone, Copy)]
+struct Rules<'a> {
+    egress: &'a Egress,
+    /// See [`host_addresses`].
+    host_addresses: &'a [IpAddr],
+}
+
+impl Rules<'_> {
+    /// Decide a connection to `addr`, reached by `name` (None: by bare address); `trusted`
+    /// when the user mapped the name to the address themselves (`--resolve`).
+    fn decide(&self, name: Option<&str>, addr: SocketAddr, trusted: bool) -> Decision {
+        match name {
+            Some(name) if trusted => self.egress.decide_trusted(name, addr.ip(), addr.port()),
+            _ => self
+                .egress
+                .decide_on_host(name, addr.ip(), addr.port(), self.host_addresses),
+        }
+    }
+}
+
+/// One gate's state, shared by its threads.
+struct State {
+    config: Config,
+    /// Set once the network is cut.
+    cut: AtomicBool,
+    /// Open relay connections (a clone of the sandbox side), to close when the network is cut.
+    open: Mutex<HashMap<u64, Vec<TcpStream>>>,
+    next_id: AtomicU64,
+    synthetic: Mutex<Synthetic>,
+    /// Connections the connect handler sent to the relay, by the id in the relay address they
+    /// were sent to (127.64.0.0/10 + id), and when.
+    pending: Mutex<HashMap<u32, handover::Pending>>,
+    /// At most this many relayed connections open at once (see [`relay::max_open`]).
+    max_open: usize,
+    next_pending: AtomicU32,
+    /// See [`host_addresses`].
+    host_addresses: Vec<IpAddr>,
+    /// What the host's resolver said of each name lately (see [`lookup::HostLookups`]).
+    lookups: lookup::HostLookups,
+    /// Host lookups started for DNS queries and not yet answered (see [`dns::serve`]).
+    lookups_running: Arc<AtomicUsize>,
+}
+
+impl State {
+    fn new(config: Config, host_addresses: Vec<IpAddr>, max_open: usize) -> State {
+        State {
+            config,
+            cut: AtomicBool::new(false),
+            open: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(0),
+            synthetic: Mutex::new(Synthetic::default()),
+            pending: Mutex::new(HashMap::new()),
+            next_pending: AtomicU32::new(1),
+            host_addresses,
+            max_open,
+            lookups: lookup::HostLookups::default(),
+            lookups_running: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+
+    fn rules(&self) -> Rules<'_> {
+        Rules {
+            egress: &self.config.egress,
+            host_addresses: &self.host_addresses,
+        }
+    }
+
+    fn log(&self, event: &Event) {
+        (self.config.on_event)(event);
+    }
+
+    fn is_cut(&self) -> bool {
+        self.cut.load(Ordering::SeqCst)
+    }
+
+    /// Close every open relay connection, both ways.
+    fn close_all(&self) {
+        if let Ok(open) = self.open.lock() {
+            for stream in open.values().flatten() {
+                let _ = stream.shutdown(Shutdown::Both);
+            }
+        }
+    }
+}
+
+/// A started gate, to be finished when the sandbox has ended.
+pub struct Running(Arc<State>);
+
+impl Running {
+    /// The sandbox has ended: close what it left open and wait (at most `within`) until every
+    /// connection's last event was delivered, so that none is lost when the caller exits.
+    pub fn finish(&self, within: Duration) {
+        self.0.close_all();
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline && self.0.open.lock().is_ok_and(|open| !open.is_empty()) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
+/// Start the gate's threads; they end with the sandbox.
+pub fn start(gate: airlock_jail::Gate, config: Config) -> io::Result<Running> {
+    // The relay listens in the sandbox's own namespace (the setup process opened it there).
+    let relay = TcpListener::from(gate.relay);
+    let relay_port = relay.local_addr()?.port();
+    let state = Arc::new(State::new(config, host_addresses()?, relay::max_open()));
+    let dns_socket = UdpSocket::from(gate.dns);
+    let dns_state = state.clone();
+    std::thread::spawn(move || dns::serve(dns_socket, dns_state));
+    let relay_state = state.clone();
+    std::thread::spawn(move || relay::serve(&relay, &relay_state));
+    if let Some(flag) = state.config.cut_when.clone() {
+        let watch_state = state.clone();
+        std::thread::spawn(move || watch_cut(&flag, &watch_state));
+    }
+    let notifier = gate.notifier;
+    let connects_state = state.clone();
+    std::thread::spawn(move || connect::serve(notifier, connects_state, relay_port));
+    Ok(Running(state))
+}
+
+/// The addresses of the host's own interfaces, which a sandbox may reach only when an allow
+/// entry names them. Read once, when the gate starts.
+fn host_addresses() -> io::Result<Vec<IpAddr>> {
+    let interfaces = nix::ifaddrs::getifaddrs().map_err(io::Error::from)?;
+    Ok(interfaces
+        .filter_map(|interface| interface.address)
+        .filter_map(|addr| {
+            addr.as_sockaddr_in()
+                .map(|v4| IpAddr::V4(v4.ip()))
+                .or_else(|| addr.as_sockaddr_in6().map(|v6| IpAddr::V6(v6.ip())))
+        })
+        .map(crate::ip::canonical)
+        .collect())
+}
+
+/// Cut the network once `flag` exists: nothing new is let through, and what is open is closed.
+fn watch_cut(flag: &std::path::Path, state: &State) {
+    while !flag.exists() {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    state.cut.store(true, Ordering::SeqCst);
+    state.close_all();
+    state.log(&Event::new("cut", &cut_decision()));
+}
+
+fn cut_decision() -> Decision {
+    Decision {
+        allowed: false,
+        rule: "the network was cut (airlock kill --network)".into(),
+    }
+}
+
+/// A refusal, with why.
+fn deny(rule: impl Into<String>) -> Decision {
+    Decision {
+        allowed: false,
+        rule: rule.into(),
+    }
+}
