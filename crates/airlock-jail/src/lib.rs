@@ -7,7 +7,8 @@
 //! namespace, becomes the unprivileged sandbox user (as root: in a user namespace the supervisor
 //! made), sets no_new_privs, applies Landlock and rlimits, drops every capability, installs the
 //! seccomp filter compiled at build time, closes every inherited descriptor, and becomes pid 1
-//! for the command. `docs/security.md` walks through the order.
+//! for the command. `protocol.rs` lists the steps in their order, and `docs/security.md` walks
+//! through the same list.
 
 /// `eprintln!` that cannot panic: a message to a stderr that is gone (closed, full) is lost,
 /// and the caller goes on to its exit status. For every airlock crate's messages to people.
@@ -34,6 +35,7 @@ pub mod nss;
 mod output;
 pub use output::OutputFailure;
 pub mod probe;
+mod protocol;
 mod rootfs;
 mod spec;
 mod sys;
