@@ -144,18 +144,12 @@ pub fn start_network() -> Result<Option<PendingNetwork>> {
         .during("start creating a network namespace", "too many processes?")
 }
 
-/// Start `spec`'s command in a new sandbox. `staging` is an empty directory that the sandbox root is
-/// mounted on, and `cache` a directory where the jail keeps what it can prepare once for many runs;
-/// no sandbox may reach either.
+/// Start `spec`'s command in a new sandbox: [`prepare`], then `gate`, then [`Launching::start`].
 ///
 /// `gate` runs while the setup process confines itself, and its command waits for it: the
 /// caller's last word. An error from it kills the sandbox before the command starts (its message
-/// is returned as [`JailError::Refused`]). The sandbox's setup overlaps with whatever the caller
-/// did before.
-///
-/// Must be called while the process is single-threaded (see [`sys::clone_fork`]).
-///
-/// `network`, from [`start_network`], is used as root (and started here when not given).
+/// is returned as [`JailError::Refused`], unless the setup process reported an error of its own,
+/// which says more).
 pub fn spawn(
     spec: &SandboxSpec,
     staging: &std::path::Path,
@@ -163,6 +157,99 @@ pub fn spawn(
     network: Option<PendingNetwork>,
     gate: &mut dyn FnMut() -> std::result::Result<(), String>,
 ) -> Result<Sandbox> {
+    let launching = prepare(spec, staging, cache, network)?;
+    match gate() {
+        Ok(()) => launching.start(),
+        Err(refusal) => Err(launching.refuse(refusal)),
+    }
+}
+
+/// A sandbox whose setup process is confining itself (steps 13 to 15 of [`crate::protocol`]) and
+/// will start its command only once [`Launching::start`] says so: between the two, the caller
+/// writes what must be on disk before any of the command runs (step 12, its intent).
+///
+/// Dropping it kills the setup process, waits until nothing of it is left and removes its cgroup
+/// (what dropping the [`Sandbox`] it holds does); none of the command has run then.
+pub struct Launching {
+    sandbox: Sandbox,
+    control: OwnedFd,
+    report: std::fs::File,
+    /// A gated sandbox hands over its gate before START (see [`Launching::start`]).
+    gated: bool,
+}
+
+impl Launching {
+    /// How the kill switch finds it (the same value [`Sandbox::id`] gives).
+    pub fn id(&self) -> crate::control::SandboxId {
+        self.sandbox.id()
+    }
+
+    /// Give the go-ahead: the command may start. Waits for the setup process's report (READY, or
+    /// the error it hit, which is returned) and, in a gated sandbox, takes its gate.
+    pub fn start(self) -> Result<Sandbox> {
+        let Launching {
+            mut sandbox,
+            control,
+            mut report,
+            gated,
+        } = self;
+        // Step 16 (go-ahead). PERF: START is sent now, before the setup process says it is
+        // ready: it takes it as soon as it is, rather than waiting for us to hear of it and
+        // answer (a round trip between the two CPUs, ~0.1 ms here). SECURITY: a gated sandbox
+        // first hands over its gate (GATE), whose listener must be ours before its command runs.
+        // On any error, the sandbox's drop kills it.
+        if !gated {
+            protocol::send(control.as_fd(), &Message::Start)?;
+        }
+        protocol::read_launch_report(&mut report)?;
+        if gated {
+            match protocol::receive(control.as_fd(), Peer::SetupProcess)? {
+                Message::Gate {
+                    dns,
+                    listener,
+                    relay,
+                } => {
+                    sandbox.gate = Some(Gate {
+                        notifier: crate::gate::Notifier::new(listener),
+                        dns,
+                        relay,
+                    })
+                }
+                other => return Err(other.unexpected("GATE")),
+            }
+            protocol::send(control.as_fd(), &Message::Start)?;
+        }
+        sandbox.report = Some(report);
+        Ok(sandbox)
+    }
+
+    /// Stop the launch for the caller's `refusal`. SECURITY: nothing of the command may run: it
+    /// is killed before it could start, and its own report of a failure, if it sent one, says
+    /// more than the refusal.
+    pub(crate) fn refuse(mut self, refusal: String) -> JailError {
+        self.sandbox.kill();
+        match protocol::read_launch_report(&mut self.report) {
+            Err(reported @ JailError::Reported(_)) => reported,
+            _ => JailError::Refused(refusal),
+        }
+    }
+}
+
+/// Steps 1 to 11 of [`crate::protocol`], the supervisor's side: start `spec`'s sandbox up to the
+/// go-ahead. `staging` is an empty directory that the sandbox root is mounted on, and `cache` a
+/// directory where the jail keeps what it can prepare once for many runs; no sandbox may reach
+/// either. The sandbox's setup overlaps with whatever the caller did before, and with what it
+/// does until [`Launching::start`].
+///
+/// Must be called while the process is single-threaded (see [`sys::clone_fork`]).
+///
+/// `network`, from [`start_network`], is used as root (and started here when not given).
+pub fn prepare(
+    spec: &SandboxSpec,
+    staging: &std::path::Path,
+    cache: &std::path::Path,
+    network: Option<PendingNetwork>,
+) -> Result<Launching> {
     // Step 1 (checks).
     if spec.argv.is_empty() {
         return Err(JailError::Invalid("no command given".into()));
@@ -303,25 +390,26 @@ pub fn spawn(
                 JailError::Inside(format!("cannot open the sandbox's user namespace: {e}"))
             }),
     });
-    let handshaken = network.and_then(|network| {
-        handshake(
-            spec,
-            &mut sandbox,
-            network,
-            &support,
-            control_parent,
-            report_read,
-            gate,
-        )
+    let mut report = std::fs::File::from(report_read);
+    let driven = network.and_then(|network| {
+        drive_setup(spec, &mut sandbox, network, &support, &control_parent).map_err(|err| {
+            // Kill it first: a setup process still waiting for us would never report. If a
+            // step failed because the setup process died, its own report says why; that is the
+            // error returned.
+            sandbox.kill();
+            match protocol::read_launch_report(&mut report) {
+                Err(reported @ JailError::Reported(_)) => reported,
+                _ => err,
+            }
+        })
     });
-    match handshaken {
-        Ok(()) => Ok(sandbox),
-        Err(err) => {
-            // Its drop kills it, reaps it and removes its cgroup.
-            drop(sandbox);
-            Err(err)
-        }
-    }
+    // On an error the sandbox's drop kills it, reaps it and removes its cgroup.
+    driven.map(|()| Launching {
+        sandbox,
+        control: control_parent,
+        report,
+        gated: spec.network_gate,
+    })
 }
 
 /// A gated sandbox's seccomp listener and DNS socket (see [`crate::gate`]).
@@ -343,77 +431,14 @@ enum NetworkPlan {
     InUserNamespace(OwnedFd),
 }
 
-/// Walk the setup process through its steps; our work here overlaps with its mounting. If a step
-/// fails because the setup process died, its own report says why; that is the error returned.
-fn handshake(
-    spec: &SandboxSpec,
-    sandbox: &mut Sandbox,
-    network: NetworkPlan,
-    support: &cgroup::CgroupSupport,
-    control: OwnedFd,
-    report: OwnedFd,
-    gate: &mut dyn FnMut() -> std::result::Result<(), String>,
-) -> Result<()> {
-    let mut report = std::fs::File::from(report);
-    let verdict = match drive_setup(spec, sandbox, network, support, &control, gate) {
-        Ok(verdict) => verdict,
-        Err(err) => {
-            // Kill it first: a setup process still waiting for us would never report.
-            sandbox.kill();
-            return match protocol::read_launch_report(&mut report) {
-                Err(reported @ JailError::Reported(_)) => Err(reported),
-                _ => Err(err),
-            };
-        }
-    };
-    if let Err(refusal) = verdict {
-        // Nothing of the command may run: it is killed before it could start, and its own
-        // report of a failure, if it sent one, says more.
-        sandbox.kill();
-        return match protocol::read_launch_report(&mut report) {
-            Err(reported @ JailError::Reported(_)) => Err(reported),
-            _ => Err(JailError::Refused(refusal)),
-        };
-    }
-    // Step 16 (go-ahead). PERF: START is sent now, before the setup process says it is ready:
-    // it takes it as soon as it is, rather than waiting for us to hear of it and answer (a round
-    // trip between the two CPUs, ~0.1 ms here). SECURITY: a gated sandbox first hands over its
-    // gate (GATE), whose listener must be ours before its command runs.
-    if !spec.network_gate {
-        protocol::send(control.as_fd(), &Message::Start)?;
-    }
-    protocol::read_launch_report(&mut report)?;
-    if spec.network_gate {
-        match protocol::receive(control.as_fd(), Peer::SetupProcess)? {
-            Message::Gate {
-                dns,
-                listener,
-                relay,
-            } => {
-                sandbox.gate = Some(Gate {
-                    notifier: crate::gate::Notifier::new(listener),
-                    dns,
-                    relay,
-                })
-            }
-            other => return Err(other.unexpected("GATE")),
-        }
-        protocol::send(control.as_fd(), &Message::Start)?;
-    }
-    sandbox.report = Some(report);
-    Ok(())
-}
-
-/// Send the setup process what it needs while it mounts, and run the caller's `gate` meanwhile;
-/// its verdict is returned, to be sent on.
+/// Send the setup process what it needs while it mounts (steps 6 to 11).
 fn drive_setup(
     spec: &SandboxSpec,
     sandbox: &mut Sandbox,
     network: NetworkPlan,
     support: &cgroup::CgroupSupport,
     control: &OwnedFd,
-    gate: &mut dyn FnMut() -> std::result::Result<(), String>,
-) -> Result<std::result::Result<(), String>> {
+) -> Result<()> {
     // As root, and only then, the network helper was started ahead (see `spawn`).
     let rootful = matches!(network, NetworkPlan::Started(_));
     // Step 6 (maps), unprivileged: 1000 → the caller's own ids, setgroups denied.
@@ -491,10 +516,10 @@ fn drive_setup(
         let usage = Message::CpuUsage(group.cpu_usage().map(AsFd::as_fd));
         protocol::send(control.as_fd(), &usage)?;
     }
-    // Step 12 (intent). PERF: while the setup process confines itself (steps 13 to 15), the
-    // caller's last check (an fsync, say) costs nothing. Its verdict goes out as soon as it is
-    // known (see `handshake`).
-    Ok(gate())
+    // Step 12 (intent) is the caller's, from here to `Launching::start`. PERF: while the setup
+    // process confines itself (steps 13 to 15), the caller's last check (an fsync, say) costs
+    // nothing; the go-ahead goes out as soon as it is done.
+    Ok(())
 }
 
 impl Sandbox {
