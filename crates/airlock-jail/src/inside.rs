@@ -15,7 +15,7 @@ use crate::confine;
 use crate::error::{JailError, Result, SyscallContext, UNEXPECTED};
 use crate::init;
 use crate::protocol::{self, Message, Peer, Report, UserNamespaces};
-use crate::rootfs::{self, MounterIds, RootfsPlan};
+use crate::rootfs::{self, MounterIds, Places};
 use crate::spec::SandboxSpec;
 use crate::sys;
 
@@ -110,16 +110,15 @@ fn setup(spec: &SandboxSpec, channel: &SetupChannel, mode: &SetupMode) -> Result
         }
     };
     let (root, scratch) = rootfs::staging_points(mode.staging);
-    let plan = RootfsPlan {
-        spec,
+    let places = Places {
         host_dir: mode.staging,
         staging: &root,
         scratch: &scratch,
-        in_user_namespace: !rootful,
         owner,
         etc: mode.etc,
     };
-    rootfs::build_base(&plan)?;
+    let mounts = rootfs::plan(spec, owner, !rootful, &rootfs::Host)?;
+    rootfs::execute(&mounts.base, &places, None)?;
     // Step 8 (network). PERF: the supervisor's helper made our network namespace, loopback up,
     // while we mounted (see `sys::start_new_network`); as root it made our user namespaces too.
     let (users, network) = match channel.receive()? {
@@ -160,8 +159,12 @@ fn setup(spec: &SandboxSpec, channel: &SetupChannel, mode: &SetupMode) -> Result
         ),
         None => None,
     };
-    // Steps 9 (workspace) and 10 (pivot).
-    rootfs::finish_and_enter(&plan, users.as_ref().map(|users| &users.idmap))?;
+    // Steps 9 (workspace) and 10 (pivot): SECURITY: on return `/` is the new root, read-only.
+    rootfs::execute(
+        &mounts.workspace,
+        &places,
+        users.as_ref().map(|users| &users.idmap),
+    )?;
 
     // Step 11 (cgroup). SECURITY: into the run's cgroup, which the supervisor made while we
     // mounted, before anything that counts against its limits runs. PERF: on v1 we move
