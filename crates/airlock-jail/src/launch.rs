@@ -107,9 +107,9 @@ pub struct Sandbox {
     report: Option<std::fs::File>,
     /// Pid 1 has been waited for: its pid is no longer ours to signal.
     reaped: bool,
-    /// The sandbox's network namespace, held until pid 1 is reaped: the kernel frees a network
-    /// namespace on a worker thread, and this way it starts after pid 1's exit rather than
-    /// during it, where its RCU grace period would delay the teardown of the mounts by one.
+    /// The sandbox's network namespace, held until pid 1 is reaped. PERF: the kernel frees a
+    /// network namespace on a worker thread, and this way it starts after pid 1's exit rather
+    /// than during it, where its RCU grace period would delay the teardown of the mounts by one.
     network: Option<OwnedFd>,
     signals: SignalFd,
     cgroup: Option<RunCgroup>,
@@ -270,8 +270,8 @@ pub fn prepare(
     }
     let support = cgroup::detect();
 
-    // Step 2 (signals): collected here and forwarded; blocked before the clone so the setup
-    // process (later pid 1) starts with them blocked too.
+    // Step 2 (signals): collected here and forwarded. SECURITY: blocked before the clone so the
+    // setup process (later pid 1) starts with them blocked too, and none is lost.
     let forwarded = forwarded_set();
     forwarded
         .thread_block()
@@ -381,7 +381,8 @@ pub fn prepare(
         .iter_mut()
         .try_for_each(HelperNamespace::apply_maps);
     // Unprivileged: the network namespace's helper needs the user namespace, opened now, before
-    // the setup process is told to go on (GO), while it is dumpable and so ours to open.
+    // the setup process is told to go on (GO). SECURITY: while it is dumpable and so ours to
+    // open; it makes itself undumpable at step 14.
     let network = mapped.and_then(|()| match network {
         Some(network) => Ok(NetworkPlan::Started(network)),
         None => std::fs::File::open(format!("/proc/{pid}/ns/user"))
@@ -490,7 +491,8 @@ fn drive_setup(
     )?;
     sandbox.network = Some(network);
     // Step 11 (cgroup). PERF: made now, while the setup process mounts (steps 9 and 10), rather
-    // than before the clone, where it would delay everything. Removed by its Drop if the launch
+    // than before the clone, where it would delay everything. SECURITY: the setup process joins
+    // it before anything that counts against its limits runs. Removed by its Drop if the launch
     // fails from here on.
     sandbox.cgroup = RunCgroup::create(support, &spec.limits)?;
     if let Some(group) = &mut sandbox.cgroup {
@@ -724,9 +726,10 @@ impl Sandbox {
 impl Drop for Sandbox {
     fn drop(&mut self) {
         if !self.reaped {
-            // Nothing of it may outlive the run. After its report, pid 1 is exiting by itself, and
-            // SIGKILL changes nothing for it; but a process that `airlock pause` froze meanwhile
-            // (v1) dies only once thawed, which kill() does, and pid 1 waits for it.
+            // SECURITY: nothing of it may outlive the run. After its report, pid 1 is exiting by
+            // itself, and SIGKILL changes nothing for it; but a process that `airlock pause`
+            // froze meanwhile (v1) dies only once thawed, which kill() does, and pid 1 waits
+            // for it.
             self.kill();
             let _ = self.reap_pid1();
         }
