@@ -21,7 +21,7 @@ pub(crate) struct Tree {
 }
 
 /// What a mount point must be.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
     Dir,
     File,

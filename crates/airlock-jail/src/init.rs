@@ -1,6 +1,6 @@
 //! pid 1 of the sandbox: starts the command, reaps every orphan, forwards signals, and exits with
 //! the command's status. When it exits the kernel kills everything left in the pid namespace, so
-//! no daemon outlives the run.
+//! no daemon outlives the run. Step 17 (command) of [`crate::protocol`].
 
 use std::ffi::{CString, OsStr, OsString};
 use std::os::fd::OwnedFd;
@@ -13,8 +13,8 @@ use nix::sys::signal::{kill, SigSet, Signal};
 use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
 use nix::unistd::{chdir, Pid};
 
-use crate::inside::ExitReport;
 use crate::launch::Usage;
+use crate::protocol::{self, ExitReport, Report};
 use crate::spec::SandboxSpec;
 use crate::sys::spawn_in_new_session;
 
@@ -56,8 +56,10 @@ pub(crate) fn run_command(
         std::process::exit(125);
     }
     let command = start_command(spec);
-    // The command and all it starts stay in the run's cgroups. Should a move fail, this process
-    // stays in: the supervisor then removes the cgroups after it is gone, as on v2.
+    // PERF: the command and all it starts stay in the run's cgroups, pid 1 leaves them, so that
+    // they are empty when the command's last process ends (see `cgroup::Join`). Should a move
+    // fail, this process stays in: the supervisor then removes the cgroups after it is gone, as
+    // on v2.
     for tasks_file in leave_cgroup {
         let _ = nix::unistd::write(&tasks_file, b"0");
     }
@@ -112,22 +114,21 @@ pub(crate) fn run_command(
     }
 }
 
-/// Tell the supervisor how the command ended and what its processes used, then exit with its
-/// status. The kernel kills whatever is left in the sandbox as this process exits; the
-/// supervisor still waits for that before it returns, but need not wait to learn the status.
+/// EXITED (step 17): tell the supervisor how the command ended and what its processes used, then
+/// exit with its status. The kernel kills whatever is left in the sandbox as this process exits;
+/// the supervisor still waits for that before it returns, but need not wait to learn the status.
 fn exit_reporting(code: i32, report: OwnedFd, cpu_limit_reached: bool) -> ! {
     let usage = Usage::of_children().unwrap_or_default();
     // The supervisor reads the command's output to its end before it goes on; pid 1's own
     // copies of the pipes would otherwise last until the kernel's teardown.
     let _ = crate::sys::close_stdio();
-    let report_bytes = ExitReport {
+    let exited = Report::Exited(ExitReport {
         code,
         usage,
         cpu_limit_reached,
-    }
-    .encode();
+    });
     // A supervisor that is gone cannot be told; it would see the exit status anyway.
-    let _ = nix::unistd::write(&report, &report_bytes);
+    let _ = protocol::report(std::os::fd::AsFd::as_fd(&report), &exited);
     std::process::exit(code)
 }
 

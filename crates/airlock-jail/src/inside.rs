@@ -1,176 +1,35 @@
 //! The setup process: the first process of the sandbox (pid 1 of its pid namespace). It builds the
 //! filesystem, takes on the sandbox identity, confines itself, and then becomes the init that
-//! starts the command. The order of the steps in [`run`] is the security argument.
+//! starts the command. [`setup`] carries out its side of steps 5 to 16 of [`crate::protocol`],
+//! in that order: the order is the security argument.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::path::Path;
 
 use nix::sched::{setns, unshare, CloneFlags};
 use nix::sys::prctl;
 use nix::sys::signal::Signal;
-use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags};
 use nix::unistd::{sethostname, setsid};
 
 use crate::confine;
 use crate::error::{JailError, Result, SyscallContext, UNEXPECTED};
 use crate::init;
-use crate::rootfs::{self, MounterIds, RootfsPlan};
+use crate::protocol::{self, Message, Peer, Report, UserNamespaces};
+use crate::rootfs::{self, MounterIds, Places};
 use crate::spec::SandboxSpec;
 use crate::sys;
 
-/// Messages from the setup process to the supervisor, one byte each (an error carries text).
-pub(crate) const MSG_READY: u8 = b'R';
-pub(crate) const MSG_ERROR: u8 = b'E';
-
-/// Messages from the supervisor, in the order they are sent.
-/// Go (unprivileged only): our id maps are written; start setting up. As root the setup process
-/// needs nothing from the supervisor before it mounts.
-pub(crate) const MSG_GO: u8 = b'g';
-/// The sandbox's network namespace, last; as root, first two user namespace fds, for the
-/// idmapped workspace and for the sandbox itself.
-pub(crate) const MSG_NAMESPACES: u8 = b'n';
-/// When the run has a cgroup: made while we mounted. On v1 it carries the `tasks` files the setup
-/// process writes itself into, then as many that pid 1 writes itself out through once the
-/// command has started (see `cgroup::Join`); on v2 the supervisor has moved the setup process
-/// already.
-pub(crate) const MSG_CGROUP: u8 = b'c';
-/// Right after MSG_CGROUP: the file of the run's cgroup that counts its CPU time (v1's
-/// `cpuacct.usage`, v2's `cpu.stat`), or none when the hierarchy has no such count.
-pub(crate) const MSG_CPU_USAGE: u8 = b'u';
-/// The caller's last check passed; start the command once ready. Sent as soon as the check has
-/// passed, which is often before READY (after READY and the gate's fds, in a gated sandbox).
-pub(crate) const MSG_START: u8 = b's';
-/// From the setup process over the control socket, before READY, in a gated sandbox: the DNS
-/// socket and the seccomp listener.
-pub(crate) const MSG_GATE: u8 = b'G';
-
-/// From pid 1 on the report pipe, once the command has ended and just before pid 1 exits: an
-/// [`ExitReport`]. The supervisor then does its own bookkeeping while the kernel tears down the
-/// sandbox's namespaces, instead of after.
-pub(crate) const MSG_EXITED: u8 = b'X';
-
-/// What pid 1 reports when the command has ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct ExitReport {
-    /// The command's exit code, or 128+N when signal N killed it.
-    pub code: i32,
-    pub usage: crate::launch::Usage,
-    /// The sandbox's processes together passed the CPU time limit, and pid 1 killed them all.
-    pub cpu_limit_reached: bool,
-}
-
-impl ExitReport {
-    /// One pipe write, well below PIPE_BUF, so it arrives whole or not at all.
-    pub(crate) const LEN: usize = 1 + 4 + 8 + 8 + 1;
-
-    pub(crate) fn encode(&self) -> [u8; Self::LEN] {
-        let mut bytes = [0u8; Self::LEN];
-        bytes[0] = MSG_EXITED;
-        bytes[1..5].copy_from_slice(&self.code.to_le_bytes());
-        let cpu = u64::try_from(self.usage.cpu.as_micros()).unwrap_or(u64::MAX);
-        bytes[5..13].copy_from_slice(&cpu.to_le_bytes());
-        bytes[13..21].copy_from_slice(&self.usage.max_rss_bytes.to_le_bytes());
-        bytes[21] = u8::from(self.cpu_limit_reached);
-        bytes
-    }
-
-    pub(crate) fn decode(bytes: &[u8]) -> Option<ExitReport> {
-        if bytes.len() != Self::LEN || bytes[0] != MSG_EXITED {
-            return None;
-        }
-        let word = |range: std::ops::Range<usize>| -> Option<u64> {
-            Some(u64::from_le_bytes(bytes.get(range)?.try_into().ok()?))
-        };
-        Some(ExitReport {
-            code: i32::from_le_bytes(bytes[1..5].try_into().ok()?),
-            usage: crate::launch::Usage {
-                cpu: std::time::Duration::from_micros(word(5..13)?),
-                max_rss_bytes: word(13..21)?,
-            },
-            cpu_limit_reached: match bytes[21] {
-                0 => false,
-                1 => true,
-                _ => return None,
-            },
-        })
-    }
-}
-
-/// How the setup process talks to the supervisor.
+/// How the setup process talks to the supervisor (see [`crate::protocol`]).
 pub(crate) struct SetupChannel {
-    /// From the supervisor: a SOCK_SEQPACKET socket, one message per token, fds attached.
-    /// End of file means the supervisor died.
+    /// The control socket: messages from the supervisor, GATE to it.
     pub control: OwnedFd,
+    /// The report pipe: READY or the error, then pid 1's EXITED.
     pub report: OwnedFd,
 }
 
 impl SetupChannel {
-    /// The next message from the supervisor, which must be `expected`, with its fds.
-    fn receive(&mut self, expected: u8) -> Result<Vec<OwnedFd>> {
-        let mut byte = [0u8; 1];
-        let mut iov = [std::io::IoSliceMut::new(&mut byte)];
-        // The most any message carries: MSG_CGROUP's two sets of four.
-        let mut space = nix::cmsg_space!([std::os::fd::RawFd; 8]);
-        let message = recvmsg::<()>(
-            self.control.as_raw_fd(),
-            &mut iov,
-            Some(&mut space),
-            MsgFlags::MSG_CMSG_CLOEXEC,
-        )
-        .map_err(|e| JailError::Inside(format!("reading from the supervisor: {}", e.desc())))?;
-        let mut fds = Vec::new();
-        for cmsg in message
-            .cmsgs()
-            .map_err(|e| JailError::Inside(e.to_string()))?
-        {
-            if let ControlMessageOwned::ScmRights(raw) = cmsg {
-                fds.extend(raw.into_iter().map(owned_fd));
-            }
-        }
-        if message.bytes != 1 {
-            return Err(JailError::Inside(
-                "the supervisor went away during setup".into(),
-            ));
-        }
-        if byte[0] != expected {
-            return Err(JailError::Inside(format!(
-                "unexpected message {:#x} from the supervisor (wanted {expected:#x})",
-                byte[0]
-            )));
-        }
-        Ok(fds)
-    }
-
-    /// Send fds to the supervisor over the control socket.
-    fn send_fds(&mut self, message: u8, fds: &[RawFd]) -> Result<()> {
-        let iov = [std::io::IoSlice::new(std::slice::from_ref(&message))];
-        let rights = [nix::sys::socket::ControlMessage::ScmRights(fds)];
-        nix::sys::socket::sendmsg::<()>(
-            self.control.as_raw_fd(),
-            &iov,
-            &rights,
-            MsgFlags::empty(),
-            None,
-        )
-        .map(drop)
-        .map_err(|e| JailError::Inside(format!("sending to the supervisor: {}", e.desc())))
-    }
-
-    fn send(&mut self, bytes: &[u8]) -> Result<()> {
-        let mut rest = bytes;
-        while !rest.is_empty() {
-            match nix::unistd::write(&self.report, rest) {
-                Ok(n) => rest = &rest[n..],
-                Err(nix::errno::Errno::EINTR) => continue,
-                Err(e) => {
-                    return Err(JailError::Inside(format!(
-                        "reporting to the supervisor: {}",
-                        e.desc()
-                    )))
-                }
-            }
-        }
-        Ok(())
+    fn receive(&self) -> Result<Message<OwnedFd>> {
+        protocol::receive(self.control.as_fd(), Peer::Supervisor)
     }
 }
 
@@ -187,7 +46,7 @@ pub(crate) struct SetupMode<'a> {
     /// The CPUs airlock may use: the supervisor steers the setup process away from its own CPU
     /// (see `sys::steer_away`), and the command gets them all back.
     pub cpus: Option<nix::sched::CpuSet>,
-    /// The run has a cgroup, which the supervisor makes while we mount (see [`MSG_CGROUP`]).
+    /// The run has a cgroup, which the supervisor makes while we mount (step 11).
     /// Without one, the address space is limited with RLIMIT_AS instead of memory.
     pub has_cgroup: bool,
 }
@@ -196,13 +55,13 @@ pub(crate) struct SetupMode<'a> {
 pub(crate) struct ForInit {
     /// The parents' `tasks` files, to leave the run's cgroups through (v1; see `cgroup::Join`).
     pub leave_cgroup: Vec<OwnedFd>,
-    /// The run's cgroup's count of CPU time (see [`MSG_CPU_USAGE`]).
+    /// The run's cgroup's count of CPU time (CPU_USAGE, step 11).
     pub cpu_usage: Option<OwnedFd>,
 }
 
 /// Entry point of the setup process; never returns.
-pub(crate) fn run(spec: &SandboxSpec, mut channel: SetupChannel, mode: &SetupMode) -> ! {
-    let result = setup(spec, &mut channel, mode);
+pub(crate) fn run(spec: &SandboxSpec, channel: SetupChannel, mode: &SetupMode) -> ! {
+    let result = setup(spec, &channel, mode);
     match result {
         Ok(for_init) => {
             let SetupChannel { control, report } = channel;
@@ -211,29 +70,34 @@ pub(crate) fn run(spec: &SandboxSpec, mut channel: SetupChannel, mode: &SetupMod
             init::run_command(spec, report, for_init)
         }
         Err(err) => {
-            let mut message = vec![MSG_ERROR];
-            message.extend_from_slice(err.to_string().as_bytes());
-            let _ = channel.send(&message);
+            let _ = protocol::report(channel.report.as_fd(), &Report::Failed(err.to_string()));
             std::process::exit(125)
         }
     }
 }
 
-fn setup(spec: &SandboxSpec, channel: &mut SetupChannel, mode: &SetupMode) -> Result<ForInit> {
+/// Steps 5 to 16 of [`crate::protocol`], the setup process's side.
+fn setup(spec: &SandboxSpec, channel: &SetupChannel, mode: &SetupMode) -> Result<ForInit> {
     let rootful = mode.rootful;
-    // If the supervisor dies, so does the sandbox, at every step from here on.
+    // Step 5 (session). SECURITY: if the supervisor dies, so does the sandbox, at every step
+    // from here on.
     prctl::set_pdeathsig(Signal::SIGKILL).during("set the parent-death signal", UNEXPECTED)?;
-    // Leave the caller's session and process group: the terminal's signals go to the supervisor,
-    // which forwards them once, and this process has no controlling terminal to hand down.
+    // SECURITY: out of the caller's session and process group: the terminal's signals go to
+    // the supervisor, which forwards them once, and this process has no controlling terminal to
+    // hand down.
     setsid().during("start a new session", UNEXPECTED)?;
-    // Unprivileged, the supervisor writes our id maps first.
+    // Step 6 (maps). Unprivileged, the supervisor writes our id maps first.
     if !mode.rootful {
-        channel.receive(MSG_GO)?;
+        match channel.receive()? {
+            Message::Go => {}
+            other => return Err(other.unexpected("GO")),
+        }
     }
     sethostname(&spec.hostname).during("set the hostname", UNEXPECTED)?;
 
-    // Root mounts with its real credentials, before it enters any user namespace, so the overlay
-    // can copy up files of every owner. Unprivileged, we are already in our user namespace.
+    // Step 7 (base tree). SECURITY: root mounts with its real credentials, before it enters any
+    // user namespace, so the overlay can copy up files of every owner. Unprivileged, we are
+    // already in our user namespace.
     let owner = if rootful {
         MounterIds {
             uid: spec.ids.host_uid,
@@ -246,44 +110,39 @@ fn setup(spec: &SandboxSpec, channel: &mut SetupChannel, mode: &SetupMode) -> Re
         }
     };
     let (root, scratch) = rootfs::staging_points(mode.staging);
-    let plan = RootfsPlan {
-        spec,
+    let places = Places {
         host_dir: mode.staging,
         staging: &root,
         scratch: &scratch,
-        in_user_namespace: !rootful,
         owner,
         etc: mode.etc,
     };
-    rootfs::build_base(&plan)?;
-    // The supervisor's helper made our network namespace, loopback up, while we mounted (see
-    // `sys::start_new_network`); as root it made our user namespaces too.
-    let mut fds = channel.receive(MSG_NAMESPACES)?;
-    let network = fds
-        .pop()
-        .ok_or_else(|| JailError::Inside("the supervisor sent no network namespace".into()))?;
+    let mounts = rootfs::plan(spec, owner, !rootful, &rootfs::Host)?;
+    rootfs::execute(&mounts.base, &places, None)?;
+    // Step 8 (network). PERF: the supervisor's helper made our network namespace, loopback up,
+    // while we mounted (see `sys::start_new_network`); as root it made our user namespaces too.
+    let (users, network) = match channel.receive()? {
+        Message::Namespaces { users, network } => (users, network),
+        other => return Err(other.unexpected("NAMESPACES")),
+    };
     setns(&network, CloneFlags::CLONE_NEWNET).during(
         "enter the sandbox's network namespace",
         "run 'airlock check'",
     )?;
     drop(network);
-    let namespaces = if rootful {
-        let mut fds = fds.into_iter();
-        match (fds.next(), fds.next()) {
-            (Some(idmap), Some(sandbox)) => Some((idmap, sandbox)),
-            _ => {
-                return Err(JailError::Inside(
-                    "the supervisor sent no user namespaces".into(),
-                ))
-            }
+    let users = match (rootful, users) {
+        (true, Some(users)) => Some(users),
+        (true, None) => {
+            return Err(JailError::Inside(
+                "the supervisor sent no user namespaces".into(),
+            ))
         }
-    } else {
-        None
+        (false, _) => None,
     };
-    // The sandbox's DNS server address, bound while this process may still bind port 53; the
-    // supervisor answers on it.
-    // And the gate's relay: a listener in this namespace that allowed connections are sent to,
-    // so that no socket of the host's namespace is ever handed into the sandbox.
+    // SECURITY: the sandbox's DNS server address, bound while this process may still bind port
+    // 53; the supervisor answers on it. And the gate's relay: a listener in this namespace that
+    // allowed connections are sent to, so that no socket of the host's namespace is ever handed
+    // into the sandbox.
     let (dns_socket, relay) = if spec.network_gate {
         let relay = std::net::TcpListener::bind("0.0.0.0:0")
             .map_err(|e| JailError::Inside(format!("cannot open the network gate's relay: {e}")))?;
@@ -300,51 +159,60 @@ fn setup(spec: &SandboxSpec, channel: &mut SetupChannel, mode: &SetupMode) -> Re
         ),
         None => None,
     };
-    rootfs::finish_and_enter(&plan, namespaces.as_ref().map(|(idmap, _)| idmap))?;
+    // Steps 9 (workspace) and 10 (pivot): SECURITY: on return `/` is the new root, read-only.
+    rootfs::execute(
+        &mounts.workspace,
+        &places,
+        users.as_ref().map(|users| &users.idmap),
+    )?;
 
-    // Into the run's cgroup, which the supervisor made while we mounted, before anything that
-    // counts against its limits runs. On v1 we move ourselves by writing 0 to each `tasks` file
-    // it opened (see `cgroup::Join`); on v2 it has moved us already.
+    // Step 11 (cgroup). SECURITY: into the run's cgroup, which the supervisor made while we
+    // mounted, before anything that counts against its limits runs. PERF: on v1 we move
+    // ourselves by writing 0 to each `tasks` file it opened (see `cgroup::Join`); on v2 it has
+    // moved us already.
     let mut for_init = ForInit {
         leave_cgroup: Vec::new(),
         cpu_usage: None,
     };
     if mode.has_cgroup {
-        let mut join = channel.receive(MSG_CGROUP)?;
-        if join.len() % 2 != 0 {
-            return Err(JailError::Inside(
-                "the supervisor sent an odd number of cgroup files (a bug: please report it)"
-                    .into(),
-            ));
-        }
-        for_init.leave_cgroup = join.split_off(join.len() / 2);
+        let (join, leave) = match channel.receive()? {
+            Message::Cgroup { join, leave } => (join, leave),
+            other => return Err(other.unexpected("CGROUP")),
+        };
+        for_init.leave_cgroup = leave;
         for tasks_file in join {
             nix::unistd::write(&tasks_file, b"0")
                 .during("join the run's cgroup", "run 'airlock check'")?;
         }
-        for_init.cpu_usage = channel.receive(MSG_CPU_USAGE)?.pop();
+        for_init.cpu_usage = match channel.receive()? {
+            Message::CpuUsage(usage) => usage,
+            other => return Err(other.unexpected("CPU_USAGE")),
+        };
     }
-    // A cgroup namespace rooted at the run's cgroup: the sandbox sees no other cgroup.
+    // SECURITY: a cgroup namespace rooted at the run's cgroup: the sandbox sees no other cgroup.
     unshare(CloneFlags::CLONE_NEWCGROUP)
         .during("create a cgroup namespace", "run 'airlock check'")?;
 
-    if let Some((_, sandbox_userns)) = &namespaces {
-        // A user namespace owned by root whose only ids are the sandbox user's: the sandbox has no
-        // privilege over the mount namespace it lives in, and uid 1000 inside is an unprivileged
-        // host uid outside.
-        setns(sandbox_userns, CloneFlags::CLONE_NEWUSER)
+    // Step 13 (user namespace). Step 12 (intent) is the caller's, in the supervisor, meanwhile.
+    if let Some(UserNamespaces { sandbox, .. }) = &users {
+        // SECURITY: a user namespace owned by root whose only ids are the sandbox user's: the
+        // sandbox has no privilege over the mount namespace it lives in, and uid 1000 inside is
+        // an unprivileged host uid outside.
+        setns(sandbox, CloneFlags::CLONE_NEWUSER)
             .during("enter the sandbox's user namespace", "run 'airlock check'")?;
     }
     // Closed here, before the blanket close of inherited fds below, which must find nothing
     // that Rust still owns.
-    drop(namespaces);
+    drop(users);
+    // Step 14 (identity).
     confine::become_sandbox_user(spec, rootful)?;
-    // Changing credentials cleared the parent-death signal; set it again.
+    // SECURITY: changing credentials cleared the parent-death signal; set it again.
     prctl::set_pdeathsig(Signal::SIGKILL).during("set the parent-death signal", UNEXPECTED)?;
-    // This process is a copy of the supervisor: its memory holds the caller's whole environment
-    // and airlock's state. Not dumpable, its /proc files (environ, mem, fd…) belong to root, out
-    // of the command's reach, although the command runs as the same uid.
+    // SECURITY: this process is a copy of the supervisor: its memory holds the caller's whole
+    // environment and airlock's state. Not dumpable, its /proc files (environ, mem, fd…) belong
+    // to root, out of the command's reach, although the command runs as the same uid.
     prctl::set_dumpable(false).during("make the sandbox's init undumpable", UNEXPECTED)?;
+    // Step 15 (confinement).
     confine::set_no_new_privs()?;
     confine::apply_landlock(spec, relay_port)?;
     confine::apply_rlimits(spec, !mode.has_cgroup)?;
@@ -353,15 +221,18 @@ fn setup(spec: &SandboxSpec, channel: &mut SetupChannel, mode: &SetupMode) -> Re
         let listener = confine::apply_seccomp_gated()?;
         let dns = dns_socket.ok_or_else(|| JailError::Inside("no DNS socket".into()))?;
         let relay = relay.ok_or_else(|| JailError::Inside("no relay".into()))?;
-        channel.send_fds(
-            MSG_GATE,
-            &[dns.as_raw_fd(), listener.as_raw_fd(), relay.as_raw_fd()],
+        protocol::send(
+            channel.control.as_fd(),
+            &Message::Gate {
+                dns: dns.as_fd(),
+                listener: listener.as_fd(),
+                relay: relay.as_fd(),
+            },
         )?;
     } else {
         confine::apply_seccomp()?;
     }
-    // Tell the supervisor we are ready, then drop every descriptor but stdio: the pipes, and
-    // anything the caller leaked to us.
+    // Step 16 (go-ahead).
     if let Some(ends) = mode.output {
         nix::unistd::dup2_stdout(&ends.stdout).during("redirect stdout", UNEXPECTED)?;
         nix::unistd::dup2_stderr(&ends.stderr).during("redirect stderr", UNEXPECTED)?;
@@ -370,11 +241,15 @@ fn setup(spec: &SandboxSpec, channel: &mut SetupChannel, mode: &SetupMode) -> Re
         nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), cpus)
             .during("give the sandbox every CPU airlock has", UNEXPECTED)?;
     }
-    channel.send(&[MSG_READY])?;
-    // The supervisor may still refuse (its audit record is not on disk yet, say): nothing of the
-    // command runs before it says so.
-    channel.receive(MSG_START)?;
-    // Except the report pipe, which pid 1 keeps to report the command's end, the files it
+    protocol::report(channel.report.as_fd(), &Report::Ready)?;
+    // SECURITY: nothing of the command runs before the supervisor says so: its intent record is
+    // on disk then. PERF: START usually came while we confined ourselves (see `launch`).
+    match channel.receive()? {
+        Message::Start => {}
+        other => return Err(other.unexpected("START")),
+    }
+    // SECURITY: every descriptor closed but stdio: the pipes, and anything the caller leaked to
+    // us. Except the report pipe, which pid 1 keeps to report the command's end, the files it
     // leaves the run's cgroups through once the command has started, and the one it reads the
     // run's CPU time from (all close-on-exec, so the command never holds them; pid 1 is not
     // dumpable, so its /proc/1/fd is out of reach).
@@ -395,33 +270,4 @@ fn dns_socket() -> Result<OwnedFd> {
                 "cannot bind the sandbox's DNS socket to 127.0.0.53:53: {e}"
             ))
         })
-}
-
-/// Take ownership of an fd the kernel just passed us with SCM_RIGHTS.
-fn owned_fd(raw: RawFd) -> OwnedFd {
-    // SAFETY: `raw` was installed in this process by recvmsg a moment ago and is referenced by
-    // nothing else, so this is its only owner.
-    unsafe { OwnedFd::from_raw_fd(raw) }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_exit_report_survives_the_pipe_and_nothing_else_passes_for_one() {
-        let report = ExitReport {
-            code: 137,
-            usage: crate::launch::Usage {
-                cpu: std::time::Duration::from_micros(1_234_567),
-                max_rss_bytes: 96 << 20,
-            },
-            cpu_limit_reached: true,
-        };
-        let bytes = report.encode();
-        assert_eq!(ExitReport::decode(&bytes), Some(report));
-        assert_eq!(ExitReport::decode(&bytes[..ExitReport::LEN - 1]), None);
-        assert_eq!(ExitReport::decode(&[MSG_READY; ExitReport::LEN]), None);
-        assert_eq!(ExitReport::decode(&[]), None);
-    }
 }

@@ -1,8 +1,8 @@
 //! The supervisor's side: start the setup process in fresh namespaces, give it its id maps and
-//! cgroup, wait for it to report, then watch the run until it ends.
+//! cgroup, wait for it to report, then watch the run until it ends: steps 1 to 4, its half of 6
+//! to 11 and 16, and 18 of [`crate::protocol`].
 
-use std::io::{IoSlice, Read};
-use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::time::Instant;
 
@@ -10,9 +10,7 @@ use nix::fcntl::OFlag;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::{kill, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
-use nix::sys::socket::{
-    sendmsg, socketpair, AddressFamily, ControlMessage, MsgFlags, SockFlag, SockType,
-};
+use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
 use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::{pipe2, Pid};
 
@@ -20,12 +18,10 @@ use crate::cgroup::{self, Join, RunCgroup};
 use crate::error::{JailError, PathContext, Result, SyscallContext, UNEXPECTED};
 use crate::idmap::{self, HelperNamespace};
 use crate::init::forwarded_set;
-use crate::inside::{
-    self, ExitReport, SetupChannel, SetupMode, MSG_CGROUP, MSG_CPU_USAGE, MSG_ERROR, MSG_GATE,
-    MSG_GO, MSG_NAMESPACES, MSG_READY, MSG_START,
-};
+use crate::inside::{self, SetupChannel, SetupMode};
 use crate::output::{OutputRelay, Wait};
 use crate::probe;
+use crate::protocol::{self, ExitReport, Message, Peer, UserNamespaces};
 use crate::spec::SandboxSpec;
 use crate::sys::{self, clone_fork, Forked};
 
@@ -107,13 +103,13 @@ pub struct Finished {
 pub struct Sandbox {
     pid: Pid,
     pidfd: OwnedFd,
-    /// After the launch: where pid 1 reports the command's end (see [`crate::inside::MSG_EXITED`]).
+    /// After the launch: where pid 1 reports the command's end (EXITED, see [`protocol::Report`]).
     report: Option<std::fs::File>,
     /// Pid 1 has been waited for: its pid is no longer ours to signal.
     reaped: bool,
-    /// The sandbox's network namespace, held until pid 1 is reaped: the kernel frees a network
-    /// namespace on a worker thread, and this way it starts after pid 1's exit rather than
-    /// during it, where its RCU grace period would delay the teardown of the mounts by one.
+    /// The sandbox's network namespace, held until pid 1 is reaped. PERF: the kernel frees a
+    /// network namespace on a worker thread, and this way it starts after pid 1's exit rather
+    /// than during it, where its RCU grace period would delay the teardown of the mounts by one.
     network: Option<OwnedFd>,
     signals: SignalFd,
     cgroup: Option<RunCgroup>,
@@ -148,18 +144,12 @@ pub fn start_network() -> Result<Option<PendingNetwork>> {
         .during("start creating a network namespace", "too many processes?")
 }
 
-/// Start `spec`'s command in a new sandbox. `staging` is an empty directory that the sandbox root is
-/// mounted on, and `cache` a directory where the jail keeps what it can prepare once for many runs;
-/// no sandbox may reach either.
+/// Start `spec`'s command in a new sandbox: [`prepare`], then `gate`, then [`Launching::start`].
 ///
 /// `gate` runs while the setup process confines itself, and its command waits for it: the
 /// caller's last word. An error from it kills the sandbox before the command starts (its message
-/// is returned as [`JailError::Refused`]). The sandbox's setup overlaps with whatever the caller
-/// did before.
-///
-/// Must be called while the process is single-threaded (see [`sys::clone_fork`]).
-///
-/// `network`, from [`start_network`], is used as root (and started here when not given).
+/// is returned as [`JailError::Refused`], unless the setup process reported an error of its own,
+/// which says more).
 pub fn spawn(
     spec: &SandboxSpec,
     staging: &std::path::Path,
@@ -167,6 +157,100 @@ pub fn spawn(
     network: Option<PendingNetwork>,
     gate: &mut dyn FnMut() -> std::result::Result<(), String>,
 ) -> Result<Sandbox> {
+    let launching = prepare(spec, staging, cache, network)?;
+    match gate() {
+        Ok(()) => launching.start(),
+        Err(refusal) => Err(launching.refuse(refusal)),
+    }
+}
+
+/// A sandbox whose setup process is confining itself (steps 13 to 15 of [`crate::protocol`]) and
+/// will start its command only once [`Launching::start`] says so: between the two, the caller
+/// writes what must be on disk before any of the command runs (step 12, its intent).
+///
+/// Dropping it kills the setup process, waits until nothing of it is left and removes its cgroup
+/// (what dropping the [`Sandbox`] it holds does); none of the command has run then.
+pub struct Launching {
+    sandbox: Sandbox,
+    control: OwnedFd,
+    report: std::fs::File,
+    /// A gated sandbox hands over its gate before START (see [`Launching::start`]).
+    gated: bool,
+}
+
+impl Launching {
+    /// How the kill switch finds it (the same value [`Sandbox::id`] gives).
+    pub fn id(&self) -> crate::control::SandboxId {
+        self.sandbox.id()
+    }
+
+    /// Give the go-ahead: the command may start. Waits for the setup process's report (READY, or
+    /// the error it hit, which is returned) and, in a gated sandbox, takes its gate.
+    pub fn start(self) -> Result<Sandbox> {
+        let Launching {
+            mut sandbox,
+            control,
+            mut report,
+            gated,
+        } = self;
+        // Step 16 (go-ahead). PERF: START is sent now, before the setup process says it is
+        // ready: it takes it as soon as it is, rather than waiting for us to hear of it and
+        // answer (a round trip between the two CPUs, ~0.1 ms here). SECURITY: a gated sandbox
+        // first hands over its gate (GATE), whose listener must be ours before its command runs.
+        // On any error, the sandbox's drop kills it.
+        if !gated {
+            protocol::send(control.as_fd(), &Message::Start)?;
+        }
+        protocol::read_launch_report(&mut report)?;
+        if gated {
+            match protocol::receive(control.as_fd(), Peer::SetupProcess)? {
+                Message::Gate {
+                    dns,
+                    listener,
+                    relay,
+                } => {
+                    sandbox.gate = Some(Gate {
+                        notifier: crate::gate::Notifier::new(listener),
+                        dns,
+                        relay,
+                    })
+                }
+                other => return Err(other.unexpected("GATE")),
+            }
+            protocol::send(control.as_fd(), &Message::Start)?;
+        }
+        sandbox.report = Some(report);
+        Ok(sandbox)
+    }
+
+    /// Stop the launch for the caller's `refusal`. SECURITY: nothing of the command may run: it
+    /// is killed before it could start, and its own report of a failure, if it sent one, says
+    /// more than the refusal.
+    pub(crate) fn refuse(mut self, refusal: String) -> JailError {
+        self.sandbox.kill();
+        match protocol::read_launch_report(&mut self.report) {
+            Err(reported @ JailError::Reported(_)) => reported,
+            _ => JailError::Refused(refusal),
+        }
+    }
+}
+
+/// Steps 1 to 11 of [`crate::protocol`], the supervisor's side: start `spec`'s sandbox up to the
+/// go-ahead. `staging` is an empty directory that the sandbox root is mounted on, and `cache` a
+/// directory where the jail keeps what it can prepare once for many runs; no sandbox may reach
+/// either. The sandbox's setup overlaps with whatever the caller did before, and with what it
+/// does until [`Launching::start`].
+///
+/// Must be called while the process is single-threaded (see [`sys::clone_fork`]).
+///
+/// `network`, from [`start_network`], is used as root (and started here when not given).
+pub fn prepare(
+    spec: &SandboxSpec,
+    staging: &std::path::Path,
+    cache: &std::path::Path,
+    network: Option<PendingNetwork>,
+) -> Result<Launching> {
+    // Step 1 (checks).
     if spec.argv.is_empty() {
         return Err(JailError::Invalid("no command given".into()));
     }
@@ -186,8 +270,8 @@ pub fn spawn(
     }
     let support = cgroup::detect();
 
-    // Signals for the sandbox are collected here and forwarded; they must be blocked before the
-    // clone so the setup process (later pid 1) starts with them blocked too.
+    // Step 2 (signals): collected here and forwarded. SECURITY: blocked before the clone so the
+    // setup process (later pid 1) starts with them blocked too, and none is lost.
     let forwarded = forwarded_set();
     forwarded
         .thread_block()
@@ -195,6 +279,7 @@ pub fn spawn(
     let signals = SignalFd::with_flags(&forwarded, SfdFlags::SFD_CLOEXEC)
         .during("create a signalfd", UNEXPECTED)?;
 
+    // Step 3 (preparation).
     let (control_parent, control_child) = socketpair(
         AddressFamily::Unix,
         SockType::SeqPacket,
@@ -205,8 +290,8 @@ pub fn spawn(
     let (report_read, report_write) =
         pipe2(OFlag::O_CLOEXEC).during("create a pipe", "too many open files?")?;
 
-    // The network namespace is made by a helper (see `start_network`): as root, ahead of this;
-    // unprivileged, in the setup process's user namespace once the clone has made it.
+    // PERF: the network namespace is made by a helper (see `start_network`): as root, ahead of
+    // this; unprivileged, in the setup process's user namespace once the clone has made it.
     let mut flags =
         libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS;
     let network = match network {
@@ -226,9 +311,9 @@ pub fn spawn(
         }
         None => (None, None),
     };
-    // Root: the user namespaces the setup process will use, made now while the second CPU is
-    // otherwise idle, rather than while the setup process mounts and competes for it; their maps
-    // are written after the clone (see below).
+    // PERF: as root, the user namespaces the setup process will use, made now while the second
+    // CPU is otherwise idle, rather than while the setup process mounts and competes for it;
+    // their maps are written after the clone (step 6).
     let helper_namespaces = if rootful {
         let owner = std::fs::metadata(&spec.workspace.lower).on_path(
             "inspect the workspace",
@@ -251,6 +336,7 @@ pub fn spawn(
         has_cgroup: !matches!(support, cgroup::CgroupSupport::Unavailable { .. }),
         cpus: nix::sched::sched_getaffinity(Pid::from_raw(0)).ok(),
     };
+    // Step 4 (clone).
     let pid = match clone_fork(flags).during(
         "create the sandbox namespaces",
         "are user namespaces enabled (sysctl user.max_user_namespaces)? run 'airlock check'",
@@ -268,7 +354,7 @@ pub fn spawn(
         }
         Forked::Parent(pid) => pid,
     };
-    // The setup process is the launch's critical path, while ours is bookkeeping.
+    // PERF: the setup process is the launch's critical path, while ours is bookkeeping.
     sys::steer_away(pid);
     drop((control_child, report_write));
     // Only the sandbox may hold the write ends, or the relay would never see end of file.
@@ -288,13 +374,15 @@ pub fn spawn(
         gate: None,
         deadline: spec.limits.timeout.map(|t| Instant::now() + t),
     };
-    // Root: the helper user namespaces get their maps now, while the setup process mounts.
+    // Step 6 (maps). PERF: as root, the helper user namespaces get their maps now, while the
+    // setup process mounts.
     let mapped: Result<()> = sandbox
         .helper_namespaces
         .iter_mut()
         .try_for_each(HelperNamespace::apply_maps);
     // Unprivileged: the network namespace's helper needs the user namespace, opened now, before
-    // the setup process is told to go on, while it is dumpable and so ours to open.
+    // the setup process is told to go on (GO). SECURITY: while it is dumpable and so ours to
+    // open; it makes itself undumpable at step 14.
     let network = mapped.and_then(|()| match network {
         Some(network) => Ok(NetworkPlan::Started(network)),
         None => std::fs::File::open(format!("/proc/{pid}/ns/user"))
@@ -303,25 +391,26 @@ pub fn spawn(
                 JailError::Inside(format!("cannot open the sandbox's user namespace: {e}"))
             }),
     });
-    let handshaken = network.and_then(|network| {
-        handshake(
-            spec,
-            &mut sandbox,
-            network,
-            &support,
-            control_parent,
-            report_read,
-            gate,
-        )
+    let mut report = std::fs::File::from(report_read);
+    let driven = network.and_then(|network| {
+        drive_setup(spec, &mut sandbox, network, &support, &control_parent).map_err(|err| {
+            // Kill it first: a setup process still waiting for us would never report. If a
+            // step failed because the setup process died, its own report says why; that is the
+            // error returned.
+            sandbox.kill();
+            match protocol::read_launch_report(&mut report) {
+                Err(reported @ JailError::Reported(_)) => reported,
+                _ => err,
+            }
+        })
     });
-    match handshaken {
-        Ok(()) => Ok(sandbox),
-        Err(err) => {
-            // Its drop kills it, reaps it and removes its cgroup.
-            drop(sandbox);
-            Err(err)
-        }
-    }
+    // On an error the sandbox's drop kills it, reaps it and removes its cgroup.
+    driven.map(|()| Launching {
+        sandbox,
+        control: control_parent,
+        report,
+        gated: spec.network_gate,
+    })
 }
 
 /// A gated sandbox's seccomp listener and DNS socket (see [`crate::gate`]).
@@ -334,49 +423,6 @@ pub struct Gate {
     pub relay: OwnedFd,
 }
 
-/// One message from the setup process on the control socket, with the fds it carries.
-fn receive_fds(control: &OwnedFd, expected: u8) -> Result<Vec<OwnedFd>> {
-    use std::os::fd::FromRawFd;
-    let mut byte = [0u8; 1];
-    let mut iov = [std::io::IoSliceMut::new(&mut byte)];
-    let mut space = nix::cmsg_space!([RawFd; 3]);
-    let message = nix::sys::socket::recvmsg::<()>(
-        control.as_raw_fd(),
-        &mut iov,
-        Some(&mut space),
-        MsgFlags::MSG_CMSG_CLOEXEC,
-    )
-    .during("receive from the setup process", UNEXPECTED)?;
-    let mut fds = Vec::new();
-    for cmsg in message
-        .cmsgs()
-        .map_err(|e| JailError::Inside(e.to_string()))?
-    {
-        if let nix::sys::socket::ControlMessageOwned::ScmRights(raw) = cmsg {
-            for fd in raw {
-                // SAFETY: the kernel installed this fd in this process just now, for us alone.
-                fds.push(unsafe { OwnedFd::from_raw_fd(fd) });
-            }
-        }
-    }
-    if message.bytes != 1 || byte[0] != expected {
-        return Err(JailError::Inside(format!(
-            "unexpected message from the setup process (wanted {expected:#x})"
-        )));
-    }
-    Ok(fds)
-}
-
-/// Send one control message to the setup process, with fds attached.
-fn send(control: &OwnedFd, message: u8, fds: &[RawFd]) -> Result<()> {
-    let iov = [IoSlice::new(std::slice::from_ref(&message))];
-    let rights = [ControlMessage::ScmRights(fds)];
-    let cmsgs: &[ControlMessage] = if fds.is_empty() { &[] } else { &rights };
-    sendmsg::<()>(control.as_raw_fd(), &iov, cmsgs, MsgFlags::empty(), None)
-        .map(drop)
-        .during("signal the sandbox", "the setup process died; see above")
-}
-
 /// Where the sandbox's network namespace comes from.
 enum NetworkPlan {
     /// As root: a helper started ahead (see [`start_network`]).
@@ -386,80 +432,17 @@ enum NetworkPlan {
     InUserNamespace(OwnedFd),
 }
 
-/// Walk the setup process through its steps; our work here overlaps with its mounting. If a step
-/// fails because the setup process died, its own report says why; that is the error returned.
-fn handshake(
-    spec: &SandboxSpec,
-    sandbox: &mut Sandbox,
-    network: NetworkPlan,
-    support: &cgroup::CgroupSupport,
-    control: OwnedFd,
-    report: OwnedFd,
-    gate: &mut dyn FnMut() -> std::result::Result<(), String>,
-) -> Result<()> {
-    let mut report = std::fs::File::from(report);
-    let verdict = match drive_setup(spec, sandbox, network, support, &control, gate) {
-        Ok(verdict) => verdict,
-        Err(err) => {
-            // Kill it first: a setup process still waiting for us would never report.
-            sandbox.kill();
-            return match read_report(&mut report) {
-                Err(reported @ JailError::Reported(_)) => Err(reported),
-                _ => Err(err),
-            };
-        }
-    };
-    if let Err(refusal) = verdict {
-        // Nothing of the command may run: it is killed before it could start, and its own
-        // report of a failure, if it sent one, says more.
-        sandbox.kill();
-        return match read_report(&mut report) {
-            Err(reported @ JailError::Reported(_)) => Err(reported),
-            _ => Err(JailError::Refused(refusal)),
-        };
-    }
-    // The go-ahead is sent now, before the setup process says it is ready: it takes it as soon
-    // as it is, rather than waiting for us to hear of it and answer (a round trip between the
-    // two CPUs, ~0.1 ms here). A gated sandbox first hands over its gate, whose listener must be
-    // ours before its command runs.
-    if !spec.network_gate {
-        send(&control, MSG_START, &[])?;
-    }
-    read_report(&mut report)?;
-    if spec.network_gate {
-        let mut fds = receive_fds(&control, MSG_GATE)?.into_iter();
-        match (fds.next(), fds.next(), fds.next()) {
-            (Some(dns), Some(listener), Some(relay)) => {
-                sandbox.gate = Some(Gate {
-                    notifier: crate::gate::Notifier::new(listener),
-                    dns,
-                    relay,
-                })
-            }
-            _ => {
-                return Err(JailError::Inside(
-                    "the setup process sent no network gate".into(),
-                ))
-            }
-        }
-        send(&control, MSG_START, &[])?;
-    }
-    sandbox.report = Some(report);
-    Ok(())
-}
-
-/// Send the setup process what it needs while it mounts, and run the caller's `gate` meanwhile;
-/// its verdict is returned, to be sent on.
+/// Send the setup process what it needs while it mounts (steps 6 to 11).
 fn drive_setup(
     spec: &SandboxSpec,
     sandbox: &mut Sandbox,
     network: NetworkPlan,
     support: &cgroup::CgroupSupport,
     control: &OwnedFd,
-    gate: &mut dyn FnMut() -> std::result::Result<(), String>,
-) -> Result<std::result::Result<(), String>> {
+) -> Result<()> {
     // As root, and only then, the network helper was started ahead (see `spawn`).
     let rootful = matches!(network, NetworkPlan::Started(_));
+    // Step 6 (maps), unprivileged: 1000 → the caller's own ids, setgroups denied.
     if !rootful {
         let (uid_map, gid_map) = idmap::sandbox_maps(&spec.ids);
         idmap::write_maps(
@@ -469,8 +452,10 @@ fn drive_setup(
             true,
             "are unprivileged user namespaces allowed here? run 'airlock check'",
         )?;
-        send(control, MSG_GO, &[])?;
+        protocol::send(control.as_fd(), &Message::Go)?;
     }
+    // Step 7 (base tree), while the setup process mounts: unprivileged, the network helper
+    // starts in its user namespace, which then owns the network namespace.
     let network = match network {
         NetworkPlan::Started(network) => network.0,
         NetworkPlan::InUserNamespace(user_namespace) => {
@@ -480,9 +465,9 @@ fn drive_setup(
             )?
         }
     };
-    // The setup process was steered to the other CPUs, where (as root) the helper started ahead
-    // is still at work: the two would take turns there while this CPU, left idle as we wait for
-    // the helper, is given to it.
+    // Step 8 (network). PERF: the setup process was steered to the other CPUs, where (as root)
+    // the helper started ahead is still at work: the two would take turns there while this CPU,
+    // left idle as we wait for the helper, is given to it.
     if !network.is_done() {
         sys::keep_here(network.pid());
     }
@@ -490,63 +475,53 @@ fn drive_setup(
         "create the sandbox's network namespace with its loopback up",
         "are network namespaces available? run 'airlock check'",
     )?;
-    let mut fds: Vec<RawFd> = sandbox
-        .helper_namespaces
-        .iter()
-        .map(|namespace| namespace.fd.as_raw_fd())
-        .collect();
-    fds.push(network.as_raw_fd());
-    send(control, MSG_NAMESPACES, &fds)?;
+    let users = match sandbox.helper_namespaces.as_slice() {
+        [idmap, sandbox] => Some(UserNamespaces {
+            idmap: idmap.fd.as_fd(),
+            sandbox: sandbox.fd.as_fd(),
+        }),
+        _ => None,
+    };
+    protocol::send(
+        control.as_fd(),
+        &Message::Namespaces {
+            users,
+            network: network.as_fd(),
+        },
+    )?;
     sandbox.network = Some(network);
-    // Made now, while the setup process mounts, rather than before the clone, where it would
-    // delay everything. Removed by its Drop if the launch fails from here on.
+    // Step 11 (cgroup). PERF: made now, while the setup process mounts (steps 9 and 10), rather
+    // than before the clone, where it would delay everything. SECURITY: the setup process joins
+    // it before anything that counts against its limits runs. Removed by its Drop if the launch
+    // fails from here on.
     sandbox.cgroup = RunCgroup::create(support, &spec.limits)?;
     if let Some(group) = &mut sandbox.cgroup {
         match group.join() {
             Join::ItselfThrough { join, leave } => {
-                // The setup process tells them apart by position: the first half, then the second.
-                let fds: Vec<RawFd> = join.iter().chain(leave).map(AsRawFd::as_raw_fd).collect();
-                send(control, MSG_CGROUP, &fds)?;
+                let cgroup = Message::Cgroup {
+                    join: join.iter().map(AsFd::as_fd).collect(),
+                    leave: leave.iter().map(AsFd::as_fd).collect(),
+                };
+                protocol::send(control.as_fd(), &cgroup)?;
                 group.close_tasks_files();
             }
             Join::BySupervisor => {
                 group.add(sandbox.pid)?;
-                send(control, MSG_CGROUP, &[])?;
+                let cgroup = Message::Cgroup {
+                    join: Vec::new(),
+                    leave: Vec::new(),
+                };
+                protocol::send(control.as_fd(), &cgroup)?;
             }
         }
         // For pid 1's CPU time limit: the kernel's count, which sees every process that ran.
-        let usage: Vec<RawFd> = group
-            .cpu_usage()
-            .map(AsRawFd::as_raw_fd)
-            .into_iter()
-            .collect();
-        send(control, MSG_CPU_USAGE, &usage)?;
+        let usage = Message::CpuUsage(group.cpu_usage().map(AsFd::as_fd));
+        protocol::send(control.as_fd(), &usage)?;
     }
-    // While the setup process confines itself: the caller's last check (an fsync, say) costs
-    // nothing then. Its verdict goes out as soon as it is known (see `handshake`).
-    Ok(gate())
-}
-
-/// The setup process's verdict: ready, or the error it hit.
-fn read_report(report: &mut std::fs::File) -> Result<()> {
-    let mut byte = [0u8; 1];
-    let n = report
-        .read(&mut byte)
-        .map_err(|e| JailError::Inside(e.to_string()))?;
-    match (n, byte[0]) {
-        (0, _) => Err(JailError::Inside(
-            "the setup process died before it was ready".into(),
-        )),
-        (_, MSG_READY) => Ok(()),
-        (_, MSG_ERROR) => {
-            let mut text = String::new();
-            let _ = report.read_to_string(&mut text);
-            Err(JailError::Reported(text))
-        }
-        (_, other) => Err(JailError::Inside(format!(
-            "unexpected message {other:#x} from the setup process"
-        ))),
-    }
+    // Step 12 (intent) is the caller's, from here to `Launching::start`. PERF: while the setup
+    // process confines itself (steps 13 to 15), the caller's last check (an fsync, say) costs
+    // nothing; the go-ahead goes out as soon as it is done.
+    Ok(())
 }
 
 impl Sandbox {
@@ -578,10 +553,10 @@ impl Sandbox {
         }
     }
 
-    /// Forward signals and enforce the wall-clock limit until the command has ended: until pid 1
-    /// reports it, just before it exits, or until pid 1 is gone. The sandbox may still be
-    /// exiting when this returns (the kernel tears its namespaces down as pid 1 exits); its
-    /// drop waits for that.
+    /// Step 18 (watch): forward signals and enforce the wall-clock limit until the command has
+    /// ended: until pid 1 reports it (EXITED), just before it exits, or until pid 1 is gone.
+    /// The sandbox may still be exiting when this returns (the kernel tears its namespaces down
+    /// as pid 1 exits); its drop waits for that.
     pub fn wait(&mut self) -> Result<Finished> {
         // Their namespaces are in use by now; the helper processes are not needed any more.
         for namespace in &mut self.helper_namespaces {
@@ -723,15 +698,7 @@ impl Sandbox {
     /// Pid 1's report of the command's end, if that is what the pipe holds. End of file (pid 1
     /// died without one) or anything else closes the pipe: its exit status will say.
     fn read_exit_report(&mut self) -> Option<ExitReport> {
-        let pipe = self.report.as_mut()?;
-        let mut bytes = [0u8; ExitReport::LEN + 1];
-        let n = loop {
-            match pipe.read(&mut bytes) {
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                other => break other.unwrap_or(0),
-            }
-        };
-        let report = ExitReport::decode(&bytes[..n]);
+        let report = protocol::read_exit_report(self.report.as_mut()?);
         if report.is_none() {
             self.report = None;
         }
@@ -759,9 +726,10 @@ impl Sandbox {
 impl Drop for Sandbox {
     fn drop(&mut self) {
         if !self.reaped {
-            // Nothing of it may outlive the run. After its report, pid 1 is exiting by itself, and
-            // SIGKILL changes nothing for it; but a process that `airlock pause` froze meanwhile
-            // (v1) dies only once thawed, which kill() does, and pid 1 waits for it.
+            // SECURITY: nothing of it may outlive the run. After its report, pid 1 is exiting by
+            // itself, and SIGKILL changes nothing for it; but a process that `airlock pause`
+            // froze meanwhile (v1) dies only once thawed, which kill() does, and pid 1 waits
+            // for it.
             self.kill();
             let _ = self.reap_pid1();
         }

@@ -1,13 +1,16 @@
 //! Confining one process tree on Linux. The only airlock crate that makes raw system calls, and the
 //! only one with `unsafe` (each block carries a `// SAFETY:` comment).
 //!
-//! A run is started by [`spawn`] from a [`SandboxSpec`]: the supervisor clones a setup process
-//! into new mount, pid, ipc, uts and net namespaces (and a user namespace, when unprivileged); it
-//! builds a minimal root with the workspace as an overlay, joins the run's cgroup and a cgroup
+//! A run is started from a [`SandboxSpec`] by [`prepare`], then [`Launching::start`] once the
+//! caller's intent is written (or by [`spawn`], both in one): the supervisor clones a setup
+//! process into new mount, pid, ipc and uts namespaces (and a user namespace, when unprivileged)
+//! and hands it a network namespace made beside it; it builds a minimal root with the workspace
+//! as an overlay, joins the run's cgroup and a cgroup
 //! namespace, becomes the unprivileged sandbox user (as root: in a user namespace the supervisor
 //! made), sets no_new_privs, applies Landlock and rlimits, drops every capability, installs the
 //! seccomp filter compiled at build time, closes every inherited descriptor, and becomes pid 1
-//! for the command. `docs/security.md` walks through the order.
+//! for the command. `protocol.rs` lists the steps in their order, and `docs/security.md` walks
+//! through the same list.
 
 /// `eprintln!` that cannot panic: a message to a stderr that is gone (closed, full) is lost,
 /// and the caller goes on to its exit status. For every airlock crate's messages to people.
@@ -34,13 +37,14 @@ pub mod nss;
 mod output;
 pub use output::OutputFailure;
 pub mod probe;
+mod protocol;
 mod rootfs;
 mod spec;
 mod sys;
 
 pub use error::{JailError, Result};
 pub use launch::{
-    memory_layer_supported, spawn, start_network, Finished, Gate, Outcome, PendingNetwork, Sandbox,
-    Usage,
+    memory_layer_supported, prepare, spawn, start_network, Finished, Gate, Launching, Outcome,
+    PendingNetwork, Sandbox, Usage,
 };
 pub use spec::{Bind, Degraded, IdMapping, Layer, OverlayWorkspace, ResourceLimits, SandboxSpec};

@@ -179,9 +179,11 @@ pub fn probe_layers(scratch: &Path) -> Vec<Layer> {
         degradable_as: None,
         optional: false,
     });
-    // The network gate answers connects through seccomp user notifications and puts sockets into
-    // the sandbox with SECCOMP_IOCTL_NOTIF_ADDFD (Linux 5.9): asking the notification sizes
-    // tells whether the kernel has them.
+    // The network gate answers connects through seccomp user notifications: an allowed one has
+    // its address rewritten to the gate's relay in the sandbox's own namespace (through
+    // /proc/PID/mem) and is let through with SECCOMP_USER_NOTIF_FLAG_CONTINUE (Linux 5.5); no
+    // socket is put into the sandbox (see `gate`). Asking the notification sizes tells whether
+    // the kernel has notifications at all.
     let gate = crate::sys::seccomp_notify_supported();
     layers.push(Layer {
         name: "network gate",

@@ -338,7 +338,7 @@ struct MountAttr {
 }
 
 /// Mount flags to add to a mount (and, when `recursive`, every mount below it).
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct MountAttrs {
     pub read_only: bool,
     pub no_suid: bool,

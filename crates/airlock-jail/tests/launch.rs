@@ -1,0 +1,218 @@
+//! The launch in two phases against the real kernel: a `Launching` dropped before its start
+//! leaves nothing behind and its command never runs; started, the command runs; refused through
+//! `spawn`, it never does; a setup process that fails has its own report returned.
+//!
+//! No test harness (`harness = false`): the jail clones its setup process only while the process
+//! is single-threaded, so the cases run one after another in `main`.
+// Tests: a panic is how a test fails, helpers included.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use airlock_jail::{
+    Bind, Degraded, IdMapping, JailError, Layer, Outcome, OverlayWorkspace, ResourceLimits,
+    SandboxSpec,
+};
+
+/// A scratch world: a workspace, a host directory bound read-write (where the command leaves
+/// its mark), the staging directory and the cache.
+struct World {
+    _dir: tempfile::TempDir,
+    workspace: PathBuf,
+    marks: PathBuf,
+    staging: PathBuf,
+    cache: PathBuf,
+    host_ids: (u32, u32),
+}
+
+impl World {
+    fn new() -> World {
+        let dir = tempfile::Builder::new()
+            .prefix("airlock-jail-test-")
+            .tempdir()
+            .unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let world = World {
+            workspace: dir.path().join("workspace"),
+            marks: dir.path().join("marks"),
+            staging: dir.path().join("mnt"),
+            cache: dir.path().join("cache"),
+            host_ids: if nix::unistd::geteuid().is_root() {
+                (2_999_000, 2_999_000)
+            } else {
+                (
+                    nix::unistd::geteuid().as_raw(),
+                    nix::unistd::getegid().as_raw(),
+                )
+            },
+            _dir: dir,
+        };
+        for dir in [&world.workspace, &world.marks, &world.staging, &world.cache] {
+            std::fs::create_dir(dir).unwrap();
+        }
+        let (uid, gid) = world.host_ids;
+        std::os::unix::fs::chown(&world.marks, Some(uid), Some(gid)).unwrap();
+        world
+    }
+
+    /// `script` under /bin/sh, with `$MARKS` the read-write bind.
+    fn spec(&self, script: &str, binds: Vec<Bind>) -> SandboxSpec {
+        let (host_uid, host_gid) = self.host_ids;
+        SandboxSpec {
+            argv: vec!["/bin/sh".into(), "-c".into(), script.into()],
+            env: vec![
+                ("PATH".into(), "/usr/bin:/bin".into()),
+                ("MARKS".into(), self.marks.clone().into()),
+            ],
+            cwd: self.workspace.clone(),
+            ids: IdMapping {
+                inside_uid: 1000,
+                inside_gid: 1000,
+                host_uid,
+                host_gid,
+            },
+            workspace: OverlayWorkspace {
+                lower: self.workspace.clone(),
+                layer: Layer::Memory {
+                    size_bytes: 16 << 20,
+                },
+            },
+            binds: [
+                vec![Bind {
+                    path: self.marks.clone(),
+                    writable: true,
+                }],
+                binds,
+            ]
+            .concat(),
+            hide: Vec::new(),
+            limits: ResourceLimits {
+                memory_bytes: 512 << 20,
+                processes: 64,
+                cpu_seconds: 30,
+                open_files: 256,
+                tmp_bytes: 16 << 20,
+                timeout: Some(std::time::Duration::from_secs(30)),
+                output_bytes: None,
+            },
+            degraded: Degraded::default(),
+            hostname: "airlock".into(),
+            user_name: "agent".into(),
+            home: PathBuf::from("/home/agent"),
+            network_gate: false,
+        }
+    }
+
+    fn marked(&self, name: &str) -> bool {
+        self.marks.join(name).exists()
+    }
+}
+
+fn freezer_dir(id: &airlock_jail::control::SandboxId) -> Option<&Path> {
+    match id.freezer.as_ref()? {
+        airlock_jail::control::Freezer::V1(dir) | airlock_jail::control::Freezer::V2(dir) => {
+            Some(dir)
+        }
+    }
+}
+
+fn a_launching_dropped_before_its_start_leaves_nothing() {
+    let world = World::new();
+    let spec = world.spec("touch \"$MARKS/ran\"", Vec::new());
+    let launching = airlock_jail::prepare(&spec, &world.staging, &world.cache, None).unwrap();
+    let id = launching.id();
+    assert!(id.is_alive(), "the setup process is there before the start");
+    let cgroup = freezer_dir(&id).map(Path::to_path_buf);
+    if let Some(dir) = &cgroup {
+        assert!(dir.is_dir(), "{} exists before the start", dir.display());
+    }
+    drop(launching);
+    assert!(!id.is_alive(), "the setup process outlived its Launching");
+    if let Some(dir) = &cgroup {
+        assert!(!dir.exists(), "{} outlived its Launching", dir.display());
+    }
+    assert!(!world.marked("ran"), "the command ran without its start");
+}
+
+fn a_started_launching_runs_its_command() {
+    let world = World::new();
+    let spec = world.spec("touch \"$MARKS/ran\"; exit 7", Vec::new());
+    let launching = airlock_jail::prepare(&spec, &world.staging, &world.cache, None).unwrap();
+    let before = launching.id();
+    let mut sandbox = launching.start().unwrap();
+    assert_eq!(
+        sandbox.id(),
+        before,
+        "the kill switch's id changed at the start"
+    );
+    let finished = sandbox.wait().unwrap();
+    sandbox.reap();
+    assert_eq!(finished.outcome, Outcome::Exited(7));
+    assert!(world.marked("ran"));
+}
+
+fn a_refusal_between_the_phases_stops_the_command() {
+    let world = World::new();
+    let spec = world.spec("touch \"$MARKS/ran\"", Vec::new());
+    let mut refuse = || Err("the intent could not be written".to_string());
+    match airlock_jail::spawn(&spec, &world.staging, &world.cache, None, &mut refuse) {
+        Err(JailError::Refused(why)) => assert_eq!(why, "the intent could not be written"),
+        Err(other) => panic!("refused with {other}"),
+        Ok(_) => panic!("started although refused"),
+    }
+    assert!(!world.marked("ran"), "the command ran although refused");
+}
+
+fn a_setup_process_that_fails_has_its_report_returned() {
+    let world = World::new();
+    let missing = world.workspace.with_file_name("not-there");
+    let bind = Bind {
+        path: missing.clone(),
+        writable: false,
+    };
+    let spec = world.spec("touch \"$MARKS/ran\"", vec![bind]);
+    let launched = airlock_jail::prepare(&spec, &world.staging, &world.cache, None)
+        .and_then(airlock_jail::Launching::start);
+    match launched {
+        Err(JailError::Reported(text)) => {
+            assert!(text.contains(&*missing.to_string_lossy()), "{text}")
+        }
+        Err(other) => panic!("failed with {other:?}, not the setup process's report"),
+        Ok(_) => panic!("started with a bind that does not exist"),
+    }
+    assert!(!world.marked("ran"));
+}
+
+fn main() {
+    let rootful = nix::unistd::geteuid().is_root();
+    // Unprivileged, a sandbox needs user namespaces and (for the memory layer) Linux 6.6; the
+    // suite's sandbox tests run as root (scripts/test.sh), where nothing is skipped.
+    if !rootful && !airlock_jail::memory_layer_supported() {
+        eprintln!("skipped: unprivileged, this kernel has no memory layer for a sandbox");
+        return;
+    }
+    let cases: [(&str, fn()); 4] = [
+        (
+            "a_launching_dropped_before_its_start_leaves_nothing",
+            a_launching_dropped_before_its_start_leaves_nothing,
+        ),
+        (
+            "a_started_launching_runs_its_command",
+            a_started_launching_runs_its_command,
+        ),
+        (
+            "a_refusal_between_the_phases_stops_the_command",
+            a_refusal_between_the_phases_stops_the_command,
+        ),
+        (
+            "a_setup_process_that_fails_has_its_report_returned",
+            a_setup_process_that_fails_has_its_report_returned,
+        ),
+    ];
+    for (name, case) in cases {
+        case();
+        println!("test {name} ... ok");
+    }
+    println!("test result: ok. {} passed", cases.len());
+}
