@@ -123,13 +123,13 @@ pub struct Sandbox {
     deadline: Option<Instant>,
 }
 
-/// The next sandbox's network namespace, being made ahead of [`spawn`] (see [`start_network`]).
+/// The next sandbox's network namespace, being made ahead of [`prepare`] (see [`start_network`]).
 pub struct PendingNetwork(sys::NewNetwork);
 
 /// As root, start making the next sandbox's network namespace now, on the other CPU, while the
 /// caller prepares the run: it is the costliest step of a sandbox's setup (~0.65 ms here). None
 /// when unprivileged: the namespace must then belong to the sandbox's own user namespace, and
-/// [`spawn`] starts making it as soon as that exists.
+/// [`prepare`] starts making it as soon as that exists.
 pub fn start_network() -> Result<Option<PendingNetwork>> {
     if !nix::unistd::geteuid().is_root() {
         return Ok(None);
@@ -142,26 +142,6 @@ pub fn start_network() -> Result<Option<PendingNetwork>> {
             Some(PendingNetwork(network))
         })
         .during("start creating a network namespace", "too many processes?")
-}
-
-/// Start `spec`'s command in a new sandbox: [`prepare`], then `gate`, then [`Launching::start`].
-///
-/// `gate` runs while the setup process confines itself, and its command waits for it: the
-/// caller's last word. An error from it kills the sandbox before the command starts (its message
-/// is returned as [`JailError::Refused`], unless the setup process reported an error of its own,
-/// which says more).
-pub fn spawn(
-    spec: &SandboxSpec,
-    staging: &std::path::Path,
-    cache: &std::path::Path,
-    network: Option<PendingNetwork>,
-    gate: &mut dyn FnMut() -> std::result::Result<(), String>,
-) -> Result<Sandbox> {
-    let launching = prepare(spec, staging, cache, network)?;
-    match gate() {
-        Ok(()) => launching.start(),
-        Err(refusal) => Err(launching.refuse(refusal)),
-    }
 }
 
 /// A sandbox whose setup process is confining itself (steps 13 to 15 of [`crate::protocol`]) and
@@ -226,7 +206,7 @@ impl Launching {
     /// Stop the launch for the caller's `refusal`. SECURITY: nothing of the command may run: it
     /// is killed before it could start, and its own report of a failure, if it sent one, says
     /// more than the refusal.
-    pub(crate) fn refuse(mut self, refusal: String) -> JailError {
+    pub fn refuse(mut self, refusal: String) -> JailError {
         self.sandbox.kill();
         match protocol::read_launch_report(&mut self.report) {
             Err(reported @ JailError::Reported(_)) => reported,
@@ -440,7 +420,7 @@ fn drive_setup(
     support: &cgroup::CgroupSupport,
     control: &OwnedFd,
 ) -> Result<()> {
-    // As root, and only then, the network helper was started ahead (see `spawn`).
+    // As root, and only then, the network helper was started ahead (see `prepare`).
     let rootful = matches!(network, NetworkPlan::Started(_));
     // Step 6 (maps), unprivileged: 1000 → the caller's own ids, setgroups denied.
     if !rootful {

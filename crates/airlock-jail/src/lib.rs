@@ -2,7 +2,7 @@
 //! only one with `unsafe` (each block carries a `// SAFETY:` comment).
 //!
 //! A run is started from a [`SandboxSpec`] by [`prepare`], then [`Launching::start`] once the
-//! caller's intent is written (or by [`spawn`], both in one): the supervisor clones a setup
+//! caller's intent is written (or [`Launching::refuse`] when it cannot be): the supervisor clones a setup
 //! process into new mount, pid, ipc and uts namespaces (and a user namespace, when unprivileged)
 //! and hands it a network namespace made beside it; it builds a minimal root with the workspace
 //! as an overlay, joins the run's cgroup and a cgroup
@@ -44,7 +44,7 @@ mod sys;
 
 pub use error::{JailError, Result};
 pub use launch::{
-    memory_layer_supported, prepare, spawn, start_network, Finished, Gate, Launching, Outcome,
+    memory_layer_supported, prepare, start_network, Finished, Gate, Launching, Outcome,
     PendingNetwork, Sandbox, Usage,
 };
 pub use spec::{Bind, Degraded, IdMapping, Layer, OverlayWorkspace, ResourceLimits, SandboxSpec};

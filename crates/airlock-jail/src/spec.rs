@@ -1,4 +1,4 @@
-//! What one sandbox is made of: plain data, decided by the caller, carried out by [`crate::spawn`].
+//! What one sandbox is made of: plain data, decided by the caller, carried out by [`crate::prepare`] and [`crate::Launching::start`].
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -62,7 +62,7 @@ pub struct ResourceLimits {
 }
 
 /// Layers the caller accepts to run without (`--allow-degraded`). Anything not named here that the
-/// kernel cannot provide makes [`crate::spawn`] refuse.
+/// kernel cannot provide makes [`crate::prepare`] refuse.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Degraded {
     pub landlock: bool,

@@ -23,7 +23,7 @@ pub(crate) enum Forked {
 pub(crate) fn clone_fork(flags: libc::c_int) -> nix::Result<Forked> {
     // SAFETY: with a null stack, clone behaves like fork(2): the child runs on a copy-on-write copy of
     // this thread's stack and memory. No pointer arguments are passed. The single-thread requirement
-    // is documented above and upheld by `spawn`'s callers (the CLI spawns before starting threads).
+    // is documented above and upheld by `prepare`'s callers (the CLI launches before starting threads).
     let ret = unsafe {
         libc::syscall(
             libc::SYS_clone,

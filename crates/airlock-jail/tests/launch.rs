@@ -1,6 +1,6 @@
 //! The launch in two phases against the real kernel: a `Launching` dropped before its start
 //! leaves nothing behind and its command never runs; started, the command runs; refused through
-//! `spawn`, it never does; a setup process that fails has its own report returned.
+//! `Launching::refuse`, it never does; a setup process that fails has its own report returned.
 //!
 //! No test harness (`harness = false`): the jail clones its setup process only while the process
 //! is single-threaded, so the cases run one after another in `main`.
@@ -155,8 +155,8 @@ fn a_started_launching_runs_its_command() {
 fn a_refusal_between_the_phases_stops_the_command() {
     let world = World::new();
     let spec = world.spec("touch \"$MARKS/ran\"", Vec::new());
-    let mut refuse = || Err("the intent could not be written".to_string());
-    match airlock_jail::spawn(&spec, &world.staging, &world.cache, None, &mut refuse) {
+    let launching = airlock_jail::prepare(&spec, &world.staging, &world.cache, None).unwrap();
+    match Err::<(), _>(launching.refuse("the intent could not be written".to_string())) {
         Err(JailError::Refused(why)) => assert_eq!(why, "the intent could not be written"),
         Err(other) => panic!("refused with {other}"),
         Ok(_) => panic!("started although refused"),

@@ -407,40 +407,34 @@ fn launch(
     crate::control::check_enabled(&plan.state_dir, &plan.profile.name)?;
     let intent = serde_json::to_value(intent)?;
     let cache = plan.state_dir.join("cache");
-    // PERF: the intent is written, and the run's entry in the registry of running sandboxes
-    // (which 'airlock kill/pause' read) is given its space, while the sandbox is being set up:
-    // both are on disk before the command starts, which waits for this. SECURITY: if either
-    // fails, the sandbox is stopped and its command never runs. (A full disk refuses the run here.)
-    let mut registration = None;
-    let mut refusal: Option<Error> = None;
-    let mut before_start = || {
-        let written = crate::audit::append_deferred(audit, "run.intent", intent.clone())
-            .map_err(Error::from)
-            .and_then(|()| crate::control::reserve(&plan.state_dir).map_err(Error::from));
-        match written {
-            Ok(reserved) => registration = Some(reserved),
-            Err(err) => {
-                let text = err.to_string();
-                refusal = Some(err);
-                return Err(text);
-            }
+    // Steps 1 to 11 of the jail's protocol: the sandbox is built up to its go-ahead.
+    let launching = match airlock_jail::prepare(spec, staging, &cache, network) {
+        Ok(launching) => launching,
+        Err(err) => {
+            // The attempt is recorded all the same, with its result.
+            crate::audit::append_deferred(audit, "run.intent", intent)?;
+            return Ok((Err(err), None));
         }
-        // Debug builds: AIRLOCK_TEST_FAULT=gate makes the last check fail, for the tests.
-        if cfg!(debug_assertions) && std::env::var("AIRLOCK_TEST_FAULT").as_deref() == Ok("gate") {
-            return Err("the audit log could not be synced (test fault)".to_string());
-        }
-        audit.sync().map_err(|e| e.to_string())
     };
-    let spawned = airlock_jail::spawn(spec, staging, &cache, network, &mut before_start);
-    if let Some(err) = refusal {
-        return Err(err);
-    }
-    if registration.is_none() {
-        // The launch failed before it came to that: the attempt is recorded all the same,
-        // with its result.
-        crate::audit::append_deferred(audit, "run.intent", intent)?;
-    }
-    Ok((spawned, registration))
+    // Step 12 (intent). PERF: written, and the run's entry in the registry of running sandboxes
+    // (which 'airlock kill/pause' read) given its space, while the sandbox confines itself.
+    // SECURITY: both are on disk before the go-ahead; if either fails, dropping `launching`
+    // kills the sandbox before its command could start. (A full disk refuses the run here.)
+    crate::audit::append_deferred(audit, "run.intent", intent)?;
+    let registration = crate::control::reserve(&plan.state_dir)?;
+    let synced =
+        if cfg!(debug_assertions) && std::env::var("AIRLOCK_TEST_FAULT").as_deref() == Ok("gate") {
+            // Debug builds: AIRLOCK_TEST_FAULT=gate makes the last check fail, for the tests.
+            Err("the audit log could not be synced (test fault)".to_string())
+        } else {
+            audit.sync().map_err(|e| e.to_string())
+        };
+    // Step 16 (go-ahead), or the sandbox stopped for the reason the intent is not durable.
+    let started = match synced {
+        Ok(()) => launching.start(),
+        Err(why) => Err(launching.refuse(why)),
+    };
+    Ok((started, Some(registration)))
 }
 
 /// What the kill switch's registry says of a run.
