@@ -13,6 +13,12 @@ use airlock_changes::apply::{
 };
 use airlock_changes::{hazard, Change, Hazard, Kind, Status};
 
+mod records;
+
+use records::{
+    logged_paths, ApplyIntent, ApplyOutcome, ApplyRecord, InWorkspace, Paths, Recovery, Skipped,
+};
+
 use crate::caller::Caller;
 use crate::changes::{relative_paths, ChangesError, MAX_FILE_BYTES};
 use crate::error::Error;
@@ -228,105 +234,6 @@ pub(crate) fn check_no_interrupted_apply(
     }
 }
 
-/// An entry's content hash for the log: sha256 of a file, or the target of a symlink.
-fn digest(entry: &Entry) -> Option<String> {
-    match entry {
-        Entry::File { sha256, .. } => Some(sha256.clone()),
-        Entry::Symlink { target } => Some(format!("symlink:{}", target.to_string_lossy())),
-        Entry::Dir { .. } => Some("directory".into()),
-        Entry::Fifo { .. } => Some("fifo".into()),
-        Entry::Absent => None,
-    }
-}
-
-/// What an apply, recovery or revert did at one path, as its records say.
-#[derive(Serialize)]
-struct LoggedPath {
-    path: String,
-    old_sha256: Option<String>,
-    new_sha256: Option<String>,
-    done: bool,
-    conflict: Option<String>,
-}
-
-/// The fields every record of one apply carries, and the record's own.
-#[derive(Serialize)]
-struct ApplyRecord<'a, T: Serialize> {
-    session: &'a str,
-    profile: &'a str,
-    number: u32,
-    #[serde(flatten)]
-    details: T,
-}
-
-impl<'a, T: Serialize> ApplyRecord<'a, T> {
-    fn of(session: &'a Session, number: u32, details: T) -> Self {
-        ApplyRecord {
-            session: &session.id,
-            profile: &session.meta.profile.name,
-            number,
-            details,
-        }
-    }
-
-    /// Append it to `log` (fsync'd).
-    fn append(
-        &self,
-        log: &crate::audit::AuditLog,
-        action: &str,
-    ) -> std::result::Result<(), ApplyError> {
-        Ok(crate::audit::append(
-            log,
-            action,
-            serde_json::to_value(self)?,
-        )?)
-    }
-}
-
-/// The record of an interrupted apply being finished or rolled back.
-#[derive(Serialize)]
-struct Recovery<'a> {
-    #[serde(rename = "do")]
-    what: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    paths: Option<Vec<LoggedPath>>,
-}
-
-/// The paths of an apply's or revert's result.
-#[derive(Serialize)]
-struct Paths {
-    paths: Vec<LoggedPath>,
-}
-
-/// The workspace of a revert's intent.
-#[derive(Serialize)]
-struct InWorkspace<'a> {
-    workspace: &'a Path,
-}
-
-/// Every path an apply, recovery or revert touched, with old and new content and what happened.
-fn logged_paths(journal: &Journal, outcome: &Outcome) -> Vec<LoggedPath> {
-    let conflict = |i: usize| {
-        outcome
-            .conflicts
-            .iter()
-            .find(|(c, _)| *c == i)
-            .map(|(_, why)| why.clone())
-    };
-    journal
-        .ops
-        .iter()
-        .enumerate()
-        .map(|(i, op)| LoggedPath {
-            path: engine::display_path(&op.path),
-            old_sha256: digest(&op.old),
-            new_sha256: digest(&op.new),
-            done: outcome.done.contains(&i),
-            conflict: conflict(i),
-        })
-        .collect()
-}
-
 fn item(op: &Op, result: Result, reason: Option<String>) -> Item {
     Item {
         path: engine::display_path(&op.path),
@@ -478,32 +385,6 @@ struct Target<'a> {
     workspace: &'a Workspace,
     workspace_path: &'a Path,
     layer: &'a Path,
-}
-
-/// `apply.intent`: what is about to be written.
-#[derive(Serialize)]
-struct ApplyIntent<'a> {
-    workspace: &'a Path,
-    paths: &'a [PathBuf],
-    force: bool,
-    allowed_hazards: &'a [PathBuf],
-    all_hazards: bool,
-    writes: usize,
-    skipped: usize,
-}
-
-/// `apply.result`: what was written, and what was left out and why.
-#[derive(Serialize)]
-struct ApplyOutcome<'a> {
-    paths: Vec<LoggedPath>,
-    skipped: Vec<Skipped<'a>>,
-}
-
-#[derive(Serialize)]
-struct Skipped<'a> {
-    path: &'a str,
-    result: Result,
-    reason: &'a Option<String>,
 }
 
 /// Log, keep the old files, journal, then write: the items planned as writes then say what
