@@ -81,13 +81,23 @@ impl Caller {
         airlock_policy::profile_search_dirs(self.var("XDG_CONFIG_HOME"), self.var("HOME"))
     }
 
+    /// `path` as the caller meant it: a relative one from the caller's working directory, never
+    /// from this process's (a service's own directory means nothing to its clients).
+    fn absolute(&self, path: &Path, arg: &str) -> Result<PathBuf, Error> {
+        match (path.is_relative(), &self.cwd) {
+            (false, _) => Ok(path.to_path_buf()),
+            (true, Some(cwd)) => Ok(cwd.join(path)),
+            (true, None) => Err(Error::Argument {
+                arg: format!("{arg} {}", path.display()),
+                why: "a relative path, and no working directory to take it from: give an absolute path".into(),
+            }),
+        }
+    }
+
     /// The workspace a request names (else the caller's working directory), made canonical.
     pub(crate) fn workspace(&self, named: Option<&Path>) -> Result<PathBuf, Error> {
         let dir = match named {
-            Some(dir) => match (dir.is_relative(), &self.cwd) {
-                (true, Some(cwd)) => cwd.join(dir),
-                _ => dir.to_path_buf(),
-            },
+            Some(dir) => self.absolute(dir, "--workspace")?,
             None => self.cwd.clone().ok_or(Error::NoWorkingDirectory)?,
         };
         dir.canonicalize().map_err(|_| Error::Argument {
@@ -121,10 +131,7 @@ impl ProfileChoice {
                 file: None,
             });
         };
-        let path = match (&caller.cwd, path.is_relative()) {
-            (Some(cwd), true) => cwd.join(path),
-            _ => path.clone(),
-        };
+        let path = caller.absolute(path, "--profile-file")?;
         let canonical = path.canonicalize().map_err(|_| Error::Argument {
             arg: format!("--profile-file {}", path.display()),
             why: "cannot open it".into(),

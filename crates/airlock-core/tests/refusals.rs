@@ -242,3 +242,29 @@ fn the_kill_switch_needs_a_reason_and_network_goes_with_kill_only() {
         .switches
         .is_some_and(|sw| sw.all.is_none()));
 }
+
+#[test]
+fn a_relative_path_needs_the_callers_own_working_directory() {
+    // A service has no working directory of its clients: a relative path is refused, never
+    // taken from the service's own directory.
+    let s = setup();
+    assert!(s.caller.cwd.is_none());
+    let request = RunRequest {
+        workspace: Some("project".into()),
+        ..run_request(&s.workspace)
+    };
+    let refused = airlock_core::run(&s.caller, request).unwrap_err();
+    assert!(
+        refused.to_string().contains("no working directory"),
+        "{refused}"
+    );
+    let mut caller = s.caller.clone();
+    caller.cwd = Some(s.workspace.parent().unwrap().to_path_buf());
+    let named = s.workspace.file_name().unwrap();
+    let session = SessionRequest {
+        workspace: Some(named.into()),
+        ..SessionRequest::default()
+    };
+    let made = airlock_core::create_session(&caller, session).unwrap();
+    assert_eq!(made.meta.workspace, s.workspace);
+}
