@@ -9,9 +9,23 @@ use airlock_policy::{Profile, DEFAULT_PROFILE_NAME};
 use crate::error::Error;
 use crate::session::{ProfileRef, Session};
 
-/// What a front end knows of the person or program that asked.
+/// What the caller may do (DESIGN: "who may do what"). An agent runs commands and reads its
+/// sessions; only an operator approves changes, stops sandboxes, or sets what widens a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// A person at the machine, or a token an operator holds: everything.
+    Operator,
+    /// An agent or automation: run, start and read sessions; never apply, revert, discard, kill,
+    /// disable or enable, nor name trusted addresses, a sandbox uid or a layer to give up.
+    Agent,
+}
+
+/// What a front end knows of the person or program that asked. SECURITY: every field but
+/// `asked` is the front end's own configuration (its state directory, its environment, its
+/// role for the request's credentials), never data from the request.
 #[derive(Debug, Clone)]
 pub struct Caller {
+    pub role: Role,
     /// The state directory the caller named (`--state-dir`, `AIRLOCK_STATE_DIR`), if any.
     pub state_dir: Option<PathBuf>,
     /// The caller's working directory: the default workspace, and where relative paths start.
@@ -29,8 +43,10 @@ fn say_nothing(_: &Session) {}
 
 impl Caller {
     /// This process as the caller: its working directory, environment and arguments.
+    /// The person at the terminal is the machine's operator.
     pub fn this_process(state_dir: Option<PathBuf>, on_busy: fn(&Session)) -> Caller {
         Caller {
+            role: Role::Operator,
             state_dir,
             cwd: std::env::current_dir().ok(),
             env: std::env::vars_os().collect(),
@@ -43,8 +59,9 @@ impl Caller {
 
     /// A caller with no environment, working directory or words: what a test or a service
     /// that says everything explicitly starts from.
-    pub fn bare(state_dir: PathBuf) -> Caller {
+    pub fn bare(state_dir: PathBuf, role: Role) -> Caller {
         Caller {
+            role,
             state_dir: Some(state_dir),
             cwd: None,
             env: Vec::new(),
@@ -53,10 +70,19 @@ impl Caller {
         }
     }
 
+    /// The variable's first value, as getenv(3) and the programs a sandbox starts read it: a
+    /// second copy must not pick another profile directory or home than the first names.
+    /// Refuse what only an operator may do.
+    pub(crate) fn must_be_operator(&self, what: &str) -> Result<(), Error> {
+        match self.role {
+            Role::Operator => Ok(()),
+            Role::Agent => Err(Error::NotPermitted { what: what.into() }),
+        }
+    }
+
     fn var(&self, name: &str) -> Option<&OsStr> {
         self.env
             .iter()
-            .rev()
             .find(|(key, _)| key == name)
             .map(|(_, value)| value.as_os_str())
     }
@@ -120,8 +146,14 @@ impl ProfileChoice {
         self.name.is_some() || self.file.is_some()
     }
 
-    /// The profile this names, its file made canonical.
+    /// The profile this names, its file made canonical. Both a name and a file is ambiguous.
     pub(crate) fn resolve(&self, caller: &Caller) -> Result<ProfileRef, Error> {
+        if let (Some(name), Some(file)) = (&self.name, &self.file) {
+            return Err(Error::Argument {
+                arg: format!("-p {name} with --profile-file {}", file.display()),
+                why: "name one profile, by name or by file".into(),
+            });
+        }
         let Some(path) = &self.file else {
             return Ok(ProfileRef {
                 name: self

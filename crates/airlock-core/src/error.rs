@@ -44,6 +44,11 @@ pub enum Error {
         named: String,
         paths: Vec<PathBuf>,
     },
+    /// The caller's role does not allow it (see [`crate::Role`]).
+    #[error(
+        "an agent may not {what}: a person reviews and does that (airlock diff, airlock apply)"
+    )]
+    NotPermitted { what: String },
     #[error("cannot tell the current directory — pass --workspace DIR")]
     NoWorkingDirectory,
 }

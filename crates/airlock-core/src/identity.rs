@@ -57,23 +57,25 @@ pub(crate) fn sandbox_host_ids(chosen: Option<u32>) -> Result<(u32, u32), Error>
             why: "the sandbox user must never be root; choose an unused unprivileged id".into(),
         });
     }
-    if let Some(name) = host_user_with_uid(id)? {
-        // The sandbox's files and processes would be that user's, and theirs the sandbox's.
-        return Err(Error::Argument {
-            arg: format!("--sandbox-uid {id}"),
-            why: format!(
-                "that is the uid of user {name}; choose an id no user or service of this host has"
-            ),
-        });
+    // The id is the sandbox's gid too: a group of that id would give the sandbox its files.
+    for (database, what) in [("passwd", "uid of user"), ("group", "gid of group")] {
+        if let Some(name) = host_entry_with_id(database, id)? {
+            // The sandbox's files and processes would be theirs, and theirs the sandbox's.
+            return Err(Error::Argument {
+                arg: format!("--sandbox-uid {id}"),
+                why: format!("that is the {what} {name}; choose an id no user, group or service of this host has"),
+            });
+        }
     }
     Ok((id, id))
 }
 
-/// The host user with `uid`, if any. Asked of `getent passwd`, a dynamically linked program that
-/// goes through every NSS service the host configures (LDAP, sssd, systemd's dynamic users): this
-/// binary, when statically linked, reads /etc/passwd only (see airlock_jail::nss). A check that
-/// cannot be made refuses the run rather than looking in /etc/passwd alone.
-fn host_user_with_uid(uid: u32) -> Result<Option<String>, Error> {
+/// The host user (`passwd`) or group (`group`) with id `uid`, if any. Asked of `getent`, a
+/// dynamically linked program that goes through every NSS service the host configures (LDAP,
+/// sssd, systemd's dynamic users): this binary, when statically linked, reads /etc/passwd and
+/// /etc/group only (see airlock_jail::nss). A check that cannot be made refuses the run rather
+/// than looking in those files alone.
+fn host_entry_with_id(database: &str, uid: u32) -> Result<Option<String>, Error> {
     let getent = ["/usr/bin/getent", "/bin/getent"]
         .into_iter()
         .find(|path| Path::new(path).exists())
@@ -83,13 +85,13 @@ fn host_user_with_uid(uid: u32) -> Result<Option<String>, Error> {
         why,
     };
     let out = std::process::Command::new(getent)
-        .args(["passwd", &uid.to_string()])
+        .args([database, &uid.to_string()])
         .stdin(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .output()
         .map_err(|e| {
             refuse(format!(
-                "cannot run {getent} to check that no host user has that uid ({e}; Debian: apt-get install libc-bin)"
+                "cannot run {getent} to check that no host {database} entry has that id ({e}; Debian: apt-get install libc-bin)"
             ))
         })?;
     match out.status.code() {
@@ -100,7 +102,7 @@ fn host_user_with_uid(uid: u32) -> Result<Option<String>, Error> {
         // getent's "no such key".
         Some(2) => Ok(None),
         _ => Err(refuse(format!(
-            "'{getent} passwd {uid}' failed ({}), so whether a host user has that uid is unknown",
+            "'{getent} {database} {uid}' failed ({}), so whether a host {database} entry has that id is unknown",
             out.status
         ))),
     }

@@ -82,6 +82,7 @@ fn target(state_dir: &Path, choice: &TargetChoice) -> Result<Target, Error> {
 
 /// Kill, pause, resume or cut the network of the sandboxes the request names.
 pub fn act(caller: &Caller, request: &ControlRequest) -> Result<ControlReport, Error> {
+    caller.must_be_operator(&format!("{} sandboxes", request.action.name()))?;
     let state_dir = caller.state_dir()?;
     let action = match request.action {
         Action::Kill if request.network_only => Action::CutNetwork,
@@ -108,6 +109,7 @@ pub fn disable(
     profile: Option<&str>,
     reason: &str,
 ) -> Result<ControlReport, Error> {
+    caller.must_be_operator("disable airlock")?;
     if reason.trim().is_empty() {
         return Err(Error::Argument {
             arg: "--reason".into(),
@@ -130,6 +132,7 @@ pub struct EnableReport {
 
 /// Lift the switch for a profile (or the one for everything).
 pub fn enable(caller: &Caller, profile: Option<&str>) -> Result<EnableReport, Error> {
+    caller.must_be_operator("enable airlock")?;
     let state_dir = caller.state_dir()?;
     let was_on = control::switches(&state_dir).map_or(true, |s| match profile {
         Some(name) => s.profiles.contains_key(name),

@@ -30,7 +30,7 @@ mod session;
 pub use apply::{
     apply, revert, ApplyError, ApplyReport, ApplyRequest, Item as ApplyItem, Result as ApplyResult,
 };
-pub use caller::{describe_profile, Caller, ProfileChoice};
+pub use caller::{describe_profile, Caller, ProfileChoice, Role};
 pub use changes::{ChangesError, MAX_FILE_BYTES};
 pub use diff::{diff, ChangeEntry, Diff, DiffRequest, Side};
 pub use error::Error;

@@ -98,6 +98,8 @@ struct GcIntent<'a> {
 pub fn create_session(caller: &Caller, request: SessionRequest) -> Result<SessionSummary, Error> {
     crate::refusal::audited(caller, "session.refused", None, || {
         let state_dir = caller.state_dir()?;
+        // Made (or checked to be ours) first, so that it is compared by the directory it is.
+        crate::session::staging_dir(&state_dir)?;
         let workspace = caller.workspace(request.workspace.as_deref())?;
         let profile = request.profile.resolve(caller)?;
         load_trusted_profile(caller, &profile, &workspace)?;
@@ -141,6 +143,7 @@ pub fn list_sessions(caller: &Caller) -> Result<Vec<SessionSummary>, Error> {
 /// Drop a session's layer, once any run in it has ended.
 pub fn discard_session(caller: &Caller, id: &str) -> Result<Session, Error> {
     crate::refusal::audited(caller, "discard.refused", Some(id), || {
+        caller.must_be_operator("discard a session")?;
         let state_dir = caller.state_dir()?;
         let mut session = Session::find(&state_dir, id)?;
         let lock = session.lock_exclusive(&caller.on_busy)?;
@@ -185,6 +188,7 @@ pub struct Collected {
 /// Remove discarded and applied sessions' records (an applied one can then no longer be
 /// reverted). Logged before it acts.
 pub fn gc(caller: &Caller, request: GcRequest) -> Result<GcReport, Error> {
+    caller.must_be_operator("remove sessions")?;
     let state_dir = caller.state_dir()?;
     let min_age = match &request.older_than {
         Some(text) => humantime::parse_duration(text).map_err(|_| Error::Argument {

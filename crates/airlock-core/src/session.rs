@@ -51,6 +51,12 @@ pub enum SessionError {
     InterruptedApply { id: String, number: u32 },
     #[error("session {id}: its workspace {path} no longer exists (moved or deleted?) — put it back, or discard the session with 'airlock discard {id}'")]
     WorkspaceGone { id: String, path: PathBuf },
+    #[error("session {id}: its workspace {path} now leads to {now} (replaced by a symlink, or a directory on its way moved?) — put the directory back, or discard the session with 'airlock discard {id}'")]
+    WorkspaceRedirected {
+        id: String,
+        path: PathBuf,
+        now: PathBuf,
+    },
     #[error(
         "session {id}: {path} is damaged ({why}) — discard the session with 'airlock discard {id}'"
     )]
@@ -431,8 +437,23 @@ impl Session {
     }
 
     /// The session's workspace, which must still be there.
+    ///
+    /// SECURITY: it must still be the directory the session was made for, at the canonical path
+    /// the rules were checked on: a directory on the way replaced by a symlink would otherwise
+    /// turn the session (its runs, its diff, its apply) onto whatever the symlink names.
     pub fn existing_workspace(&self) -> Result<&Path, SessionError> {
-        if !self.meta.workspace.is_dir() {
+        let path = &self.meta.workspace;
+        match path.canonicalize() {
+            Ok(real) if real != *path => {
+                return Err(SessionError::WorkspaceRedirected {
+                    id: self.id.clone(),
+                    path: path.clone(),
+                    now: real,
+                })
+            }
+            _ => {}
+        }
+        if !path.is_dir() {
             return Err(SessionError::WorkspaceGone {
                 id: self.id.clone(),
                 path: self.meta.workspace.clone(),

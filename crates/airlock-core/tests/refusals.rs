@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use airlock_core::control::Action;
 use airlock_core::kill_switch::{self, ControlRequest, TargetChoice};
-use airlock_core::{ApplyRequest, Caller, Error, ProfileChoice, RunRequest, SessionRequest};
+use airlock_core::{ApplyRequest, Caller, Error, ProfileChoice, Role, RunRequest, SessionRequest};
 
 struct Setup {
     _dirs: Vec<tempfile::TempDir>,
@@ -22,7 +22,7 @@ fn setup() -> Setup {
     let state = tempfile::tempdir().unwrap();
     let workspace = tempfile::tempdir().unwrap();
     let home = tempfile::tempdir().unwrap();
-    let mut caller = Caller::bare(state.path().to_path_buf());
+    let mut caller = Caller::bare(state.path().to_path_buf(), Role::Operator);
     // Profiles are looked for in the caller's config dir: none there, so `default` is built in.
     caller.env = vec![
         ("HOME".into(), home.path().into()),
@@ -103,6 +103,7 @@ fn a_named_profile_found_in_the_workspace_is_refused() {
     let config = s.workspace.join("config");
     std::fs::create_dir_all(config.join("airlock/profiles")).unwrap();
     std::fs::write(config.join("airlock/profiles/ci.toml"), "").unwrap();
+    s.caller.env.retain(|(key, _)| key != "XDG_CONFIG_HOME");
     s.caller.env.push(("XDG_CONFIG_HOME".into(), config.into()));
     let mut request = run_request(&s.workspace);
     request.profile.name = Some("ci".into());
@@ -267,4 +268,201 @@ fn a_relative_path_needs_the_callers_own_working_directory() {
     };
     let made = airlock_core::create_session(&caller, session).unwrap();
     assert_eq!(made.meta.workspace, s.workspace);
+}
+
+#[test]
+fn a_variable_given_twice_is_read_as_getenv_reads_it() {
+    // The first copy counts, as for getenv(3): a second one cannot pick another profile
+    // directory than the one a wrapper set.
+    let mut s = setup();
+    let loose = s.workspace.join("config");
+    std::fs::create_dir_all(loose.join("airlock/profiles")).unwrap();
+    std::fs::write(loose.join("airlock/profiles/ci.toml"), "").unwrap();
+    s.caller.env.push(("XDG_CONFIG_HOME".into(), loose.into()));
+    let mut request = run_request(&s.workspace);
+    request.profile.name = Some("ci".into());
+    let refused = airlock_core::run(&s.caller, request).unwrap_err();
+    // Looked for in the first XDG_CONFIG_HOME (which has no ci.toml), not in the workspace.
+    assert!(
+        matches!(
+            refused,
+            Error::Policy(airlock_policy::PolicyError::NotFound { .. })
+        ),
+        "{refused}"
+    );
+}
+
+#[test]
+fn a_profile_named_twice_is_ambiguous() {
+    let s = setup();
+    let file = s.caller.home().unwrap().join("loose.toml");
+    std::fs::write(&file, "").unwrap();
+    let session = SessionRequest {
+        profile: ProfileChoice {
+            name: Some("strict".into()),
+            file: Some(file),
+        },
+        workspace: Some(s.workspace.clone()),
+        name: None,
+    };
+    let refused = airlock_core::create_session(&s.caller, session).unwrap_err();
+    assert!(
+        refused.to_string().contains("name one profile"),
+        "{refused}"
+    );
+}
+
+#[test]
+fn a_session_whose_workspace_became_a_symlink_is_refused() {
+    let s = setup();
+    let made = airlock_core::create_session(
+        &s.caller,
+        SessionRequest {
+            workspace: Some(s.workspace.clone()),
+            ..SessionRequest::default()
+        },
+    )
+    .unwrap();
+    std::fs::remove_dir(&s.workspace).unwrap();
+    std::os::unix::fs::symlink("/", &s.workspace).unwrap();
+    let run = RunRequest {
+        session: Some(made.meta.id.clone()),
+        ..run_request(&s.workspace)
+    };
+    let refused = airlock_core::run(&s.caller, run).unwrap_err();
+    assert!(refused.to_string().contains("now leads to /"), "{refused}");
+    let diff = airlock_core::DiffRequest {
+        session: made.meta.id.clone(),
+        paths: Vec::new(),
+    };
+    assert!(airlock_core::diff(&s.caller, &diff).is_err());
+    let apply = ApplyRequest {
+        session: made.meta.id.clone(),
+        ..ApplyRequest::default()
+    };
+    assert!(airlock_core::apply(&s.caller, &apply).is_err());
+    std::fs::remove_file(&s.workspace).unwrap();
+}
+
+#[test]
+fn an_agent_cannot_approve_its_own_changes_nor_widen_its_run() {
+    let s = setup();
+    let made = airlock_core::create_session(
+        &s.caller,
+        SessionRequest {
+            workspace: Some(s.workspace.clone()),
+            ..SessionRequest::default()
+        },
+    )
+    .unwrap();
+    let mut agent = s.caller.clone();
+    agent.role = Role::Agent;
+    let id = made.meta.id.clone();
+    let not_permitted = |result: Result<(), Error>| {
+        let err = result.unwrap_err();
+        assert!(matches!(err, Error::NotPermitted { .. }), "{err}");
+    };
+    let apply = ApplyRequest {
+        session: id.clone(),
+        ..ApplyRequest::default()
+    };
+    not_permitted(airlock_core::apply(&agent, &apply).map(drop));
+    not_permitted(airlock_core::revert(&agent, &id).map(drop));
+    not_permitted(airlock_core::discard_session(&agent, &id).map(drop));
+    not_permitted(airlock_core::gc(&agent, airlock_core::GcRequest::default()).map(drop));
+    not_permitted(kill_switch::disable(&agent, None, "stop").map(drop));
+    not_permitted(kill_switch::enable(&agent, None).map(drop));
+    let kill = ControlRequest {
+        action: Action::Kill,
+        target: TargetChoice {
+            all: true,
+            ..TargetChoice::default()
+        },
+        network_only: false,
+        reason: None,
+    };
+    not_permitted(kill_switch::act(&agent, &kill).map(drop));
+    for widen in [
+        RunRequest {
+            resolve: vec!["api.test=127.0.0.1".into()],
+            ..run_request(&s.workspace)
+        },
+        RunRequest {
+            sandbox_uid: Some(54321),
+            ..run_request(&s.workspace)
+        },
+        RunRequest {
+            allow_degraded: vec!["landlock".into()],
+            ..run_request(&s.workspace)
+        },
+    ] {
+        not_permitted(airlock_core::run(&agent, widen).map(drop));
+    }
+    // The refusals are on record, and the session is untouched.
+    let actions = actions(&s.state);
+    assert!(
+        actions.contains(&"apply.refused".to_string()),
+        "{actions:?}"
+    );
+    assert!(actions.contains(&"run.refused".to_string()), "{actions:?}");
+    let listed = airlock_core::list_sessions(&agent).unwrap();
+    assert_eq!(listed[0].status, airlock_core::SessionStatus::Idle);
+}
+
+#[test]
+fn a_profile_bind_through_a_symlink_is_refused() {
+    // The rules compare a bind's path; the jail binds what it leads to. A symlink to the state
+    // directory would show it, writable, to the sandbox.
+    let s = setup();
+    let home = s.caller.home().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let link = elsewhere.path().join("innocent");
+    std::fs::create_dir_all(&s.state).unwrap();
+    std::os::unix::fs::symlink(&s.state, &link).unwrap();
+    let profile = home.join("p.toml");
+    std::fs::write(
+        &profile,
+        format!("[filesystem]\nread_write = [\"{}\"]\n", link.display()),
+    )
+    .unwrap();
+    let request = RunRequest {
+        profile: ProfileChoice {
+            file: Some(profile),
+            name: None,
+        },
+        ..run_request(&s.workspace)
+    };
+    let refused = airlock_core::run(&s.caller, request).unwrap_err();
+    assert!(
+        matches!(refused, Error::ProfilePath { .. }) && refused.to_string().contains("symlink"),
+        "{refused}"
+    );
+}
+
+#[test]
+fn a_disabled_profile_leaves_no_session_behind() {
+    let s = setup();
+    kill_switch::disable(&s.caller, None, "incident").unwrap();
+    let keep = RunRequest {
+        keep: true,
+        ..run_request(&s.workspace)
+    };
+    let refused = airlock_core::run(&s.caller, keep).unwrap_err();
+    assert!(matches!(refused, Error::Control(_)), "{refused}");
+    assert!(airlock_core::list_sessions(&s.caller).unwrap().is_empty());
+}
+
+#[test]
+fn a_state_dir_reached_through_a_symlink_into_the_workspace_is_refused() {
+    let s = setup();
+    let link = s.caller.home().unwrap().join("to-workspace");
+    std::os::unix::fs::symlink(&s.workspace, &link).unwrap();
+    let mut caller = s.caller.clone();
+    caller.state_dir = Some(link.join("state"));
+    let session = SessionRequest {
+        workspace: Some(s.workspace.clone()),
+        ..SessionRequest::default()
+    };
+    let refused = airlock_core::create_session(&caller, session).unwrap_err();
+    assert!(matches!(refused, Error::Workspace { .. }), "{refused}");
 }

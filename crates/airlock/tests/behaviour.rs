@@ -297,7 +297,7 @@ both_modes!(real_tools_work_inside, |w: &World| {
 });
 
 #[test]
-fn a_chosen_sandbox_uid_runs_unless_a_host_user_has_it() {
+fn a_chosen_sandbox_uid_runs_unless_a_host_user_or_group_has_it() {
     // Root only: the sandbox uid is root's choice. The check asks NSS, which a statically linked
     // airlock must do without loading libnss_systemd (it crashed there: exit 139, no message).
     let Some(w) = World::new(Mode::Root) else {
@@ -313,6 +313,24 @@ fn a_chosen_sandbox_uid_runs_unless_a_host_user_has_it() {
         stderr(&taken).contains("that is the uid of user daemon"),
         "{}",
         stderr(&taken)
+    );
+    // The id is the sandbox's gid too: a group that has it (and no user) is refused as well,
+    // or the sandbox would read what that group may read.
+    let gid = "54322";
+    let added = std::process::Command::new("groupadd")
+        .args(["-g", gid, "airlock-test-group"])
+        .status()
+        .unwrap();
+    assert!(added.success(), "groupadd failed");
+    let by_group = w.inside_with(&["--sandbox-uid", gid], "echo ran");
+    let _ = std::process::Command::new("groupdel")
+        .arg("airlock-test-group")
+        .status();
+    assert_eq!(by_group.status.code(), Some(125), "{}", stderr(&by_group));
+    assert!(
+        stderr(&by_group).contains("that is the gid of group airlock-test-group"),
+        "{}",
+        stderr(&by_group)
     );
 }
 

@@ -82,6 +82,7 @@ pub struct ApplyRequest {
 /// no change, most likely a typo rather than "nothing to do".
 pub fn apply(caller: &Caller, request: &ApplyRequest) -> std::result::Result<ApplyReport, Error> {
     crate::refusal::audited(caller, "apply.refused", Some(&request.session), || {
+        caller.must_be_operator("apply a session's changes")?;
         let state_dir = caller.state_dir()?;
         let session = Session::find(&state_dir, &request.session)?;
         let workspace = session.existing_workspace()?.to_path_buf();
@@ -111,6 +112,7 @@ pub fn apply(caller: &Caller, request: &ApplyRequest) -> std::result::Result<App
 /// log (`revert.refused`).
 pub fn revert(caller: &Caller, session: &str) -> std::result::Result<ApplyReport, Error> {
     crate::refusal::audited(caller, "revert.refused", Some(session), || {
+        caller.must_be_operator("revert an apply")?;
         let state_dir = caller.state_dir()?;
         Ok(revert_last_apply(&state_dir, session, &caller.on_busy)?)
     })

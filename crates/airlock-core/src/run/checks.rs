@@ -42,6 +42,15 @@ pub(super) fn check_profile_paths(
             );
         }
     }
+    // Compared by the directories they are, not by how they were named: a symlink on the way to
+    // a policy directory must not hide it (one not made yet counts where it would be made).
+    let policy_dirs: Vec<PathBuf> = match fs.read_write.is_empty() {
+        true => Vec::new(),
+        false => policy_dirs
+            .iter()
+            .map(|dir| canonical_prefix(dir))
+            .collect(),
+    };
     for rw in &fs.read_write {
         if overlaps(rw, workspace) {
             return refuse(rw, format!("a read-write bind may not contain or lie inside the workspace {}: writes would reach the host without going through the session; use a path outside it", workspace.display()));
@@ -64,25 +73,60 @@ pub(super) fn check_profile_paths(
     Ok(())
 }
 
-/// Refuse a profile whose binds name paths this host does not have, before anything starts.
+/// `path` with its longest existing part made canonical, the rest as written.
+fn canonical_prefix(path: &Path) -> PathBuf {
+    let mut existing = path;
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(real) = existing.canonicalize() {
+            return rest.iter().rev().fold(real, |dir, part| dir.join(part));
+        }
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_os_string());
+                existing = parent;
+            }
+            _ => return path.to_path_buf(),
+        }
+    }
+}
+
+/// Refuse a profile whose binds name paths this host does not have, or name them through a
+/// symlink: the rules above compare the paths as written, and the jail binds what they lead to.
 pub(super) fn check_profile_paths_exist(profile: &Profile) -> Result<(), Error> {
     let fs = &profile.filesystem;
-    match fs
-        .read_only
-        .iter()
-        .chain(&fs.read_write)
-        .find(|p| !p.exists())
-    {
-        Some(path) => Err(Error::ProfilePath {
+    let refuse = |path: &Path, why: String| {
+        Err(Error::ProfilePath {
             profile: profile
                 .source
                 .as_ref()
                 .map_or_else(|| profile.name.clone(), |p| p.display().to_string()),
-            path: path.clone(),
-            why: "it does not exist on this host; create it, or remove it from the profile".into(),
-        }),
-        None => Ok(()),
+            path: path.to_path_buf(),
+            why,
+        })
+    };
+    for path in fs.read_only.iter().chain(&fs.read_write) {
+        match path.canonicalize() {
+            Err(_) => {
+                return refuse(
+                    path,
+                    "it does not exist on this host; create it, or remove it from the profile"
+                        .into(),
+                )
+            }
+            Ok(real) if real != *path => {
+                return refuse(
+                    path,
+                    format!(
+                        "it leads to {} through a symlink; name that path in the profile",
+                        real.display()
+                    ),
+                )
+            }
+            Ok(_) => {}
+        }
     }
+    Ok(())
 }
 
 /// Home directories a workspace may lie in but never contain: they hold keys and credentials.
@@ -102,6 +146,14 @@ pub(crate) fn check_workspace_for(
 pub(super) fn homes(caller_home: Option<&Path>) -> Vec<PathBuf> {
     let mut homes = vec![PathBuf::from("/root"), PathBuf::from("/home")];
     homes.extend(caller_home.and_then(|home| home.canonicalize().ok()));
+    // The caller's own home as the user database has it, whatever HOME says (a service's
+    // environment may have none, or another): root's is /root already.
+    let euid = nix::unistd::geteuid();
+    if !euid.is_root() {
+        if let Ok(Some(user)) = nix::unistd::User::from_uid(euid) {
+            homes.extend(user.dir.canonicalize().ok());
+        }
+    }
     homes
 }
 

@@ -28,7 +28,9 @@ use airlock_jail::{
 };
 use airlock_policy::Profile;
 
-use crate::caller::{describe_profile, load_trusted_profile, policy_dirs, Caller, ProfileChoice};
+use crate::caller::{
+    describe_profile, load_trusted_profile, policy_dirs, Caller, ProfileChoice, Role,
+};
 use crate::control::Registration;
 use crate::error::Error;
 use crate::session::{now, staging_dir, NewSession, ProfileRef, Session, SessionLock};
@@ -175,6 +177,7 @@ struct Plan<'a> {
 
 /// Phase 1: the request's places, policy and identity, each judged by core.
 fn resolve(caller: &Caller, request: RunRequest) -> Result<Plan<'_>, Error> {
+    check_role(caller, &request)?;
     let degraded = crate::identity::accepted_degradation(&request.allow_degraded)?;
     let state_dir = caller.state_dir()?;
     let chosen = request.profile.resolve(caller)?;
@@ -220,8 +223,24 @@ fn resolve(caller: &Caller, request: RunRequest) -> Result<Plan<'_>, Error> {
         resolve,
         argv: request.argv,
         keep: request.keep,
-        limit_output: request.limit_output,
+        // An agent's output is always kept within the profile's limit.
+        limit_output: request.limit_output || caller.role == Role::Agent,
     })
+}
+
+/// What widens a run beyond its profile is an operator's to ask: addresses the gate trusts, the
+/// host identity, a layer given up.
+fn check_role(caller: &Caller, request: &RunRequest) -> Result<(), Error> {
+    if !request.resolve.is_empty() {
+        caller.must_be_operator("name trusted addresses for the network gate (--resolve)")?;
+    }
+    if request.sandbox_uid.is_some() {
+        caller.must_be_operator("choose the sandbox's host uid (--sandbox-uid)")?;
+    }
+    if !request.allow_degraded.is_empty() {
+        caller.must_be_operator("give up a protection layer (--allow-degraded)")?;
+    }
+    Ok(())
 }
 
 /// `NAME=IP`, the name in the form the gate compares: lower case, no trailing dot.
@@ -260,6 +279,9 @@ fn check(plan: &Plan) -> Result<PathBuf, Error> {
         &plan.policy_dirs,
     )?;
     checks::check_profile_paths_exist(&plan.profile)?;
+    // Before any layer is made for the run; asked again at the launch, for a run that waited
+    // for its session meanwhile.
+    crate::control::check_enabled(&plan.state_dir, &plan.profile.name)?;
     Ok(staging)
 }
 
