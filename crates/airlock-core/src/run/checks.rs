@@ -7,6 +7,18 @@ use airlock_policy::Profile;
 
 use crate::error::Error;
 
+/// A profile's path refused, naming the profile as the person knows it (its file, or its name).
+fn path_refused(profile: &Profile, path: &Path, why: String) -> Error {
+    Error::ProfilePath {
+        profile: profile
+            .source
+            .as_ref()
+            .map_or_else(|| profile.name.clone(), |p| p.display().to_string()),
+        path: path.to_path_buf(),
+        why,
+    }
+}
+
 /// Paths of a profile that would open a hole in the sandbox, refused before anything is built
 /// (`state_dir` canonical):
 /// a read-write bind is written by sandboxes, so nothing else may be bound or hidden inside it
@@ -19,16 +31,7 @@ pub(super) fn check_profile_paths(
     policy_dirs: &[PathBuf],
 ) -> Result<(), Error> {
     let fs = &profile.filesystem;
-    let refuse = |path: &Path, why: String| {
-        Err(Error::ProfilePath {
-            profile: profile
-                .source
-                .as_ref()
-                .map_or_else(|| profile.name.clone(), |p| p.display().to_string()),
-            path: path.to_path_buf(),
-            why,
-        })
-    };
+    let refuse = |path: &Path, why: String| Err(path_refused(profile, path, why));
     let overlaps = |a: &Path, b: &Path| a.starts_with(b) || b.starts_with(a);
     let state = state_dir;
     for path in fs.read_only.iter().chain(&fs.read_write) {
@@ -95,16 +98,7 @@ fn canonical_prefix(path: &Path) -> PathBuf {
 /// symlink: the rules above compare the paths as written, and the jail binds what they lead to.
 pub(super) fn check_profile_paths_exist(profile: &Profile) -> Result<(), Error> {
     let fs = &profile.filesystem;
-    let refuse = |path: &Path, why: String| {
-        Err(Error::ProfilePath {
-            profile: profile
-                .source
-                .as_ref()
-                .map_or_else(|| profile.name.clone(), |p| p.display().to_string()),
-            path: path.to_path_buf(),
-            why,
-        })
-    };
+    let refuse = |path: &Path, why: String| Err(path_refused(profile, path, why));
     for path in fs.read_only.iter().chain(&fs.read_write) {
         match path.canonicalize() {
             Err(_) => {
