@@ -210,11 +210,15 @@ fn seccomp() -> Layer {
 }
 
 fn network_gate() -> Layer {
-    // The network gate answers connects through seccomp user notifications: an allowed one has
-    // its address rewritten to the gate's relay in the sandbox's own namespace (through
-    // /proc/PID/mem) and is let through with SECCOMP_USER_NOTIF_FLAG_CONTINUE (Linux 5.5); no
-    // socket is put into the sandbox (see `gate`). Asking the notification sizes tells whether
-    // the kernel has notifications at all.
+    // The network gate answers connects through seccomp user notifications (Linux 5.0): it
+    // copies the connecting socket with pidfd_getfd (5.6), checks with
+    // SECCOMP_IOCTL_NOTIF_ID_VALID that the thread still waits before it reads or rewrites its
+    // memory (the ioctl's corrected number, which libc defines, is accepted from 5.9 and by
+    // stable kernels it was backported to), and lets the connect run with
+    // SECCOMP_USER_NOTIF_FLAG_CONTINUE (5.5); no socket is put into the sandbox (see `gate`).
+    // Asking the notification sizes tells only whether the kernel has notifications at all: a
+    // 5.0 to 5.8 kernel without those backports passes, though its gate cannot let a connect
+    // out (which fails closed: the sandbox's own namespace reaches nothing).
     let gate = crate::sys::seccomp_notify_supported();
     Layer {
         name: "network gate",
@@ -223,7 +227,7 @@ fn network_gate() -> Layer {
             "seccomp user notification: profiles with network rules run through airlock's gate"
                 .into()
         } else {
-            "no seccomp user notification (Linux 5.9+): profiles with network rules cannot run; network = \"none\" still can".into()
+            "no seccomp user notifications (the gate needs Linux 5.9+): profiles with network rules cannot run; network = \"none\" still can".into()
         },
         degradable_as: None,
         optional: true,
