@@ -173,7 +173,7 @@ pub(crate) fn apply_seccomp() -> Result<()> {
 pub(crate) fn apply_seccomp_gated() -> Result<std::os::fd::OwnedFd> {
     sys::install_seccomp_listener(FILTER_GATED).during(
         "install the seccomp filter with a listener",
-        "the network gate needs Linux 5.9 or later",
+        "the network gate needs seccomp user notifications and Linux 5.9 or later; run 'airlock check'",
     )
 }
 

@@ -86,9 +86,22 @@ fn overlay_in_user_namespace(scratch: &Path) -> bool {
 /// Probe every layer. `scratch` is an empty directory on the filesystem that holds sessions.
 pub fn probe_layers(scratch: &Path) -> Vec<Layer> {
     let rootful = nix::unistd::geteuid().is_root();
-    let mut layers = Vec::new();
+    let mut layers = vec![user_namespace(rootful)];
+    layers.extend(namespaces(rootful));
+    layers.extend([
+        overlayfs(scratch),
+        landlock(),
+        seccomp(),
+        network_gate(),
+        memory_layer(),
+        cgroups(),
+    ]);
+    layers
+}
+
+fn user_namespace(rootful: bool) -> Layer {
     let userns = rootful || try_in_child(libc::CLONE_NEWUSER, || true);
-    layers.push(Layer {
+    Layer {
         name: "user namespace",
         available: userns,
         detail: if userns {
@@ -98,7 +111,11 @@ pub fn probe_layers(scratch: &Path) -> Vec<Layer> {
         },
         degradable_as: None,
         optional: false,
-    });
+    }
+}
+
+/// The other namespaces of a run, each made in a child (in a user namespace when unprivileged).
+fn namespaces(rootful: bool) -> Vec<Layer> {
     let ns_flags = [
         (
             "mount namespace",
@@ -122,6 +139,7 @@ pub fn probe_layers(scratch: &Path) -> Vec<Layer> {
         ),
         ("uts namespace", libc::CLONE_NEWUTS, "own hostname"),
     ];
+    let mut layers = Vec::new();
     for (name, flag, meaning) in ns_flags {
         let user = if rootful { 0 } else { libc::CLONE_NEWUSER };
         let ok = try_in_child(user | flag, || true);
@@ -137,8 +155,12 @@ pub fn probe_layers(scratch: &Path) -> Vec<Layer> {
             optional: false,
         });
     }
+    layers
+}
+
+fn overlayfs(scratch: &Path) -> Layer {
     let overlay = overlay_in_user_namespace(scratch);
-    layers.push(Layer {
+    Layer {
         name: "overlayfs",
         available: overlay,
         detail: if overlay {
@@ -148,9 +170,12 @@ pub fn probe_layers(scratch: &Path) -> Vec<Layer> {
         },
         degradable_as: None,
         optional: false,
-    });
+    }
+}
+
+fn landlock() -> Layer {
     let abi = landlock_abi();
-    layers.push(Layer {
+    Layer {
         name: "landlock",
         available: abi > 0,
         detail: match abi {
@@ -161,14 +186,17 @@ pub fn probe_layers(scratch: &Path) -> Vec<Layer> {
         },
         degradable_as: Some("landlock"),
         optional: false,
-    });
+    }
+}
+
+fn seccomp() -> Layer {
     let seccomp = std::fs::read_to_string("/proc/self/status")
         .map(|s| {
             s.lines()
                 .any(|l| l.starts_with("Seccomp_filters:") || l.starts_with("Seccomp:"))
         })
         .unwrap_or(false);
-    layers.push(Layer {
+    Layer {
         name: "seccomp",
         available: seccomp,
         detail: if seccomp {
@@ -178,36 +206,51 @@ pub fn probe_layers(scratch: &Path) -> Vec<Layer> {
         },
         degradable_as: None,
         optional: false,
-    });
-    // The network gate answers connects through seccomp user notifications: an allowed one has
-    // its address rewritten to the gate's relay in the sandbox's own namespace (through
-    // /proc/PID/mem) and is let through with SECCOMP_USER_NOTIF_FLAG_CONTINUE (Linux 5.5); no
-    // socket is put into the sandbox (see `gate`). Asking the notification sizes tells whether
-    // the kernel has notifications at all.
+    }
+}
+
+fn network_gate() -> Layer {
+    // The network gate answers connects through seccomp user notifications (Linux 5.0): it
+    // copies the connecting socket with pidfd_getfd (5.6), checks with
+    // SECCOMP_IOCTL_NOTIF_ID_VALID that the thread still waits before it reads or rewrites its
+    // memory (the ioctl's corrected number, which libc defines, is accepted from 5.9 and by
+    // stable kernels it was backported to), and lets the connect run with
+    // SECCOMP_USER_NOTIF_FLAG_CONTINUE (5.5); no socket is put into the sandbox (see `gate`).
+    // Asking the notification sizes tells only whether the kernel has notifications at all: a
+    // 5.0 to 5.8 kernel without those backports passes, though its gate cannot let a connect
+    // out (which fails closed: the sandbox's own namespace reaches nothing).
     let gate = crate::sys::seccomp_notify_supported();
-    layers.push(Layer {
+    Layer {
         name: "network gate",
         available: gate,
         detail: if gate {
-            "seccomp user notification: profiles with network rules run through airlock's gate".into()
+            "seccomp user notification: profiles with network rules run through airlock's gate"
+                .into()
         } else {
-            "no seccomp user notification (Linux 5.9+): profiles with network rules cannot run; network = \"none\" still can".into()
+            "no seccomp user notifications (the gate needs Linux 5.9+): profiles with network rules cannot run; network = \"none\" still can".into()
         },
         degradable_as: None,
         optional: true,
-    });
+    }
+}
+
+fn memory_layer() -> Layer {
     let memory_layer = crate::launch::memory_layer_supported();
-    layers.push(Layer {
+    Layer {
         name: "memory layer",
         available: memory_layer,
         detail: if memory_layer {
-            "a throwaway run keeps its changes in a tmpfs inside the sandbox: no disk is touched".into()
+            "a throwaway run keeps its changes in a tmpfs inside the sandbox: no disk is touched"
+                .into()
         } else {
             "unprivileged overlayfs needs user xattrs on tmpfs (Linux 6.6): throwaway runs use a disk layer, deleted after the run".into()
         },
         degradable_as: None,
         optional: true,
-    });
+    }
+}
+
+fn cgroups() -> Layer {
     let cgroups = cgroup::detect();
     let (available, detail) = match &cgroups {
         CgroupSupport::V2 { parent } => (
@@ -241,12 +284,11 @@ pub fn probe_layers(scratch: &Path) -> Vec<Layer> {
             ),
         ),
     };
-    layers.push(Layer {
+    Layer {
         name: "cgroups",
         available,
         detail,
         degradable_as: None,
         optional: true,
-    });
-    layers
+    }
 }

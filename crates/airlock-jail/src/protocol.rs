@@ -1,4 +1,4 @@
-//! The setup protocol between the supervisor (`launch.rs`) and the setup process (`inside.rs`,
+//! The setup protocol between the supervisor (`launch`) and the setup process (`inside.rs`,
 //! which becomes pid 1 in `init.rs`): the order of the steps, the messages that mark them, and
 //! the one place where file descriptors pass between the two.
 //!
