@@ -536,3 +536,92 @@ both_modes!(
         assert!(stderr(&out).contains("policy"), "{}", stderr(&out));
     }
 );
+
+/// Each mount of `/proc/self/mountinfo`: its mount point and its per-mount options.
+fn mounts(mountinfo: &str) -> Vec<(String, Vec<String>)> {
+    mountinfo
+        .lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split(' ').collect();
+            let point = fields.get(4)?.to_string();
+            let options = fields.get(5)?.split(',').map(str::to_string).collect();
+            Some((point, options))
+        })
+        .collect()
+}
+
+both_modes!(
+    no_mount_inside_lets_a_setuid_file_or_device_node_work,
+    |w: &World| {
+        // A setuid file or a device node made in a writable place must do nothing, and nothing but
+        // the named places may be writable: every mount is nosuid, every one but /dev's (whose
+        // nodes are single binds) is nodev, and only the workspace, the private tmpfs dirs,
+        // /dev/pts, /dev/shm, /proc and the profile's read-write bind are writable.
+        let host = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+        let host_root = mounts(&host)
+            .into_iter()
+            .find(|(point, _)| point == "/")
+            .unwrap();
+        assert!(
+            !host_root.1.contains(&"nosuid".to_string()),
+            "the host's / is nosuid: this test could not tell"
+        );
+        let cache = w.base.join("cache");
+        std::fs::create_dir_all(&cache).unwrap();
+        w.give(&cache);
+        let secret = w.workspace.join(".env");
+        w.write(&secret, "TOKEN=1\n");
+        // In a directory of its own: a profile's directory is policy, which no bind may write.
+        let policy = w.base.join("policy");
+        std::fs::create_dir_all(&policy).unwrap();
+        let profile = policy.join("mounts.toml");
+        w.write(
+            &profile,
+            &format!(
+                "[filesystem]\nread_only = [\"{}\"]\nread_write = [\"{}\"]\nhide = [\"{}\"]\n",
+                w.outside.display(),
+                cache.display(),
+                secret.display()
+            ),
+        );
+        let profile = profile.to_str().unwrap();
+        let out = w.inside_with(&["--profile-file", profile], "cat /proc/self/mountinfo");
+        let inside = mounts(&ran(&out));
+        assert!(inside.len() > 10, "mountinfo not read: {inside:?}");
+        let workspace = w.workspace.to_str().unwrap();
+        let cache = cache.to_str().unwrap();
+        let device_nodes =
+            ["null", "zero", "full", "random", "urandom", "tty"].map(|n| format!("/dev/{n}"));
+        let writable = [
+            "/dev/pts",
+            "/dev/shm",
+            "/proc",
+            "/tmp",
+            "/home/agent",
+            workspace,
+            cache,
+        ];
+        assert!(
+            inside.iter().any(|(p, _)| p == secret.to_str().unwrap()),
+            "the hide is not a mount"
+        );
+        for (point, options) in &inside {
+            if device_nodes.contains(point) {
+                continue;
+            }
+            let has = |flag: &str| options.iter().any(|o| o == flag);
+            assert!(has("nosuid"), "{point} is not nosuid: {options:?}");
+            if point != "/dev" && point != "/dev/pts" {
+                assert!(has("nodev"), "{point} is not nodev: {options:?}");
+            }
+            if has("rw") {
+                assert!(
+                    writable.contains(&point.as_str()),
+                    "{point} is writable: {options:?}"
+                );
+            }
+        }
+        let root = inside.iter().find(|(p, _)| p == "/").unwrap();
+        assert!(root.1.contains(&"ro".to_string()), "/ is writable");
+    }
+);

@@ -401,3 +401,77 @@ both_modes!(a_throwaway_run_is_killed_by_its_pid, |w: &World| {
     let out = airlock(w, &["kill", "--pid", "999999999"]);
     assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
 });
+
+/// Wait until process `pid` is stopped (state T), as the launch's test pause leaves it.
+fn wait_stopped(pid: u32) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let state = stat
+            .rsplit(") ")
+            .next()
+            .and_then(|rest| rest.chars().next());
+        if state == Some('T') {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the run never reached its pause: {stat}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn a_disable_during_the_launch_stops_the_command(pause_at: &str) {
+    // The run stops itself at `pause_at` (before or after it is listed for the kill switch);
+    // 'airlock disable' meanwhile must keep its command from ever running: either the switch
+    // finds the listed run and kills it, or the run finds the switch before its go-ahead.
+    for mode in [Mode::Root, Mode::User] {
+        let Some(w) = World::new(mode) else {
+            continue;
+        };
+        let child = w
+            .airlock_with_test_hooks()
+            .env("AIRLOCK_TEST_PAUSE", pause_at)
+            .args(["run", "--workspace"])
+            .arg(&w.workspace)
+            .args(["--", "sh", "-c", "echo COMMAND-RAN"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut run = Run(child);
+        // Under setpriv the airlock process is setpriv's exec: the same pid.
+        wait_stopped(run.id());
+        let disabled = airlock(&w, &["disable", "--reason", "incident"]);
+        assert!(disabled.status.success(), "{}", stderr(&disabled));
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(run.id() as i32),
+            nix::sys::signal::Signal::SIGCONT,
+        )
+        .unwrap();
+        let out = std::mem::replace(
+            &mut run.0,
+            std::process::Command::new("true").spawn().unwrap(),
+        )
+        .wait_with_output()
+        .unwrap();
+        assert!(
+            !stdout(&out).contains("COMMAND-RAN"),
+            "the command ran after disable ({pause_at})"
+        );
+        assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+        let enabled = airlock(&w, &["enable"]);
+        assert!(enabled.status.success(), "{}", stderr(&enabled));
+    }
+}
+
+#[test]
+fn a_disable_before_the_run_is_listed_is_seen_by_the_run() {
+    a_disable_during_the_launch_stops_the_command("reserved");
+}
+
+#[test]
+fn a_disable_after_the_run_is_listed_kills_it() {
+    a_disable_during_the_launch_stops_the_command("listed");
+}

@@ -120,13 +120,19 @@ fn run_confined(caller: &Caller, request: RunRequest) -> Result<RunReport, Error
         sandbox_uid: plan.host_ids.0,
     };
     let clock = Started::now();
-    let (launched, registration) = launch(&plan, &spec, &staging, network, &audit, &intent)?;
     let listing = Listing {
         session: session_id.clone(),
         argv: intent.argv.clone(),
         started: clock.seconds,
     };
-    let mut supervised = supervise(&plan, launched, registration.as_ref(), listing);
+    let launch_plan = LaunchPlan {
+        spec: &spec,
+        staging: &staging,
+        intent: &intent,
+        listing,
+    };
+    let (launched, registration) = launch(&plan, launch_plan, network, &audit)?;
+    let mut supervised = supervise(&plan, launched, registration.as_ref(), session_id.clone());
     // The gate's last events, and a session's layer, are only complete once no process of the
     // sandbox is left.
     if supervised.gate_log.is_some() || turn.session.is_some() {
@@ -419,14 +425,16 @@ impl Started {
 /// A sandbox that could not be built is returned as its error, its attempt recorded all the same.
 fn launch(
     plan: &Plan,
-    spec: &SandboxSpec,
-    staging: &Path,
+    launch: LaunchPlan,
     network: Option<airlock_jail::PendingNetwork>,
     audit: &airlock_audit::AuditLog,
-    intent: &Intent,
 ) -> Result<(Result<Sandbox, JailError>, Option<Registration>), Error> {
-    // A switch set with 'airlock disable' stops every run of its scope.
-    crate::control::check_enabled(&plan.state_dir, &plan.profile.name)?;
+    let LaunchPlan {
+        spec,
+        staging,
+        intent,
+        listing,
+    } = launch;
     let intent = serde_json::to_value(intent)?;
     let cache = plan.state_dir.join("cache");
     // Steps 1 to 11 of the jail's protocol: the sandbox is built up to its go-ahead.
@@ -438,12 +446,21 @@ fn launch(
             return Ok((Err(err), None));
         }
     };
-    // Step 12 (intent). PERF: written, and the run's entry in the registry of running sandboxes
-    // (which 'airlock kill/pause' read) given its space, while the sandbox confines itself.
-    // SECURITY: both are on disk before the go-ahead; if either fails, dropping `launching`
-    // kills the sandbox before its command could start. (A full disk refuses the run here.)
+    // Step 12 (intent). PERF: written, and the run listed in the registry of running sandboxes
+    // (which 'airlock kill/pause/disable' read), while the sandbox confines itself. SECURITY:
+    // both are on disk before the go-ahead; if either fails, dropping `launching` kills the
+    // sandbox before its command could start. (A full disk refuses the run here.)
     crate::audit::append_deferred(audit, "run.intent", intent)?;
     let registration = crate::control::reserve(&plan.state_dir)?;
+    test_pause("reserved");
+    registration.fill(&listing.entry(plan, launching.id()))?;
+    test_pause("listed");
+    // SECURITY: asked again now that the kill switch can see the run: an 'airlock disable'
+    // from here on kills it, and one before is seen here; either way its command never starts.
+    if let Err(disabled) = crate::control::check_enabled(&plan.state_dir, &plan.profile.name) {
+        drop(launching.refuse(disabled.to_string()));
+        return Err(disabled.into());
+    }
     let synced =
         if cfg!(debug_assertions) && std::env::var("AIRLOCK_TEST_FAULT").as_deref() == Ok("gate") {
             // Debug builds: AIRLOCK_TEST_FAULT=gate makes the last check fail, for the tests.
@@ -459,11 +476,45 @@ fn launch(
     Ok((started, Some(registration)))
 }
 
+/// Debug builds: `AIRLOCK_TEST_PAUSE=STEP` stops this process (SIGSTOP) at that step of the
+/// launch, for the tests of what another process does meanwhile.
+fn test_pause(step: &str) {
+    if cfg!(debug_assertions) && std::env::var("AIRLOCK_TEST_PAUSE").as_deref() == Ok(step) {
+        let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP);
+    }
+}
+
 /// What the kill switch's registry says of a run.
 struct Listing {
     session: Option<String>,
     argv: Vec<String>,
     started: u64,
+}
+
+impl Listing {
+    fn entry(
+        self,
+        plan: &Plan,
+        sandbox: airlock_jail::control::SandboxId,
+    ) -> crate::control::Running {
+        crate::control::Running {
+            supervisor: std::process::id(),
+            sandbox,
+            session: self.session,
+            profile: plan.profile.name.clone(),
+            argv: self.argv,
+            uid: nix::unistd::getuid().as_raw(),
+            started: self.started,
+        }
+    }
+}
+
+/// What phase 5 builds and records.
+struct LaunchPlan<'a> {
+    spec: &'a SandboxSpec,
+    staging: &'a Path,
+    intent: &'a Intent<'a>,
+    listing: Listing,
 }
 
 /// A run from its start to its command's end.
@@ -485,12 +536,12 @@ impl Supervised {
     }
 }
 
-/// Phase 6: the gate, the kill switch's listing, and the wait for the command to end.
+/// Phase 6: the gate, and the wait for the command to end.
 fn supervise(
     plan: &Plan,
     launched: Result<Sandbox, JailError>,
     registration: Option<&Registration>,
-    listing: Listing,
+    session: Option<String>,
 ) -> Supervised {
     let mut supervised = Supervised {
         result: Err(JailError::Invalid("the run was not supervised".into())),
@@ -505,40 +556,14 @@ fn supervise(
                 &plan.profile,
                 &plan.resolve,
                 &plan.state_dir,
-                listing.session.clone(),
+                session,
             )?);
         }
-        let entry = crate::control::Running {
-            supervisor: std::process::id(),
-            sandbox: sandbox.id(),
-            session: listing.session,
-            profile: plan.profile.name.clone(),
-            argv: listing.argv,
-            uid: nix::unistd::getuid().as_raw(),
-            started: listing.started,
-        };
-        let filled = match registration {
-            Some(registration) => registration.fill(&entry).map_err(|e| e.to_string()),
-            None => Err("no entry was reserved".to_string()),
-        };
-        match filled {
-            Ok(()) => {
-                let finished = sandbox.wait();
-                supervised.killed_by_switch =
-                    registration.and_then(crate::control::Registration::killed_by_switch);
-                supervised.ending = Some(sandbox);
-                finished
-            }
-            // SECURITY: a run the kill switch cannot reach does not go on.
-            Err(err) => {
-                sandbox.kill();
-                let _ = sandbox.wait();
-                sandbox.reap();
-                Err(JailError::Invalid(format!(
-                    "the run could not be listed for the kill switch, so it was stopped: {err}"
-                )))
-            }
-        }
+        let finished = sandbox.wait();
+        supervised.killed_by_switch =
+            registration.and_then(crate::control::Registration::killed_by_switch);
+        supervised.ending = Some(sandbox);
+        finished
     });
     supervised
 }

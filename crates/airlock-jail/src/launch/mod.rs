@@ -177,26 +177,38 @@ impl Launching {
         // answer (a round trip between the two CPUs, ~0.1 ms here). SECURITY: a gated sandbox
         // first hands over its gate (GATE), whose listener must be ours before its command runs.
         // On any error, the sandbox's drop kills it.
-        if !gated {
-            protocol::send(control.as_fd(), &Message::Start)?;
-        }
-        protocol::read_launch_report(&mut report)?;
-        if gated {
-            match protocol::receive(control.as_fd(), Peer::SetupProcess)? {
-                Message::Gate {
-                    dns,
-                    listener,
-                    relay,
-                } => {
-                    sandbox.gate = Some(Gate {
-                        notifier: crate::gate::Notifier::new(listener),
-                        dns,
-                        relay,
-                    })
-                }
-                other => return Err(other.unexpected("GATE")),
+        let handed_over = (|| {
+            if !gated {
+                protocol::send(control.as_fd(), &Message::Start)?;
             }
-            protocol::send(control.as_fd(), &Message::Start)?;
+            protocol::read_launch_report(&mut report)?;
+            if gated {
+                match protocol::receive(control.as_fd(), Peer::SetupProcess)? {
+                    Message::Gate {
+                        dns,
+                        listener,
+                        relay,
+                    } => {
+                        sandbox.gate = Some(Gate {
+                            notifier: crate::gate::Notifier::new(listener),
+                            dns,
+                            relay,
+                        })
+                    }
+                    other => return Err(other.unexpected("GATE")),
+                }
+                protocol::send(control.as_fd(), &Message::Start)?;
+            }
+            Ok(())
+        })();
+        if let Err(err) = handed_over {
+            // A setup process that died on its way says why on the report pipe: that, rather
+            // than the broken socket we found.
+            sandbox.kill();
+            return Err(match protocol::read_launch_report(&mut report) {
+                Err(reported @ JailError::Reported(_)) => reported,
+                _ => err,
+            });
         }
         sandbox.report = Some(report);
         Ok(sandbox)
