@@ -1,8 +1,10 @@
 //! Changes that can run code or open a hole the next time a person or a tool touches the
 //! workspace, so `apply` writes them only when they are named (and some never).
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::ffi::OsStr;
-use std::path::{Component, Path};
+use std::path::{Component, Path, PathBuf};
 
 use serde::Serialize;
 
@@ -15,8 +17,12 @@ use crate::scan::Change;
 pub enum Hazard {
     /// `.git/hooks/*`: runs on the next commit, checkout, push.
     GitHook,
-    /// `.git/config`, `.gitmodules`, `.gitattributes`: can name programs git runs (core.fsmonitor,
-    /// core.sshCommand, filter drivers, submodule URLs).
+    /// Anything else git reads as a repository: all of a `.git` directory (config, `commondir`,
+    /// `worktrees/`, `modules/`, `info/`, …) or a `.git` file pointing elsewhere, at any depth and
+    /// under any name git takes for `.git`; a directory laid out as a git directory (`HEAD`,
+    /// `config`, `objects`); `.gitmodules`, `.gitattributes`. They can name programs git runs
+    /// (core.fsmonitor, core.sshCommand, filter drivers, submodule URLs), and `git status`
+    /// shows none of it.
     GitConfig,
     /// `.envrc`, shell rc and profile files: run by the next shell or direnv.
     ShellStartup,
@@ -48,7 +54,7 @@ impl Hazard {
     pub fn describe(self) -> &'static str {
         match self {
             Hazard::GitHook => "git hook: runs on the next git command",
-            Hazard::GitConfig => "git configuration: can make git run programs",
+            Hazard::GitConfig => "git repository data or configuration: can make git run programs",
             Hazard::ShellStartup => "shell startup file: runs in the next shell",
             Hazard::EditorOrAgentConfig => {
                 "editor or agent configuration: can run commands or instruct the next agent"
@@ -120,6 +126,29 @@ const CI_FILES: &[&str] = &[
     ".woodpecker.yml",
 ];
 
+/// Does git take this name for `.git`? Its own rules for case-insensitive and NTFS/HFS+
+/// filesystems are the floor (`core.protectNTFS`, `core.protectHFS`): any case, trailing dots and
+/// spaces, the 8.3 short name `git~1`, and the code points HFS+ ignores anywhere in a name. A
+/// workspace may be copied or shared to such a filesystem, or served to a client on one.
+pub fn is_git_dir_name(name: &OsStr) -> bool {
+    let Some(text) = name.to_str() else {
+        return false;
+    };
+    let visible: String = text
+        .chars()
+        .filter(|c| !is_hfs_ignorable(*c))
+        .collect::<String>()
+        .to_lowercase();
+    let trimmed = visible.trim_end_matches(['.', ' ']);
+    trimmed == ".git" || trimmed == "git~1"
+}
+
+/// Code points HFS+ leaves out when it compares names (git's `is_hfs_dotgit` list).
+fn is_hfs_ignorable(c: char) -> bool {
+    matches!(c,
+        '\u{200c}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{206a}'..='\u{206f}' | '\u{feff}')
+}
+
 fn names(path: &Path) -> Vec<&OsStr> {
     path.components()
         .filter_map(|c| match c {
@@ -142,15 +171,14 @@ pub fn path_hazards(path: &Path) -> Vec<Hazard> {
             .iter()
             .any(|p| dirs.iter().any(|d| p == d))
     };
-    if has_pair(".git", "hooks") {
-        found.push(Hazard::GitHook);
-    }
-    if has_pair(".git", "config")
-        || last == ".gitmodules"
-        || last == ".gitattributes"
-        || has_pair(".git", "info") && last == "attributes"
-    {
-        found.push(Hazard::GitConfig);
+    let git_dir_at = parts.iter().position(|name| is_git_dir_name(name));
+    match git_dir_at {
+        Some(at) if parts.get(at + 1).is_some_and(|next| *next == "hooks") => {
+            found.push(Hazard::GitHook)
+        }
+        Some(_) => found.push(Hazard::GitConfig),
+        None if last == ".gitmodules" || last == ".gitattributes" => found.push(Hazard::GitConfig),
+        None => {}
     }
     if SHELL_STARTUP.iter().any(|n| last == *n) {
         found.push(Hazard::ShellStartup);
@@ -197,7 +225,94 @@ pub fn symlink_leaves(path: &Path, target: &OsStr) -> bool {
     false
 }
 
-/// Every hazard of one change, judged on the session's side (what would be written).
+/// The directories of the tree a session leads to (its layer over the host workspace) that are
+/// laid out as git directories: `HEAD` and `config` files and an `objects` directory. git takes
+/// such a directory for a repository (a bare one, or the one a `.git` file names) whatever its
+/// name, reads its config and runs its hooks. Answers are kept: a change set asks about the same
+/// directories many times.
+pub struct GitDirs<'a> {
+    layer: &'a Path,
+    host: &'a Path,
+    known: RefCell<HashMap<PathBuf, bool>>,
+}
+
+impl<'a> GitDirs<'a> {
+    pub fn new(layer: &'a Path, host: &'a Path) -> GitDirs<'a> {
+        GitDirs {
+            layer,
+            host,
+            known: RefCell::new(HashMap::new()),
+        }
+    }
+
+    /// Does `path` (relative to the workspace) lie in, or is it, a git directory? The workspace
+    /// itself counts too: made into one, git would take it for a bare repository.
+    pub fn contains(&self, path: &Path) -> bool {
+        path.ancestors().any(|dir| self.is_git_dir(dir))
+    }
+
+    fn is_git_dir(&self, dir: &Path) -> bool {
+        if let Some(known) = self.known.borrow().get(dir) {
+            return *known;
+        }
+        let answer = self.kind_of(&dir.join("HEAD")) == Some(Kind::File)
+            && self.kind_of(&dir.join("config")) == Some(Kind::File)
+            && self.kind_of(&dir.join("objects")) == Some(Kind::Dir);
+        self.known.borrow_mut().insert(dir.to_path_buf(), answer);
+        answer
+    }
+
+    /// What is at `path` in the tree the session leads to: the layer's entry (a whiteout is
+    /// nothing), else the host's. An opaque directory of the layer is not looked through: at
+    /// worst a host entry it hides counts, which only ever adds a hazard.
+    fn kind_of(&self, path: &Path) -> Option<Kind> {
+        use std::os::unix::fs::{FileTypeExt, MetadataExt};
+        let kind = |meta: std::fs::Metadata| {
+            let kind = meta.file_type();
+            if kind.is_dir() {
+                Kind::Dir
+            } else if kind.is_file() {
+                Kind::File
+            } else {
+                Kind::Symlink
+            }
+        };
+        // SECURITY: the layer is the sandbox's writing: no symlink of it is followed.
+        let mut prefix = self.layer.to_path_buf();
+        for name in names(path.parent().unwrap_or(Path::new(""))) {
+            prefix.push(name);
+            if let Ok(meta) = std::fs::symlink_metadata(&prefix) {
+                if meta.file_type().is_symlink() {
+                    return None;
+                }
+            }
+        }
+        match std::fs::symlink_metadata(self.layer.join(path)) {
+            Ok(meta) if meta.file_type().is_char_device() && meta.rdev() == 0 => None,
+            Ok(meta) => Some(kind(meta)),
+            Err(_) => std::fs::symlink_metadata(self.host.join(path))
+                .ok()
+                .map(kind),
+        }
+    }
+}
+
+/// Every hazard of one change in the tree its session leads to: [`hazards`], and whether it
+/// lies in a directory laid out as a git directory.
+pub fn hazards_in(change: &Change, size_limit: u64, git_dirs: &GitDirs) -> Vec<Hazard> {
+    let mut found = hazards(change, size_limit);
+    if !found.contains(&Hazard::GitConfig)
+        && !found.contains(&Hazard::GitHook)
+        && git_dirs.contains(&change.path)
+    {
+        found.push(Hazard::GitConfig);
+        found.sort();
+    }
+    found
+}
+
+/// Every hazard of one change, judged on the session's side (what would be written), by its
+/// name and what it is.
 pub fn hazards(change: &Change, size_limit: u64) -> Vec<Hazard> {
     let mut found = path_hazards(&change.path);
     if let Some(new) = &change.new {
@@ -263,6 +378,79 @@ mod tests {
     }
 
     #[test]
+    fn all_of_a_git_directory_is_a_hazard_under_any_name_git_takes_for_it() {
+        for path in [
+            ".git",
+            ".git/HEAD",
+            ".git/commondir",
+            ".git/config.worktree",
+            ".git/worktrees/w/config.worktree",
+            ".git/modules/m/config",
+            ".git/info/exclude",
+            ".git/objects/ab/cdef",
+            "sub/.git",
+            "vendor/lib/.git/config",
+            ".GIT/config",
+            ".Git/config",
+            ".git./config",
+            ".git  /config",
+            "git~1/config",
+            "GIT~1/config",
+            ".g\u{200c}it/config",
+            "\u{feff}.git/config",
+        ] {
+            assert_eq!(of(path), vec![Hazard::GitConfig], "{path}");
+        }
+        assert_eq!(
+            of(".git/modules/m/hooks/post-checkout"),
+            vec![Hazard::GitConfig]
+        );
+        assert_eq!(of(".GIT/hooks/pre-commit"), vec![Hazard::GitHook]);
+        assert_eq!(of("sub/.git/hooks"), vec![Hazard::GitHook]);
+    }
+
+    #[test]
+    fn a_directory_laid_out_as_a_git_directory_is_one_whatever_its_name() {
+        let layer = tempfile::tempdir().unwrap();
+        let host = tempfile::tempdir().unwrap();
+        // In the layer: a bare repository under an innocent name.
+        std::fs::create_dir_all(layer.path().join("evil/objects")).unwrap();
+        std::fs::write(layer.path().join("evil/HEAD"), "ref: refs/heads/main\n").unwrap();
+        std::fs::write(layer.path().join("evil/config"), "[core]\n").unwrap();
+        // Partly on the host: HEAD and objects there, config from the layer.
+        std::fs::create_dir_all(host.path().join("split/objects")).unwrap();
+        std::fs::write(host.path().join("split/HEAD"), "x").unwrap();
+        std::fs::create_dir_all(layer.path().join("split")).unwrap();
+        std::fs::write(layer.path().join("split/config"), "[core]\n").unwrap();
+        // Not one: no objects.
+        std::fs::create_dir_all(layer.path().join("notes")).unwrap();
+        std::fs::write(layer.path().join("notes/HEAD"), "x").unwrap();
+        std::fs::write(layer.path().join("notes/config"), "x").unwrap();
+        let dirs = GitDirs::new(layer.path(), host.path());
+        assert!(dirs.contains(Path::new("evil/config")));
+        assert!(dirs.contains(Path::new("evil/hooks/post-checkout")));
+        assert!(dirs.contains(Path::new("evil")));
+        assert!(dirs.contains(Path::new("split/config")));
+        assert!(!dirs.contains(Path::new("notes/config")));
+        assert!(!dirs.contains(Path::new("src/main.rs")));
+        // The workspace made into one.
+        std::fs::create_dir_all(layer.path().join("objects")).unwrap();
+        std::fs::write(layer.path().join("HEAD"), "x").unwrap();
+        std::fs::write(layer.path().join("config"), "x").unwrap();
+        let dirs = GitDirs::new(layer.path(), host.path());
+        assert!(dirs.contains(Path::new("src/main.rs")));
+        // A symlink of the layer is not followed: what it leads to is not the tree's.
+        let elsewhere = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(elsewhere.path().join("objects")).unwrap();
+        std::fs::write(elsewhere.path().join("HEAD"), "x").unwrap();
+        std::fs::write(elsewhere.path().join("config"), "x").unwrap();
+        let layer = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(elsewhere.path(), layer.path().join("link")).unwrap();
+        let dirs = GitDirs::new(layer.path(), host.path());
+        assert!(!dirs.contains(Path::new("link/config")));
+    }
+
+    #[test]
     fn ordinary_names_are_not_hazards() {
         for path in [
             "src/main.rs",
@@ -272,6 +460,11 @@ mod tests {
             ".github/CODEOWNERS",
             "config",
             "my.bashrc.bak",
+            ".gitkeep",
+            ".github/dependabot.yml",
+            "git/config",
+            ".git-credentials.md",
+            "a.git/config",
         ] {
             assert_eq!(of(path), vec![], "{path}");
         }

@@ -83,6 +83,7 @@ impl Diff {
     /// Every change with its sides' kinds, modes, sizes, hashes, and its hazards.
     pub fn entries(&self) -> io::Result<Vec<ChangeEntry>> {
         let roots = self.roots();
+        let git_dirs = hazard::GitDirs::new(roots.layer, roots.host);
         self.changes()
             .iter()
             .map(|change| {
@@ -91,7 +92,7 @@ impl Diff {
                     status: change.status,
                     old: side(roots.host, change, &change.old)?,
                     new: side(roots.layer, change, &change.new)?,
-                    hazards: hazard::hazards(change, MAX_FILE_BYTES),
+                    hazards: hazard::hazards_in(change, MAX_FILE_BYTES, &git_dirs),
                 })
             })
             .collect()

@@ -159,7 +159,9 @@ pub enum Command {
             A path the host changed since the session first touched it is a conflict: reported \
             and left alone unless --force. Hazards ('airlock diff --json' lists them) are left \
             alone unless named with --allow-hazard=PATH or --allow-hazards; setuid/setgid \
-            files, device nodes and sockets are never written. New files get the owner of the \
+            files, device nodes and sockets are never written. All of a repository's .git is a \
+            hazard (git runs what its config and hooks name): a session that ran git writes \
+            its commits with --allow-hazard=.git once its diff was read. New files get the owner of the \
             workspace directory, replaced ones keep theirs. When everything was written, the \
             session is marked applied and takes no more runs.",
         after_help = "Exit status: 0 everything was applied; 1 some paths were left out \

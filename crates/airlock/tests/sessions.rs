@@ -993,3 +993,78 @@ both_modes!(
         );
     }
 );
+
+/// A `.git` file in `sub` naming `../evil`, laid out as a git directory under an innocent name,
+/// whose config runs `touch MARK` as the fsmonitor of every `git status` in `sub`.
+fn plant_repository(mark: &Path) -> String {
+    format!(
+        r#"
+        set -e
+        mkdir -p sub evil/objects evil/refs
+        printf 'ref: refs/heads/main\n' > evil/HEAD
+        printf '[core]\n\trepositoryformatversion = 0\n\tbare = false\n\tfsmonitor = "touch {}; false"\n' > evil/config
+        printf 'gitdir: ../evil\n' > sub/.git
+        "#,
+        mark.display()
+    )
+}
+
+both_modes!(
+    a_repository_planted_under_another_name_is_not_applied,
+    |w: &World| {
+        // Without airlock: `git status` in the planted tree runs the fsmonitor.
+        let demo = w.outside.join("demo");
+        std::fs::create_dir_all(&demo).unwrap();
+        w.give(&demo);
+        let ran_on_host = w.outside.join("PWNED-host");
+        let out = w
+            .command("sh")
+            .current_dir(&demo)
+            .args([
+                "-c",
+                &format!("{} cd sub && git status", plant_repository(&ran_on_host)),
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            ran_on_host.exists(),
+            "the planted fsmonitor did not run on the host: {}",
+            stderr(&out)
+        );
+
+        // In a session: the same files; apply with no hazard named leaves them out.
+        let id = new_session(w, &[]);
+        let ran_after_apply = w.outside.join("PWNED-applied");
+        ran(&run_in(w, &id, &plant_repository(&ran_after_apply)));
+        let diff = airlock(w, &["diff", &id, "--json"]);
+        let changes: serde_json::Value = serde_json::from_slice(&diff.stdout).unwrap();
+        for path in ["sub/.git", "evil/config", "evil/HEAD"] {
+            let change = changes
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|c| c["path"] == path)
+                .unwrap_or_else(|| panic!("{path} not in {changes:#}"));
+            assert_eq!(
+                change["hazards"],
+                serde_json::json!(["git_config"]),
+                "{path}"
+            );
+        }
+        let applied = airlock(w, &["apply", &id]);
+        assert_eq!(applied.status.code(), Some(1), "{}", stderr(&applied));
+        assert!(!w.workspace.join("sub/.git").exists());
+        assert!(!w.workspace.join("evil/config").exists());
+        let out = w
+            .command("sh")
+            .current_dir(w.workspace.join("sub"))
+            .args(["-c", "git status"])
+            .output()
+            .unwrap();
+        assert!(
+            !ran_after_apply.exists(),
+            "git status ran the planted fsmonitor after apply: {}",
+            stderr(&out)
+        );
+    }
+);

@@ -351,6 +351,7 @@ fn plan_all(
         .map_err(io("inspect", workspace_path))?;
     let rootful = nix::unistd::geteuid().is_root();
 
+    let git_dirs = hazard::GitDirs::new(layer, workspace_path);
     let mut items = Vec::new();
     let mut ops: PlannedOps = Vec::new();
     for change in &set.changes {
@@ -362,6 +363,7 @@ fn plan_all(
             created_ns,
             options,
             rootful.then_some(root_owner),
+            &git_dirs,
         )?;
         ops.extend(plan.map(|op| (op, items.len())));
         items.push(item);
@@ -572,9 +574,10 @@ fn plan(
     created_ns: i128,
     options: &ApplyOptions,
     root_owner: Option<Owner>,
+    git_dirs: &hazard::GitDirs,
 ) -> std::result::Result<(Option<Op>, Item), ApplyError> {
     let path_text = change.path.to_string_lossy().into_owned();
-    let hazards = hazard::hazards(change, MAX_FILE_BYTES);
+    let hazards = hazard::hazards_in(change, MAX_FILE_BYTES, git_dirs);
     let mut item = Item {
         path: path_text,
         status: Some(change.status),
