@@ -12,7 +12,11 @@
 //!   a new one of the same name: nothing of the host's directory shows through it.
 //!
 //! The xattrs are `trusted.overlay.*` when the overlay was mounted by root, `user.overlay.*` when it
-//! was mounted in a user namespace; both are read.
+//! was mounted in a user namespace (`userxattr`). SECURITY: only the namespace of the mount is
+//! read: as root, a `user.overlay.*` xattr is the sandbox's own writing (any file owner may set
+//! one), content rather than structure, and honouring it would show (and apply) deletions the
+//! sandbox never made. A layer is scanned by the identity that mounted it: root's sessions live
+//! in root's state directory, a user's in theirs.
 
 use std::collections::BTreeSet;
 use std::ffi::OsString;
@@ -86,12 +90,20 @@ fn io_at(path: &Path) -> impl FnOnce(io::Error) -> ScanError + '_ {
     }
 }
 
-const OVERLAY_XATTR_PREFIXES: [&str; 2] = ["trusted.overlay.", "user.overlay."];
+/// The xattr namespace of the overlays this process mounts: `trusted.` as root, `user.` with
+/// `userxattr` otherwise (see `airlock-jail`'s workspace mount).
+fn overlay_xattr_prefix() -> &'static str {
+    if nix::unistd::geteuid().is_root() {
+        "trusted.overlay."
+    } else {
+        "user.overlay."
+    }
+}
 
 fn overlay_xattr(path: &Path, name: &str) -> Option<Vec<u8>> {
-    OVERLAY_XATTR_PREFIXES
-        .iter()
-        .find_map(|prefix| xattr::get(path, format!("{prefix}{name}")).ok().flatten())
+    xattr::get(path, format!("{}{name}", overlay_xattr_prefix()))
+        .ok()
+        .flatten()
 }
 
 /// Is `node`, found in an upper layer at `path`, a whiteout (a deletion)?

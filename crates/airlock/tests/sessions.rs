@@ -1068,3 +1068,48 @@ both_modes!(
         );
     }
 );
+
+both_modes!(
+    an_overlay_xattr_the_sandbox_sets_is_not_taken_for_a_deletion,
+    |w: &World| {
+        // Any file owner may set a user.* xattr. As root the overlay's own are trusted.*, so a
+        // user.overlay.opaque the sandbox sets on a directory (or a user.overlay.whiteout on an
+        // empty file) is its writing: diff and apply must not read it as "the host's files here
+        // are gone".
+        std::fs::create_dir_all(w.workspace.join("src")).unwrap();
+        w.give(&w.workspace.join("src"));
+        w.write(&w.workspace.join("src/main.rs"), "fn main() {}\n");
+        w.write(&w.workspace.join("keep.txt"), "keep\n");
+        let id = new_session(w, &[]);
+        let out = run_in(
+            w,
+            &id,
+            r#"
+            set -e
+            touch src/new.rs
+            : > keep.txt
+            /usr/bin/python3 - <<'PY'
+import os
+for path, name in (("src", "user.overlay.opaque"), ("keep.txt", "user.overlay.whiteout")):
+    try:
+        os.setxattr(path, name, b"y")
+        print("set", name)
+    except OSError as e:
+        print("refused", name, e.errno)
+PY
+            "#,
+        );
+        let said = ran(&out);
+        let names = stdout(&airlock(w, &["diff", &id, "--name-status"]));
+        assert!(!names.contains("D\tsrc/main.rs"), "{said}\n{names}");
+        assert!(!names.contains("D\tkeep.txt"), "{said}\n{names}");
+        assert!(names.contains("A\tsrc/new.rs"), "{names}");
+        let applied = airlock(w, &["apply", &id]);
+        assert!(applied.status.success(), "{}", stderr(&applied));
+        assert_eq!(
+            std::fs::read_to_string(w.workspace.join("src/main.rs")).unwrap(),
+            "fn main() {}\n"
+        );
+        assert!(w.workspace.join("keep.txt").exists());
+    }
+);
