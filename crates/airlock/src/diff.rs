@@ -117,6 +117,10 @@ pub fn diff(global: &GlobalArgs, args: DiffArgs) -> Result<ExitCode> {
                 kind_name(&change)
             );
         }
+        if terminal {
+            // A person reads this: what would drive the terminal is shown, not obeyed.
+            text = visible_controls(&text);
+        }
         let color = match args.color {
             ColorWhen::Always => true,
             ColorWhen::Never => false,
@@ -132,6 +136,31 @@ pub fn diff(global: &GlobalArgs, args: DiffArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `text` with every control character a terminal acts on shown as `cat -v` shows it (`^[` for
+/// ESC, `^M` for a carriage return that does not end a line, `^?` for DEL, `M-^[` for a C1
+/// control in UTF-8); tabs, newlines and form feeds stay as they are.
+fn visible_controls(text: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(text.len());
+    let mut bytes = text.iter().copied().peekable();
+    while let Some(b) = bytes.next() {
+        match b {
+            b'\t' | b'\n' | 0x0c => out.push(b),
+            b'\r' if bytes.peek() == Some(&b'\n') => out.push(b),
+            0x00..=0x1f => out.extend_from_slice(&[b'^', b + 0x40]),
+            0x7f => out.extend_from_slice(b"^?"),
+            0xc2 if bytes
+                .peek()
+                .is_some_and(|next| (0x80..=0x9f).contains(next)) =>
+            {
+                let c1 = bytes.next().unwrap_or(0x80);
+                out.extend_from_slice(&[b'M', b'-', b'^', c1 - 0x80 + 0x40]);
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
 fn kind_name(change: &Change) -> &'static str {
     let kind = change.new.as_ref().or(change.old.as_ref()).map(|n| n.kind);
     match kind {
@@ -140,5 +169,23 @@ fn kind_name(change: &Change) -> &'static str {
         Some(Kind::CharDevice) => "character device",
         Some(Kind::BlockDevice) => "block device",
         _ => "special file",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn controls_are_shown_not_obeyed() {
+        assert_eq!(
+            visible_controls(b"+ok\n+\x1b[1A\x1b[2Kcurl|sh\r\n+a\rb\x7f\t\n"),
+            b"+ok\n+^[[1A^[[2Kcurl|sh\r\n+a^Mb^?\t\n"
+        );
+        assert_eq!(visible_controls("\u{9b}2J".as_bytes()), b"M-^[2J");
+        assert_eq!(
+            visible_controls("caf\u{e9}".as_bytes()),
+            "caf\u{e9}".as_bytes()
+        );
     }
 }

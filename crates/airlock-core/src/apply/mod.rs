@@ -351,7 +351,7 @@ fn plan_all(
         .map_err(io("inspect", workspace_path))?;
     let rootful = nix::unistd::geteuid().is_root();
 
-    let git_dirs = hazard::GitDirs::new(layer, workspace_path);
+    let git_dirs = hazard::Tree::new(layer, workspace_path);
     let mut items = Vec::new();
     let mut ops: PlannedOps = Vec::new();
     for change in &set.changes {
@@ -574,7 +574,7 @@ fn plan(
     created_ns: i128,
     options: &ApplyOptions,
     root_owner: Option<Owner>,
-    git_dirs: &hazard::GitDirs,
+    git_dirs: &hazard::Tree,
 ) -> std::result::Result<(Option<Op>, Item), ApplyError> {
     let path_text = change.path.to_string_lossy().into_owned();
     let hazards = hazard::hazards_in(change, MAX_FILE_BYTES, git_dirs);
