@@ -360,17 +360,20 @@ impl<'a> Tree<'a> {
 
 /// Control characters in text that a terminal acts on: ESC and the other C0 controls but tab,
 /// newline and form feed; a carriage return not followed by a newline (it rewrites its line);
-/// DEL; the C1 controls as UTF-8 (CSI is U+009B).
+/// DEL; the C1 controls (CSI is U+009B), as UTF-8 and, in text that is not UTF-8, as the single
+/// bytes a terminal in 8-bit mode takes them for.
 pub fn has_terminal_controls(data: &[u8]) -> bool {
-    data.iter().enumerate().any(|(i, &b)| match b {
+    let c0 = data.iter().enumerate().any(|(i, &b)| match b {
         b'\t' | b'\n' | 0x0c => false,
         b'\r' => data.get(i + 1) != Some(&b'\n'),
         0x00..=0x1f | 0x7f => true,
-        0xc2 => data
-            .get(i + 1)
-            .is_some_and(|next| (0x80..=0x9f).contains(next)),
         _ => false,
-    })
+    });
+    let c1 = match std::str::from_utf8(data) {
+        Ok(text) => text.chars().any(|c| ('\u{80}'..='\u{9f}').contains(&c)),
+        Err(_) => data.iter().any(|b| (0x80..=0x9f).contains(b)),
+    };
+    c0 || c1
 }
 
 /// Every hazard of one change in the tree its session leads to: [`hazards`], whether it lies in
@@ -566,6 +569,11 @@ mod tests {
         assert!(has_terminal_controls(b"shown\rover"));
         assert!(has_terminal_controls("csi \u{9b}2J".as_bytes()));
         assert!(has_terminal_controls(b"bell\x07"));
+        assert!(
+            has_terminal_controls(b"latin1 \x9b2J"),
+            "a raw C1 byte outside UTF-8"
+        );
+        assert!(!has_terminal_controls(b"latin1 caf\xe9"));
         assert!(!has_terminal_controls(b"tab\tnewline\ncrlf\r\nfeed\x0c"));
         assert!(!has_terminal_controls("caf\u{e9} \u{20ac}".as_bytes()));
         let layer = tempfile::tempdir().unwrap();

@@ -138,25 +138,40 @@ pub fn diff(global: &GlobalArgs, args: DiffArgs) -> Result<ExitCode> {
 
 /// `text` with every control character a terminal acts on shown as `cat -v` shows it (`^[` for
 /// ESC, `^M` for a carriage return that does not end a line, `^?` for DEL, `M-^[` for a C1
-/// control in UTF-8); tabs, newlines and form feeds stay as they are.
+/// control, as UTF-8 or as a byte outside it); tabs, newlines and form feeds stay as they are.
 fn visible_controls(text: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(text.len());
-    let mut bytes = text.iter().copied().peekable();
-    while let Some(b) = bytes.next() {
-        match b {
-            b'\t' | b'\n' | 0x0c => out.push(b),
-            b'\r' if bytes.peek() == Some(&b'\n') => out.push(b),
-            0x00..=0x1f => out.extend_from_slice(&[b'^', b + 0x40]),
-            0x7f => out.extend_from_slice(b"^?"),
-            0xc2 if bytes
-                .peek()
-                .is_some_and(|next| (0x80..=0x9f).contains(next)) =>
-            {
-                let c1 = bytes.next().unwrap_or(0x80);
-                out.extend_from_slice(&[b'M', b'-', b'^', c1 - 0x80 + 0x40]);
+    let mut at = 0;
+    while at < text.len() {
+        let b = text[at];
+        let next = text.get(at + 1).copied();
+        // A whole UTF-8 character here, if there is one: its bytes are kept together.
+        let char_len = (2..=4)
+            .find(|&len| {
+                text.get(at..at + len)
+                    .is_some_and(|bytes| std::str::from_utf8(bytes).is_ok())
+            })
+            .filter(|_| b >= 0x80);
+        match (b, char_len) {
+            (b'\t' | b'\n' | 0x0c, _) => out.push(b),
+            (b'\r', _) if next == Some(b'\n') => out.push(b),
+            (0x00..=0x1f, _) => out.extend_from_slice(&[b'^', b + 0x40]),
+            (0x7f, _) => out.extend_from_slice(b"^?"),
+            // U+0080..U+009F: 0xc2 then the control's own byte.
+            (0xc2, Some(2)) if next.is_some_and(|n| n <= 0x9f) => {
+                out.extend_from_slice(&[b'M', b'-', b'^', next.unwrap_or(0x80) - 0x40]);
+                at += 2;
+                continue;
             }
-            other => out.push(other),
+            (_, Some(len)) => {
+                out.extend_from_slice(&text[at..at + len]);
+                at += len;
+                continue;
+            }
+            (0x80..=0x9f, None) => out.extend_from_slice(&[b'M', b'-', b'^', b - 0x40]),
+            _ => out.push(b),
         }
+        at += 1;
     }
     out
 }
