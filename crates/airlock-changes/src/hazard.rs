@@ -50,6 +50,9 @@ pub enum Hazard {
     /// its line, other control characters): shown raw, it can hide lines from the person
     /// reviewing the diff.
     TerminalControl,
+    /// A file or directory that becomes writable by the group or by everyone: anyone else on the
+    /// host could then change what the next build, commit or shell runs.
+    LooseMode,
 }
 
 impl Hazard {
@@ -76,6 +79,7 @@ impl Hazard {
             Hazard::DeceptiveName => {
                 "name with control, invisible or bidirectional characters, a leading '-' or no valid UTF-8"
             }
+            Hazard::LooseMode => "becomes writable by the group or by everyone",
             Hazard::TerminalControl => {
                 "text with terminal control characters: can hide lines of the diff on a terminal"
             }
@@ -401,10 +405,21 @@ pub fn hazards(change: &Change, size_limit: u64) -> Vec<Hazard> {
     let mut found = path_hazards(&change.path);
     if let Some(new) = &change.new {
         found.extend(node_hazards(&change.path, new, size_limit));
+        if becomes_writable_by_others(change.old.as_ref(), new) {
+            found.push(Hazard::LooseMode);
+        }
     }
     found.sort();
     found.dedup();
     found
+}
+
+/// Group or world write bits the host's entry did not have (all of them, for a new entry).
+/// Symlinks' modes mean nothing.
+fn becomes_writable_by_others(old: Option<&Node>, new: &Node) -> bool {
+    const OTHERS_WRITE: u32 = 0o022;
+    let before = old.filter(|o| o.kind == new.kind).map_or(0, |o| o.mode);
+    new.kind != Kind::Symlink && new.mode & OTHERS_WRITE & !before != 0
 }
 
 fn node_hazards(path: &Path, node: &Node, size_limit: u64) -> Vec<Hazard> {
@@ -588,6 +603,43 @@ mod tests {
         assert!(tree.drives_a_terminal(Path::new("hidden.sh")));
         assert!(!tree.drives_a_terminal(Path::new("binary")));
         assert!(!tree.drives_a_terminal(Path::new("plain.txt")));
+    }
+
+    #[test]
+    fn modes_that_let_others_write() {
+        let node = |kind, mode| Node {
+            kind,
+            mode,
+            size: 1,
+            target: None,
+            uid: 0,
+            gid: 0,
+            rdev: 0,
+            ctime_ns: 0,
+            mtime_ns: 0,
+            inode: 0,
+            device: 0,
+        };
+        let (file, dir, link) = (Kind::File, Kind::Dir, Kind::Symlink);
+        assert!(becomes_writable_by_others(None, &node(file, 0o666)));
+        assert!(becomes_writable_by_others(
+            Some(&node(dir, 0o755)),
+            &node(dir, 0o775)
+        ));
+        assert!(becomes_writable_by_others(
+            Some(&node(file, 0o644)),
+            &node(file, 0o646)
+        ));
+        assert!(!becomes_writable_by_others(None, &node(file, 0o644)));
+        assert!(
+            !becomes_writable_by_others(Some(&node(file, 0o664)), &node(file, 0o664)),
+            "as the host had it"
+        );
+        assert!(!becomes_writable_by_others(None, &node(link, 0o777)));
+        assert!(!becomes_writable_by_others(
+            Some(&node(file, 0o644)),
+            &node(file, 0o755)
+        ));
     }
 
     #[test]

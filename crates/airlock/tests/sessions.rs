@@ -1180,3 +1180,45 @@ both_modes!(
         assert!(w.workspace.join("fine.txt").exists());
     }
 );
+
+both_modes!(a_mode_that_lets_others_write_is_not_applied, |w: &World| {
+    // Made writable by everyone, a script is anyone's to change before its owner runs it.
+    w.write(&w.workspace.join("build.sh"), "echo build\n");
+    let id = new_session(w, &[]);
+    ran(&run_in(
+        w,
+        &id,
+        "chmod o+w build.sh && mkdir shared && chmod 777 shared && echo x > ok.txt",
+    ));
+    let out = airlock(w, &["diff", &id, "--json"]);
+    let changes: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let hazards = |path: &str| {
+        changes
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["path"] == path)
+            .unwrap_or_else(|| panic!("{path} not in {changes:#}"))["hazards"]
+            .clone()
+    };
+    assert_eq!(hazards("build.sh"), serde_json::json!(["loose_mode"]));
+    assert_eq!(hazards("shared"), serde_json::json!(["loose_mode"]));
+    assert_eq!(hazards("ok.txt"), serde_json::json!([]));
+    let applied = airlock(w, &["apply", &id]);
+    assert_eq!(applied.status.code(), Some(1), "{}", stderr(&applied));
+    let mode = |path: &str| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(w.workspace.join(path))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777
+    };
+    assert_eq!(
+        mode("build.sh") & 0o002,
+        0,
+        "build.sh became world-writable"
+    );
+    assert!(!w.workspace.join("shared").exists());
+    assert!(w.workspace.join("ok.txt").exists());
+});
