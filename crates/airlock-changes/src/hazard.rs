@@ -2,7 +2,7 @@
 //! workspace, so `apply` writes them only when they are named (and some never).
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
 use std::path::{Component, Path, PathBuf};
 
@@ -148,6 +148,8 @@ const CI_FILES: &[&str] = &[
 /// matched in this form, so that `.ENVRC` or `.gitmodules.` is what it will be taken for there.
 fn folded(name: &OsStr) -> Option<String> {
     let text = name.to_str()?;
+    // NTFS: `NAME:STREAM` (`.git::$INDEX_ALLOCATION`) is NAME.
+    let text = text.split(':').next().unwrap_or(text);
     let visible: String = text
         .chars()
         .filter(|c| !is_hfs_ignorable(*c))
@@ -161,14 +163,21 @@ fn is_one_of(name: &OsStr, list: &[&str]) -> bool {
     folded(name).is_some_and(|name| list.iter().any(|entry| name == entry.to_lowercase()))
 }
 
-/// Characters no honest name needs: they hide, reorder or forge what a person reads.
+/// Characters no honest name needs: they hide, reorder or forge what a person reads. Controls,
+/// Unicode's format characters (bidirectional marks and overrides, zero-width ones, the soft
+/// hyphen, tags, variation selectors), blanks that show as nothing (Hangul fillers, the braille
+/// blank) and spaces other than the plain one.
 fn is_deceptive_char(c: char) -> bool {
     c.is_control()
         || is_hfs_ignorable(c)
-        || matches!(
-            c,
-            '\u{200b}' | '\u{2028}' | '\u{2029}' | '\u{2060}'..='\u{2069}'
-        )
+        || matches!(c,
+            '\u{00a0}' | '\u{00ad}' | '\u{034f}' | '\u{061c}' | '\u{115f}' | '\u{1160}'
+            | '\u{1680}' | '\u{17b4}' | '\u{17b5}' | '\u{180b}'..='\u{180f}'
+            | '\u{2000}'..='\u{200b}' | '\u{2028}' | '\u{2029}' | '\u{202f}'
+            | '\u{205f}'..='\u{206f}' | '\u{2800}' | '\u{3000}' | '\u{3164}'
+            | '\u{fe00}'..='\u{fe0f}' | '\u{ffa0}' | '\u{fff9}'..='\u{fffb}'
+            | '\u{1bca0}'..='\u{1bca3}' | '\u{1d173}'..='\u{1d17a}'
+            | '\u{e0000}'..='\u{e0fff}')
 }
 
 /// A name that deceives a reader or breaks tools (see [`Hazard::DeceptiveName`]).
@@ -185,6 +194,17 @@ pub fn is_deceptive_name(name: &OsStr) -> bool {
 /// workspace may be copied or shared to such a filesystem, or served to a client on one.
 pub fn is_git_dir_name(name: &OsStr) -> bool {
     is_one_of(name, &[".git", "git~1"])
+}
+
+/// NTFS 8.3 short names git treats as `.gitmodules` (git's `is_ntfs_dotgitmodules`): `gitmod~N`
+/// and the hashed `gi7eba~N`.
+fn is_gitmodules_short_name(name: &OsStr) -> bool {
+    folded(name).is_some_and(|name| {
+        ["gitmod~", "gi7eba~"].iter().any(|stem| {
+            name.strip_prefix(stem)
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        })
+    })
 }
 
 /// Code points HFS+ leaves out when it compares names (git's `is_hfs_dotgit` list).
@@ -228,7 +248,9 @@ pub fn path_hazards(path: &Path) -> Vec<Hazard> {
             found.push(Hazard::GitHook)
         }
         Some(_) => found.push(Hazard::GitConfig),
-        None if is_one_of(last, &[".gitmodules", ".gitattributes"]) => {
+        None if is_one_of(last, &[".gitmodules", ".gitattributes"])
+            || is_gitmodules_short_name(last) =>
+        {
             found.push(Hazard::GitConfig)
         }
         None => {}
@@ -284,16 +306,66 @@ pub fn symlink_leaves(path: &Path, target: &OsStr) -> bool {
 pub struct Tree<'a> {
     layer: &'a Path,
     host: &'a Path,
-    known: RefCell<HashMap<PathBuf, bool>>,
+    /// Directories that are git directories themselves.
+    git_dirs: RefCell<HashMap<PathBuf, bool>>,
+    /// Directories that are, or lie in, a git directory.
+    within: RefCell<HashMap<PathBuf, bool>>,
+    /// Directories of the layer reached without a symlink on the way.
+    plain: RefCell<HashMap<PathBuf, bool>>,
+    /// Directories a `commondir` file of the change set names: git reads their config too.
+    common_dirs: HashSet<PathBuf>,
 }
 
+/// The most of a `commondir` file read: a path.
+const COMMONDIR_BYTES: u64 = 4096;
+
 impl<'a> Tree<'a> {
-    pub fn new(layer: &'a Path, host: &'a Path) -> Tree<'a> {
-        Tree {
+    /// The tree `changes` (of `layer` over `host`) lead to.
+    pub fn new(layer: &'a Path, host: &'a Path, changes: &[Change]) -> Tree<'a> {
+        let mut tree = Tree {
             layer,
             host,
-            known: RefCell::new(HashMap::new()),
+            git_dirs: RefCell::default(),
+            within: RefCell::default(),
+            plain: RefCell::default(),
+            common_dirs: HashSet::new(),
+        };
+        tree.common_dirs = changes
+            .iter()
+            .filter(|c| {
+                c.path
+                    .file_name()
+                    .is_some_and(|n| is_one_of(n, &["commondir"]))
+            })
+            .filter_map(|c| tree.named_by_commondir(&c.path))
+            .collect();
+        tree
+    }
+
+    /// The workspace directory a `commondir` file at `path` names, when it names one by a
+    /// relative path that stays in the workspace.
+    fn named_by_commondir(&self, path: &Path) -> Option<PathBuf> {
+        let dir = path.parent()?;
+        if !self.is_plain(dir) {
+            return None;
         }
+        let file = crate::node::open_regular(&self.layer.join(path)).ok()?;
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut std::io::Read::take(file, COMMONDIR_BYTES), &mut text)
+            .ok()?;
+        let named = Path::new(text.trim_end_matches(['\n', '\r']));
+        if named.is_absolute() {
+            return None;
+        }
+        let mut target = PathBuf::new();
+        for component in dir.join(named).components() {
+            match component {
+                Component::Normal(name) => target.push(name),
+                Component::ParentDir if !target.pop() => return None,
+                _ => {}
+            }
+        }
+        Some(target)
     }
 
     /// Is the file the session made at `path` text that drives a terminal? Binary files (a NUL in
@@ -311,19 +383,65 @@ impl<'a> Tree<'a> {
     }
 
     /// Does `path` (relative to the workspace) lie in, or is it, a git directory? The workspace
-    /// itself counts too: made into one, git would take it for a bare repository.
+    /// itself counts too: made into one, git would take it for a bare repository. Each
+    /// directory is judged once, however deep the tree.
     pub fn contains(&self, path: &Path) -> bool {
-        path.ancestors().any(|dir| self.is_git_dir(dir))
+        // The nearest ancestor already judged, then those below it, top down.
+        let mut unjudged = Vec::new();
+        let mut answer = false;
+        for dir in path.ancestors() {
+            if let Some(known) = self.within.borrow().get(dir) {
+                answer = *known;
+                break;
+            }
+            unjudged.push(dir);
+        }
+        for dir in unjudged.into_iter().rev() {
+            answer = answer || self.is_git_dir(dir);
+            self.within.borrow_mut().insert(dir.to_path_buf(), answer);
+        }
+        answer
     }
 
+    /// git's own test (`is_git_directory`), taken broadly: a `HEAD` of any kind (a symlink to a
+    /// ref is one) with an `objects` of any kind (a symlink, even to `.`), or any directory with
+    /// a `commondir` or `gitdir` file (a linked worktree's, whose objects and config live where
+    /// it points); and every directory a `commondir` of the change set names. A `config` is not
+    /// needed: git reads one where there is one.
     fn is_git_dir(&self, dir: &Path) -> bool {
-        if let Some(known) = self.known.borrow().get(dir) {
+        if let Some(known) = self.git_dirs.borrow().get(dir) {
             return *known;
         }
-        let answer = self.kind_of(&dir.join("HEAD")) == Some(Kind::File)
-            && self.kind_of(&dir.join("config")) == Some(Kind::File)
-            && self.kind_of(&dir.join("objects")) == Some(Kind::Dir);
-        self.known.borrow_mut().insert(dir.to_path_buf(), answer);
+        let has = |name: &str| self.kind_of(&dir.join(name)).is_some();
+        let linked = has("commondir") || has("gitdir");
+        let answer = self.common_dirs.contains(dir) || linked || has("HEAD") && has("objects");
+        self.git_dirs.borrow_mut().insert(dir.to_path_buf(), answer);
+        answer
+    }
+
+    /// Is the layer's `dir` reached from the layer's root without a symlink? SECURITY: the layer
+    /// is the sandbox's writing: no symlink of it is followed. Each directory is looked at once.
+    fn is_plain(&self, dir: &Path) -> bool {
+        let mut unjudged = Vec::new();
+        let mut answer = true;
+        for ancestor in dir.ancestors() {
+            if ancestor.as_os_str().is_empty() {
+                break;
+            }
+            if let Some(known) = self.plain.borrow().get(ancestor) {
+                answer = *known;
+                break;
+            }
+            unjudged.push(ancestor);
+        }
+        for ancestor in unjudged.into_iter().rev() {
+            answer = answer
+                && !std::fs::symlink_metadata(self.layer.join(ancestor))
+                    .is_ok_and(|meta| meta.file_type().is_symlink());
+            self.plain
+                .borrow_mut()
+                .insert(ancestor.to_path_buf(), answer);
+        }
         answer
     }
 
@@ -342,15 +460,8 @@ impl<'a> Tree<'a> {
                 Kind::Symlink
             }
         };
-        // SECURITY: the layer is the sandbox's writing: no symlink of it is followed.
-        let mut prefix = self.layer.to_path_buf();
-        for name in names(path.parent().unwrap_or(Path::new(""))) {
-            prefix.push(name);
-            if let Ok(meta) = std::fs::symlink_metadata(&prefix) {
-                if meta.file_type().is_symlink() {
-                    return None;
-                }
-            }
+        if !self.is_plain(path.parent().unwrap_or(Path::new(""))) {
+            return None;
         }
         match std::fs::symlink_metadata(self.layer.join(path)) {
             Ok(meta) if meta.file_type().is_char_device() && meta.rdev() == 0 => None,
@@ -407,6 +518,10 @@ pub fn hazards(change: &Change, size_limit: u64) -> Vec<Hazard> {
         found.extend(node_hazards(&change.path, new, size_limit));
         if becomes_writable_by_others(change.old.as_ref(), new) {
             found.push(Hazard::LooseMode);
+        }
+        let target = new.target.as_ref().map(|t| t.as_encoded_bytes());
+        if new.kind == Kind::Symlink && target.is_some_and(has_terminal_controls) {
+            found.push(Hazard::TerminalControl);
         }
     }
     found.sort();
@@ -532,7 +647,7 @@ mod tests {
         std::fs::create_dir_all(layer.path().join("notes")).unwrap();
         std::fs::write(layer.path().join("notes/HEAD"), "x").unwrap();
         std::fs::write(layer.path().join("notes/config"), "x").unwrap();
-        let dirs = Tree::new(layer.path(), host.path());
+        let dirs = Tree::new(layer.path(), host.path(), &[]);
         assert!(dirs.contains(Path::new("evil/config")));
         assert!(dirs.contains(Path::new("evil/hooks/post-checkout")));
         assert!(dirs.contains(Path::new("evil")));
@@ -543,7 +658,7 @@ mod tests {
         std::fs::create_dir_all(layer.path().join("objects")).unwrap();
         std::fs::write(layer.path().join("HEAD"), "x").unwrap();
         std::fs::write(layer.path().join("config"), "x").unwrap();
-        let dirs = Tree::new(layer.path(), host.path());
+        let dirs = Tree::new(layer.path(), host.path(), &[]);
         assert!(dirs.contains(Path::new("src/main.rs")));
         // A symlink of the layer is not followed: what it leads to is not the tree's.
         let elsewhere = tempfile::tempdir().unwrap();
@@ -552,8 +667,49 @@ mod tests {
         std::fs::write(elsewhere.path().join("config"), "x").unwrap();
         let layer = tempfile::tempdir().unwrap();
         std::os::unix::fs::symlink(elsewhere.path(), layer.path().join("link")).unwrap();
-        let dirs = Tree::new(layer.path(), host.path());
+        let dirs = Tree::new(layer.path(), host.path(), &[]);
         assert!(!dirs.contains(Path::new("link/config")));
+    }
+
+    #[test]
+    fn git_takes_more_layouts_for_a_git_directory() {
+        let layer = tempfile::tempdir().unwrap();
+        let host = tempfile::tempdir().unwrap();
+        let at = |p: &str| layer.path().join(p);
+        // objects a symlink to the directory itself, HEAD a symlink, no config.
+        std::fs::create_dir_all(at("src")).unwrap();
+        std::fs::write(at("src/HEAD"), "ref: refs/heads/main\n").unwrap();
+        std::os::unix::fs::symlink(".", at("src/objects")).unwrap();
+        std::fs::create_dir_all(at("lib/refs/heads")).unwrap();
+        std::os::unix::fs::symlink("refs/heads/main", at("lib/HEAD")).unwrap();
+        std::fs::create_dir_all(at("lib/objects")).unwrap();
+        // A linked worktree's admin dir, and the common dir it names, which has no HEAD.
+        std::fs::create_dir_all(at("wt")).unwrap();
+        std::fs::write(at("wt/HEAD"), "x").unwrap();
+        std::fs::write(at("wt/commondir"), "../share\n").unwrap();
+        std::fs::create_dir_all(at("share")).unwrap();
+        std::fs::write(at("share/config"), "[core]\n").unwrap();
+        let change = |path: &str| Change {
+            path: PathBuf::from(path),
+            status: crate::scan::Status::Added,
+            old: None,
+            new: None,
+        };
+        let tree = Tree::new(
+            layer.path(),
+            host.path(),
+            &[change("wt/commondir"), change("share/config")],
+        );
+        for path in [
+            "src/config",
+            "src/main.c",
+            "lib/config",
+            "wt/config.worktree",
+            "share/config",
+        ] {
+            assert!(tree.contains(Path::new(path)), "{path}");
+        }
+        assert!(!tree.contains(Path::new("docs/readme.md")));
     }
 
     #[test]
@@ -565,6 +721,14 @@ mod tests {
             "docs/--force",
             "right\u{202e}txt.exe",
             "zero\u{200b}width",
+            "n_\u{061c}.txt",
+            "soft\u{00ad}hyphen",
+            "tag\u{e0041}",
+            "vs\u{fe0f}",
+            "filler\u{3164}",
+            "blank\u{2800}",
+            "nbsp\u{00a0}",
+            "narrow\u{202f}",
         ] {
             assert!(of(path).contains(&Hazard::DeceptiveName), "{path:?}");
         }
@@ -575,6 +739,11 @@ mod tests {
         assert_eq!(of(".VSCode/tasks.json"), vec![Hazard::EditorOrAgentConfig]);
         assert_eq!(of(".GitHub/Workflows/ci.yml"), vec![Hazard::CiWorkflow]);
         assert_eq!(of("agents.md "), vec![Hazard::EditorOrAgentConfig]);
+        assert!(of(".git::$INDEX_ALLOCATION/config").contains(&Hazard::GitConfig));
+        assert!(of(".gitmodules::$DATA").contains(&Hazard::GitConfig));
+        assert!(of(".envrc::$DATA").contains(&Hazard::ShellStartup));
+        assert!(of("GITMOD~1").contains(&Hazard::GitConfig));
+        assert!(of("gi7eba~2").contains(&Hazard::GitConfig));
         assert_eq!(of("caf\u{e9}/na\u{ef}ve.txt"), vec![], "accents are honest");
     }
 
@@ -599,7 +768,7 @@ mod tests {
         .unwrap();
         std::fs::write(layer.path().join("binary"), b"\0\x1b[2J").unwrap();
         std::fs::write(layer.path().join("plain.txt"), b"plain\n").unwrap();
-        let tree = Tree::new(layer.path(), layer.path());
+        let tree = Tree::new(layer.path(), layer.path(), &[]);
         assert!(tree.drives_a_terminal(Path::new("hidden.sh")));
         assert!(!tree.drives_a_terminal(Path::new("binary")));
         assert!(!tree.drives_a_terminal(Path::new("plain.txt")));

@@ -83,7 +83,7 @@ impl Diff {
     /// Every change with its sides' kinds, modes, sizes, hashes, and its hazards.
     pub fn entries(&self) -> io::Result<Vec<ChangeEntry>> {
         let roots = self.roots();
-        let git_dirs = hazard::Tree::new(roots.layer, roots.host);
+        let git_dirs = hazard::Tree::new(roots.layer, roots.host, self.changes());
         self.changes()
             .iter()
             .map(|change| {

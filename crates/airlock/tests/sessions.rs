@@ -1222,3 +1222,52 @@ both_modes!(a_mode_that_lets_others_write_is_not_applied, |w: &World| {
     assert!(!w.workspace.join("shared").exists());
     assert!(w.workspace.join("ok.txt").exists());
 });
+
+both_modes!(
+    a_directory_git_takes_for_a_repository_by_its_own_rule_is_not_applied,
+    |w: &World| {
+        // git's test for a git directory wants a HEAD and an objects of any kind (a symlink to
+        // the directory itself will do) and no config at all; `git status` in src then runs the
+        // planted fsmonitor, before git would look for the workspace's own .git.
+        std::fs::create_dir_all(w.workspace.join("src")).unwrap();
+        w.give(&w.workspace.join("src"));
+        w.write(&w.workspace.join("src/main.c"), "int main;\n");
+        let mark = w.outside.join("PWNED-layout");
+        let id = new_session(w, &[]);
+        ran(&run_in(
+            w,
+            &id,
+            &format!(
+                r#"
+                set -e
+                cd src
+                echo 'ref: refs/heads/main' > HEAD
+                ln -s . objects
+                ln -s . refs
+                printf '[core]\n\trepositoryformatversion = 0\n\tbare = false\n\tworktree = ..\n\tfsmonitor = "touch {}; false"\n' > config
+                "#,
+                mark.display()
+            ),
+        ));
+        let applied = airlock(w, &["apply", &id]);
+        assert_eq!(applied.status.code(), Some(1), "{}", stderr(&applied));
+        for path in ["src/HEAD", "src/objects", "src/refs", "src/config"] {
+            assert!(
+                std::fs::symlink_metadata(w.workspace.join(path)).is_err(),
+                "{path} was applied: {}",
+                stdout(&applied)
+            );
+        }
+        let out = w
+            .command("sh")
+            .current_dir(w.workspace.join("src"))
+            .args(["-c", "git status"])
+            .output()
+            .unwrap();
+        assert!(
+            !mark.exists(),
+            "git status ran the planted fsmonitor: {}",
+            stderr(&out)
+        );
+    }
+);

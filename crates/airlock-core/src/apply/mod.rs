@@ -351,7 +351,7 @@ fn plan_all(
         .map_err(io("inspect", workspace_path))?;
     let rootful = nix::unistd::geteuid().is_root();
 
-    let git_dirs = hazard::Tree::new(layer, workspace_path);
+    let git_dirs = hazard::Tree::new(layer, workspace_path, &set.changes);
     let mut items = Vec::new();
     let mut ops: PlannedOps = Vec::new();
     for change in &set.changes {
