@@ -998,6 +998,22 @@ both_modes!(
     }
 );
 
+/// What `diff --json` says each path's hazards are, looked up by path.
+fn diff_hazards(w: &World, id: &str) -> impl Fn(&str) -> serde_json::Value {
+    let out = airlock(w, &["diff", id, "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let changes: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    move |path: &str| {
+        changes
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["path"] == path)
+            .unwrap_or_else(|| panic!("{path:?} not in {changes:#}"))["hazards"]
+            .clone()
+    }
+}
+
 /// A `.git` file in `sub` naming `../evil`, laid out as a git directory under an innocent name,
 /// whose config runs `touch MARK` as the fsmonitor of every `git status` in `sub`.
 fn plant_repository(mark: &Path) -> String {
@@ -1040,20 +1056,9 @@ both_modes!(
         let id = new_session(w, &[]);
         let ran_after_apply = w.outside.join("PWNED-applied");
         ran(&run_in(w, &id, &plant_repository(&ran_after_apply)));
-        let diff = airlock(w, &["diff", &id, "--json"]);
-        let changes: serde_json::Value = serde_json::from_slice(&diff.stdout).unwrap();
+        let hazards = diff_hazards(w, &id);
         for path in ["sub/.git", "evil/config", "evil/HEAD"] {
-            let change = changes
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|c| c["path"] == path)
-                .unwrap_or_else(|| panic!("{path} not in {changes:#}"));
-            assert_eq!(
-                change["hazards"],
-                serde_json::json!(["git_config"]),
-                "{path}"
-            );
+            assert_eq!(hazards(path), serde_json::json!(["git_config"]), "{path}");
         }
         let applied = airlock(w, &["apply", &id]);
         assert_eq!(applied.status.code(), Some(1), "{}", stderr(&applied));
@@ -1135,17 +1140,7 @@ both_modes!(
             echo fine > fine.txt
             "#,
         ));
-        let out = airlock(w, &["diff", &id, "--json"]);
-        let changes: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        let hazards = |path: &str| {
-            changes
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|c| c["path"] == path)
-                .unwrap_or_else(|| panic!("{path:?} not in {changes:#}"))["hazards"]
-                .clone()
-        };
+        let hazards = diff_hazards(w, &id);
         assert_eq!(hazards("run.sh"), serde_json::json!(["terminal_control"]));
         assert_eq!(hazards("-rf"), serde_json::json!(["deceptive_name"]));
         assert_eq!(hazards("a\nb"), serde_json::json!(["deceptive_name"]));
@@ -1190,17 +1185,7 @@ both_modes!(a_mode_that_lets_others_write_is_not_applied, |w: &World| {
         &id,
         "chmod o+w build.sh && mkdir shared && chmod 777 shared && echo x > ok.txt",
     ));
-    let out = airlock(w, &["diff", &id, "--json"]);
-    let changes: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let hazards = |path: &str| {
-        changes
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["path"] == path)
-            .unwrap_or_else(|| panic!("{path} not in {changes:#}"))["hazards"]
-            .clone()
-    };
+    let hazards = diff_hazards(w, &id);
     assert_eq!(hazards("build.sh"), serde_json::json!(["loose_mode"]));
     assert_eq!(hazards("shared"), serde_json::json!(["loose_mode"]));
     assert_eq!(hazards("ok.txt"), serde_json::json!([]));

@@ -1,0 +1,370 @@
+//! Changes that can run code or open a hole the next time a person or a tool touches the
+//! workspace, so `apply` writes them only when they are named (and some never).
+
+use std::ffi::OsStr;
+use std::path::{Component, Path};
+
+use serde::Serialize;
+
+use crate::node::{Kind, Node};
+use crate::scan::Change;
+
+/// Why a change needs a person's explicit yes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Hazard {
+    /// `.git/hooks/*`: runs on the next commit, checkout, push.
+    GitHook,
+    /// Anything else git reads as a repository: all of a `.git` directory (config, `commondir`,
+    /// `worktrees/`, `modules/`, `info/`, …) or a `.git` file pointing elsewhere, at any depth and
+    /// under any name git takes for `.git`; a directory laid out as a git directory (`HEAD`,
+    /// `config`, `objects`); `.gitmodules`, `.gitattributes`. They can name programs git runs
+    /// (core.fsmonitor, core.sshCommand, filter drivers, submodule URLs), and `git status`
+    /// shows none of it.
+    GitConfig,
+    /// `.envrc`, shell rc and profile files: run by the next shell or direnv.
+    ShellStartup,
+    /// Editor and agent configuration that runs commands or instructs the next agent
+    /// (`.vscode/tasks.json`, `.claude/`, `.codex/`, `AGENTS.md`, …).
+    EditorOrAgentConfig,
+    /// CI pipelines: run with the repository's secrets on the next push.
+    CiWorkflow,
+    /// airlock's own configuration.
+    AirlockConfig,
+    /// setuid or setgid bits: never written.
+    SetId,
+    /// A device node: never written.
+    Device,
+    /// A fifo or a socket.
+    Special,
+    /// A symlink whose target leaves the workspace (absolute, or climbing out with `..`).
+    SymlinkOutside,
+    /// Larger than the size limit.
+    Large,
+    /// A name that deceives a reader or breaks tools: control characters, a leading `-`, bytes
+    /// that are not UTF-8, bidirectional or invisible characters.
+    DeceptiveName,
+    /// Text whose content drives a terminal (escape sequences, a carriage return that rewrites
+    /// its line, other control characters): shown raw, it can hide lines from the person
+    /// reviewing the diff.
+    TerminalControl,
+    /// A file or directory that becomes writable by the group or by everyone: anyone else on the
+    /// host could then change what the next build, commit or shell runs.
+    LooseMode,
+}
+
+impl Hazard {
+    /// Hazards `apply` refuses even when named.
+    pub fn never_written(self) -> bool {
+        matches!(self, Hazard::SetId | Hazard::Device)
+    }
+
+    pub fn describe(self) -> &'static str {
+        match self {
+            Hazard::GitHook => "git hook: runs on the next git command",
+            Hazard::GitConfig => "git repository data or configuration: can make git run programs",
+            Hazard::ShellStartup => "shell startup file: runs in the next shell",
+            Hazard::EditorOrAgentConfig => {
+                "editor or agent configuration: can run commands or instruct the next agent"
+            }
+            Hazard::CiWorkflow => "CI pipeline: runs with the repository's secrets",
+            Hazard::AirlockConfig => "airlock configuration",
+            Hazard::SetId => "setuid/setgid bit: never applied",
+            Hazard::Device => "device node: never applied",
+            Hazard::Special => "fifo or socket",
+            Hazard::SymlinkOutside => "symlink pointing outside the workspace",
+            Hazard::Large => "larger than the size limit",
+            Hazard::DeceptiveName => {
+                "name with control, invisible or bidirectional characters, a leading '-' or no valid UTF-8"
+            }
+            Hazard::LooseMode => "becomes writable by the group or by everyone",
+            Hazard::TerminalControl => {
+                "text with terminal control characters: can hide lines of the diff on a terminal"
+            }
+        }
+    }
+}
+
+/// Shell and tool startup files, wherever they are in the tree.
+const SHELL_STARTUP: &[&str] = &[
+    ".envrc",
+    ".bashrc",
+    ".bash_profile",
+    ".bash_login",
+    ".bash_logout",
+    ".profile",
+    ".zshrc",
+    ".zshenv",
+    ".zprofile",
+    ".zlogin",
+    ".zlogout",
+    ".kshrc",
+    ".cshrc",
+    ".tcshrc",
+    ".inputrc",
+    "config.fish",
+];
+
+/// Agent instruction and configuration files, wherever they are.
+const AGENT_FILES: &[&str] = &[
+    "AGENTS.md",
+    "CLAUDE.md",
+    "GEMINI.md",
+    ".cursorrules",
+    ".windsurfrules",
+    ".mcp.json",
+    "copilot-instructions.md",
+];
+
+/// Directories whose whole content configures an editor or agent.
+const AGENT_DIRS: &[&str] = &[
+    ".vscode",
+    ".idea",
+    ".claude",
+    ".codex",
+    ".cursor",
+    ".windsurf",
+    ".gemini",
+    ".continue",
+    ".devcontainer",
+];
+
+/// CI configuration: directories, then single files.
+const CI_DIRS: &[&str] = &[".circleci", ".buildkite", ".gitea", ".forgejo"];
+const CI_FILES: &[&str] = &[
+    ".gitlab-ci.yml",
+    ".travis.yml",
+    "Jenkinsfile",
+    "azure-pipelines.yml",
+    ".drone.yml",
+    "bitbucket-pipelines.yml",
+    ".woodpecker.yml",
+];
+
+/// A name as a case-insensitive or HFS+ filesystem compares it: the code points HFS+ ignores
+/// left out, lower case, trailing dots and spaces dropped (as Windows does). Hazard names are
+/// matched in this form, so that `.ENVRC` or `.gitmodules.` is what it will be taken for there.
+fn folded(name: &OsStr) -> Option<String> {
+    let text = name.to_str()?;
+    // NTFS: `NAME:STREAM` (`.git::$INDEX_ALLOCATION`) is NAME.
+    let text = text.split(':').next().unwrap_or(text);
+    let visible: String = text
+        .chars()
+        .filter(|c| !is_hfs_ignorable(*c))
+        .collect::<String>()
+        .to_lowercase();
+    Some(visible.trim_end_matches(['.', ' ']).to_string())
+}
+
+/// Is `name`, folded, one of `list` (folded too)?
+fn is_one_of(name: &OsStr, list: &[&str]) -> bool {
+    folded(name).is_some_and(|name| list.iter().any(|entry| name == entry.to_lowercase()))
+}
+
+/// Characters no honest name needs: they hide, reorder or forge what a person reads. Controls,
+/// Unicode's format characters (bidirectional marks and overrides, zero-width ones, the soft
+/// hyphen, tags, variation selectors), blanks that show as nothing (Hangul fillers, the braille
+/// blank) and spaces other than the plain one.
+fn is_deceptive_char(c: char) -> bool {
+    c.is_control()
+        || is_hfs_ignorable(c)
+        || matches!(c,
+            '\u{00a0}' | '\u{00ad}' | '\u{034f}' | '\u{061c}' | '\u{115f}' | '\u{1160}'
+            | '\u{1680}' | '\u{17b4}' | '\u{17b5}' | '\u{180b}'..='\u{180f}'
+            | '\u{2000}'..='\u{200b}' | '\u{2028}' | '\u{2029}' | '\u{202f}'
+            | '\u{205f}'..='\u{206f}' | '\u{2800}' | '\u{3000}' | '\u{3164}'
+            | '\u{fe00}'..='\u{fe0f}' | '\u{ffa0}' | '\u{fff9}'..='\u{fffb}'
+            | '\u{1bca0}'..='\u{1bca3}' | '\u{1d173}'..='\u{1d17a}'
+            | '\u{e0000}'..='\u{e0fff}')
+}
+
+/// A name that deceives a reader or breaks tools (see [`Hazard::DeceptiveName`]).
+pub fn is_deceptive_name(name: &OsStr) -> bool {
+    match name.to_str() {
+        None => true,
+        Some(text) => text.starts_with('-') || text.chars().any(is_deceptive_char),
+    }
+}
+
+/// Does git take this name for `.git`? Its own rules for case-insensitive and NTFS/HFS+
+/// filesystems are the floor (`core.protectNTFS`, `core.protectHFS`): any case, trailing dots and
+/// spaces, the 8.3 short name `git~1`, and the code points HFS+ ignores anywhere in a name. A
+/// workspace may be copied or shared to such a filesystem, or served to a client on one.
+pub fn is_git_dir_name(name: &OsStr) -> bool {
+    is_one_of(name, &[".git", "git~1"])
+}
+
+/// NTFS 8.3 short names git treats as `.gitmodules` (git's `is_ntfs_dotgitmodules`): `gitmod~N`
+/// and the hashed `gi7eba~N`.
+fn is_gitmodules_short_name(name: &OsStr) -> bool {
+    folded(name).is_some_and(|name| {
+        ["gitmod~", "gi7eba~"].iter().any(|stem| {
+            name.strip_prefix(stem)
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        })
+    })
+}
+
+/// Code points HFS+ leaves out when it compares names (git's `is_hfs_dotgit` list).
+fn is_hfs_ignorable(c: char) -> bool {
+    matches!(c,
+        '\u{200c}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{206a}'..='\u{206f}' | '\u{feff}')
+}
+
+fn names(path: &Path) -> Vec<&OsStr> {
+    path.components()
+        .filter_map(|c| match c {
+            Component::Normal(name) => Some(name),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Hazards of a path, from its name alone.
+pub fn path_hazards(path: &Path) -> Vec<Hazard> {
+    let parts = names(path);
+    let mut found = Vec::new();
+    let Some(last) = parts.last().copied() else {
+        return found;
+    };
+    let has_pair = |a: &str, b: &str| {
+        parts
+            .windows(2)
+            .any(|w| is_one_of(w[0], &[a]) && is_one_of(w[1], &[b]))
+    };
+    let in_dir = |dirs: &[&str]| parts[..parts.len() - 1].iter().any(|p| is_one_of(p, dirs));
+    if parts.iter().any(|name| is_deceptive_name(name)) {
+        found.push(Hazard::DeceptiveName);
+    }
+    let git_dir_at = parts.iter().position(|name| is_git_dir_name(name));
+    match git_dir_at {
+        Some(at)
+            if parts
+                .get(at + 1)
+                .is_some_and(|next| is_one_of(next, &["hooks"])) =>
+        {
+            found.push(Hazard::GitHook)
+        }
+        Some(_) => found.push(Hazard::GitConfig),
+        None if is_one_of(last, &[".gitmodules", ".gitattributes"])
+            || is_gitmodules_short_name(last) =>
+        {
+            found.push(Hazard::GitConfig)
+        }
+        None => {}
+    }
+    if is_one_of(last, SHELL_STARTUP) {
+        found.push(Hazard::ShellStartup);
+    }
+    if is_one_of(last, AGENT_FILES) || in_dir(AGENT_DIRS) || is_one_of(last, AGENT_DIRS) {
+        found.push(Hazard::EditorOrAgentConfig);
+    }
+    if has_pair(".github", "workflows")
+        || in_dir(CI_DIRS)
+        || is_one_of(last, CI_DIRS)
+        || is_one_of(last, CI_FILES)
+    {
+        found.push(Hazard::CiWorkflow);
+    }
+    if parts.iter().any(|p| is_one_of(p, &[".airlock"])) || has_pair("airlock", "profiles") {
+        found.push(Hazard::AirlockConfig);
+    }
+    found
+}
+
+/// Does a symlink at `path` (relative to the workspace) with `target` point outside it?
+pub fn symlink_leaves(path: &Path, target: &OsStr) -> bool {
+    let target = Path::new(target);
+    if target.is_absolute() {
+        return true;
+    }
+    // Depth of the link's directory below the workspace root, then walk the target.
+    let mut depth = names(path).len() as i64 - 1;
+    for component in target.components() {
+        match component {
+            Component::ParentDir => {
+                depth -= 1;
+                if depth < 0 {
+                    return true;
+                }
+            }
+            Component::Normal(_) => depth += 1,
+            _ => {}
+        }
+    }
+    false
+}
+
+/// Every hazard of one change in the tree its session leads to: [`hazards`], whether it lies in
+/// a directory laid out as a git directory, and whether its text drives a terminal.
+pub fn hazards_in(change: &Change, size_limit: u64, tree: &Tree) -> Vec<Hazard> {
+    let mut found = hazards(change, size_limit);
+    let git = found.contains(&Hazard::GitConfig) || found.contains(&Hazard::GitHook);
+    if !git && tree.contains(&change.path) {
+        found.push(Hazard::GitConfig);
+    }
+    let text = change
+        .new
+        .as_ref()
+        .is_some_and(|n| n.kind == Kind::File && n.size <= size_limit);
+    if text && tree.drives_a_terminal(&change.path) {
+        found.push(Hazard::TerminalControl);
+    }
+    found.sort();
+    found
+}
+
+/// Every hazard of one change, judged on the session's side (what would be written), by its
+/// name and what it is.
+pub fn hazards(change: &Change, size_limit: u64) -> Vec<Hazard> {
+    let mut found = path_hazards(&change.path);
+    if let Some(new) = &change.new {
+        found.extend(node_hazards(&change.path, new, size_limit));
+        if becomes_writable_by_others(change.old.as_ref(), new) {
+            found.push(Hazard::LooseMode);
+        }
+        let target = new.target.as_ref().map(|t| t.as_encoded_bytes());
+        if new.kind == Kind::Symlink && target.is_some_and(has_terminal_controls) {
+            found.push(Hazard::TerminalControl);
+        }
+    }
+    found.sort();
+    found.dedup();
+    found
+}
+
+/// Group or world write bits the host's entry did not have (all of them, for a new entry).
+/// Symlinks' modes mean nothing.
+fn becomes_writable_by_others(old: Option<&Node>, new: &Node) -> bool {
+    const OTHERS_WRITE: u32 = 0o022;
+    let before = old.filter(|o| o.kind == new.kind).map_or(0, |o| o.mode);
+    new.kind != Kind::Symlink && new.mode & OTHERS_WRITE & !before != 0
+}
+
+fn node_hazards(path: &Path, node: &Node, size_limit: u64) -> Vec<Hazard> {
+    let mut found = Vec::new();
+    if node.mode & 0o6000 != 0 {
+        found.push(Hazard::SetId);
+    }
+    match node.kind {
+        Kind::CharDevice | Kind::BlockDevice => found.push(Hazard::Device),
+        Kind::Fifo | Kind::Socket => found.push(Hazard::Special),
+        Kind::Symlink
+            if node
+                .target
+                .as_deref()
+                .is_some_and(|target| symlink_leaves(path, target)) =>
+        {
+            found.push(Hazard::SymlinkOutside)
+        }
+        Kind::File if node.size > size_limit => found.push(Hazard::Large),
+        _ => {}
+    }
+    found
+}
+
+mod tree;
+pub use tree::{has_terminal_controls, Tree};
+
+#[cfg(test)]
+mod tests;
