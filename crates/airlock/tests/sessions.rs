@@ -1256,3 +1256,77 @@ both_modes!(
         );
     }
 );
+
+/// A tiny crate whose `.cargo/config.toml` makes every `cargo build` run `wrap.sh`, which
+/// touches MARK and then runs rustc.
+fn plant_cargo_wrapper(mark: &Path) -> String {
+    format!(
+        r#"
+        set -e
+        mkdir -p src .cargo
+        printf '[package]\nname = "tiny"\nversion = "0.1.0"\nedition = "2021"\n' > Cargo.toml
+        echo 'fn main() {{}}' > src/main.rs
+        printf '#!/bin/sh\ntouch {}\nexec "$@"\n' > wrap.sh
+        chmod +x wrap.sh
+        printf '[build]\nrustc-wrapper = "./wrap.sh"\n' > .cargo/config.toml
+        "#,
+        mark.display()
+    )
+}
+
+both_modes!(
+    tool_configuration_that_runs_code_is_not_applied,
+    |w: &World| {
+        // Without airlock (root only: rustup's toolchain is root's here): `cargo build` in the
+        // planted tree runs the wrapper its .cargo/config.toml names.
+        if w.mode == Mode::Root {
+            let demo = w.outside.join("demo");
+            std::fs::create_dir_all(&demo).unwrap();
+            let ran_on_host = w.outside.join("PWNED-cargo-host");
+            let out = std::process::Command::new("sh")
+                .current_dir(&demo)
+                .args([
+                    "-c",
+                    &format!(
+                        "{} cargo build -q --offline",
+                        plant_cargo_wrapper(&ran_on_host)
+                    ),
+                ])
+                .env("CARGO_TARGET_DIR", demo.join("target"))
+                .output()
+                .unwrap();
+            assert!(
+                ran_on_host.exists(),
+                "cargo did not run the wrapper: {}",
+                stderr(&out)
+            );
+        }
+        // In a session: apply leaves the configuration out, and the crate builds without it.
+        let id = new_session(w, &[]);
+        let ran_after_apply = w.outside.join("PWNED-cargo-applied");
+        ran(&run_in(w, &id, &plant_cargo_wrapper(&ran_after_apply)));
+        let hazards = diff_hazards(w, &id);
+        assert_eq!(
+            hazards(".cargo/config.toml"),
+            serde_json::json!(["tool_config"])
+        );
+        assert_eq!(hazards("Cargo.toml"), serde_json::json!([]));
+        let applied = airlock(w, &["apply", &id]);
+        assert_eq!(applied.status.code(), Some(1), "{}", stderr(&applied));
+        assert!(!w.workspace.join(".cargo/config.toml").exists());
+        assert!(w.workspace.join("wrap.sh").exists());
+        if w.mode == Mode::Root {
+            let out = std::process::Command::new("cargo")
+                .current_dir(&w.workspace)
+                .args(["build", "-q", "--offline"])
+                .env("CARGO_TARGET_DIR", w.outside.join("target"))
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{}", stderr(&out));
+            assert!(
+                !ran_after_apply.exists(),
+                "cargo ran the planted wrapper after apply"
+            );
+        }
+    }
+);

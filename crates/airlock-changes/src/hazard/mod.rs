@@ -29,6 +29,10 @@ pub enum Hazard {
     EditorOrAgentConfig,
     /// CI pipelines: run with the repository's secrets on the next push.
     CiWorkflow,
+    /// Configuration the project's tools read on ordinary commands, that runs code or redirects
+    /// where code comes from (package managers, build tools, hook managers, environment
+    /// loaders; the table is in `hazard/tools.rs`).
+    ToolConfig,
     /// airlock's own configuration.
     AirlockConfig,
     /// setuid or setgid bits: never written.
@@ -68,6 +72,9 @@ impl Hazard {
                 "editor or agent configuration: can run commands or instruct the next agent"
             }
             Hazard::CiWorkflow => "CI pipeline: runs with the repository's secrets",
+            Hazard::ToolConfig => {
+                "tool configuration: runs code or redirects sources for ordinary commands (npm, cargo, pip, git hooks, …)"
+            }
             Hazard::AirlockConfig => "airlock configuration",
             Hazard::SetId => "setuid/setgid bit: never applied",
             Hazard::Device => "device node: never applied",
@@ -220,6 +227,26 @@ fn names(path: &Path) -> Vec<&OsStr> {
         .collect()
 }
 
+/// Is the path (its names) one of [`tools`]' table?
+fn is_tool_config(parts: &[&OsStr]) -> bool {
+    let Some((last, dirs)) = parts.split_last() else {
+        return false;
+    };
+    let folded_last = folded(last).unwrap_or_default();
+    tools::FILES
+        .iter()
+        .any(|(name, _)| is_one_of(last, &[name]))
+        || tools::PREFIXES
+            .iter()
+            .any(|(prefix, _)| folded_last.starts_with(&prefix.to_lowercase()))
+        || tools::PAIRS.iter().any(|(dir, file, _)| {
+            dirs.last().is_some_and(|d| is_one_of(d, &[dir])) && is_one_of(last, &[file])
+        })
+        || tools::DIRS
+            .iter()
+            .any(|(dir, _)| parts.iter().any(|p| is_one_of(p, &[dir])))
+}
+
 /// Hazards of a path, from its name alone.
 pub fn path_hazards(path: &Path) -> Vec<Hazard> {
     let parts = names(path);
@@ -265,6 +292,9 @@ pub fn path_hazards(path: &Path) -> Vec<Hazard> {
         || is_one_of(last, CI_FILES)
     {
         found.push(Hazard::CiWorkflow);
+    }
+    if is_tool_config(&parts) {
+        found.push(Hazard::ToolConfig);
     }
     if parts.iter().any(|p| is_one_of(p, &[".airlock"])) || has_pair("airlock", "profiles") {
         found.push(Hazard::AirlockConfig);
@@ -363,6 +393,7 @@ fn node_hazards(path: &Path, node: &Node, size_limit: u64) -> Vec<Hazard> {
     found
 }
 
+mod tools;
 mod tree;
 pub use tree::{has_terminal_controls, Tree};
 

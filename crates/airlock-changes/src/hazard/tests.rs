@@ -280,3 +280,48 @@ fn symlinks_leaving_the_workspace() {
     assert!(!leaves("link", "a/b/../c"));
     assert!(!leaves("link", "."));
 }
+
+#[test]
+fn every_tool_configuration_of_the_table_is_a_hazard_and_what_is_left_out_is_not() {
+    for (name, _) in tools::FILES {
+        assert_eq!(of(name), vec![Hazard::ToolConfig], "{name}");
+        assert_eq!(
+            of(&format!("sub/dir/{name}")),
+            vec![Hazard::ToolConfig],
+            "{name} deeper"
+        );
+    }
+    for (dir, file, _) in tools::PAIRS {
+        assert_eq!(
+            of(&format!("{dir}/{file}")),
+            vec![Hazard::ToolConfig],
+            "{dir}/{file}"
+        );
+    }
+    for (dir, _) in tools::DIRS {
+        assert_eq!(
+            of(&format!("{dir}/anything")),
+            vec![Hazard::ToolConfig],
+            "{dir}"
+        );
+        assert_eq!(of(dir), vec![Hazard::ToolConfig], "{dir} itself");
+    }
+    for (prefix, _) in tools::PREFIXES {
+        assert_eq!(
+            of(&format!("{prefix}.json")),
+            vec![Hazard::ToolConfig],
+            "{prefix}"
+        );
+    }
+    assert_eq!(of(".NPMRC"), vec![Hazard::ToolConfig]);
+    for name in [
+        ".nvmrc",
+        ".python-version",
+        "package.json",
+        "Cargo.toml",
+        "config",
+        "cargo/config",
+    ] {
+        assert_eq!(of(name), vec![], "{name}");
+    }
+}
