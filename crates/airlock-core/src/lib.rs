@@ -28,7 +28,8 @@ mod run;
 mod session;
 
 pub use apply::{
-    apply, revert, ApplyError, ApplyReport, ApplyRequest, Item as ApplyItem, Result as ApplyResult,
+    apply, revert, ApplyError, ApplyOptions, ApplyReport, ApplyRequest, Item as ApplyItem,
+    Result as ApplyResult,
 };
 pub use caller::{describe_profile, Caller, ProfileChoice, Role};
 pub use changes::{ChangesError, MAX_FILE_BYTES};

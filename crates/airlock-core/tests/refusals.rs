@@ -37,6 +37,32 @@ fn setup() -> Setup {
     }
 }
 
+/// A session over the setup's workspace, made by its operator.
+fn new_session(s: &Setup, name: Option<&str>) -> airlock_core::SessionSummary {
+    let request = SessionRequest {
+        workspace: Some(s.workspace.clone()),
+        name: name.map(str::to_string),
+        ..SessionRequest::default()
+    };
+    airlock_core::create_session(&s.caller, request).unwrap()
+}
+
+/// A profile `ci` in a config directory inside the workspace, which the sandbox could write;
+/// returns that directory.
+fn plant_ci_profile(workspace: &Path) -> PathBuf {
+    let config = workspace.join("config");
+    std::fs::create_dir_all(config.join("airlock/profiles")).unwrap();
+    std::fs::write(config.join("airlock/profiles/ci.toml"), "").unwrap();
+    config
+}
+
+/// How a run of the named profile `ci` is refused.
+fn run_ci(s: &Setup) -> Error {
+    let mut request = run_request(&s.workspace);
+    request.profile.name = Some("ci".into());
+    airlock_core::run(&s.caller, request).unwrap_err()
+}
+
 fn run_request(workspace: &Path) -> RunRequest {
     RunRequest {
         argv: vec![OsString::from("true")],
@@ -100,14 +126,10 @@ fn a_profile_inside_the_workspace_is_never_policy() {
 fn a_named_profile_found_in_the_workspace_is_refused() {
     let mut s = setup();
     // The caller's config directory lies in the workspace: its profiles are the agent's to write.
-    let config = s.workspace.join("config");
-    std::fs::create_dir_all(config.join("airlock/profiles")).unwrap();
-    std::fs::write(config.join("airlock/profiles/ci.toml"), "").unwrap();
+    let config = plant_ci_profile(&s.workspace);
     s.caller.env.retain(|(key, _)| key != "XDG_CONFIG_HOME");
     s.caller.env.push(("XDG_CONFIG_HOME".into(), config.into()));
-    let mut request = run_request(&s.workspace);
-    request.profile.name = Some("ci".into());
-    let refused = airlock_core::run(&s.caller, request).unwrap_err();
+    let refused = run_ci(&s);
     assert!(
         matches!(
             refused,
@@ -161,15 +183,7 @@ fn a_workspace_holding_a_home_directory_gets_no_session() {
 #[test]
 fn a_session_keeps_its_profile_and_workspace() {
     let s = setup();
-    let session = airlock_core::create_session(
-        &s.caller,
-        SessionRequest {
-            workspace: Some(s.workspace.clone()),
-            name: Some("mine".into()),
-            ..SessionRequest::default()
-        },
-    )
-    .unwrap();
+    let session = new_session(&s, Some("mine"));
     let other_profile = RunRequest {
         session: Some("mine".into()),
         profile: ProfileChoice {
@@ -197,27 +211,23 @@ fn a_session_keeps_its_profile_and_workspace() {
 #[test]
 fn an_apply_of_paths_that_match_nothing_is_refused() {
     let s = setup();
-    airlock_core::create_session(
-        &s.caller,
-        SessionRequest {
-            workspace: Some(s.workspace.clone()),
-            name: Some("empty".into()),
-            ..SessionRequest::default()
-        },
-    )
-    .unwrap();
+    new_session(&s, Some("empty"));
     let request = ApplyRequest {
         session: "empty".into(),
-        paths: vec!["no-such-file".into()],
-        ..ApplyRequest::default()
+        options: airlock_core::ApplyOptions {
+            paths: vec!["no-such-file".into()],
+            ..airlock_core::ApplyOptions::default()
+        },
     };
     let refused = airlock_core::apply(&s.caller, &request).unwrap_err();
     assert!(matches!(refused, Error::NothingAtPaths { .. }), "{refused}");
     assert_eq!(actions(&s.state).last().unwrap(), "apply.refused");
     let outside = ApplyRequest {
         session: "empty".into(),
-        paths: vec!["/etc/passwd".into()],
-        ..ApplyRequest::default()
+        options: airlock_core::ApplyOptions {
+            paths: vec!["/etc/passwd".into()],
+            ..airlock_core::ApplyOptions::default()
+        },
     };
     assert!(airlock_core::apply(&s.caller, &outside).is_err());
 }
@@ -275,13 +285,9 @@ fn a_variable_given_twice_is_read_as_getenv_reads_it() {
     // The first copy counts, as for getenv(3): a second one cannot pick another profile
     // directory than the one a wrapper set.
     let mut s = setup();
-    let loose = s.workspace.join("config");
-    std::fs::create_dir_all(loose.join("airlock/profiles")).unwrap();
-    std::fs::write(loose.join("airlock/profiles/ci.toml"), "").unwrap();
+    let loose = plant_ci_profile(&s.workspace);
     s.caller.env.push(("XDG_CONFIG_HOME".into(), loose.into()));
-    let mut request = run_request(&s.workspace);
-    request.profile.name = Some("ci".into());
-    let refused = airlock_core::run(&s.caller, request).unwrap_err();
+    let refused = run_ci(&s);
     // Looked for in the first XDG_CONFIG_HOME (which has no ci.toml), not in the workspace.
     assert!(
         matches!(
@@ -315,14 +321,7 @@ fn a_profile_named_twice_is_ambiguous() {
 #[test]
 fn a_session_whose_workspace_became_a_symlink_is_refused() {
     let s = setup();
-    let made = airlock_core::create_session(
-        &s.caller,
-        SessionRequest {
-            workspace: Some(s.workspace.clone()),
-            ..SessionRequest::default()
-        },
-    )
-    .unwrap();
+    let made = new_session(&s, None);
     std::fs::remove_dir(&s.workspace).unwrap();
     std::os::unix::fs::symlink("/", &s.workspace).unwrap();
     let run = RunRequest {
@@ -347,14 +346,7 @@ fn a_session_whose_workspace_became_a_symlink_is_refused() {
 #[test]
 fn an_agent_cannot_approve_its_own_changes_nor_widen_its_run() {
     let s = setup();
-    let made = airlock_core::create_session(
-        &s.caller,
-        SessionRequest {
-            workspace: Some(s.workspace.clone()),
-            ..SessionRequest::default()
-        },
-    )
-    .unwrap();
+    let made = new_session(&s, None);
     let mut agent = s.caller.clone();
     agent.role = Role::Agent;
     let id = made.meta.id.clone();

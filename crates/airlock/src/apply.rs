@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 
-use airlock_core::{ApplyItem, ApplyReport, ApplyRequest, ApplyResult};
+use airlock_core::{ApplyItem, ApplyOptions, ApplyReport, ApplyRequest, ApplyResult};
 
 use crate::cli::{ApplyArgs, GlobalArgs, RevertArgs};
 use crate::run::caller;
@@ -59,12 +59,14 @@ fn exit(report: &ApplyReport) -> ExitCode {
 pub fn apply(global: &GlobalArgs, args: ApplyArgs) -> Result<ExitCode> {
     let request = ApplyRequest {
         session: args.session.clone(),
-        paths: args.paths,
-        force: args.force,
-        allowed_hazards: args.allow_hazard,
-        all_hazards: args.allow_hazards,
-        dry_run: args.dry_run,
-        rollback: args.rollback,
+        options: ApplyOptions {
+            paths: args.paths,
+            force: args.force,
+            allowed_hazards: args.allow_hazard,
+            all_hazards: args.allow_hazards,
+            dry_run: args.dry_run,
+            rollback: args.rollback,
+        },
     };
     let report = airlock_core::apply(&caller(global), &request)?;
     if args.json {

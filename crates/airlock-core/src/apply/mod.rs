@@ -57,24 +57,14 @@ fn io<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -
     }
 }
 
-/// An apply as a front end asks for it: paths as the caller typed them.
+/// An apply as a front end asks for it: the options with paths as the caller typed them
+/// (relative to the caller's working directory when it lies in the workspace, else to the
+/// workspace; or absolute inside it), which core makes relative to the workspace.
 #[derive(Debug, Clone, Default)]
 pub struct ApplyRequest {
     /// The session's id or name.
     pub session: String,
-    /// Only changes at or under these paths (relative to the caller's working directory when it
-    /// lies in the workspace, else to the workspace; or absolute inside it); all when empty.
-    pub paths: Vec<PathBuf>,
-    /// Overwrite changes the host made meanwhile.
-    pub force: bool,
-    /// Hazards to write anyway, named as `paths` are.
-    pub allowed_hazards: Vec<PathBuf>,
-    /// Write every hazard that may be written at all.
-    pub all_hazards: bool,
-    /// Say what would happen; change nothing.
-    pub dry_run: bool,
-    /// Undo an interrupted apply instead of finishing it.
-    pub rollback: bool,
+    pub options: ApplyOptions,
 }
 
 /// Write a session's changes (or those at or under the request's paths) into its workspace.
@@ -87,21 +77,19 @@ pub fn apply(caller: &Caller, request: &ApplyRequest) -> std::result::Result<App
         let session = Session::find(&state_dir, &request.session)?;
         let workspace = session.existing_workspace()?.to_path_buf();
         let cwd = caller.cwd.as_deref();
+        let asked = &request.options;
         let options = ApplyOptions {
-            paths: relative_paths(&request.paths, &workspace, cwd)?,
-            force: request.force,
-            allowed_hazards: relative_paths(&request.allowed_hazards, &workspace, cwd)?,
-            all_hazards: request.all_hazards,
-            dry_run: request.dry_run,
-            rollback: request.rollback,
+            paths: relative_paths(&asked.paths, &workspace, cwd)?,
+            allowed_hazards: relative_paths(&asked.allowed_hazards, &workspace, cwd)?,
+            ..asked.clone()
         };
         let report = apply_changes(&state_dir, &session.id, &options, &caller.on_busy)?;
-        let matched_nothing = report.items.is_empty() && !request.paths.is_empty();
-        if matched_nothing && !report.recovered && !request.dry_run {
+        let matched_nothing = report.items.is_empty() && !asked.paths.is_empty();
+        if matched_nothing && !report.recovered && !asked.dry_run {
             return Err(Error::NothingAtPaths {
                 session: report.session,
                 named: request.session.clone(),
-                paths: request.paths.clone(),
+                paths: asked.paths.clone(),
             });
         }
         Ok(report)
@@ -121,11 +109,12 @@ pub fn revert(caller: &Caller, session: &str) -> std::result::Result<ApplyReport
 /// What the caller asks of `apply`.
 #[derive(Debug, Clone, Default)]
 pub struct ApplyOptions {
-    /// Only changes at or under these paths (relative to the workspace); all when empty.
+    /// Only changes at or under these paths (relative to the workspace once core has read the
+    /// request); all when empty.
     pub paths: Vec<PathBuf>,
     /// Overwrite changes the host made meanwhile.
     pub force: bool,
-    /// Hazards to write anyway, by path (relative to the workspace).
+    /// Hazards to write anyway, named as `paths` are.
     pub allowed_hazards: Vec<PathBuf>,
     /// Write every hazard that may be written at all.
     pub all_hazards: bool,
