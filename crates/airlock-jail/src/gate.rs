@@ -145,6 +145,19 @@ pub struct SocketInfo {
     pub nonblocking: bool,
     /// An IPv6 socket that may not reach IPv4-mapped addresses (IPV6_V6ONLY).
     pub v6_only: bool,
+    /// Where a stream socket's connection stands (a datagram socket's is always `None`).
+    pub connection: Connection,
+}
+
+/// Where a stream socket's connection stands, as its next connect will find it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Connection {
+    /// Neither connected nor connecting: a connect would start one.
+    None,
+    /// A connect is under way: the kernel answers another with EALREADY.
+    Connecting,
+    /// Connected (or listening): the kernel answers a connect with EISCONN.
+    Connected,
 }
 
 /// The type and mode of socket fd `fd` of process `pid`, read from a copy of it.
@@ -158,13 +171,46 @@ pub fn socket_info(pid: u32, fd: u64) -> io::Result<SocketInfo> {
     // Not an IPv6 socket: the option does not exist, and does not matter.
     let v6_only =
         nix::sys::socket::getsockopt(&copy, nix::sys::socket::sockopt::Ipv6V6Only).unwrap_or(false);
+    let connection = if kind == nix::sys::socket::SockType::Stream {
+        connection(&copy)
+    } else {
+        Connection::None
+    };
     Ok(SocketInfo {
         copy,
+        connection,
         kind: kind as i32,
         nonblocking: nix::fcntl::OFlag::from_bits_truncate(flags)
             .contains(nix::fcntl::OFlag::O_NONBLOCK),
         v6_only,
     })
+}
+
+/// A stream socket's connection, without unsafe code: a peer means connected; listening is
+/// SO_ACCEPTCONN; and TCP reports POLLHUP on a socket in TCP_CLOSE, so a socket with neither a
+/// peer nor a hang-up is connecting. A connected socket whose connection has since ended in
+/// both directions reads as `None` (no peer, hung up) although the kernel still answers EISCONN:
+/// the gate's bound on connections covers that case.
+fn connection(socket: &OwnedFd) -> Connection {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    use nix::sys::socket::{getpeername, getsockopt, sockopt::AcceptConn, SockaddrStorage};
+    use std::os::fd::AsRawFd;
+    if getpeername::<SockaddrStorage>(socket.as_raw_fd()).is_ok()
+        || getsockopt(socket, AcceptConn).unwrap_or(false)
+    {
+        return Connection::Connected;
+    }
+    let mut fds = [PollFd::new(socket.as_fd(), PollFlags::POLLOUT)];
+    match poll(&mut fds, PollTimeout::ZERO) {
+        Ok(_)
+            if fds[0]
+                .revents()
+                .is_some_and(|r| !r.contains(PollFlags::POLLHUP)) =>
+        {
+            Connection::Connecting
+        }
+        _ => Connection::None,
+    }
 }
 
 impl SocketInfo {

@@ -10,7 +10,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
-use airlock_jail::gate::{socket_info, Memory, Notification, Notifier};
+use airlock_jail::gate::{socket_info, Connection, Memory, Notification, Notifier};
 
 use super::handover::hand_over;
 use super::relay::Target;
@@ -30,6 +30,8 @@ pub(super) struct Socket {
     pub(super) stream: bool,
     /// Its connect returns at once (an event loop's socket).
     pub(super) nonblocking: bool,
+    /// Connected or connecting already (a stream socket).
+    pub(super) connection: Connection,
 }
 
 /// A connect the sandbox waits in, as the gate answers it: the seam between the gate's
@@ -68,6 +70,7 @@ impl Held for Call<'_> {
         Ok(Socket {
             stream: socket.kind == libc::SOCK_STREAM,
             nonblocking: socket.nonblocking,
+            connection: socket.connection,
         })
     }
 
@@ -199,6 +202,14 @@ fn handle(call: &impl Held, state: &Arc<State>, relay: u16, dest: SocketAddr) ->
         return call.fail(libc::ENETUNREACH);
     }
     let socket = call.socket(dest)?;
+    // On a socket connected or connecting already the kernel does not use the address: it
+    // answers EISCONN or EALREADY (or 0, or waits, for a connect that went on meanwhile). Such
+    // a connect is left to it, before anything is decided, connected or held, so that a loop of
+    // them cannot open a connection to the destination each. Should the socket be disconnected
+    // in between, the connect runs in the sandbox's own namespace, which reaches nothing.
+    if socket.stream && socket.connection != Connection::None {
+        return call.pass();
+    }
     let attempt = Attempt {
         dest,
         stream: socket.stream,
@@ -218,11 +229,24 @@ fn handle(call: &impl Held, state: &Arc<State>, relay: u16, dest: SocketAddr) ->
         Answer::Refuse(errno) => call.fail(errno),
         // airlock's proxy: the request on the connection is decided, not the connection.
         Answer::Relay(target) if target.proxy => hand_over(state, relay, call, dest, target, None),
+        Answer::Relay(target) if !under_bound(state, &target) => call.fail(libc::EAGAIN),
         Answer::Relay(target) => match connect_early(state, &target, socket.nonblocking) {
             Ok(early) => hand_over(state, relay, call, dest, target, Some(early)),
             Err(errno) => call.fail(errno),
         },
     }
+}
+
+/// May one more connection to `target` be begun: fewer than the bound open or on their way to
+/// the relay? Checked before the gate connects to the destination, so that connects the kernel
+/// then fails (their entry waits in the pending table until it is stale) cannot pile up
+/// connections there. A refusal is logged.
+fn under_bound(state: &State, target: &Target) -> bool {
+    if state.connections() < state.max_open {
+        return true;
+    }
+    state.log(&target.event("connect", &state.too_many()));
+    false
 }
 
 /// Decide a connect: what becomes of it, and the event to log (None: nothing to log).

@@ -22,8 +22,8 @@ pub(super) struct Pending {
 
 /// How many relay addresses there are (127.64.0.0/10).
 const RELAY_IDS: u32 = 1 << 22;
-/// The most connects on their way to the relay at once.
-const MAX_PENDING: usize = 16_384;
+/// How long a connect sent to the relay may take to arrive there; an entry older is dropped.
+pub(super) const STALE: Duration = Duration::from_secs(10);
 const RELAY_BASE: Ipv4Addr = Ipv4Addr::new(127, 64, 0, 0);
 
 /// Send the sandbox's connect to the relay, at the address that names `target`.
@@ -37,13 +37,14 @@ pub(super) fn hand_over(
 ) -> io::Result<()> {
     let id = state.next_pending.fetch_add(1, Ordering::SeqCst) % RELAY_IDS;
     if let Ok(mut pending) = state.pending.lock() {
-        // A connect the kernel then failed (the socket was connected already, say) never
-        // reaches the relay: its entry is dropped once it is surely stale, and the table is
-        // bounded, so a sandbox cannot grow it without end.
-        if pending.len() >= 1024 {
-            pending.retain(|_, entry| entry.since.elapsed() < Duration::from_secs(10));
-        }
-        if pending.len() >= MAX_PENDING {
+        // A connect the kernel then failed never reaches the relay: its entry is dropped once
+        // it is surely stale. Until then it counts toward the bound on connections, with those
+        // open, so that a sandbox cannot grow the table (or what its entries hold) without end.
+        pending.retain(|_, entry| entry.since.elapsed() < STALE);
+        let open = state.open.lock().map_or(0, |open| open.len());
+        if open + pending.len() >= state.max_open {
+            drop(pending);
+            state.log(&target.event("connect", &state.too_many()));
             return call.fail(libc::EAGAIN);
         }
         let since = Instant::now();

@@ -184,6 +184,25 @@ impl State {
         self.cut.load(Ordering::SeqCst)
     }
 
+    /// Relayed connections open and connects on their way to the relay: what the bound on
+    /// connections ([`State::max_open`]) counts.
+    fn connections(&self) -> usize {
+        let open = self.open.lock().map_or(0, |open| open.len());
+        let pending = self.pending.lock().map_or(0, |mut pending| {
+            pending.retain(|_, entry| entry.since.elapsed() < handover::STALE);
+            pending.len()
+        });
+        open + pending
+    }
+
+    /// The refusal of a connection over that bound.
+    fn too_many(&self) -> Decision {
+        deny(format!(
+            "more than {} connections open or opening at once (a connect the kernel refused still counts for 10 s)",
+            self.max_open
+        ))
+    }
+
     /// Close every open relay connection, both ways.
     fn close_all(&self) {
         if let Ok(open) = self.open.lock() {

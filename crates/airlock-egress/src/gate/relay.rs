@@ -32,7 +32,7 @@ pub(super) struct Target {
 
 impl Target {
     /// An event of `kind` about this target.
-    fn event(&self, kind: &'static str, decision: &Decision) -> Event {
+    pub(super) fn event(&self, kind: &'static str, decision: &Decision) -> Event {
         Event::new(kind, decision).about(
             self.name.clone(),
             Some(self.addr.ip()),
@@ -236,11 +236,7 @@ fn admit(state: &State, target: &Target) -> bool {
         return false;
     }
     if state.open.lock().map_or(0, |open| open.len()) > state.max_open {
-        let decision = deny(format!(
-            "more than {} connections open at once",
-            state.max_open
-        ));
-        state.log(&target.event("connect", &decision));
+        state.log(&target.event("connect", &state.too_many()));
         return false;
     }
     true

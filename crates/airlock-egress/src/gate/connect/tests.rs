@@ -177,6 +177,7 @@ impl Fake {
             socket: Socket {
                 stream: true,
                 nonblocking: false,
+                connection: Connection::None,
             },
             addr_len,
             written: Mutex::new(None),
@@ -218,6 +219,15 @@ const RELAY_PORT: u16 = 4242;
 
 /// A gate over `egress` with the user's `resolve` mappings, and the events it logs.
 fn gate(egress: Egress, resolve: &[(&str, &str)]) -> (Arc<State>, Arc<Mutex<Vec<Event>>>) {
+    gate_bounded(egress, resolve, 64)
+}
+
+/// [`gate`], with at most `max_open` connections.
+fn gate_bounded(
+    egress: Egress,
+    resolve: &[(&str, &str)],
+    max_open: usize,
+) -> (Arc<State>, Arc<Mutex<Vec<Event>>>) {
     let events = Arc::new(Mutex::new(Vec::new()));
     let logged = events.clone();
     let config = super::super::Config {
@@ -229,7 +239,7 @@ fn gate(egress: Egress, resolve: &[(&str, &str)]) -> (Arc<State>, Arc<Mutex<Vec<
         on_event: Box::new(move |e: &Event| logged.lock().unwrap().push(e.clone())),
         cut_when: None,
     };
-    (Arc::new(State::new(config, Vec::new(), 64)), events)
+    (Arc::new(State::new(config, Vec::new(), max_open)), events)
 }
 
 /// The synthetic address the gate's DNS gives `name`.
@@ -366,6 +376,7 @@ fn udp_out_of_the_sandbox_is_unreachable() {
         socket: Socket {
             stream: false,
             nonblocking: false,
+            connection: Connection::None,
         },
         ..Fake::tcp(16)
     };
@@ -397,4 +408,92 @@ fn sockaddrs_are_read_for_inet_families_only() {
     assert!(inside_the_sandbox("::ffff:127.0.0.1".parse().unwrap()));
     assert!(inside_the_sandbox("0.0.0.0".parse().unwrap()));
     assert!(!inside_the_sandbox("198.18.0.1".parse().unwrap()));
+}
+
+/// How many connections `listener` has waiting to be accepted (it is made non-blocking).
+fn accepted(listener: &std::net::TcpListener) -> usize {
+    listener.set_nonblocking(true).unwrap();
+    // The gate's connects completed before it answered, so they are all queued by now.
+    std::iter::from_fn(|| listener.accept().ok()).count()
+}
+
+#[test]
+fn a_connect_the_kernel_refuses_opens_nothing() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (state, events) = gate(egress(), &[("local.test", "127.0.0.1")]);
+    let dest = SocketAddr::new(synthetic(&state, "local.test"), port);
+    for connection in [Connection::Connected, Connection::Connecting] {
+        for _ in 0..20 {
+            let held = Fake {
+                socket: Socket {
+                    connection,
+                    ..Fake::tcp(16).socket
+                },
+                ..Fake::tcp(16)
+            };
+            handle(&held, &state, RELAY_PORT, dest).unwrap();
+            // Left to the kernel as it was: it answers EISCONN or EALREADY itself.
+            assert_eq!(held.answered(), Some(Ok(())), "{connection:?}");
+            assert_eq!(held.written(), None, "its address is left as it was");
+        }
+    }
+    assert!(state.pending.lock().unwrap().is_empty());
+    assert!(events.lock().unwrap().is_empty(), "the kernel's own answer");
+    assert_eq!(accepted(&listener), 0, "no connection to the destination");
+    // The same connect on a socket that is free is sent to the relay: the test can fail.
+    let held = Fake::tcp(16);
+    handle(&held, &state, RELAY_PORT, dest).unwrap();
+    assert!(held.written().is_some());
+    assert_eq!(accepted(&listener), 1);
+}
+
+#[test]
+fn connects_on_their_way_to_the_relay_count_toward_the_bound() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (state, events) = gate_bounded(egress(), &[("local.test", "127.0.0.1")], 3);
+    let dest = SocketAddr::new(synthetic(&state, "local.test"), port);
+    // None of these reaches the relay (as when the kernel then fails the connect): each stays
+    // pending, and the fourth is over the bound.
+    let answers: Vec<_> = (0..5)
+        .map(|_| {
+            let held = Fake::tcp(16);
+            handle(&held, &state, RELAY_PORT, dest).unwrap();
+            held.answered()
+        })
+        .collect();
+    assert_eq!(
+        answers,
+        [
+            Some(Ok(())),
+            Some(Ok(())),
+            Some(Ok(())),
+            Some(Err(libc::EAGAIN)),
+            Some(Err(libc::EAGAIN))
+        ]
+    );
+    assert_eq!(state.pending.lock().unwrap().len(), 3);
+    assert_eq!(
+        accepted(&listener),
+        3,
+        "no connection opened past the bound"
+    );
+    let events = events.lock().unwrap();
+    let refused: Vec<_> = events.iter().filter(|e| !e.allowed).collect();
+    assert_eq!(refused.len(), 2);
+    assert!(
+        refused[0].rule.contains("more than 3 connections"),
+        "{}",
+        refused[0].rule
+    );
+    // Open relayed connections count the same way.
+    drop(events);
+    state.pending.lock().unwrap().clear();
+    state.open.lock().unwrap().insert(0, Vec::new());
+    state.open.lock().unwrap().insert(1, Vec::new());
+    state.open.lock().unwrap().insert(2, Vec::new());
+    let held = Fake::tcp(16);
+    handle(&held, &state, RELAY_PORT, dest).unwrap();
+    assert_eq!(held.answered(), Some(Err(libc::EAGAIN)));
 }
