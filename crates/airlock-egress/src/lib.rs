@@ -6,6 +6,7 @@ pub mod dns;
 pub mod gate;
 pub mod http1;
 pub mod sni;
+pub mod tls;
 
 pub use airlock_rules::{ip, rules};
 pub use airlock_rules::{Decision, Destination, Egress, RuleError};

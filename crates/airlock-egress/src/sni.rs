@@ -29,7 +29,7 @@ pub enum Peek {
     Other,
 }
 
-fn u16_at(b: &[u8], at: usize) -> Option<usize> {
+pub(crate) fn u16_at(b: &[u8], at: usize) -> Option<usize> {
     Some(usize::from(u16::from_be_bytes([
         *b.get(at)?,
         *b.get(at + 1)?,
@@ -152,7 +152,7 @@ fn tls(bytes: &[u8]) -> Peek {
 }
 
 /// The server name of a ClientHello body (None: it names none), or why it cannot be read.
-fn client_hello_server_name(hello: &[u8]) -> Result<Option<String>, &'static str> {
+pub(crate) fn client_hello_server_name(hello: &[u8]) -> Result<Option<String>, &'static str> {
     const SHORT: &str = "a ClientHello cut short";
     // version (2), random (32)
     let mut at = 34;

@@ -15,6 +15,8 @@ use support::{ran, stderr, stdout, Mode, World};
 struct Server {
     child: Child,
     port: u16,
+    /// What it prints after its port.
+    lines: std::io::BufReader<std::process::ChildStdout>,
 }
 
 impl Drop for Server {
@@ -34,15 +36,14 @@ fn start(program: &str, args: &[&str]) -> Server {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    lines.read_line(&mut line).unwrap();
     let port = line
         .trim()
         .parse()
         .expect("the test server printed no port");
-    Server { child, port }
+    Server { child, port, lines }
 }
 
 /// A TCP listener that counts the connections it accepts into `count` (rewritten at each) and
@@ -168,3 +169,191 @@ fn wait_for_accepts(count: &std::path::Path, n: usize) {
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
 }
+
+fn certificate(dir: &std::path::Path) {
+    let out = Command::new("openssl")
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+        ])
+        .args(["-subj", "/CN=allowed.test", "-keyout"])
+        .arg(dir.join("key.pem"))
+        .arg("-out")
+        .arg(dir.join("cert.pem"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+/// A TLS server on loopback whose only key-exchange group is P-256: a client that key-shares
+/// X25519 first (OpenSSL's default) gets a HelloRetryRequest and sends a second ClientHello.
+fn retrying_tls_server(certs: &std::path::Path) -> Server {
+    let script = r#"
+import socket, ssl, sys
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain(sys.argv[1] + "/cert.pem", sys.argv[1] + "/key.pem")
+ctx.set_ecdh_curve("prime256v1")
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(16)
+print(s.getsockname()[1], flush=True)
+while True:
+    c, _ = s.accept()
+    try:
+        t = ctx.wrap_socket(c, server_side=True)
+        t.sendall(b"hello over " + t.version().encode()); t.close()
+    except Exception: c.close()
+"#;
+    start("/usr/bin/python3", &["-c", script, certs.to_str().unwrap()])
+}
+
+both_modes!(
+    a_real_tls_client_retrying_its_hello_gets_through,
+    |w: &World| {
+        let certs = w.outside.join("certs");
+        std::fs::create_dir(&certs).unwrap();
+        certificate(&certs);
+        let tls = retrying_tls_server(&certs);
+        let port = tls.port;
+        // Without airlock: OpenSSL's client sends two hellos here (a HelloRetryRequest between).
+        let msg = w.outside(&format!(
+        "echo | timeout 10 openssl s_client -connect 127.0.0.1:{port} -servername allowed.test -msg"
+    ));
+        let hellos = stdout(&msg).matches("ClientHello").count();
+        assert_eq!(hellos, 2, "{}", stdout(&msg));
+        let profile = allowing_only_allowed_test(w, port);
+        let script = format!(
+            r#"
+import socket, ssl
+def get(version):
+    ctx = ssl.create_default_context(); ctx.check_hostname = False; ctx.verify_mode = ssl.CERT_NONE
+    ctx.maximum_version = version
+    with socket.create_connection(("allowed.test", {port}), timeout=5) as raw:
+        with ctx.wrap_socket(raw, server_hostname="allowed.test") as s:
+            return s.recv(100)
+for version in [ssl.TLSVersion.TLSv1_3, ssl.TLSVersion.TLSv1_2]:
+    try: print(version.name, "REACHED", get(version))
+    except Exception as e: print(version.name, "blocked", type(e).__name__, e)
+"#
+        );
+        let out = run_python(w, &profile, &script);
+        let said = ran(&out);
+        assert!(
+            said.contains("TLSv1_3 REACHED b'hello over TLSv1.3'"),
+            "{said}\n{}",
+            stderr(&out)
+        );
+        assert!(
+            said.contains("TLSv1_2 REACHED b'hello over TLSv1.2'"),
+            "{said}\n{}",
+            stderr(&out)
+        );
+        assert!(!stderr(&out).contains("fronting"), "{}", stderr(&out));
+    }
+);
+
+/// A server that answers any first hello with a HelloRetryRequest and then reports the name
+/// the next hello asks for ("SECOND <name>"), as a server routing by it would use it.
+const RETRY_THEN_REPORT: &str = r#"
+import socket, struct, sys
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(16)
+print(s.getsockname()[1], flush=True)
+def record(c):
+    head = b""
+    while len(head) < 5:
+        more = c.recv(5 - len(head))
+        if not more: return None
+        head += more
+    body = b""
+    while len(body) < struct.unpack(">H", head[3:5])[0]:
+        more = c.recv(struct.unpack(">H", head[3:5])[0] - len(body))
+        if not more: return None
+        body += more
+    return head[0], body
+def sni(hello):
+    at = 4 + 34; at += 1 + hello[at]; at += 2 + struct.unpack(">H", hello[at:at+2])[0]
+    at += 1 + hello[at]; end = at + 2 + struct.unpack(">H", hello[at:at+2])[0]; at += 2
+    while at < end:
+        kind, n = struct.unpack(">HH", hello[at:at+4])
+        if kind == 0: return hello[at+9:at+4+n].decode()
+        at += 4 + n
+    return "no name"
+hrr = bytes.fromhex("cf21ad74e59a6111be1d8c021e65b891c2a211167abb8c5e079e09e2c8a8339c")
+body = b"\x03\x03" + hrr + b"\x00\x13\x01\x00" + b"\x00\x06\x00\x2b\x00\x02\x03\x04"
+while True:
+    c, _ = s.accept()
+    first = record(c)
+    c.sendall(b"\x16\x03\x03" + struct.pack(">H", len(body) + 4) + b"\x02\x00" + struct.pack(">H", len(body)) + body)
+    while True:
+        r = record(c)
+        if r is None: break
+        if r[0] == 0x16 and r[1][0] == 1:
+            print("SECOND", sni(r[1]), flush=True); break
+    c.close()
+"#;
+
+/// Python that sends a hello naming allowed.test, waits for the server's answer, then sends a
+/// second hello naming `second` (None: no name); prints what happened.
+fn two_hellos(host: &str, port: u16, second: Option<&str>) -> String {
+    let second = match second {
+        Some(name) => format!("{name:?}"),
+        None => "None".into(),
+    };
+    format!(
+        r#"
+import socket, struct
+def hello(name):
+    ext = b"\x00\x2b\x00\x03\x02\x03\x04"
+    if name:
+        entry = b"\x00" + struct.pack(">H", len(name)) + name.encode()
+        data = struct.pack(">H", len(entry)) + entry
+        ext = b"\x00\x00" + struct.pack(">H", len(data)) + data + ext
+    body = b"\x03\x03" + b"\x07" * 32 + b"\x00" + b"\x00\x02\x13\x01" + b"\x01\x00" + struct.pack(">H", len(ext)) + ext
+    hs = b"\x01\x00" + struct.pack(">H", len(body)) + body
+    return b"\x16\x03\x01" + struct.pack(">H", len(hs)) + hs
+s = socket.create_connection(("{host}", {port}), timeout=5)
+s.sendall(hello("allowed.test"))
+print("answer", len(s.recv(4096)))
+s.sendall(b"\x14\x03\x03\x00\x01\x01" + hello({second}))
+try: print("after", s.recv(4096))
+except Exception as e: print("after", type(e).__name__)
+"#
+    )
+}
+
+// A second ClientHello that names another host (or none) after a HelloRetryRequest: without
+// airlock the server reads its name; inside the gate closes the connection before it gets there.
+both_modes!(a_second_hello_for_another_host_is_fronting, |w: &World| {
+    use std::io::BufRead;
+    let mut server = start("/usr/bin/python3", &["-c", RETRY_THEN_REPORT]);
+    let port = server.port;
+    let outside = w.outside(&format!(
+        "/usr/bin/python3 -c '{}'",
+        two_hellos("127.0.0.1", port, Some("denied.test")).replace('\'', "'\\''")
+    ));
+    assert!(stdout(&outside).contains("answer"), "{}", stderr(&outside));
+    let mut line = String::new();
+    server.lines.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "SECOND denied.test", "without airlock");
+
+    let profile = allowing_only_allowed_test(w, port);
+    for second in [Some("denied.test"), None] {
+        let out = run_python(w, &profile, &two_hellos("allowed.test", port, second));
+        let said = ran(&out);
+        assert!(said.contains("answer "), "{said}\n{}", stderr(&out));
+        let asked = second.unwrap_or("no name");
+        assert!(
+            stderr(&out).contains(&format!("a later ClientHello asked for {asked}")),
+            "{said}\n{}",
+            stderr(&out)
+        );
+        assert!(stderr(&out).contains("domain fronting"), "{}", stderr(&out));
+    }
+    // The same second hello naming the host itself reaches the server: the test can fail.
+    let out = run_python(
+        w,
+        &profile,
+        &two_hellos("allowed.test", port, Some("allowed.test")),
+    );
+    ran(&out);
+    let mut line = String::new();
+    server.lines.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "SECOND allowed.test", "{}", stderr(&out));
+});

@@ -6,25 +6,64 @@ use std::net::{Shutdown, TcpStream};
 use std::time::{Duration, Instant};
 
 use crate::http1::{FirstAnswer, Refusal, Requests};
+use crate::tls::{ClientHellos, ServerHello};
+
+/// How a direction's bytes are looked at before they go on.
+pub(super) enum Watch {
+    /// Not at all.
+    None,
+    /// Plain HTTP: every request (client to server only).
+    Http(Requests),
+    /// TLS: each direction's records until the handshake is encrypted.
+    Tls(ClientHellos, ServerHello),
+}
+
+/// A reader that a direction's bytes go through until it is done with them.
+trait Follow {
+    fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<(), Refusal>;
+    fn done(&self) -> bool;
+}
+
+impl Follow for ClientHellos {
+    fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<(), Refusal> {
+        ClientHellos::feed(self, input, out)
+    }
+    fn done(&self) -> bool {
+        ClientHellos::done(self)
+    }
+}
+
+impl Follow for ServerHello {
+    fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<(), Refusal> {
+        ServerHello::feed(self, input, out)
+    }
+    fn done(&self) -> bool {
+        ServerHello::done(self)
+    }
+}
 
 /// The bytes each way, once both directions have ended.
 pub(super) struct Copied {
     /// Client to server after the first bytes; Err: a request was refused (bytes copied until
     /// then, and why).
     pub(super) out: Result<u64, (u64, Refusal)>,
-    /// Server to client.
-    pub(super) bytes_in: u64,
+    /// Server to client; Err: the server's TLS handshake could not be read.
+    pub(super) bytes_in: Result<u64, (u64, Refusal)>,
 }
 
-/// Copy `client` to `upstream` and back until both are done. `requests`: the plain-HTTP
-/// requests' checker, which then sees every client byte (None: the bytes are not looked at).
-/// None: the connection could not be split into its two directions.
+/// Copy `client` to `upstream` and back until both are done, each direction looked at as
+/// `watch` says. None: the connection could not be split into its two directions.
 pub(super) fn both_ways(
     mut client: TcpStream,
     mut upstream: TcpStream,
-    requests: Option<Requests>,
+    watch: Watch,
     first_answer: &FirstAnswer,
 ) -> Option<Copied> {
+    let (requests, hellos, mut server_hello) = match watch {
+        Watch::None => (None, None, None),
+        Watch::Http(requests) => (Some(requests), None, None),
+        Watch::Tls(hellos, server_hello) => (None, Some(hellos), Some(server_hello)),
+    };
     let watch_first_answer = requests
         .as_ref()
         .is_some_and(Requests::first_asked_to_upgrade);
@@ -33,9 +72,12 @@ pub(super) fn both_ways(
         return None;
     };
     let out_thread = std::thread::spawn(move || {
-        let outcome = match requests {
-            Some(requests) => copy_requests(&mut client_read, &mut upstream, requests),
-            None => Ok(copy(&mut client_read, &mut upstream)),
+        let outcome = match (requests, hellos) {
+            (Some(requests), _) => copy_requests(&mut client_read, &mut upstream, requests),
+            (None, Some(mut hellos)) => {
+                copy_following(&mut client_read, &mut upstream, &mut hellos)
+            }
+            (None, None) => Ok(copy(&mut client_read, &mut upstream)),
         };
         let _ = upstream.shutdown(Shutdown::Write);
         if outcome.is_err() {
@@ -56,10 +98,50 @@ pub(super) fn both_ways(
             let _ = upstream_read.shutdown(Shutdown::Both);
         }
     }
-    bytes_in += copy(&mut upstream_read, &mut client);
+    let incoming = match &mut server_hello {
+        Some(server_hello) => copy_following(&mut upstream_read, &mut client, server_hello),
+        None => Ok(copy(&mut upstream_read, &mut client)),
+    };
     let _ = client.shutdown(Shutdown::Write);
+    if incoming.is_err() {
+        let _ = client.shutdown(Shutdown::Both);
+        let _ = upstream_read.shutdown(Shutdown::Both);
+    }
+    let bytes_in = match incoming {
+        Ok(n) => Ok(bytes_in + n),
+        Err((n, refusal)) => Err((bytes_in + n, refusal)),
+    };
     let out = out_thread.join().unwrap_or(Ok(0));
     Some(Copied { out, bytes_in })
+}
+
+/// Copy through `follow` until it is done with the bytes, then as [`copy`] does. Err: it
+/// refused them (bytes copied until then, and why); what it refused is not passed on.
+fn copy_following(
+    from: &mut TcpStream,
+    to: &mut TcpStream,
+    follow: &mut impl Follow,
+) -> Result<u64, (u64, Refusal)> {
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut out = Vec::with_capacity(buf.len());
+    let mut total = 0u64;
+    while !follow.done() {
+        let n = match from.read(&mut buf) {
+            Ok(0) => return Ok(total),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => return Ok(total),
+        };
+        out.clear();
+        if let Err(refusal) = follow.feed(&buf[..n], &mut out) {
+            return Err((total, refusal));
+        }
+        if to.write_all(&out).is_err() {
+            return Ok(total);
+        }
+        total += out.len() as u64;
+    }
+    Ok(total + copy(from, to))
 }
 
 /// Copy until end of file or an error; the bytes copied. Through a pipe with splice, so the bytes

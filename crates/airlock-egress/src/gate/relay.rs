@@ -9,6 +9,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::copy::Watch;
 use super::fronting::{self, Verdict, FIRST_WORD};
 use super::handover::{relay_id, Pending};
 use super::upstream::{self, Early};
@@ -16,6 +17,7 @@ use super::{deny, proxy, Event, State};
 use crate::http1::{FirstAnswer, Refusal, Requests};
 use crate::rules::Decision;
 use crate::sni::{self, Peek, MAX_PEEK};
+use crate::tls::{ClientHellos, Handshake, ServerHello};
 
 /// Where an accepted relay connection must go.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -283,23 +285,33 @@ fn pass_on(
     // Plain HTTP: every request on the connection is checked, not just the first (a kept-alive
     // connection could carry the next one for another host).
     let first_answer = Arc::new(FirstAnswer::default());
-    let mut requests = match (&verdict.peeked, &target.name) {
-        (Peek::Http { .. }, Some(name)) => Some(Requests::new(name, first_answer.clone())),
-        _ => None,
+    let mut watch = match (&verdict.peeked, &target.name) {
+        (Peek::Http { .. }, Some(name)) => Watch::Http(Requests::new(name, first_answer.clone())),
+        // TLS: every ClientHello, not just the first (a server that asks for a retry reads a
+        // second one, and routes by it).
+        (Peek::Tls { .. }, Some(name)) => {
+            let handshake = Arc::new(Handshake::default());
+            let hellos = ClientHellos::new(name, handshake.clone());
+            Watch::Tls(hellos, ServerHello::new(handshake))
+        }
+        _ => Watch::None,
     };
     let mut first_out = Vec::new();
-    match &mut requests {
-        Some(requests) => {
-            if let Err(refusal) = requests.feed(first, &mut first_out) {
-                return state.log(&fronting(refusal));
-            }
+    let judged = match &mut watch {
+        Watch::Http(requests) => requests.feed(first, &mut first_out),
+        Watch::Tls(hellos, _) => hellos.feed(first, &mut first_out),
+        Watch::None => {
+            first_out.extend_from_slice(first);
+            Ok(())
         }
-        None => first_out.extend_from_slice(first),
+    };
+    if let Err(refusal) = judged {
+        return state.log(&fronting(refusal));
     }
     if upstream.write_all(&first_out).is_err() {
         return;
     }
-    let Some(copied) = super::copy::both_ways(client, upstream, requests, &first_answer) else {
+    let Some(copied) = super::copy::both_ways(client, upstream, watch, &first_answer) else {
         return;
     };
     let bytes_out = match copied.out {
@@ -312,6 +324,13 @@ fn pass_on(
             n
         }
     } + first_out.len() as u64;
+    let bytes_in = match copied.bytes_in {
+        Ok(n) => n,
+        Err((n, refusal)) => {
+            state.log(&fronting(refusal));
+            n
+        }
+    };
     let decision = Decision {
         allowed: true,
         rule: "closed".into(),
@@ -320,7 +339,7 @@ fn pass_on(
     e.sni = verdict.asked;
     (e.bytes_out, e.bytes_in, e.duration_ms) = (
         Some(bytes_out),
-        Some(copied.bytes_in),
+        Some(bytes_in),
         Some(started.elapsed().as_millis() as u64),
     );
     state.log(&e);
