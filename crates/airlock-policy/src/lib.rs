@@ -34,6 +34,11 @@
 //! tmp_size = "512MiB"  # each of the /tmp and $HOME tmpfs           (default 1GiB)
 //! output = "16MiB"     # stdout + stderr bytes kept                 (default 64MiB)
 //! open_files = 1024    # RLIMIT_NOFILE, at least 16                 (default 4096)
+//!
+//! [apply]              # besides the built-in tables, apply asks about these paths
+//! tool_config = [      # a name at any depth, or with a `/` a glob from the workspace's root
+//!   { path = ".toolrc", reason = "tool: runs the hooks it names on every build" },
+//! ]
 //! ```
 //!
 //! Sizes are a whole number of bytes, or a string with a unit: `B`; binary `K`, `M`, `G`, `T`
@@ -78,5 +83,6 @@ pub use error::PolicyError;
 pub use load::{ensure_outside_workspace, load_file, load_named, profile_search_dirs};
 pub use parse::parse_profile;
 pub use profile::{
-    EnvPolicy, Filesystem, Limits, NetworkMode, Profile, BASE_ENV_ALLOW, DEFAULT_PROFILE_NAME,
+    ApplyPolicy, EnvPolicy, Filesystem, Limits, NetworkMode, Profile, ToolConfigEntry,
+    BASE_ENV_ALLOW, DEFAULT_PROFILE_NAME,
 };
