@@ -100,6 +100,20 @@ impl Diff {
         Ok(self.changes().iter().map(|c| review.judge(c)).collect())
     }
 
+    /// The changes `git status` will not show, each with what a person must know about it.
+    pub fn not_shown_by_git(&self) -> Result<Vec<(&Change, Verdict)>, Error> {
+        let roots = self.roots();
+        let review = self
+            .inputs
+            .review(roots.layer, roots.host, self.changes())?;
+        Ok(self
+            .changes()
+            .iter()
+            .filter(|c| review.is_ignored(c))
+            .map(|c| (c, review.judge(c)))
+            .collect())
+    }
+
     /// Every change with its sides' kinds, modes, sizes, hashes, its hazards and whether git
     /// shows it.
     pub fn entries(&self) -> io::Result<Vec<ChangeEntry>> {

@@ -140,13 +140,7 @@ pub fn diff(global: &GlobalArgs, args: DiffArgs) -> Result<ExitCode> {
 /// On stderr, apart from the patch (which `git apply` must still take): the changes the
 /// repository's ignore rules hide from `git status`, with their hazards.
 fn note_not_shown_by_git(diff: &airlock_core::Diff) -> Result<()> {
-    let verdicts = diff.verdicts()?;
-    let hidden: Vec<_> = diff
-        .changes()
-        .iter()
-        .zip(&verdicts)
-        .filter(|(_, verdict)| verdict.ignored)
-        .collect();
+    let hidden = diff.not_shown_by_git()?;
     if hidden.is_empty() {
         return Ok(());
     }

@@ -15,6 +15,8 @@ pub struct Collisions<'a> {
     host: &'a Path,
     /// The folded names of each host directory asked about.
     folded: RefCell<HashMap<PathBuf, HashSet<String>>>,
+    /// Directories the host does not have, judged: each once, however deep the tree.
+    new_dirs: RefCell<HashMap<PathBuf, bool>>,
 }
 
 impl<'a> Collisions<'a> {
@@ -22,22 +24,33 @@ impl<'a> Collisions<'a> {
         Collisions {
             host,
             folded: RefCell::default(),
+            new_dirs: RefCell::default(),
         }
     }
 
     /// Does `path` (relative to the workspace), or the first directory on its way that the host
     /// does not have, take a name that folds to one the host's directory already has?
     pub fn collides(&self, path: &Path) -> bool {
-        let mut dir = PathBuf::new();
-        for name in super::names(path) {
-            let here = dir.join(name);
-            if std::fs::symlink_metadata(self.host.join(&here)).is_ok() {
-                dir = here;
-                continue;
-            }
-            return self.folds_to_a_host_name(&dir, name);
+        let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+            return false;
+        };
+        if self.host_has(path) {
+            return false;
         }
-        false
+        if dir.as_os_str().is_empty() || self.host_has(dir) {
+            return self.folds_to_a_host_name(dir, name);
+        }
+        // A directory new to the host: its own name decides, once.
+        if let Some(known) = self.new_dirs.borrow().get(dir) {
+            return *known;
+        }
+        let answer = self.collides(dir);
+        self.new_dirs.borrow_mut().insert(dir.to_path_buf(), answer);
+        answer
+    }
+
+    fn host_has(&self, path: &Path) -> bool {
+        std::fs::symlink_metadata(self.host.join(path)).is_ok()
     }
 
     fn folds_to_a_host_name(&self, dir: &Path, name: &OsStr) -> bool {

@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use std::io::Read;
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use ignore::Match;
@@ -26,8 +27,10 @@ pub struct Ignores<'a> {
     above: Vec<Gitignore>,
     /// `info/exclude` of the repository, then the user's global excludes.
     repository: Vec<Gitignore>,
-    /// The `.gitignore` of each workspace directory asked about (empty when it has none).
-    per_dir: RefCell<HashMap<PathBuf, Gitignore>>,
+    /// For each workspace directory asked about: the `.gitignore` files that bear on its
+    /// entries (its own and its ancestors' that have rules), nearest first. Each directory's
+    /// file is read once, and a deep tree costs no more per path than a shallow one.
+    chains: RefCell<HashMap<PathBuf, Chain>>,
     /// Directories already judged: ignored themselves or below an ignored one.
     dirs: RefCell<HashMap<PathBuf, bool>>,
 }
@@ -42,7 +45,7 @@ impl<'a> Ignores<'a> {
             host,
             above: Vec::new(),
             repository: Vec::new(),
-            per_dir: RefCell::default(),
+            chains: RefCell::default(),
             dirs: RefCell::default(),
         };
         if let Some(top) = &top {
@@ -90,28 +93,35 @@ impl<'a> Ignores<'a> {
             Match::Whitelist(_) => Some(false),
             Match::None => None,
         };
-        let dirs = path.parent().into_iter().flat_map(Path::ancestors);
-        for dir in dirs {
-            if let Some(answer) = self.with_matcher(dir, verdict) {
-                return answer;
-            }
-        }
-        self.above
+        let chain = self.chain(path.parent().unwrap_or(Path::new("")));
+        chain
             .iter()
+            .map(|m| &**m)
+            .chain(&self.above)
             .chain(&self.repository)
             .find_map(verdict)
             .unwrap_or(false)
     }
 
-    fn with_matcher<T>(&self, dir: &Path, f: impl Fn(&Gitignore) -> T) -> T {
-        if let Some(known) = self.per_dir.borrow().get(dir) {
-            return f(known);
+    /// The non-empty matchers of `dir` and its ancestors in the workspace, nearest first.
+    fn chain(&self, dir: &Path) -> Chain {
+        if let Some(known) = self.chains.borrow().get(dir) {
+            return known.clone();
         }
         let file = self.read(&self.host.join(dir).join(".gitignore"));
-        let built = matcher(&self.host.join(dir), file);
-        let answer = f(&built);
-        self.per_dir.borrow_mut().insert(dir.to_path_buf(), built);
-        answer
+        let own = matcher(&self.host.join(dir), file);
+        let mut chain: Vec<Rc<Gitignore>> = Vec::new();
+        if !own.is_empty() {
+            chain.push(Rc::new(own));
+        }
+        if let Some(parent) = dir.parent() {
+            chain.extend(self.chain(parent).iter().cloned());
+        }
+        let chain = Rc::new(chain);
+        self.chains
+            .borrow_mut()
+            .insert(dir.to_path_buf(), chain.clone());
+        chain
     }
 
     /// The text of a file as it will be after the apply: inside the workspace the layer's
@@ -157,6 +167,8 @@ impl<'a> Ignores<'a> {
         }
     }
 }
+
+type Chain = Rc<Vec<Rc<Gitignore>>>;
 
 /// The nearest directory at or above `dir` that holds a `.git`: the top of the repository.
 fn repository_top(dir: &Path) -> Option<PathBuf> {

@@ -60,6 +60,16 @@ impl<'a> Review<'a> {
         })
     }
 
+    /// Will `git status` leave the change out (see [`Verdict::ignored`])? Cheaper than
+    /// [`Review::judge`], which reads the content.
+    pub fn is_ignored(&self, change: &Change) -> bool {
+        let side = change.new.as_ref().or(change.old.as_ref());
+        side.is_some_and(|node| {
+            self.ignores
+                .is_ignored(&change.path, node.kind == Kind::Dir)
+        })
+    }
+
     pub fn judge(&self, change: &Change) -> Verdict {
         let mut verdict = Verdict {
             hazards: hazards_in(change, self.size_limit, &self.tree),
@@ -71,12 +81,7 @@ impl<'a> Review<'a> {
                 .reasons
                 .push(format!("{}: {}", entry.path, entry.reason));
         }
-        let side = change.new.as_ref().or(change.old.as_ref());
-        if let Some(node) = side {
-            verdict.ignored = self
-                .ignores
-                .is_ignored(&change.path, node.kind == Kind::Dir);
-        }
+        verdict.ignored = self.is_ignored(change);
         if let Some(new) = &change.new {
             let runs = new.kind == Kind::File && new.mode & 0o111 != 0
                 || new.kind != Kind::Dir && in_auto_run_location(&change.path);
