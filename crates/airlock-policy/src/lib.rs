@@ -26,6 +26,11 @@
 //! allow = ["CI", "GITHUB_*"]    # also pass these: exact names, or prefixes ending in `*`
 //! set = { RUST_LOG = "info" }   # set inside, overriding anything inherited
 //!
+//! [apply]                       # besides the built-in tables, apply asks about these paths
+//! tool_config = [               # a name at any depth, or with a `/` a glob from the root
+//!   { path = ".toolrc", reason = "tool: runs the hooks it names on every build" },
+//! ]
+//!
 //! [limits]
 //! memory = "2GiB"      # whole process tree; at least 16MiB         (default 2GiB)
 //! processes = 256      # alive at once, 1..=1000000                 (default 512)
@@ -34,11 +39,6 @@
 //! tmp_size = "512MiB"  # each of the /tmp and $HOME tmpfs           (default 1GiB)
 //! output = "16MiB"     # stdout + stderr bytes kept                 (default 64MiB)
 //! open_files = 1024    # RLIMIT_NOFILE, at least 16                 (default 4096)
-//!
-//! [apply]              # besides the built-in tables, apply asks about these paths
-//! tool_config = [      # a name at any depth, or with a `/` a glob from the workspace's root
-//!   { path = ".toolrc", reason = "tool: runs the hooks it names on every build" },
-//! ]
 //! ```
 //!
 //! Sizes are a whole number of bytes, or a string with a unit: `B`; binary `K`, `M`, `G`, `T`

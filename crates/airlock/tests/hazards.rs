@@ -217,11 +217,16 @@ both_modes!(
 
 both_modes!(plain_ignored_output_is_left_out_when_asked, |w: &World| {
     git_repository(w, &w.workspace);
+    // The invoking user's global excludes count, as git counts them.
+    let git_config = w.home.join(".config/git");
+    std::fs::create_dir_all(&git_config).unwrap();
+    w.write(&git_config.join("ignore"), "*.swp\n");
     let id = new_session(w, &[]);
     // The session's own .gitignore hides its file too: the rules are the applied tree's.
-    let script = "set -e; mkdir -p dist; echo bundle > dist/app.js; echo secret.txt >> .gitignore; echo x > secret.txt; echo code > app.js";
+    let script = "set -e; mkdir -p dist; echo bundle > dist/app.js; echo secret.txt >> .gitignore; echo x > secret.txt; echo code > app.js; echo s > app.js.swp";
     ran(&run_in(w, &id, script));
     let entry = diff_entries(w, &id);
+    assert_eq!(entry("app.js.swp")["ignored"], true);
     assert_eq!(entry("secret.txt")["ignored"], true);
     assert_eq!(entry(".gitignore")["ignored"], false);
     let out = airlock(w, &["apply", &id, "--no-ignored", "--json"]);

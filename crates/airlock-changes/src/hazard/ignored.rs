@@ -61,7 +61,7 @@ impl<'a> Ignores<'a> {
         let exclude = exclude.and_then(|file| ignores.read(&file));
         ignores.repository = vec![
             matcher(&top, exclude),
-            matcher(&top, global.and_then(read_host)),
+            matcher(&top, global.and_then(|file| ignores.read(file))),
         ];
         ignores
     }

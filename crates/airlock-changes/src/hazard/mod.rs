@@ -31,7 +31,8 @@ pub enum Hazard {
     CiWorkflow,
     /// Configuration the project's tools read on ordinary commands, that runs code or redirects
     /// where code comes from (package managers, build tools, hook managers, environment
-    /// loaders; the table is in `hazard/tools.rs`).
+    /// loaders; the table is in `hazard/tools.rs`, and a profile's `[apply] tool_config` adds
+    /// to it).
     ToolConfig,
     /// airlock's own configuration.
     AirlockConfig,
