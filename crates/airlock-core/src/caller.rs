@@ -102,6 +102,12 @@ impl Caller {
         )?)
     }
 
+    /// The caller's `HOME` and `XDG_CONFIG_HOME`: where their global git configuration is.
+    pub(crate) fn git_config_dirs(&self) -> (Option<PathBuf>, Option<PathBuf>) {
+        let xdg = self.var("XDG_CONFIG_HOME").map(PathBuf::from);
+        (self.home(), xdg)
+    }
+
     /// Where named profiles are looked up: no sandbox may write there.
     pub(crate) fn profile_search_dirs(&self) -> Vec<PathBuf> {
         airlock_policy::profile_search_dirs(self.var("XDG_CONFIG_HOME"), self.var("HOME"))

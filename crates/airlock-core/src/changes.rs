@@ -16,6 +16,8 @@ pub enum ChangesError {
     Session(#[from] SessionError),
     #[error("session {id}: {source} — the session's layer may be damaged; 'airlock discard {id}' drops it")]
     Scan { id: String, source: ScanError },
+    #[error("the session's profile: [apply] tool_config: {0} — fix the pattern in the profile")]
+    ToolPattern(String),
     #[error("{path}: not inside the workspace {workspace} — name paths in the workspace, relative to it or absolute")]
     OutsideWorkspace { path: PathBuf, workspace: PathBuf },
 }

@@ -5,14 +5,16 @@
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
+use airlock_changes::hazard::Verdict;
 use airlock_changes::patch::{self, Roots};
-use airlock_changes::{hazard, Change, Hazard, Kind, Node, Status};
+use airlock_changes::{Change, Hazard, Kind, Node, Status};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::caller::Caller;
-use crate::changes::{read_changes, relative_paths, ReadChanges, MAX_FILE_BYTES};
+use crate::changes::{read_changes, relative_paths, ReadChanges};
 use crate::error::Error;
+use crate::review::ReviewInputs;
 use crate::session::Session;
 
 #[derive(Debug, Clone, Default)]
@@ -27,6 +29,7 @@ pub struct DiffRequest {
 /// What a session changed, held as read until dropped.
 pub struct Diff {
     read: ReadChanges,
+    inputs: ReviewInputs,
 }
 
 /// One side of a change.
@@ -52,16 +55,24 @@ pub struct ChangeEntry {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub new: Option<Side>,
     pub hazards: Vec<Hazard>,
+    /// `git status` will not show it: the repository's ignore rules (as they will be after the
+    /// apply) hide it. Listed apart in the text output; `apply --no-ignored` leaves it out.
+    pub ignored: bool,
+    /// Why the session's profile asks about it (`[apply] tool_config`: `PATTERN: REASON`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub reasons: Vec<String>,
 }
 
 /// Read what a session changed against its workspace as it is now.
 pub fn diff(caller: &Caller, request: &DiffRequest) -> Result<Diff, Error> {
     let state_dir = caller.state_dir()?;
     let mut session = Session::find(&state_dir, &request.session)?;
+    let workspace = session.existing_workspace()?.to_path_buf();
+    let inputs = ReviewInputs::of(caller, &session, &workspace)?;
     let mut read = read_changes(&mut session, &caller.on_busy)?;
     let filters = relative_paths(&request.paths, &read.workspace, caller.cwd.as_deref())?;
     read.changes.filter(&filters);
-    Ok(Diff { read })
+    Ok(Diff { read, inputs })
 }
 
 impl Diff {
@@ -80,19 +91,46 @@ impl Diff {
         &self.read.workspace
     }
 
-    /// Every change with its sides' kinds, modes, sizes, hashes, and its hazards.
+    /// What a person must know about each change before applying it, in change order.
+    pub fn verdicts(&self) -> Result<Vec<Verdict>, Error> {
+        let roots = self.roots();
+        let review = self
+            .inputs
+            .review(roots.layer, roots.host, self.changes())?;
+        Ok(self.changes().iter().map(|c| review.judge(c)).collect())
+    }
+
+    /// The changes `git status` will not show, each with what a person must know about it.
+    pub fn not_shown_by_git(&self) -> Result<Vec<(&Change, Verdict)>, Error> {
+        let roots = self.roots();
+        let review = self
+            .inputs
+            .review(roots.layer, roots.host, self.changes())?;
+        Ok(self
+            .changes()
+            .iter()
+            .filter(|c| review.is_ignored(c))
+            .map(|c| (c, review.judge(c)))
+            .collect())
+    }
+
+    /// Every change with its sides' kinds, modes, sizes, hashes, its hazards and whether git
+    /// shows it.
     pub fn entries(&self) -> io::Result<Vec<ChangeEntry>> {
         let roots = self.roots();
-        let git_dirs = hazard::Tree::new(roots.layer, roots.host, self.changes());
+        let verdicts = self.verdicts().map_err(io::Error::other)?;
         self.changes()
             .iter()
-            .map(|change| {
+            .zip(verdicts)
+            .map(|(change, verdict)| {
                 Ok(ChangeEntry {
                     path: change.path.to_string_lossy().into_owned(),
                     status: change.status,
                     old: side(roots.host, change, &change.old)?,
                     new: side(roots.layer, change, &change.new)?,
-                    hazards: hazard::hazards_in(change, MAX_FILE_BYTES, &git_dirs),
+                    hazards: verdict.hazards,
+                    ignored: verdict.ignored,
+                    reasons: verdict.reasons,
                 })
             })
             .collect()

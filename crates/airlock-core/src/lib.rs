@@ -24,6 +24,7 @@ pub mod netlog;
 mod operations;
 mod paths;
 mod refusal;
+mod review;
 mod run;
 mod session;
 

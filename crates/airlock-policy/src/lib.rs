@@ -26,6 +26,11 @@
 //! allow = ["CI", "GITHUB_*"]    # also pass these: exact names, or prefixes ending in `*`
 //! set = { RUST_LOG = "info" }   # set inside, overriding anything inherited
 //!
+//! [apply]                       # besides the built-in tables, apply asks about these paths
+//! tool_config = [               # a name at any depth, or with a `/` a glob from the root
+//!   { path = ".toolrc", reason = "tool: runs the hooks it names on every build" },
+//! ]
+//!
 //! [limits]
 //! memory = "2GiB"      # whole process tree; at least 16MiB         (default 2GiB)
 //! processes = 256      # alive at once, 1..=1000000                 (default 512)
@@ -78,5 +83,6 @@ pub use error::PolicyError;
 pub use load::{ensure_outside_workspace, load_file, load_named, profile_search_dirs};
 pub use parse::parse_profile;
 pub use profile::{
-    EnvPolicy, Filesystem, Limits, NetworkMode, Profile, BASE_ENV_ALLOW, DEFAULT_PROFILE_NAME,
+    ApplyPolicy, EnvPolicy, Filesystem, Limits, NetworkMode, Profile, ToolConfigEntry,
+    BASE_ENV_ALLOW, DEFAULT_PROFILE_NAME,
 };

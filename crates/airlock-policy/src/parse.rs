@@ -13,7 +13,7 @@ use airlock_rules::Destination;
 
 const TOP: Section = Section {
     name: None,
-    keys: &["network", "filesystem", "env", "limits"],
+    keys: &["network", "filesystem", "env", "limits", "apply"],
 };
 const NETWORK: Section = Section {
     name: Some("network"),
@@ -62,6 +62,7 @@ pub fn parse_profile(text: &str, name: &str, origin: &Path) -> Result<Profile, P
             "filesystem" => filesystem(&doc, &key, value, &mut profile.filesystem)?,
             "env" => env(&doc, &key, value, &mut profile.env)?,
             "limits" => limits(&doc, &key, value, &mut profile.limits)?,
+            "apply" => apply::apply(&doc, &key, value, &mut profile.apply)?,
             _ => return Err(doc.unknown_key(&key)),
         }
     }
@@ -364,6 +365,8 @@ fn limits(doc: &Doc, key: &Key, value: &Value, limits: &mut Limits) -> Result<()
     }
     Ok(())
 }
+
+mod apply;
 
 #[cfg(test)]
 mod tests;

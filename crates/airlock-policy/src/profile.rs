@@ -28,6 +28,22 @@ pub struct Profile {
     pub env: EnvPolicy,
     pub limits: Limits,
     pub network: NetworkMode,
+    pub apply: ApplyPolicy,
+}
+
+/// What `airlock apply` asks about beyond its built-in tables.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+pub struct ApplyPolicy {
+    /// Entries added to the tool-configuration table: paths whose change is a hazard.
+    pub tool_config: Vec<ToolConfigEntry>,
+}
+
+/// A path (a glob: a name at any depth, or with a `/` a path from the workspace's root) and the
+/// one-line reason a person gave for asking about it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ToolConfigEntry {
+    pub path: String,
+    pub reason: String,
 }
 
 /// Host paths the sandbox may see beyond the minimal system and the workspace. All absolute,
@@ -101,6 +117,7 @@ impl Profile {
             env: EnvPolicy::default(),
             limits: Limits::default(),
             network: NetworkMode::None,
+            apply: ApplyPolicy::default(),
         }
     }
 

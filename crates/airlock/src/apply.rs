@@ -21,6 +21,7 @@ fn label(result: ApplyResult) -> &'static str {
         ApplyResult::Conflict => "CONFLICT",
         ApplyResult::Hazard => "HAZARD",
         ApplyResult::Refused => "REFUSED",
+        ApplyResult::Ignored => "ignored",
         ApplyResult::Undone => "undone",
     }
 }
@@ -64,6 +65,7 @@ pub fn apply(global: &GlobalArgs, args: ApplyArgs) -> Result<ExitCode> {
             force: args.force,
             allowed_hazards: args.allow_hazard,
             all_hazards: args.allow_hazards,
+            no_ignored: args.no_ignored,
             dry_run: args.dry_run,
             rollback: args.rollback,
         },

@@ -142,7 +142,10 @@ pub enum Command {
             workspace. It is coloured when stdout is a terminal, and paged through $PAGER (or \
             less) when it is long. --stat and --name-status summarise as git does; --json gives \
             every change (directories and special files too) with modes, sizes, sha256 and \
-            hazards: the changes 'apply' will refuse unless named.",
+            hazards: the changes 'apply' will refuse unless named. Changes the repository's \
+            ignore rules hide (as they will be after the apply: the session's .gitignore files \
+            count, and .git/info/exclude and the global excludes file) are listed apart on \
+            stderr as not shown by git status, and marked \"ignored\" in --json.",
         after_help = "Exit status: 0 whether or not there are changes; 125 on an unknown session \
             or a path outside the workspace."
     )]
@@ -162,7 +165,10 @@ pub enum Command {
             files, device nodes and sockets are never written. All of a repository's .git is a \
             hazard (git runs what its config and hooks name): a session that ran git writes \
             its commits with --allow-hazard=.git once its diff was read. New files get the owner of the \
-            workspace directory, replaced ones keep theirs. When everything was written, the \
+            workspace directory, replaced ones keep theirs. Content git status will not show \
+            (ignored) that is executable or sits where tools run programs from \
+            (node_modules/.bin, .venv/bin, __pycache__) is a hazard; other ignored content is \
+            applied, or left out with --no-ignored. When everything was written, the \
             session is marked applied and takes no more runs.",
         after_help = "Exit status: 0 everything was applied; 1 some paths were left out \
             (conflicts, hazards; listed); 125 airlock refused or failed."
@@ -381,6 +387,10 @@ pub struct ApplyArgs {
     /// Write every hazard that may be written at all
     #[arg(long)]
     pub allow_hazards: bool,
+    /// Leave out what the repository's ignore rules hide from git status (build output,
+    /// caches): 'airlock diff' lists it apart
+    #[arg(long)]
+    pub no_ignored: bool,
     /// Undo an interrupted apply instead of finishing it
     #[arg(long)]
     pub rollback: bool,

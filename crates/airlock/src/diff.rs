@@ -105,6 +105,7 @@ pub fn diff(global: &GlobalArgs, args: DiffArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let mut text = Vec::new();
+    note_not_shown_by_git(&diff)?;
     if args.name_status {
         diff.write_name_status(&mut text)?;
     } else if args.stat {
@@ -134,6 +135,37 @@ pub fn diff(global: &GlobalArgs, args: DiffArgs) -> Result<ExitCode> {
     drop(diff);
     emit(&text, terminal && !args.no_pager)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// On stderr, apart from the patch (which `git apply` must still take): the changes the
+/// repository's ignore rules hide from `git status`, with their hazards.
+fn note_not_shown_by_git(diff: &airlock_core::Diff) -> Result<()> {
+    let hidden = diff.not_shown_by_git()?;
+    if hidden.is_empty() {
+        return Ok(());
+    }
+    note!(
+        "airlock: not shown by git status ({} ignored by the repository's rules; 'airlock apply --no-ignored' leaves them out):",
+        hidden.len()
+    );
+    for (change, verdict) in hidden {
+        let hazards: Vec<String> = verdict
+            .hazards
+            .iter()
+            .filter_map(|h| serde_json::to_value(h).ok())
+            .filter_map(|v| v.as_str().map(str::to_string))
+            .collect();
+        let path = crate::shown::printable(&change.path.to_string_lossy());
+        match hazards.is_empty() {
+            true => note!("  {} {path}", change.status.letter()),
+            false => note!(
+                "  {} {path}  (HAZARD: {})",
+                change.status.letter(),
+                hazards.join(", ")
+            ),
+        }
+    }
+    Ok(())
 }
 
 /// `text` with every control character a terminal acts on shown as `cat -v` shows it (`^[` for

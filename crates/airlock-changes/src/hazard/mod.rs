@@ -31,7 +31,8 @@ pub enum Hazard {
     CiWorkflow,
     /// Configuration the project's tools read on ordinary commands, that runs code or redirects
     /// where code comes from (package managers, build tools, hook managers, environment
-    /// loaders; the table is in `hazard/tools.rs`).
+    /// loaders; the table is in `hazard/tools.rs`, and a profile's `[apply] tool_config` adds
+    /// to it).
     ToolConfig,
     /// airlock's own configuration.
     AirlockConfig,
@@ -55,6 +56,15 @@ pub enum Hazard {
     /// A file or directory that becomes writable by the group or by everyone: anyone else on the
     /// host could then change what the next build, commit or shell runs.
     LooseMode,
+    /// New or changed content `git status` will not show (the repository's ignore rules hide
+    /// it) that runs: executable, or in a place tools run from without being asked
+    /// (`node_modules/.bin/`, `.venv/bin/`, `__pycache__/`).
+    HiddenFromGit,
+    /// A new name that is an existing host name after case folding or Unicode normalisation
+    /// (`makefile` beside `Makefile`, `café` in NFD beside `café` in NFC): one file on a
+    /// case-insensitive or normalising filesystem, and tools pick one (make reads `makefile`
+    /// first).
+    NameCollision,
 }
 
 impl Hazard {
@@ -87,6 +97,12 @@ impl Hazard {
             Hazard::LooseMode => "becomes writable by the group or by everyone",
             Hazard::TerminalControl => {
                 "text with terminal control characters: can hide lines of the diff on a terminal"
+            }
+            Hazard::HiddenFromGit => {
+                "ignored by git (not shown by git status) and executable or where tools run programs from (node_modules/.bin, .venv/bin, __pycache__)"
+            }
+            Hazard::NameCollision => {
+                "same name as a host path after case folding or Unicode normalisation: tools may read it instead"
             }
         }
     }
@@ -393,8 +409,15 @@ fn node_hazards(path: &Path, node: &Node, size_limit: u64) -> Vec<Hazard> {
     found
 }
 
+mod added;
+mod collide;
+mod ignored;
+mod review;
 mod tools;
 mod tree;
+pub use added::{compile as compile_tool_pattern, AddedTools, ToolEntry};
+pub use ignored::{global_excludes, in_auto_run_location, Ignores};
+pub use review::{Review, Setup, Verdict};
 pub use tree::{has_terminal_controls, Tree};
 
 #[cfg(test)]

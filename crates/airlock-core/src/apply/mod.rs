@@ -8,21 +8,24 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use airlock_changes::apply::{
-    self as engine, layer_entry, ApplyDir, Entry, Journal, JournalState, Op, Outcome, Owner,
-    Workspace,
+    self as engine, ApplyDir, Journal, JournalState, Op, Outcome, Workspace,
 };
-use airlock_changes::{hazard, Change, Hazard, Kind, Status};
+use airlock_changes::{Hazard, Status};
 
+mod plan;
 mod records;
+
+use plan::{plan_all, PlannedOps};
 
 use records::{
     logged_paths, ApplyIntent, ApplyOutcome, ApplyRecord, InWorkspace, Paths, Recovery, Skipped,
 };
 
 use crate::caller::Caller;
-use crate::changes::{relative_paths, ChangesError, MAX_FILE_BYTES};
+use crate::changes::{relative_paths, ChangesError};
 use crate::error::Error;
-use crate::ledger::{self, Ledger};
+use crate::ledger;
+use crate::review::ReviewInputs;
 use crate::session::{now, Lifecycle, Session, SessionError};
 
 #[derive(Debug, thiserror::Error)]
@@ -83,7 +86,8 @@ pub fn apply(caller: &Caller, request: &ApplyRequest) -> std::result::Result<App
             allowed_hazards: relative_paths(&asked.allowed_hazards, &workspace, cwd)?,
             ..asked.clone()
         };
-        let report = apply_changes(&state_dir, &session.id, &options, &caller.on_busy)?;
+        let inputs = ReviewInputs::of(caller, &session, &workspace)?;
+        let report = apply_changes(&state_dir, &session.id, &options, &inputs, &caller.on_busy)?;
         let matched_nothing = report.items.is_empty() && !asked.paths.is_empty();
         if matched_nothing && !report.recovered && !asked.dry_run {
             return Err(Error::NothingAtPaths {
@@ -118,6 +122,8 @@ pub struct ApplyOptions {
     pub allowed_hazards: Vec<PathBuf>,
     /// Write every hazard that may be written at all.
     pub all_hazards: bool,
+    /// Leave out everything the repository's ignore rules hide (build output, caches).
+    pub no_ignored: bool,
     /// Say what would happen; change nothing.
     pub dry_run: bool,
     /// Undo an interrupted apply instead of finishing it.
@@ -139,6 +145,8 @@ pub enum Result {
     Hazard,
     /// Never written (setuid/setgid, device node, socket).
     Refused,
+    /// Not shown by git status, and left out as asked (`--no-ignored`).
+    Ignored,
     /// An interrupted apply's change, taken back (`--rollback`) or a revert's.
     Undone,
 }
@@ -150,6 +158,9 @@ pub struct Item {
     pub result: Result,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub hazards: Vec<Hazard>,
+    /// `git status` will not show it: the repository's ignore rules hide it.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub ignored: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
 }
@@ -231,6 +242,7 @@ fn item(op: &Op, result: Result, reason: Option<String>) -> Item {
         status: None,
         result,
         hazards: Vec::new(),
+        ignored: false,
         reason,
     }
 }
@@ -256,6 +268,7 @@ fn apply_changes(
     state_dir: &Path,
     id: &str,
     options: &ApplyOptions,
+    inputs: &ReviewInputs,
     on_busy: &dyn Fn(&Session),
 ) -> std::result::Result<ApplyReport, ApplyError> {
     let mut session = Session::find(state_dir, id)?;
@@ -287,7 +300,14 @@ fn apply_changes(
     }
 
     let layer = session.upper();
-    let (mut items, ops) = plan_all(&session, &workspace, &workspace_path, &layer, options)?;
+    let (mut items, ops) = plan_all(
+        &session,
+        &workspace,
+        &workspace_path,
+        &layer,
+        options,
+        inputs,
+    )?;
     let report = |number, items: Vec<Item>, session: &Session| ApplyReport {
         session: session.id.clone(),
         workspace: session.meta.workspace.clone(),
@@ -313,63 +333,6 @@ fn apply_changes(
     let number = write_all(&target, options, &mut items, ops, &log)?;
     finish(&mut session, options, &items)?;
     Ok(report(Some(number), items, &session))
-}
-
-/// The writes an apply makes, each with the index of the item it belongs to.
-type PlannedOps = Vec<(Op, usize)>;
-
-/// An item for every change of the session's layer (at or under the options' paths), and the
-/// writes they need, each with the index of its item, in the order they must be made.
-fn plan_all(
-    session: &Session,
-    workspace: &Workspace,
-    workspace_path: &Path,
-    layer: &Path,
-    options: &ApplyOptions,
-) -> std::result::Result<(Vec<Item>, PlannedOps), ApplyError> {
-    let mut set =
-        airlock_changes::scan(layer, workspace_path).map_err(|source| ChangesError::Scan {
-            id: session.id.clone(),
-            source,
-        })?;
-    set.filter(&options.paths);
-    let ledger = Ledger::load(session)?;
-    let created_ns = i128::from(session.meta.created) * 1_000_000_000;
-    let root_owner = workspace
-        .root_owner()
-        .map_err(io("inspect", workspace_path))?;
-    let rootful = nix::unistd::geteuid().is_root();
-
-    let git_dirs = hazard::Tree::new(layer, workspace_path, &set.changes);
-    let mut items = Vec::new();
-    let mut ops: PlannedOps = Vec::new();
-    for change in &set.changes {
-        let (plan, item) = plan(
-            change,
-            workspace,
-            layer,
-            &ledger,
-            created_ns,
-            options,
-            rootful.then_some(root_owner),
-            &git_dirs,
-        )?;
-        ops.extend(plan.map(|op| (op, items.len())));
-        items.push(item);
-    }
-    // Deletions first, deepest first, so that a directory is empty when its turn comes; then
-    // the rest in path order, so that a directory exists before what goes in it.
-    ops.sort_by(|(a, _), (b, _)| {
-        let deletes = |op: &Op| op.new == Entry::Absent;
-        let depth = |op: &Op| op.path().components().count();
-        match (deletes(a), deletes(b)) {
-            (true, true) => depth(b).cmp(&depth(a)).then(a.path.cmp(&b.path)),
-            (true, false) => std::cmp::Ordering::Less,
-            (false, true) => std::cmp::Ordering::Greater,
-            (false, false) => a.path.cmp(&b.path),
-        }
-    });
-    Ok((items, ops))
 }
 
 /// Where an apply writes, and from what.
@@ -400,6 +363,7 @@ fn write_all(
         force: options.force,
         allowed_hazards: &options.allowed_hazards,
         all_hazards: options.all_hazards,
+        no_ignored: options.no_ignored,
         writes: ops.len(),
         skipped: items
             .iter()
@@ -452,7 +416,7 @@ fn write_all(
             .filter(|i| {
                 matches!(
                     i.result,
-                    Result::Conflict | Result::Hazard | Result::Refused
+                    Result::Conflict | Result::Hazard | Result::Refused | Result::Ignored
                 )
             })
             .map(|i| Skipped {
@@ -551,95 +515,6 @@ fn recover(
         items,
         lifecycle: session.meta.lifecycle,
     })
-}
-
-/// Decide what to do with one change: an op to make, or the reason it is skipped.
-#[allow(clippy::too_many_arguments)]
-fn plan(
-    change: &Change,
-    workspace: &Workspace,
-    layer: &Path,
-    ledger: &Ledger,
-    created_ns: i128,
-    options: &ApplyOptions,
-    root_owner: Option<Owner>,
-    git_dirs: &hazard::Tree,
-) -> std::result::Result<(Option<Op>, Item), ApplyError> {
-    let path_text = change.path.to_string_lossy().into_owned();
-    let hazards = hazard::hazards_in(change, MAX_FILE_BYTES, git_dirs);
-    let mut item = Item {
-        path: path_text,
-        status: Some(change.status),
-        result: Result::WouldApply,
-        hazards: hazards.clone(),
-        reason: None,
-    };
-    let skip = |mut item: Item, result, reason: String| {
-        item.result = result;
-        item.reason = Some(reason);
-        Ok((None, item))
-    };
-    let socket = change
-        .new
-        .as_ref()
-        .is_some_and(|n| matches!(n.kind, Kind::Socket | Kind::CharDevice | Kind::BlockDevice));
-    if let Some(never) = hazards.iter().find(|h| h.never_written()) {
-        return skip(item, Result::Refused, never.describe().into());
-    }
-    if socket {
-        return skip(item, Result::Refused, "a socket is never applied".into());
-    }
-    // Naming a path allows it, what is under it, and the directories it needs on its way.
-    let is_dir = change.new.as_ref().is_some_and(|n| n.kind == Kind::Dir);
-    let named = options.all_hazards
-        || options
-            .allowed_hazards
-            .iter()
-            .any(|p| change.path.starts_with(p) || (is_dir && p.starts_with(&change.path)));
-    if !hazards.is_empty() && !named {
-        let what: Vec<&str> = hazards.iter().map(|h| h.describe()).collect();
-        return skip(
-            item,
-            Result::Hazard,
-            format!(
-                "{} — name it with --allow-hazard to apply it",
-                what.join("; ")
-            ),
-        );
-    }
-    if !options.force {
-        if let Some(why) = ledger.conflict(&change.path, change.old.as_ref(), created_ns) {
-            return skip(
-                item,
-                Result::Conflict,
-                format!("{why} — --force overwrites it"),
-            );
-        }
-    }
-    let old = workspace
-        .entry(&change.path)
-        .map_err(io("read", &workspace.path().join(&change.path)))?;
-    let new =
-        layer_entry(&layer.join(&change.path)).map_err(io("read", &layer.join(&change.path)))?;
-    if old == new {
-        item.result = Result::Unchanged;
-        return Ok((None, item));
-    }
-    let old_owner = if root_owner.is_some() {
-        workspace.owner(&change.path).ok().flatten()
-    } else {
-        None
-    };
-    // What replaces a host entry keeps its owner; what is new gets the workspace owner's.
-    let owner = root_owner.map(|root| old_owner.unwrap_or(root));
-    let op = Op {
-        path: change.path.clone().into_os_string(),
-        old,
-        new,
-        owner,
-        old_owner,
-    };
-    Ok((Some(op), item))
 }
 
 /// Take the session's last apply back out of the workspace.

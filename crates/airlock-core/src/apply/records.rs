@@ -116,6 +116,7 @@ pub(super) struct ApplyIntent<'a> {
     pub(super) force: bool,
     pub(super) allowed_hazards: &'a [PathBuf],
     pub(super) all_hazards: bool,
+    pub(super) no_ignored: bool,
     pub(super) writes: usize,
     pub(super) skipped: usize,
 }

@@ -319,7 +319,10 @@ fn unknown_keys_everywhere() {
     let (_, _, _, hint) = invalid("[filesystem]\nro = []\n");
     assert_eq!(hint, "expected one of read_only, read_write, hide");
     let (_, _, _, hint) = invalid("foo = 1\n");
-    assert_eq!(hint, "expected one of network, filesystem, env, limits");
+    assert_eq!(
+        hint,
+        "expected one of network, filesystem, env, limits, apply"
+    );
 }
 
 #[test]

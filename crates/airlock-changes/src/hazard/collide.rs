@@ -1,0 +1,120 @@
+//! New names that are an existing host name to a case-insensitive or normalising reader: on
+//! macOS, Windows or a case-folding ext4 directory the two are one file, and tools that look
+//! for several spellings pick one (GNU make reads `makefile` before `Makefile`).
+
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+
+use caseless::Caseless;
+use unicode_normalization::UnicodeNormalization;
+
+/// The host workspace's names, as a case-insensitive and normalising filesystem compares them.
+pub struct Collisions<'a> {
+    host: &'a Path,
+    /// The folded names of each host directory asked about.
+    folded: RefCell<HashMap<PathBuf, HashSet<String>>>,
+    /// Directories the host does not have, judged: each once, however deep the tree.
+    new_dirs: RefCell<HashMap<PathBuf, bool>>,
+}
+
+impl<'a> Collisions<'a> {
+    pub fn new(host: &'a Path) -> Collisions<'a> {
+        Collisions {
+            host,
+            folded: RefCell::default(),
+            new_dirs: RefCell::default(),
+        }
+    }
+
+    /// Does `path` (relative to the workspace), or the first directory on its way that the host
+    /// does not have, take a name that folds to one the host's directory already has?
+    pub fn collides(&self, path: &Path) -> bool {
+        let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+            return false;
+        };
+        if self.host_has(path) {
+            return false;
+        }
+        if dir.as_os_str().is_empty() || self.host_has(dir) {
+            return self.folds_to_a_host_name(dir, name);
+        }
+        // A directory new to the host: its own name decides, once.
+        if let Some(known) = self.new_dirs.borrow().get(dir) {
+            return *known;
+        }
+        let answer = self.collides(dir);
+        self.new_dirs.borrow_mut().insert(dir.to_path_buf(), answer);
+        answer
+    }
+
+    fn host_has(&self, path: &Path) -> bool {
+        std::fs::symlink_metadata(self.host.join(path)).is_ok()
+    }
+
+    fn folds_to_a_host_name(&self, dir: &Path, name: &OsStr) -> bool {
+        let Some(key) = fold(name) else {
+            return false;
+        };
+        if let Some(names) = self.folded.borrow().get(dir) {
+            return names.contains(&key);
+        }
+        let names: HashSet<String> = std::fs::read_dir(self.host.join(dir))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|entry| fold(&entry.file_name()))
+            .collect();
+        let answer = names.contains(&key);
+        self.folded.borrow_mut().insert(dir.to_path_buf(), names);
+        answer
+    }
+}
+
+/// A name in Unicode's canonical caseless form (NFD, full case folding, NFD again: `café` in
+/// NFC and NFD, `Makefile` and `makefile`, `STRASSE` and `straße` are one), the code points HFS+
+/// ignores left out. Not UTF-8: compared as it is, so it collides with nothing but itself.
+fn fold(name: &OsStr) -> Option<String> {
+    let text = name.to_str()?;
+    Some(
+        text.chars()
+            .filter(|c| !super::is_hfs_ignorable(*c))
+            .nfd()
+            .default_case_fold()
+            .nfd()
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_that_fold_together() {
+        let key = |s: &str| fold(OsStr::new(s)).unwrap();
+        assert_eq!(key("Makefile"), key("makefile"));
+        assert_eq!(key("caf\u{e9}"), key("cafe\u{301}"));
+        assert_eq!(key("STRASSE"), key("stra\u{df}e"));
+        assert_eq!(key("CAF\u{c9}"), key("cafe\u{301}"));
+        assert_ne!(key("Makefile"), key("Makefile.am"));
+    }
+
+    #[test]
+    fn a_new_name_beside_its_other_spelling_collides() {
+        let host = tempfile::tempdir().unwrap();
+        std::fs::write(host.path().join("Makefile"), "").unwrap();
+        std::fs::create_dir(host.path().join("src")).unwrap();
+        std::fs::write(host.path().join("src/caf\u{e9}.txt"), "").unwrap();
+        let names = Collisions::new(host.path());
+        assert!(names.collides(Path::new("makefile")));
+        assert!(names.collides(Path::new("src/cafe\u{301}.txt")));
+        assert!(names.collides(Path::new("SRC/new.c")));
+        // The host's own names, and new ones that fold to nothing there.
+        assert!(!names.collides(Path::new("Makefile")));
+        assert!(!names.collides(Path::new("src/caf\u{e9}.txt")));
+        assert!(!names.collides(Path::new("src/other.c")));
+        assert!(!names.collides(Path::new("new/Makefile")));
+    }
+}

@@ -1,0 +1,342 @@
+//! What `git status` will not show: paths the host repository's ignore rules hide, read as they
+//! will be after the apply (the host's files overlaid by the change set's, so that a session
+//! cannot hide its own file with a `.gitignore` it plants). Read with the `ignore` crate's
+//! gitignore matcher; git itself is never run (its config can name programs).
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::io::Read;
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+use ignore::gitignore::{Gitignore, GitignoreBuilder};
+use ignore::Match;
+
+use super::is_one_of;
+
+/// The most of one ignore file read; git reads any size, but no honest one is near this.
+const MAX_IGNORE_FILE_BYTES: u64 = 16 << 20;
+
+/// The ignore rules of the tree a session leads to.
+pub struct Ignores<'a> {
+    layer: &'a Path,
+    host: &'a Path,
+    /// `.gitignore` files of the directories between the workspace and the top of the
+    /// repository it lies in (the sandbox cannot write them), deepest first.
+    above: Vec<Gitignore>,
+    /// `info/exclude` of the repository, then the user's global excludes.
+    repository: Vec<Gitignore>,
+    /// For each workspace directory asked about: the `.gitignore` files that bear on its
+    /// entries (its own and its ancestors' that have rules), nearest first. Each directory's
+    /// file is read once, and a deep tree costs no more per path than a shallow one.
+    chains: RefCell<HashMap<PathBuf, Chain>>,
+    /// Directories already judged: ignored themselves or below an ignored one.
+    dirs: RefCell<HashMap<PathBuf, bool>>,
+}
+
+impl<'a> Ignores<'a> {
+    /// The rules for `layer` over `host` (the canonical workspace), with the invoking user's
+    /// global excludes file (see [`global_excludes`]).
+    pub fn new(layer: &'a Path, host: &'a Path, global: Option<&Path>) -> Ignores<'a> {
+        let top = repository_top(host);
+        let mut ignores = Ignores {
+            layer,
+            host,
+            above: Vec::new(),
+            repository: Vec::new(),
+            chains: RefCell::default(),
+            dirs: RefCell::default(),
+        };
+        if let Some(top) = &top {
+            ignores.above = host
+                .ancestors()
+                .skip(1)
+                .take_while(|dir| dir.starts_with(top))
+                .map(|dir| matcher(dir, read_host(&dir.join(".gitignore"))))
+                .collect();
+        }
+        let top = top.unwrap_or_else(|| host.to_path_buf());
+        let exclude = ignores.git_dir(&top).map(|dir| dir.join("info/exclude"));
+        let exclude = exclude.and_then(|file| ignores.read(&file));
+        ignores.repository = vec![
+            matcher(&top, exclude),
+            matcher(&top, global.and_then(|file| ignores.read(file))),
+        ];
+        ignores
+    }
+
+    /// Will `git status` leave `path` (relative to the workspace) out: is it, or a directory
+    /// above it, ignored? As in git, nothing under an ignored directory is taken back in.
+    pub fn is_ignored(&self, path: &Path, is_dir: bool) -> bool {
+        let above = path
+            .parent()
+            .is_some_and(|p| !p.as_os_str().is_empty() && self.dir_ignored(p));
+        above || self.decide(path, is_dir)
+    }
+
+    fn dir_ignored(&self, dir: &Path) -> bool {
+        if let Some(known) = self.dirs.borrow().get(dir) {
+            return *known;
+        }
+        let answer = self.is_ignored(dir, true);
+        self.dirs.borrow_mut().insert(dir.to_path_buf(), answer);
+        answer
+    }
+
+    /// git's order: the `.gitignore` nearest the path first, then those above it, then
+    /// `info/exclude`, then the global excludes; in each, the last matching line decides.
+    fn decide(&self, path: &Path, is_dir: bool) -> bool {
+        let full = self.host.join(path);
+        let verdict = |m: &Gitignore| match m.matched(&full, is_dir) {
+            Match::Ignore(_) => Some(true),
+            Match::Whitelist(_) => Some(false),
+            Match::None => None,
+        };
+        let chain = self.chain(path.parent().unwrap_or(Path::new("")));
+        chain
+            .iter()
+            .map(|m| &**m)
+            .chain(&self.above)
+            .chain(&self.repository)
+            .find_map(verdict)
+            .unwrap_or(false)
+    }
+
+    /// The non-empty matchers of `dir` and its ancestors in the workspace, nearest first.
+    fn chain(&self, dir: &Path) -> Chain {
+        if let Some(known) = self.chains.borrow().get(dir) {
+            return known.clone();
+        }
+        let file = self.read(&self.host.join(dir).join(".gitignore"));
+        let own = matcher(&self.host.join(dir), file);
+        let mut chain: Vec<Rc<Gitignore>> = Vec::new();
+        if !own.is_empty() {
+            chain.push(Rc::new(own));
+        }
+        if let Some(parent) = dir.parent() {
+            chain.extend(self.chain(parent).iter().cloned());
+        }
+        let chain = Rc::new(chain);
+        self.chains
+            .borrow_mut()
+            .insert(dir.to_path_buf(), chain.clone());
+        chain
+    }
+
+    /// The text of a file as it will be after the apply: inside the workspace the layer's
+    /// (a whiteout: none), else the host's. No symlink of the layer is followed, nor the file
+    /// itself when a symlink (git does not follow a symlinked `.gitignore` either).
+    fn read(&self, file: &Path) -> Option<String> {
+        let Ok(inside) = file.strip_prefix(self.host) else {
+            return read_host(file);
+        };
+        let in_layer = self.layer.join(inside);
+        match std::fs::symlink_metadata(&in_layer) {
+            Ok(meta) if meta.file_type().is_char_device() => None,
+            Ok(_) if self.layer_path_is_plain(inside) => read_host(&in_layer),
+            Ok(_) => None,
+            Err(_) => read_host(file),
+        }
+    }
+
+    fn layer_path_is_plain(&self, inside: &Path) -> bool {
+        inside
+            .ancestors()
+            .skip(1)
+            .filter(|p| !p.as_os_str().is_empty())
+            .all(|p| {
+                std::fs::symlink_metadata(self.layer.join(p)).is_ok_and(|m| m.file_type().is_dir())
+            })
+    }
+
+    /// The git directory of the repository whose work tree starts at `top`: its `.git`
+    /// directory, or the common directory a `.git` file leads to (linked worktrees keep
+    /// `info/exclude` there).
+    fn git_dir(&self, top: &Path) -> Option<PathBuf> {
+        let dot_git = top.join(".git");
+        if std::fs::symlink_metadata(&dot_git).is_ok_and(|m| m.is_dir()) {
+            return Some(dot_git);
+        }
+        let text = self.read(&dot_git)?;
+        let named = text.lines().next()?.strip_prefix("gitdir:")?.trim();
+        let dir = top.join(named);
+        match self.read(&dir.join("commondir")) {
+            Some(common) => Some(dir.join(common.trim_end_matches(['\n', '\r']))),
+            None => Some(dir),
+        }
+    }
+}
+
+type Chain = Rc<Vec<Rc<Gitignore>>>;
+
+/// The nearest directory at or above `dir` that holds a `.git`: the top of the repository.
+fn repository_top(dir: &Path) -> Option<PathBuf> {
+    dir.ancestors()
+        .find(|d| std::fs::symlink_metadata(d.join(".git")).is_ok())
+        .map(Path::to_path_buf)
+}
+
+fn read_host(file: &Path) -> Option<String> {
+    let file = crate::node::open_regular(file).ok()?;
+    let mut bytes = Vec::new();
+    file.take(MAX_IGNORE_FILE_BYTES)
+        .read_to_end(&mut bytes)
+        .ok()?;
+    Some(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// A matcher of `text`'s lines, relative to `root`. A line the crate cannot read is left out, as
+/// git leaves out a pattern it cannot use.
+fn matcher(root: &Path, text: Option<String>) -> Gitignore {
+    let mut builder = GitignoreBuilder::new(root);
+    for line in text.iter().flat_map(|t| t.lines()) {
+        let _ = builder.add_line(None, line);
+    }
+    builder.build().unwrap_or_else(|_| Gitignore::empty())
+}
+
+/// The invoking user's global excludes file: `core.excludesFile` of their global git config
+/// (`$XDG_CONFIG_HOME/git/config`, then `~/.gitconfig`, which wins), else
+/// `$XDG_CONFIG_HOME/git/ignore` (`~/.config/git/ignore`). `include` directives are not followed.
+pub fn global_excludes(home: Option<&Path>, xdg_config_home: Option<&Path>) -> Option<PathBuf> {
+    let xdg = xdg_config_home
+        .filter(|p| p.is_absolute())
+        .map(Path::to_path_buf)
+        .or_else(|| home.map(|h| h.join(".config")));
+    let configs = [
+        home.map(|h| h.join(".gitconfig")),
+        xdg.as_ref().map(|x| x.join("git/config")),
+    ];
+    let named = configs
+        .iter()
+        .flatten()
+        .find_map(|file| excludes_file_of(&read_host(file)?));
+    match named {
+        Some(path) => match path.strip_prefix("~/") {
+            Some(rest) => home.map(|h| h.join(rest)),
+            None => Some(PathBuf::from(path)),
+        },
+        None => xdg.map(|x| x.join("git/ignore")),
+    }
+}
+
+/// `core.excludesFile` of a git config file's text: the last one set, as git takes it.
+fn excludes_file_of(text: &str) -> Option<String> {
+    let mut in_core = false;
+    let mut found = None;
+    for line in text.lines().map(str::trim) {
+        if let Some(section) = line.strip_prefix('[') {
+            let name = section.split([']', ' ', '"']).next().unwrap_or("");
+            in_core = name.eq_ignore_ascii_case("core");
+            continue;
+        }
+        let Some((key, value)) = line.split_once('=') else {
+            continue;
+        };
+        if in_core && key.trim().eq_ignore_ascii_case("excludesfile") {
+            let value = value.split(['#', ';']).next().unwrap_or("").trim();
+            found = Some(value.trim_matches('"').to_string());
+        }
+    }
+    found.filter(|v| !v.is_empty())
+}
+
+/// Where a project's tools find programs to run without a person naming them: `npm run`'s
+/// `node_modules/.bin`, a virtualenv's `bin` (on PATH once activated), Python's bytecode cache
+/// (imported in place of the source next to it).
+pub fn in_auto_run_location(path: &Path) -> bool {
+    let parts = super::names(path);
+    let dirs = &parts[..parts.len().saturating_sub(1)];
+    let pair = |a: &str, b: &str| {
+        dirs.windows(2)
+            .any(|w| is_one_of(w[0], &[a]) && is_one_of(w[1], &[b]))
+    };
+    pair("node_modules", ".bin")
+        || pair(".venv", "bin")
+        || pair("venv", "bin")
+        || dirs.iter().any(|d| is_one_of(d, &["__pycache__"]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_last_excludes_file_of_core_counts() {
+        let text = "[user]\n\tname = x\n[core]\n\texcludesFile = ~/.ignore-a\n[Core]\nexcludesfile = \"/etc/ig\" # note\n";
+        assert_eq!(excludes_file_of(text), Some("/etc/ig".into()));
+        assert_eq!(excludes_file_of("[user]\nexcludesfile = /x\n"), None);
+        let home = tempfile::tempdir().unwrap();
+        std::fs::write(
+            home.path().join(".gitconfig"),
+            "[core]\nexcludesfile = ~/g\n",
+        )
+        .unwrap();
+        assert_eq!(
+            global_excludes(Some(home.path()), None),
+            Some(home.path().join("g"))
+        );
+        assert_eq!(
+            global_excludes(None, Some(Path::new("/x"))),
+            Some(PathBuf::from("/x/git/ignore"))
+        );
+    }
+
+    #[test]
+    fn rules_are_read_as_they_will_be_after_the_apply() {
+        let host = tempfile::tempdir().unwrap();
+        let layer = tempfile::tempdir().unwrap();
+        let global = tempfile::tempdir().unwrap();
+        let (h, l) = (host.path(), layer.path());
+        std::fs::create_dir_all(h.join(".git/info")).unwrap();
+        std::fs::write(h.join(".git/info/exclude"), "*.local\n").unwrap();
+        std::fs::write(h.join(".gitignore"), "node_modules/\n*.log\n!keep.log\n").unwrap();
+        std::fs::write(global.path().join("ignore"), "*.swp\n").unwrap();
+        // The session plants a .gitignore that hides its own file, and one in a new directory.
+        std::fs::write(
+            l.join(".gitignore"),
+            "node_modules/\n*.log\n!keep.log\nsneaky.sh\n",
+        )
+        .unwrap();
+        std::fs::create_dir_all(l.join("sub")).unwrap();
+        std::fs::write(l.join("sub/.gitignore"), "/out\n").unwrap();
+        let rules = Ignores::new(l, h, Some(&global.path().join("ignore")));
+        let ignored = |p: &str| rules.is_ignored(Path::new(p), false);
+        assert!(ignored("node_modules/.bin/jest"));
+        assert!(ignored("a/node_modules/x/y.js"));
+        assert!(ignored("debug.log"));
+        assert!(!ignored("keep.log"));
+        assert!(ignored("sneaky.sh"));
+        assert!(ignored("sub/out"));
+        assert!(!ignored("out"));
+        assert!(ignored("x.local"));
+        assert!(ignored("a/b.swp"));
+        assert!(!ignored("src/main.rs"));
+        // Nothing under an ignored directory is taken back in.
+        std::fs::write(l.join("sub/.gitignore"), "/out\n!keep.log\n").unwrap();
+        std::fs::write(l.join(".gitignore"), "build/\n").unwrap();
+        let rules = Ignores::new(l, h, None);
+        assert!(rules.is_ignored(Path::new("build/sub/.gitignore"), false));
+        // A whiteout of the host's .gitignore: its rules are gone.
+        let layer = tempfile::tempdir().unwrap();
+        let whiteout = std::process::Command::new("mknod")
+            .arg(layer.path().join(".gitignore"))
+            .args(["c", "0", "0"])
+            .status();
+        if whiteout.is_ok_and(|s| s.success()) {
+            let rules = Ignores::new(layer.path(), h, None);
+            assert!(!rules.is_ignored(Path::new("debug.log"), false));
+        }
+    }
+
+    #[test]
+    fn auto_run_locations() {
+        assert!(in_auto_run_location(Path::new("node_modules/.bin/jest")));
+        assert!(in_auto_run_location(Path::new("a/node_modules/.bin/x")));
+        assert!(in_auto_run_location(Path::new(".venv/bin/python")));
+        assert!(in_auto_run_location(Path::new("pkg/__pycache__/m.pyc")));
+        assert!(!in_auto_run_location(Path::new("node_modules/jest/bin")));
+        assert!(!in_auto_run_location(Path::new("node_modules/.bin")));
+    }
+}

@@ -1,0 +1,99 @@
+//! Every hazard of every change of one change set, judged once against the tree it leads to:
+//! its name and kind, the git directories and ignore rules of that tree, the host's names, and
+//! the entries the session's profile adds to the tool table.
+
+use std::path::Path;
+
+use super::added::{AddedTools, ToolEntry};
+use super::collide::Collisions;
+use super::ignored::{in_auto_run_location, Ignores};
+use super::{hazards_in, Hazard, Tree};
+use crate::node::Kind;
+use crate::scan::Change;
+
+/// What a review needs besides the change set.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Setup<'s> {
+    /// Larger files are a hazard.
+    pub size_limit: u64,
+    /// The session's profile's additions to the tool table.
+    pub tool_config: &'s [ToolEntry],
+    /// The invoking user's global excludes file ([`super::global_excludes`]).
+    pub global_excludes: Option<&'s Path>,
+}
+
+/// What a person must know about one change before applying it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Verdict {
+    pub hazards: Vec<Hazard>,
+    /// `git status` will not show it: the repository's ignore rules, as they will be after the
+    /// apply, hide it or a directory above it.
+    pub ignored: bool,
+    /// Why the profile's tool table names it (`PATTERN: REASON`).
+    pub reasons: Vec<String>,
+}
+
+/// The judge of one change set.
+pub struct Review<'a> {
+    size_limit: u64,
+    tree: Tree<'a>,
+    ignores: Ignores<'a>,
+    names: Collisions<'a>,
+    added: AddedTools,
+}
+
+impl<'a> Review<'a> {
+    /// A review of `changes` (of `layer` over the canonical workspace `host`). Fails only on a
+    /// profile pattern the policy crate would have refused.
+    pub fn new(
+        layer: &'a Path,
+        host: &'a Path,
+        changes: &[Change],
+        setup: Setup<'_>,
+    ) -> Result<Review<'a>, globset::Error> {
+        Ok(Review {
+            size_limit: setup.size_limit,
+            tree: Tree::new(layer, host, changes),
+            ignores: Ignores::new(layer, host, setup.global_excludes),
+            names: Collisions::new(host),
+            added: AddedTools::new(setup.tool_config)?,
+        })
+    }
+
+    /// Will `git status` leave the change out (see [`Verdict::ignored`])? Cheaper than
+    /// [`Review::judge`], which reads the content.
+    pub fn is_ignored(&self, change: &Change) -> bool {
+        let side = change.new.as_ref().or(change.old.as_ref());
+        side.is_some_and(|node| {
+            self.ignores
+                .is_ignored(&change.path, node.kind == Kind::Dir)
+        })
+    }
+
+    pub fn judge(&self, change: &Change) -> Verdict {
+        let mut verdict = Verdict {
+            hazards: hazards_in(change, self.size_limit, &self.tree),
+            ..Verdict::default()
+        };
+        if let Some(entry) = self.added.matching(&change.path) {
+            verdict.hazards.push(Hazard::ToolConfig);
+            verdict
+                .reasons
+                .push(format!("{}: {}", entry.path, entry.reason));
+        }
+        verdict.ignored = self.is_ignored(change);
+        if let Some(new) = &change.new {
+            let runs = new.kind == Kind::File && new.mode & 0o111 != 0
+                || new.kind != Kind::Dir && in_auto_run_location(&change.path);
+            if verdict.ignored && runs {
+                verdict.hazards.push(Hazard::HiddenFromGit);
+            }
+            if change.old.is_none() && self.names.collides(&change.path) {
+                verdict.hazards.push(Hazard::NameCollision);
+            }
+        }
+        verdict.hazards.sort();
+        verdict.hazards.dedup();
+        verdict
+    }
+}
