@@ -177,23 +177,131 @@ fn repository_top(dir: &Path) -> Option<PathBuf> {
         .map(Path::to_path_buf)
 }
 
+/// An ignore file's text. One too large to read whole is taken as hiding everything below its
+/// directory: its rules past the bound are unknown, and git reads them (up to 100 MiB).
 fn read_host(file: &Path) -> Option<String> {
+    let bytes = read_bounded(file)?;
+    match bytes.len() as u64 > MAX_IGNORE_FILE_BYTES {
+        true => Some("*\n".into()),
+        false => Some(String::from_utf8_lossy(&bytes).into_owned()),
+    }
+}
+
+/// A git config file's text; none when too large to read whole.
+fn read_config(file: &Path) -> Option<String> {
+    let bytes = read_bounded(file)?;
+    (bytes.len() as u64 <= MAX_IGNORE_FILE_BYTES)
+        .then(|| String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// Up to one byte past the bound, so that a caller can tell a file that is over it.
+fn read_bounded(file: &Path) -> Option<Vec<u8>> {
     let file = crate::node::open_regular(file).ok()?;
     let mut bytes = Vec::new();
-    file.take(MAX_IGNORE_FILE_BYTES)
+    file.take(MAX_IGNORE_FILE_BYTES + 1)
         .read_to_end(&mut bytes)
         .ok()?;
-    Some(String::from_utf8_lossy(&bytes).into_owned())
+    Some(bytes)
 }
 
 /// A matcher of `text`'s lines, relative to `root`. A line the crate cannot read is left out, as
-/// git leaves out a pattern it cannot use.
+/// git leaves out a pattern it cannot use. Where git's patterns and the crate's globs differ,
+/// each line is first rewritten ([`as_crate_glob`]) so that the crate hides at least what git
+/// does: a review that misses an ignored file lets it through unseen.
 fn matcher(root: &Path, text: Option<String>) -> Gitignore {
     let mut builder = GitignoreBuilder::new(root);
-    for line in text.iter().flat_map(|t| t.lines()) {
-        let _ = builder.add_line(None, line);
+    let text = text.unwrap_or_default();
+    // git skips a UTF-8 byte order mark at the top of the file.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+    for line in text.lines().filter_map(as_crate_glob) {
+        let _ = builder.add_line(None, &line);
     }
     builder.build().unwrap_or_else(|_| Gitignore::empty())
+}
+
+/// A git ignore line as a glob of the `ignore` crate that hides no less. Braces are literal to
+/// git (the crate reads `{a,b}` as either): escaped. git knows POSIX classes (`[[:alpha:]]`),
+/// the crate does not: in a line that hides, every bracket expression becomes `?` (any one
+/// character, so more is hidden); a line that takes paths back in (`!`) with one is left out
+/// (so that less is taken back).
+fn as_crate_glob(line: &str) -> Option<String> {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                out.push(c);
+                out.extend(chars.next());
+            }
+            '{' | '}' => {
+                out.push('\\');
+                out.push(c);
+            }
+            _ => out.push(c),
+        }
+    }
+    if !line.contains("[:") {
+        return Some(out);
+    }
+    match line.starts_with('!') {
+        true => None,
+        false => Some(widen_brackets(&out)),
+    }
+}
+
+/// Every bracket expression of a glob (`[...]`, POSIX classes inside included) as `?`.
+fn widen_brackets(glob: &str) -> String {
+    let chars: Vec<char> = glob.chars().collect();
+    let mut out = String::with_capacity(glob.len());
+    let mut i = 0;
+    while i < chars.len() {
+        match chars[i] {
+            '\\' => {
+                out.extend(&chars[i..(i + 2).min(chars.len())]);
+                i += 2;
+            }
+            '[' => match bracket_end(&chars, i) {
+                Some(end) => {
+                    out.push('?');
+                    i = end + 1;
+                }
+                None => {
+                    out.push('[');
+                    i += 1;
+                }
+            },
+            c => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+/// The index of the `]` that closes the bracket expression opening at `start`, as git's
+/// wildmatch reads one: a leading `!` or `^`, a `]` first is a member, `[:name:]` inside.
+fn bracket_end(chars: &[char], start: usize) -> Option<usize> {
+    let mut i = start + 1;
+    if matches!(chars.get(i), Some('!' | '^')) {
+        i += 1;
+    }
+    if chars.get(i) == Some(&']') {
+        i += 1;
+    }
+    while i < chars.len() {
+        match chars[i] {
+            ']' => return Some(i),
+            '\\' => i += 2,
+            '[' if chars.get(i + 1) == Some(&':') => {
+                let close = (i + 2..chars.len().saturating_sub(1))
+                    .find(|&j| chars[j] == ':' && chars[j + 1] == ']');
+                i = close.map_or(i + 1, |j| j + 2);
+            }
+            _ => i += 1,
+        }
+    }
+    None
 }
 
 /// The invoking user's global excludes file: `core.excludesFile` of their global git config
@@ -211,7 +319,7 @@ pub fn global_excludes(home: Option<&Path>, xdg_config_home: Option<&Path>) -> O
     let named = configs
         .iter()
         .flatten()
-        .find_map(|file| excludes_file_of(&read_host(file)?));
+        .find_map(|file| excludes_file_of(&read_config(file)?));
     match named {
         Some(path) => match path.strip_prefix("~/") {
             Some(rest) => home.map(|h| h.join(rest)),
@@ -328,6 +436,68 @@ mod tests {
             let rules = Ignores::new(layer.path(), h, None);
             assert!(!rules.is_ignored(Path::new("debug.log"), false));
         }
+    }
+
+    /// Ignore files the `ignore` crate would read otherwise than git: each hides `run.sh` (or
+    /// `{run.sh`) from git (checked with git's own `check-ignore` where git is installed).
+    #[test]
+    fn lines_git_reads_otherwise_than_the_crate_still_hide() {
+        let cases: &[(&str, &str)] = &[
+            // git drops a UTF-8 BOM at the top of the file.
+            ("\u{feff}run.sh\n", "run.sh"),
+            // Braces are literal to git; the crate reads them as alternatives.
+            ("*.sh\n!{x,run.sh}\n", "run.sh"),
+            ("{run.sh\n", "{run.sh"),
+            // POSIX classes: git has them, the crate reads `[[:alpha:]` as a set.
+            ("[[:alpha:]]un.sh\n", "run.sh"),
+            ("[[:alpha:]][[:lower:]]n.sh\n", "run.sh"),
+        ];
+        for (text, name) in cases {
+            let host = tempfile::tempdir().unwrap();
+            let layer = tempfile::tempdir().unwrap();
+            std::fs::create_dir(host.path().join(".git")).unwrap();
+            std::fs::write(layer.path().join(".gitignore"), text).unwrap();
+            let rules = Ignores::new(layer.path(), host.path(), None);
+            assert!(
+                rules.is_ignored(Path::new(name), false),
+                "{text:?} should hide {name:?}"
+            );
+            git_agrees(layer.path(), text, name);
+        }
+    }
+
+    /// Where git is installed: git itself hides `name` with `text` as the `.gitignore`.
+    fn git_agrees(dir: &Path, text: &str, name: &str) {
+        let repo = dir.join("repo");
+        std::fs::create_dir_all(&repo).unwrap();
+        std::fs::write(repo.join(".gitignore"), text).unwrap();
+        let git = std::process::Command::new("git")
+            .arg("-C")
+            .arg(&repo)
+            .args(["init", "-q"])
+            .status();
+        if !git.is_ok_and(|s| s.success()) {
+            return;
+        }
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(&repo)
+            .args(["check-ignore", "-q", "--no-index", name])
+            .status()
+            .unwrap();
+        assert!(out.success(), "git does not hide {name:?} with {text:?}");
+    }
+
+    #[test]
+    fn an_ignore_file_too_large_to_read_hides_everything_below_it() {
+        let host = tempfile::tempdir().unwrap();
+        let layer = tempfile::tempdir().unwrap();
+        std::fs::create_dir(host.path().join(".git")).unwrap();
+        let mut text = "# padding\n".repeat((MAX_IGNORE_FILE_BYTES / 10) as usize + 1);
+        text.push_str("run.sh\n");
+        std::fs::write(layer.path().join(".gitignore"), text).unwrap();
+        let rules = Ignores::new(layer.path(), host.path(), None);
+        assert!(rules.is_ignored(Path::new("run.sh"), false));
     }
 
     #[test]
