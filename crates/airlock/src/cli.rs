@@ -166,8 +166,8 @@ pub enum Command {
             hazard (git runs what its config and hooks name): a session that ran git writes \
             its commits with --allow-hazard=.git once its diff was read. New files get the owner of the \
             workspace directory, replaced ones keep theirs. Content git status will not show \
-            (ignored) that is executable or sits where tools run programs from \
-            (node_modules/.bin, .venv/bin, __pycache__) is a hazard; other ignored content is \
+            (ignored) that is executable or sits where tools run code from \
+            (node_modules, .venv, site-packages, __pycache__) is a hazard; other ignored content is \
             applied, or left out with --no-ignored. When everything was written, the \
             session is marked applied and takes no more runs.",
         after_help = "Exit status: 0 everything was applied; 1 some paths were left out \

@@ -350,20 +350,28 @@ fn excludes_file_of(text: &str) -> Option<String> {
     found.filter(|v| !v.is_empty())
 }
 
-/// Where a project's tools find programs to run without a person naming them: `npm run`'s
-/// `node_modules/.bin`, a virtualenv's `bin` (on PATH once activated), Python's bytecode cache
-/// (imported in place of the source next to it).
+/// Where a project's tools find code to run without a person naming it: all of `node_modules`
+/// (`npm run` puts `.bin` on PATH, `require` loads any package's files, `npm rebuild` runs
+/// each package's lifecycle scripts), all of a virtualenv (`bin` is on PATH once activated;
+/// its `lib` is imported), a `site-packages` or `dist-packages` directory (a `.pth` file there
+/// runs at every start of Python, `sitecustomize.py` too), Python's bytecode cache (imported in
+/// place of the source next to it).
 pub fn in_auto_run_location(path: &Path) -> bool {
     let parts = super::names(path);
     let dirs = &parts[..parts.len().saturating_sub(1)];
-    let pair = |a: &str, b: &str| {
-        dirs.windows(2)
-            .any(|w| is_one_of(w[0], &[a]) && is_one_of(w[1], &[b]))
-    };
-    pair("node_modules", ".bin")
-        || pair(".venv", "bin")
-        || pair("venv", "bin")
-        || dirs.iter().any(|d| is_one_of(d, &["__pycache__"]))
+    dirs.iter().any(|d| {
+        is_one_of(
+            d,
+            &[
+                "node_modules",
+                ".venv",
+                "venv",
+                "site-packages",
+                "dist-packages",
+                "__pycache__",
+            ],
+        )
+    })
 }
 
 #[cfg(test)]
@@ -506,7 +514,22 @@ mod tests {
         assert!(in_auto_run_location(Path::new("a/node_modules/.bin/x")));
         assert!(in_auto_run_location(Path::new(".venv/bin/python")));
         assert!(in_auto_run_location(Path::new("pkg/__pycache__/m.pyc")));
-        assert!(!in_auto_run_location(Path::new("node_modules/jest/bin")));
-        assert!(!in_auto_run_location(Path::new("node_modules/.bin")));
+        // Code a tool loads, not only what it puts on PATH.
+        assert!(in_auto_run_location(Path::new("node_modules/jest/bin")));
+        assert!(in_auto_run_location(Path::new(
+            "node_modules/jest-cli/build/run.js"
+        )));
+        assert!(in_auto_run_location(Path::new(
+            "node_modules/esbuild/package.json"
+        )));
+        assert!(in_auto_run_location(Path::new(
+            ".venv/lib/python3.11/site-packages/evil.pth"
+        )));
+        assert!(in_auto_run_location(Path::new(
+            ".direnv/python-3.11/lib/python3.11/site-packages/sitecustomize.py"
+        )));
+        assert!(!in_auto_run_location(Path::new("node_modules")));
+        assert!(!in_auto_run_location(Path::new("dist/app.js")));
+        assert!(!in_auto_run_location(Path::new("src/node_modules.txt")));
     }
 }

@@ -58,7 +58,9 @@ pub enum Hazard {
     LooseMode,
     /// New or changed content `git status` will not show (the repository's ignore rules hide
     /// it) that runs: executable, or in a place tools run from without being asked
-    /// (`node_modules/.bin/`, `.venv/bin/`, `__pycache__/`).
+    /// (`node_modules/`, a virtualenv, `site-packages/`, `__pycache__/`). Judged by the rules as
+    /// they will be after the apply and as they are now, so that an apply leaving out the
+    /// session's own `.gitignore` does not hide what was judged shown.
     HiddenFromGit,
     /// A new name that is an existing host name after case folding or Unicode normalisation
     /// (`makefile` beside `Makefile`, `café` in NFD beside `café` in NFC): one file on a
@@ -99,7 +101,7 @@ impl Hazard {
                 "text with terminal control characters: can hide lines of the diff on a terminal"
             }
             Hazard::HiddenFromGit => {
-                "ignored by git (not shown by git status) and executable or where tools run programs from (node_modules/.bin, .venv/bin, __pycache__)"
+                "ignored by git (not shown by git status) and executable or where tools run code from (node_modules, .venv, site-packages, __pycache__)"
             }
             Hazard::NameCollision => {
                 "same name as a host path after case folding or Unicode normalisation: tools may read it instead"

@@ -38,6 +38,10 @@ pub struct Review<'a> {
     size_limit: u64,
     tree: Tree<'a>,
     ignores: Ignores<'a>,
+    /// The host's rules as they are now: what `git status` hides if the session's own ignore
+    /// files are not all written (a partial apply, a conflict, `--no-ignored` skipping a
+    /// `.gitignore` that hides itself).
+    ignores_now: Ignores<'a>,
     names: Collisions<'a>,
     added: AddedTools,
 }
@@ -55,6 +59,7 @@ impl<'a> Review<'a> {
             size_limit: setup.size_limit,
             tree: Tree::new(layer, host, changes),
             ignores: Ignores::new(layer, host, setup.global_excludes),
+            ignores_now: Ignores::new(host, host, setup.global_excludes),
             names: Collisions::new(host),
             added: AddedTools::new(setup.tool_config)?,
         })
@@ -85,7 +90,13 @@ impl<'a> Review<'a> {
         if let Some(new) = &change.new {
             let runs = new.kind == Kind::File && new.mode & 0o111 != 0
                 || new.kind != Kind::Dir && in_auto_run_location(&change.path);
-            if verdict.ignored && runs {
+            let hidden = || {
+                verdict.ignored
+                    || self
+                        .ignores_now
+                        .is_ignored(&change.path, new.kind == Kind::Dir)
+            };
+            if runs && hidden() {
                 verdict.hazards.push(Hazard::HiddenFromGit);
             }
             if change.old.is_none() && self.names.collides(&change.path) {
@@ -95,5 +106,46 @@ impl<'a> Review<'a> {
         verdict.hazards.sort();
         verdict.hazards.dedup();
         verdict
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// The session rewrites `.gitignore` so that it no longer hides `node_modules` and hides
+    /// itself: read as after a full apply nothing of `node_modules` is ignored, but an apply
+    /// that leaves the `.gitignore` out (`--no-ignored`, a conflict, naming paths) keeps the
+    /// host's rule, and `git status` hides the planted jest.
+    #[test]
+    fn content_the_host_rules_hide_is_hidden_whatever_the_session_rules_say() {
+        let host = tempfile::tempdir().unwrap();
+        let layer = tempfile::tempdir().unwrap();
+        let (h, l) = (host.path(), layer.path());
+        std::fs::create_dir(h.join(".git")).unwrap();
+        std::fs::write(h.join(".gitignore"), "node_modules/\n").unwrap();
+        std::fs::write(l.join(".gitignore"), "/.gitignore\n").unwrap();
+        std::fs::create_dir_all(l.join("node_modules/.bin")).unwrap();
+        let jest = l.join("node_modules/.bin/jest");
+        std::fs::write(&jest, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&jest, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let set = crate::scan(l, h).unwrap();
+        let setup = Setup {
+            size_limit: u64::MAX,
+            ..Setup::default()
+        };
+        let review = Review::new(l, h, &set.changes, setup).unwrap();
+        let verdict = |p: &str| {
+            let change = set.changes.iter().find(|c| c.path == Path::new(p)).unwrap();
+            review.judge(change)
+        };
+        assert!(verdict(".gitignore").ignored);
+        let jest = verdict("node_modules/.bin/jest");
+        assert!(
+            !jest.ignored,
+            "read as after a full apply, git status shows it"
+        );
+        assert!(jest.hazards.contains(&Hazard::HiddenFromGit), "{jest:?}");
     }
 }
