@@ -302,3 +302,61 @@ both_modes!(
         assert!(!w.workspace.join("cafe\u{301}.txt").exists());
     }
 );
+
+/// Writes a `.pth` file into the virtualenv's site-packages that touches `mark`: Python runs
+/// each `import` line of one at every start.
+fn plant_pth(mark: &Path) -> String {
+    format!(
+        "set -e; for d in .venv/lib/python3*/site-packages; do printf 'import os; open(\"{}\", \"w\")\\n' > \"$d/zz-evil.pth\"; done",
+        mark.display()
+    )
+}
+
+both_modes!(
+    an_ignored_pth_file_in_a_virtualenv_is_not_applied,
+    |w: &World| {
+        let python = Path::new("/usr/bin/python3");
+        if !python.exists() {
+            assert!(
+                std::env::var_os("AIRLOCK_TEST_REQUIRE_ROOT").is_none(),
+                "/usr/bin/python3 is missing (scripts/test.sh installs it)"
+            );
+            return;
+        }
+        let venv = |dir: &Path| {
+            ran(&host_sh(
+                w,
+                dir,
+                "printf '.venv/\\n' > .gitignore && /usr/bin/python3 -m venv --without-pip .venv && git init -q . && git add -A && git -c user.name=t -c user.email=t@t commit -qm init",
+            ))
+        };
+        // Without airlock: git status shows nothing of the .pth, and the next python runs it.
+        let demo = demo_dir(w);
+        venv(&demo);
+        let ran_on_host = w.outside.join("PWNED-pth-host");
+        ran(&host_sh(w, &demo, &plant_pth(&ran_on_host)));
+        let status = host_sh(w, &demo, "git status --porcelain --untracked-files=all");
+        assert_eq!(stdout(&status), "", "{}", stderr(&status));
+        ran(&host_sh(w, &demo, ".venv/bin/python -c pass"));
+        assert!(ran_on_host.exists(), "python did not run the planted .pth");
+
+        // In a session: diff says so, and apply leaves it out.
+        venv(&w.workspace);
+        let id = new_session(w, &[]);
+        let mark = w.outside.join("PWNED-pth-applied");
+        ran(&run_in(w, &id, &plant_pth(&mark)));
+        let out = airlock(w, &["diff", &id, "--json"]);
+        let changes: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let pth = changes
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["path"].as_str().unwrap().ends_with("zz-evil.pth"))
+            .unwrap_or_else(|| panic!("no .pth in {changes:#}"));
+        assert_eq!(pth["hazards"], serde_json::json!(["hidden_from_git"]));
+        let applied = airlock(w, &["apply", &id]);
+        assert_eq!(applied.status.code(), Some(1), "{}", stderr(&applied));
+        ran(&host_sh(w, &w.workspace, ".venv/bin/python -c pass"));
+        assert!(!mark.exists(), "python ran the planted .pth after apply");
+    }
+);
