@@ -41,5 +41,5 @@ pub use operations::{
     SessionRequest, SessionSummary,
 };
 pub use paths::{state_dir, StateDirError};
-pub use run::{run, RunReport, RunRequest, SANDBOX_HOME, SANDBOX_USER};
+pub use run::{check_limits, run, LimitCheck, RunReport, RunRequest, SANDBOX_HOME, SANDBOX_USER};
 pub use session::{Lifecycle, ProfileRef, Session, SessionError, SessionMeta, SessionStatus};
