@@ -42,4 +42,6 @@ pub use operations::{
 };
 pub use paths::{state_dir, StateDirError};
 pub use run::{check_limits, run, LimitCheck, RunReport, RunRequest, SANDBOX_HOME, SANDBOX_USER};
-pub use session::{Lifecycle, ProfileRef, Session, SessionError, SessionMeta, SessionStatus};
+pub use session::{
+    LayerImage, Lifecycle, ProfileRef, Session, SessionError, SessionMeta, SessionStatus,
+};

@@ -30,6 +30,7 @@ mod error;
 mod etc;
 pub mod gate;
 mod idmap;
+pub mod image;
 mod init;
 mod inside;
 mod launch;

@@ -53,16 +53,17 @@ fn cpu_hog_is_held_to_cpus_as_root() {
     let Some(w) = World::new(Mode::Root) else {
         return;
     };
-    let profile = w.profile("[limits]\ncpus = 0.25\n");
+    let profile = w.profile("[limits]\ncpus = 0.1\n");
     let outside = cpus_used(&w.outside(CPU_HOG));
-    // Two busy loops take far more than a quarter of a CPU on any host with two, even a busy one.
-    assert!(outside > 0.5, "outside the hog used only {outside} CPUs");
+    // Two busy loops take far more than a tenth of a CPU on any host with two, even a busy one
+    // (0.38 seen here while other builds kept both CPUs busy).
+    assert!(outside > 0.2, "outside the hog used only {outside} CPUs");
     let out = w.inside_with(&["--profile-file", &profile], CPU_HOG);
     ran(&out);
     let inside = cpus_used(&out);
-    // A quarter of a CPU, with room for the accounting's ticks and the quota's periods.
+    // A tenth of a CPU, with room for the accounting's ticks and the quota's periods.
     assert!(
-        inside < 0.4,
+        inside < 0.2,
         "the cpus limit did not hold: {inside} CPUs used"
     );
 }
@@ -141,10 +142,15 @@ fn new_session(w: &World, extra: &[&str]) -> String {
     stdout(&out).trim().to_string()
 }
 
-both_modes!(disk_on_a_session_is_refused_unless_accepted, |w: &World| {
+#[test]
+fn disk_on_a_session_is_refused_unless_accepted() {
+    // Unprivileged: no kernel quota bounds a session's directory.
+    let Some(w) = World::new(Mode::User) else {
+        return;
+    };
     for key in ["disk = \"1GiB\"", "files = 1000"] {
         let profile = w.profile(&format!("[limits]\n{key}\n"));
-        let id = new_session(w, &["--profile-file", &profile]);
+        let id = new_session(&w, &["--profile-file", &profile]);
         let out = w.inside_with(&["--session", &id], "echo ran");
         assert_eq!(out.status.code(), Some(125), "{key}: {}", stderr(&out));
         assert!(
@@ -155,7 +161,72 @@ both_modes!(disk_on_a_session_is_refused_unless_accepted, |w: &World| {
         let out = w.inside_with(&["--session", &id, "--allow-degraded=disk"], "echo ran");
         assert_eq!(ran(&out).trim(), "ran", "{key}: {}", stderr(&out));
     }
-});
+}
+
+/// Mounts under `dir`, from the host's mount table.
+fn mounts_under(dir: &std::path::Path) -> usize {
+    let table = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let dir = dir.to_str().unwrap();
+    table.lines().filter(|l| l.contains(dir)).count()
+}
+
+#[test]
+fn a_root_session_has_a_filesystem_of_its_own() {
+    let Some(w) = World::new(Mode::Root) else {
+        return;
+    };
+    let profile = w.profile("[limits]\ndisk = \"8MiB\"\nfiles = 200\n");
+    let id = new_session(&w, &["--profile-file", &profile]);
+    assert_eq!(mounts_under(&w.state), 1, "the session's image is mounted");
+    // The kernel holds the layer to disk and files, with no --allow-degraded.
+    let out = w.inside_with(&["--session", &id], DISK_FILLER);
+    assert!(!ran(&out).contains(PWNED), "the disk limit did not hold");
+    assert!(
+        stdout(&out).contains("No space left on device"),
+        "{}",
+        stdout(&out)
+    );
+    // (Deleting what it made in the same run: a layer left without a free inode or block
+    // cannot be mounted again, as overlayfs needs one for its work directory.)
+    let out = w.inside_with(
+        &["--session", &id],
+        &format!("({FILE_CREATOR}); rm -f f*; echo kept > kept.txt"),
+    );
+    assert!(!ran(&out).contains(PWNED), "the files limit did not hold");
+    assert!(
+        stderr(&out).contains("No space left on device"),
+        "{}",
+        stderr(&out)
+    );
+    // After a reboot the image is not mounted: the session mounts it again before its layer is
+    // read, rather than showing an empty one.
+    let layer = w.state.join("sessions").join(&id).join("layer");
+    assert!(std::process::Command::new("umount")
+        .arg(&layer)
+        .status()
+        .unwrap()
+        .success());
+    let out = w
+        .airlock()
+        .args(["diff", &id, "--name-status"])
+        .output()
+        .unwrap();
+    assert!(
+        stdout(&out).contains("kept.txt"),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    // Discard unmounts it; its loop device detaches itself.
+    let out = w.airlock().args(["discard", &id]).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        mounts_under(&w.state),
+        0,
+        "the session's image is still mounted"
+    );
+    assert!(!layer.with_file_name("layer.img").exists());
+}
 
 /// A session's run when the state directory's filesystem has only `room` bytes above its
 /// margin (the debug build's test hook).
@@ -214,7 +285,9 @@ both_modes!(check_lists_each_limit, |w: &World| {
             .clone()
     };
     assert_eq!(by("disk, files (throwaway run)"), "kernel");
-    assert_eq!(by("disk, files (session)"), "refused");
+    let images = w.mode == Mode::Root && std::path::Path::new("/dev/loop-control").exists();
+    let session = if images { "kernel" } else { "refused" };
+    assert_eq!(by("disk, files (session)"), session);
     assert_eq!(by("free margin"), "supervisor");
     // Root may write the cpu hierarchy where one is mounted; no user here may.
     let cpu_cgroup = std::path::Path::new("/sys/fs/cgroup/cpu/cpu.cfs_quota_us").exists();

@@ -8,6 +8,7 @@ use airlock_jail::{CpuBandwidth, Degraded, DiskGuard, Layer};
 use airlock_policy::Limits;
 
 use crate::error::Error;
+use crate::session::LayerImage;
 
 /// The free space airlock keeps on the state directory's filesystem: a twentieth of it, at
 /// least 64 MiB and at most 1 GiB. Enough for the audit log's records of many runs, and far
@@ -45,16 +46,22 @@ pub(super) fn memory_layer(limits: &Limits) -> Layer {
 /// directory's filesystem's free space, with the profile's `disk` as its budget when the
 /// caller accepted that (`--allow-degraded=disk`): no kernel quota bounds a directory for an
 /// unprivileged user, and airlock does not set up quotas.
+///
+/// A layer on a filesystem image of its own (`own_filesystem`, root's sessions with `disk` or
+/// `files`) is held to them by the kernel; the watch stays, as the image is sparse and the
+/// filesystem under it may fill up all the same.
 pub(super) fn disk_guard(
     limits: &Limits,
     state_dir: &Path,
     on_disk: bool,
+    own_filesystem: bool,
     degraded: &Degraded,
 ) -> Result<Option<DiskGuard>, Error> {
     if !on_disk {
         return Ok(None);
     }
-    if (limits.disk_bytes.is_some() || limits.files.is_some()) && !degraded.disk {
+    let explicit = limits.disk_bytes.is_some() || limits.files.is_some();
+    if explicit && !own_filesystem && !degraded.disk {
         return Err(Error::LimitNotEnforced {
             limit: if limits.disk_bytes.is_some() {
                 "disk"
@@ -73,15 +80,44 @@ pub(super) fn disk_guard(
     Ok(Some(DiskGuard {
         keep_free_bytes: free_margin(filesystem_bytes(state_dir)?),
         path: state_dir.to_path_buf(),
-        budget_bytes: limits.disk_bytes,
+        budget_bytes: limits.disk_bytes.filter(|_| !own_filesystem),
     }))
 }
 
-fn filesystem_bytes(path: &Path) -> Result<u64, Error> {
-    let stat = nix::sys::statvfs::statvfs(path).map_err(|errno| Error::Argument {
+/// The filesystem of its own a new session's layer gets: as root, when the profile names
+/// `disk` or `files` (without `disk`, as large as the state directory's filesystem has room
+/// for above its margin: the image is sparse).
+pub(crate) fn layer_image(limits: &Limits, state_dir: &Path) -> Result<Option<LayerImage>, Error> {
+    // Without mkfs.ext4 or loop devices, the session is a directory, and its runs refuse the
+    // limit unless --allow-degraded=disk.
+    if !airlock_jail::image::images_supported()
+        || (limits.disk_bytes.is_none() && limits.files.is_none())
+    {
+        return Ok(None);
+    }
+    let bytes = match limits.disk_bytes {
+        Some(bytes) => bytes,
+        None => {
+            let stat = statvfs(state_dir)?;
+            let free = stat.blocks_available() * stat.fragment_size();
+            free.saturating_sub(free_margin(stat.blocks() * stat.fragment_size()))
+        }
+    };
+    Ok(Some(LayerImage {
+        bytes,
+        files: limits.files,
+    }))
+}
+
+fn statvfs(path: &Path) -> Result<nix::sys::statvfs::Statvfs, Error> {
+    nix::sys::statvfs::statvfs(path).map_err(|errno| Error::Argument {
         arg: path.display().to_string(),
         why: format!("cannot read its filesystem's size (statvfs): {errno}"),
-    })?;
+    })
+}
+
+fn filesystem_bytes(path: &Path) -> Result<u64, Error> {
+    let stat = statvfs(path)?;
     Ok(stat.blocks() * stat.fragment_size())
 }
 

@@ -88,21 +88,34 @@ fn layer_limits(memory_layer: bool) -> [LimitCheck; 3] {
             degradable_as: Some("disk"),
         }
     };
-    let session = LimitCheck {
-        name: "disk, files (session)",
-        enforced_by: "refused",
-        how: "a session's layer is a directory in the state directory, and no kernel quota \
-              bounds a directory (an unprivileged user has none; airlock sets up no project \
-              quotas): a profile's disk or files is refused for a session; \
-              --allow-degraded=disk makes disk the free-space watch's budget (files unbounded)"
-            .into(),
-        degradable_as: Some("disk"),
+    let session = if nix::unistd::geteuid().is_root() && airlock_jail::image::images_supported() {
+        LimitCheck {
+            name: "disk, files (session)",
+            enforced_by: "kernel",
+            how: "a session whose profile names disk or files gets a filesystem of its own: a \
+                  sparse ext4 image of disk bytes with files inodes (rounded up), loop-mounted \
+                  where its layer lives (ext4's own metadata takes a share of it)"
+                .into(),
+            degradable_as: None,
+        }
+    } else {
+        LimitCheck {
+            name: "disk, files (session)",
+            enforced_by: "refused",
+            how: "a session's layer is a directory in the state directory, and no kernel quota \
+                  bounds a directory (an unprivileged user has none; as root, a filesystem \
+                  image needs mkfs.ext4 and /dev/loop-control): a profile's disk or files is \
+                  refused for a session; --allow-degraded=disk makes disk the free-space \
+                  watch's budget (files unbounded)"
+                .into(),
+            degradable_as: Some("disk"),
+        }
     };
     let kept = LimitCheck {
         name: "disk, files (--keep)",
-        enforced_by: "refused",
+        enforced_by: session.enforced_by,
         how: "as for a session".into(),
-        degradable_as: Some("disk"),
+        degradable_as: session.degradable_as,
     };
     [throwaway, session, kept]
 }

@@ -289,10 +289,16 @@ fn check(plan: &Plan) -> Result<(PathBuf, Option<airlock_jail::DiskGuard>), Erro
         &plan.policy_dirs,
     )?;
     checks::check_profile_paths_exist(&plan.profile)?;
+    // A session's own filesystem: the one it has, or the one a new session will get.
+    let own_filesystem = match &plan.session {
+        Some(session) => session.meta.image.is_some(),
+        None => limits::layer_image(&plan.profile.limits, &state_dir)?.is_some(),
+    };
     let disk_guard = limits::disk_guard(
         &plan.profile.limits,
         &state_dir,
         !layer_in_memory(plan),
+        own_filesystem,
         &plan.degraded,
     )?;
     // Before any layer is made for the run; asked again at the launch, for a run that waited
@@ -327,6 +333,7 @@ fn take_turn(plan: &Plan) -> Result<Turn, Error> {
                 workspace: &plan.workspace,
                 name: None,
                 profile: plan.profile_ref.clone(),
+                image: limits::layer_image(&plan.profile.limits, &plan.state_dir)?,
             },
         )?),
     };
