@@ -114,7 +114,8 @@ pub fn mount_image(image: &Path, at: &Path) -> Result<()> {
         crate::sys::attach_autoclear(&backing).map_err(|errno| JailError::Syscall {
             action: "attach the session's filesystem image to a loop device",
             errno,
-            hint: "loop devices need root and /dev/loop-control (modprobe loop)",
+            hint:
+                "loop devices need root and /dev/loop-control (modprobe loop); run 'airlock check'",
         })?;
     mount(
         Some(&device),
@@ -126,7 +127,7 @@ pub fn mount_image(image: &Path, at: &Path) -> Result<()> {
     .map_err(|errno| JailError::Syscall {
         action: "mount the session's filesystem image",
         errno,
-        hint: "is the image damaged? 'airlock discard' the session",
+        hint: "is the image damaged (e2fsck -f layer.img)? to drop the session instead, remove its directory in the state directory",
     })
 }
 

@@ -116,8 +116,9 @@ pub enum Command {
             and kills the run before it does, and RLIMIT_FSIZE holds each file to what is left. \
             A limit the profile names that the kernel cannot enforce here is refused: cpus \
             without a writable cpu cgroup (the sandbox would only get nice 19, which the default \
-            falls back to), disk or files on a session's directory (no kernel quota bounds a \
-            directory). --allow-degraded=cpus or =disk accepts that; 'airlock check' lists each \
+            falls back to), disk or files on an unprivileged session (no kernel quota bounds \
+            its directory; as root, such a session gets a filesystem image of its own, which \
+            the kernel holds to both). --allow-degraded=cpus or =disk accepts that; 'airlock check' lists each \
             limit and how it is enforced here.\n\n\
             Exit status: the command's own (128+N if signal N killed it); 124 the time limit \
             ended it; 152 its processes together used up the CPU time limit (128+SIGXCPU, as \
