@@ -170,11 +170,30 @@ fn mounts_under(dir: &std::path::Path) -> usize {
     table.lines().filter(|l| l.contains(dir)).count()
 }
 
+/// Unmounts whatever is still mounted under the state directory when the test ends, passed or
+/// failed, so that a failure leaves no mount (nor its loop device) on the host.
+struct UnmountAtEnd(std::path::PathBuf);
+
+impl Drop for UnmountAtEnd {
+    fn drop(&mut self) {
+        let table = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+        let dir = self.0.to_string_lossy().into_owned();
+        for target in table.lines().filter_map(|l| l.split(' ').nth(4)) {
+            if target.starts_with(&dir) {
+                let _ = std::process::Command::new("umount")
+                    .args(["-l", target])
+                    .status();
+            }
+        }
+    }
+}
+
 #[test]
 fn a_root_session_has_a_filesystem_of_its_own() {
     let Some(w) = World::new(Mode::Root) else {
         return;
     };
+    let _unmount = UnmountAtEnd(w.state.clone());
     let profile = w.profile("[limits]\ndisk = \"8MiB\"\nfiles = 200\n");
     let id = new_session(&w, &["--profile-file", &profile]);
     assert_eq!(mounts_under(&w.state), 1, "the session's image is mounted");
