@@ -51,6 +51,13 @@ pub enum Error {
     NotPermitted { what: String },
     #[error("cannot tell the current directory — pass --workspace DIR")]
     NoWorkingDirectory,
+    /// A limit the profile names that the kernel cannot hold this run to.
+    #[error("[limits] {limit} cannot be enforced by the kernel here ({why}); refusing to run with less than the profile asks for — run 'airlock check', or accept it explicitly with --allow-degraded={flag}")]
+    LimitNotEnforced {
+        limit: &'static str,
+        why: String,
+        flag: &'static str,
+    },
 }
 
 /// Paths a person typed, one after another, with control characters escaped.

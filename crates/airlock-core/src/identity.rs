@@ -11,19 +11,24 @@ use crate::error::Error;
 /// the ranges distributions give to users and to subordinate ids, so it owns nothing else.
 pub const DEFAULT_ROOT_SANDBOX_ID: u32 = 2_999_000;
 
-/// The layers a caller accepts to run without (`--allow-degraded NAME`): only Landlock, the
-/// second layer behind the namespaces; the namespaces, overlayfs and seccomp are always required.
+/// The layers a caller accepts to run without (`--allow-degraded NAME`): Landlock, the second
+/// layer behind the namespaces; `cpus` and `disk`, limits the profile names that the kernel
+/// cannot enforce here (see `run::limits`). The namespaces, overlayfs and seccomp are always
+/// required.
 pub(crate) fn accepted_degradation(names: &[String]) -> Result<Degraded, Error> {
     let mut degraded = Degraded::default();
     for name in names {
         match name.trim() {
             "landlock" => degraded.landlock = true,
+            "cpus" => degraded.cpus = true,
+            "disk" => degraded.disk = true,
             other => {
                 return Err(Error::Argument {
                     arg: "--allow-degraded".into(),
                     why: format!(
-                        "unknown layer {other:?}; the layers that may be given up are: landlock \
-                         (namespaces, overlayfs and seccomp are always required)"
+                        "unknown layer {other:?}; what may be given up is: landlock, cpus \
+                         (a cpus limit by nice 19 only), disk (a disk/files limit by a watch on \
+                         free space only); namespaces, overlayfs and seccomp are always required"
                     ),
                 })
             }
@@ -113,9 +118,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_landlock_may_be_given_up() {
+    fn only_landlock_and_unenforceable_limits_may_be_given_up() {
         assert!(accepted_degradation(&["landlock".into()]).unwrap().landlock);
         assert!(!accepted_degradation(&[]).unwrap().landlock);
+        let limits = accepted_degradation(&["cpus".into(), "disk".into()]).unwrap();
+        assert!(limits.cpus && limits.disk && !limits.landlock);
         for layer in ["seccomp", "namespaces", "overlay", ""] {
             assert!(accepted_degradation(&[layer.into()]).is_err(), "{layer}");
         }

@@ -42,5 +42,7 @@ pub use operations::{
     SessionRequest, SessionSummary,
 };
 pub use paths::{state_dir, StateDirError};
-pub use run::{run, RunReport, RunRequest, SANDBOX_HOME, SANDBOX_USER};
-pub use session::{Lifecycle, ProfileRef, Session, SessionError, SessionMeta, SessionStatus};
+pub use run::{check_limits, run, LimitCheck, RunReport, RunRequest, SANDBOX_HOME, SANDBOX_USER};
+pub use session::{
+    LayerImage, Lifecycle, ProfileRef, Session, SessionError, SessionMeta, SessionStatus,
+};

@@ -102,7 +102,7 @@ pub fn create_session(caller: &Caller, request: SessionRequest) -> Result<Sessio
         crate::session::staging_dir(&state_dir)?;
         let workspace = caller.workspace(request.workspace.as_deref())?;
         let profile = request.profile.resolve(caller)?;
-        load_trusted_profile(caller, &profile, &workspace)?;
+        let limits = load_trusted_profile(caller, &profile, &workspace)?.limits;
         crate::run::check_workspace_for(&workspace, &state_dir, caller.home().as_deref())?;
         crate::control::check_enabled(&state_dir, &profile.name)?;
         let log = audit::log(&state_dir);
@@ -117,6 +117,7 @@ pub fn create_session(caller: &Caller, request: SessionRequest) -> Result<Sessio
             workspace: &workspace,
             name: request.name.as_deref(),
             profile,
+            image: crate::run::limits::layer_image(&limits, &state_dir)?,
         };
         let session = Session::create(&state_dir, new)?;
         let created = SessionRecord {

@@ -21,6 +21,12 @@ use serde::{Deserialize, Serialize};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {
+    /// The session's own filesystem (see [`LayerImage`]) could not be made, mounted or removed.
+    #[error("session {id}: {source}")]
+    Image {
+        id: String,
+        source: airlock_jail::JailError,
+    },
     #[error("cannot {action} {path}: {source} — check the permissions of the state directory, or pass --state-dir")]
     Io {
         action: &'static str,
@@ -108,6 +114,18 @@ pub struct SessionMeta {
     /// When it was applied or discarded.
     #[serde(default)]
     pub ended: Option<u64>,
+    /// As root, for a profile with [limits] disk or files: the layer lives on a filesystem of
+    /// its own, which the kernel holds to them. None: a directory in the state directory.
+    #[serde(default)]
+    pub image: Option<LayerImage>,
+}
+
+/// The size of a session's own filesystem: `layer.img` in the session's directory, mounted at
+/// `layer/` while the session exists (again on demand, after a reboot).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LayerImage {
+    pub bytes: u64,
+    pub files: Option<u64>,
 }
 
 #[derive(Debug, Clone)]
@@ -253,14 +271,23 @@ pub struct NewSession<'a> {
     pub workspace: &'a Path,
     pub name: Option<&'a str>,
     pub profile: ProfileRef,
+    /// Give the layer a filesystem of its own (root only).
+    pub image: Option<LayerImage>,
 }
 
 impl Session {
     pub fn upper(&self) -> PathBuf {
-        self.dir.join("upper")
+        self.layer_root().join("upper")
     }
     pub fn work(&self) -> PathBuf {
-        self.dir.join("work")
+        self.layer_root().join("work")
+    }
+    /// Where `upper` and `work` live: the session's directory, or its own filesystem's mount.
+    fn layer_root(&self) -> PathBuf {
+        match self.meta.image {
+            Some(_) => self.dir.join("layer"),
+            None => self.dir.clone(),
+        }
     }
     fn meta_path(&self) -> PathBuf {
         self.dir.join("meta.json")
@@ -328,21 +355,36 @@ impl Session {
                 runs: 0,
                 lifecycle: Lifecycle::Active,
                 ended: None,
+                image: new.image,
             },
         };
+        let made = session.make_layer(new.workspace);
+        if made.is_err() {
+            // Nothing of a session that could not be made is left: no mount, no loop device.
+            let _ = session.drop_image();
+            let _ = remove_tree(&session.dir);
+        }
+        made?;
+        Ok(session)
+    }
+
+    fn make_layer(&self, workspace: &Path) -> Result<(), SessionError> {
+        let session = self;
+        if let Some(image) = session.meta.image {
+            session.make_image(image)?;
+        }
         for sub in [session.upper(), session.work()] {
             make_private_dir(&sub)?;
         }
         // The merged workspace root takes its owner and mode from the upper dir: give it the
         // workspace's mode, so the sandbox sees the directory as it is on the host.
-        let mode = fs::metadata(new.workspace)
+        let mode = fs::metadata(workspace)
             .map(|m| m.permissions().mode() & 0o7777)
             .unwrap_or(0o755);
         fs::set_permissions(session.upper(), fs::Permissions::from_mode(mode))
             .map_err(io("set permissions of", &session.upper()))?;
         fs::File::create(session.lock_path()).map_err(io("create", &session.lock_path()))?;
-        session.save()?;
-        Ok(session)
+        session.save()
     }
 
     fn load(dir: PathBuf) -> Result<Session, SessionError> {
@@ -365,7 +407,9 @@ impl Session {
                 why: format!("it names session {}", meta.id),
             });
         }
-        Ok(Session { id, dir, meta })
+        let session = Session { id, dir, meta };
+        session.mount_layer()?;
+        Ok(session)
     }
 
     /// The session called `id_or_name`: an id, or the name given at `session new`.
@@ -570,6 +614,7 @@ impl Session {
         for dir in [self.upper(), self.work()] {
             remove_tree(&dir)?;
         }
+        self.drop_image()?;
         self.meta.lifecycle = Lifecycle::Discarded;
         self.meta.ended = Some(now());
         self.save()
@@ -577,6 +622,7 @@ impl Session {
 
     /// Delete the session, record and layer.
     pub fn remove(self) -> Result<(), SessionError> {
+        self.drop_image()?;
         remove_tree(&self.dir)
     }
 }
@@ -607,12 +653,15 @@ fn remove_tree(dir: &Path) -> Result<(), SessionError> {
     fs::remove_dir_all(dir).map_err(io("remove", dir))
 }
 
+mod image;
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn new_session<'a>(ws: &'a Path, name: Option<&'a str>) -> NewSession<'a> {
         NewSession {
+            image: None,
             workspace: ws,
             name,
             profile: ProfileRef {

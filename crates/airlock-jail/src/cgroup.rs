@@ -20,6 +20,8 @@ pub enum CgroupSupport {
     /// Unified hierarchy with memory and pids delegated to a directory we can write.
     V2 {
         parent: PathBuf,
+        /// The cpu controller is there too (for `cpu.max`).
+        cpu: bool,
     },
     /// Legacy memory and pids hierarchies (root only), and the freezer's and cpuacct's when
     /// they are mounted.
@@ -28,6 +30,8 @@ pub enum CgroupSupport {
         pids: PathBuf,
         freezer: Option<PathBuf>,
         cpuacct: Option<PathBuf>,
+        /// The cpu controller's hierarchy (for `cpu.cfs_quota_us`), when mounted and writable.
+        cpu: Option<PathBuf>,
     },
     Unavailable {
         why: String,
@@ -49,6 +53,7 @@ pub fn detect() -> CgroupSupport {
     {
         return CgroupSupport::V2 {
             parent: root.join("airlock"),
+            cpu: v2_controllers.split_whitespace().any(|c| c == "cpu"),
         };
     }
     let memory = root.join("memory");
@@ -66,11 +71,15 @@ pub fn detect() -> CgroupSupport {
         let cpuacct = root.join("cpuacct");
         let cpuacct = (cpuacct.join("cpuacct.usage").exists() && writable_dir(&cpuacct))
             .then(|| cpuacct.join("airlock"));
+        let cpu = root.join("cpu");
+        let cpu = (cpu.join("cpu.cfs_quota_us").exists() && writable_dir(&cpu))
+            .then(|| cpu.join("airlock"));
         return CgroupSupport::V1 {
             memory: memory.join("airlock"),
             pids: pids.join("airlock"),
             freezer,
             cpuacct,
+            cpu,
         };
     }
     CgroupSupport::Unavailable {
@@ -80,6 +89,26 @@ pub fn detect() -> CgroupSupport {
             "no cgroup with memory and pids controllers is writable by this user (systemd delegation is not used yet)".into()
         },
     }
+}
+
+impl CgroupSupport {
+    /// Can a run's CPU bandwidth be limited here?
+    pub fn has_cpu(&self) -> bool {
+        match self {
+            CgroupSupport::V2 { cpu, .. } => *cpu,
+            CgroupSupport::V1 { cpu, .. } => cpu.is_some(),
+            CgroupSupport::Unavailable { .. } => false,
+        }
+    }
+}
+
+/// The scheduler's period for the quota: the kernel's default, short enough that a sandbox at
+/// its quota stalls for at most a tenth of a second, long enough to cost nothing.
+const CPU_PERIOD_US: u64 = 100_000;
+
+/// The quota per period for `millicpus` thousandths of a CPU (at least the kernel's 1 ms).
+fn cpu_quota_us(millicpus: u64) -> u64 {
+    (millicpus.saturating_mul(CPU_PERIOD_US) / 1000).max(1000)
 }
 
 fn open_to_read(path: &Path) -> Result<OwnedFd> {
@@ -181,11 +210,16 @@ impl RunCgroup {
         let run_id = run_id.as_str();
         match support {
             CgroupSupport::Unavailable { .. } => Ok(None),
-            CgroupSupport::V2 { parent } => {
+            CgroupSupport::V2 { parent, cpu } => {
                 make_dir(parent)?;
                 remove_orphans(parent);
                 // Children of `parent` get memory and pids only if `parent` hands them down.
-                write(&parent.join("cgroup.subtree_control"), "+memory +pids")?;
+                let controllers = if *cpu {
+                    "+memory +pids +cpu"
+                } else {
+                    "+memory +pids"
+                };
+                write(&parent.join("cgroup.subtree_control"), controllers)?;
                 let dir = parent.join(run_id);
                 make_dir(&dir)?;
                 // Pid 1 stays: under a parent that hands controllers down, v2 allows no process
@@ -201,6 +235,10 @@ impl RunCgroup {
                 write(&dir.join("memory.max"), &limits.memory_bytes.to_string())?;
                 write(&dir.join("memory.swap.max"), "0").ok();
                 write(&dir.join("pids.max"), &limits.processes.to_string())?;
+                if *cpu {
+                    let quota = cpu_quota_us(limits.cpus.millicpus);
+                    write(&dir.join("cpu.max"), &format!("{quota} {CPU_PERIOD_US}"))?;
+                }
                 Ok(Some(group))
             }
             CgroupSupport::V1 {
@@ -208,6 +246,7 @@ impl RunCgroup {
                 pids,
                 freezer,
                 cpuacct,
+                cpu,
             } => {
                 let mut group = RunCgroup {
                     dirs: Vec::new(),
@@ -233,6 +272,8 @@ impl RunCgroup {
                 let freezer_dir = freezer.as_ref().map(&mut add).transpose()?;
                 // For the CPU time limit over all the run's processes (see `init`).
                 let cpuacct_dir = cpuacct.as_ref().map(&mut add).transpose()?;
+                // For `cpus`, the CPU bandwidth (without it, prepare refused or nice 19 applies).
+                let cpu_dir = cpu.as_ref().map(&mut add).transpose()?;
                 group.freezer = freezer_dir.map(crate::control::Freezer::V1);
                 group.cpu_usage = cpuacct_dir
                     .map(|dir| open_to_read(&dir.join("cpuacct.usage")))
@@ -247,6 +288,16 @@ impl RunCgroup {
                     &limits.memory_bytes.to_string(),
                 );
                 write(&pids_dir.join("pids.max"), &limits.processes.to_string())?;
+                if let Some(cpu_dir) = &cpu_dir {
+                    write(
+                        &cpu_dir.join("cpu.cfs_period_us"),
+                        &CPU_PERIOD_US.to_string(),
+                    )?;
+                    write(
+                        &cpu_dir.join("cpu.cfs_quota_us"),
+                        &cpu_quota_us(limits.cpus.millicpus).to_string(),
+                    )?;
+                }
                 let open_all = |paths: &[PathBuf]| {
                     paths
                         .iter()
@@ -382,5 +433,13 @@ mod tests {
             Some(std::time::Duration::from_millis(2500))
         );
         assert_eq!(parse_cpu_time("nr_periods 0\n"), None);
+    }
+
+    #[test]
+    fn cpu_quota_is_a_share_of_the_period() {
+        assert_eq!(cpu_quota_us(1500), 150_000);
+        assert_eq!(cpu_quota_us(250), 25_000);
+        // The kernel refuses a quota under 1 ms.
+        assert_eq!(cpu_quota_us(1), 1000);
     }
 }

@@ -125,11 +125,34 @@ pub(crate) fn apply_landlock(spec: &SandboxSpec, relay_port: Option<u16>) -> Res
     Ok(())
 }
 
+/// What the setup process sets where the kernel offers no better bound (see [`apply_rlimits`]).
+pub(crate) struct Fallbacks {
+    /// No cgroup: memory by RLIMIT_AS.
+    pub memory_by_rlimit: bool,
+    /// No CPU bandwidth cgroup: nice 19.
+    pub cpu_by_nice: bool,
+    /// RLIMIT_FSIZE, from the disk guard.
+    pub file_size_limit: Option<u64>,
+}
+
 /// rlimits: the floor that works on every kernel, with or without cgroups. RLIMIT_NPROC counts per
 /// user namespace and uid (Linux >= 5.14), so the sandbox's count starts at zero.
-pub(crate) fn apply_rlimits(spec: &SandboxSpec, memory_by_rlimit: bool) -> Result<()> {
+pub(crate) fn apply_rlimits(spec: &SandboxSpec, fallbacks: Fallbacks) -> Result<()> {
     let limits = &spec.limits;
     let hint = "the limit may exceed the hard limit of the calling shell (ulimit -H)";
+    if fallbacks.cpu_by_nice {
+        // Raising one's own nice needs no privilege; RLIMIT_NICE 0 keeps the command from
+        // lowering it again (the kernel's ceiling is 20 - RLIMIT_NICE).
+        rustix::process::setpriority_process(None, 19).map_err(|e| JailError::Syscall {
+            action: "lower the sandbox's CPU priority (nice 19)",
+            errno: nix::errno::Errno::from_raw(e.raw_os_error()),
+            hint: UNEXPECTED,
+        })?;
+        setrlimit(Resource::RLIMIT_NICE, 0, 0).during("keep the priority low", hint)?;
+    }
+    if let Some(bytes) = fallbacks.file_size_limit {
+        setrlimit(Resource::RLIMIT_FSIZE, bytes, bytes).during("limit file sizes", hint)?;
+    }
     setrlimit(Resource::RLIMIT_NPROC, limits.processes, limits.processes)
         .during("limit the number of processes", hint)?;
     // SIGXCPU at the limit, as for the run's own limit (exit 152); SIGKILL a second later for a
@@ -147,7 +170,7 @@ pub(crate) fn apply_rlimits(spec: &SandboxSpec, memory_by_rlimit: bool) -> Resul
     )
     .during("limit open files", hint)?;
     setrlimit(Resource::RLIMIT_CORE, 0, 0).during("disable core dumps", hint)?;
-    if memory_by_rlimit {
+    if fallbacks.memory_by_rlimit {
         setrlimit(
             Resource::RLIMIT_AS,
             limits.memory_bytes,

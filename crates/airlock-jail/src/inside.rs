@@ -49,6 +49,11 @@ pub(crate) struct SetupMode<'a> {
     /// The run has a cgroup, which the supervisor makes while we mount (step 11).
     /// Without one, the address space is limited with RLIMIT_AS instead of memory.
     pub has_cgroup: bool,
+    /// No cgroup bounds the run's CPU bandwidth (or its quota cannot leave the host a CPU):
+    /// the sandbox runs at nice 19, so that the host's own work goes first.
+    pub cpu_by_nice: bool,
+    /// RLIMIT_FSIZE: what the disk guard leaves a single file (see `launch::disk`).
+    pub file_size_limit: Option<u64>,
 }
 
 /// What the setup process hands on to pid 1 (itself, once the command runs).
@@ -215,7 +220,14 @@ fn setup(spec: &SandboxSpec, channel: &SetupChannel, mode: &SetupMode) -> Result
     // Step 15 (confinement).
     confine::set_no_new_privs()?;
     confine::apply_landlock(spec, relay_port)?;
-    confine::apply_rlimits(spec, !mode.has_cgroup)?;
+    confine::apply_rlimits(
+        spec,
+        confine::Fallbacks {
+            memory_by_rlimit: !mode.has_cgroup,
+            cpu_by_nice: mode.cpu_by_nice,
+            file_size_limit: mode.file_size_limit,
+        },
+    )?;
     confine::drop_capabilities()?;
     if spec.network_gate {
         let listener = confine::apply_seccomp_gated()?;

@@ -30,6 +30,7 @@ mod error;
 mod etc;
 pub mod gate;
 mod idmap;
+pub mod image;
 mod init;
 mod inside;
 mod launch;
@@ -47,4 +48,7 @@ pub use launch::{
     memory_layer_supported, prepare, start_network, Finished, Gate, Launching, Outcome,
     PendingNetwork, Sandbox, Usage,
 };
-pub use spec::{Bind, Degraded, IdMapping, Layer, OverlayWorkspace, ResourceLimits, SandboxSpec};
+pub use spec::{
+    Bind, CpuBandwidth, Degraded, DiskGuard, IdMapping, Layer, OverlayWorkspace, ResourceLimits,
+    SandboxSpec,
+};

@@ -253,7 +253,7 @@ fn memory_layer() -> Layer {
 fn cgroups() -> Layer {
     let cgroups = cgroup::detect();
     let (available, detail) = match &cgroups {
-        CgroupSupport::V2 { parent } => (
+        CgroupSupport::V2 { parent, .. } => (
             true,
             format!(
                 "cgroup v2 under {}: memory and process limits per run, its CPU time counted \

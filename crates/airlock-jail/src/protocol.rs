@@ -110,8 +110,9 @@ pub(crate) struct UserNamespaces<Fd> {
     pub sandbox: Fd,
 }
 
-/// The most fds a message carries: CGROUP's two sets of four (memory, pids, freezer, cpuacct).
-const MAX_FDS: usize = 8;
+/// The most fds a message carries: CGROUP's two sets of five (memory, pids, freezer, cpuacct,
+/// cpu).
+const MAX_FDS: usize = 10;
 
 /// Which side of the control socket a message comes from, for errors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

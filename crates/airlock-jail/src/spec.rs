@@ -33,7 +33,11 @@ pub enum Layer {
     },
     /// In a tmpfs that exists only in the sandbox's mount namespace and vanishes with it: for
     /// throwaway runs, which then touch no disk at all. Its pages count as the sandbox's memory.
-    Memory { size_bytes: u64 },
+    /// The kernel holds it to `size_bytes` (ENOSPC) and, when given, to `inodes` files.
+    Memory {
+        size_bytes: u64,
+        inodes: Option<u64>,
+    },
 }
 
 /// A host path made visible inside at the same path.
@@ -46,7 +50,7 @@ pub struct Bind {
 /// Resource limits: processes, CPU time and open files by rlimits, memory and processes also by
 /// cgroups where a hierarchy is writable (else memory by RLIMIT_AS), tmpfs sizes by mount
 /// options, time and output by the supervisor.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResourceLimits {
     pub memory_bytes: u64,
     pub processes: u64,
@@ -59,6 +63,32 @@ pub struct ResourceLimits {
     /// Total stdout+stderr bytes passed on; the rest is dropped. None: the command writes to the
     /// caller's stdout and stderr directly.
     pub output_bytes: Option<u64>,
+    /// CPU bandwidth for the whole sandbox, in thousandths of a CPU, by the run's cgroup.
+    pub cpus: CpuBandwidth,
+    /// A watch on the free space of the filesystem a disk layer is on; None: nothing to watch
+    /// (a memory layer, or one on a filesystem of its own that the kernel holds to its size).
+    pub disk_guard: Option<DiskGuard>,
+}
+
+/// The `cpus` limit as the jail enforces it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CpuBandwidth {
+    pub millicpus: u64,
+    /// The profile named it: where no cgroup can enforce it, [`crate::prepare`] refuses unless
+    /// [`Degraded::cpus`]. A default that cannot be enforced falls back to nice 19.
+    pub explicit: bool,
+}
+
+/// The supervisor's watch on the filesystem under a session's layer, where the kernel bounds
+/// nothing smaller than the filesystem: it kills the sandbox before the free space falls below
+/// `keep_free_bytes`, or once the free space has fallen by more than `budget_bytes` since the
+/// start. RLIMIT_FSIZE holds every single file to what is left, by the kernel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiskGuard {
+    /// A directory on the filesystem to watch (statvfs).
+    pub path: PathBuf,
+    pub keep_free_bytes: u64,
+    pub budget_bytes: Option<u64>,
 }
 
 /// Layers the caller accepts to run without (`--allow-degraded`). Anything not named here that the
@@ -66,6 +96,11 @@ pub struct ResourceLimits {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Degraded {
     pub landlock: bool,
+    /// An explicit `cpus` without a cgroup to enforce it: run at nice 19 instead.
+    pub cpus: bool,
+    /// An explicit `disk`/`files` on a layer the kernel cannot hold to it: the supervisor's
+    /// watch on free space and RLIMIT_FSIZE instead (decided in airlock-core).
+    pub disk: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -75,6 +75,7 @@ impl World {
             workspace: OverlayWorkspace {
                 lower: self.workspace.clone(),
                 layer: Layer::Memory {
+                    inodes: None,
                     size_bytes: 16 << 20,
                 },
             },
@@ -95,6 +96,11 @@ impl World {
                 tmp_bytes: 16 << 20,
                 timeout: Some(std::time::Duration::from_secs(30)),
                 output_bytes: None,
+                cpus: airlock_jail::CpuBandwidth {
+                    millicpus: 1000,
+                    explicit: false,
+                },
+                disk_guard: None,
             },
             degraded: Degraded::default(),
             hostname: "airlock".into(),

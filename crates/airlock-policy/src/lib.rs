@@ -39,7 +39,17 @@
 //! tmp_size = "512MiB"  # each of the /tmp and $HOME tmpfs           (default 1GiB)
 //! output = "16MiB"     # stdout + stderr bytes kept                 (default 64MiB)
 //! open_files = 1024    # RLIMIT_NOFILE, at least 16                 (default 4096)
+//! cpus = 1.5           # CPU bandwidth, whole sandbox, 0.01..=4096  (default: all CPUs but one)
+//! disk = "10GiB"       # bytes the workspace's layer may hold; >= 4MiB (default: see below)
+//! files = 100000       # files (inodes) the layer may hold; >= 64   (default: the filesystem's)
 //! ```
+//!
+//! `cpus` is enforced by the run's cgroup (v2 `cpu.max`, v1 `cpu.cfs_quota_us`). `disk` and
+//! `files` bound a throwaway run's tmpfs layer (`size=`, `nr_inodes=`; without `disk` it is
+//! `tmp_size`) and, as root, a session's own filesystem image. Without `disk`, a session may
+//! not take the state directory's filesystem below a free margin. Where the kernel cannot
+//! enforce a limit the profile names, `airlock run` refuses unless `--allow-degraded=cpus` or
+//! `--allow-degraded=disk` accepts less; `airlock check` lists how each limit is enforced.
 //!
 //! Sizes are a whole number of bytes, or a string with a unit: `B`; binary `K`, `M`, `G`, `T`
 //! and `KiB`, `MiB`, `GiB`, `TiB`; decimal `KB`, `MB`, `GB`, `TB` (any case, optional space).
@@ -51,7 +61,7 @@
 //! what to do about it:
 //!
 //! ```text
-//! /etc/airlock/profiles/ci.toml:7:1: unknown key `memroy` in [limits]; expected one of memory, processes, cpu, timeout, tmp_size, output, open_files
+//! /etc/airlock/profiles/ci.toml:7:1: unknown key `memroy` in [limits]; expected one of memory, processes, cpu, timeout, tmp_size, output, open_files, cpus, disk, files
 //! ```
 //!
 //! ```

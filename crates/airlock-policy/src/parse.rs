@@ -37,6 +37,9 @@ const LIMITS: Section = Section {
         "tmp_size",
         "output",
         "open_files",
+        "cpus",
+        "disk",
+        "files",
     ],
 };
 
@@ -46,6 +49,14 @@ const MIN_MEMORY_BYTES: u64 = 16 << 20;
 const MAX_PROCESSES: u64 = 1_000_000;
 /// The dynamic loader and a shell already hold a handful of descriptors.
 const MIN_OPEN_FILES: u64 = 16;
+/// cgroup v1 takes a quota of at least 1ms per 100ms period: a hundredth of a CPU.
+const MIN_MILLICPUS: u64 = 10;
+/// More CPUs than any machine airlock runs on has; a larger number is a typo.
+const MAX_MILLICPUS: u64 = 4096 * 1000;
+/// A filesystem image smaller than this holds little more than its own metadata.
+const MIN_DISK_BYTES: u64 = 4 << 20;
+/// The layer's own directories and overlayfs' work dir take a handful of inodes.
+const MIN_FILES: u64 = 64;
 
 /// Parses and validates a profile. `origin` is named in errors and recorded as the source.
 pub fn parse_profile(text: &str, name: &str, origin: &Path) -> Result<Profile, PolicyError> {
@@ -360,10 +371,67 @@ fn limits(doc: &Doc, key: &Key, value: &Value, limits: &mut Limits) -> Result<()
                 }
                 limits.open_files = n;
             }
+            "cpus" => limits.millicpus = Some(cpus(doc, &key, value)?),
+            "disk" => {
+                let bytes = doc.size(&key, value, "e.g. disk = \"10GiB\"")?;
+                if bytes < MIN_DISK_BYTES {
+                    return Err(out_of_range(
+                        "is below the minimum of 4MiB",
+                        "e.g. disk = \"10GiB\", or remove the key: by default a session only has to leave the state directory's filesystem a free margin",
+                    ));
+                }
+                limits.disk_bytes = Some(bytes);
+            }
+            "files" => {
+                let n = doc.integer(&key, value, "e.g. files = 1000000")?;
+                if n < MIN_FILES {
+                    return Err(out_of_range(
+                        "is below the minimum of 64",
+                        "e.g. files = 1000000",
+                    ));
+                }
+                limits.files = Some(n);
+            }
             _ => return Err(doc.unknown_key(&key)),
         }
     }
     Ok(())
+}
+
+/// `cpus = 1.5` or `cpus = 2`: CPU bandwidth, kept in thousandths of a CPU (what cgroups take,
+/// without a float in the profile's data).
+fn cpus(doc: &Doc, key: &Key, value: &Value) -> Result<u64, PolicyError> {
+    const EXAMPLE: &str = "e.g. cpus = 1.5 (CPUs' worth of time for the whole sandbox)";
+    let cpus = match value.get_ref() {
+        DeValue::Float(_) | DeValue::Integer(_) => value_as_f64(value.get_ref()),
+        _ => None,
+    };
+    let Some(cpus) = cpus else {
+        return Err(doc.wrong_type_of(&key.describe(), value, "a number of CPUs", EXAMPLE));
+    };
+    let millicpus = (cpus * 1000.0).round();
+    if !millicpus.is_finite()
+        || millicpus < MIN_MILLICPUS as f64
+        || millicpus > MAX_MILLICPUS as f64
+    {
+        return Err(doc.error(
+            value.span(),
+            format!("{} must be between 0.01 and 4096", key.describe()),
+            "e.g. cpus = 1.5, or remove the key for the default: all CPUs but one",
+        ));
+    }
+    // In range, so the conversion is exact.
+    Ok(millicpus as u64)
+}
+
+fn value_as_f64(value: &DeValue) -> Option<f64> {
+    match value {
+        DeValue::Float(f) => f.as_str().replace('_', "").parse().ok(),
+        DeValue::Integer(i) => i64::from_str_radix(i.as_str(), i.radix())
+            .ok()
+            .map(|n| n as f64),
+        _ => None,
+    }
 }
 
 mod apply;

@@ -85,6 +85,14 @@ pub struct Limits {
     pub output_bytes: u64,
     /// `RLIMIT_NOFILE`.
     pub open_files: u64,
+    /// CPU bandwidth for the whole sandbox, in thousandths of a CPU; `None`: the default, all
+    /// the host's CPUs but one (decided where the host is known, at the run).
+    pub millicpus: Option<u64>,
+    /// Bytes the workspace's layer may hold; `None`: a throwaway run's layer is bounded by
+    /// `tmp_bytes`, a session's by a free margin on the state directory's filesystem.
+    pub disk_bytes: Option<u64>,
+    /// Files (inodes) the workspace's layer may hold; `None`: as the filesystem allows.
+    pub files: Option<u64>,
 }
 
 /// What network the sandbox gets.
@@ -102,6 +110,9 @@ impl Default for Limits {
             tmp_bytes: GIB,
             output_bytes: 64 * MIB,
             open_files: 4096,
+            millicpus: None,
+            disk_bytes: None,
+            files: None,
         }
     }
 }
@@ -166,6 +177,9 @@ mod tests {
                 tmp_bytes: 1024 * 1024 * 1024,
                 output_bytes: 64 * 1024 * 1024,
                 open_files: 4096,
+                millicpus: None,
+                disk_bytes: None,
+                files: None,
             }
         );
     }

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use serde::Serialize;
 
-use airlock_core::DEFAULT_ROOT_SANDBOX_ID;
+use airlock_core::{check_limits, LimitCheck, DEFAULT_ROOT_SANDBOX_ID};
 use airlock_jail::probe::{probe_layers, Layer};
 
 use crate::cli::{CheckArgs, GlobalArgs};
@@ -20,6 +20,8 @@ struct Report {
     protection: &'static str,
     uid_mapping: String,
     layers: Vec<Layer>,
+    /// Each limit and how it is enforced here (does not change `protection`).
+    limits: Vec<LimitCheck>,
 }
 
 pub fn check(global: &GlobalArgs, args: CheckArgs) -> Result<ExitCode> {
@@ -52,6 +54,7 @@ pub fn check(global: &GlobalArgs, args: CheckArgs) -> Result<ExitCode> {
         protection,
         uid_mapping,
         layers,
+        limits: check_limits(&state),
     };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
@@ -75,6 +78,11 @@ fn print_table(report: &Report) {
         println!("{mark}  {:<18} {}", layer.name, layer.detail);
     }
     println!("         {:<18} {}", "uid mapping", report.uid_mapping);
+    println!();
+    println!("limits ([limits] in a profile; how this host enforces each):");
+    for limit in &report.limits {
+        println!("{:<10} {:<28} {}", limit.enforced_by, limit.name, limit.how);
+    }
     println!();
     match report.protection {
         "full" => println!("protection: full — 'airlock run' enforces every layer above."),

@@ -106,9 +106,24 @@ pub enum Command {
         after_help = "Profiles are looked up as NAME.toml in $XDG_CONFIG_HOME/airlock/profiles, then \
             /etc/airlock/profiles; never inside a workspace. Without one, the built-in default \
             applies: no network, no extra paths, 2 GiB memory, 512 processes, 1 hour of CPU.\n\n\
+            Limits that keep the host alive ([limits] in the profile): cpus = 1.5 is the CPU \
+            bandwidth of the whole sandbox (its run's cgroup: v2 cpu.max, v1 cpu.cfs_quota_us; \
+            default: every CPU but one); disk = \"10GiB\" and files = 1000000 bound the bytes and \
+            files the workspace's layer may hold (a throwaway run's tmpfs: size= and nr_inodes=, \
+            by the kernel; without disk, tmp_size). A session on disk may never take the state \
+            directory's filesystem below a free margin (a twentieth of it, 64 MiB to 1 GiB, so \
+            that the audit log can always be written): the supervisor watches the free space \
+            and kills the run before it does, and RLIMIT_FSIZE holds each file to what is left. \
+            A limit the profile names that the kernel cannot enforce here is refused: cpus \
+            without a writable cpu cgroup (the sandbox would only get nice 19, which the default \
+            falls back to), disk or files on an unprivileged session (no kernel quota bounds \
+            its directory; as root, such a session gets a filesystem image of its own, which \
+            the kernel holds to both). --allow-degraded=cpus or =disk accepts that; 'airlock check' lists each \
+            limit and how it is enforced here.\n\n\
             Exit status: the command's own (128+N if signal N killed it); 124 the time limit \
             ended it; 152 its processes together used up the CPU time limit (128+SIGXCPU, as \
-            for one process past its own); 125 airlock refused or failed (the message says why and what to do); 126 \
+            for one process past its own); 153 a session's run reached the free-space margin \
+            or its disk budget (128+SIGXFSZ, what a process past RLIMIT_FSIZE gets); 125 airlock refused or failed (the message says why and what to do); 126 \
             the command could not be executed; 127 it was not found."
     )]
     Run(RunArgs),
@@ -120,7 +135,10 @@ pub enum Command {
             this user may create them (without them, rlimits still apply). Exit status 0 when \
             every required layer is there, 3 when one is \
             missing: 'run' then refuses, unless the missing layer is one --allow-degraded may \
-            accept (landlock) and you pass it."
+            accept (landlock) and you pass it. Then each limit ([limits] cpus, disk, files, \
+            the free margin, memory, processes) and how it is enforced here; a limit the kernel \
+            cannot enforce is refused by 'run' when a profile names it (--allow-degraded=cpus \
+            or =disk accepts less), and does not change the exit status."
     )]
     Check(CheckArgs),
     /// Start a session (see 'airlock session new --help')
@@ -541,7 +559,8 @@ pub struct RunArgs {
     /// command's; scripts: 'airlock session new' prints the id alone, then run --session ID)
     #[arg(long, conflicts_with = "session")]
     pub keep: bool,
-    /// Run even though these layers are missing: landlock
+    /// Run even though these are missing: landlock; cpus (a cpus limit without a cpu cgroup:
+    /// nice 19 only); disk (a disk or files limit on a session: a watch on free space only)
     #[arg(long, value_name = "LAYER,...", value_delimiter = ',')]
     pub allow_degraded: Vec<String>,
     /// Resolve NAME to IP in the network gate instead of asking the host (repeatable; the address

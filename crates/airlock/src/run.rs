@@ -16,6 +16,8 @@ use crate::cli::{GlobalArgs, ProfileAndWorkspace, RunArgs};
 const EXIT_TIMED_OUT: u8 = 124;
 /// 128 + SIGXCPU: what a single process past its own CPU limit (RLIMIT_CPU) exits with.
 const EXIT_CPU_LIMIT: u8 = 152;
+/// 128+SIGXFSZ: what a process past RLIMIT_FSIZE gets, for the sandbox's disk limit.
+const EXIT_DISK_LIMIT: u8 = 153;
 
 fn tell_busy(session: &Session) {
     note!(
@@ -101,6 +103,12 @@ pub fn run(global: &GlobalArgs, args: RunArgs) -> Result<ExitCode> {
                 humantime::format_duration(report.cpu_limit)
             );
             ExitCode::from(EXIT_CPU_LIMIT)
+        }
+        Outcome::DiskLimitReached => {
+            note!(
+                "airlock: the session's layer reached what it may take of the state directory's filesystem (its free margin, or the profile's disk); every process of the sandbox was killed (free some space, or raise [limits] disk)"
+            );
+            ExitCode::from(EXIT_DISK_LIMIT)
         }
     })
 }

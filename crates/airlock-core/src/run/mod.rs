@@ -15,6 +15,8 @@
 mod checks;
 mod env;
 mod gate_log;
+pub(crate) mod limits;
+mod limits_check;
 mod records;
 
 use std::ffi::OsString;
@@ -37,6 +39,7 @@ use crate::session::{now, staging_dir, NewSession, ProfileRef, Session, SessionL
 pub(crate) use checks::check_workspace_for;
 pub use env::{SANDBOX_HOME, SANDBOX_USER};
 use gate_log::{start_gate, GateLog};
+pub use limits_check::{check_limits, LimitCheck};
 use records::{Intent, RunResult};
 
 /// The sandbox user's uid and gid inside.
@@ -103,9 +106,9 @@ fn run_confined(caller: &Caller, request: RunRequest) -> Result<RunReport, Error
     let plan = resolve(caller, request)?;
     // PERF: as root, the sandbox's network namespace is made on the other CPU while this prepares.
     let network = airlock_jail::start_network()?;
-    let staging = check(&plan)?;
+    let (staging, disk_guard) = check(&plan)?;
     let mut turn = take_turn(&plan)?;
-    let spec = sandbox_spec(&plan, &turn);
+    let spec = sandbox_spec(&plan, &turn, disk_guard);
     let session_id = turn.session.as_ref().map(|s| s.id.clone());
     let audit = crate::audit::log(&plan.state_dir);
     let intent = Intent {
@@ -116,7 +119,7 @@ fn run_confined(caller: &Caller, request: RunRequest) -> Result<RunReport, Error
         cwd: &spec.cwd,
         workspace: &plan.workspace,
         network: &plan.profile.network,
-        limits: Intent::limits(&spec.limits),
+        limits: Intent::limits(&spec.limits, &plan.profile.limits),
         sandbox_uid: plan.host_ids.0,
     };
     let clock = Started::now();
@@ -264,9 +267,10 @@ fn parse_resolve(pair: &str) -> Result<(String, IpAddr), Error> {
     Ok((name.trim_end_matches('.').to_ascii_lowercase(), ip))
 }
 
-/// Phase 2: refuse a workspace or profile paths no sandbox may have, before anything is built.
-/// Returns the empty directory the sandbox's root is mounted on.
-fn check(plan: &Plan) -> Result<PathBuf, Error> {
+/// Phase 2: refuse a workspace or profile paths no sandbox may have, or a limit the kernel
+/// cannot enforce, before anything is built. Returns the empty directory the sandbox's root is
+/// mounted on, and the watch on the disk under a layer kept there.
+fn check(plan: &Plan) -> Result<(PathBuf, Option<airlock_jail::DiskGuard>), Error> {
     // Made (or checked to be ours) first, so that it can be compared by its canonical path.
     let staging = staging_dir(&plan.state_dir)?;
     let state_dir = plan
@@ -285,10 +289,27 @@ fn check(plan: &Plan) -> Result<PathBuf, Error> {
         &plan.policy_dirs,
     )?;
     checks::check_profile_paths_exist(&plan.profile)?;
+    // A session's own filesystem: the one it has, or the one a new session will get.
+    let own_filesystem = match &plan.session {
+        Some(session) => session.meta.image.is_some(),
+        None => limits::layer_image(&plan.profile.limits, &state_dir)?.is_some(),
+    };
+    let disk_guard = limits::disk_guard(
+        &plan.profile.limits,
+        &state_dir,
+        !layer_in_memory(plan),
+        own_filesystem,
+        &plan.degraded,
+    )?;
     // Before any layer is made for the run; asked again at the launch, for a run that waited
     // for its session meanwhile.
     crate::control::check_enabled(&plan.state_dir, &plan.profile.name)?;
-    Ok(staging)
+    Ok((staging, disk_guard))
+}
+
+/// A throwaway run keeps its changes in memory when the kernel allows: no disk at all.
+fn layer_in_memory(plan: &Plan) -> bool {
+    plan.session.is_none() && !plan.keep && airlock_jail::memory_layer_supported()
 }
 
 /// The session a run uses, held for the run: runs in one session take turns.
@@ -303,16 +324,16 @@ struct Turn {
 /// Phase 3: the session's layer, and this run's turn in it.
 fn take_turn(plan: &Plan) -> Result<Turn, Error> {
     let throwaway = plan.session.is_none() && !plan.keep;
-    // A throwaway run keeps its changes in memory when the kernel allows: no disk at all.
     let mut session = match &plan.session {
         Some(session) => Some(session.clone()),
-        None if throwaway && airlock_jail::memory_layer_supported() => None,
+        None if layer_in_memory(plan) => None,
         None => Some(Session::create(
             &plan.state_dir,
             NewSession {
                 workspace: &plan.workspace,
                 name: None,
                 profile: plan.profile_ref.clone(),
+                image: limits::layer_image(&plan.profile.limits, &plan.state_dir)?,
             },
         )?),
     };
@@ -339,16 +360,18 @@ fn take_turn(plan: &Plan) -> Result<Turn, Error> {
 }
 
 /// Phase 4: what the jail builds for this run.
-fn sandbox_spec(plan: &Plan, turn: &Turn) -> SandboxSpec {
+fn sandbox_spec(
+    plan: &Plan,
+    turn: &Turn,
+    disk_guard: Option<airlock_jail::DiskGuard>,
+) -> SandboxSpec {
     let profile = &plan.profile;
     let layer = match &turn.session {
         Some(session) => Layer::Disk {
             upper: session.upper(),
             work: session.work(),
         },
-        None => Layer::Memory {
-            size_bytes: profile.limits.tmp_bytes,
-        },
+        None => limits::memory_layer(&profile.limits),
     };
     let cwd = plan
         .caller
@@ -392,6 +415,8 @@ fn sandbox_spec(plan: &Plan, turn: &Turn) -> SandboxSpec {
             tmp_bytes: profile.limits.tmp_bytes,
             timeout: profile.limits.timeout_seconds.map(Duration::from_secs),
             output_bytes: plan.limit_output.then_some(profile.limits.output_bytes),
+            cpus: limits::cpu_bandwidth(&profile.limits),
+            disk_guard,
         },
         degraded: plan.degraded,
         hostname: "airlock".into(),

@@ -30,11 +30,23 @@ pub(super) struct Limits {
     tmp_bytes: u64,
     output_bytes: Option<u64>,
     open_files: u64,
+    millicpus: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    disk_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    files: Option<u64>,
+    /// The free space kept on the state directory's filesystem, for a layer on disk.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    keep_free_bytes: Option<u64>,
 }
 
 impl<'a> Intent<'a> {
-    pub(super) fn limits(limits: &ResourceLimits) -> Limits {
+    pub(super) fn limits(limits: &ResourceLimits, profile: &airlock_policy::Limits) -> Limits {
         Limits {
+            millicpus: limits.cpus.millicpus,
+            disk_bytes: profile.disk_bytes,
+            files: profile.files,
+            keep_free_bytes: limits.disk_guard.as_ref().map(|g| g.keep_free_bytes),
             memory_bytes: limits.memory_bytes,
             processes: limits.processes,
             cpu_seconds: limits.cpu_seconds,
@@ -102,6 +114,7 @@ impl<'a> RunResult<'a> {
             }
             Outcome::TimedOut => self.limit = Some("timeout"),
             Outcome::CpuLimitReached => self.limit = Some("cpu"),
+            Outcome::DiskLimitReached => self.limit = Some("disk"),
         }
         self.output_dropped_bytes = Some(finished.output_dropped);
         if let Some(memory) = finished.memory {

@@ -4,6 +4,7 @@
 //! go-ahead (steps 1 to 11), `watch.rs` the run (step 18); here are what they make and what the
 //! caller holds: [`Launching`], then [`Sandbox`].
 
+mod disk;
 mod prepare;
 mod watch;
 
@@ -33,6 +34,9 @@ pub enum Outcome {
     TimedOut,
     /// The sandbox's processes together passed the CPU time limit; pid 1 killed every one.
     CpuLimitReached,
+    /// The session's layer took what its filesystem's free margin (or its `disk` budget, where
+    /// only the watch enforces it) allows; the supervisor killed every process.
+    DiskLimitReached,
 }
 
 /// Can a throwaway run keep its layer in memory? Unprivileged overlayfs needs user xattrs on the
@@ -120,6 +124,8 @@ pub struct Sandbox {
     /// A gated sandbox's listener and DNS socket, until the caller takes them.
     gate: Option<Gate>,
     deadline: Option<Instant>,
+    /// The watch on the free space under a session's layer, when it has one (see `disk`).
+    disk_watch: Option<disk::DiskWatch>,
 }
 
 /// The next sandbox's network namespace, being made ahead of [`prepare`] (see [`start_network`]).

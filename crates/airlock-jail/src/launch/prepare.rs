@@ -96,7 +96,24 @@ fn check(spec: &SandboxSpec) -> Result<Checked> {
         ));
     }
     let support = cgroup::detect();
+    if spec.limits.cpus.explicit && !spec.degraded.cpus && !support.has_cpu() {
+        return Err(JailError::LayerMissing {
+            layer: "the cpus limit",
+            why: "no cgroup with the cpu controller is writable by this user here (the kernel \
+                  bounds CPU bandwidth only by cgroups); without it the sandbox would run at \
+                  nice 19, which yields to other work but takes every idle CPU"
+                .into(),
+            flag: "cpus",
+        });
+    }
     Ok(Checked { rootful, support })
+}
+
+/// Does a quota of `millicpus` leave the host a CPU it cannot take? On a host of one CPU no
+/// quota does; there the sandbox runs at nice 19 as well.
+fn leaves_a_cpu(millicpus: u64) -> bool {
+    let online = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
+    millicpus <= online.saturating_sub(1) * 1000
 }
 
 /// Step 2: the signals the supervisor forwards, blocked and to be read from the returned fd.
@@ -226,6 +243,13 @@ fn clone_setup_process(
         rootful,
         output: output_ends.as_ref(),
         has_cgroup: !matches!(support, cgroup::CgroupSupport::Unavailable { .. }),
+        cpu_by_nice: !support.has_cpu() || !leaves_a_cpu(spec.limits.cpus.millicpus),
+        file_size_limit: spec
+            .limits
+            .disk_guard
+            .as_ref()
+            .map(super::disk::file_size_limit)
+            .transpose()?,
         cpus: nix::sched::sched_getaffinity(Pid::from_raw(0)).ok(),
     };
     // Step 4 (clone).
@@ -265,6 +289,12 @@ fn clone_setup_process(
         _etc: etc,
         gate: None,
         deadline: spec.limits.timeout.map(|t| Instant::now() + t),
+        disk_watch: spec
+            .limits
+            .disk_guard
+            .as_ref()
+            .map(super::disk::DiskWatch::start)
+            .transpose()?,
     };
     Ok(Cloned {
         sandbox,

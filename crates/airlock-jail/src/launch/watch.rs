@@ -19,6 +19,8 @@ enum Ended {
     Reported(ExitReport),
     /// The wall-clock limit passed: the sandbox was killed.
     TimedOut,
+    /// The disk watch saw the layer take too much: the sandbox was killed.
+    DiskFull,
     /// Pid 1 is gone without a report.
     Gone,
 }
@@ -62,6 +64,10 @@ impl Sandbox {
             let Some(events) = self.poll_events(timeout)? else {
                 continue;
             };
+            if self.disk_watch.as_ref().is_some_and(|w| w.exceeded()) {
+                self.kill();
+                return Ok(Ended::DiskFull);
+            }
             if let Some(relay) = &mut self.output {
                 for wait in events.output {
                     relay.on_ready(wait);
@@ -84,6 +90,19 @@ impl Sandbox {
     /// How long the next poll may wait: until just past the deadline, if there is one; None once
     /// it has passed.
     fn time_left(&self) -> Option<PollTimeout> {
+        let left = self.time_to_deadline()?;
+        if self.disk_watch.is_none() {
+            return Some(left);
+        }
+        let interval = PollTimeout::try_from(super::disk::INTERVAL).unwrap_or(PollTimeout::MAX);
+        Some(if left == PollTimeout::NONE {
+            interval
+        } else {
+            left.min(interval)
+        })
+    }
+
+    fn time_to_deadline(&self) -> Option<PollTimeout> {
         match self.deadline {
             Some(deadline) => {
                 let left = deadline.saturating_duration_since(Instant::now());
@@ -163,10 +182,11 @@ impl Sandbox {
     /// How the run ended, once the watch is over: the exit code, the memory it used, the output
     /// it dropped.
     fn finish(&mut self, ended: Ended) -> Result<Finished> {
-        let (timed_out, report) = match ended {
-            Ended::Reported(report) => (false, Some(report)),
-            Ended::TimedOut => (true, None),
-            Ended::Gone => (false, None),
+        let (limit, report) = match ended {
+            Ended::Reported(report) => (None, Some(report)),
+            Ended::TimedOut => (Some(Outcome::TimedOut), None),
+            Ended::DiskFull => (Some(Outcome::DiskLimitReached), None),
+            Ended::Gone => (None, None),
         };
         // Without a report (pid 1 was killed, or the time ran out), its exit status says.
         let code = match &report {
@@ -195,8 +215,8 @@ impl Sandbox {
                 relay.drain();
                 (relay.dropped(), relay.failures())
             });
-        let outcome = if timed_out {
-            Outcome::TimedOut
+        let outcome = if let Some(limit) = limit {
+            limit
         } else if report.is_some_and(|report| report.cpu_limit_reached) {
             Outcome::CpuLimitReached
         } else {

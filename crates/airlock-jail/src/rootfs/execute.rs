@@ -293,8 +293,8 @@ fn workspace_overlay(
     let lower = idmapped_lower.unwrap_or_else(|| workspace.to_path_buf());
     let (upper, work) = match layer {
         Layer::Disk { upper, work } => (upper.clone(), work.clone()),
-        Layer::Memory { size_bytes } => {
-            let dir = memory_layer(places, workspace, *size_bytes)?;
+        Layer::Memory { size_bytes, inodes } => {
+            let dir = memory_layer(places, workspace, *size_bytes, *inodes)?;
             (dir.join("upper"), dir.join("work"))
         }
     };
@@ -343,14 +343,24 @@ fn workspace_overlay(
 
 /// A tmpfs for a throwaway layer, with `upper` (given the workspace's mode, which the merged root
 /// shows) and `work`, both owned by the sandbox user.
-fn memory_layer(places: &Places, workspace: &Path, size_bytes: u64) -> Result<PathBuf> {
+/// `size=` and `nr_inodes=` are the layer's `disk` and `files` limits, held by the kernel.
+fn memory_layer(
+    places: &Places,
+    workspace: &Path,
+    size_bytes: u64,
+    inodes: Option<u64>,
+) -> Result<PathBuf> {
     let dir = places.scratch.join("layer");
     fs::create_dir_all(&dir).map_err(|e| io_error("create", &dir, e))?;
     let owner = places.owner;
-    let options = format!(
+    let mut options = format!(
         "mode=0700,size={size_bytes},uid={},gid={}",
         owner.uid, owner.gid
     );
+    if let Some(inodes) = inodes {
+        // The tmpfs' root, `upper` and `work` take three of them.
+        options.push_str(&format!(",nr_inodes={}", inodes.saturating_add(3)));
+    }
     mount(
         Some("tmpfs"),
         &dir,

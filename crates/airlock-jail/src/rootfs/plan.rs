@@ -318,6 +318,7 @@ mod tests {
             workspace: OverlayWorkspace {
                 lower: PathBuf::from("/work/app"),
                 layer: Layer::Memory {
+                    inodes: None,
                     size_bytes: 1 << 20,
                 },
             },
@@ -337,6 +338,11 @@ mod tests {
                 tmp_bytes: 1 << 20,
                 timeout: None,
                 output_bytes: None,
+                cpus: crate::spec::CpuBandwidth {
+                    millicpus: 1000,
+                    explicit: false,
+                },
+                disk_guard: None,
             },
             degraded: Degraded::default(),
             hostname: "airlock".into(),

@@ -2,6 +2,7 @@
 //! block of airlock lives in this crate, and most of them here.
 
 mod confine;
+mod loopdev;
 mod mount;
 mod network;
 mod process;
@@ -10,6 +11,7 @@ mod seccomp;
 pub(crate) use confine::{
     close_fds_from_except, close_stdio, drop_all_capabilities, landlock_abi_version,
 };
+pub(crate) use loopdev::attach_autoclear;
 pub(crate) use mount::{
     idmap_mount, mount_setattr, move_mount_onto, move_mount_to, open_tree_clone, restrict_tree,
     MountAttrs,

@@ -53,6 +53,9 @@ timeout = "30m"
 tmp_size = "512MiB"
 output = "16MiB"
 open_files = 1024
+cpus = 1.5
+disk = "10GiB"
+files = 100000
 "#;
 
 #[test]
@@ -101,6 +104,9 @@ fn full_example_parses() {
             tmp_bytes: 512 << 20,
             output_bytes: 16 << 20,
             open_files: 1024,
+            millicpus: Some(1500),
+            disk_bytes: Some(10 << 30),
+            files: Some(100_000),
         }
     );
     assert!(p.env_allowed("GITHUB_REF"));
@@ -208,7 +214,7 @@ fn full_error_text_names_file_line_column_and_what_to_do() {
     assert_eq!(
         parse(text).unwrap_err().to_string(),
         "/etc/airlock/profiles/ci.toml:7:3: unknown key `memroy` in [limits]; expected one of \
-         memory, processes, cpu, timeout, tmp_size, output, open_files"
+         memory, processes, cpu, timeout, tmp_size, output, open_files, cpus, disk, files"
     );
     assert_eq!(
         parse("network = \"everything\"\n").unwrap_err().to_string(),
@@ -690,4 +696,46 @@ fn columns_count_characters_and_ignore_crlf() {
         15,
         "the value of `é` in [env] set must be a string, not an integer",
     );
+}
+
+#[test]
+fn cpus_take_a_float_or_a_whole_number() {
+    assert_eq!(
+        parse("[limits]\ncpus = 2\n").unwrap().limits.millicpus,
+        Some(2000)
+    );
+    assert_eq!(
+        parse("[limits]\ncpus = 0.25\n").unwrap().limits.millicpus,
+        Some(250)
+    );
+    assert_eq!(
+        parse("[limits]\ncpus = 1_0.5\n").unwrap().limits.millicpus,
+        Some(10_500)
+    );
+    assert_eq!(parse("").unwrap().limits.millicpus, None);
+}
+
+#[test]
+fn limits_out_of_range_name_the_line_and_what_to_do() {
+    for (text, what) in [
+        ("[limits]\ncpus = 0\n", "must be between 0.01 and 4096"),
+        ("[limits]\ncpus = -1.0\n", "must be between 0.01 and 4096"),
+        ("[limits]\ncpus = nan\n", "must be between 0.01 and 4096"),
+        ("[limits]\ncpus = 5000\n", "must be between 0.01 and 4096"),
+        ("[limits]\ncpus = \"2\"\n", "a number of CPUs"),
+        ("[limits]\ndisk = \"1MiB\"\n", "below the minimum of 4MiB"),
+        ("[limits]\nfiles = 10\n", "below the minimum of 64"),
+        ("[limits]\nfiles = \"many\"\n", "a whole number"),
+    ] {
+        let err = parse(text).unwrap_err().to_string();
+        assert!(err.starts_with(&format!("{ORIGIN}:2:")), "{text}: {err}");
+        assert!(err.contains(what), "{text}: {err}");
+    }
+}
+
+#[test]
+fn disk_and_files_parse() {
+    let p = parse("[limits]\ndisk = \"8MiB\"\nfiles = 1000\n").unwrap();
+    assert_eq!(p.limits.disk_bytes, Some(8 << 20));
+    assert_eq!(p.limits.files, Some(1000));
 }

@@ -1,0 +1,135 @@
+//! The supervisor's watch on the filesystem under a session's layer (see [`DiskGuard`]): where
+//! the kernel bounds nothing smaller than the whole filesystem (an unprivileged user has no
+//! quota on a directory), the sandbox is killed before the free space falls below the margin
+//! that keeps the audit log writable, and RLIMIT_FSIZE holds every single file to what is left.
+
+use std::path::Path;
+use std::time::Duration;
+
+use crate::error::{JailError, Result};
+use crate::spec::DiskGuard;
+
+/// How often the watch reads the free space: at a writer's page-cache speed (~1 GB/s) it may
+/// write ~10 MB between two looks, well inside the margin.
+pub(crate) const INTERVAL: Duration = Duration::from_millis(10);
+
+/// Bytes free for unprivileged writers on the filesystem of `path` (whose margin is `margin`).
+fn free_bytes(path: &Path, margin: u64) -> Result<u64> {
+    let stat = rustix::fs::statvfs(path).map_err(|e| JailError::Syscall {
+        action: "read the free space of the state directory's filesystem (statvfs)",
+        errno: nix::errno::Errno::from_raw(e.raw_os_error()),
+        hint: "is the state directory still there? run 'airlock check'",
+    })?;
+    Ok(test_view(
+        stat.f_bavail.saturating_mul(stat.f_frsize),
+        margin,
+    ))
+}
+
+/// The watch's and the fsize limit's tests need a nearly full filesystem, which an unprivileged
+/// user cannot make: debug builds (the test suite's) can pretend that the filesystem had only
+/// `AIRLOCK_TEST_DISK_ROOM` bytes free above the margin when it was first looked at; what is
+/// written afterwards counts as it really is. Release builds never look.
+fn test_view(free: u64, margin: u64) -> u64 {
+    #[cfg(debug_assertions)]
+    {
+        static SHIFT: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+        if let Some(room) = std::env::var("AIRLOCK_TEST_DISK_ROOM")
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+        {
+            let shift = *SHIFT.get_or_init(|| free.saturating_sub(margin.saturating_add(room)));
+            return free.saturating_sub(shift);
+        }
+    }
+    let _ = margin;
+    free
+}
+
+/// What one run may still write: the free space above the margin, and at most its budget.
+/// Refuses a run that could not write a byte.
+pub(crate) fn file_size_limit(guard: &DiskGuard) -> Result<u64> {
+    let free = free_bytes(&guard.path, guard.keep_free_bytes)?;
+    let room = free.saturating_sub(guard.keep_free_bytes);
+    if room == 0 {
+        return Err(JailError::Invalid(format!(
+            "the filesystem of {} has {} MiB free, below the {} MiB airlock keeps free there \
+             (so that the audit log can always be written): free some space, or move the state \
+             directory (--state-dir)",
+            guard.path.display(),
+            free >> 20,
+            guard.keep_free_bytes >> 20
+        )));
+    }
+    Ok(guard.budget_bytes.map_or(room, |budget| budget.min(room)))
+}
+
+/// The watch of one run.
+#[derive(Debug)]
+pub(crate) struct DiskWatch {
+    guard: DiskGuard,
+    free_at_start: u64,
+}
+
+impl DiskWatch {
+    pub(crate) fn start(guard: &DiskGuard) -> Result<DiskWatch> {
+        Ok(DiskWatch {
+            guard: guard.clone(),
+            free_at_start: free_bytes(&guard.path, guard.keep_free_bytes)?,
+        })
+    }
+
+    /// Has the run gone past what it may take? A filesystem that cannot be read any more counts
+    /// as full: the guard fails closed.
+    pub(crate) fn exceeded(&self) -> bool {
+        let Ok(free) = free_bytes(&self.guard.path, self.guard.keep_free_bytes) else {
+            return true;
+        };
+        let used = self.free_at_start.saturating_sub(free);
+        free < self.guard.keep_free_bytes
+            || self.guard.budget_bytes.is_some_and(|budget| used > budget)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_margin_beyond_the_free_space_refuses_the_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let guard = DiskGuard {
+            path: dir.path().to_path_buf(),
+            keep_free_bytes: u64::MAX,
+            budget_bytes: None,
+        };
+        let err = file_size_limit(&guard).unwrap_err().to_string();
+        assert!(err.contains("below the"), "{err}");
+        assert!(DiskWatch::start(&guard).unwrap().exceeded());
+    }
+
+    #[test]
+    fn the_budget_caps_a_single_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let guard = DiskGuard {
+            path: dir.path().to_path_buf(),
+            keep_free_bytes: 0,
+            budget_bytes: Some(4096),
+        };
+        assert_eq!(file_size_limit(&guard).unwrap(), 4096);
+        assert!(!DiskWatch::start(&guard).unwrap().exceeded());
+    }
+
+    #[test]
+    fn a_vanished_filesystem_counts_as_full() {
+        let dir = tempfile::tempdir().unwrap();
+        let guard = DiskGuard {
+            path: dir.path().to_path_buf(),
+            keep_free_bytes: 0,
+            budget_bytes: None,
+        };
+        let watch = DiskWatch::start(&guard).unwrap();
+        drop(dir);
+        assert!(watch.exceeded());
+    }
+}
