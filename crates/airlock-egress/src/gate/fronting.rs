@@ -204,6 +204,27 @@ mod tests {
     }
 
     #[test]
+    fn an_sslv2_hello_names_no_host_and_is_refused_by_name() {
+        // OpenSSL serves this form (it read it as a hello in review); it has no server name.
+        let mut hello = vec![0x80, 0x2e, 1, 3, 3, 0, 3, 0, 0, 0, 32, 0, 0, 0x2f];
+        hello.extend_from_slice(&[0x11; 32]);
+        let rule = refused(Some("a.test"), &hello, false).unwrap();
+        assert!(rule.contains("SSLv2-format ClientHello"), "{rule}");
+        assert_eq!(refused(None, &hello, false), None);
+    }
+
+    #[test]
+    fn a_postgres_ssl_request_passes_to_be_followed_and_gssenc_is_refused_by_name() {
+        let ssl = [0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f];
+        let v = verdict(Some("a.test"), &ssl, false, false);
+        assert_eq!((v.peeked, v.refusal), (Peek::PostgresTls, None));
+        let gss = [0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x30];
+        let rule = refused(Some("a.test"), &gss, false).unwrap();
+        assert!(rule.contains("GSSENCRequest"), "{rule}");
+        assert_eq!(refused(None, &gss, false), None);
+    }
+
+    #[test]
     fn garbage_names_no_host_and_passes() {
         for bytes in [
             &b"\x00\x01\x02garbage"[..],

@@ -196,3 +196,62 @@ fn what_the_gate_cannot_read_closes_the_connection() {
         assert!(fed(&mut client, &client_hello(Some("a.test"))).is_err());
     }
 }
+
+fn after_ssl_request() -> (ClientHellos, ServerHello, Arc<Handshake>) {
+    let handshake = Arc::new(Handshake::default());
+    (
+        ClientHellos::after("a.test", handshake.clone(), POSTGRES_SSL_REQUEST.len()),
+        ServerHello::after_ssl_request(handshake.clone()),
+        handshake,
+    )
+}
+
+#[test]
+fn a_postgres_handshake_has_its_hellos_checked_after_the_ssl_request() {
+    let (mut client, mut server, handshake) = after_ssl_request();
+    // The request may come in pieces; it passes unread.
+    assert_eq!(
+        fed(&mut client, &POSTGRES_SSL_REQUEST[..3]).unwrap(),
+        &POSTGRES_SSL_REQUEST[..3]
+    );
+    assert_eq!(
+        fed(&mut client, &POSTGRES_SSL_REQUEST[3..]).unwrap(),
+        &POSTGRES_SSL_REQUEST[3..]
+    );
+    assert_eq!(served(&mut server, b"S").unwrap(), b"S");
+    assert_eq!(handshake.phase(), Phase::Hello);
+    let refusal = fed(&mut client, &client_hello(Some("b.test"))).unwrap_err();
+    assert!(matches!(refusal, Refusal::OtherHost(_)), "{refusal}");
+    let (mut client, _, _) = after_ssl_request();
+    let refusal = fed(
+        &mut client,
+        &[&POSTGRES_SSL_REQUEST[..], &client_hello(None)].concat(),
+    );
+    assert!(refusal.unwrap_err().to_string().contains("no name"));
+    // The host's own name passes, and the server's hello after its 'S' ends the watch.
+    let (mut client, mut server, handshake) = after_ssl_request();
+    let hello = [&POSTGRES_SSL_REQUEST[..], &client_hello(Some("a.test"))].concat();
+    assert_eq!(fed(&mut client, &hello).unwrap(), hello);
+    let answer = [&b"S"[..], &server_hello_record(false, Some(0x0304))].concat();
+    assert_eq!(served(&mut server, &answer).unwrap(), answer);
+    assert_eq!(handshake.phase(), Phase::Tls13);
+}
+
+#[test]
+fn a_postgres_server_declining_tls_ends_the_watch_and_an_odd_answer_closes() {
+    let (mut client, mut server, handshake) = after_ssl_request();
+    assert_eq!(
+        fed(&mut client, &POSTGRES_SSL_REQUEST).unwrap(),
+        POSTGRES_SSL_REQUEST
+    );
+    assert_eq!(served(&mut server, b"N").unwrap(), b"N");
+    assert!(server.done());
+    assert_eq!(handshake.phase(), Phase::Plain);
+    // The plain startup message that follows is not TLS, and not looked at.
+    let startup = b"\x00\x00\x00\x09\x00\x03\x00\x00\x00";
+    assert_eq!(fed(&mut client, startup).unwrap(), startup);
+    assert!(client.done());
+    let (_, mut server, handshake) = after_ssl_request();
+    assert!(served(&mut server, b"E").is_err());
+    assert_eq!(handshake.phase(), Phase::Broken);
+}
