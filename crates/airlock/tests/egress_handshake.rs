@@ -467,3 +467,68 @@ both_modes!(
         assert_eq!(line.trim(), "SNI allowed.test", "{}", stderr(&out));
     }
 );
+
+/// A PostgreSQL server's start, as far as its first answer: to an SSLRequest it says `S` and
+/// takes TLS (argv[2] "tls") or says `N` (else); then it reads the startup message and refuses
+/// it with a message saying how it was reached (and the SNI the hello asked for).
+const POSTGRES_FRONT: &str = r#"
+import socket, ssl, struct, sys
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain(sys.argv[1] + "/cert.pem", sys.argv[1] + "/key.pem")
+asked = []
+ctx.sni_callback = lambda sock, name, c: asked.append(name) and None
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(16)
+print(s.getsockname()[1], flush=True)
+def exactly(c, n):
+    got = b""
+    while len(got) < n:
+        more = c.recv(n - len(got))
+        if not more: raise EOFError
+        got += more
+    return got
+while True:
+    c, _ = s.accept()
+    try:
+        how = "plain"
+        n = struct.unpack(">I", exactly(c, 4))[0]; body = exactly(c, n - 4)
+        if body == bytes.fromhex("04d2162f"):
+            if sys.argv[2] == "tls":
+                c.sendall(b"S"); c = ctx.wrap_socket(c, server_side=True); how = "TLS as " + str(asked[-1:])
+            else:
+                c.sendall(b"N")
+            n = struct.unpack(">I", exactly(c, 4))[0]; body = exactly(c, n - 4)
+        text = b"SFATAL\0C28000\0Mreached in " + how.encode() + b"\0\0"
+        c.sendall(b"E" + struct.pack(">I", len(text) + 4) + text); c.close()
+    except Exception: c.close()
+"#;
+
+// What the PostgreSQL watch must not break: libpq's TLS (its SSLRequest, then a hello naming the
+// host) and its plain start after a server that declines TLS both get through.
+both_modes!(a_real_postgres_client_gets_through, |w: &World| {
+    let certs = w.outside.join("certs");
+    std::fs::create_dir(&certs).unwrap();
+    certificate(&certs);
+    let certs = certs.to_str().unwrap();
+    for (mode, sslmode, reached) in [
+        ("tls", "require", "reached in TLS as ['allowed.test']"),
+        ("plain", "prefer", "reached in plain"),
+    ] {
+        let server = start("/usr/bin/python3", &["-c", POSTGRES_FRONT, certs, mode]);
+        let port = server.port;
+        let profile = allowing_only_allowed_test(w, port);
+        let out = w
+            .airlock()
+            .args(["run", "--profile-file", &profile])
+            .args(["--resolve", "allowed.test=127.0.0.1"])
+            .arg("--workspace")
+            .arg(&w.workspace)
+            .args(["--", "/usr/bin/env", "PGCONNECT_TIMEOUT=5", "/usr/bin/psql"])
+            .arg(format!(
+                "host=allowed.test port={port} user=x dbname=x sslmode={sslmode} gssencmode=disable"
+            ))
+            .output()
+            .unwrap();
+        assert!(stderr(&out).contains(reached), "{mode}: {}", stderr(&out));
+        assert!(!stderr(&out).contains("fronting"), "{}", stderr(&out));
+    }
+});
