@@ -97,8 +97,9 @@ fn record(bytes: &[u8]) -> Result<Option<Record<'_>>, Refusal> {
     Ok(bytes.get(5..5 + len).map(|body| (bytes[0], body, 5 + len)))
 }
 
-/// Take the next whole handshake message off `messages`: its type and body. None: not whole yet.
-fn message(messages: &mut Vec<u8>) -> Result<Option<(u8, Vec<u8>)>, Refusal> {
+/// The next whole handshake message of `messages`: its type and body (4 bytes of header before
+/// it). None: not whole yet.
+fn message(messages: &[u8]) -> Result<Option<(u8, &[u8])>, Refusal> {
     if messages.len() < 4 {
         return Ok(None);
     }
@@ -111,10 +112,7 @@ fn message(messages: &mut Vec<u8>) -> Result<Option<(u8, Vec<u8>)>, Refusal> {
     if messages.len() < 4 + len {
         return Ok(None);
     }
-    let kind = messages[0];
-    let body = messages[4..4 + len].to_vec();
-    messages.drain(..4 + len);
-    Ok(Some((kind, body)))
+    Ok(Some((messages[0], &messages[4..4 + len])))
 }
 
 /// A change_cipher_spec record holds the one byte 1.
@@ -223,9 +221,14 @@ impl ClientHellos {
         match kind {
             HANDSHAKE => {
                 self.messages.extend_from_slice(body);
-                while let Some((kind, body)) = message(&mut self.messages)? {
-                    self.judge(kind, &body, tls12)?;
+                // Judged in place and dropped at once: a record of many empty messages must
+                // not cost a move of the rest after each.
+                let mut at = 0;
+                while let Some((kind, body)) = message(&self.messages[at..])? {
+                    at += 4 + body.len();
+                    self.judge(kind, body, tls12)?;
                 }
+                self.messages.drain(..at);
                 Ok(())
             }
             CHANGE_CIPHER_SPEC => {
@@ -360,11 +363,13 @@ impl ServerHello {
                     )
                 }
             }
-            while let Some((kind, body)) = message(&mut self.messages)? {
+            while let Some((kind, body)) = message(&self.messages)? {
                 if kind != 2 {
                     return Err("a TLS server message other than ServerHello first".into());
                 }
-                let phase = server_hello(&body)?;
+                let phase = server_hello(body)?;
+                let len = 4 + body.len();
+                self.messages.drain(..len);
                 if phase == Phase::Hello {
                     if self.retried {
                         return Err("a second HelloRetryRequest".into());

@@ -255,3 +255,35 @@ fn a_postgres_server_declining_tls_ends_the_watch_and_an_odd_answer_closes() {
     assert!(served(&mut server, b"E").is_err());
     assert_eq!(handshake.phase(), Phase::Broken);
 }
+
+// Review: the ways of cutting a second hello up that a server still reassembles.
+#[test]
+fn a_second_hello_in_tiny_records_behind_alerts_or_coalesced_is_still_judged() {
+    let alert = record(ALERT, &[1, 0]);
+    let evil = client_hello(Some("b.test"));
+    // One byte of the message a record, an alert and a dummy cipher change between them:
+    // nothing of it passes before the refusal.
+    let (mut client, _, _) = pair();
+    fed(&mut client, &client_hello(Some("a.test"))).unwrap();
+    let bytes: Vec<u8> = evil[5..]
+        .iter()
+        .flat_map(|b| [record(HANDSHAKE, &[*b]), alert.clone(), CCS.to_vec()].concat())
+        .collect();
+    let mut passed = Vec::new();
+    let mut refused = false;
+    for chunk in bytes.chunks(3) {
+        match fed(&mut client, chunk) {
+            Ok(out) => passed.extend(out),
+            Err(_) => {
+                refused = true;
+                break;
+            }
+        }
+    }
+    assert!(refused);
+    assert!(passed.is_empty(), "{passed:?}");
+    // Both hellos as two messages of one record.
+    let (mut client, _, _) = pair();
+    let coalesced = [&client_hello(Some("a.test"))[5..], &evil[5..]].concat();
+    assert!(fed(&mut client, &record(HANDSHAKE, &coalesced)).is_err());
+}
