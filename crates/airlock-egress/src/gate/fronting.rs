@@ -84,7 +84,7 @@ fn refusal(
     }
     if let Peek::Malformed { why } = peeked {
         return Some(format!(
-            "an HTTP request the gate cannot check as servers would read it: {why}"
+            "first bytes the gate cannot check as servers would read them: {why}"
         ));
     }
     match said {
