@@ -4,7 +4,7 @@
 # As root on Debian, installs what the tests use inside the sandbox first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-needed=(python3 git procps util-linux openssl curl iproute2)
+needed=(python3 git procps util-linux openssl curl iproute2 postgresql-client)
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   missing=()
   for pkg in "${needed[@]}"; do dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg"); done

@@ -25,6 +25,9 @@ pub enum Peek {
     Malformed { why: String },
     /// Started like TLS or HTTP but did not finish within [`MAX_PEEK`] bytes.
     TooLong,
+    /// PostgreSQL's request for TLS (SSLRequest): a TLS handshake follows once the server
+    /// agrees, and its hellos are checked as any.
+    PostgresTls,
     /// Neither (or malformed).
     Other,
 }
@@ -44,6 +47,21 @@ pub fn peek(bytes: &[u8]) -> Peek {
         .position(|&b| b != b'\r' && b != b'\n')
         .unwrap_or(bytes.len());
     let bytes = &bytes[start..];
+    if bytes.starts_with(&crate::tls::POSTGRES_SSL_REQUEST) {
+        return Peek::PostgresTls;
+    }
+    if bytes.starts_with(&POSTGRES_GSSENC_REQUEST) {
+        // Answered 'G', GSSAPI encryption follows (which the gate cannot read); answered 'N', the
+        // client may ask for TLS next. Neither is followed: refused on a connection by name.
+        return Peek::Malformed {
+            why: "a PostgreSQL GSSENCRequest, after which the gate cannot follow the connection (use gssencmode=disable)".into(),
+        };
+    }
+    if sslv2_client_hello(bytes) {
+        // OpenSSL still serves this old form of hello: TLS 1.2 or older, without extensions, so
+        // without a server name, as a v3 hello naming none.
+        return tls_malformed("an SSLv2-format ClientHello, which names no host");
+    }
     match bytes.first() {
         None => Peek::NeedMore,
         // A TLS record (change_cipher_spec, alert, handshake, application data, heartbeat).
@@ -81,6 +99,15 @@ fn git_pkt_line(bytes: &[u8]) -> bool {
         && packet.ends_with(b"\0")
         && !packet.iter().any(|b| matches!(b, b'\r' | b'\n'))
         && !mentions_http
+}
+
+/// PostgreSQL's GSSENCRequest: length 8, then the code 80877104.
+const POSTGRES_GSSENC_REQUEST: [u8; 8] = [0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x30];
+
+/// An SSLv2-format ClientHello (RFC 6101 E.2, RFC 5246 E.2): a two-byte length with its high bit
+/// set, message type 1, and a version of SSL 2.0 or 3.x.
+fn sslv2_client_hello(bytes: &[u8]) -> bool {
+    matches!(bytes, [first, _, 1, 0, 2, ..] | [first, _, 1, 3, 0..=4, ..] if first & 0x80 != 0)
 }
 
 fn tls_malformed(why: &str) -> Peek {
@@ -554,8 +581,10 @@ mod tests {
                 "{request:?}"
             );
         }
-        // Binary protocols are not held up: PostgreSQL's startup packet, a length first.
-        assert_eq!(peek(b"\x00\x00\x00\x08\x04\xd2\x16\x2f"), Peek::Other);
+        // Binary protocols are not held up: PostgreSQL's request for TLS (followed, as TLS, by
+        // the gate) and its startup packet, a length first.
+        assert_eq!(peek(b"\x00\x00\x00\x08\x04\xd2\x16\x2f"), Peek::PostgresTls);
+        assert_eq!(peek(b"\x00\x00\x00\x09\x00\x03\x00\x00\x00"), Peek::Other);
         assert_eq!(peek(b"A\x00\x00\x00\xdd\x07"), Peek::Other);
         // RTSP and ICE request lines, which Node serves as HTTP.
         for request in [

@@ -11,6 +11,10 @@
 //! side records it before it passes the ServerHello on. A server may not take a second hello
 //! after its ServerHello, so checking until then is enough. What either reader cannot read as a
 //! plain TLS handshake closes the connection.
+//!
+//! A handshake may also start inside another protocol: PostgreSQL's client asks for TLS with an
+//! 8-byte SSLRequest, which its server answers with one byte, `S` (TLS follows) or `N` (plain
+//! from then on). Those bytes are passed on, and the handshake after them followed as above.
 
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
@@ -48,6 +52,8 @@ pub enum Phase {
     Tls12,
     /// The server's side could not be read: the connection is closed.
     Broken,
+    /// The server declined TLS (PostgreSQL's `N`): no handshake follows, nothing to follow.
+    Plain,
 }
 
 impl Handshake {
@@ -56,6 +62,7 @@ impl Handshake {
             0 => Phase::Hello,
             1 => Phase::Tls13,
             2 => Phase::Tls12,
+            4 => Phase::Plain,
             _ => Phase::Broken,
         }
     }
@@ -66,6 +73,7 @@ impl Handshake {
             Phase::Tls13 => 1,
             Phase::Tls12 => 2,
             Phase::Broken => 3,
+            Phase::Plain => 4,
         };
         self.0.store(value, Ordering::SeqCst);
     }
@@ -89,8 +97,9 @@ fn record(bytes: &[u8]) -> Result<Option<Record<'_>>, Refusal> {
     Ok(bytes.get(5..5 + len).map(|body| (bytes[0], body, 5 + len)))
 }
 
-/// Take the next whole handshake message off `messages`: its type and body. None: not whole yet.
-fn message(messages: &mut Vec<u8>) -> Result<Option<(u8, Vec<u8>)>, Refusal> {
+/// The next whole handshake message of `messages`: its type and body (4 bytes of header before
+/// it). None: not whole yet.
+fn message(messages: &[u8]) -> Result<Option<(u8, &[u8])>, Refusal> {
     if messages.len() < 4 {
         return Ok(None);
     }
@@ -103,10 +112,7 @@ fn message(messages: &mut Vec<u8>) -> Result<Option<(u8, Vec<u8>)>, Refusal> {
     if messages.len() < 4 + len {
         return Ok(None);
     }
-    let kind = messages[0];
-    let body = messages[4..4 + len].to_vec();
-    messages.drain(..4 + len);
-    Ok(Some((kind, body)))
+    Ok(Some((messages[0], &messages[4..4 + len])))
 }
 
 /// A change_cipher_spec record holds the one byte 1.
@@ -130,17 +136,29 @@ pub struct ClientHellos {
     read: usize,
     /// Handshake bytes of a message not yet whole.
     messages: Vec<u8>,
+    /// Bytes of another protocol's request for TLS still to pass before the records start.
+    preamble: usize,
     done: bool,
 }
 
+/// PostgreSQL's SSLRequest: length 8, then the code 80877103.
+pub const POSTGRES_SSL_REQUEST: [u8; 8] = [0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f];
+
 impl ClientHellos {
     pub fn new(name: &str, handshake: Arc<Handshake>) -> ClientHellos {
+        ClientHellos::after(name, handshake, 0)
+    }
+
+    /// A handshake that starts after `preamble` bytes of another protocol's request for TLS
+    /// (a PostgreSQL SSLRequest), which pass unread.
+    pub fn after(name: &str, handshake: Arc<Handshake>, preamble: usize) -> ClientHellos {
         ClientHellos {
             name: name.to_string(),
             handshake,
             held: Vec::new(),
             read: 0,
             messages: Vec::new(),
+            preamble,
             done: false,
         }
     }
@@ -157,12 +175,15 @@ impl ClientHellos {
             out.extend_from_slice(input);
             return Ok(());
         }
-        self.held.extend_from_slice(input);
+        let preamble = self.preamble.min(input.len());
+        out.extend_from_slice(&input[..preamble]);
+        self.preamble -= preamble;
+        self.held.extend_from_slice(&input[preamble..]);
         // Of `held`, what may go: whole records after which no message is left half-read.
         let mut passable = 0;
         loop {
             match self.handshake.phase() {
-                Phase::Tls13 => self.done = true,
+                Phase::Tls13 | Phase::Plain => self.done = true,
                 Phase::Broken => {
                     return Err("the server's side of the TLS handshake cannot be read".into())
                 }
@@ -200,9 +221,14 @@ impl ClientHellos {
         match kind {
             HANDSHAKE => {
                 self.messages.extend_from_slice(body);
-                while let Some((kind, body)) = message(&mut self.messages)? {
-                    self.judge(kind, &body, tls12)?;
+                // Judged in place and dropped at once: a record of many empty messages must
+                // not cost a move of the rest after each.
+                let mut at = 0;
+                while let Some((kind, body)) = message(&self.messages[at..])? {
+                    at += 4 + body.len();
+                    self.judge(kind, body, tls12)?;
                 }
+                self.messages.drain(..at);
                 Ok(())
             }
             CHANGE_CIPHER_SPEC => {
@@ -253,6 +279,8 @@ pub struct ServerHello {
     held: Vec<u8>,
     messages: Vec<u8>,
     retried: bool,
+    /// The server's one-byte answer to a PostgreSQL SSLRequest comes first.
+    answer: bool,
     done: bool,
 }
 
@@ -263,7 +291,17 @@ impl ServerHello {
             held: Vec::new(),
             messages: Vec::new(),
             retried: false,
+            answer: false,
             done: false,
+        }
+    }
+
+    /// The server's side after a PostgreSQL SSLRequest: its answer, then (after `S`) the
+    /// handshake.
+    pub fn after_ssl_request(handshake: Arc<Handshake>) -> ServerHello {
+        ServerHello {
+            answer: true,
+            ..ServerHello::new(handshake)
         }
     }
 
@@ -295,6 +333,24 @@ impl ServerHello {
     fn read(&mut self, input: &[u8]) -> Result<usize, Refusal> {
         self.held.extend_from_slice(input);
         let mut at = 0;
+        if self.answer {
+            match self.held.first() {
+                None => return Ok(0),
+                Some(b'S') => {
+                    self.answer = false;
+                    at = 1;
+                }
+                Some(b'N') => {
+                    // Declined: the client goes on in plain PostgreSQL, with no hello to check.
+                    self.handshake.set(Phase::Plain);
+                    self.done = true;
+                    return Ok(self.held.len());
+                }
+                Some(_) => {
+                    return Err("a PostgreSQL answer to SSLRequest the gate cannot read".into())
+                }
+            }
+        }
         while let Some((kind, body, len)) = record(&self.held[at..])? {
             at += len;
             match kind {
@@ -307,11 +363,13 @@ impl ServerHello {
                     )
                 }
             }
-            while let Some((kind, body)) = message(&mut self.messages)? {
+            while let Some((kind, body)) = message(&self.messages)? {
                 if kind != 2 {
                     return Err("a TLS server message other than ServerHello first".into());
                 }
-                let phase = server_hello(&body)?;
+                let phase = server_hello(body)?;
+                let len = 4 + body.len();
+                self.messages.drain(..len);
                 if phase == Phase::Hello {
                     if self.retried {
                         return Err("a second HelloRetryRequest".into());

@@ -357,3 +357,178 @@ both_modes!(a_second_hello_for_another_host_is_fronting, |w: &World| {
     server.lines.read_line(&mut line).unwrap();
     assert_eq!(line.trim(), "SECOND allowed.test", "{}", stderr(&out));
 });
+
+/// A PostgreSQL server's start of TLS (SSLRequest, answered 'S'), then the name the ClientHello
+/// asks for ("SNI <name>"), as a server routing by it would use it (Neon's proxy routes a
+/// database connection so).
+const POSTGRES_TLS_THEN_REPORT: &str = r#"
+import socket, struct
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(16)
+print(s.getsockname()[1], flush=True)
+def exactly(c, n):
+    got = b""
+    while len(got) < n:
+        more = c.recv(n - len(got))
+        if not more: return None
+        got += more
+    return got
+def sni(hello):
+    at = 4 + 34; at += 1 + hello[at]; at += 2 + struct.unpack(">H", hello[at:at+2])[0]
+    at += 1 + hello[at]; end = at + 2 + struct.unpack(">H", hello[at:at+2])[0]; at += 2
+    while at < end:
+        kind, n = struct.unpack(">HH", hello[at:at+4])
+        if kind == 0: return hello[at+9:at+4+n].decode()
+        at += 4 + n
+    return "no name"
+while True:
+    c, _ = s.accept()
+    if exactly(c, 8) == bytes.fromhex("0000000804d2162f"):
+        c.sendall(b"S")
+        head = exactly(c, 5)
+        body = head and exactly(c, struct.unpack(">H", head[3:5])[0])
+        if body and head[0] == 0x16 and body[0] == 1:
+            print("SNI", sni(body), flush=True)
+    c.close()
+"#;
+
+/// Python that asks a PostgreSQL server for TLS, then sends a ClientHello naming `name` (None:
+/// no name); prints what happened.
+fn postgres_hello(host: &str, port: u16, name: Option<&str>) -> String {
+    let name = match name {
+        Some(name) => format!("{name:?}"),
+        None => "None".into(),
+    };
+    format!(
+        r#"
+import socket, struct
+def hello(name):
+    ext = b"\x00\x2b\x00\x03\x02\x03\x04"
+    if name:
+        entry = b"\x00" + struct.pack(">H", len(name)) + name.encode()
+        data = struct.pack(">H", len(entry)) + entry
+        ext = b"\x00\x00" + struct.pack(">H", len(data)) + data + ext
+    body = b"\x03\x03" + b"\x07" * 32 + b"\x00" + b"\x00\x02\x13\x01" + b"\x01\x00" + struct.pack(">H", len(ext)) + ext
+    hs = b"\x01\x00" + struct.pack(">H", len(body)) + body
+    return b"\x16\x03\x01" + struct.pack(">H", len(hs)) + hs
+s = socket.create_connection(("{host}", {port}), timeout=5)
+s.sendall(bytes.fromhex("0000000804d2162f"))
+print("answer", s.recv(1))
+s.sendall(hello({name}))
+try: print("after", s.recv(4096))
+except Exception as e: print("after", type(e).__name__)
+"#
+    )
+}
+
+// Found by review: a TLS handshake begun inside another protocol (PostgreSQL's SSLRequest, which
+// libpq sends by default) had none of its hellos checked: the first bytes were not TLS, so the
+// connection was copied unwatched, and a ClientHello for another host behind the same front went
+// through. Without airlock the server reads the name; inside the hello must name the host.
+both_modes!(
+    a_postgres_tls_hello_for_another_host_is_fronting,
+    |w: &World| {
+        use std::io::BufRead;
+        let mut server = start("/usr/bin/python3", &["-c", POSTGRES_TLS_THEN_REPORT]);
+        let port = server.port;
+        let outside = w.outside(&format!(
+            "/usr/bin/python3 -c '{}'",
+            postgres_hello("127.0.0.1", port, Some("denied.test")).replace('\'', "'\\''")
+        ));
+        assert!(
+            stdout(&outside).contains("answer b'S'"),
+            "{}",
+            stderr(&outside)
+        );
+        let mut line = String::new();
+        server.lines.read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), "SNI denied.test", "without airlock");
+
+        let profile = allowing_only_allowed_test(w, port);
+        for name in [Some("denied.test"), None] {
+            let out = run_python(w, &profile, &postgres_hello("allowed.test", port, name));
+            let said = ran(&out);
+            assert!(said.contains("answer b'S'"), "{said}\n{}", stderr(&out));
+            let asked = name.unwrap_or("no name");
+            assert!(
+                stderr(&out).contains(&format!("a later ClientHello asked for {asked}")),
+                "{said}\n{}",
+                stderr(&out)
+            );
+        }
+        // The hello naming the host itself reaches the server: the test can fail.
+        let out = run_python(
+            w,
+            &profile,
+            &postgres_hello("allowed.test", port, Some("allowed.test")),
+        );
+        ran(&out);
+        let mut line = String::new();
+        server.lines.read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), "SNI allowed.test", "{}", stderr(&out));
+    }
+);
+
+/// A PostgreSQL server's start, as far as its first answer: to an SSLRequest it says `S` and
+/// takes TLS (argv[2] "tls") or says `N` (else); then it reads the startup message and refuses
+/// it with a message saying how it was reached (and the SNI the hello asked for).
+const POSTGRES_FRONT: &str = r#"
+import socket, ssl, struct, sys
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain(sys.argv[1] + "/cert.pem", sys.argv[1] + "/key.pem")
+asked = []
+ctx.sni_callback = lambda sock, name, c: asked.append(name) and None
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(16)
+print(s.getsockname()[1], flush=True)
+def exactly(c, n):
+    got = b""
+    while len(got) < n:
+        more = c.recv(n - len(got))
+        if not more: raise EOFError
+        got += more
+    return got
+while True:
+    c, _ = s.accept()
+    try:
+        how = "plain"
+        n = struct.unpack(">I", exactly(c, 4))[0]; body = exactly(c, n - 4)
+        if body == bytes.fromhex("04d2162f"):
+            if sys.argv[2] == "tls":
+                c.sendall(b"S"); c = ctx.wrap_socket(c, server_side=True); how = "TLS as " + str(asked[-1:])
+            else:
+                c.sendall(b"N")
+            n = struct.unpack(">I", exactly(c, 4))[0]; body = exactly(c, n - 4)
+        text = b"SFATAL\0C28000\0Mreached in " + how.encode() + b"\0\0"
+        c.sendall(b"E" + struct.pack(">I", len(text) + 4) + text); c.close()
+    except Exception: c.close()
+"#;
+
+// What the PostgreSQL watch must not break: libpq's TLS (its SSLRequest, then a hello naming the
+// host) and its plain start after a server that declines TLS both get through.
+both_modes!(a_real_postgres_client_gets_through, |w: &World| {
+    let certs = w.outside.join("certs");
+    std::fs::create_dir(&certs).unwrap();
+    certificate(&certs);
+    let certs = certs.to_str().unwrap();
+    for (mode, sslmode, reached) in [
+        ("tls", "require", "reached in TLS as ['allowed.test']"),
+        ("plain", "prefer", "reached in plain"),
+    ] {
+        let server = start("/usr/bin/python3", &["-c", POSTGRES_FRONT, certs, mode]);
+        let port = server.port;
+        let profile = allowing_only_allowed_test(w, port);
+        let out = w
+            .airlock()
+            .args(["run", "--profile-file", &profile])
+            .args(["--resolve", "allowed.test=127.0.0.1"])
+            .arg("--workspace")
+            .arg(&w.workspace)
+            .args(["--", "/usr/bin/env", "PGCONNECT_TIMEOUT=5", "/usr/bin/psql"])
+            .arg(format!(
+                "host=allowed.test port={port} user=x dbname=x sslmode={sslmode} gssencmode=disable"
+            ))
+            .output()
+            .unwrap();
+        assert!(stderr(&out).contains(reached), "{mode}: {}", stderr(&out));
+        assert!(!stderr(&out).contains("fronting"), "{}", stderr(&out));
+    }
+});

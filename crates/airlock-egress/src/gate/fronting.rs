@@ -84,7 +84,7 @@ fn refusal(
     }
     if let Peek::Malformed { why } = peeked {
         return Some(format!(
-            "an HTTP request the gate cannot check as servers would read it: {why}"
+            "first bytes the gate cannot check as servers would read them: {why}"
         ));
     }
     match said {
@@ -201,6 +201,27 @@ mod tests {
         assert!(rule.contains("not ended by CRLF"), "{rule}");
         let rule = refused(Some("a.test"), b"GET / HTTP/1.1\r\nHost: a.test", true).unwrap();
         assert!(rule.contains("never said"), "{rule}");
+    }
+
+    #[test]
+    fn an_sslv2_hello_names_no_host_and_is_refused_by_name() {
+        // OpenSSL serves this form (it read it as a hello in review); it has no server name.
+        let mut hello = vec![0x80, 0x2e, 1, 3, 3, 0, 3, 0, 0, 0, 32, 0, 0, 0x2f];
+        hello.extend_from_slice(&[0x11; 32]);
+        let rule = refused(Some("a.test"), &hello, false).unwrap();
+        assert!(rule.contains("SSLv2-format ClientHello"), "{rule}");
+        assert_eq!(refused(None, &hello, false), None);
+    }
+
+    #[test]
+    fn a_postgres_ssl_request_passes_to_be_followed_and_gssenc_is_refused_by_name() {
+        let ssl = [0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x2f];
+        let v = verdict(Some("a.test"), &ssl, false, false);
+        assert_eq!((v.peeked, v.refusal), (Peek::PostgresTls, None));
+        let gss = [0, 0, 0, 8, 0x04, 0xd2, 0x16, 0x30];
+        let rule = refused(Some("a.test"), &gss, false).unwrap();
+        assert!(rule.contains("GSSENCRequest"), "{rule}");
+        assert_eq!(refused(None, &gss, false), None);
     }
 
     #[test]

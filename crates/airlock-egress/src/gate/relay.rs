@@ -294,6 +294,13 @@ fn pass_on(
             let hellos = ClientHellos::new(name, handshake.clone());
             Watch::Tls(hellos, ServerHello::new(handshake))
         }
+        // PostgreSQL's SSLRequest: the handshake after it is followed as any.
+        (Peek::PostgresTls, Some(name)) => {
+            let handshake = Arc::new(Handshake::default());
+            let preamble = crate::tls::POSTGRES_SSL_REQUEST.len();
+            let hellos = ClientHellos::after(name, handshake.clone(), preamble);
+            Watch::Tls(hellos, ServerHello::after_ssl_request(handshake))
+        }
         _ => Watch::None,
     };
     let mut first_out = Vec::new();

@@ -196,3 +196,94 @@ fn what_the_gate_cannot_read_closes_the_connection() {
         assert!(fed(&mut client, &client_hello(Some("a.test"))).is_err());
     }
 }
+
+fn after_ssl_request() -> (ClientHellos, ServerHello, Arc<Handshake>) {
+    let handshake = Arc::new(Handshake::default());
+    (
+        ClientHellos::after("a.test", handshake.clone(), POSTGRES_SSL_REQUEST.len()),
+        ServerHello::after_ssl_request(handshake.clone()),
+        handshake,
+    )
+}
+
+#[test]
+fn a_postgres_handshake_has_its_hellos_checked_after_the_ssl_request() {
+    let (mut client, mut server, handshake) = after_ssl_request();
+    // The request may come in pieces; it passes unread.
+    assert_eq!(
+        fed(&mut client, &POSTGRES_SSL_REQUEST[..3]).unwrap(),
+        &POSTGRES_SSL_REQUEST[..3]
+    );
+    assert_eq!(
+        fed(&mut client, &POSTGRES_SSL_REQUEST[3..]).unwrap(),
+        &POSTGRES_SSL_REQUEST[3..]
+    );
+    assert_eq!(served(&mut server, b"S").unwrap(), b"S");
+    assert_eq!(handshake.phase(), Phase::Hello);
+    let refusal = fed(&mut client, &client_hello(Some("b.test"))).unwrap_err();
+    assert!(matches!(refusal, Refusal::OtherHost(_)), "{refusal}");
+    let (mut client, _, _) = after_ssl_request();
+    let refusal = fed(
+        &mut client,
+        &[&POSTGRES_SSL_REQUEST[..], &client_hello(None)].concat(),
+    );
+    assert!(refusal.unwrap_err().to_string().contains("no name"));
+    // The host's own name passes, and the server's hello after its 'S' ends the watch.
+    let (mut client, mut server, handshake) = after_ssl_request();
+    let hello = [&POSTGRES_SSL_REQUEST[..], &client_hello(Some("a.test"))].concat();
+    assert_eq!(fed(&mut client, &hello).unwrap(), hello);
+    let answer = [&b"S"[..], &server_hello_record(false, Some(0x0304))].concat();
+    assert_eq!(served(&mut server, &answer).unwrap(), answer);
+    assert_eq!(handshake.phase(), Phase::Tls13);
+}
+
+#[test]
+fn a_postgres_server_declining_tls_ends_the_watch_and_an_odd_answer_closes() {
+    let (mut client, mut server, handshake) = after_ssl_request();
+    assert_eq!(
+        fed(&mut client, &POSTGRES_SSL_REQUEST).unwrap(),
+        POSTGRES_SSL_REQUEST
+    );
+    assert_eq!(served(&mut server, b"N").unwrap(), b"N");
+    assert!(server.done());
+    assert_eq!(handshake.phase(), Phase::Plain);
+    // The plain startup message that follows is not TLS, and not looked at.
+    let startup = b"\x00\x00\x00\x09\x00\x03\x00\x00\x00";
+    assert_eq!(fed(&mut client, startup).unwrap(), startup);
+    assert!(client.done());
+    let (_, mut server, handshake) = after_ssl_request();
+    assert!(served(&mut server, b"E").is_err());
+    assert_eq!(handshake.phase(), Phase::Broken);
+}
+
+// Review: the ways of cutting a second hello up that a server still reassembles.
+#[test]
+fn a_second_hello_in_tiny_records_behind_alerts_or_coalesced_is_still_judged() {
+    let alert = record(ALERT, &[1, 0]);
+    let evil = client_hello(Some("b.test"));
+    // One byte of the message a record, an alert and a dummy cipher change between them:
+    // nothing of it passes before the refusal.
+    let (mut client, _, _) = pair();
+    fed(&mut client, &client_hello(Some("a.test"))).unwrap();
+    let bytes: Vec<u8> = evil[5..]
+        .iter()
+        .flat_map(|b| [record(HANDSHAKE, &[*b]), alert.clone(), CCS.to_vec()].concat())
+        .collect();
+    let mut passed = Vec::new();
+    let mut refused = false;
+    for chunk in bytes.chunks(3) {
+        match fed(&mut client, chunk) {
+            Ok(out) => passed.extend(out),
+            Err(_) => {
+                refused = true;
+                break;
+            }
+        }
+    }
+    assert!(refused);
+    assert!(passed.is_empty(), "{passed:?}");
+    // Both hellos as two messages of one record.
+    let (mut client, _, _) = pair();
+    let coalesced = [&client_hello(Some("a.test"))[5..], &evil[5..]].concat();
+    assert!(fed(&mut client, &record(HANDSHAKE, &coalesced)).is_err());
+}
