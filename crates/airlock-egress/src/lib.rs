@@ -9,3 +9,6 @@ pub mod sni;
 
 pub use airlock_rules::{ip, rules};
 pub use airlock_rules::{Decision, Destination, Egress, RuleError};
+
+#[doc(hidden)]
+pub mod fuzzing;
