@@ -20,6 +20,9 @@ mod tests {
         assert_eq!(proxy_request(plain), Ok(("a.test".into(), 80, false)));
         let leading = b"\r\nGET HTTPS://a.test/ HTTP/1.1\r\nHost: a.test\r\n\r\n";
         assert_eq!(proxy_request(leading), Ok(("a.test".into(), 443, false)));
+        // Found by the same target once that was fixed: the empty lines servers skip.
+        let skipped = b"\r\r\n\n\r\rGET https://ae.ts8443? HTTP/1.1\r\n\r\n";
+        assert_eq!(proxy_request(skipped), Ok(("ae.ts8443".into(), 443, false)));
         let connect = b"CONNECT a.test:8443 HTTP/1.1\r\n\r\n";
         assert_eq!(proxy_request(connect), Ok(("a.test".into(), 8443, true)));
         let tunnel = b"CONNECT a.test HTTP/1.1\r\nX: http://y\r\n\r\n";

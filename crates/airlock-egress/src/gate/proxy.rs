@@ -35,11 +35,11 @@ pub(super) fn read_request(head: &[u8]) -> Result<Asked, String> {
         _ => return Err("not a proxy request".into()),
     };
     let tunnel = method == "CONNECT";
-    // The target's own scheme (` https://` in a header after it is no port of the request's).
-    let https = head
-        .split(|&b| b == b'\n')
-        .find(|line| !line.is_empty() && *line != b"\r")
-        .and_then(|line| line.split(|&b| b == b' ').nth(1))
+    // The target's own scheme (` https://` in a header after it is no port of the request's),
+    // after the empty lines `peek` skips; `peek` took it as METHOD SP TARGET SP VERSION.
+    let start = head.iter().position(|&b| b != b'\r' && b != b'\n');
+    let https = start
+        .and_then(|start| head[start..].split(|&b| b == b' ').nth(1))
         .is_some_and(|target| target.len() >= 8 && target[..8].eq_ignore_ascii_case(b"https://"));
     let port = port.unwrap_or(if tunnel || https { 443 } else { 80 });
     Ok(Asked { host, port, tunnel })
