@@ -34,6 +34,9 @@ fuzz_target!(|data: &[u8]| {
     for other in &reference.hosts {
         assert_eq!(other, &host, "httparse reads another host");
     }
+    if reference.target_unreadable {
+        return; // no port of the `http` crate's to compare with (`:00?…>` says 0 to the proxy)
+    }
     let default = if tunnel || reference.https { 443 } else { 80 };
     assert_eq!(
         port,
