@@ -193,10 +193,17 @@ fn write_file_diff<W: Write>(out: &mut W, path: &Path, old: Side, new: Side) -> 
     write_hunks(out, old_bytes, new_bytes)
 }
 
+/// The lines of `text` as git splits them: at LF only. (`similar`'s own line diff also ends a
+/// line at a lone CR, and a patch with such a line is one git cannot apply.)
+fn git_lines(text: &[u8]) -> Vec<&[u8]> {
+    text.split_inclusive(|&b| b == b'\n').collect()
+}
+
 fn write_hunks<W: Write>(out: &mut W, old: &[u8], new: &[u8]) -> io::Result<()> {
+    let (old, new) = (git_lines(old), git_lines(new));
     let diff = similar::TextDiff::configure()
         .algorithm(similar::Algorithm::Myers)
-        .diff_lines(old, new);
+        .diff_slices(&old, &new);
     for hunk in diff.unified_diff().context_radius(3).iter_hunks() {
         writeln!(out, "{}", hunk.header())?;
         for change in hunk.iter_changes() {
@@ -259,9 +266,10 @@ pub fn line_counts(roots: Roots, change: &Change) -> io::Result<Option<(usize, u
     if is_binary(&old) || is_binary(&new) {
         return Ok(None);
     }
+    let (old, new) = (git_lines(&old), git_lines(&new));
     let diff = similar::TextDiff::configure()
         .algorithm(similar::Algorithm::Myers)
-        .diff_lines(old.as_slice(), new.as_slice());
+        .diff_slices(&old, &new);
     let (mut added, mut removed) = (0, 0);
     for op in diff.ops() {
         for change in diff.iter_changes(op) {
@@ -393,6 +401,61 @@ mod tests {
         assert_eq!(quote_path("a/", Path::new("new\nline")), "\"a/new\\nline\"");
         assert_eq!(quote_path("b/", Path::new("naïve")), "\"b/na\\303\\257ve\"");
         assert_eq!(quote_path("", Path::new("q\"b\\s")), "\"q\\\"b\\\\s\"");
+    }
+
+    /// The patch for a file that was `old` and is now `new`, applied by `git apply` to a
+    /// directory holding `old`: what the file holds then.
+    fn applied(old: &[u8], new: &[u8]) -> Vec<u8> {
+        let dir = tempfile::tempdir().unwrap();
+        let (host, layer) = (dir.path().join("host"), dir.path().join("layer"));
+        for (root, data) in [(&host, old), (&layer, new)] {
+            std::fs::create_dir(root).unwrap();
+            std::fs::write(root.join("f"), data).unwrap();
+        }
+        let side = |root: &Path, data: &[u8]| {
+            Some((Node::read(&root.join("f")).unwrap().unwrap(), data.to_vec()))
+        };
+        let mut patch = Vec::new();
+        write_file_diff(
+            &mut patch,
+            Path::new("f"),
+            side(&host, old),
+            side(&layer, new),
+        )
+        .unwrap();
+        let mut git = std::process::Command::new("git")
+            .args(["apply", "-"])
+            .current_dir(&host)
+            .env("GIT_CEILING_DIRECTORIES", dir.path())
+            .stdin(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        git.stdin.take().unwrap().write_all(&patch).unwrap();
+        let result = git.wait_with_output().unwrap();
+        let shown = String::from_utf8_lossy(&patch);
+        let why = String::from_utf8_lossy(&result.stderr);
+        assert!(result.status.success(), "git apply refused: {why}\n{shown}");
+        std::fs::read(host.join("f")).unwrap()
+    }
+
+    #[test]
+    fn a_lone_carriage_return_does_not_end_a_line() {
+        // Found by fuzz/fuzz_targets/patch_names.rs: lines split at a lone CR as well as at LF
+        // made a patch git could not apply ("patch does not apply").
+        let (old, new) = (&b"newa.t.txthxtoel\r\t"[..], &b""[..]);
+        assert_eq!(applied(old, new), new);
+        let (old, new) = (&b"one\rtwo\nthree\n"[..], &b"one\rtwo\nfour\r\n"[..]);
+        assert_eq!(applied(old, new), new);
+    }
+
+    #[test]
+    fn hunks_are_in_order_when_lines_repeat() {
+        // Found by fuzz/fuzz_targets/patch_names.rs: similar 2.7's Myers diff gave ops out of
+        // order here, and the patch a hunk header git calls corrupt (`@@ -1 +4,2 @@`).
+        let old = b"\x0ei\x0e\x0e\x0e\x0e\x0e\x0e\none\n\n";
+        let new = b"\notone\n\n\n\n";
+        assert_eq!(applied(old, new), new);
     }
 
     #[test]

@@ -48,7 +48,8 @@ pub fn parse_query(packet: &[u8]) -> Option<Query> {
             return None; // a compression pointer, or garbage
         }
         let label = packet.get(at..at + len)?;
-        if !label.iter().all(|b| b.is_ascii_graphic()) {
+        // A dot inside a label would make two labels of one in the name we match rules with.
+        if !label.iter().all(|&b| b.is_ascii_graphic() && b != b'.') {
             return None;
         }
         labels.push(String::from_utf8_lossy(label).to_ascii_lowercase());
@@ -196,6 +197,19 @@ mod tests {
         pointer[12] = 0xc0;
         assert_eq!(parse_query(&pointer), None);
         assert_eq!(parse_query(&[0; 5]), None);
+    }
+
+    #[test]
+    fn a_dot_inside_a_label_is_refused() {
+        // Found by fuzz/fuzz_targets/dns_query.rs: one label `tes.` was read as the name
+        // `tes.`, which a DNS server reads as one label, not as `tes` and a root.
+        let packet =
+            b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x01\x04tes.\x00\x00\x07\x00\x01";
+        assert_eq!(parse_query(packet), None);
+        let mut one_label = query("allowedxtest", TYPE_A);
+        one_label[12 + 1 + 7] = b'.';
+        assert_eq!(parse_query(&one_label), None, "allowed.test as one label");
+        assert!(parse_query(&query("allowed.test", TYPE_A)).is_some());
     }
 
     #[test]

@@ -536,6 +536,14 @@ pub fn parse_head(head: &[u8]) -> Result<Head, String> {
     }
     let (host, port) = if method == "CONNECT" {
         let (host, port) = authority(&target)?;
+        // A tunnel goes to its target; a server that routes by Host would take it elsewhere.
+        if let Some((header, _)) = &host_header {
+            if *header != host {
+                return Err(format!(
+                    "a CONNECT to {host} whose Host says {header}: servers differ on which counts"
+                ));
+            }
+        }
         (Some(host), port)
     } else if target.starts_with('/') || (target == "*" && method == "OPTIONS") {
         match host_header {

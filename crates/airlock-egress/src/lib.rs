@@ -10,3 +10,6 @@ pub mod tls;
 
 pub use airlock_rules::{ip, rules};
 pub use airlock_rules::{Decision, Destination, Egress, RuleError};
+
+#[doc(hidden)]
+pub mod fuzzing;

@@ -288,3 +288,8 @@ fn deny(rule: impl Into<String>) -> Decision {
         rule: rule.into(),
     }
 }
+
+/// The proxy's request reader as (host, port, tunnel), for the fuzz targets ([`crate::fuzzing`]).
+pub(crate) fn read_proxy_request(head: &[u8]) -> Result<(String, u16, bool), String> {
+    proxy::read_request(head).map(|asked| (asked.host, asked.port, asked.tunnel))
+}

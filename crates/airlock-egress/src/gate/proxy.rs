@@ -35,10 +35,12 @@ pub(super) fn read_request(head: &[u8]) -> Result<Asked, String> {
         _ => return Err("not a proxy request".into()),
     };
     let tunnel = method == "CONNECT";
-    let https = head
-        .windows(9)
-        .take(32)
-        .any(|w| w.eq_ignore_ascii_case(b" https://"));
+    // The target's own scheme (` https://` in a header after it is no port of the request's),
+    // after the empty lines `peek` skips; `peek` took it as METHOD SP TARGET SP VERSION.
+    let start = head.iter().position(|&b| b != b'\r' && b != b'\n');
+    let https = start
+        .and_then(|start| head[start..].split(|&b| b == b' ').nth(1))
+        .is_some_and(|target| target.len() >= 8 && target[..8].eq_ignore_ascii_case(b"https://"));
     let port = port.unwrap_or(if tunnel || https { 443 } else { 80 });
     Ok(Asked { host, port, tunnel })
 }

@@ -234,3 +234,20 @@ fn after_an_upgrade_the_servers_answer_decides() {
     let later = format!("{}{upgrade}", get("allowed.test"));
     assert!(run(later.as_bytes()).is_err());
 }
+
+#[test]
+fn a_connect_whose_host_names_another_is_refused() {
+    // Found by fuzz/fuzz_targets/http1_head.rs (httparse and the `http` crate read the Host as
+    // another host): a server that routes by Host would take the tunnel elsewhere.
+    let head = b"CONNECT allowed.test:443 HTTP/1.1\r\nHost: allowe.ttesd:443\r\n\r\n";
+    assert!(parse_head(head)
+        .unwrap_err()
+        .contains("whose Host says allowe.ttesd"));
+    let same = parse_head(b"CONNECT allowed.test:443 HTTP/1.1\r\nHost: Allowed.Test.\r\n\r\n");
+    assert_eq!(same.unwrap().host.as_deref(), Some("allowed.test"));
+    let none = parse_head(b"CONNECT allowed.test:443 HTTP/1.1\r\n\r\n").unwrap();
+    assert_eq!(
+        (none.host.as_deref(), none.port),
+        (Some("allowed.test"), Some(443))
+    );
+}
