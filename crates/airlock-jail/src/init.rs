@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
 use nix::sys::signal::{kill, SigSet, Signal};
-use nix::sys::wait::{waitpid, WaitPidFlag, WaitStatus};
+use nix::sys::wait::{waitid, waitpid, Id, WaitPidFlag, WaitStatus};
 use nix::unistd::{chdir, Pid};
 
 use crate::launch::Usage;
@@ -93,6 +93,8 @@ pub(crate) fn run_command(
             let _ = kill(Pid::from_raw(-command.as_raw()), signal);
             continue;
         }
+        // Asked of the command while it is a zombie, before it is reaped below.
+        let own_cpu_rlimit = command_ended_by_its_cpu_rlimit(command);
         loop {
             match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
                 Ok(WaitStatus::Exited(pid, code)) if pid == command => {
@@ -100,10 +102,16 @@ pub(crate) fn run_command(
                 }
                 Ok(WaitStatus::Signaled(pid, sig, _)) if pid == command => {
                     // Its own RLIMIT_CPU ended it: the run's limit, unless it lowered its own.
-                    // The kernel decides that on a count sampled at each tick, which may be a
-                    // few milliseconds short of the precise one.
+                    // The kernel decides that on a count sampled at each tick, which on a busy
+                    // host can run well ahead of the precise count `cpu.used()` reads; so the
+                    // limit the command still had says, and the count only where /proc could
+                    // not tell.
                     let reached = cpu.reached
-                        || (sig == Signal::SIGXCPU && cpu.used() + RLIMIT_CPU_SLACK >= cpu.limit);
+                        || (sig == Signal::SIGXCPU
+                            && match own_cpu_rlimit {
+                                Some(seconds) => seconds >= spec.limits.cpu_seconds,
+                                None => cpu.used() + RLIMIT_CPU_SLACK >= cpu.limit,
+                            });
                     exit_reporting(128 + sig as i32, report, reached)
                 }
                 Ok(WaitStatus::StillAlive) | Err(Errno::ECHILD) => break,
@@ -111,6 +119,28 @@ pub(crate) fn run_command(
                 Err(_) => break,
             }
         }
+    }
+}
+
+/// The soft RLIMIT_CPU, in seconds, of the command if SIGXCPU has ended it and it is not yet
+/// reaped: a zombie keeps its limits in /proc until then. None otherwise, or where /proc cannot
+/// tell ("unlimited" is `u64::MAX`).
+fn command_ended_by_its_cpu_rlimit(command: Pid) -> Option<u64> {
+    let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+    match waitid(Id::Pid(command), flags) {
+        Ok(WaitStatus::Signaled(_, Signal::SIGXCPU, _)) => {}
+        _ => return None,
+    }
+    let limits = std::fs::read_to_string(format!("/proc/{command}/limits")).ok()?;
+    soft_cpu_seconds_of_limits(&limits)
+}
+
+/// The soft limit of the "Max cpu time" line of a /proc/PID/limits text.
+fn soft_cpu_seconds_of_limits(limits: &str) -> Option<u64> {
+    let line = limits.lines().find(|l| l.starts_with("Max cpu time"))?;
+    match line["Max cpu time".len()..].split_whitespace().next()? {
+        "unlimited" => Some(u64::MAX),
+        n => n.parse().ok(),
     }
 }
 
@@ -377,6 +407,23 @@ fn candidates(program: &OsStr, spec: &SandboxSpec) -> Vec<std::path::PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_soft_cpu_limit_is_read_from_proc_limits() {
+        let limits = "Limit                     Soft Limit           Hard Limit           Units     \n\
+                      Max cpu time              1                    2                    seconds   \n\
+                      Max file size             unlimited            unlimited            bytes     \n";
+        assert_eq!(soft_cpu_seconds_of_limits(limits), Some(1));
+        let unlimited = limits.replace("1                    2", "unlimited            unlimited");
+        assert_eq!(soft_cpu_seconds_of_limits(&unlimited), Some(u64::MAX));
+        assert_eq!(
+            soft_cpu_seconds_of_limits("Max open files 1 1 files\n"),
+            None
+        );
+        // This process's own, as the kernel writes it.
+        let own = std::fs::read_to_string("/proc/self/limits").unwrap();
+        assert!(soft_cpu_seconds_of_limits(&own).is_some(), "{own}");
+    }
 
     #[test]
     fn cpu_ticks_are_read_after_the_command_name_whatever_it_holds() {

@@ -718,16 +718,24 @@ fn cpu_time_of_processes_the_kernel_reaped_counts_too() {
         return;
     }
     let profile = w.profile("[limits]\ncpu = \"2s\"\ntimeout = \"60s\"\n");
-    // 30 workers of 0.2 s each, one after the other, none ever waited for: 6 s in all.
+    // 30 workers of 0.2 s each, one after the other, none ever waited for: 6 s in all. Each
+    // starts once the kernel has reaped the one before (kill(pid, 0) then fails), so however
+    // busy the host, the parent cannot reach DONE before all 6 s are spent.
     let script = "python3 -c '
 import os, signal, time
 signal.signal(signal.SIGCHLD, signal.SIG_IGN)
 for i in range(30):
-    if os.fork() == 0:
+    pid = os.fork()
+    if pid == 0:
         t = time.process_time()
         while time.process_time() - t < 0.2: pass
         os._exit(0)
-    time.sleep(0.1)
+    while True:
+        try:
+            os.kill(pid, 0)
+            time.sleep(0.01)
+        except ProcessLookupError:
+            break
 print(\"DONE\")'";
     let outside = w.outside(script);
     assert!(stdout(&outside).contains("DONE"), "{}", stderr(&outside));
