@@ -7,46 +7,13 @@
 
 mod support;
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 
+use support::servers::{
+    allowing_only_allowed_test, python_server, run_python, run_python_resolving, KilledOnDrop,
+    Server,
+};
 use support::{ran, stderr, stdout, Mode, World};
-
-/// A server started by the test, killed when dropped.
-struct Server {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Start a python `script` that binds port 0 (so that no two servers of parallel tests can race
-/// for one port), prints the port it got, and serves; killed when dropped.
-fn python_server(script: &str, args: &[&std::ffi::OsStr]) -> Server {
-    use std::io::BufRead;
-    let mut child = Command::new("/usr/bin/python3")
-        .arg("-c")
-        .arg(script)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    // Printed once it listens.
-    let port = line
-        .trim()
-        .parse()
-        .expect("the test server printed no port");
-    Server { child, port }
-}
 
 fn server(tls: Option<&std::path::Path>) -> Server {
     let script = r#"
@@ -97,40 +64,6 @@ fn certificate(dir: &std::path::Path) {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
-}
-
-fn run_python(w: &World, profile: &str, script: &str) -> std::process::Output {
-    run_python_resolving(
-        w,
-        profile,
-        &["allowed.test=127.0.0.1", "denied.test=127.0.0.1"],
-        script,
-    )
-}
-
-/// `script` in python3 inside, with `profile` and these `--resolve NAME=IP` entries.
-fn run_python_resolving(
-    w: &World,
-    profile: &str,
-    resolves: &[&str],
-    script: &str,
-) -> std::process::Output {
-    let mut airlock = w.airlock();
-    airlock.args(["run", "--profile-file", profile]);
-    for entry in resolves {
-        airlock.args(["--resolve", entry]);
-    }
-    airlock
-        .arg("--workspace")
-        .arg(&w.workspace)
-        .args(["--", "/usr/bin/python3", "-c", script])
-        .output()
-        .unwrap()
-}
-
-/// A profile whose network allows allowed.test on `port`, and nothing else.
-fn allowing_only_allowed_test(w: &World, port: u16) -> String {
-    w.profile(&format!("[network]\nallow = [\"allowed.test:{port}\"]\n"))
 }
 
 /// `script` in python3 as the identity under test, without airlock.
@@ -1247,10 +1180,7 @@ both_modes!(first_bytes_that_name_no_host_pass_at_once, |w: &World| {
         .spawn()
         .unwrap();
     // Killed when the test ends, passed or not.
-    let _daemon = Server {
-        child: daemon,
-        port,
-    };
+    let _daemon = KilledOnDrop(daemon);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
         assert!(

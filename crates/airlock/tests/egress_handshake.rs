@@ -7,44 +7,10 @@
 
 mod support;
 
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
+use support::servers::{allowing_only_allowed_test, run_python, start, Server};
 use support::{ran, stderr, stdout, Mode, World};
-
-/// A server started by the test, killed when dropped.
-struct Server {
-    child: Child,
-    port: u16,
-    /// What it prints after its port.
-    lines: std::io::BufReader<std::process::ChildStdout>,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Start `program` with `args`; it binds port 0, prints the port it got once it listens, and
-/// serves; killed when dropped.
-fn start(program: &str, args: &[&str]) -> Server {
-    use std::io::BufRead;
-    let mut child = Command::new(program)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    lines.read_line(&mut line).unwrap();
-    let port = line
-        .trim()
-        .parse()
-        .expect("the test server printed no port");
-    Server { child, port, lines }
-}
 
 /// A TCP listener that counts the connections it accepts into `count` (rewritten at each) and
 /// keeps them open.
@@ -66,23 +32,6 @@ fn accepted(count: &std::path::Path) -> usize {
     std::fs::read_to_string(count)
         .map(|text| text.parse().unwrap())
         .unwrap_or(0)
-}
-
-/// `script` in python3 inside, with `profile`, allowed.test and denied.test at 127.0.0.1.
-fn run_python(w: &World, profile: &str, script: &str) -> std::process::Output {
-    w.airlock()
-        .args(["run", "--profile-file", profile])
-        .args(["--resolve", "allowed.test=127.0.0.1"])
-        .args(["--resolve", "denied.test=127.0.0.1"])
-        .arg("--workspace")
-        .arg(&w.workspace)
-        .args(["--", "/usr/bin/python3", "-c", script])
-        .output()
-        .unwrap()
-}
-
-fn allowing_only_allowed_test(w: &World, port: u16) -> String {
-    w.profile(&format!("[network]\nallow = [\"allowed.test:{port}\"]\n"))
 }
 
 /// Python that connects to allowed.test once, blocking and non-blocking, and then connects the

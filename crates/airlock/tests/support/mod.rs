@@ -3,6 +3,8 @@
 //! working without airlock and failing inside it.
 #![allow(dead_code)]
 
+pub mod servers;
+
 use std::ffi::OsStr;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
