@@ -17,6 +17,9 @@ pub struct Collisions<'a> {
     folded: RefCell<HashMap<PathBuf, HashSet<String>>>,
     /// Directories the host does not have, judged: each once, however deep the tree.
     new_dirs: RefCell<HashMap<PathBuf, bool>>,
+    /// The new names asked about so far, by directory and folded name: two new spellings of one
+    /// name collide with each other as much as with the host's.
+    new_names: RefCell<HashMap<PathBuf, HashMap<String, PathBuf>>>,
 }
 
 impl<'a> Collisions<'a> {
@@ -25,17 +28,23 @@ impl<'a> Collisions<'a> {
             host,
             folded: RefCell::default(),
             new_dirs: RefCell::default(),
+            new_names: RefCell::default(),
         }
     }
 
     /// Does `path` (relative to the workspace), or the first directory on its way that the host
-    /// does not have, take a name that folds to one the host's directory already has?
+    /// does not have, take a name that folds to one the host's directory already has, or to
+    /// another new name asked about before? (Of two new spellings the second is the hazard:
+    /// refused, it leaves the first alone on the host.)
     pub fn collides(&self, path: &Path) -> bool {
         let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
             return false;
         };
         if self.host_has(path) {
             return false;
+        }
+        if self.folds_to_another_new_name(dir, name, path) {
+            return true;
         }
         if dir.as_os_str().is_empty() || self.host_has(dir) {
             return self.folds_to_a_host_name(dir, name);
@@ -47,6 +56,19 @@ impl<'a> Collisions<'a> {
         let answer = self.collides(dir);
         self.new_dirs.borrow_mut().insert(dir.to_path_buf(), answer);
         answer
+    }
+
+    fn folds_to_another_new_name(&self, dir: &Path, name: &OsStr, path: &Path) -> bool {
+        let Some(key) = fold(name) else {
+            return false;
+        };
+        let mut new_names = self.new_names.borrow_mut();
+        let first = new_names
+            .entry(dir.to_path_buf())
+            .or_default()
+            .entry(key)
+            .or_insert_with(|| path.to_path_buf());
+        first.as_path() != path
     }
 
     fn host_has(&self, path: &Path) -> bool {
@@ -116,5 +138,18 @@ mod tests {
         assert!(!names.collides(Path::new("src/caf\u{e9}.txt")));
         assert!(!names.collides(Path::new("src/other.c")));
         assert!(!names.collides(Path::new("new/Makefile")));
+    }
+
+    #[test]
+    fn two_new_spellings_of_one_name_collide_with_each_other() {
+        let host = tempfile::tempdir().unwrap();
+        let names = Collisions::new(host.path());
+        assert!(!names.collides(Path::new("sub/Makefile")));
+        // Asked again (a directory's children, a second look): still the first spelling.
+        assert!(!names.collides(Path::new("sub/Makefile")));
+        assert!(names.collides(Path::new("sub/makefile")));
+        assert!(names.collides(Path::new("SUB/other")));
+        assert!(!names.collides(Path::new("sub/other")));
+        assert!(!names.collides(Path::new("elsewhere/makefile")));
     }
 }
