@@ -317,3 +317,41 @@ both_modes!(check_lists_each_limit, |w: &World| {
     };
     assert_eq!(by("cpus"), cpus);
 });
+
+/// Takes 48 MiB of disk in one call without growing the file's size (fallocate --keep-size),
+/// then 42 MiB more in six calls, each within the file size the limit allows. RLIMIT_FSIZE
+/// bounds a file's size, not its blocks, and fallocate takes gigabytes in a millisecond: the
+/// watch could only see it afterwards.
+const FALLOCATE_FILLER: &str =
+    ": > big; fallocate -n -l 48MiB big; for i in 1 2 3 4 5 6; do fallocate -l 7MiB f$i; done";
+/// The bytes the filler's files hold on disk.
+const HELD: &str = "n=0; for f in big f1 f2 f3 f4 f5 f6; do [ -e $f ] && n=$((n + $(stat -c %b $f))); done; echo \"held $((n * 512))\"";
+
+fn held_bytes(out: &Output) -> u64 {
+    let text = stdout(out);
+    text.lines()
+        .find_map(|l| l.strip_prefix("held "))
+        .unwrap_or_else(|| panic!("no size in {text:?} {}", stderr(out)))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+both_modes!(fallocate_cannot_pass_the_file_size_limit, |w: &World| {
+    // Without airlock: an 8 MiB RLIMIT_FSIZE (ulimit counts 512-byte blocks) does not stop fallocate --keep-size.
+    let outside = format!(
+        "cd {} && ulimit -f 16384 && {FALLOCATE_FILLER}; {HELD}; rm -f big f?",
+        w.outside.display()
+    );
+    assert!(held_bytes(&w.outside(&outside)) >= 90 << 20);
+    // Inside a session with 8 MiB left above the margin: no more than that is taken.
+    let id = new_session(w, &[]);
+    // (The watch may kill the run right after the call: what it took is read in the next.)
+    let out = session_run_with_room(w, &id, 8 << 20, FALLOCATE_FILLER);
+    let held = held_bytes(&session_run_with_room(w, &id, 1 << 30, HELD));
+    assert!(
+        held <= 8 << 20,
+        "fallocate took {held} bytes past the margin: {}",
+        stderr(&out)
+    );
+});
