@@ -150,6 +150,10 @@ pub(crate) fn apply_rlimits(spec: &SandboxSpec, fallbacks: Fallbacks) -> Result<
         })?;
         setrlimit(Resource::RLIMIT_NICE, 0, 0).during("keep the priority low", hint)?;
     }
+    // A real-time class escapes the cpu cgroup's CFS quota (without RT_GROUP_SCHED) and nice
+    // alike; a caller's raised RLIMIT_RTPRIO (limits.conf for audio, say) would let the
+    // command take one without CAP_SYS_NICE.
+    setrlimit(Resource::RLIMIT_RTPRIO, 0, 0).during("forbid real-time scheduling", hint)?;
     if let Some(bytes) = fallbacks.file_size_limit {
         setrlimit(Resource::RLIMIT_FSIZE, bytes, bytes).during("limit file sizes", hint)?;
     }

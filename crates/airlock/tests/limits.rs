@@ -98,6 +98,46 @@ fn without_a_cpu_cgroup_the_default_runs_at_nice_19() {
     assert!(!stdout(&out).contains(PWNED), "the sandbox renice'd itself");
 }
 
+/// A real-time scheduling class is outside both the cpu cgroup's CFS quota (without
+/// RT_GROUP_SCHED, as most distributions build) and nice; RLIMIT_RTPRIO, inherited from the
+/// caller, is what lets a process without CAP_SYS_NICE take one.
+#[test]
+fn an_inherited_rtprio_does_not_reach_the_sandbox() {
+    let Some(w) = World::new(Mode::Root) else {
+        return;
+    };
+    let script = "grep 'Max realtime priority' /proc/self/limits; chrt -f 10 true && echo PWNED";
+    let outside = w
+        .command("prlimit")
+        .args(["--rtprio=50:50", "sh", "-c", script])
+        .output()
+        .unwrap();
+    if stderr(&outside).contains("Operation not permitted") {
+        // Raising a hard limit needs CAP_SYS_RESOURCE, which some containers' root lacks
+        // (this workplace's machines): the attack cannot be set up here.
+        eprintln!(
+            "skipped: cannot raise RLIMIT_RTPRIO here: {}",
+            stderr(&outside)
+        );
+        return;
+    }
+    assert!(stdout(&outside).contains(PWNED), "{}", stderr(&outside));
+    let mut cmd = w.command("prlimit");
+    cmd.arg("--rtprio=50:50")
+        .arg(airlock_bin())
+        .arg("--state-dir")
+        .arg(&w.state)
+        .arg("run")
+        .arg("--workspace")
+        .arg(&w.workspace)
+        .args(["--", "sh", "-c", script]);
+    let out = cmd.output().unwrap();
+    let text = ran(&out);
+    assert!(!text.contains(PWNED), "the sandbox took a real-time class");
+    let limit: Vec<&str> = text.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(limit[3..5], ["0", "0"], "{text}");
+}
+
 /// Writes 32 MiB into the current directory.
 const DISK_FILLER: &str = "dd if=/dev/zero of=big bs=1M count=32 2>&1 && echo PWNED; rm -f big";
 /// Makes 1000 files in the current directory.
