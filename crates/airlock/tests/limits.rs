@@ -395,3 +395,29 @@ both_modes!(fallocate_cannot_pass_the_file_size_limit, |w: &World| {
         stderr(&out)
     );
 });
+
+/// A session's run when the state directory's filesystem has only `inodes` free above its
+/// margin of inodes (the debug build's test hook).
+fn session_run_with_inodes(w: &World, id: &str, inodes: u64, script: &str) -> Output {
+    let mut cmd = w.airlock_with_test_hooks();
+    cmd.env("AIRLOCK_TEST_INODE_ROOM", inodes.to_string())
+        .args(["run", "--session", id, "--", "sh", "-c", script]);
+    cmd.output().unwrap()
+}
+
+// Empty files take inodes, not bytes: a session without `files` could use up the host
+// filesystem's inodes (no new file anywhere on it, the audit log's included) while the watch on
+// free bytes saw nothing.
+both_modes!(a_session_cannot_take_the_free_inodes, |w: &World| {
+    let id = new_session(w, &[]);
+    let cd_outside = format!("cd {} && {FILE_CREATOR}", w.outside.display());
+    assert!(stdout(&w.outside(&cd_outside)).contains(PWNED));
+    let out = session_run_with_inodes(w, &id, 200, FILE_CREATOR);
+    assert!(
+        !stdout(&out).contains(PWNED),
+        "the free inodes did not hold"
+    );
+    assert_eq!(out.status.code(), Some(153), "{}", stderr(&out));
+    let out = session_run_with_inodes(w, &id, 1 << 20, "echo ran");
+    assert_eq!(ran(&out).trim(), "ran", "{}", stderr(&out));
+});
