@@ -150,6 +150,10 @@ pub(crate) fn apply_rlimits(spec: &SandboxSpec, fallbacks: Fallbacks) -> Result<
         })?;
         setrlimit(Resource::RLIMIT_NICE, 0, 0).during("keep the priority low", hint)?;
     }
+    // A real-time class escapes the cpu cgroup's CFS quota (without RT_GROUP_SCHED) and nice
+    // alike; a caller's raised RLIMIT_RTPRIO (limits.conf for audio, say) would let the
+    // command take one without CAP_SYS_NICE.
+    setrlimit(Resource::RLIMIT_RTPRIO, 0, 0).during("forbid real-time scheduling", hint)?;
     if let Some(bytes) = fallbacks.file_size_limit {
         setrlimit(Resource::RLIMIT_FSIZE, bytes, bytes).during("limit file sizes", hint)?;
     }
@@ -317,6 +321,25 @@ mod seccomp_tests {
                 errno(libc::EPERM)
             );
         }
+        // fallocate: punching a hole frees space; every mode that takes it is refused, also
+        // with the mode's bits hidden among junk in the upper half.
+        let fallocate = |mode: u64| x86(libc::SYS_fallocate, [3, mode, 0, 1 << 30, 0, 0]);
+        let (keep_size, punch_hole) = (libc::FALLOC_FL_KEEP_SIZE, libc::FALLOC_FL_PUNCH_HOLE);
+        assert_eq!(fallocate((keep_size | punch_hole) as u64), RET_ALLOW);
+        for mode in [
+            0,
+            keep_size,
+            libc::FALLOC_FL_ZERO_RANGE,
+            libc::FALLOC_FL_ZERO_RANGE | keep_size,
+            libc::FALLOC_FL_INSERT_RANGE,
+            libc::FALLOC_FL_UNSHARE_RANGE | keep_size,
+        ] {
+            assert_eq!(fallocate(mode as u64), errno(libc::EOPNOTSUPP), "{mode:#x}");
+        }
+        assert_eq!(
+            fallocate((1 << 40) | keep_size as u64),
+            errno(libc::EOPNOTSUPP)
+        );
         // Newer than the reviewed list, and x32: ENOSYS. Another architecture: killed.
         assert_eq!(x86(470, none), errno(libc::ENOSYS));
         assert_eq!(
@@ -367,6 +390,9 @@ mod seccomp_tests {
                     } else if i64::from(nr) == libc::SYS_socket {
                         // Family 0 (AF_UNSPEC) is not one of the allowed ones.
                         errno(libc::EPERM)
+                    } else if i64::from(nr) == libc::SYS_fallocate {
+                        // Mode 0 takes space.
+                        errno(libc::EOPNOTSUPP)
                     } else {
                         RET_ALLOW
                     };

@@ -81,13 +81,16 @@ pub struct CpuBandwidth {
 
 /// The supervisor's watch on the filesystem under a session's layer, where the kernel bounds
 /// nothing smaller than the filesystem: it kills the sandbox before the free space falls below
-/// `keep_free_bytes`, or once the free space has fallen by more than `budget_bytes` since the
-/// start. RLIMIT_FSIZE holds every single file to what is left, by the kernel.
+/// `keep_free_bytes` or its free inodes below `keep_free_inodes`, or once the free space has
+/// fallen by more than `budget_bytes` since the start. RLIMIT_FSIZE holds every single file to
+/// what is left, by the kernel.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DiskGuard {
     /// A directory on the filesystem to watch (statvfs).
     pub path: PathBuf,
     pub keep_free_bytes: u64,
+    /// 0 where the filesystem has no fixed count of inodes (statvfs says 0 in all: btrfs).
+    pub keep_free_inodes: u64,
     pub budget_bytes: Option<u64>,
 }
 

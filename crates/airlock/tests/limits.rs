@@ -98,6 +98,46 @@ fn without_a_cpu_cgroup_the_default_runs_at_nice_19() {
     assert!(!stdout(&out).contains(PWNED), "the sandbox renice'd itself");
 }
 
+/// A real-time scheduling class is outside both the cpu cgroup's CFS quota (without
+/// RT_GROUP_SCHED, as most distributions build) and nice; RLIMIT_RTPRIO, inherited from the
+/// caller, is what lets a process without CAP_SYS_NICE take one.
+#[test]
+fn an_inherited_rtprio_does_not_reach_the_sandbox() {
+    let Some(w) = World::new(Mode::Root) else {
+        return;
+    };
+    let script = "grep 'Max realtime priority' /proc/self/limits; chrt -f 10 true && echo PWNED";
+    let outside = w
+        .command("prlimit")
+        .args(["--rtprio=50:50", "sh", "-c", script])
+        .output()
+        .unwrap();
+    if stderr(&outside).contains("Operation not permitted") {
+        // Raising a hard limit needs CAP_SYS_RESOURCE, which some containers' root lacks
+        // (this workplace's machines): the attack cannot be set up here.
+        eprintln!(
+            "skipped: cannot raise RLIMIT_RTPRIO here: {}",
+            stderr(&outside)
+        );
+        return;
+    }
+    assert!(stdout(&outside).contains(PWNED), "{}", stderr(&outside));
+    let mut cmd = w.command("prlimit");
+    cmd.arg("--rtprio=50:50")
+        .arg(airlock_bin())
+        .arg("--state-dir")
+        .arg(&w.state)
+        .arg("run")
+        .arg("--workspace")
+        .arg(&w.workspace)
+        .args(["--", "sh", "-c", script]);
+    let out = cmd.output().unwrap();
+    let text = ran(&out);
+    assert!(!text.contains(PWNED), "the sandbox took a real-time class");
+    let limit: Vec<&str> = text.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(limit[3..5], ["0", "0"], "{text}");
+}
+
 /// Writes 32 MiB into the current directory.
 const DISK_FILLER: &str = "dd if=/dev/zero of=big bs=1M count=32 2>&1 && echo PWNED; rm -f big";
 /// Makes 1000 files in the current directory.
@@ -316,4 +356,68 @@ both_modes!(check_lists_each_limit, |w: &World| {
         "refused"
     };
     assert_eq!(by("cpus"), cpus);
+});
+
+/// Takes 48 MiB of disk in one call without growing the file's size (fallocate --keep-size),
+/// then 42 MiB more in six calls, each within the file size the limit allows. RLIMIT_FSIZE
+/// bounds a file's size, not its blocks, and fallocate takes gigabytes in a millisecond: the
+/// watch could only see it afterwards.
+const FALLOCATE_FILLER: &str =
+    ": > big; fallocate -n -l 48MiB big; for i in 1 2 3 4 5 6; do fallocate -l 7MiB f$i; done";
+/// The bytes the filler's files hold on disk.
+const HELD: &str = "n=0; for f in big f1 f2 f3 f4 f5 f6; do [ -e $f ] && n=$((n + $(stat -c %b $f))); done; echo \"held $((n * 512))\"";
+
+fn held_bytes(out: &Output) -> u64 {
+    let text = stdout(out);
+    text.lines()
+        .find_map(|l| l.strip_prefix("held "))
+        .unwrap_or_else(|| panic!("no size in {text:?} {}", stderr(out)))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+both_modes!(fallocate_cannot_pass_the_file_size_limit, |w: &World| {
+    // Without airlock: an 8 MiB RLIMIT_FSIZE (ulimit counts 512-byte blocks) does not stop fallocate --keep-size.
+    let outside = format!(
+        "cd {} && ulimit -f 16384 && {FALLOCATE_FILLER}; {HELD}; rm -f big f?",
+        w.outside.display()
+    );
+    assert!(held_bytes(&w.outside(&outside)) >= 90 << 20);
+    // Inside a session with 8 MiB left above the margin: no more than that is taken.
+    let id = new_session(w, &[]);
+    // (The watch may kill the run right after the call: what it took is read in the next.)
+    let out = session_run_with_room(w, &id, 8 << 20, FALLOCATE_FILLER);
+    let held = held_bytes(&session_run_with_room(w, &id, 1 << 30, HELD));
+    assert!(
+        held <= 8 << 20,
+        "fallocate took {held} bytes past the margin: {}",
+        stderr(&out)
+    );
+});
+
+/// A session's run when the state directory's filesystem has only `inodes` free above its
+/// margin of inodes (the debug build's test hook).
+fn session_run_with_inodes(w: &World, id: &str, inodes: u64, script: &str) -> Output {
+    let mut cmd = w.airlock_with_test_hooks();
+    cmd.env("AIRLOCK_TEST_INODE_ROOM", inodes.to_string())
+        .args(["run", "--session", id, "--", "sh", "-c", script]);
+    cmd.output().unwrap()
+}
+
+// Empty files take inodes, not bytes: a session without `files` could use up the host
+// filesystem's inodes (no new file anywhere on it, the audit log's included) while the watch on
+// free bytes saw nothing.
+both_modes!(a_session_cannot_take_the_free_inodes, |w: &World| {
+    let id = new_session(w, &[]);
+    let cd_outside = format!("cd {} && {FILE_CREATOR}", w.outside.display());
+    assert!(stdout(&w.outside(&cd_outside)).contains(PWNED));
+    let out = session_run_with_inodes(w, &id, 200, FILE_CREATOR);
+    assert!(
+        !stdout(&out).contains(PWNED),
+        "the free inodes did not hold"
+    );
+    assert_eq!(out.status.code(), Some(153), "{}", stderr(&out));
+    let out = session_run_with_inodes(w, &id, 1 << 20, "echo ran");
+    assert_eq!(ran(&out).trim(), "ran", "{}", stderr(&out));
 });

@@ -17,6 +17,17 @@ pub fn free_margin(filesystem_bytes: u64) -> u64 {
     (filesystem_bytes / 20).clamp(64 << 20, 1 << 30)
 }
 
+/// The free inodes airlock keeps on the state directory's filesystem, of `filesystem_inodes`:
+/// a twentieth, at least 1,024 and at most a million; none where the filesystem has no fixed
+/// count (0). Empty files take inodes and no bytes, so the byte margin alone would let a run
+/// leave the host unable to create a file anywhere on that filesystem.
+pub fn free_inode_margin(filesystem_inodes: u64) -> u64 {
+    if filesystem_inodes == 0 {
+        return 0;
+    }
+    (filesystem_inodes / 20).clamp(1024, 1 << 20)
+}
+
 /// The default `cpus`: every CPU but one, so that the host stays responsive (a host of one
 /// CPU gives its one CPU, and the jail adds nice 19 there).
 pub fn default_millicpus(online_cpus: u64) -> u64 {
@@ -77,8 +88,10 @@ pub(super) fn disk_guard(
             flag: "disk",
         });
     }
+    let stat = statvfs(state_dir)?;
     Ok(Some(DiskGuard {
-        keep_free_bytes: free_margin(filesystem_bytes(state_dir)?),
+        keep_free_bytes: free_margin(stat.blocks() * stat.fragment_size()),
+        keep_free_inodes: free_inode_margin(stat.files()),
         path: state_dir.to_path_buf(),
         budget_bytes: limits.disk_bytes.filter(|_| !own_filesystem),
     }))
@@ -116,11 +129,6 @@ fn statvfs(path: &Path) -> Result<nix::sys::statvfs::Statvfs, Error> {
     })
 }
 
-fn filesystem_bytes(path: &Path) -> Result<u64, Error> {
-    let stat = statvfs(path)?;
-    Ok(stat.blocks() * stat.fragment_size())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -130,6 +138,14 @@ mod tests {
         assert_eq!(free_margin(0), 64 << 20);
         assert_eq!(free_margin(10 << 30), 512 << 20);
         assert_eq!(free_margin(1 << 40), 1 << 30);
+    }
+
+    #[test]
+    fn the_inode_margin_is_a_twentieth_within_bounds() {
+        assert_eq!(free_inode_margin(0), 0);
+        assert_eq!(free_inode_margin(100), 1024);
+        assert_eq!(free_inode_margin(2_000_000), 100_000);
+        assert_eq!(free_inode_margin(1 << 40), 1 << 20);
     }
 
     #[test]

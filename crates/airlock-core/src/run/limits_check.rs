@@ -6,7 +6,7 @@ use std::path::Path;
 use airlock_jail::cgroup::{self, CgroupSupport};
 use serde::Serialize;
 
-use super::limits::{default_millicpus, free_margin};
+use super::limits::{default_millicpus, free_inode_margin, free_margin};
 
 /// One limit and how it is enforced here.
 #[derive(Debug, Clone, Serialize)]
@@ -127,11 +127,14 @@ fn margin(state_dir: &Path) -> LimitCheck {
             let free = stat.blocks_available() * stat.fragment_size();
             format!(
                 "a run in a session is killed before the filesystem of {} falls below {} MiB \
-                 free (a twentieth, 64 MiB to 1 GiB; {} MiB free now): the supervisor reads its \
-                 free space every 10 ms, and RLIMIT_FSIZE holds each file to what is left",
+                 free (a twentieth, 64 MiB to 1 GiB; {} MiB free now) or {} free inodes (a \
+                 twentieth; {} free now): the supervisor reads its free space every 10 ms, \
+                 RLIMIT_FSIZE holds each file to what is left, and fallocate may not take space",
                 state_dir.display(),
                 free_margin(size) >> 20,
-                free >> 20
+                free >> 20,
+                free_inode_margin(stat.files()),
+                stat.files_available()
             )
         }
         Err(errno) => format!("cannot read the state directory's filesystem: {errno}"),
