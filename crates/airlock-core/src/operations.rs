@@ -181,9 +181,11 @@ pub struct GcReport {
 #[derive(Debug, Clone, Serialize)]
 pub struct Collected {
     pub id: String,
-    /// `applied` or `discarded`.
+    /// `applied`, `discarded`, or `unfinished` (a directory a killed `session new` left without
+    /// a record, older than ten minutes).
     pub status: &'static str,
-    pub workspace: PathBuf,
+    /// None for an unfinished one: no record says.
+    pub workspace: Option<PathBuf>,
 }
 
 /// Remove discarded and applied sessions' records (an applied one can then no longer be
@@ -214,18 +216,23 @@ pub fn gc(caller: &Caller, request: GcRequest) -> Result<GcReport, Error> {
             chosen.push((session, status));
         }
     }
+    let unfinished = Session::unfinished(&state_dir);
+    let collected = chosen.iter().map(|(session, status)| Collected {
+        id: session.id.clone(),
+        status,
+        workspace: Some(session.workspace().to_path_buf()),
+    });
     let report = GcReport {
         dry_run: request.dry_run,
-        sessions: chosen
-            .iter()
-            .map(|(session, status)| Collected {
-                id: session.id.clone(),
-                status,
-                workspace: session.workspace().to_path_buf(),
-            })
+        sessions: collected
+            .chain(unfinished.iter().map(|left| Collected {
+                id: left.id.clone(),
+                status: "unfinished",
+                workspace: None,
+            }))
             .collect(),
     };
-    if request.dry_run || chosen.is_empty() {
+    if request.dry_run || report.sessions.is_empty() {
         return Ok(report);
     }
     let intent = GcIntent {
@@ -239,6 +246,9 @@ pub fn gc(caller: &Caller, request: GcRequest) -> Result<GcReport, Error> {
     )?;
     for (session, _) in chosen {
         session.remove()?;
+    }
+    for left in unfinished {
+        left.remove()?;
     }
     Ok(report)
 }

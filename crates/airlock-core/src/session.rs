@@ -468,6 +468,12 @@ impl Session {
         Ok(sessions)
     }
 
+    /// Session directories a `session new` that was killed left without a record (see
+    /// [`Unfinished`]).
+    pub fn unfinished(state_dir: &Path) -> Vec<Unfinished> {
+        Unfinished::under(&sessions_dir(state_dir))
+    }
+
     /// Refuse a session that belongs to another workspace.
     pub fn check_workspace(&self, workspace: &Path) -> Result<(), SessionError> {
         if self.meta.workspace != workspace {
@@ -654,6 +660,7 @@ fn remove_tree(dir: &Path) -> Result<(), SessionError> {
 }
 
 mod image;
+pub use image::Unfinished;
 
 #[cfg(test)]
 mod tests {

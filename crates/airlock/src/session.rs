@@ -127,16 +127,18 @@ pub fn gc(global: &GlobalArgs, args: GcArgs) -> Result<ExitCode> {
         println!("{}", serde_json::to_string(&report)?);
     } else {
         for session in &report.sessions {
+            let workspace = session.workspace.as_ref().map_or_else(
+                || "unknown".to_string(),
+                |path| crate::shown::printable(&path.display().to_string()),
+            );
             println!(
-                "{verb} {} ({}, workspace {})",
-                session.id,
-                session.status,
-                crate::shown::printable(&session.workspace.display().to_string())
+                "{verb} {} ({}, workspace {workspace})",
+                session.id, session.status
             );
         }
     }
     note!(
-        "airlock: {verb} {} discarded or applied session(s)",
+        "airlock: {verb} {} discarded, applied or unfinished session(s)",
         report.sessions.len()
     );
     Ok(ExitCode::SUCCESS)

@@ -287,6 +287,48 @@ fn a_root_session_has_a_filesystem_of_its_own() {
     assert!(!layer.with_file_name("layer.img").exists());
 }
 
+#[test]
+fn gc_removes_what_a_killed_session_new_left_mounted() {
+    // A `session new` killed after its image was mounted and before its record was saved
+    // leaves a directory nothing can load, with a mount and a loop device. gc takes it once it
+    // is older than any creation could be; a fresh one may be a creation under way.
+    let Some(w) = World::new(Mode::Root) else {
+        return;
+    };
+    let _unmount = UnmountAtEnd(w.state.clone());
+    let profile = w.profile("[limits]\ndisk = \"8MiB\"\n");
+    let old = new_session(&w, &["--profile-file", &profile]);
+    let fresh = new_session(&w, &["--profile-file", &profile]);
+    let sessions = w.state.join("sessions");
+    for id in [&old, &fresh] {
+        std::fs::remove_file(sessions.join(id).join("meta.json")).unwrap();
+    }
+    let touched = std::process::Command::new("touch")
+        .args(["-d", "1 hour ago"])
+        .arg(sessions.join(&old))
+        .status()
+        .unwrap();
+    assert!(touched.success());
+    assert_eq!(mounts_under(&w.state), 2);
+    // Without airlock's gc nothing knows of them.
+    let listed = w.airlock().args(["sessions", "--json"]).output().unwrap();
+    assert!(!stdout(&listed).contains(&old), "{}", stdout(&listed));
+    let out = w.airlock().args(["gc"]).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains(&format!("removed {old} (unfinished, workspace unknown)")),
+        "{}",
+        stdout(&out)
+    );
+    assert!(!sessions.join(&old).exists());
+    assert!(sessions.join(&fresh).exists(), "a fresh one was taken");
+    assert_eq!(
+        mounts_under(&w.state),
+        1,
+        "the old one's image is still mounted"
+    );
+}
+
 /// A session's run when the state directory's filesystem has only `room` bytes above its
 /// margin (the debug build's test hook).
 fn session_run_with_room(w: &World, id: &str, room: u64, script: &str) -> Output {

@@ -51,3 +51,51 @@ impl Session {
         }
     }
 }
+
+/// A session directory with no record (`meta.json`): what a `session new` killed before it saved
+/// one leaves behind, perhaps with its own filesystem still mounted. Nothing can load it, so
+/// `gc` removes it; only once it is older than [`UNFINISHED_AGE`], so that a session being made
+/// right now is never taken.
+#[derive(Debug)]
+pub struct Unfinished {
+    pub id: String,
+    dir: PathBuf,
+}
+
+/// Far longer than making a session takes (a filesystem image: well under a second).
+pub(super) const UNFINISHED_AGE: std::time::Duration = std::time::Duration::from_secs(600);
+
+impl Unfinished {
+    /// The session directories under `sessions` without a record, older than [`UNFINISHED_AGE`].
+    pub(super) fn under(sessions: &std::path::Path) -> Vec<Unfinished> {
+        let Ok(entries) = fs::read_dir(sessions) else {
+            return Vec::new();
+        };
+        let old_enough = |meta: &fs::Metadata| {
+            meta.modified()
+                .ok()
+                .and_then(|at| at.elapsed().ok())
+                .is_some_and(|age| age >= UNFINISHED_AGE)
+        };
+        entries
+            .flatten()
+            .filter(|entry| entry.file_type().is_ok_and(|t| t.is_dir()))
+            .filter(|entry| !entry.path().join("meta.json").exists())
+            .filter(|entry| entry.metadata().is_ok_and(|m| old_enough(&m)))
+            .map(|entry| Unfinished {
+                id: entry.file_name().to_string_lossy().into_owned(),
+                dir: entry.path(),
+            })
+            .collect()
+    }
+
+    /// Unmount its filesystem if it has one mounted, then remove the directory.
+    pub fn remove(self) -> Result<(), SessionError> {
+        let layer = self.dir.join("layer");
+        airlock_jail::image::unmount_image(&layer).map_err(|source| SessionError::Image {
+            id: self.id.clone(),
+            source,
+        })?;
+        super::remove_tree(&self.dir)
+    }
+}
