@@ -10,45 +10,11 @@ mod support;
 use std::path::Path;
 use std::process::Output;
 
+use support::sessions::{diff_entries, new_session, run_in};
 use support::{ran, stderr, stdout, Mode, World};
 
 fn airlock(w: &World, args: &[&str]) -> Output {
     w.airlock().args(args).output().unwrap()
-}
-
-fn new_session(w: &World, extra: &[&str]) -> String {
-    let out = w
-        .airlock()
-        .args(["session", "new", "--workspace"])
-        .arg(&w.workspace)
-        .args(extra)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "session new: {}", stderr(&out));
-    stdout(&out).trim().to_string()
-}
-
-fn run_in(w: &World, session: &str, script: &str) -> Output {
-    w.airlock()
-        .args(["run", "--session", session, "--", "sh", "-c", script])
-        .output()
-        .unwrap()
-}
-
-/// What `diff --json` says of each path, looked up by path.
-fn diff_entries(w: &World, id: &str) -> impl Fn(&str) -> serde_json::Value {
-    let out = airlock(w, &["diff", id, "--json"]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let changes: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    move |path: &str| {
-        changes
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["path"] == path)
-            .unwrap_or_else(|| panic!("{path:?} not in {changes:#}"))
-            .clone()
-    }
 }
 
 /// `sh -c script` on the host, as the identity under test, in `dir`.

@@ -9,6 +9,7 @@ mod support;
 
 use std::process::Output;
 
+use support::sessions::new_session;
 use support::*;
 
 const PWNED: &str = "PWNED";
@@ -169,18 +170,6 @@ both_modes!(file_creator_is_stopped_at_files, |w: &World| {
         stderr(&out)
     );
 });
-
-fn new_session(w: &World, extra: &[&str]) -> String {
-    let out = w
-        .airlock()
-        .args(["session", "new", "--workspace"])
-        .arg(&w.workspace)
-        .args(extra)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-    stdout(&out).trim().to_string()
-}
 
 #[test]
 fn disk_on_a_session_is_refused_unless_accepted() {

@@ -8,6 +8,7 @@ mod support;
 use std::path::Path;
 use std::process::{Output, Stdio};
 
+use support::sessions::{diff_entries, new_session, run_in};
 use support::{ran, stderr, stdout, Mode, World};
 
 /// A listing of every non-directory entry under `dir`: path, type, executable bit, symlink target
@@ -54,27 +55,6 @@ fn listing(w: &World, inside: Option<&str>, dir: &Path) -> String {
     };
     assert!(out.status.success(), "listing failed: {}", stderr(&out));
     stdout(&out)
-}
-
-fn new_session(w: &World, extra: &[&str]) -> String {
-    let out = w
-        .airlock()
-        .args(["session", "new", "--workspace"])
-        .arg(&w.workspace)
-        .args(extra)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "session new: {}", stderr(&out));
-    let id = stdout(&out).trim().to_string();
-    assert!(!id.is_empty() && !id.contains('\n'), "one id: {id:?}");
-    id
-}
-
-fn run_in(w: &World, session: &str, script: &str) -> Output {
-    w.airlock()
-        .args(["run", "--session", session, "--", "sh", "-c", script])
-        .output()
-        .unwrap()
 }
 
 /// airlock refused (exit 125) and said `why`.
@@ -1000,18 +980,8 @@ both_modes!(
 
 /// What `diff --json` says each path's hazards are, looked up by path.
 fn diff_hazards(w: &World, id: &str) -> impl Fn(&str) -> serde_json::Value {
-    let out = airlock(w, &["diff", id, "--json"]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let changes: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    move |path: &str| {
-        changes
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["path"] == path)
-            .unwrap_or_else(|| panic!("{path:?} not in {changes:#}"))["hazards"]
-            .clone()
-    }
+    let entry = diff_entries(w, id);
+    move |path: &str| entry(path)["hazards"].clone()
 }
 
 /// A `.git` file in `sub` naming `../evil`, laid out as a git directory under an innocent name,

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod servers;
+pub mod sessions;
 
 use std::ffi::OsStr;
 use std::os::unix::fs::PermissionsExt;

@@ -1,0 +1,44 @@
+//! Sessions as the session tests use them: made, run in, and their diff looked up by path.
+
+use std::process::Output;
+
+use super::{stderr, stdout, World};
+
+/// `airlock session new` for the world's workspace, with `extra` arguments; its one id.
+pub fn new_session(w: &World, extra: &[&str]) -> String {
+    let out = w
+        .airlock()
+        .args(["session", "new", "--workspace"])
+        .arg(&w.workspace)
+        .args(extra)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "session new: {}", stderr(&out));
+    let id = stdout(&out).trim().to_string();
+    assert!(!id.is_empty() && !id.contains('\n'), "one id: {id:?}");
+    id
+}
+
+/// `script` in `sh -c`, in the session.
+pub fn run_in(w: &World, session: &str, script: &str) -> Output {
+    w.airlock()
+        .args(["run", "--session", session, "--", "sh", "-c", script])
+        .output()
+        .unwrap()
+}
+
+/// What `diff --json` says of each path, looked up by path.
+pub fn diff_entries(w: &World, id: &str) -> impl Fn(&str) -> serde_json::Value {
+    let out = w.airlock().args(["diff", id, "--json"]).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let changes: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    move |path: &str| {
+        changes
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["path"] == path)
+            .unwrap_or_else(|| panic!("{path:?} not in {changes:#}"))
+            .clone()
+    }
+}
