@@ -20,6 +20,8 @@ pub struct Filter {
     pub actions: Vec<String>,
     /// Only refusals and denials.
     pub denied: bool,
+    /// Only records of requests made with this API token (its id: `by.token`).
+    pub token: Option<String>,
 }
 
 impl Filter {
@@ -32,6 +34,7 @@ impl Filter {
         self.session.as_deref().is_none_or(contains)
             && self.profile.as_deref().is_none_or(contains)
             && (!self.denied || contains("\"denied\":true"))
+            && self.token.as_deref().is_none_or(contains)
     }
 
     pub fn matches(&self, record: &Map<String, Value>) -> bool {
@@ -63,6 +66,12 @@ impl Filter {
         }
         if self.denied && record.get("denied") != Some(&Value::Bool(true)) {
             return false;
+        }
+        if let Some(token) = &self.token {
+            let by = record.get("by").and_then(|by| by.get("token"));
+            if by.and_then(Value::as_str) != Some(token.as_str()) {
+                return false;
+            }
         }
         true
     }

@@ -10,30 +10,62 @@ use sha2::{Digest, Sha256};
 pub use airlock_audit::{AuditError, AuditLog, Sync};
 use airlock_policy::Profile;
 
-/// The audit log of `state_dir`, fsync'd unless `AIRLOCK_AUDIT_FSYNC=0`.
-pub fn log(state_dir: &Path) -> AuditLog {
-    AuditLog::new(state_dir, Sync::from_env())
+use crate::caller::Caller;
+
+/// The audit log as one caller writes to it: each record says who asked.
+#[derive(Clone)]
+pub struct Log {
+    log: AuditLog,
+    /// The id of the API token the request came with.
+    token: Option<String>,
 }
 
-/// Who asked: the caller's uid, and the supervisor's pid.
+impl std::ops::Deref for Log {
+    type Target = AuditLog;
+    fn deref(&self) -> &AuditLog {
+        &self.log
+    }
+}
+
+/// The audit log of `state_dir`, fsync'd unless `AIRLOCK_AUDIT_FSYNC=0`, written by this process
+/// for no token.
+pub fn log(state_dir: &Path) -> Log {
+    Log {
+        log: AuditLog::new(state_dir, Sync::from_env()),
+        token: None,
+    }
+}
+
+/// The audit log as `caller` writes to it: with the id of the token it came with, if any.
+pub fn log_for(caller: &Caller, state_dir: &Path) -> Log {
+    Log {
+        token: caller.grant.as_ref().map(|g| g.token.clone()),
+        ..log(state_dir)
+    }
+}
+
+/// Who asked: the caller's uid, the supervisor's pid, and the API token's id.
 #[derive(serde::Serialize)]
-struct Actor {
+struct Actor<'a> {
     uid: u32,
     pid: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    token: Option<&'a str>,
 }
 
-fn actor() -> Value {
+fn actor(token: Option<&str>) -> Value {
     let actor = Actor {
         uid: nix::unistd::getuid().as_raw(),
         pid: std::process::id(),
+        token,
     };
     serde_json::to_value(actor).unwrap_or(Value::Null)
 }
 
 /// The record's fields with who asked added.
-pub fn with_actor(mut fields: Value) -> Value {
+fn with_actor(mut fields: Value, token: Option<&str>) -> Value {
     if let Value::Object(map) = &mut fields {
-        map.insert("by".into(), actor());
+        map.insert("by".into(), actor(token));
     }
     fields
 }
@@ -57,11 +89,38 @@ pub fn text(value: &OsString) -> String {
 }
 
 /// Append, durably, before acting.
-pub fn append(log: &AuditLog, action: &str, fields: Value) -> Result<(), AuditError> {
-    log.append(action, with_actor(fields)).map(drop)
+pub fn append(log: &Log, action: &str, fields: Value) -> Result<(), AuditError> {
+    let fields = with_actor(fields, log.token.as_deref());
+    log.log.append(action, fields).map(drop)
 }
 
 /// Append now, make durable later with `log.sync()` (before the action itself starts).
-pub fn append_deferred(log: &AuditLog, action: &str, fields: Value) -> Result<(), AuditError> {
-    log.append_deferred(action, with_actor(fields)).map(drop)
+pub fn append_deferred(log: &Log, action: &str, fields: Value) -> Result<(), AuditError> {
+    let fields = with_actor(fields, log.token.as_deref());
+    log.log.append_deferred(action, fields).map(drop)
+}
+
+/// The audit log's records a caller may read, through `filter`: an agent's token reads only the
+/// records of its own requests.
+pub fn records(
+    caller: &Caller,
+    mut filter: airlock_audit::Filter,
+) -> Result<(airlock_audit::Records, airlock_audit::Filter), crate::Error> {
+    if let Some(grant) = &caller.grant {
+        if caller.role == crate::Role::Agent {
+            filter.token = Some(grant.token.clone());
+        }
+    }
+    let state_dir = caller.state_dir()?;
+    Ok((log(&state_dir).records()?, filter))
+}
+
+/// `run.abandoned`: a run its client stopped waiting for (it went away, or the server stopped),
+/// interrupted and then killed. Best effort: the run's own result record says how it ended.
+pub fn record_abandoned(caller: &Caller, session: Option<&str>, why: &str) {
+    let Ok(state_dir) = caller.state_dir() else {
+        return;
+    };
+    let fields = serde_json::json!({ "session": session, "why": why, "argv": caller.asked });
+    let _ = append(&log_for(caller, &state_dir), "run.abandoned", fields);
 }

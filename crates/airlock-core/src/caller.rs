@@ -11,7 +11,8 @@ use crate::session::{ProfileRef, Session};
 
 /// What the caller may do (DESIGN: "who may do what"). An agent runs commands and reads its
 /// sessions; only an operator approves changes, stops sandboxes, or sets what widens a run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Role {
     /// A person at the machine, or a token an operator holds: everything.
     Operator,
@@ -37,6 +38,20 @@ pub struct Caller {
     pub asked: Vec<String>,
     /// Told when another operation holds a session and this one waits for it.
     pub on_busy: fn(&Session),
+    /// The token the request came with, and what it is bound to; None for the person at the
+    /// machine, bound to nothing.
+    pub grant: Option<Grant>,
+}
+
+/// What a token opens (see [`crate::tokens`]): its profile, its own sessions (an agent's) or its
+/// profile's (an operator's), and its workspace or what lies under it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Grant {
+    /// The token's id (never the token): named in every audit record of its requests.
+    pub token: String,
+    pub profile: String,
+    /// Canonical. None: each request names its workspace (operator tokens only).
+    pub workspace: Option<PathBuf>,
 }
 
 fn say_nothing(_: &Session) {}
@@ -54,6 +69,7 @@ impl Caller {
                 .map(|a| a.to_string_lossy().into_owned())
                 .collect(),
             on_busy,
+            grant: None,
         }
     }
 
@@ -67,6 +83,25 @@ impl Caller {
             env: Vec::new(),
             asked: Vec::new(),
             on_busy: say_nothing,
+            grant: None,
+        }
+    }
+
+    /// A request that came with a token: its role and binding, and the service's own state
+    /// directory and environment (where profiles are looked up), never the request's.
+    pub fn with_token(
+        service: &Caller,
+        token: &crate::tokens::TokenRecord,
+        asked: String,
+    ) -> Caller {
+        Caller {
+            role: token.role,
+            state_dir: service.state_dir.clone(),
+            cwd: None,
+            env: service.env.clone(),
+            asked: vec![asked],
+            on_busy: say_nothing,
+            grant: Some(token.grant()),
         }
     }
 
@@ -126,8 +161,25 @@ impl Caller {
         }
     }
 
-    /// The workspace a request names (else the caller's working directory), made canonical.
+    /// The workspace a request names (else the caller's working directory, or the token's),
+    /// made canonical; with a token, only its workspace or a directory under it.
     pub(crate) fn workspace(&self, named: Option<&Path>) -> Result<PathBuf, Error> {
+        if let Some(bound) = self.grant.as_ref().and_then(|g| g.workspace.as_ref()) {
+            let Some(named) = named else {
+                return Ok(bound.clone());
+            };
+            let dir = self.absolute_within(named, bound)?;
+            if !dir.starts_with(bound) {
+                return Err(Error::OutsideGrant {
+                    what: format!(
+                        "use workspace {}: its token is bound to {}",
+                        dir.display(),
+                        bound.display()
+                    ),
+                });
+            }
+            return Ok(dir);
+        }
         let dir = match named {
             Some(dir) => self.absolute(dir, "--workspace")?,
             None => self.cwd.clone().ok_or(Error::NoWorkingDirectory)?,
@@ -136,6 +188,73 @@ impl Caller {
             arg: format!("--workspace {}", named.unwrap_or(&dir).display()),
             why: "no such directory".into(),
         })
+    }
+}
+
+impl Caller {
+    /// `named` canonical, a relative path taken from the token's workspace.
+    fn absolute_within(&self, named: &Path, bound: &Path) -> Result<PathBuf, Error> {
+        bound
+            .join(named)
+            .canonicalize()
+            .map_err(|_| Error::Argument {
+                arg: format!("workspace {}", named.display()),
+                why: "no such directory".into(),
+            })
+    }
+
+    /// Refuse a session the caller's token does not open: another profile's, or (for an agent)
+    /// another token's or a person's.
+    pub(crate) fn check_reaches(&self, session: &Session) -> Result<(), Error> {
+        let Some(grant) = &self.grant else {
+            return Ok(());
+        };
+        let profile_ok =
+            session.meta.profile.file.is_none() && session.meta.profile.name == grant.profile;
+        let owner_ok = self.role == Role::Operator
+            || session.meta.token.as_deref() == Some(grant.token.as_str());
+        if profile_ok && owner_ok {
+            return Ok(());
+        }
+        Err(Error::OutsideGrant {
+            what: format!(
+                "reach session {}: it belongs to another {}",
+                session.id,
+                if profile_ok { "token" } else { "profile" }
+            ),
+        })
+    }
+
+    /// The session `id_or_name` names, if the caller's token reaches it.
+    pub(crate) fn find_session(
+        &self,
+        state_dir: &Path,
+        id_or_name: &str,
+    ) -> Result<Session, Error> {
+        let session = Session::find(state_dir, id_or_name)?;
+        self.check_reaches(&session)?;
+        Ok(session)
+    }
+
+    /// The sessions the caller's token reaches (all, without one).
+    pub(crate) fn reaches(&self, session: &Session) -> bool {
+        self.check_reaches(session).is_ok()
+    }
+
+    /// A profile name a kill-switch request names, within the token's binding: its own profile
+    /// when none is named; another is refused.
+    pub(crate) fn profile_scope(&self, named: Option<&str>) -> Result<Option<String>, Error> {
+        match (&self.grant, named) {
+            (None, named) => Ok(named.map(str::to_string)),
+            (Some(grant), None) => Ok(Some(grant.profile.clone())),
+            (Some(grant), Some(name)) if name == grant.profile => Ok(Some(grant.profile.clone())),
+            (Some(grant), Some(name)) => Err(Error::OutsideGrant {
+                what: format!(
+                    "act on profile {name}: its token is bound to profile {}",
+                    grant.profile
+                ),
+            }),
+        }
     }
 }
 
@@ -154,6 +273,9 @@ impl ProfileChoice {
 
     /// The profile this names, its file made canonical. Both a name and a file is ambiguous.
     pub(crate) fn resolve(&self, caller: &Caller) -> Result<ProfileRef, Error> {
+        if let Some(grant) = &caller.grant {
+            return self.within(grant);
+        }
         if let (Some(name), Some(file)) = (&self.name, &self.file) {
             return Err(Error::Argument {
                 arg: format!("-p {name} with --profile-file {}", file.display()),
@@ -180,6 +302,29 @@ impl ProfileChoice {
                 .map(|s| s.to_string_lossy().into_owned())
                 .unwrap_or_default(),
             file: Some(canonical),
+        })
+    }
+}
+
+impl ProfileChoice {
+    /// With a token: its profile, whatever the request leaves out; another, or a file, refused.
+    fn within(&self, grant: &Grant) -> Result<ProfileRef, Error> {
+        let other = match (&self.name, &self.file) {
+            (_, Some(file)) => Some(file.display().to_string()),
+            (Some(name), None) if *name != grant.profile => Some(name.clone()),
+            _ => None,
+        };
+        if let Some(other) = other {
+            return Err(Error::OutsideGrant {
+                what: format!(
+                    "choose profile {other}: its token is bound to profile {}",
+                    grant.profile
+                ),
+            });
+        }
+        Ok(ProfileRef {
+            name: grant.profile.clone(),
+            file: None,
         })
     }
 }

@@ -285,6 +285,7 @@ impl Action {
 /// Act on every running sandbox `target` names; the intent is logged first.
 pub fn act(
     state_dir: &Path,
+    log: &audit::Log,
     action: Action,
     target: &Target,
     reason: Option<&str>,
@@ -302,9 +303,8 @@ pub fn act(
     if targets.is_empty() && mistaken {
         return Err(ControlError::NoMatch(target.describe()));
     }
-    let log = audit::log(state_dir);
     audit::append(
-        &log,
+        log,
         &format!("{}.intent", action.name()),
         serde_json::to_value(ActIntent {
             target: target.describe(),
@@ -362,7 +362,7 @@ pub fn act(
         }
     }
     audit::append(
-        &log,
+        log,
         &format!("{}.result", action.name()),
         serde_json::to_value(ActResult {
             target: target.describe(),
@@ -468,12 +468,12 @@ fn humantime_like(seconds: u64) -> String {
 /// Disable airlock for `profile` (or entirely), then kill its running sandboxes.
 pub fn disable(
     state_dir: &Path,
+    log: &audit::Log,
     profile: Option<&str>,
     reason: &str,
 ) -> Result<Vec<Acted>, ControlError> {
-    let log = audit::log(state_dir);
     audit::append(
-        &log,
+        log,
         "disable",
         serde_json::to_value(SwitchRecord {
             profile,
@@ -497,17 +497,20 @@ pub fn disable(
         Some(name) => Target::Profile(name.to_string()),
         None => Target::All,
     };
-    act(state_dir, Action::Kill, &target, Some(reason))
+    act(state_dir, log, Action::Kill, &target, Some(reason))
 }
 
 /// Lift the switch for `profile` (or the one for everything).
-pub fn enable(state_dir: &Path, profile: Option<&str>) -> Result<(), ControlError> {
-    let log = audit::log(state_dir);
+pub fn enable(
+    state_dir: &Path,
+    log: &audit::Log,
+    profile: Option<&str>,
+) -> Result<(), ControlError> {
     let record = SwitchRecord {
         profile,
         reason: None,
     };
-    audit::append(&log, "enable", serde_json::to_value(record)?)?;
+    audit::append(log, "enable", serde_json::to_value(record)?)?;
     let mut current = switches(state_dir).unwrap_or_default();
     match profile {
         Some(name) => {

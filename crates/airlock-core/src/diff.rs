@@ -15,7 +15,6 @@ use crate::caller::Caller;
 use crate::changes::{read_changes, relative_paths, ReadChanges};
 use crate::error::Error;
 use crate::review::ReviewInputs;
-use crate::session::Session;
 
 #[derive(Debug, Clone, Default)]
 pub struct DiffRequest {
@@ -66,7 +65,7 @@ pub struct ChangeEntry {
 /// Read what a session changed against its workspace as it is now.
 pub fn diff(caller: &Caller, request: &DiffRequest) -> Result<Diff, Error> {
     let state_dir = caller.state_dir()?;
-    let mut session = Session::find(&state_dir, &request.session)?;
+    let mut session = caller.find_session(&state_dir, &request.session)?;
     let workspace = session.existing_workspace()?.to_path_buf();
     let inputs = ReviewInputs::of(caller, &session, &workspace)?;
     let mut read = read_changes(&mut session, &caller.on_busy)?;

@@ -49,6 +49,18 @@ pub enum Error {
         "an agent may not {what}: a person reviews and does that (airlock diff, airlock apply)"
     )]
     NotPermitted { what: String },
+    /// The request's token is not bound to what it names (see [`crate::Grant`]).
+    #[error(
+        "this token may not {what} — an operator makes a token for it with 'airlock token create'"
+    )]
+    OutsideGrant { what: String },
+    /// A file of airlock's own state (not a session's) could not be used.
+    #[error("cannot {action} {path}: {source} — check the permissions of the state directory, or pass --state-dir")]
+    State {
+        action: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("cannot tell the current directory — pass --workspace DIR")]
     NoWorkingDirectory,
     /// A limit the profile names that the kernel cannot hold this run to.
@@ -67,4 +79,119 @@ fn shown_paths(paths: &[PathBuf]) -> String {
         .map(|p| p.display().to_string().escape_debug().to_string())
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// What kind of failure an error is, for a front end to say in its own terms (an HTTP status, an
+/// exit code): the request's fault, a refusal, or the machine's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    /// The request cannot be carried out as asked: fix it.
+    Invalid,
+    /// The caller may not do it (its role, its token's binding, the kill switch).
+    Forbidden,
+    /// What it names does not exist.
+    NotFound,
+    /// The state of what it names does not allow it now (applied, discarded, busy, hazards).
+    Conflict,
+    /// This machine cannot enforce what the policy asks.
+    Unavailable,
+    /// airlock's own state or the system failed: not the caller's fault.
+    Internal,
+}
+
+impl Error {
+    /// A stable name for the error (`session_not_found`, `role_forbidden`, …) and its kind: what
+    /// scripts and API clients branch on, where the message is for people.
+    pub fn code(&self) -> (&'static str, ErrorKind) {
+        use ErrorKind::*;
+        match self {
+            Error::Session(e) => session_code(e),
+            Error::Audit(_) => ("audit_failed", Internal),
+            Error::Control(e) => control_code(e),
+            Error::Jail(e) => jail_code(e),
+            Error::Policy(airlock_policy::PolicyError::NotFound { .. }) => {
+                ("profile_not_found", NotFound)
+            }
+            Error::Policy(_) => ("profile_invalid", Invalid),
+            Error::StateDir(_) => ("state_dir", Internal),
+            Error::Changes(e) => changes_code(e),
+            Error::Apply(e) => apply_code(e),
+            Error::Workspace { .. } => ("workspace_refused", Invalid),
+            Error::ProfilePath { .. } => ("profile_path_refused", Invalid),
+            Error::Argument { .. } => ("bad_argument", Invalid),
+            Error::ProfileOfSession { .. } => ("profile_of_session", Invalid),
+            Error::Record(_) => ("record_failed", Internal),
+            Error::NothingAtPaths { .. } => ("nothing_at_paths", Invalid),
+            Error::NotPermitted { .. } => ("role_forbidden", Forbidden),
+            Error::OutsideGrant { .. } => ("outside_token_binding", Forbidden),
+            Error::State { .. } => ("state_io", Internal),
+            Error::NoWorkingDirectory => ("workspace_required", Invalid),
+            Error::LimitNotEnforced { .. } => ("limit_not_enforced", Unavailable),
+        }
+    }
+}
+
+fn session_code(e: &crate::session::SessionError) -> (&'static str, ErrorKind) {
+    use crate::session::SessionError as S;
+    use ErrorKind::*;
+    match e {
+        S::Image { .. } | S::Io { .. } => ("state_io", Internal),
+        S::Unknown { .. } => ("session_not_found", NotFound),
+        S::Ambiguous { .. } => ("session_ambiguous", Conflict),
+        S::OtherWorkspace { .. } => ("session_other_workspace", Invalid),
+        S::BadId(_) => ("bad_session_id", Invalid),
+        S::NameTaken(_) => ("session_name_taken", Conflict),
+        S::Discarded { .. } => ("session_discarded", Conflict),
+        S::Applied { .. } => ("session_applied", Conflict),
+        S::KilledWhileWaiting { .. } => ("session_killed", Conflict),
+        S::InterruptedApply { .. } => ("apply_interrupted", Conflict),
+        S::WorkspaceGone { .. } | S::WorkspaceRedirected { .. } => ("workspace_gone", Conflict),
+        S::Damaged { .. } => ("session_damaged", Conflict),
+    }
+}
+
+fn control_code(e: &crate::control::ControlError) -> (&'static str, ErrorKind) {
+    use crate::control::ControlError as C;
+    match e {
+        C::Disabled(_) => ("disabled", ErrorKind::Forbidden),
+        C::NoMatch(_) => ("no_such_sandbox", ErrorKind::NotFound),
+        C::Session(e) => session_code(e),
+        C::Jail(e) => jail_code(e),
+        C::Audit(_) => ("audit_failed", ErrorKind::Internal),
+        C::Io { .. } | C::Record(_) => ("state_io", ErrorKind::Internal),
+    }
+}
+
+fn jail_code(e: &airlock_jail::JailError) -> (&'static str, ErrorKind) {
+    match e {
+        airlock_jail::JailError::Refused(_) | airlock_jail::JailError::LayerMissing { .. } => {
+            ("layer_unavailable", ErrorKind::Unavailable)
+        }
+        airlock_jail::JailError::Invalid(_) => ("sandbox_invalid", ErrorKind::Invalid),
+        _ => ("sandbox_failed", ErrorKind::Internal),
+    }
+}
+
+fn changes_code(e: &crate::changes::ChangesError) -> (&'static str, ErrorKind) {
+    use crate::changes::ChangesError as C;
+    match e {
+        C::Session(e) => session_code(e),
+        C::Scan { .. } => ("scan_failed", ErrorKind::Internal),
+        C::ToolPattern(_) => ("profile_invalid", ErrorKind::Invalid),
+        C::OutsideWorkspace { .. } => ("path_outside_workspace", ErrorKind::Invalid),
+    }
+}
+
+fn apply_code(e: &crate::apply::ApplyError) -> (&'static str, ErrorKind) {
+    use crate::apply::ApplyError as A;
+    match e {
+        A::Session(e) => session_code(e),
+        A::Changes(e) => changes_code(e),
+        A::Audit(_) => ("audit_failed", ErrorKind::Internal),
+        A::Io { .. } | A::Record(_) => ("apply_io", ErrorKind::Internal),
+        A::AlreadyApplied(_) => ("session_applied", ErrorKind::Conflict),
+        A::NothingToRevert(_) => ("nothing_to_revert", ErrorKind::Conflict),
+        A::NothingToRollBack(_) => ("nothing_to_roll_back", ErrorKind::Conflict),
+    }
 }

@@ -56,7 +56,10 @@ impl ControlReport {
 
 /// A session named by id or name. An id of a session whose record is gone still matches while a
 /// sandbox of it runs; anything else is a mistake (a typo), not "nothing to do".
-fn target(state_dir: &Path, choice: &TargetChoice) -> Result<Target, Error> {
+fn target(caller: &Caller, state_dir: &Path, choice: &TargetChoice) -> Result<Target, Error> {
+    if caller.grant.is_some() {
+        return target_within_grant(caller, state_dir, choice);
+    }
     if choice.all {
         return Ok(Target::All);
     }
@@ -80,6 +83,33 @@ fn target(state_dir: &Path, choice: &TargetChoice) -> Result<Target, Error> {
     }
 }
 
+/// With a token, what a request names lies within its profile: "all" is its profile's sandboxes,
+/// a pid must be one of them, a session one the token reaches.
+fn target_within_grant(
+    caller: &Caller,
+    state_dir: &Path,
+    choice: &TargetChoice,
+) -> Result<Target, Error> {
+    if choice.all || choice.profile.is_some() {
+        let profile = caller.profile_scope(choice.profile.as_deref())?;
+        return Ok(Target::Profile(profile.unwrap_or_default()));
+    }
+    if let Some(pid) = choice.pid {
+        let profile = caller.profile_scope(None)?.unwrap_or_default();
+        let theirs = control::running(state_dir).into_iter().any(|run| {
+            (run.sandbox.pid == pid as i32 || run.supervisor == pid) && run.profile != profile
+        });
+        if theirs {
+            return Err(Error::OutsideGrant {
+                what: format!("act on pid {pid}: it runs another profile"),
+            });
+        }
+        return Ok(Target::Pid(pid));
+    }
+    let name = choice.session.as_deref().unwrap_or_default();
+    Ok(Target::Session(caller.find_session(state_dir, name)?.id))
+}
+
 /// Kill, pause, resume or cut the network of the sandboxes the request names.
 pub fn act(caller: &Caller, request: &ControlRequest) -> Result<ControlReport, Error> {
     caller.must_be_operator(&format!("{} sandboxes", request.action.name()))?;
@@ -97,8 +127,14 @@ pub fn act(caller: &Caller, request: &ControlRequest) -> Result<ControlReport, E
         }
         other => other,
     };
-    let target = target(&state_dir, &request.target)?;
-    let acted = control::act(&state_dir, action, &target, request.reason.as_deref())?;
+    let target = target(caller, &state_dir, &request.target)?;
+    let acted = control::act(
+        &state_dir,
+        &crate::audit::log_for(caller, &state_dir),
+        action,
+        &target,
+        request.reason.as_deref(),
+    )?;
     Ok(ControlReport::of(action, acted))
 }
 
@@ -116,8 +152,14 @@ pub fn disable(
             why: "is empty: say why (everyone who is refused reads it)".into(),
         });
     }
+    let profile = caller.profile_scope(profile)?;
     let state_dir = caller.state_dir()?;
-    let acted = control::disable(&state_dir, profile, reason)?;
+    let acted = control::disable(
+        &state_dir,
+        &crate::audit::log_for(caller, &state_dir),
+        profile.as_deref(),
+        reason,
+    )?;
     Ok(ControlReport::of(Action::Kill, acted))
 }
 
@@ -133,12 +175,18 @@ pub struct EnableReport {
 /// Lift the switch for a profile (or the one for everything).
 pub fn enable(caller: &Caller, profile: Option<&str>) -> Result<EnableReport, Error> {
     caller.must_be_operator("enable airlock")?;
+    let profile = caller.profile_scope(profile)?;
+    let profile = profile.as_deref();
     let state_dir = caller.state_dir()?;
     let was_on = control::switches(&state_dir).map_or(true, |s| match profile {
         Some(name) => s.profiles.contains_key(name),
         None => s.all.is_some(),
     });
-    control::enable(&state_dir, profile)?;
+    control::enable(
+        &state_dir,
+        &crate::audit::log_for(caller, &state_dir),
+        profile,
+    )?;
     let still = control::check_enabled(&state_dir, profile.unwrap_or(""));
     Ok(EnableReport {
         profile: profile.map(str::to_string),
@@ -182,8 +230,10 @@ pub fn status(caller: &Caller) -> Result<StatusReport, Error> {
         }
         _ => None,
     };
+    let scope = caller.profile_scope(None)?;
     let running = control::running(&state_dir)
         .into_iter()
+        .filter(|run| scope.as_ref().is_none_or(|p| *p == run.profile))
         .map(|run| Listed {
             paused: run.sandbox.is_paused(),
             run,

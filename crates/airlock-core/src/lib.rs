@@ -27,22 +27,26 @@ mod refusal;
 mod review;
 mod run;
 mod session;
+pub mod tokens;
 
 pub use apply::{
     apply, revert, ApplyError, ApplyOptions, ApplyReport, ApplyRequest, Item as ApplyItem,
     Result as ApplyResult,
 };
-pub use caller::{describe_profile, Caller, ProfileChoice, Role};
+pub use caller::{describe_profile, Caller, Grant, ProfileChoice, Role};
 pub use changes::{ChangesError, MAX_FILE_BYTES};
 pub use diff::{diff, ChangeEntry, Diff, DiffRequest, Side};
-pub use error::Error;
+pub use error::{Error, ErrorKind};
 pub use identity::DEFAULT_ROOT_SANDBOX_ID;
 pub use operations::{
-    create_session, discard_session, gc, list_sessions, timestamp, Collected, GcReport, GcRequest,
-    SessionRequest, SessionSummary,
+    create_session, discard_session, gc, list_sessions, session_summary, timestamp, Collected,
+    GcReport, GcRequest, SessionRequest, SessionSummary,
 };
 pub use paths::{state_dir, StateDirError};
-pub use run::{check_limits, run, LimitCheck, RunReport, RunRequest, SANDBOX_HOME, SANDBOX_USER};
+pub use run::{
+    check_limits, run, LimitCheck, RunReport, RunRequest, EXIT_CPU_LIMIT, EXIT_DISK_LIMIT,
+    EXIT_TIMED_OUT, SANDBOX_HOME, SANDBOX_USER,
+};
 pub use session::{
     LayerImage, Lifecycle, ProfileRef, Session, SessionError, SessionMeta, SessionStatus,
 };

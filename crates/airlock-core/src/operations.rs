@@ -105,7 +105,7 @@ pub fn create_session(caller: &Caller, request: SessionRequest) -> Result<Sessio
         let limits = load_trusted_profile(caller, &profile, &workspace)?.limits;
         crate::run::check_workspace_for(&workspace, &state_dir, caller.home().as_deref())?;
         crate::control::check_enabled(&state_dir, &profile.name)?;
-        let log = audit::log(&state_dir);
+        let log = audit::log_for(caller, &state_dir);
         let intent = SessionIntent {
             workspace: &workspace,
             name: request.name.as_deref(),
@@ -118,6 +118,7 @@ pub fn create_session(caller: &Caller, request: SessionRequest) -> Result<Sessio
             name: request.name.as_deref(),
             profile,
             image: crate::run::limits::layer_image(&limits, &state_dir)?,
+            token: caller.grant.as_ref().map(|g| g.token.clone()),
         };
         let session = Session::create(&state_dir, new)?;
         let created = SessionRecord {
@@ -137,8 +138,17 @@ pub fn list_sessions(caller: &Caller) -> Result<Vec<SessionSummary>, Error> {
     let running = crate::control::running(&state_dir);
     Ok(sessions
         .iter()
+        .filter(|s| caller.reaches(s))
         .map(|s| SessionSummary::of(s, &running))
         .collect())
+}
+
+/// One session, if the caller reaches it.
+pub fn session_summary(caller: &Caller, id: &str) -> Result<SessionSummary, Error> {
+    let state_dir = caller.state_dir()?;
+    let session = caller.find_session(&state_dir, id)?;
+    let running = crate::control::running(&state_dir);
+    Ok(SessionSummary::of(&session, &running))
 }
 
 /// Drop a session's layer, once any run in it has ended.
@@ -146,10 +156,10 @@ pub fn discard_session(caller: &Caller, id: &str) -> Result<Session, Error> {
     crate::refusal::audited(caller, "discard.refused", Some(id), || {
         caller.must_be_operator("discard a session")?;
         let state_dir = caller.state_dir()?;
-        let mut session = Session::find(&state_dir, id)?;
+        let mut session = caller.find_session(&state_dir, id)?;
         let lock = session.lock_exclusive(&caller.on_busy)?;
         session.check_active()?;
-        let log = audit::log(&state_dir);
+        let log = audit::log_for(caller, &state_dir);
         let fields = serde_json::to_value(SessionRecord {
             session: &session.id,
             name: None,
@@ -240,7 +250,7 @@ pub fn gc(caller: &Caller, request: GcRequest) -> Result<GcReport, Error> {
         older_than: request.older_than.as_deref(),
     };
     audit::append(
-        &audit::log(&state_dir),
+        &audit::log_for(caller, &state_dir),
         "gc.intent",
         serde_json::to_value(intent)?,
     )?;

@@ -46,6 +46,6 @@ fn record(caller: &Caller, action: &str, session: Option<&str>, err: &Error) {
         denied: true,
     };
     if let Ok(fields) = serde_json::to_value(refusal) {
-        let _ = crate::audit::append(&crate::audit::log(&state), action, fields);
+        let _ = crate::audit::append(&crate::audit::log_for(caller, &state), action, fields);
     }
 }

@@ -118,6 +118,10 @@ pub struct SessionMeta {
     /// its own, which the kernel holds to them. None: a directory in the state directory.
     #[serde(default)]
     pub image: Option<LayerImage>,
+    /// The id of the API token whose request made it (its agent alone may use it); None: made
+    /// at the machine.
+    #[serde(default)]
+    pub token: Option<String>,
 }
 
 /// The size of a session's own filesystem: `layer.img` in the session's directory, mounted at
@@ -273,6 +277,8 @@ pub struct NewSession<'a> {
     pub profile: ProfileRef,
     /// Give the layer a filesystem of its own (root only).
     pub image: Option<LayerImage>,
+    /// The token whose request makes it.
+    pub token: Option<String>,
 }
 
 impl Session {
@@ -356,6 +362,7 @@ impl Session {
                 lifecycle: Lifecycle::Active,
                 ended: None,
                 image: new.image,
+                token: new.token,
             },
         };
         let made = session.make_layer(new.workspace);
@@ -669,6 +676,7 @@ mod tests {
     fn new_session<'a>(ws: &'a Path, name: Option<&'a str>) -> NewSession<'a> {
         NewSession {
             image: None,
+            token: None,
             workspace: ws,
             name,
             profile: ProfileRef {

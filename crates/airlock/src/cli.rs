@@ -294,6 +294,116 @@ pub enum Command {
         after_help = "Exit status: 0 written; 125 DIR could not be written."
     )]
     Man(ManArgs),
+    /// Serve airlock's HTTP API: a token per automation
+    #[command(
+        long_about = "Serve airlock's HTTP API until SIGTERM or SIGINT. Every request carries a \
+            token ('Authorization: Bearer TOKEN'; make one with 'airlock token create'), bound to \
+            a profile and a role: an agent token runs commands in sessions of its own over its \
+            workspace and reads their diffs; only an operator token applies, reverts, discards, \
+            kills or disables. Each run is carried out by a worker process exactly as 'airlock \
+            run' would, and the audit log names the token of every request.\n\n\
+            Listens on a unix socket in the state directory (mode 0600) by default; --listen \
+            127.0.0.1:8700 for TCP. An address beyond loopback is refused without --tls-cert and \
+            --tls-key, so that no token crosses a network in clear text. GET /openapi.json \
+            describes every endpoint.\n\n\
+            On SIGTERM the server stops accepting connections, lets runs go on for --grace, then \
+            interrupts the rest (each recorded as run.abandoned) and exits.",
+        after_help = "Example:\n  token=$(airlock token create --profile ci --role agent --workspace ~/src/app | tail -1)\n  \
+            airlock serve --listen 127.0.0.1:8700 &\n  \
+            curl -s -H \"Authorization: Bearer $token\" -d '{\"command\": \"make test\"}' \\\n    \
+            -H 'Content-Type: application/json' http://127.0.0.1:8700/v1/runs\n\n\
+            Exit status: 0 stopped on a signal; 125 it could not start (the address, the TLS files, the state directory)."
+    )]
+    Serve(ServeArgs),
+    /// Make, list and revoke the API's tokens
+    #[command(subcommand)]
+    Token(TokenCommand),
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// unix:PATH, an absolute socket path, or IP:PORT [default: unix socket STATE_DIR/airlock.sock]
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<String>,
+    /// TLS certificate chain (PEM), with --tls-key
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// TLS private key (PEM), with --tls-cert
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Largest request body taken, in bytes
+    #[arg(long, value_name = "BYTES", default_value_t = 1 << 20)]
+    pub max_body: usize,
+    /// Bytes of each output stream a run's answer keeps (the profile's output limit applies first)
+    #[arg(long, value_name = "BYTES", default_value_t = 8 << 20)]
+    pub max_output: u64,
+    /// Requests a second each token may make (twice that in a burst)
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    pub requests_per_second: u32,
+    /// Runs each token may have going at once
+    #[arg(long, value_name = "N", default_value_t = 8)]
+    pub runs_per_token: u32,
+    /// After SIGTERM, how long runs may go on before they are interrupted
+    #[arg(long, value_name = "DURATION", default_value = "30s")]
+    pub grace: String,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Make a token; it is printed once, as the last line of stdout
+    #[command(
+        long_about = "Make a token for one automation, bound to a profile and a role, and print \
+            it once (the last line of stdout): airlock keeps only its hash. An agent token needs \
+            --workspace, the directory its sessions overlay; its requests may name a directory \
+            under it, never beyond. An agent token runs commands, starts and reads sessions of its \
+            own; an operator token also applies, reverts, discards, kills, pauses, resumes, \
+            disables and enables, within its profile.",
+        after_help = "Example:\n  airlock token create --profile n8n --role agent --workspace /srv/n8n-work --name n8n --expires 90d\n\n\
+            Exit status: 0 made; 125 refused (an unknown profile, a workspace no session may have, \
+            an agent without --workspace, a taken name)."
+    )]
+    Create(TokenCreateArgs),
+    /// List tokens (never the tokens themselves)
+    List(TokenListArgs),
+    /// Revoke a token by id or name: it opens nothing from the next request on
+    Revoke(TokenRevokeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct TokenCreateArgs {
+    /// The profile its requests run with
+    #[arg(long, short = 'p', value_name = "NAME", default_value = "default")]
+    pub profile: String,
+    /// agent (run, sessions, diffs) or operator (also apply, revert, discard, kill, disable)
+    #[arg(long, value_name = "ROLE", value_parser = ["agent", "operator"])]
+    pub role: String,
+    /// The workspace its sessions overlay (required for agents)
+    #[arg(long, short = 'w', value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    /// How long it lives (12h, 30d) [default: until revoked]
+    #[arg(long, value_name = "DURATION")]
+    pub expires: Option<String>,
+    /// A name to know it by
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+    /// Print the record and the token as one JSON object
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct TokenListArgs {
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct TokenRevokeArgs {
+    /// The token's id or name
+    #[arg(value_name = "ID")]
+    pub token: String,
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -456,6 +566,9 @@ pub struct LogArgs {
     /// Only refusals and denials
     #[arg(long)]
     pub denied: bool,
+    /// Only records of requests made with this API token (its id, as 'airlock token list' shows)
+    #[arg(long, value_name = "ID")]
+    pub token: Option<String>,
     /// Keep printing records as they are written
     #[arg(long, short = 'f')]
     pub follow: bool,

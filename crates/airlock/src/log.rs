@@ -222,6 +222,7 @@ pub fn log(global: &GlobalArgs, args: LogArgs) -> Result<ExitCode> {
         since: args.since.as_deref().map(since).transpose()?,
         actions: args.action,
         denied: args.denied,
+        token: args.token,
     };
     let mut records = log.records()?;
     let stdout = std::io::stdout();

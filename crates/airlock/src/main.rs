@@ -10,6 +10,7 @@ mod control;
 mod diff;
 mod log;
 mod run;
+mod serve;
 mod session;
 mod shown;
 
@@ -25,6 +26,13 @@ fn main() -> ExitCode {
     // airlock_jail::nss).
     if cfg!(target_feature = "crt-static") {
         airlock_jail::nss::use_built_in_services_only();
+    }
+    // A run for `airlock serve`, in a process of its own (see airlock_serve::job).
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == "__serve-worker")
+    {
+        return airlock_serve::worker::main();
     }
     let cli = match Cli::from_args() {
         Ok(cli) => cli,
@@ -54,6 +62,9 @@ fn main() -> ExitCode {
         Command::Gc(a) => a.json,
         Command::Discard(a) => a.json,
         Command::Enable(a) => a.json,
+        Command::Token(cli::TokenCommand::Create(a)) => a.json,
+        Command::Token(cli::TokenCommand::List(a)) => a.json,
+        Command::Token(cli::TokenCommand::Revoke(a)) => a.json,
         _ => false,
     };
     let result = match cli.command {
@@ -78,6 +89,8 @@ fn main() -> ExitCode {
         Command::Enable(args) => control::enable(&cli.global, args),
         Command::Status(args) => control::status(&cli.global, args),
         Command::Man(args) => man(&args.dir),
+        Command::Serve(args) => serve::serve(&cli.global, args),
+        Command::Token(command) => serve::token(&cli.global, command),
     };
     match result {
         Ok(code) => code,

@@ -12,13 +12,6 @@ use airlock_jail::Outcome;
 
 use crate::cli::{GlobalArgs, ProfileAndWorkspace, RunArgs};
 
-/// Exit status when the wall-clock limit ended the run, as timeout(1) uses.
-const EXIT_TIMED_OUT: u8 = 124;
-/// 128 + SIGXCPU: what a single process past its own CPU limit (RLIMIT_CPU) exits with.
-const EXIT_CPU_LIMIT: u8 = 152;
-/// 128+SIGXFSZ: what a process past RLIMIT_FSIZE gets, for the sandbox's disk limit.
-const EXIT_DISK_LIMIT: u8 = 153;
-
 fn tell_busy(session: &Session) {
     note!(
         "airlock: session {} is busy with a run; waiting for it to end…",
@@ -52,6 +45,8 @@ pub fn run(global: &GlobalArgs, args: RunArgs) -> Result<ExitCode> {
         // A person watching a terminal gets the command's output directly; output that is kept
         // (a pipe, a file) is relayed and limited.
         limit_output: !(std::io::stdout().is_terminal() && std::io::stderr().is_terminal()),
+        env: None,
+        timeout: None,
     };
     let keep = request.keep && request.session.is_none();
     let report = airlock_core::run(&caller(global), request)?;
@@ -88,29 +83,28 @@ pub fn run(global: &GlobalArgs, args: RunArgs) -> Result<ExitCode> {
             );
         }
     }
-    Ok(match report.outcome {
-        Outcome::Exited(0) if undelivered => ExitCode::from(crate::EXIT_AIRLOCK_ERROR),
-        Outcome::Exited(code) => {
-            ExitCode::from(u8::try_from(code).unwrap_or(crate::EXIT_AIRLOCK_ERROR))
-        }
+    match report.outcome {
+        Outcome::Exited(0) if undelivered => return Ok(ExitCode::from(crate::EXIT_AIRLOCK_ERROR)),
+        Outcome::Exited(_) => {}
         Outcome::TimedOut => {
             note!("airlock: the command passed its time limit; every process of the sandbox was killed");
-            ExitCode::from(EXIT_TIMED_OUT)
         }
         Outcome::CpuLimitReached => {
             note!(
                 "airlock: the sandbox used up its CPU time limit ({}), all its processes together; every one was killed (raise [limits] cpu in the profile)",
                 humantime::format_duration(report.cpu_limit)
             );
-            ExitCode::from(EXIT_CPU_LIMIT)
         }
         Outcome::DiskLimitReached => {
             note!(
                 "airlock: the session's layer reached what it may take of the state directory's filesystem (its free margin, or the profile's disk); every process of the sandbox was killed (free some space, or raise [limits] disk)"
             );
-            ExitCode::from(EXIT_DISK_LIMIT)
         }
-    })
+    }
+    let status = report.exit_status();
+    Ok(ExitCode::from(
+        u8::try_from(status).unwrap_or(crate::EXIT_AIRLOCK_ERROR),
+    ))
 }
 
 /// The state directory this process's arguments and environment name.

@@ -77,7 +77,7 @@ pub fn apply(caller: &Caller, request: &ApplyRequest) -> std::result::Result<App
     crate::refusal::audited(caller, "apply.refused", Some(&request.session), || {
         caller.must_be_operator("apply a session's changes")?;
         let state_dir = caller.state_dir()?;
-        let session = Session::find(&state_dir, &request.session)?;
+        let session = caller.find_session(&state_dir, &request.session)?;
         let workspace = session.existing_workspace()?.to_path_buf();
         let cwd = caller.cwd.as_deref();
         let asked = &request.options;
@@ -87,7 +87,14 @@ pub fn apply(caller: &Caller, request: &ApplyRequest) -> std::result::Result<App
             ..asked.clone()
         };
         let inputs = ReviewInputs::of(caller, &session, &workspace)?;
-        let report = apply_changes(&state_dir, &session.id, &options, &inputs, &caller.on_busy)?;
+        let report = apply_changes(
+            &state_dir,
+            &crate::audit::log_for(caller, &state_dir),
+            &session.id,
+            &options,
+            &inputs,
+            &caller.on_busy,
+        )?;
         let matched_nothing = report.items.is_empty() && !asked.paths.is_empty();
         if matched_nothing && !report.recovered && !asked.dry_run {
             return Err(Error::NothingAtPaths {
@@ -106,7 +113,14 @@ pub fn revert(caller: &Caller, session: &str) -> std::result::Result<ApplyReport
     crate::refusal::audited(caller, "revert.refused", Some(session), || {
         caller.must_be_operator("revert an apply")?;
         let state_dir = caller.state_dir()?;
-        Ok(revert_last_apply(&state_dir, session, &caller.on_busy)?)
+        let session = caller.find_session(&state_dir, session)?;
+        let log = crate::audit::log_for(caller, &state_dir);
+        Ok(revert_last_apply(
+            &state_dir,
+            &log,
+            &session.id,
+            &caller.on_busy,
+        )?)
     })
 }
 
@@ -266,6 +280,7 @@ fn outcome_items(journal: &Journal, outcome: &Outcome, done: Result) -> Vec<Item
 /// Write a session's changes into its workspace.
 fn apply_changes(
     state_dir: &Path,
+    log: &crate::audit::Log,
     id: &str,
     options: &ApplyOptions,
     inputs: &ReviewInputs,
@@ -280,14 +295,13 @@ fn apply_changes(
         .into_iter()
         .find(|(_, j)| j.state == JournalState::Prepared)
     {
-        let log = crate::audit::log(state_dir);
         return recover(
             &mut session,
             &workspace,
             apply_dir,
             &mut journal,
             options,
-            &log,
+            log,
         );
     }
     if options.rollback {
@@ -323,14 +337,13 @@ fn apply_changes(
         finish(&mut session, options, &items)?;
         return Ok(report(None, items, &session));
     }
-    let log = crate::audit::log(state_dir);
     let target = Target {
         session: &session,
         workspace: &workspace,
         workspace_path: &workspace_path,
         layer: &layer,
     };
-    let number = write_all(&target, options, &mut items, ops, &log)?;
+    let number = write_all(&target, options, &mut items, ops, log)?;
     finish(&mut session, options, &items)?;
     Ok(report(Some(number), items, &session))
 }
@@ -350,7 +363,7 @@ fn write_all(
     options: &ApplyOptions,
     items: &mut [Item],
     ops: PlannedOps,
-    log: &crate::audit::AuditLog,
+    log: &crate::audit::Log,
 ) -> std::result::Result<u32, ApplyError> {
     let session = target.session;
     let (ops, item_of_op): (Vec<Op>, Vec<usize>) = ops.into_iter().unzip();
@@ -455,7 +468,7 @@ fn recover(
     apply_dir: ApplyDir,
     journal: &mut Journal,
     options: &ApplyOptions,
-    log: &crate::audit::AuditLog,
+    log: &crate::audit::Log,
 ) -> std::result::Result<ApplyReport, ApplyError> {
     let path = workspace.path().to_path_buf();
     let what = if options.rollback {
@@ -520,6 +533,7 @@ fn recover(
 /// Take the session's last apply back out of the workspace.
 fn revert_last_apply(
     state_dir: &Path,
+    log: &crate::audit::Log,
     id: &str,
     on_busy: &dyn Fn(&Session),
 ) -> std::result::Result<ApplyReport, ApplyError> {
@@ -534,17 +548,16 @@ fn revert_last_apply(
     else {
         return Err(ApplyError::NothingToRevert(session.id.clone()));
     };
-    let log = crate::audit::log(state_dir);
     let intent = InWorkspace {
         workspace: &workspace_path,
     };
-    ApplyRecord::of(&session, journal.number, intent).append(&log, "revert.intent")?;
+    ApplyRecord::of(&session, journal.number, intent).append(log, "revert.intent")?;
     let outcome =
         engine::undo(&workspace, &apply_dir, &journal).map_err(io("revert in", &workspace_path))?;
     let result = Paths {
         paths: logged_paths(&journal, &outcome),
     };
-    ApplyRecord::of(&session, journal.number, result).append(&log, "revert.result")?;
+    ApplyRecord::of(&session, journal.number, result).append(log, "revert.result")?;
     let restored: Vec<PathBuf> = outcome
         .done
         .iter()

@@ -53,7 +53,7 @@ impl<'a, T: Serialize> ApplyRecord<'a, T> {
     /// Append it to `log` (fsync'd).
     pub(super) fn append(
         &self,
-        log: &crate::audit::AuditLog,
+        log: &crate::audit::Log,
         action: &str,
     ) -> std::result::Result<(), ApplyError> {
         Ok(crate::audit::append(

@@ -2,7 +2,6 @@
 //! that the person sees why a tool failed; a flood of them is counted rather than written (see
 //! [`crate::netlog`]).
 
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use airlock_egress::gate::Event;
@@ -27,7 +26,7 @@ struct NetRecord<'a, T: Serialize> {
 pub(super) struct GateLog {
     /// The gate itself (None in the events' own copy).
     running: Option<Arc<airlock_egress::gate::Running>>,
-    audit: airlock_audit::AuditLog,
+    audit: crate::audit::Log,
     limiter: Arc<Mutex<NetLog>>,
     session: Option<String>,
     profile: String,
@@ -39,12 +38,13 @@ pub(super) fn start_gate(
     gate: airlock_jail::Gate,
     profile: &Profile,
     resolve: &[(String, std::net::IpAddr)],
-    state_dir: &Path,
+    audit: crate::audit::Log,
+    state_dir: &std::path::Path,
     session: Option<String>,
 ) -> Result<GateLog, JailError> {
     let gate_log = GateLog {
         running: None,
-        audit: crate::audit::log(state_dir),
+        audit,
         limiter: Arc::new(Mutex::new(NetLog::new())),
         session,
         profile: profile.name.clone(),

@@ -68,6 +68,11 @@ pub struct RunRequest {
     /// Relay output through airlock and apply the profile's output limit (for output that is
     /// kept: a pipe or a file). False: the command writes to airlock's stdout and stderr directly.
     pub limit_output: bool,
+    /// The variables the request asks the command to get, of which the profile's allowlist
+    /// passes some; None: the caller's environment is the source (the CLI's).
+    pub env: Option<Vec<(OsString, OsString)>>,
+    /// A wall-clock limit shorter than the profile's (a longer one is held to the profile's).
+    pub timeout: Option<Duration>,
 }
 
 #[derive(Debug)]
@@ -91,6 +96,39 @@ pub struct RunReport {
     pub cpu_limit: Duration,
 }
 
+/// Exit status when the wall-clock limit ended the run, as timeout(1) uses.
+pub const EXIT_TIMED_OUT: i32 = 124;
+/// 128 + SIGXCPU: what a single process past its own CPU limit (RLIMIT_CPU) exits with.
+pub const EXIT_CPU_LIMIT: i32 = 152;
+/// 128 + SIGXFSZ: what a process past RLIMIT_FSIZE gets, for the sandbox's disk limit.
+pub const EXIT_DISK_LIMIT: i32 = 153;
+
+impl RunReport {
+    /// The status a front end reports for the run: the command's own, or the one that says
+    /// which limit ended it.
+    pub fn exit_status(&self) -> i32 {
+        match self.outcome {
+            Outcome::Exited(code) => code,
+            Outcome::TimedOut => EXIT_TIMED_OUT,
+            Outcome::CpuLimitReached => EXIT_CPU_LIMIT,
+            Outcome::DiskLimitReached => EXIT_DISK_LIMIT,
+        }
+    }
+
+    /// The limit that ended the run, as the audit log names it: `timeout`, `cpu`, `disk`;
+    /// `memory` when the kernel killed a process for it, `kill_switch` when that killed it.
+    pub fn limit(&self) -> Option<&'static str> {
+        match self.outcome {
+            Outcome::TimedOut => Some("timeout"),
+            Outcome::CpuLimitReached => Some("cpu"),
+            Outcome::DiskLimitReached => Some("disk"),
+            Outcome::Exited(_) if self.killed_by_switch.is_some() => Some("kill_switch"),
+            Outcome::Exited(_) if self.oom_kills > 0 => Some("memory"),
+            Outcome::Exited(_) => None,
+        }
+    }
+}
+
 /// Run one command confined, wait for it, and discard its throwaway session unless asked to keep
 /// it. A refusal is recorded in the audit log (`run.refused`) with the caller's words.
 ///
@@ -110,7 +148,7 @@ fn run_confined(caller: &Caller, request: RunRequest) -> Result<RunReport, Error
     let mut turn = take_turn(&plan)?;
     let spec = sandbox_spec(&plan, &turn, disk_guard);
     let session_id = turn.session.as_ref().map(|s| s.id.clone());
-    let audit = crate::audit::log(&plan.state_dir);
+    let audit = crate::audit::log_for(plan.caller, &plan.state_dir);
     let intent = Intent {
         session: session_id.as_deref(),
         profile: &plan.profile.name,
@@ -182,6 +220,8 @@ struct Plan<'a> {
     argv: Vec<OsString>,
     keep: bool,
     limit_output: bool,
+    env: Option<Vec<(OsString, OsString)>>,
+    timeout: Option<Duration>,
 }
 
 /// Phase 1: the request's places, policy and identity, each judged by core.
@@ -197,7 +237,7 @@ fn resolve(caller: &Caller, request: RunRequest) -> Result<Plan<'_>, Error> {
             None,
         ),
         Some(id) => {
-            let session = Session::find(&state_dir, id)?;
+            let session = caller.find_session(&state_dir, id)?;
             let workspace = session.existing_workspace()?.to_path_buf();
             if let Some(dir) = &request.workspace {
                 session.check_workspace(&caller.workspace(Some(dir))?)?;
@@ -232,9 +272,19 @@ fn resolve(caller: &Caller, request: RunRequest) -> Result<Plan<'_>, Error> {
         resolve,
         argv: request.argv,
         keep: request.keep,
+        env: request.env,
+        timeout: request.timeout,
         // An agent's output is always kept within the profile's limit.
         limit_output: request.limit_output || caller.role == Role::Agent,
     })
+}
+
+/// The stricter of the profile's time limit and the request's.
+fn shorter(profile: Option<Duration>, asked: Option<Duration>) -> Option<Duration> {
+    match (profile, asked) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
 }
 
 /// What widens a run beyond its profile is an operator's to ask: addresses the gate trusts, the
@@ -334,6 +384,7 @@ fn take_turn(plan: &Plan) -> Result<Turn, Error> {
                 name: None,
                 profile: plan.profile_ref.clone(),
                 image: limits::layer_image(&plan.profile.limits, &plan.state_dir)?,
+                token: plan.caller.grant.as_ref().map(|g| g.token.clone()),
             },
         )?),
     };
@@ -393,7 +444,7 @@ fn sandbox_spec(
     let (host_uid, host_gid) = plan.host_ids;
     SandboxSpec {
         argv: plan.argv.clone(),
-        env: env::sandbox_env(profile, &plan.caller.env),
+        env: env::sandbox_env(profile, plan.env.as_deref().unwrap_or(&plan.caller.env)),
         cwd,
         ids: IdMapping {
             inside_uid: INSIDE_ID,
@@ -413,7 +464,10 @@ fn sandbox_spec(
             cpu_seconds: profile.limits.cpu_seconds,
             open_files: profile.limits.open_files,
             tmp_bytes: profile.limits.tmp_bytes,
-            timeout: profile.limits.timeout_seconds.map(Duration::from_secs),
+            timeout: shorter(
+                profile.limits.timeout_seconds.map(Duration::from_secs),
+                plan.timeout,
+            ),
             output_bytes: plan.limit_output.then_some(profile.limits.output_bytes),
             cpus: limits::cpu_bandwidth(&profile.limits),
             disk_guard,
@@ -452,7 +506,7 @@ fn launch(
     plan: &Plan,
     launch: LaunchPlan,
     network: Option<airlock_jail::PendingNetwork>,
-    audit: &airlock_audit::AuditLog,
+    audit: &crate::audit::Log,
 ) -> Result<(Result<Sandbox, JailError>, Option<Registration>), Error> {
     let LaunchPlan {
         spec,
@@ -580,6 +634,7 @@ fn supervise(
                 gate,
                 &plan.profile,
                 &plan.resolve,
+                crate::audit::log_for(plan.caller, &plan.state_dir),
                 &plan.state_dir,
                 session,
             )?);
@@ -597,7 +652,7 @@ fn supervise(
 /// run's failure. PERF: it is not waited for: the next record's fsync (or the kernel) makes it
 /// durable.
 fn record_result(
-    audit: &airlock_audit::AuditLog,
+    audit: &crate::audit::Log,
     profile: &Profile,
     clock: &Started,
     supervised: &mut Supervised,

@@ -1,0 +1,524 @@
+//! API tokens: one per automation, bound to a profile, a role and (for agents) a workspace. airlock
+//! keeps only each token's SHA-256; the token itself is shown once, when it is made.
+//!
+//! ```text
+//! STATE/tokens.json   every token's record (id, name, role, binding, times, hash), mode 0600
+//! STATE/tokens.lock   flock held while the file is rewritten
+//! ```
+//!
+//! A token reads `airlock_<id>_<secret>`: the id (8 random bytes, hex) names it in lists and in
+//! the audit log; the secret (32 random bytes, hex) is what makes it unguessable.
+
+use std::fs;
+use std::io::{Read as _, Write as _};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use nix::fcntl::{Flock, FlockArg};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::caller::{load_trusted_profile, Caller, Grant, ProfileChoice, Role};
+use crate::error::Error;
+use crate::session::now;
+
+const PREFIX: &str = "airlock_";
+
+/// One token as airlock keeps it: never the token, only its hash.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TokenRecord {
+    pub id: String,
+    pub name: Option<String>,
+    pub role: Role,
+    pub profile: String,
+    /// The workspace its sessions and runs overlay (canonical); None: it names one per request
+    /// (operators only).
+    pub workspace: Option<PathBuf>,
+    /// Seconds since the Unix epoch.
+    pub created: u64,
+    pub expires: Option<u64>,
+    pub revoked: Option<u64>,
+    /// SHA-256 of the whole token, hex.
+    hash: String,
+}
+
+impl TokenRecord {
+    /// Whether it still opens the door at `at` (seconds).
+    fn state_at(&self, at: u64) -> TokenState {
+        if self.revoked.is_some() {
+            TokenState::Revoked
+        } else if self.expires.is_some_and(|end| end <= at) {
+            TokenState::Expired
+        } else {
+            TokenState::Valid
+        }
+    }
+
+    /// What a request made with this token may reach.
+    pub fn grant(&self) -> Grant {
+        Grant {
+            token: self.id.clone(),
+            profile: self.profile.clone(),
+            workspace: self.workspace.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TokenState {
+    Valid,
+    Expired,
+    Revoked,
+}
+
+/// A token as `token list` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct TokenSummary {
+    #[serde(flatten)]
+    pub record: TokenRecord,
+    pub state: TokenState,
+    pub created_at: String,
+    pub expires_at: Option<String>,
+}
+
+impl TokenSummary {
+    fn of(record: &TokenRecord) -> TokenSummary {
+        TokenSummary {
+            state: record.state_at(now()),
+            created_at: crate::timestamp(record.created),
+            expires_at: record.expires.map(crate::timestamp),
+            record: record.clone(),
+        }
+    }
+}
+
+/// A new token, as an operator asks for it.
+#[derive(Debug, Clone)]
+pub struct TokenRequest {
+    pub profile: String,
+    pub role: Role,
+    pub workspace: Option<PathBuf>,
+    /// How long it lives (`30d`, `12h`); default: until revoked.
+    pub expires: Option<String>,
+    pub name: Option<String>,
+}
+
+/// A token just made: the only time the token itself is known.
+#[derive(Debug, Clone, Serialize)]
+pub struct CreatedToken {
+    #[serde(flatten)]
+    pub summary: TokenSummary,
+    pub token: String,
+}
+
+#[derive(Serialize)]
+struct TokenAudit<'a> {
+    token_id: &'a str,
+    name: Option<&'a str>,
+    role: Role,
+    profile: &'a str,
+    workspace: Option<&'a Path>,
+    expires: Option<u64>,
+}
+
+/// Why a presented token opens nothing (every one an HTTP 401).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum AuthError {
+    #[error("no token: send 'Authorization: Bearer TOKEN' (an operator makes one with 'airlock token create')")]
+    Missing,
+    #[error("the token is not one airlock made, or its record is gone: ask an operator for a new one ('airlock token create')")]
+    Unknown,
+    #[error("the token was revoked: ask an operator for a new one ('airlock token create')")]
+    Revoked,
+    #[error("the token has expired: ask an operator for a new one ('airlock token create')")]
+    Expired,
+}
+
+impl AuthError {
+    pub fn code(self) -> &'static str {
+        match self {
+            AuthError::Missing => "token_missing",
+            AuthError::Unknown => "token_unknown",
+            AuthError::Revoked => "token_revoked",
+            AuthError::Expired => "token_expired",
+        }
+    }
+}
+
+fn store(state_dir: &Path) -> PathBuf {
+    state_dir.join("tokens.json")
+}
+
+fn io_error<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> Error + 'a {
+    move |source| Error::State {
+        action,
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn read_records(path: &Path) -> Result<Vec<TokenRecord>, Error> {
+    let text = match fs::read(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io_error("read", path)(e)),
+    };
+    serde_json::from_slice(&text).map_err(|e| Error::State {
+        action: "parse",
+        path: path.to_path_buf(),
+        source: std::io::Error::other(format!(
+            "{e} — restore it from a backup, or remove it (every token then stops working)"
+        )),
+    })
+}
+
+/// Rewrite the store with `change` applied, under its lock, atomically.
+fn update<T>(
+    state_dir: &Path,
+    change: impl FnOnce(&mut Vec<TokenRecord>) -> Result<T, Error>,
+) -> Result<T, Error> {
+    crate::session::staging_dir(state_dir)?;
+    let lock_path = state_dir.join("tokens.lock");
+    let lock_file = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(&lock_path)
+        .map_err(io_error("open", &lock_path))?;
+    let _lock = Flock::lock(lock_file, FlockArg::LockExclusive).map_err(|(_, errno)| {
+        io_error("lock", &lock_path)(std::io::Error::from_raw_os_error(errno as i32))
+    })?;
+    let path = store(state_dir);
+    let mut records = read_records(&path)?;
+    let answer = change(&mut records)?;
+    let temp = path.with_extension("json.tmp");
+    let mut file = fs::OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .mode(0o600)
+        .open(&temp)
+        .map_err(io_error("write", &temp))?;
+    let text = serde_json::to_vec_pretty(&records)?;
+    file.write_all(&text)
+        .and_then(|()| file.sync_all())
+        .map_err(io_error("write", &temp))?;
+    fs::rename(&temp, &path).map_err(io_error("replace", &path))?;
+    Ok(answer)
+}
+
+fn random_hex(bytes: usize) -> Result<String, Error> {
+    let mut buf = vec![0u8; bytes];
+    let source = Path::new("/dev/urandom");
+    fs::File::open(source)
+        .and_then(|mut f| f.read_exact(&mut buf))
+        .map_err(io_error("read", source))?;
+    Ok(hex(&buf))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn hash(token: &str) -> String {
+    hex(&Sha256::digest(token.as_bytes()))
+}
+
+/// Equal without telling, by how long it took, how much of the two was.
+fn same(a: &str, b: &str) -> bool {
+    a.len() == b.len()
+        && a.bytes()
+            .zip(b.bytes())
+            .fold(0u8, |diff, (x, y)| diff | (x ^ y))
+            == 0
+}
+
+fn check_name(name: &str) -> Result<(), Error> {
+    let plain = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if plain {
+        Ok(())
+    } else {
+        Err(Error::Argument {
+            arg: format!("--name {name:?}"),
+            why: "use letters, digits, '-', '_' and '.' (at most 64)".into(),
+        })
+    }
+}
+
+/// The token's binding, judged: its profile loads from where policy lives, its workspace is one
+/// a session may overlay, and an agent has one.
+fn checked_binding(caller: &Caller, request: &TokenRequest) -> Result<Option<PathBuf>, Error> {
+    let workspace = match &request.workspace {
+        Some(dir) => Some(caller.workspace(Some(dir))?),
+        None if request.role == Role::Agent => {
+            return Err(Error::Argument {
+                arg: "--workspace".into(),
+                why: "an agent token needs one: the directory its sessions overlay (an empty directory for commands that need none)".into(),
+            })
+        }
+        None => None,
+    };
+    let profile = ProfileChoice {
+        name: Some(request.profile.clone()),
+        file: None,
+    }
+    .resolve(caller)?;
+    let state_dir = caller.state_dir()?;
+    if let Some(dir) = &workspace {
+        load_trusted_profile(caller, &profile, dir)?;
+        crate::run::check_workspace_for(dir, &state_dir, caller.home().as_deref())?;
+    } else {
+        airlock_policy::load_named(&profile.name, &caller.profile_search_dirs())?;
+    }
+    Ok(workspace)
+}
+
+/// Make a token (operators only). Logged before it is stored; the token is in the answer only.
+pub fn create_token(caller: &Caller, request: TokenRequest) -> Result<CreatedToken, Error> {
+    crate::refusal::audited(caller, "token.refused", None, || {
+        caller.must_be_operator("make tokens")?;
+        if caller.grant.is_some() {
+            return Err(Error::NotPermitted {
+                what: "make tokens through the API".into(),
+            });
+        }
+        if let Some(name) = &request.name {
+            check_name(name)?;
+        }
+        let workspace = checked_binding(caller, &request)?;
+        let created = now();
+        let expires = match &request.expires {
+            Some(text) => Some(created + parse_lifetime(text)?),
+            None => None,
+        };
+        let id = random_hex(8)?;
+        let token = format!("{PREFIX}{id}_{}", random_hex(32)?);
+        let record = TokenRecord {
+            id,
+            name: request.name.clone(),
+            role: request.role,
+            profile: request.profile.clone(),
+            workspace,
+            created,
+            expires,
+            revoked: None,
+            hash: hash(&token),
+        };
+        let state_dir = caller.state_dir()?;
+        let audit = TokenAudit {
+            token_id: &record.id,
+            name: record.name.as_deref(),
+            role: record.role,
+            profile: &record.profile,
+            workspace: record.workspace.as_deref(),
+            expires: record.expires,
+        };
+        crate::audit::append(
+            &crate::audit::log_for(caller, &state_dir),
+            "token.create",
+            serde_json::to_value(audit)?,
+        )?;
+        update(&state_dir, |records| {
+            if let Some(name) = &record.name {
+                let taken = records
+                    .iter()
+                    .any(|r| r.revoked.is_none() && r.name.as_deref() == Some(name));
+                if taken {
+                    return Err(Error::Argument {
+                        arg: format!("--name {name}"),
+                        why: "a token of that name exists: revoke it first, or choose another"
+                            .into(),
+                    });
+                }
+            }
+            records.push(record.clone());
+            Ok(())
+        })?;
+        Ok(CreatedToken {
+            summary: TokenSummary::of(&record),
+            token,
+        })
+    })
+}
+
+fn parse_lifetime(text: &str) -> Result<u64, Error> {
+    humantime::parse_duration(text)
+        .ok()
+        .filter(|d| d.as_secs() > 0)
+        .map(|d| d.as_secs())
+        .ok_or_else(|| Error::Argument {
+            arg: format!("--expires {text:?}"),
+            why: "not a duration (try 12h, 30d)".into(),
+        })
+}
+
+/// Every token (operators at the machine only): none is shown, only what it is bound to.
+pub fn list_tokens(caller: &Caller) -> Result<Vec<TokenSummary>, Error> {
+    caller.must_be_operator("list tokens")?;
+    let records = read_records(&store(&caller.state_dir()?))?;
+    Ok(records
+        .iter()
+        .filter(|r| caller.grant.as_ref().is_none_or(|g| g.token == r.id))
+        .map(TokenSummary::of)
+        .collect())
+}
+
+/// Revoke a token by id or name: from the next request on, it opens nothing.
+pub fn revoke_token(caller: &Caller, id_or_name: &str) -> Result<TokenSummary, Error> {
+    crate::refusal::audited(caller, "token.refused", None, || {
+        caller.must_be_operator("revoke tokens")?;
+        if caller.grant.is_some() {
+            return Err(Error::NotPermitted {
+                what: "revoke tokens through the API".into(),
+            });
+        }
+        let state_dir = caller.state_dir()?;
+        let records = read_records(&store(&state_dir))?;
+        let found = find(&records, id_or_name)?;
+        let fields = serde_json::json!({ "token_id": found.id, "name": found.name });
+        crate::audit::append(
+            &crate::audit::log_for(caller, &state_dir),
+            "token.revoke",
+            fields,
+        )?;
+        let id = found.id.clone();
+        update(&state_dir, |records| {
+            let record = records
+                .iter_mut()
+                .find(|r| r.id == id)
+                .ok_or_else(|| unknown_token(id_or_name))?;
+            record.revoked.get_or_insert_with(now);
+            Ok(TokenSummary::of(record))
+        })
+    })
+}
+
+fn unknown_token(id_or_name: &str) -> Error {
+    Error::Argument {
+        arg: format!("token {id_or_name:?}"),
+        why: "no such token — 'airlock token list' shows them".into(),
+    }
+}
+
+/// The one record an id or name names: an id first, else the one unrevoked token of that name.
+fn find<'a>(records: &'a [TokenRecord], id_or_name: &str) -> Result<&'a TokenRecord, Error> {
+    records
+        .iter()
+        .find(|r| r.id == id_or_name)
+        .or_else(|| {
+            records
+                .iter()
+                .find(|r| r.revoked.is_none() && r.name.as_deref() == Some(id_or_name))
+        })
+        .ok_or_else(|| unknown_token(id_or_name))
+}
+
+/// The tokens of a state directory, read again whenever the file changes (so a revocation holds
+/// from the next request on), for a server that checks every request.
+pub struct Tokens {
+    path: PathBuf,
+    cache: Mutex<Option<(Stamp, Vec<TokenRecord>)>>,
+}
+
+/// What tells that the file changed: its inode (a rename replaces it), size and change time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stamp(u64, u64, i64, i64);
+
+impl Tokens {
+    pub fn new(state_dir: &Path) -> Tokens {
+        Tokens {
+            path: store(state_dir),
+            cache: Mutex::new(None),
+        }
+    }
+
+    /// The record of the token presented (`None`: no credentials were sent), if it is valid now.
+    pub fn authenticate(&self, presented: Option<&str>) -> Result<TokenRecord, AuthError> {
+        let presented = presented.ok_or(AuthError::Missing)?;
+        let id = presented
+            .strip_prefix(PREFIX)
+            .and_then(|rest| rest.split_once('_'))
+            .map(|(id, _)| id)
+            .ok_or(AuthError::Unknown)?;
+        let record = self.record(id).ok_or(AuthError::Unknown)?;
+        if !same(&record.hash, &hash(presented)) {
+            return Err(AuthError::Unknown);
+        }
+        match record.state_at(now()) {
+            TokenState::Valid => Ok(record),
+            TokenState::Revoked => Err(AuthError::Revoked),
+            TokenState::Expired => Err(AuthError::Expired),
+        }
+    }
+
+    /// The record of `id`, from the file as it is now. A file that cannot be read opens nothing.
+    fn record(&self, id: &str) -> Option<TokenRecord> {
+        let meta = fs::metadata(&self.path).ok()?;
+        let stamp = Stamp(meta.ino(), meta.size(), meta.ctime(), meta.ctime_nsec());
+        let mut cache = self.cache.lock().ok()?;
+        if cache.as_ref().is_none_or(|(seen, _)| *seen != stamp) {
+            *cache = Some((stamp, read_records(&self.path).ok()?));
+        }
+        let (_, records) = cache.as_ref()?;
+        records.iter().find(|r| r.id == id).cloned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn comparison_is_exact() {
+        assert!(same("abc", "abc"));
+        assert!(!same("abc", "abd"));
+        assert!(!same("abc", "abcd"));
+    }
+
+    #[test]
+    fn a_token_is_its_id_and_a_secret() {
+        let state = tempfile::tempdir().unwrap();
+        let tokens = Tokens::new(state.path());
+        assert_eq!(tokens.authenticate(None).unwrap_err(), AuthError::Missing);
+        assert_eq!(
+            tokens.authenticate(Some("Bearer x")).unwrap_err(),
+            AuthError::Unknown
+        );
+        let record = TokenRecord {
+            id: "0011223344556677".into(),
+            name: None,
+            role: Role::Agent,
+            profile: "default".into(),
+            workspace: None,
+            created: now(),
+            expires: None,
+            revoked: None,
+            hash: hash("airlock_0011223344556677_secret"),
+        };
+        update(state.path(), |r| {
+            r.push(record.clone());
+            Ok(())
+        })
+        .unwrap();
+        let ok = tokens.authenticate(Some("airlock_0011223344556677_secret"));
+        assert_eq!(ok.unwrap().id, record.id);
+        let wrong = tokens.authenticate(Some("airlock_0011223344556677_secreT"));
+        assert_eq!(wrong.unwrap_err(), AuthError::Unknown);
+        update(state.path(), |r| {
+            r[0].revoked = Some(now());
+            Ok(())
+        })
+        .unwrap();
+        let revoked = tokens.authenticate(Some("airlock_0011223344556677_secret"));
+        assert_eq!(revoked.unwrap_err(), AuthError::Revoked);
+        let mode = fs::metadata(store(state.path())).unwrap().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+}

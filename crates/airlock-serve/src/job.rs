@@ -1,0 +1,80 @@
+//! What the server hands a worker process for one run, and what the worker hands back. A run
+//! forks the sandbox, which a multi-threaded server must not do: each run is carried out by a
+//! fresh `airlock __serve-worker` process (single-threaded, as `airlock run` is), which calls
+//! core exactly as the CLI does. The command's stdout and stderr are the worker's; the job comes
+//! in an environment variable, the result goes to a file the server names.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use airlock_core::{Grant, Role};
+
+/// The environment variable the job is passed in.
+pub const JOB_VAR: &str = "AIRLOCK_SERVE_JOB";
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Job {
+    /// The server's state directory, as it was told it.
+    pub state_dir: Option<PathBuf>,
+    pub role: Role,
+    pub token: String,
+    pub profile: String,
+    pub workspace: Option<PathBuf>,
+    /// The request line, for refusal records.
+    pub asked: String,
+    pub argv: Vec<String>,
+    pub session: Option<String>,
+    pub workspace_asked: Option<PathBuf>,
+    pub keep: bool,
+    pub env: Vec<(String, String)>,
+    pub timeout_ms: Option<u64>,
+    /// Where the worker writes its [`Outcome`].
+    pub result_file: PathBuf,
+}
+
+impl Job {
+    pub fn grant(&self) -> Grant {
+        Grant {
+            token: self.token.clone(),
+            profile: self.profile.clone(),
+            workspace: self.workspace.clone(),
+        }
+    }
+
+    pub fn env(&self) -> Vec<(OsString, OsString)> {
+        self.env
+            .iter()
+            .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+            .collect()
+    }
+}
+
+/// What the worker reports: a finished run, or why none ran.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Ran(Ran),
+    Refused {
+        code: String,
+        kind: airlock_core::ErrorKind,
+        message: String,
+    },
+}
+
+/// A run core carried out (the output itself came through the pipes).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Ran {
+    /// As `airlock run` exits: the command's status, or 124 (timeout), 152 (CPU), 153 (disk).
+    pub exit_code: i32,
+    /// The limit that ended it: `timeout`, `cpu`, `disk`; or `memory` when the kernel killed a
+    /// process for it; or `kill_switch`.
+    pub limit: Option<String>,
+    pub session: Option<String>,
+    pub kept: bool,
+    pub output_dropped: u64,
+    pub oom_kills: u64,
+    pub killed_by_switch: Option<String>,
+    pub audit_error: Option<String>,
+}

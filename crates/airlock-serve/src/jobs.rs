@@ -1,0 +1,287 @@
+//! The server's side of a run: start a worker process, pass the command's output on as it comes,
+//! read the outcome; kill the run if its client goes away or the server stops.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use serde::Serialize;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::process::Command;
+use tokio::sync::mpsc;
+
+use crate::job::{Job, Outcome, Ran, JOB_VAR};
+
+/// What a run sends its client, in order: output as it comes, then the result (or a refusal).
+#[derive(Debug)]
+pub enum Event {
+    Output { stream: Stream, data: Vec<u8> },
+    Done(Box<Finished>),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stream {
+    Stdout,
+    Stderr,
+}
+
+/// How a run ended, as the server saw it.
+#[derive(Debug)]
+pub enum Finished {
+    Ran {
+        ran: Ran,
+        duration: Duration,
+        /// Bytes each stream carried (stdout, stderr), kept or not.
+        totals: (u64, u64),
+    },
+    Refused(crate::error::ApiError),
+}
+
+/// Writes `run.abandoned` for a run, saying why.
+pub type Recorder = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// The workers running now, so that a stopping server can end them (and record why).
+#[derive(Default)]
+pub struct Jobs {
+    running: Mutex<HashMap<u64, (u32, Recorder)>>,
+    next: AtomicU64,
+    /// Set once the server stops: no new run starts.
+    closed: std::sync::atomic::AtomicBool,
+}
+
+impl Jobs {
+    fn enter(&self, pid: u32, recorder: Recorder) -> Option<u64> {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let mut running = self.running.lock().ok()?;
+        if self.closed.load(Ordering::SeqCst) {
+            return None;
+        }
+        running.insert(id, (pid, recorder));
+        Some(id)
+    }
+
+    fn leave(&self, id: u64) {
+        if let Ok(mut running) = self.running.lock() {
+            running.remove(&id);
+        }
+    }
+
+    pub fn count(&self) -> usize {
+        self.running.lock().map_or(0, |r| r.len())
+    }
+
+    /// Stop taking runs, and interrupt every worker (see [`interrupt`]), recording why.
+    pub fn close_and_interrupt(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        let running: Vec<(u32, Recorder)> = self
+            .running
+            .lock()
+            .map(|r| r.values().cloned().collect())
+            .unwrap_or_default();
+        for (pid, recorder) in running {
+            recorder("the server stopped and its grace period ended: the run was interrupted, then killed");
+            tokio::spawn(interrupt(pid));
+        }
+    }
+
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+    }
+}
+
+/// End a worker's run the way a person at a terminal would: an interrupt (passed on to the
+/// command), then a second, which kills the sandbox. The worker then records the result.
+async fn interrupt(pid: u32) {
+    let Ok(pid) = i32::try_from(pid) else {
+        return;
+    };
+    let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
+    // Two signals sent at once would be one: the worker reads them from a signalfd.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
+}
+
+/// What starting a worker needs from the server.
+pub struct Launch<'a> {
+    pub exe: &'a Path,
+    pub results_dir: &'a Path,
+    pub jobs: Arc<Jobs>,
+    pub stdin: Option<Vec<u8>>,
+    /// Bytes of each stream passed on; the rest is counted, not kept.
+    pub keep_bytes: u64,
+}
+
+/// Start the run and pass its events to `events` until it ends. If `events` is closed (the client
+/// went away), the run is interrupted; `abandoned` is then called once it has ended.
+pub async fn execute(
+    launch: Launch<'_>,
+    mut job: Job,
+    events: mpsc::Sender<Event>,
+    abandoned: Recorder,
+) {
+    let started = Instant::now();
+    job.result_file = launch.results_dir.join(format!(
+        "{}-{}.json",
+        std::process::id(),
+        launch.jobs.next.fetch_add(1, Ordering::Relaxed)
+    ));
+    let finished = match run_worker(&launch, &job, &events, abandoned.clone()).await {
+        Ok(Some((outcome, totals))) => finished(outcome, started.elapsed(), totals),
+        Ok(None) => {
+            abandoned("the client went away before the run ended: it was interrupted, then killed");
+            let _ = std::fs::remove_file(&job.result_file);
+            return;
+        }
+        Err(err) => Finished::Refused(err),
+    };
+    let _ = std::fs::remove_file(&job.result_file);
+    let _ = events.send(Event::Done(Box::new(finished))).await;
+}
+
+fn finished(outcome: Outcome, duration: Duration, totals: (u64, u64)) -> Finished {
+    match outcome {
+        Outcome::Ran(ran) => Finished::Ran {
+            ran,
+            duration,
+            totals,
+        },
+        Outcome::Refused {
+            code,
+            kind,
+            message,
+        } => {
+            let status = crate::error::status_of(kind);
+            Finished::Refused(crate::error::ApiError::new(status, code, message))
+        }
+    }
+}
+
+/// Run the worker to its end: its outcome, and the bytes each stream carried. None: the client
+/// went away, and the run was ended for it.
+async fn run_worker(
+    launch: &Launch<'_>,
+    job: &Job,
+    events: &mpsc::Sender<Event>,
+    recorder: Recorder,
+) -> Result<Option<(Outcome, (u64, u64))>, crate::error::ApiError> {
+    let text = serde_json::to_string(job)
+        .map_err(|e| crate::error::ApiError::internal(format!("cannot encode the job: {e}")))?;
+    let mut child = Command::new(launch.exe)
+        .arg("__serve-worker")
+        .env(JOB_VAR, text)
+        .stdin(if launch.stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(false)
+        .spawn()
+        .map_err(|e| {
+            crate::error::ApiError::internal(format!(
+                "cannot start {} __serve-worker: {e}",
+                launch.exe.display()
+            ))
+        })?;
+    let pid = child.id().unwrap_or(0);
+    let Some(entry) = launch.jobs.enter(pid, recorder) else {
+        let _ = child.start_kill();
+        let _ = child.wait().await;
+        return Err(stopping());
+    };
+    if let (Some(mut stdin), Some(data)) = (child.stdin.take(), launch.stdin.clone()) {
+        // Written beside the run: a command that reads nothing must not block on a full pipe.
+        tokio::spawn(async move {
+            let _ = stdin.write_all(&data).await;
+        });
+    }
+    let stdout = child.stdout.take();
+    let stderr = child.stderr.take();
+    let keep = launch.keep_bytes;
+    let relay = async {
+        tokio::join!(
+            pass_on(stdout, Stream::Stdout, events, keep),
+            pass_on(stderr, Stream::Stderr, events, keep)
+        )
+    };
+    let totals = tokio::select! {
+        (Some(out), Some(err)) = relay => Some((out, err)),
+        () = events.closed() => None,
+        else => None,
+    };
+    if totals.is_none() {
+        interrupt(pid).await;
+    }
+    let status = child.wait().await;
+    launch.jobs.leave(entry);
+    match totals {
+        None => Ok(None),
+        Some(totals) => Ok(Some((read_outcome(&job.result_file, status)?, totals))),
+    }
+}
+
+fn stopping() -> crate::error::ApiError {
+    crate::error::ApiError::new(
+        axum::http::StatusCode::SERVICE_UNAVAILABLE,
+        "server_stopping",
+        "the server is stopping: it starts no new runs; ask again once it is back",
+    )
+}
+
+/// Pass a stream on in chunks, up to `keep` bytes; read the rest to its end (the sandbox must
+/// not block on it). The bytes it carried; None: the client is gone.
+async fn pass_on(
+    from: Option<impl AsyncRead + Unpin>,
+    stream: Stream,
+    events: &mpsc::Sender<Event>,
+    keep: u64,
+) -> Option<u64> {
+    let Some(mut from) = from else {
+        return Some(0);
+    };
+    let mut carried = 0u64;
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => return Some(carried),
+            Ok(n) => n,
+        };
+        let room = keep.saturating_sub(carried).min(n as u64) as usize;
+        carried += n as u64;
+        if room > 0 {
+            let event = Event::Output {
+                stream,
+                data: buf[..room].to_vec(),
+            };
+            events.send(event).await.ok()?;
+        } else if events.is_closed() {
+            return None;
+        }
+    }
+}
+
+fn read_outcome(
+    path: &Path,
+    status: std::io::Result<std::process::ExitStatus>,
+) -> Result<Outcome, crate::error::ApiError> {
+    let text = std::fs::read(path).map_err(|e| {
+        crate::error::ApiError::internal(format!(
+            "the run's worker ended ({}) without a result in {}: {e}",
+            status.map_or_else(|e| e.to_string(), |s| s.to_string()),
+            path.display()
+        ))
+    })?;
+    serde_json::from_slice(&text).map_err(|e| {
+        crate::error::ApiError::internal(format!(
+            "the run's result {} is not valid: {e}",
+            path.display()
+        ))
+    })
+}

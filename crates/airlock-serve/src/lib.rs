@@ -1,0 +1,20 @@
+//! `airlock serve`: airlock as an HTTP service, with a token per automation. Every request's
+//! token is checked by core, which takes every decision for it as it does for the CLI; runs are
+//! carried out by worker processes (see [`job`]), so that a sandbox is never forked from this
+//! multi-threaded server.
+#![forbid(unsafe_code)]
+
+mod app;
+mod error;
+pub mod job;
+mod jobs;
+mod limits;
+mod listen;
+mod routes;
+mod server;
+pub mod worker;
+
+pub use limits::Quotas;
+pub use listen::{Listen, TlsFiles};
+pub use routes::OPENAPI;
+pub use server::{serve, ServeConfig};

@@ -1,0 +1,99 @@
+//! What keeps one client from starving the others: requests per second and concurrent runs, per
+//! token. (Body size and output kept are limits of the router and of each run.)
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use axum::http::StatusCode;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use crate::error::ApiError;
+
+#[derive(Debug, Clone, Copy)]
+pub struct Quotas {
+    /// Requests per second a token may make, on average; twice that in a burst.
+    pub requests_per_second: u32,
+    /// Runs of one token at the same time.
+    pub runs_per_token: u32,
+}
+
+/// A token bucket: `rate` a second, `burst` at most.
+struct Bucket {
+    tokens: f64,
+    at: Instant,
+}
+
+pub struct Limiter {
+    quotas: Quotas,
+    buckets: Mutex<HashMap<String, Bucket>>,
+    runs: Mutex<HashMap<String, Arc<Semaphore>>>,
+}
+
+impl Limiter {
+    pub fn new(quotas: Quotas) -> Limiter {
+        Limiter {
+            quotas,
+            buckets: Mutex::new(HashMap::new()),
+            runs: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Count a request of `token`; refuse it (429) past its rate.
+    pub fn admit(&self, token: &str) -> Result<(), ApiError> {
+        let rate = f64::from(self.quotas.requests_per_second.max(1));
+        let burst = rate * 2.0;
+        let now = Instant::now();
+        let mut buckets = self
+            .buckets
+            .lock()
+            .map_err(|_| ApiError::internal("the rate limiter failed"))?;
+        let bucket = buckets.entry(token.to_string()).or_insert(Bucket {
+            tokens: burst,
+            at: now,
+        });
+        let refill = now.duration_since(bucket.at).as_secs_f64() * rate;
+        bucket.tokens = (bucket.tokens + refill).min(burst);
+        bucket.at = now;
+        if bucket.tokens < 1.0 {
+            let mut err = ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limited",
+                format!(
+                    "this token made more than {} requests a second: slow down (airlock serve --requests-per-second)",
+                    self.quotas.requests_per_second
+                ),
+            );
+            err.retry_after = Some(1);
+            return Err(err);
+        }
+        bucket.tokens -= 1.0;
+        Ok(())
+    }
+
+    /// A place for one more run of `token`, held until the run ends; 429 when it has as many as
+    /// it may.
+    pub fn run_slot(&self, token: &str) -> Result<OwnedSemaphorePermit, ApiError> {
+        let semaphore = {
+            let mut runs = self
+                .runs
+                .lock()
+                .map_err(|_| ApiError::internal("the run limiter failed"))?;
+            runs.entry(token.to_string())
+                .or_insert_with(|| Arc::new(Semaphore::new(self.quotas.runs_per_token as usize)))
+                .clone()
+        };
+        semaphore.try_acquire_owned().map_err(|_| {
+            let mut err = ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "too_many_runs",
+                format!(
+                    "this token has {} runs going already: wait for one to end (airlock serve --runs-per-token)",
+                    self.quotas.runs_per_token
+                ),
+            );
+            err.retry_after = Some(1);
+            err
+        })
+    }
+}

@@ -1,0 +1,119 @@
+//! Where the server listens, and with what: a unix socket (default, mode 0600), or a TCP address
+//! (TLS required beyond loopback, so that a token never crosses a network in clear text).
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{bail, Context, Result};
+use tokio_rustls::rustls;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Listen {
+    Unix(PathBuf),
+    Tcp(SocketAddr),
+}
+
+impl Listen {
+    /// `unix:PATH`, an absolute path, or `HOST:PORT` (an IP address; `localhost` is 127.0.0.1).
+    pub fn parse(text: &str) -> Result<Listen> {
+        if let Some(path) = text.strip_prefix("unix:") {
+            return Ok(Listen::Unix(PathBuf::from(path)));
+        }
+        if text.starts_with('/') {
+            return Ok(Listen::Unix(PathBuf::from(text)));
+        }
+        let text = text.replace("localhost:", "127.0.0.1:");
+        text.parse().map(Listen::Tcp).with_context(|| {
+            format!("--listen {text:?}: give unix:PATH, an absolute socket path, or IP:PORT (127.0.0.1:8700, [::1]:8700)")
+        })
+    }
+}
+
+/// Certificate and key files (PEM) for TLS.
+#[derive(Debug, Clone)]
+pub struct TlsFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+/// The TLS configuration of the server, from PEM files.
+pub fn tls_config(files: &TlsFiles) -> Result<Arc<rustls::ServerConfig>> {
+    let certs = read_pem(&files.cert, "--tls-cert", |reader| {
+        rustls_pemfile::certs(reader).collect::<Result<Vec<_>, _>>()
+    })?;
+    if certs.is_empty() {
+        bail!(
+            "--tls-cert {}: no certificate in it (PEM, 'BEGIN CERTIFICATE')",
+            files.cert.display()
+        );
+    }
+    let key =
+        read_pem(&files.key, "--tls-key", rustls_pemfile::private_key)?.with_context(|| {
+            format!(
+                "--tls-key {}: no private key in it (PEM: PKCS#8, PKCS#1 or SEC1)",
+                files.key.display()
+            )
+        })?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .context("cannot set up TLS")?
+        .with_no_client_auth()
+        .with_single_cert(certs, key)
+        .with_context(|| {
+            format!(
+                "--tls-cert {} and --tls-key {} do not make a usable pair",
+                files.cert.display(),
+                files.key.display()
+            )
+        })?;
+    Ok(Arc::new(config))
+}
+
+fn read_pem<T>(
+    path: &Path,
+    arg: &str,
+    parse: impl FnOnce(&mut dyn std::io::BufRead) -> std::io::Result<T>,
+) -> Result<T> {
+    let file = std::fs::File::open(path)
+        .with_context(|| format!("{arg} {}: cannot open it", path.display()))?;
+    parse(&mut std::io::BufReader::new(file))
+        .with_context(|| format!("{arg} {}: not PEM", path.display()))
+}
+
+/// Refuse to send tokens in clear text beyond this machine.
+pub fn check_clear_text(listen: &Listen, tls: bool) -> Result<()> {
+    if let Listen::Tcp(addr) = listen {
+        if !tls && !addr.ip().is_loopback() {
+            bail!("--listen {addr}: not a loopback address, and no TLS: tokens would cross the network in clear text — give --tls-cert and --tls-key, or listen on 127.0.0.1 or a unix socket");
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses() {
+        assert_eq!(
+            Listen::parse("/run/a.sock").unwrap(),
+            Listen::Unix("/run/a.sock".into())
+        );
+        assert_eq!(
+            Listen::parse("unix:a.sock").unwrap(),
+            Listen::Unix("a.sock".into())
+        );
+        assert_eq!(
+            Listen::parse("localhost:80").unwrap(),
+            Listen::Tcp("127.0.0.1:80".parse().unwrap())
+        );
+        assert!(Listen::parse("example.com:80").is_err());
+        let public = Listen::parse("0.0.0.0:8700").unwrap();
+        assert!(check_clear_text(&public, false).is_err());
+        assert!(check_clear_text(&public, true).is_ok());
+        assert!(check_clear_text(&Listen::parse("[::1]:1").unwrap(), false).is_ok());
+    }
+}

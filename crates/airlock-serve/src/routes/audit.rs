@@ -1,0 +1,116 @@
+//! The audit log: records through filters (an agent's token sees only its own requests'), or
+//! followed as an NDJSON stream.
+
+use std::convert::Infallible;
+
+use axum::body::Body as HttpBody;
+use axum::extract::Query;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use bytes::Bytes;
+use serde::Deserialize;
+use tokio::sync::mpsc;
+
+use airlock_audit::Filter;
+
+use crate::app::{blocking, Authed};
+use crate::error::{ApiError, ApiResult};
+
+/// Records one answer holds at most (the rest: ask again with `since`, or follow).
+const MAX_RECORDS: usize = 10_000;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditQuery {
+    session: Option<String>,
+    /// An action or a family of them: `run`, `run.result`, `session`, `apply`…
+    action: Option<String>,
+    /// RFC 3339 time: only records at or after it.
+    since: Option<String>,
+    /// Only refusals and denials.
+    #[serde(default)]
+    denied: bool,
+    /// Keep the answer open and send records as they are written (NDJSON).
+    #[serde(default)]
+    follow: bool,
+    /// At most this many records (not with follow); default and most: 10000.
+    limit: Option<usize>,
+}
+
+pub async fn records(
+    authed: Authed,
+    query: Result<Query<AuditQuery>, axum::extract::rejection::QueryRejection>,
+) -> ApiResult<Response> {
+    let Query(query) = query?;
+    if let Some(since) = &query.since {
+        if humantime::parse_rfc3339_weak(since).is_err() {
+            return Err(ApiError::bad_request(
+                "bad_since",
+                format!("since {since:?}: give an RFC 3339 time (2026-12-01T20:00:00Z)"),
+            ));
+        }
+    }
+    let filter = Filter {
+        session: query.session.clone(),
+        profile: None,
+        since: query.since.clone(),
+        actions: query.action.clone().into_iter().collect(),
+        denied: query.denied,
+        token: None,
+    };
+    let caller = authed.caller;
+    if query.follow {
+        return Ok(follow(caller, filter));
+    }
+    let limit = query.limit.unwrap_or(MAX_RECORDS).clamp(1, MAX_RECORDS);
+    let records = blocking(move || {
+        let (mut records, filter) = airlock_core::audit::records(&caller, filter)?;
+        let mut found = Vec::new();
+        while found.len() < limit {
+            match records
+                .next_matching(&filter)
+                .map_err(airlock_core::Error::from)?
+            {
+                Some(record) => found.push(record),
+                None => break,
+            }
+        }
+        Ok(found)
+    })
+    .await?;
+    Ok(Json(serde_json::json!({ "records": records })).into_response())
+}
+
+/// Follow the log on a thread of its own until the client goes away.
+fn follow(caller: airlock_core::Caller, filter: Filter) -> Response {
+    let (lines, receiver) = mpsc::channel::<Bytes>(64);
+    tokio::task::spawn_blocking(move || {
+        let Ok((mut records, filter)) = airlock_core::audit::records(&caller, filter) else {
+            return;
+        };
+        loop {
+            while let Ok(Some(record)) = records.next_matching(&filter) {
+                let mut text = serde_json::Value::Object(record).to_string();
+                text.push('\n');
+                if lines.blocking_send(Bytes::from(text)).is_err() {
+                    return;
+                }
+            }
+            if lines.is_closed() {
+                return;
+            }
+            records.wait();
+        }
+    });
+    let stream = futures_util::stream::unfold(receiver, |mut receiver| async move {
+        let line = receiver.recv().await?;
+        Some((Ok::<Bytes, Infallible>(line), receiver))
+    });
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/x-ndjson")],
+        HttpBody::from_stream(stream),
+    )
+        .into_response()
+}

@@ -1,0 +1,115 @@
+//! The API's endpoints: each parses its request, calls core with the token's caller, and says
+//! core's answer in JSON. None checks a rule of its own.
+
+mod audit;
+mod control;
+mod runs;
+mod sessions;
+
+use axum::extract::{DefaultBodyLimit, FromRequest, Request};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use serde::de::DeserializeOwned;
+
+use crate::app::Shared;
+use crate::error::ApiError;
+
+/// The OpenAPI document the server answers to (kept in the repository, checked against the
+/// server by the tests).
+pub const OPENAPI: &str = include_str!("../../openapi.json");
+
+pub fn router(app: Shared, max_body: usize) -> Router {
+    Router::new()
+        .route("/openapi.json", get(openapi))
+        .route("/v1/health", get(health))
+        .route("/v1/sessions", post(sessions::create).get(sessions::list))
+        .route("/v1/sessions/{id}", get(sessions::get))
+        .route("/v1/sessions/{id}/runs", post(runs::in_session))
+        .route(
+            "/v1/sessions/{id}/runs/stream",
+            post(runs::in_session_streamed),
+        )
+        .route("/v1/sessions/{id}/diff", get(sessions::diff))
+        .route("/v1/sessions/{id}/apply", post(sessions::apply))
+        .route("/v1/sessions/{id}/revert", post(sessions::revert))
+        .route("/v1/sessions/{id}/discard", post(sessions::discard))
+        .route("/v1/sessions/{id}/kill", post(control::kill))
+        .route("/v1/sessions/{id}/pause", post(control::pause))
+        .route("/v1/sessions/{id}/resume", post(control::resume))
+        .route("/v1/runs", post(runs::throwaway))
+        .route("/v1/runs/stream", post(runs::throwaway_streamed))
+        .route("/v1/disable", post(control::disable))
+        .route("/v1/enable", post(control::enable))
+        .route("/v1/status", get(control::status))
+        .route("/v1/audit", get(audit::records))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(DefaultBodyLimit::max(max_body))
+        .with_state(app)
+}
+
+async fn openapi() -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], OPENAPI).into_response()
+}
+
+async fn health() -> Response {
+    axum::Json(serde_json::json!({
+        "status": "ok",
+        "version": env!("CARGO_PKG_VERSION"),
+    }))
+    .into_response()
+}
+
+async fn not_found() -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "no_such_endpoint",
+        "no such endpoint: GET /openapi.json lists them",
+    )
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "this endpoint does not take that method: GET /openapi.json lists what it takes",
+    )
+}
+
+/// A JSON body, its rejections as the API's errors. An empty body is an empty object (every
+/// field of every request is optional or says so).
+pub struct Body<T>(pub T);
+
+impl<T: DeserializeOwned> FromRequest<Shared> for Body<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, app: &Shared) -> Result<Body<T>, ApiError> {
+        let bytes = axum::body::Bytes::from_request(req, app)
+            .await
+            .map_err(|rejection| {
+                if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                    crate::error::too_large()
+                } else {
+                    ApiError::bad_request("bad_body", rejection.body_text())
+                }
+            })?;
+        let bytes: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) {
+            b"{}"
+        } else {
+            &bytes
+        };
+        serde_json::from_slice(bytes).map(Body).map_err(|e| {
+            let code = if e.is_syntax() || e.is_eof() {
+                "bad_json"
+            } else {
+                "bad_request_body"
+            };
+            ApiError::bad_request(
+                code,
+                format!("the body is not what this endpoint takes: {e} — GET /openapi.json describes it"),
+            )
+        })
+    }
+}

@@ -1,0 +1,333 @@
+//! Runs: in a session or throwaway; answered once the run ends, or streamed as NDJSON (output as
+//! it comes, then the result).
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use axum::body::Body as HttpBody;
+use axum::extract::{Path, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc;
+
+use super::Body;
+use crate::app::{Authed, Shared};
+use crate::error::{ApiError, ApiResult};
+use crate::job::Job;
+use crate::jobs::{Event, Finished, Launch, Stream};
+
+/// The longest command line a request may carry (as `ARG_MAX` would refuse a longer one).
+const MAX_COMMAND_BYTES: usize = 64 * 1024;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunBody {
+    /// A shell command line, run by `/bin/sh -c`.
+    command: Option<String>,
+    /// The program and its arguments, run as they are.
+    argv: Option<Vec<String>>,
+    /// Given to the command as its standard input (none: it reads end of file).
+    stdin: Option<String>,
+    /// Seconds: a time limit shorter than the profile's.
+    timeout: Option<f64>,
+    /// Variables the command gets, those the profile's `[env] allow` lets through.
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    /// A throwaway run's workspace: a directory within the token's (default: the token's).
+    workspace: Option<PathBuf>,
+    /// Keep a throwaway run's layer, as a new session of this token.
+    #[serde(default)]
+    keep: bool,
+}
+
+/// The answer to a finished run.
+#[derive(Debug, Serialize)]
+pub struct RunAnswer {
+    exit_code: i32,
+    stdout: String,
+    stderr: String,
+    stdout_truncated: bool,
+    stderr_truncated: bool,
+    /// Bytes the profile's output limit dropped before the server saw them.
+    output_dropped: u64,
+    duration_ms: u64,
+    /// `timeout`, `cpu`, `disk`, `memory`, `kill_switch`, or null.
+    limit: Option<String>,
+    session: Option<String>,
+    kept: bool,
+    killed_by_switch: Option<String>,
+    oom_kills: u64,
+    /// The result could not be written to the audit log (the intent was).
+    audit_error: Option<String>,
+}
+
+fn argv_of(body: &RunBody) -> Result<Vec<String>, ApiError> {
+    let argv = match (&body.command, &body.argv) {
+        (Some(command), None) => vec!["/bin/sh".into(), "-c".into(), command.clone()],
+        (None, Some(argv)) if !argv.is_empty() => argv.clone(),
+        (None, Some(_)) => {
+            return Err(ApiError::bad_request(
+                "bad_argv",
+                "argv is empty: give the program and its arguments",
+            ))
+        }
+        (Some(_), Some(_)) => return Err(ApiError::bad_request(
+            "command_and_argv",
+            "give either command (a shell line) or argv (a program and its arguments), not both",
+        )),
+        (None, None) => {
+            return Err(ApiError::bad_request(
+                "no_command",
+                "give command (a shell line) or argv (a program and its arguments)",
+            ))
+        }
+    };
+    let size: usize = argv.iter().map(|a| a.len() + 1).sum();
+    if size > MAX_COMMAND_BYTES {
+        return Err(ApiError::bad_request(
+            "command_too_long",
+            format!(
+                "the command is {size} bytes; at most {MAX_COMMAND_BYTES}: put long input in stdin"
+            ),
+        ));
+    }
+    if argv.iter().any(|a| a.contains('\0')) {
+        return Err(ApiError::bad_request(
+            "bad_argv",
+            "an argument holds a NUL byte, which no program can receive",
+        ));
+    }
+    Ok(argv)
+}
+
+fn timeout_of(body: &RunBody) -> Result<Option<u64>, ApiError> {
+    match body.timeout {
+        None => Ok(None),
+        Some(seconds) if seconds.is_finite() && seconds > 0.0 && seconds <= 1e9 => {
+            Ok(Some((seconds * 1000.0).ceil() as u64))
+        }
+        Some(_) => Err(ApiError::bad_request(
+            "bad_timeout",
+            "timeout is seconds, more than 0",
+        )),
+    }
+}
+
+/// The job for the worker, from the request and the token: the binding is core's to judge.
+fn job_of(
+    authed: &Authed,
+    app: &Shared,
+    body: &RunBody,
+    session: Option<String>,
+    asked: String,
+) -> Result<Job, ApiError> {
+    let grant = authed
+        .caller
+        .grant
+        .clone()
+        .ok_or_else(|| ApiError::internal("a request without a token reached a run"))?;
+    if session.is_some() && (body.keep || body.workspace.is_some()) {
+        return Err(ApiError::bad_request("not_for_sessions", "keep and workspace are for throwaway runs (POST /v1/runs); a session has its workspace"));
+    }
+    Ok(Job {
+        state_dir: app.service.state_dir.clone(),
+        role: authed.caller.role,
+        token: grant.token,
+        profile: grant.profile,
+        workspace: grant.workspace,
+        asked,
+        argv: argv_of(body)?,
+        session,
+        workspace_asked: body.workspace.clone(),
+        keep: body.keep,
+        env: body
+            .env
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+        timeout_ms: timeout_of(body)?,
+        result_file: PathBuf::new(),
+    })
+}
+
+/// Start the run on a task of its own; its events come through the returned receiver, which the
+/// caller drops to say that the client went away.
+fn start(
+    app: &Shared,
+    authed: Authed,
+    body: RunBody,
+    session: Option<String>,
+) -> ApiResult<mpsc::Receiver<Event>> {
+    let asked = match &session {
+        Some(id) => format!("POST /v1/sessions/{id}/runs"),
+        None => "POST /v1/runs".into(),
+    };
+    let job = job_of(&authed, app, &body, session.clone(), asked)?;
+    let slot = app.limiter.run_slot(&authed.token.id)?;
+    let (events, receiver) = mpsc::channel(16);
+    let app = app.clone();
+    let caller = authed.caller;
+    let stdin = body.stdin.map(String::into_bytes);
+    tokio::spawn(async move {
+        let launch = Launch {
+            exe: &app.exe,
+            results_dir: &app.results_dir,
+            jobs: app.jobs.clone(),
+            stdin,
+            keep_bytes: app.keep_output,
+        };
+        let record: crate::jobs::Recorder = Arc::new(move |why: &str| {
+            airlock_core::audit::record_abandoned(&caller, session.as_deref(), why)
+        });
+        crate::jobs::execute(launch, job, events, record).await;
+        drop(slot);
+    });
+    Ok(receiver)
+}
+
+/// Collect the run's events into one answer.
+async fn answer(mut events: mpsc::Receiver<Event>) -> ApiResult<Response> {
+    let mut out = Vec::new();
+    let mut err = Vec::new();
+    while let Some(event) = events.recv().await {
+        match event {
+            Event::Output {
+                stream: Stream::Stdout,
+                data,
+            } => out.extend_from_slice(&data),
+            Event::Output {
+                stream: Stream::Stderr,
+                data,
+            } => err.extend_from_slice(&data),
+            Event::Done(finished) => {
+                let kept = (out.len() as u64, err.len() as u64);
+                let (out, err) = (lossy(out), lossy(err));
+                return Ok(Json(result(*finished, out, err, kept)?).into_response());
+            }
+        }
+    }
+    Err(ApiError::internal(
+        "the run ended without a result — please report it",
+    ))
+}
+
+fn lossy(bytes: Vec<u8>) -> String {
+    String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
+/// The answer, from how the run ended, its output, and the bytes of each stream kept.
+fn result(
+    finished: Finished,
+    stdout: String,
+    stderr: String,
+    kept: (u64, u64),
+) -> ApiResult<RunAnswer> {
+    let (ran, duration, totals) = match finished {
+        Finished::Ran {
+            ran,
+            duration,
+            totals,
+        } => (ran, duration, totals),
+        Finished::Refused(error) => return Err(error),
+    };
+    Ok(RunAnswer {
+        exit_code: ran.exit_code,
+        stdout,
+        stderr,
+        stdout_truncated: totals.0 > kept.0,
+        stderr_truncated: totals.1 > kept.1,
+        output_dropped: ran.output_dropped,
+        duration_ms: duration.as_millis() as u64,
+        limit: ran.limit,
+        session: ran.session,
+        kept: ran.kept,
+        killed_by_switch: ran.killed_by_switch,
+        oom_kills: ran.oom_kills,
+        audit_error: ran.audit_error,
+    })
+}
+
+/// The run's events as NDJSON lines: `{"type":"stdout","data":…}`, `{"type":"stderr",…}`, then
+/// `{"type":"result",…}` or `{"type":"error","code":…,"message":…}`.
+fn streamed(events: mpsc::Receiver<Event>) -> Response {
+    let lines = futures_util::stream::unfold(
+        (events, (0u64, 0u64)),
+        |(mut events, mut kept)| async move {
+            let event = events.recv().await?;
+            let line = match event {
+                Event::Output { stream, data } => {
+                    // Only a count is kept, for the truncation flags of the result.
+                    match stream {
+                        Stream::Stdout => kept.0 += data.len() as u64,
+                        Stream::Stderr => kept.1 += data.len() as u64,
+                    }
+                    serde_json::json!({ "type": stream, "data": String::from_utf8_lossy(&data) })
+                }
+                Event::Done(finished) => {
+                    match result(*finished, String::new(), String::new(), kept) {
+                        Ok(answer) => {
+                            let mut value = serde_json::to_value(answer).unwrap_or_default();
+                            if let Some(map) = value.as_object_mut() {
+                                map.remove("stdout");
+                                map.remove("stderr");
+                                map.insert("type".into(), "result".into());
+                            }
+                            value
+                        }
+                        Err(error) => {
+                            serde_json::json!({ "type": "error", "code": error.code, "message": error.message })
+                        }
+                    }
+                }
+            };
+            let mut text = line.to_string();
+            text.push('\n');
+            Some((Ok::<Bytes, Infallible>(Bytes::from(text)), (events, kept)))
+        },
+    );
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/x-ndjson")],
+        HttpBody::from_stream(lines),
+    )
+        .into_response()
+}
+
+pub async fn in_session(
+    State(app): State<Shared>,
+    authed: Authed,
+    Path(id): Path<String>,
+    Body(body): Body<RunBody>,
+) -> ApiResult<Response> {
+    answer(start(&app, authed, body, Some(id))?).await
+}
+
+pub async fn throwaway(
+    State(app): State<Shared>,
+    authed: Authed,
+    Body(body): Body<RunBody>,
+) -> ApiResult<Response> {
+    answer(start(&app, authed, body, None)?).await
+}
+
+pub async fn in_session_streamed(
+    State(app): State<Shared>,
+    authed: Authed,
+    Path(id): Path<String>,
+    Body(body): Body<RunBody>,
+) -> ApiResult<Response> {
+    Ok(streamed(start(&app, authed, body, Some(id))?))
+}
+
+pub async fn throwaway_streamed(
+    State(app): State<Shared>,
+    authed: Authed,
+    Body(body): Body<RunBody>,
+) -> ApiResult<Response> {
+    Ok(streamed(start(&app, authed, body, None)?))
+}

@@ -1,0 +1,155 @@
+//! Sessions: create, list, get, diff, apply, revert, discard.
+
+use std::path::PathBuf;
+
+use axum::extract::{Path, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Deserialize;
+
+use airlock_core::{ApplyOptions, ApplyRequest, DiffRequest, SessionRequest};
+
+use super::Body;
+use crate::app::{blocking, Authed, Shared};
+use crate::error::ApiResult;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewSession {
+    /// A directory within the token's workspace (default: the token's workspace).
+    workspace: Option<PathBuf>,
+    name: Option<String>,
+}
+
+pub async fn create(
+    State(_): State<Shared>,
+    authed: Authed,
+    Body(body): Body<NewSession>,
+) -> ApiResult<Response> {
+    let caller = authed.caller;
+    let request = SessionRequest {
+        workspace: body.workspace,
+        name: body.name,
+        ..SessionRequest::default()
+    };
+    let summary = blocking(move || airlock_core::create_session(&caller, request)).await?;
+    Ok((StatusCode::CREATED, Json(summary)).into_response())
+}
+
+pub async fn list(authed: Authed) -> ApiResult<Response> {
+    let caller = authed.caller;
+    let sessions = blocking(move || airlock_core::list_sessions(&caller)).await?;
+    Ok(Json(serde_json::json!({ "sessions": sessions })).into_response())
+}
+
+pub async fn get(authed: Authed, Path(id): Path<String>) -> ApiResult<Response> {
+    let caller = authed.caller;
+    let summary = blocking(move || airlock_core::session_summary(&caller, &id)).await?;
+    Ok(Json(summary).into_response())
+}
+
+/// The patch when the client asks for `text/x-diff` (git's format, for `git apply`), else JSON:
+/// every change with its hazards.
+pub async fn diff(
+    authed: Authed,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    let wants_patch = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|accept| accept.contains("text/x-diff") || accept.contains("text/x-patch"));
+    let caller = authed.caller;
+    let request = DiffRequest {
+        session: id.clone(),
+        paths: Vec::new(),
+    };
+    let answer = blocking(move || {
+        let diff = airlock_core::diff(&caller, &request)?;
+        let io = |e: std::io::Error| airlock_core::Error::Argument {
+            arg: "diff".into(),
+            why: format!("cannot read the session's changes: {e}"),
+        };
+        if wants_patch {
+            let mut patch = Vec::new();
+            diff.write_patch(&mut patch).map_err(io)?;
+            Ok(Err(patch))
+        } else {
+            // Each entry names its hazards, and whether git status would hide it.
+            let entries = diff.entries().map_err(io)?;
+            Ok(Ok(serde_json::json!({
+                "session": id,
+                "workspace": diff.workspace(),
+                "changes": entries,
+            })))
+        }
+    })
+    .await?;
+    Ok(match answer {
+        Err(patch) => (
+            [(header::CONTENT_TYPE, "text/x-diff; charset=utf-8")],
+            patch,
+        )
+            .into_response(),
+        Ok(json) => Json(json).into_response(),
+    })
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Apply {
+    /// Only changes at or under these paths (relative to the workspace).
+    #[serde(default)]
+    paths: Vec<PathBuf>,
+    /// Overwrite what the host changed meanwhile.
+    #[serde(default)]
+    force: bool,
+    /// Write these hazardous paths anyway.
+    #[serde(default)]
+    allow_hazards: Vec<PathBuf>,
+    /// Say what would be written; write nothing.
+    #[serde(default)]
+    dry_run: bool,
+}
+
+pub async fn apply(
+    authed: Authed,
+    Path(id): Path<String>,
+    Body(body): Body<Apply>,
+) -> ApiResult<Response> {
+    let caller = authed.caller;
+    let request = ApplyRequest {
+        session: id,
+        options: ApplyOptions {
+            paths: body.paths,
+            force: body.force,
+            allowed_hazards: body.allow_hazards,
+            dry_run: body.dry_run,
+            ..ApplyOptions::default()
+        },
+    };
+    let report = blocking(move || airlock_core::apply(&caller, &request)).await?;
+    // Something left out (a conflict, a hazard) is the client's to look at: 409, with the report.
+    let status = if report.skipped() == 0 {
+        StatusCode::OK
+    } else {
+        StatusCode::CONFLICT
+    };
+    Ok((status, Json(report)).into_response())
+}
+
+pub async fn revert(authed: Authed, Path(id): Path<String>) -> ApiResult<Response> {
+    let caller = authed.caller;
+    let report = blocking(move || airlock_core::revert(&caller, &id)).await?;
+    Ok(Json(report).into_response())
+}
+
+pub async fn discard(authed: Authed, Path(id): Path<String>) -> ApiResult<Response> {
+    let caller = authed.caller;
+    let session = blocking(move || airlock_core::discard_session(&caller, &id)).await?;
+    Ok(
+        Json(serde_json::json!({ "id": session.id, "lifecycle": session.meta.lifecycle }))
+            .into_response(),
+    )
+}

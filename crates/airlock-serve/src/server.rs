@@ -1,0 +1,241 @@
+//! The server's life: bind, serve connections, and on SIGTERM or SIGINT drain: stop accepting,
+//! let runs finish for a grace period, then interrupt and record the rest.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpListener, UnixListener};
+use tokio::signal::unix::{signal, SignalKind};
+use tokio_rustls::TlsAcceptor;
+
+use airlock_core::tokens::Tokens;
+use airlock_core::{Caller, Session};
+
+use crate::app::App;
+use crate::jobs::Jobs;
+use crate::limits::{Limiter, Quotas};
+use crate::listen::{check_clear_text, tls_config, Listen, TlsFiles};
+
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    /// None: a unix socket in the state directory (`airlock.sock`).
+    pub listen: Option<Listen>,
+    pub tls: Option<TlsFiles>,
+    pub state_dir: Option<PathBuf>,
+    pub max_body: usize,
+    pub keep_output: u64,
+    pub quotas: Quotas,
+    /// How long runs may go on after SIGTERM before they are interrupted.
+    pub grace: Duration,
+}
+
+fn no_one_to_tell(_: &Session) {}
+
+pub fn serve(config: ServeConfig) -> Result<()> {
+    let mut service = Caller::this_process(config.state_dir.clone(), no_one_to_tell);
+    // Clients' paths mean nothing relative to the server's own directory.
+    service.cwd = None;
+    service.asked = Vec::new();
+    let state_dir = service.state_dir()?;
+    let results_dir = state_dir.join("serve");
+    make_private_dir(&results_dir)?;
+    let listen = config
+        .listen
+        .clone()
+        .unwrap_or_else(|| Listen::Unix(state_dir.join("airlock.sock")));
+    check_clear_text(&listen, config.tls.is_some())?;
+    let tls = config.tls.as_ref().map(tls_config).transpose()?;
+    let app = Arc::new(App {
+        tokens: Tokens::new(&state_dir),
+        limiter: Limiter::new(config.quotas),
+        jobs: Arc::new(Jobs::default()),
+        exe: std::env::current_exe()
+            .context("cannot tell where this program is (/proc/self/exe)")?,
+        results_dir,
+        keep_output: config.keep_output,
+        service,
+    });
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the server's runtime")?;
+    runtime.block_on(run(app, listen, tls.map(TlsAcceptor::from), &config))
+}
+
+fn make_private_dir(path: &std::path::Path) -> Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(path)
+        .with_context(|| format!("cannot create {}", path.display()))
+}
+
+/// A bound listener: unix or TCP.
+enum Bound {
+    Unix(UnixListener, PathBuf),
+    Tcp(TcpListener),
+}
+
+async fn bind(listen: &Listen) -> Result<Bound> {
+    match listen {
+        Listen::Tcp(addr) => Ok(Bound::Tcp(
+            TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("cannot listen on {addr}"))?,
+        )),
+        Listen::Unix(path) => {
+            remove_stale_socket(path).await?;
+            // Made with no access for others from the start, not tightened after.
+            let old = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o177));
+            let bound = UnixListener::bind(path);
+            nix::sys::stat::umask(old);
+            let listener = bound.with_context(|| format!("cannot listen on {}", path.display()))?;
+            Ok(Bound::Unix(listener, path.clone()))
+        }
+    }
+}
+
+/// A socket file left by a server that is gone is removed; one a live server answers on is not.
+async fn remove_stale_socket(path: &std::path::Path) -> Result<()> {
+    use std::os::unix::fs::FileTypeExt;
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return Ok(());
+    };
+    if !meta.file_type().is_socket() {
+        bail!(
+            "{} exists and is not a socket: remove it, or --listen elsewhere",
+            path.display()
+        );
+    }
+    if tokio::net::UnixStream::connect(path).await.is_ok() {
+        bail!(
+            "another server answers on {}: stop it first, or --listen elsewhere",
+            path.display()
+        );
+    }
+    std::fs::remove_file(path)
+        .with_context(|| format!("cannot remove the stale socket {}", path.display()))
+}
+
+async fn run(
+    app: Arc<App>,
+    listen: Listen,
+    tls: Option<TlsAcceptor>,
+    config: &ServeConfig,
+) -> Result<()> {
+    let bound = bind(&listen).await?;
+    let router = crate::routes::router(app.clone(), config.max_body);
+    let mut terminate = signal(SignalKind::terminate()).context("cannot watch for SIGTERM")?;
+    let mut interrupt = signal(SignalKind::interrupt()).context("cannot watch for SIGINT")?;
+    let graceful = GracefulShutdown::new();
+    let shown = match &bound {
+        Bound::Unix(_, path) => format!("unix:{}", path.display()),
+        Bound::Tcp(l) => format!(
+            "{}://{}",
+            if tls.is_some() { "https" } else { "http" },
+            l.local_addr()
+                .map_or_else(|_| "?".into(), |a| a.to_string())
+        ),
+    };
+    airlock_jail::note!("airlock: serving on {shown}");
+    loop {
+        let accepted = tokio::select! {
+            accepted = accept(&bound) => accepted,
+            _ = terminate.recv() => break,
+            _ = interrupt.recv() => break,
+        };
+        let Ok(stream) = accepted else {
+            // A client that went away while connecting, or no file descriptor left: go on.
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            continue;
+        };
+        let service = TowerToHyperService::new(router.clone());
+        let tls = tls.clone();
+        let watcher = graceful.watcher();
+        tokio::spawn(async move {
+            match (stream, tls) {
+                (Stream::Tcp(tcp), Some(tls)) => {
+                    if let Ok(Ok(stream)) =
+                        tokio::time::timeout(Duration::from_secs(10), tls.accept(tcp)).await
+                    {
+                        serve_connection(stream, service, watcher).await;
+                    }
+                }
+                (Stream::Tcp(tcp), None) => serve_connection(tcp, service, watcher).await,
+                (Stream::Unix(unix), _) => serve_connection(unix, service, watcher).await,
+            }
+        });
+    }
+    drain(app, bound, graceful, config.grace).await;
+    Ok(())
+}
+
+enum Stream {
+    Tcp(tokio::net::TcpStream),
+    Unix(tokio::net::UnixStream),
+}
+
+async fn accept(bound: &Bound) -> std::io::Result<Stream> {
+    match bound {
+        Bound::Unix(listener, _) => listener.accept().await.map(|(s, _)| Stream::Unix(s)),
+        Bound::Tcp(listener) => listener.accept().await.map(|(s, _)| {
+            let _ = s.set_nodelay(true);
+            Stream::Tcp(s)
+        }),
+    }
+}
+
+async fn serve_connection<S>(
+    stream: S,
+    service: TowerToHyperService<axum::Router>,
+    watcher: hyper_util::server::graceful::Watcher,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let builder = auto::Builder::new(TokioExecutor::new());
+    let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+    let _ = watcher.watch(connection.into_owned()).await;
+}
+
+/// Stop accepting; let what is going on finish for `grace`; then interrupt the runs left (each
+/// recorded as ended by the server's stop) and give their answers a moment to go out.
+async fn drain(app: Arc<App>, bound: Bound, graceful: GracefulShutdown, grace: Duration) {
+    if let Bound::Unix(listener, path) = bound {
+        drop(listener);
+        let _ = std::fs::remove_file(path);
+    }
+    airlock_jail::note!(
+        "airlock: stopping: no new connections; {} run(s) going, {} s to finish",
+        app.jobs.count(),
+        grace.as_secs()
+    );
+    app.jobs.close();
+    let finished = tokio::time::timeout(grace, wait_for_runs(&app.jobs))
+        .await
+        .is_ok();
+    if !finished {
+        airlock_jail::note!(
+            "airlock: the grace period is over: interrupting {} run(s)",
+            app.jobs.count()
+        );
+        app.jobs.close_and_interrupt();
+        let _ = tokio::time::timeout(Duration::from_secs(10), wait_for_runs(&app.jobs)).await;
+    }
+    // Answers of the runs just ended, and other requests in flight, get a moment to go out.
+    let _ = tokio::time::timeout(Duration::from_secs(2), graceful.shutdown()).await;
+    airlock_jail::note!("airlock: stopped");
+}
+
+async fn wait_for_runs(jobs: &Jobs) {
+    while jobs.count() > 0 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

@@ -1,0 +1,94 @@
+//! `airlock __serve-worker`: one run for the server, in a process of its own (see [`crate::job`]).
+
+use std::ffi::OsString;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use airlock_core::{Caller, ProfileChoice, RunRequest, Session};
+
+use crate::job::{Job, Outcome, Ran, JOB_VAR};
+
+fn nothing_to_tell(_: &Session) {}
+
+/// Read the job, run it, write the outcome. The exit status only says whether the outcome could
+/// be written (0) or not (125): the server reads everything else from the file.
+pub fn main() -> ExitCode {
+    // The server's death ends this run: its sandbox dies with this process (parent-death signal).
+    if nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL).is_err() {
+        return ExitCode::from(125);
+    }
+    let Some(text) = std::env::var_os(JOB_VAR) else {
+        airlock_jail::note!(
+            "airlock: __serve-worker is airlock serve's, not for people: run 'airlock run' instead"
+        );
+        return ExitCode::from(125);
+    };
+    let job: Job = match serde_json::from_str(&text.to_string_lossy()) {
+        Ok(job) => job,
+        Err(e) => {
+            airlock_jail::note!("airlock: __serve-worker: the job is not valid: {e}");
+            return ExitCode::from(125);
+        }
+    };
+    let outcome = run(&job);
+    let written = serde_json::to_vec(&outcome)
+        .map_err(std::io::Error::other)
+        .and_then(|text| std::fs::write(&job.result_file, text));
+    match written {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            airlock_jail::note!("airlock: cannot write {}: {e}", job.result_file.display());
+            ExitCode::from(125)
+        }
+    }
+}
+
+/// The caller the job describes: the token's role and binding; the server's state directory and
+/// environment (where profiles are looked up).
+fn caller(job: &Job) -> Caller {
+    let env: Vec<(OsString, OsString)> =
+        std::env::vars_os().filter(|(k, _)| k != JOB_VAR).collect();
+    Caller {
+        role: job.role,
+        state_dir: job.state_dir.clone(),
+        cwd: None,
+        env,
+        asked: vec![job.asked.clone()],
+        on_busy: nothing_to_tell,
+        grant: Some(job.grant()),
+    }
+}
+
+fn run(job: &Job) -> Outcome {
+    let request = RunRequest {
+        argv: job.argv.iter().map(OsString::from).collect(),
+        profile: ProfileChoice::default(),
+        workspace: job.workspace_asked.clone(),
+        session: job.session.clone(),
+        keep: job.keep,
+        limit_output: true,
+        env: Some(job.env()),
+        timeout: job.timeout_ms.map(Duration::from_millis),
+        ..RunRequest::default()
+    };
+    match airlock_core::run(&caller(job), request) {
+        Ok(report) => Outcome::Ran(Ran {
+            exit_code: report.exit_status(),
+            limit: report.limit().map(str::to_string),
+            session: report.session_id.clone(),
+            kept: report.kept,
+            output_dropped: report.output_dropped,
+            oom_kills: report.oom_kills,
+            killed_by_switch: report.killed_by_switch.clone(),
+            audit_error: report.audit_error.clone(),
+        }),
+        Err(err) => {
+            let (code, kind) = err.code();
+            Outcome::Refused {
+                code: code.to_string(),
+                kind,
+                message: err.to_string(),
+            }
+        }
+    }
+}

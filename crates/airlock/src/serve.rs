@@ -1,0 +1,110 @@
+//! `airlock serve` and `airlock token`: the arguments as the server's configuration and as core's
+//! token requests.
+
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+
+use airlock_core::tokens::{TokenRequest, TokenSummary};
+use airlock_core::Role;
+
+use crate::cli::{GlobalArgs, ServeArgs, TokenCommand};
+
+pub fn serve(global: &GlobalArgs, args: ServeArgs) -> Result<ExitCode> {
+    let listen = args
+        .listen
+        .as_deref()
+        .map(airlock_serve::Listen::parse)
+        .transpose()?;
+    let tls = match (args.tls_cert, args.tls_key) {
+        (Some(cert), Some(key)) => Some(airlock_serve::TlsFiles { cert, key }),
+        _ => None,
+    };
+    let grace = humantime::parse_duration(&args.grace)
+        .with_context(|| format!("--grace {:?}: not a duration (try 30s, 5m)", args.grace))?;
+    airlock_serve::serve(airlock_serve::ServeConfig {
+        listen,
+        tls,
+        state_dir: global.state_dir.clone(),
+        max_body: args.max_body,
+        keep_output: args.max_output,
+        quotas: airlock_serve::Quotas {
+            requests_per_second: args.requests_per_second.max(1),
+            runs_per_token: args.runs_per_token.max(1),
+        },
+        grace,
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn line(token: &TokenSummary) -> String {
+    let record = &token.record;
+    format!(
+        "{}  {:<8}  {:<9} {:<12} {:<16} {}  {}",
+        record.id,
+        serde_json::to_value(token.state)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default(),
+        match record.role {
+            Role::Agent => "agent",
+            Role::Operator => "operator",
+        },
+        record.profile,
+        record.name.as_deref().unwrap_or("-"),
+        record
+            .workspace
+            .as_ref()
+            .map_or_else(|| "-".into(), |w| w.display().to_string()),
+        token.expires_at.as_deref().unwrap_or("no expiry"),
+    )
+}
+
+pub fn token(global: &GlobalArgs, command: TokenCommand) -> Result<ExitCode> {
+    let caller = crate::run::caller(global);
+    match command {
+        TokenCommand::Create(args) => {
+            let request = TokenRequest {
+                profile: args.profile,
+                role: if args.role == "operator" {
+                    Role::Operator
+                } else {
+                    Role::Agent
+                },
+                workspace: args.workspace,
+                expires: args.expires,
+                name: args.name,
+            };
+            let created = airlock_core::tokens::create_token(&caller, request)?;
+            if args.json {
+                println!("{}", serde_json::to_string(&created)?);
+            } else {
+                airlock_jail::note!(
+                    "airlock: token {} made; it is shown once, below — keep it where the automation reads its secrets",
+                    created.summary.record.id
+                );
+            }
+            // The contract scripts rely on: the token is stdout's last line.
+            println!("{}", created.token);
+        }
+        TokenCommand::List(args) => {
+            let tokens = airlock_core::tokens::list_tokens(&caller)?;
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&tokens)?);
+            } else {
+                for token in &tokens {
+                    println!("{}", line(token));
+                }
+            }
+        }
+        TokenCommand::Revoke(args) => {
+            let revoked = airlock_core::tokens::revoke_token(&caller, &args.token)?;
+            if args.json {
+                println!("{}", serde_json::to_string(&revoked)?);
+            } else {
+                println!("revoked {}", line(&revoked));
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
