@@ -82,6 +82,10 @@ pub struct GlobalArgs {
     /// Where sessions live [default: /var/lib/airlock as root, else $XDG_STATE_HOME/airlock]
     #[arg(long, global = true, value_name = "DIR", env = "AIRLOCK_STATE_DIR")]
     pub state_dir: Option<PathBuf>,
+    /// Ask a running 'airlock serve' instead of working here: unix:PATH, http://HOST:PORT or
+    /// https://HOST:PORT (with the token in AIRLOCK_TOKEN; AIRLOCK_CA_FILE for a private CA)
+    #[arg(long, global = true, value_name = "URL", env = "AIRLOCK_URL")]
+    pub server: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -9,6 +9,7 @@ mod cli;
 mod control;
 mod diff;
 mod log;
+mod remote;
 mod run;
 mod serve;
 mod session;
@@ -67,30 +68,18 @@ fn main() -> ExitCode {
         Command::Token(cli::TokenCommand::Revoke(a)) => a.json,
         _ => false,
     };
-    let result = match cli.command {
-        Command::Run(args) => run::run(&cli.global, args),
-        Command::Check(args) => check::check(&cli.global, args),
-        Command::Session(SessionCommand::New(args)) => session::new(&cli.global, args),
-        Command::Sessions(args) => session::list(&cli.global, args),
-        Command::Diff(args) => diff::diff(&cli.global, args),
-        Command::Apply(args) => apply::apply(&cli.global, args),
-        Command::Revert(args) => apply::revert(&cli.global, args),
-        Command::Discard(args) => session::discard(&cli.global, args),
-        Command::Gc(args) => session::gc(&cli.global, args),
-        Command::Log(args) => log::log(&cli.global, args),
-        Command::Kill(args) => control::act(&cli.global, args, airlock_core::control::Action::Kill),
-        Command::Pause(args) => {
-            control::act(&cli.global, args, airlock_core::control::Action::Pause)
+    let remote = match remote::from_args(cli.global.server.as_deref(), &cli.command) {
+        Ok(remote) => remote,
+        Err(err) => {
+            note!("airlock: error: {}", message(&err));
+            return ExitCode::from(EXIT_AIRLOCK_ERROR);
         }
-        Command::Resume(args) => {
-            control::act(&cli.global, args, airlock_core::control::Action::Resume)
-        }
-        Command::Disable(args) => control::disable(&cli.global, args),
-        Command::Enable(args) => control::enable(&cli.global, args),
-        Command::Status(args) => control::status(&cli.global, args),
-        Command::Man(args) => man(&args.dir),
-        Command::Serve(args) => serve::serve(&cli.global, args),
-        Command::Token(command) => serve::token(&cli.global, command),
+    };
+    // What is about this machine (its kernel, its server, its tokens, its manual) is answered
+    // here even when a server is named: from_args names none for it.
+    let result = match (cli.command, remote) {
+        (command, Some(remote)) => remote::dispatch(&remote, command),
+        (command, None) => local(&cli.global, command),
     };
     match result {
         Ok(code) => code,
@@ -104,6 +93,31 @@ fn main() -> ExitCode {
             }
             ExitCode::from(EXIT_AIRLOCK_ERROR)
         }
+    }
+}
+
+/// The command, carried out by this process's core.
+fn local(global: &cli::GlobalArgs, command: Command) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Run(args) => run::run(global, args),
+        Command::Check(args) => check::check(global, args),
+        Command::Session(SessionCommand::New(args)) => session::new(global, args),
+        Command::Sessions(args) => session::list(global, args),
+        Command::Diff(args) => diff::diff(global, args),
+        Command::Apply(args) => apply::apply(global, args),
+        Command::Revert(args) => apply::revert(global, args),
+        Command::Discard(args) => session::discard(global, args),
+        Command::Gc(args) => session::gc(global, args),
+        Command::Log(args) => log::log(global, args),
+        Command::Kill(args) => control::act(global, args, airlock_core::control::Action::Kill),
+        Command::Pause(args) => control::act(global, args, airlock_core::control::Action::Pause),
+        Command::Resume(args) => control::act(global, args, airlock_core::control::Action::Resume),
+        Command::Disable(args) => control::disable(global, args),
+        Command::Enable(args) => control::enable(global, args),
+        Command::Status(args) => control::status(global, args),
+        Command::Man(args) => man(&args.dir),
+        Command::Serve(args) => serve::serve(global, args),
+        Command::Token(command) => serve::token(global, command),
     }
 }
 

@@ -1,0 +1,358 @@
+//! The CLI as a client of a running `airlock serve` (`--server URL` or `AIRLOCK_URL`, with the
+//! token in `AIRLOCK_TOKEN`): the same commands, answered by the server's core instead of this
+//! process's. Nothing is judged here either; the server's answer is printed.
+
+use std::io::{IsTerminal, Read, Write};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{bail, Context, Result};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::{Method, Request, StatusCode};
+use hyper_util::rt::TokioIo;
+use serde_json::{json, Value};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio_rustls::rustls;
+
+use crate::cli::Command;
+
+/// Where the server is.
+enum Target {
+    Unix(std::path::PathBuf),
+    Http { host: String, port: u16 },
+    Https { host: String, port: u16 },
+}
+
+impl Target {
+    fn parse(url: &str) -> Result<Target> {
+        if let Some(path) = url.strip_prefix("unix:") {
+            return Ok(Target::Unix(path.into()));
+        }
+        let (tls, rest) = if let Some(rest) = url.strip_prefix("https://") {
+            (true, rest)
+        } else if let Some(rest) = url.strip_prefix("http://") {
+            (false, rest)
+        } else {
+            bail!("--server {url:?}: give unix:PATH, http://HOST:PORT or https://HOST:PORT");
+        };
+        let authority = rest.trim_end_matches('/');
+        let (host, port) = match authority.rsplit_once(':') {
+            Some((host, port)) if !host.ends_with(']') || authority.contains("]:") => (
+                host.trim_start_matches('[')
+                    .trim_end_matches(']')
+                    .to_string(),
+                port.parse()
+                    .with_context(|| format!("--server {url:?}: the port is not a number"))?,
+            ),
+            _ => (authority.to_string(), if tls { 443 } else { 80 }),
+        };
+        Ok(match tls {
+            true => Target::Https { host, port },
+            false => Target::Http { host, port },
+        })
+    }
+}
+
+/// Takes each line of a streamed answer as it comes.
+type LineHandler<'a> = dyn FnMut(&[u8]) -> Result<()> + 'a;
+
+trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
+
+pub struct Remote {
+    target: Target,
+    url: String,
+    token: String,
+}
+
+/// The server to talk to, if one is named (and the command is not one answered here anyway).
+pub fn from_args(server: Option<&str>, command: &Command) -> Result<Option<Remote>> {
+    let here = matches!(
+        command,
+        Command::Check(_) | Command::Man(_) | Command::Serve(_) | Command::Token(_)
+    );
+    let Some(url) = server.filter(|_| !here) else {
+        return Ok(None);
+    };
+    let token = std::env::var("AIRLOCK_TOKEN").context(
+        "--server (AIRLOCK_URL) is set but AIRLOCK_TOKEN is not: put the token 'airlock token create' printed there",
+    )?;
+    Ok(Some(Remote {
+        target: Target::parse(url)?,
+        url: url.to_string(),
+        token: token.trim().to_string(),
+    }))
+}
+
+fn tls_connector() -> Result<tokio_rustls::TlsConnector> {
+    let file = std::env::var_os("AIRLOCK_CA_FILE")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| "/etc/ssl/certs/ca-certificates.crt".into());
+    let pem = std::fs::File::open(&file).with_context(|| {
+        format!(
+            "cannot open {} (the CAs to check the server's certificate by; set AIRLOCK_CA_FILE)",
+            file.display()
+        )
+    })?;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_pemfile::certs(&mut std::io::BufReader::new(pem)) {
+        let cert = cert.with_context(|| format!("{}: not PEM", file.display()))?;
+        let _ = roots.add(cert);
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .context("cannot set up TLS")?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(tokio_rustls::TlsConnector::from(Arc::new(config)))
+}
+
+impl Remote {
+    async fn connect(&self) -> Result<Box<dyn Io>> {
+        let failed = || format!("cannot reach the airlock server at {}", self.url);
+        Ok(match &self.target {
+            Target::Unix(path) => Box::new(
+                tokio::net::UnixStream::connect(path)
+                    .await
+                    .with_context(failed)?,
+            ),
+            Target::Http { host, port } => Box::new(
+                tokio::net::TcpStream::connect((host.as_str(), *port))
+                    .await
+                    .with_context(failed)?,
+            ),
+            Target::Https { host, port } => {
+                let tcp = tokio::net::TcpStream::connect((host.as_str(), *port))
+                    .await
+                    .with_context(failed)?;
+                let name = rustls::pki_types::ServerName::try_from(host.clone())
+                    .with_context(|| format!("--server: {host:?} is not a host name or address"))?;
+                Box::new(
+                    tls_connector()?
+                        .connect(name, tcp)
+                        .await
+                        .with_context(failed)?,
+                )
+            }
+        })
+    }
+
+    /// Send one request; the answer's status and body, read to its end unless `each_line` takes
+    /// the lines of a streamed answer as they come.
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+        accept: &str,
+        mut each_line: Option<&mut LineHandler<'_>>,
+    ) -> Result<(StatusCode, Vec<u8>)> {
+        let io = self.connect().await?;
+        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(io))
+            .await
+            .with_context(|| format!("cannot speak HTTP with {}", self.url))?;
+        tokio::spawn(connection);
+        let payload = body.map(|b| b.to_string()).unwrap_or_default();
+        let request = Request::builder()
+            .method(method)
+            .uri(path)
+            .header("host", "airlock")
+            .header("authorization", format!("Bearer {}", self.token))
+            .header("content-type", "application/json")
+            .header("accept", accept)
+            .body(Full::new(Bytes::from(payload)))?;
+        let mut response = sender
+            .send_request(request)
+            .await
+            .with_context(|| format!("the airlock server at {} did not answer", self.url))?;
+        let status = response.status();
+        let mut all = Vec::new();
+        let mut pending = Vec::new();
+        while let Some(frame) = response.body_mut().frame().await {
+            let frame = frame.with_context(|| format!("the answer from {} broke off", self.url))?;
+            let Ok(data) = frame.into_data() else {
+                continue;
+            };
+            match (&mut each_line, status.is_success()) {
+                (Some(each), true) => {
+                    pending.extend_from_slice(&data);
+                    while let Some(end) = pending.iter().position(|&b| b == b'\n') {
+                        let line: Vec<u8> = pending.drain(..=end).collect();
+                        each(&line)?;
+                    }
+                }
+                _ => all.extend_from_slice(&data),
+            }
+        }
+        Ok((status, all))
+    }
+}
+
+/// The server's refusal as this CLI's failure: its code and message.
+fn refusal(status: StatusCode, body: &[u8]) -> anyhow::Error {
+    match serde_json::from_slice::<Value>(body) {
+        Ok(error) => anyhow::anyhow!(
+            "the server refused ({} {}): {}",
+            status.as_u16(),
+            error["code"].as_str().unwrap_or("?"),
+            error["message"].as_str().unwrap_or("")
+        ),
+        Err(_) => anyhow::anyhow!(
+            "the server answered {status}: {}",
+            String::from_utf8_lossy(body)
+        ),
+    }
+}
+
+/// Carry out `command` through the server.
+pub fn dispatch(remote: &Remote, command: Command) -> Result<ExitCode> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the client's runtime")?;
+    runtime.block_on(carry_out(remote, command))
+}
+
+async fn carry_out(remote: &Remote, command: Command) -> Result<ExitCode> {
+    let session = |id: &str| format!("/v1/sessions/{}", encode(id));
+    let (method, path, body, accept) = match command {
+        Command::Run(args) => return run(remote, args).await,
+        Command::Session(crate::cli::SessionCommand::New(args)) => (
+            Method::POST,
+            "/v1/sessions".to_string(),
+            json!({ "workspace": args.choice.workspace, "name": args.name }),
+            "application/json",
+        ),
+        Command::Sessions(_) => (Method::GET, "/v1/sessions".into(), Value::Null, "application/json"),
+        Command::Diff(args) if args.json => (Method::GET, format!("{}/diff", session(&args.session)), Value::Null, "application/json"),
+        Command::Diff(args) => (Method::GET, format!("{}/diff", session(&args.session)), Value::Null, "text/x-diff"),
+        Command::Apply(args) => (
+            Method::POST,
+            format!("{}/apply", session(&args.session)),
+            json!({ "paths": args.paths, "force": args.force, "allow_hazards": args.allow_hazard, "dry_run": args.dry_run }),
+            "application/json",
+        ),
+        Command::Revert(args) => (Method::POST, format!("{}/revert", session(&args.session)), json!({}), "application/json"),
+        Command::Discard(args) => (Method::POST, format!("{}/discard", session(&args.session)), json!({}), "application/json"),
+        Command::Kill(args) => control(&session, args, "kill")?,
+        Command::Pause(args) => control(&session, args, "pause")?,
+        Command::Resume(args) => control(&session, args, "resume")?,
+        Command::Status(_) => (Method::GET, "/v1/status".into(), Value::Null, "application/json"),
+        Command::Disable(args) => (Method::POST, "/v1/disable".into(), json!({ "reason": args.reason }), "application/json"),
+        Command::Enable(_) => (Method::POST, "/v1/enable".into(), json!({}), "application/json"),
+        _ => bail!("this command works on this machine only: unset AIRLOCK_URL (or drop --server) to run it here"),
+    };
+    let body = (!body.is_null()).then_some(body);
+    let (status, answer) = remote.send(method, &path, body, accept, None).await?;
+    if !status.is_success() {
+        return Err(refusal(status, &answer));
+    }
+    std::io::stdout().write_all(&answer)?;
+    if !answer.ends_with(b"\n") {
+        println!();
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Kill, pause or resume a session's sandboxes: through the server, a token names its session.
+fn control(
+    session: &dyn Fn(&str) -> String,
+    args: crate::cli::ControlArgs,
+    action: &str,
+) -> Result<(Method, String, Value, &'static str)> {
+    let Some(id) = &args.session else {
+        bail!("with --server, name the session (--session ID): a token acts on its own sessions");
+    };
+    let body = json!({ "reason": args.reason, "network_only": args.network });
+    Ok((
+        Method::POST,
+        format!("{}/{action}", session(id)),
+        body,
+        "application/json",
+    ))
+}
+
+/// Path segments as the server's router takes them.
+fn encode(segment: &str) -> String {
+    segment
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
+            other => format!("%{other:02X}"),
+        })
+        .collect()
+}
+
+/// A run, streamed: its output as it comes, then its exit status as this process's.
+async fn run(remote: &Remote, args: crate::cli::RunArgs) -> Result<ExitCode> {
+    let argv: Vec<String> = args
+        .command
+        .iter()
+        .map(|a| {
+            a.to_str()
+                .map(str::to_string)
+                .context("an argument is not UTF-8, which the API cannot carry")
+        })
+        .collect::<Result<_>>()?;
+    let mut body = json!({ "argv": argv });
+    if !std::io::stdin().is_terminal() {
+        let mut input = String::new();
+        std::io::stdin()
+            .read_to_string(&mut input)
+            .context("cannot read stdin (the API takes it as UTF-8 text)")?;
+        body["stdin"] = Value::String(input);
+    }
+    let path = match &args.session {
+        Some(id) => format!("/v1/sessions/{}/runs/stream", encode(id)),
+        None => {
+            if let Some(dir) = &args.choice.workspace {
+                body["workspace"] = json!(dir);
+            }
+            body["keep"] = json!(args.keep);
+            "/v1/runs/stream".into()
+        }
+    };
+    let mut exit = None;
+    let mut failure = None;
+    let mut each = |line: &[u8]| -> Result<()> {
+        let event: Value =
+            serde_json::from_slice(line).context("the server sent a line that is not JSON")?;
+        let data = event["data"].as_str().unwrap_or_default().as_bytes();
+        match event["type"].as_str() {
+            Some("stdout") => std::io::stdout().write_all(data)?,
+            Some("stderr") => std::io::stderr().write_all(data)?,
+            Some("result") => exit = event["exit_code"].as_i64(),
+            Some("error") => {
+                failure = Some(format!(
+                    "{}: {}",
+                    event["code"].as_str().unwrap_or("?"),
+                    event["message"].as_str().unwrap_or("")
+                ))
+            }
+            _ => {}
+        }
+        Ok(())
+    };
+    let (status, answer) = remote
+        .send(
+            Method::POST,
+            &path,
+            Some(body),
+            "application/x-ndjson",
+            Some(&mut each),
+        )
+        .await?;
+    if !status.is_success() {
+        return Err(refusal(status, &answer));
+    }
+    let _ = std::io::stdout().flush();
+    if let Some(failure) = failure {
+        bail!("the server refused the run: {failure}");
+    }
+    let code = exit.context("the server's answer ended without the run's result")?;
+    Ok(ExitCode::from(
+        u8::try_from(code).unwrap_or(crate::EXIT_AIRLOCK_ERROR),
+    ))
+}
