@@ -39,8 +39,8 @@ pub use diff::{diff, ChangeEntry, Diff, DiffRequest, Side};
 pub use error::{Error, ErrorKind};
 pub use identity::DEFAULT_ROOT_SANDBOX_ID;
 pub use operations::{
-    create_session, discard_session, gc, list_sessions, session_summary, timestamp, Collected,
-    GcReport, GcRequest, SessionRequest, SessionSummary,
+    create_session, discard_session, gc, list_sessions, session_summary, tidy_after_crash,
+    timestamp, Collected, GcReport, GcRequest, SessionRequest, SessionSummary,
 };
 pub use paths::{state_dir, StateDirError};
 pub use run::{

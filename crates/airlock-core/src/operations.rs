@@ -143,6 +143,13 @@ pub fn list_sessions(caller: &Caller) -> Result<Vec<SessionSummary>, Error> {
         .collect())
 }
 
+/// What a supervisor killed outright leaves behind, removed: the empty cgroups of its runs. (Its
+/// sandboxes died with it; their mounts were in their own namespaces.) For a server starting
+/// again; every run also does it before it makes its own cgroup.
+pub fn tidy_after_crash() {
+    airlock_jail::cgroup::remove_orphaned_runs(&airlock_jail::cgroup::detect());
+}
+
 /// One session, if the caller reaches it.
 pub fn session_summary(caller: &Caller, id: &str) -> Result<SessionSummary, Error> {
     let state_dir = caller.state_dir()?;

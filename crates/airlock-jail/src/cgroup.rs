@@ -136,6 +136,35 @@ fn parse_cpu_time(text: &str) -> Option<std::time::Duration> {
         .map(std::time::Duration::from_micros)
 }
 
+/// Remove, now, the cgroups of runs whose supervisor is gone (every run does this before it makes
+/// its own; a server that was killed does it when it starts again).
+pub fn remove_orphaned_runs(support: &CgroupSupport) {
+    match support {
+        CgroupSupport::Unavailable { .. } => {}
+        CgroupSupport::V2 { parent, .. } => remove_orphans(parent),
+        CgroupSupport::V1 {
+            memory,
+            pids,
+            freezer,
+            cpuacct,
+            cpu,
+        } => {
+            for parent in [
+                Some(memory),
+                Some(pids),
+                freezer.as_ref(),
+                cpuacct.as_ref(),
+                cpu.as_ref(),
+            ]
+            .into_iter()
+            .flatten()
+            {
+                remove_orphans(parent);
+            }
+        }
+    }
+}
+
 /// Cgroups of runs whose supervisor is gone (killed with SIGKILL, it could not remove them; its
 /// sandbox died with it, so they are empty). Named `run-<supervisor pid>`.
 fn remove_orphans(parent: &Path) {

@@ -38,6 +38,9 @@ pub struct ServeConfig {
 
 fn no_one_to_tell(_: &Session) {}
 
+/// Connections served at once.
+const MAX_CONNECTIONS: usize = 1024;
+
 pub fn serve(config: ServeConfig) -> Result<()> {
     let mut service = Caller::this_process(config.state_dir.clone(), no_one_to_tell);
     // Clients' paths mean nothing relative to the server's own directory.
@@ -46,6 +49,9 @@ pub fn serve(config: ServeConfig) -> Result<()> {
     let state_dir = service.state_dir()?;
     let results_dir = state_dir.join("serve");
     make_private_dir(&results_dir)?;
+    // A server killed outright left its runs' cgroups (empty) and result files.
+    airlock_core::tidy_after_crash();
+    remove_results(&results_dir);
     let listen = config
         .listen
         .clone()
@@ -76,6 +82,26 @@ fn make_private_dir(path: &std::path::Path) -> Result<()> {
         .mode(0o700)
         .create(path)
         .with_context(|| format!("cannot create {}", path.display()))
+}
+
+/// Result files the workers of a server that was killed left (named `SERVERPID-N.json`; those of
+/// a server still running on the same state directory are its own).
+fn remove_results(dir: &std::path::Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let server = name
+            .to_str()
+            .and_then(|n| n.split_once('-'))
+            .map(|(pid, _)| pid);
+        if server.is_some_and(|pid| {
+            pid.parse::<u32>().is_ok() && !std::path::Path::new("/proc").join(pid).exists()
+        }) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
 }
 
 /// A bound listener: unix or TCP.
@@ -146,7 +172,13 @@ async fn run(
         ),
     };
     airlock_jail::note!("airlock: serving on {shown}");
+    // Past this many connections at once, the next waits to be accepted (file descriptors are
+    // kept for the runs' pipes and the sessions' files).
+    let connections = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     loop {
+        let Ok(permit) = connections.clone().acquire_owned().await else {
+            break;
+        };
         let accepted = tokio::select! {
             accepted = accept(&bound) => accepted,
             _ = terminate.recv() => break,
@@ -172,6 +204,7 @@ async fn run(
                 (Stream::Tcp(tcp), None) => serve_connection(tcp, service, watcher).await,
                 (Stream::Unix(unix), _) => serve_connection(unix, service, watcher).await,
             }
+            drop(permit);
         });
     }
     drain(app, bound, graceful, config.grace).await;
@@ -200,7 +233,12 @@ async fn serve_connection<S>(
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let builder = auto::Builder::new(TokioExecutor::new());
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    // A client that sends its request's head slowly (or never) does not hold a connection for long.
+    builder
+        .http1()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(Duration::from_secs(30));
     let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
     let _ = watcher.watch(connection.into_owned()).await;
 }

@@ -4,7 +4,7 @@
 use std::convert::Infallible;
 
 use axum::body::Body as HttpBody;
-use axum::extract::Query;
+use axum::extract::{Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -14,7 +14,7 @@ use tokio::sync::mpsc;
 
 use airlock_audit::Filter;
 
-use crate::app::{blocking, Authed};
+use crate::app::{blocking, Authed, Shared};
 use crate::error::{ApiError, ApiResult};
 
 /// Records one answer holds at most (the rest: ask again with `since`, or follow).
@@ -39,6 +39,7 @@ pub struct AuditQuery {
 }
 
 pub async fn records(
+    State(app): State<Shared>,
     authed: Authed,
     query: Result<Query<AuditQuery>, axum::extract::rejection::QueryRejection>,
 ) -> ApiResult<Response> {
@@ -61,7 +62,9 @@ pub async fn records(
     };
     let caller = authed.caller;
     if query.follow {
-        return Ok(follow(caller, filter));
+        // A follower holds a thread for as long as it reads: it counts as one of its token's runs.
+        let slot = app.limiter.run_slot(&authed.token.id)?;
+        return Ok(follow(caller, filter, slot));
     }
     let limit = query.limit.unwrap_or(MAX_RECORDS).clamp(1, MAX_RECORDS);
     let records = blocking(move || {
@@ -83,9 +86,14 @@ pub async fn records(
 }
 
 /// Follow the log on a thread of its own until the client goes away.
-fn follow(caller: airlock_core::Caller, filter: Filter) -> Response {
+fn follow(
+    caller: airlock_core::Caller,
+    filter: Filter,
+    slot: tokio::sync::OwnedSemaphorePermit,
+) -> Response {
     let (lines, receiver) = mpsc::channel::<Bytes>(64);
     tokio::task::spawn_blocking(move || {
+        let _slot = slot;
         let Ok((mut records, filter)) = airlock_core::audit::records(&caller, filter) else {
             return;
         };
