@@ -78,6 +78,37 @@ struct QuietBody {
     version_seen: u8,
 }
 
+impl QuietBody {
+    /// Take the next bytes of the body; Err if a server ignoring the body could read them as a
+    /// request.
+    fn see(&mut self, bytes: &[u8]) -> Result<(), Refusal> {
+        for &b in bytes {
+            if !self.started && !crate::sni::split_space(b) {
+                if tchar(b) {
+                    return Err(Refusal::Malformed(
+                        "a GET or HEAD body that a server ignoring it could read as the next request".into(),
+                    ));
+                }
+                self.started = true;
+            }
+            // In any case: a lenient server may take `http/` too.
+            let b = b.to_ascii_uppercase();
+            let want = b"HTTP/"[self.version_seen as usize];
+            self.version_seen = if b == want {
+                self.version_seen + 1
+            } else {
+                u8::from(b == b'H')
+            };
+            if self.version_seen == 5 {
+                return Err(Refusal::Malformed(
+                    "a GET or HEAD body with HTTP/ in it, which a server ignoring the body could read as a request".into(),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Checks the requests a client sends on a connection to `host`.
 #[derive(Debug)]
 pub struct Requests {
@@ -161,157 +192,183 @@ impl Requests {
     /// Take the client's next bytes; append to `out` what may go to the server now. Err: the
     /// connection must be closed, and why. A head is passed on only once complete and checked.
     pub fn feed(&mut self, mut input: &[u8], out: &mut Vec<u8>) -> Result<(), Refusal> {
+        // Each step takes what it can of the input in the state it is for, and leaves the rest
+        // to the state it moved to.
         while !input.is_empty() {
-            match self.at {
+            input = match self.at {
                 At::Opaque => {
                     out.extend_from_slice(input);
-                    return Ok(());
+                    &[]
                 }
-                At::AfterUpgrade => {
-                    // Switched (101), or declined and these bytes are the next request: only
-                    // the server's answer says which, so they wait for it.
-                    if self.first_answer.get() == FirstAnswer::UNKNOWN {
-                        self.held.extend_from_slice(input);
-                        if self.held.len() > MAX_HEAD {
-                            return Err(
-                                "more than 64 KiB sent before the server answered an upgrade"
-                                    .into(),
-                            );
-                        }
-                        return Ok(());
-                    }
-                    self.settle(out)?;
-                }
-                At::Head => {
-                    // Servers skip empty lines before a request (RFC 9112 2.2).
-                    if self.held.is_empty() {
-                        let skip = input
-                            .iter()
-                            .position(|&b| b != b'\r' && b != b'\n')
-                            .unwrap_or(input.len());
-                        out.extend_from_slice(&input[..skip]);
-                        input = &input[skip..];
-                        if input.is_empty() {
-                            return Ok(());
-                        }
-                    }
-                    let (taken, complete) = take_until(&self.held, input, b"\r\n\r\n");
-                    self.held.extend_from_slice(&input[..taken]);
-                    input = &input[taken..];
-                    if !complete {
-                        if self.held.len() > MAX_HEAD {
-                            return Err("a request head longer than 64 KiB".into());
-                        }
-                        continue;
-                    }
-                    let head = std::mem::take(&mut self.held);
-                    self.at = self.check_head(&head)?;
-                    out.extend_from_slice(&head);
-                }
-                At::QuietBody(left, mut seen) => {
-                    let n = (left.min(input.len() as u64)) as usize;
-                    for &b in &input[..n] {
-                        if !seen.started && !crate::sni::split_space(b) {
-                            if tchar(b) {
-                                return Err(Refusal::Malformed(
-                                    "a GET or HEAD body that a server ignoring it could read as the next request".into(),
-                                ));
-                            }
-                            seen.started = true;
-                        }
-                        // In any case: a lenient server may take `http/` too.
-                        let b = b.to_ascii_uppercase();
-                        let want = b"HTTP/"[seen.version_seen as usize];
-                        seen.version_seen = if b == want {
-                            seen.version_seen + 1
-                        } else {
-                            u8::from(b == b'H')
-                        };
-                        if seen.version_seen == 5 {
-                            return Err(Refusal::Malformed(
-                                "a GET or HEAD body with HTTP/ in it, which a server ignoring the body could read as a request".into(),
-                            ));
-                        }
-                    }
-                    out.extend_from_slice(&input[..n]);
-                    input = &input[n..];
-                    self.at = if left == n as u64 {
-                        self.after_request()
-                    } else {
-                        At::QuietBody(left - n as u64, seen)
-                    };
-                }
+                At::AfterUpgrade => self.feed_after_upgrade(input, out)?,
+                At::Head => self.feed_head(input, out)?,
+                At::QuietBody(left, seen) => self.feed_quiet_body(left, seen, input, out)?,
                 At::Body(left) => {
-                    let n = (left.min(input.len() as u64)) as usize;
-                    out.extend_from_slice(&input[..n]);
-                    input = &input[n..];
-                    self.at = if left == n as u64 {
+                    let (rest, left) = pass_on(left, input, out);
+                    self.at = if left == 0 {
                         self.after_request()
                     } else {
-                        At::Body(left - n as u64)
+                        At::Body(left)
                     };
+                    rest
                 }
-                At::ChunkSize => {
-                    let (taken, complete) = take_until(&self.held, input, b"\r\n");
-                    self.held.extend_from_slice(&input[..taken]);
-                    input = &input[taken..];
-                    if !complete {
-                        if self.held.len() > 1024 {
-                            return Err("a chunk-size line longer than 1 KiB".into());
-                        }
-                        continue;
-                    }
-                    let line = std::mem::take(&mut self.held);
-                    let size = chunk_size(&line)?;
-                    out.extend_from_slice(&line);
-                    self.at = if size == 0 {
-                        At::Trailers
-                    } else {
-                        At::ChunkData(size)
-                    };
-                }
+                At::ChunkSize => self.feed_chunk_size(input, out)?,
                 At::ChunkData(left) => {
-                    let n = (left.min(input.len() as u64)) as usize;
-                    out.extend_from_slice(&input[..n]);
-                    input = &input[n..];
-                    self.at = if left == n as u64 {
+                    let (rest, left) = pass_on(left, input, out);
+                    self.at = if left == 0 {
                         At::ChunkEnd(0)
                     } else {
-                        At::ChunkData(left - n as u64)
+                        At::ChunkData(left)
                     };
+                    rest
                 }
-                At::ChunkEnd(seen) => {
-                    let expected = b"\r\n"[seen as usize];
-                    if input[0] != expected {
-                        return Err("a chunk's data did not end where its size said".into());
-                    }
-                    out.push(input[0]);
-                    input = &input[1..];
-                    self.at = if seen == 1 {
-                        At::ChunkSize
-                    } else {
-                        At::ChunkEnd(1)
-                    };
-                }
-                At::Trailers => {
-                    // Trailer lines, then an empty line (at once when there are none).
-                    let (taken, complete) = take_until(&self.held, input, b"\r\n");
-                    self.held.extend_from_slice(&input[..taken]);
-                    input = &input[taken..];
-                    if complete && (self.held == b"\r\n" || self.held.ends_with(b"\r\n\r\n")) {
-                        let trailers = std::mem::take(&mut self.held);
-                        if trailers.len() > 2 {
-                            strict_lines(&trailers[..trailers.len() - 4])?;
-                        }
-                        out.extend_from_slice(&trailers);
-                        self.at = self.after_request();
-                    } else if self.held.len() > MAX_HEAD {
-                        return Err("a trailer section longer than 64 KiB".into());
-                    }
-                }
-            }
+                At::ChunkEnd(seen) => self.feed_chunk_end(seen, input, out)?,
+                At::Trailers => self.feed_trailers(input, out)?,
+            };
         }
         Ok(())
+    }
+
+    /// Switched (101), or declined and these bytes are the next request: only the server's
+    /// answer says which, so they wait for it.
+    fn feed_after_upgrade<'a>(
+        &mut self,
+        input: &'a [u8],
+        out: &mut Vec<u8>,
+    ) -> Result<&'a [u8], Refusal> {
+        if self.first_answer.get() == FirstAnswer::UNKNOWN {
+            self.held.extend_from_slice(input);
+            if self.held.len() > MAX_HEAD {
+                return Err("more than 64 KiB sent before the server answered an upgrade".into());
+            }
+            return Ok(&[]);
+        }
+        // The answer is known: the held bytes go first, then the input in the state they left.
+        self.settle(out)?;
+        Ok(input)
+    }
+
+    /// Hold a request head until it is complete, then check it and pass it on.
+    fn feed_head<'a>(
+        &mut self,
+        mut input: &'a [u8],
+        out: &mut Vec<u8>,
+    ) -> Result<&'a [u8], Refusal> {
+        // Servers skip empty lines before a request (RFC 9112 2.2).
+        if self.held.is_empty() {
+            let skip = input
+                .iter()
+                .position(|&b| b != b'\r' && b != b'\n')
+                .unwrap_or(input.len());
+            out.extend_from_slice(&input[..skip]);
+            input = &input[skip..];
+            if input.is_empty() {
+                return Ok(input);
+            }
+        }
+        let (rest, complete) = self.hold_until(input, b"\r\n\r\n");
+        if !complete {
+            if self.held.len() > MAX_HEAD {
+                return Err("a request head longer than 64 KiB".into());
+            }
+            return Ok(rest);
+        }
+        let head = std::mem::take(&mut self.held);
+        self.at = self.check_head(&head)?;
+        out.extend_from_slice(&head);
+        Ok(rest)
+    }
+
+    /// Pass on what the input holds of a GET's or HEAD's body, once checked (see [`QuietBody`]).
+    fn feed_quiet_body<'a>(
+        &mut self,
+        left: u64,
+        mut seen: QuietBody,
+        input: &'a [u8],
+        out: &mut Vec<u8>,
+    ) -> Result<&'a [u8], Refusal> {
+        let n = (left.min(input.len() as u64)) as usize;
+        seen.see(&input[..n])?;
+        let (rest, left) = pass_on(left, input, out);
+        self.at = if left == 0 {
+            self.after_request()
+        } else {
+            At::QuietBody(left, seen)
+        };
+        Ok(rest)
+    }
+
+    /// Hold a chunk-size line until it is complete, then read it and pass it on.
+    fn feed_chunk_size<'a>(
+        &mut self,
+        input: &'a [u8],
+        out: &mut Vec<u8>,
+    ) -> Result<&'a [u8], Refusal> {
+        let (rest, complete) = self.hold_until(input, b"\r\n");
+        if !complete {
+            if self.held.len() > 1024 {
+                return Err("a chunk-size line longer than 1 KiB".into());
+            }
+            return Ok(rest);
+        }
+        let line = std::mem::take(&mut self.held);
+        let size = chunk_size(&line)?;
+        out.extend_from_slice(&line);
+        self.at = if size == 0 {
+            At::Trailers
+        } else {
+            At::ChunkData(size)
+        };
+        Ok(rest)
+    }
+
+    /// The CRLF after a chunk's data, one byte at a time: `seen` of it seen already.
+    fn feed_chunk_end<'a>(
+        &mut self,
+        seen: u8,
+        input: &'a [u8],
+        out: &mut Vec<u8>,
+    ) -> Result<&'a [u8], Refusal> {
+        let expected = b"\r\n"[seen as usize];
+        if input[0] != expected {
+            return Err("a chunk's data did not end where its size said".into());
+        }
+        out.push(input[0]);
+        self.at = if seen == 1 {
+            At::ChunkSize
+        } else {
+            At::ChunkEnd(1)
+        };
+        Ok(&input[1..])
+    }
+
+    /// Hold the trailer section (trailer lines, then an empty line: at once when there are none)
+    /// until it is complete, then check it and pass it on.
+    fn feed_trailers<'a>(
+        &mut self,
+        input: &'a [u8],
+        out: &mut Vec<u8>,
+    ) -> Result<&'a [u8], Refusal> {
+        let (rest, complete) = self.hold_until(input, b"\r\n");
+        if complete && (self.held == b"\r\n" || self.held.ends_with(b"\r\n\r\n")) {
+            let trailers = std::mem::take(&mut self.held);
+            if trailers.len() > 2 {
+                strict_lines(&trailers[..trailers.len() - 4])?;
+            }
+            out.extend_from_slice(&trailers);
+            self.at = self.after_request();
+        } else if self.held.len() > MAX_HEAD {
+            return Err("a trailer section longer than 64 KiB".into());
+        }
+        Ok(rest)
+    }
+
+    /// Move bytes of `input` into `held` until it ends at the first `end`: the rest of the
+    /// input, and whether it does.
+    fn hold_until<'a>(&mut self, input: &'a [u8], end: &[u8]) -> (&'a [u8], bool) {
+        let (taken, complete) = take_until(&self.held, input, end);
+        self.held.extend_from_slice(&input[..taken]);
+        (&input[taken..], complete)
     }
 
     fn after_request(&mut self) -> At {
@@ -437,7 +494,33 @@ pub fn parse_head(head: &[u8]) -> Result<Head, String> {
     let mut lines = lines
         .split(|&b| b == b'\n')
         .map(|line| line.strip_suffix(b"\r").unwrap_or(line));
-    let request = lines.next().unwrap_or_default();
+    let RequestLine {
+        method,
+        target,
+        http10,
+    } = request_line(lines.next().unwrap_or_default())?;
+    let headers = Headers::read(lines, http10)?;
+    let body = body_framing(&method, &headers)?;
+    let (host, port) = target_host(&method, &target, headers.host, http10)?;
+    Ok(Head {
+        method,
+        host,
+        port,
+        body,
+        upgrade: headers.upgrade,
+    })
+}
+
+/// A request line's parts, checked.
+struct RequestLine {
+    method: String,
+    target: String,
+    /// The version is HTTP/1.0 (else HTTP/1.1).
+    http10: bool,
+}
+
+/// Read `METHOD TARGET VERSION`, one space apart: a token, printable ASCII, HTTP/1.1 or 1.0.
+fn request_line(request: &[u8]) -> Result<RequestLine, String> {
     let parts: Vec<&[u8]> = request.split(|&b| b == b' ').collect();
     let [method, target, version] = parts[..] else {
         return Err("a request line that is not METHOD TARGET VERSION, one space apart".into());
@@ -454,56 +537,62 @@ pub fn parse_head(head: &[u8]) -> Result<Head, String> {
         _ => return Err("a version other than HTTP/1.1 or HTTP/1.0".into()),
     };
     // Both are ASCII (checked above).
-    let method = String::from_utf8_lossy(method).into_owned();
-    let target = String::from_utf8_lossy(target).into_owned();
-    let mut host_header: Option<(String, Option<u16>)> = None;
-    let mut content_length: Option<u64> = None;
-    let mut chunked = false;
-    let mut upgrade = false;
-    for line in lines {
-        let colon = line
-            .iter()
-            .position(|&b| b == b':')
-            .ok_or("a header line without a colon")?;
-        let (name, value) = (&line[..colon], &line[colon + 1..]);
-        if name.is_empty() || !name.iter().all(|&b| tchar(b)) {
-            return Err(format!(
-                "a header name that is not a token: {:?}",
-                String::from_utf8_lossy(name)
-            ));
+    Ok(RequestLine {
+        method: String::from_utf8_lossy(method).into_owned(),
+        target: String::from_utf8_lossy(target).into_owned(),
+        http10,
+    })
+}
+
+/// What a head's header lines say about where the request goes and how its body is framed.
+#[derive(Default)]
+struct Headers {
+    /// The Host header's authority.
+    host: Option<(String, Option<u16>)>,
+    content_length: Option<u64>,
+    /// Transfer-Encoding: chunked.
+    chunked: bool,
+    /// An Upgrade header (other than to h2c, which is refused).
+    upgrade: bool,
+}
+
+impl Headers {
+    /// Read the header lines (each without its CRLF), in order.
+    fn read<'a>(lines: impl Iterator<Item = &'a [u8]>, http10: bool) -> Result<Headers, String> {
+        let mut headers = Headers::default();
+        for line in lines {
+            let (name, value) = header_fields(line)?;
+            let value = String::from_utf8_lossy(value);
+            let value = value.trim_matches([' ', '\t']);
+            let name = String::from_utf8_lossy(name).to_ascii_lowercase();
+            headers.take(&name, value, http10)?;
         }
-        if value.iter().any(|&b| (b < 0x20 && b != b'\t') || b == 0x7f) {
-            return Err("a control byte in a header value".into());
-        }
-        let value = String::from_utf8_lossy(value);
-        let value = value.trim_matches([' ', '\t']);
-        let name = String::from_utf8_lossy(name).to_ascii_lowercase();
-        match name.as_str() {
+        Ok(headers)
+    }
+
+    /// Take one header (its name in lower case, its value trimmed); the others are not read.
+    fn take(&mut self, name: &str, value: &str, http10: bool) -> Result<(), String> {
+        match name {
             "host" => {
-                if host_header.is_some() {
+                if self.host.is_some() {
                     return Err("two Host headers".into());
                 }
-                host_header = Some(authority(value)?);
+                self.host = Some(authority(value)?);
             }
             "content-length" => {
-                let length = (!value.is_empty()
-                    && value.len() <= 19
-                    && value.bytes().all(|b| b.is_ascii_digit()))
-                .then(|| value.parse::<u64>().ok())
-                .flatten()
-                .ok_or_else(|| format!("a Content-Length that is not a number: {value:?}"))?;
-                if content_length.is_some_and(|seen| seen != length) {
+                let length = content_length(value)?;
+                if self.content_length.is_some_and(|seen| seen != length) {
                     return Err("two different Content-Lengths".into());
                 }
-                content_length = Some(length);
+                self.content_length = Some(length);
             }
             "transfer-encoding" => {
-                if !value.eq_ignore_ascii_case("chunked") || chunked || http10 {
+                if !value.eq_ignore_ascii_case("chunked") || self.chunked || http10 {
                     return Err(format!(
                         "a transfer coding the gate cannot follow: {value:?}"
                     ));
                 }
-                chunked = true;
+                self.chunked = true;
             }
             "upgrade" => {
                 // HTTP/2 in plain text names its host in frames the gate does not read, as with
@@ -517,25 +606,68 @@ pub fn parse_head(head: &[u8]) -> Result<Head, String> {
                             .into(),
                     );
                 }
-                upgrade = true;
+                self.upgrade = true;
             }
             _ => {}
         }
+        Ok(())
     }
-    let body = match (content_length, chunked) {
+}
+
+/// A header line's name and value (untrimmed): a token, a colon at once, no control bytes.
+fn header_fields(line: &[u8]) -> Result<(&[u8], &[u8]), String> {
+    let colon = line
+        .iter()
+        .position(|&b| b == b':')
+        .ok_or("a header line without a colon")?;
+    let (name, value) = (&line[..colon], &line[colon + 1..]);
+    if name.is_empty() || !name.iter().all(|&b| tchar(b)) {
+        return Err(format!(
+            "a header name that is not a token: {:?}",
+            String::from_utf8_lossy(name)
+        ));
+    }
+    if value.iter().any(|&b| (b < 0x20 && b != b'\t') || b == 0x7f) {
+        return Err("a control byte in a header value".into());
+    }
+    Ok((name, value))
+}
+
+/// A Content-Length's value: digits only (no sign, no spaces, no list), that fit in 64 bits.
+fn content_length(value: &str) -> Result<u64, String> {
+    (!value.is_empty() && value.len() <= 19 && value.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| value.parse::<u64>().ok())
+        .flatten()
+        .ok_or_else(|| format!("a Content-Length that is not a number: {value:?}"))
+}
+
+/// How the body is framed, where every server agrees on it.
+fn body_framing(method: &str, headers: &Headers) -> Result<Body, String> {
+    let body = match (headers.content_length, headers.chunked) {
         (Some(_), true) => {
             return Err("both Content-Length and Transfer-Encoding (request smuggling)".into())
         }
         (_, true) => Body::Chunked,
         (length, false) => Body::Length(length.unwrap_or(0)),
     };
-    if matches!(method.as_str(), "GET" | "HEAD") && body == Body::Chunked {
+    if matches!(method, "GET" | "HEAD") && body == Body::Chunked {
         // Some servers ignore such a body and read it as the next request; one of known length
         // is checked for that as it passes (see `QuietBody`), a chunked one is refused.
         return Err(format!("a {method} request with a chunked body"));
     }
-    let (host, port) = if method == "CONNECT" {
-        let (host, port) = authority(&target)?;
+    Ok(body)
+}
+
+/// The host and port the request is for, from its target or its Host header, where every
+/// server agrees on it.
+fn target_host(
+    method: &str,
+    target: &str,
+    host_header: Option<(String, Option<u16>)>,
+    http10: bool,
+) -> Result<(Option<String>, Option<u16>), String> {
+    if method == "CONNECT" {
+        let (host, port) = authority(target)?;
         // A tunnel goes to its target; a server that routes by Host would take it elsewhere.
         if let Some((header, _)) = &host_header {
             if *header != host {
@@ -544,39 +676,48 @@ pub fn parse_head(head: &[u8]) -> Result<Head, String> {
                 ));
             }
         }
-        (Some(host), port)
+        Ok((Some(host), port))
     } else if target.starts_with('/') || (target == "*" && method == "OPTIONS") {
         match host_header {
-            Some((host, port)) => (Some(host), port),
-            None if http10 => (None, None),
-            None => return Err("an HTTP/1.1 request without a Host".into()),
+            Some((host, port)) => Ok((Some(host), port)),
+            None if http10 => Ok((None, None)),
+            None => Err("an HTTP/1.1 request without a Host".into()),
         }
     } else {
-        // Absolute form: servers take the host from the target, some frameworks from Host.
-        let (scheme, rest) = target
-            .split_once("://")
-            .ok_or("a request target that is neither a path nor a URL")?;
-        if !scheme.eq_ignore_ascii_case("http") && !scheme.eq_ignore_ascii_case("https") {
-            return Err(format!("a request for a {scheme}:// URL"));
+        absolute_form_host(target, host_header)
+    }
+}
+
+/// The host and port of an absolute-form target (`http://host:port/path`). Servers take the host
+/// from the target, some frameworks from Host: the two must agree.
+fn absolute_form_host(
+    target: &str,
+    host_header: Option<(String, Option<u16>)>,
+) -> Result<(Option<String>, Option<u16>), String> {
+    let (scheme, rest) = target
+        .split_once("://")
+        .ok_or("a request target that is neither a path nor a URL")?;
+    if !scheme.eq_ignore_ascii_case("http") && !scheme.eq_ignore_ascii_case("https") {
+        return Err(format!("a request for a {scheme}:// URL"));
+    }
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (host, port) = authority(&rest[..end])?;
+    if let Some((header, _)) = &host_header {
+        if *header != host {
+            return Err(format!(
+                "a request for {host} whose Host says {header}: servers differ on which counts"
+            ));
         }
-        let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-        let (host, port) = authority(&rest[..end])?;
-        if let Some((header, _)) = &host_header {
-            if *header != host {
-                return Err(format!(
-                    "a request for {host} whose Host says {header}: servers differ on which counts"
-                ));
-            }
-        }
-        (Some(host), port)
-    };
-    Ok(Head {
-        method,
-        host,
-        port,
-        body,
-        upgrade,
-    })
+    }
+    Ok((Some(host), port))
+}
+
+/// Pass on what `input` holds of the `left` bytes still due: the rest of the input, and how many
+/// are still due then.
+fn pass_on<'a>(left: u64, input: &'a [u8], out: &mut Vec<u8>) -> (&'a [u8], u64) {
+    let n = (left.min(input.len() as u64)) as usize;
+    out.extend_from_slice(&input[..n]);
+    (&input[n..], left - n as u64)
 }
 
 /// How many bytes of `input` to take so that `held` + them ends at the first `end`, and whether

@@ -81,39 +81,16 @@ pub(crate) fn run(spec: &SandboxSpec, channel: SetupChannel, mode: &SetupMode) -
     }
 }
 
-/// Steps 5 to 16 of [`crate::protocol`], the setup process's side.
+/// Steps 5 to 16 of [`crate::protocol`], the setup process's side, in that order: each step
+/// below is one function, and none of them may move.
 fn setup(spec: &SandboxSpec, channel: &SetupChannel, mode: &SetupMode) -> Result<ForInit> {
     let rootful = mode.rootful;
-    // Step 5 (session). SECURITY: if the supervisor dies, so does the sandbox, at every step
-    // from here on.
-    prctl::set_pdeathsig(Signal::SIGKILL).during("set the parent-death signal", UNEXPECTED)?;
-    // SECURITY: out of the caller's session and process group: the terminal's signals go to
-    // the supervisor, which forwards them once, and this process has no controlling terminal to
-    // hand down.
-    setsid().during("start a new session", UNEXPECTED)?;
-    // Step 6 (maps). Unprivileged, the supervisor writes our id maps first.
-    if !mode.rootful {
-        match channel.receive()? {
-            Message::Go => {}
-            other => return Err(other.unexpected("GO")),
-        }
-    }
+    start_own_session()?;
+    wait_for_id_maps(channel, rootful)?;
     sethostname(&spec.hostname).during("set the hostname", UNEXPECTED)?;
 
-    // Step 7 (base tree). SECURITY: root mounts with its real credentials, before it enters any
-    // user namespace, so the overlay can copy up files of every owner. Unprivileged, we are
-    // already in our user namespace.
-    let owner = if rootful {
-        MounterIds {
-            uid: spec.ids.host_uid,
-            gid: spec.ids.host_gid,
-        }
-    } else {
-        MounterIds {
-            uid: spec.ids.inside_uid,
-            gid: spec.ids.inside_gid,
-        }
-    };
+    // Step 7 (base tree).
+    let owner = mounter_ids(spec, rootful);
     let (root, scratch) = rootfs::staging_points(mode.staging);
     let places = Places {
         host_dir: mode.staging,
@@ -124,8 +101,72 @@ fn setup(spec: &SandboxSpec, channel: &SetupChannel, mode: &SetupMode) -> Result
     };
     let mounts = rootfs::plan(spec, owner, !rootful, &rootfs::Host)?;
     rootfs::execute(&mounts.base, &places, None)?;
-    // Step 8 (network). PERF: the supervisor's helper made our network namespace, loopback up,
-    // while we mounted (see `sys::start_new_network`); as root it made our user namespaces too.
+    let users = enter_network_namespace(channel, rootful)?;
+    let gate = GateSockets::open(spec)?;
+    // Steps 9 (workspace) and 10 (pivot): SECURITY: on return `/` is the new root, read-only.
+    rootfs::execute(
+        &mounts.workspace,
+        &places,
+        users.as_ref().map(|users| &users.idmap),
+    )?;
+
+    let for_init = enter_cgroup(channel, mode)?;
+    enter_sandbox_user_namespace(users)?;
+    become_sandbox_user(spec, rootful)?;
+    confine_self(spec, channel, mode, gate)?;
+    go_ahead(channel, mode)?;
+    close_inherited_fds(channel, &for_init)?;
+    Ok(for_init)
+}
+
+/// Step 5 (session).
+fn start_own_session() -> Result<()> {
+    // SECURITY: if the supervisor dies, so does the sandbox, at every step from here on.
+    prctl::set_pdeathsig(Signal::SIGKILL).during("set the parent-death signal", UNEXPECTED)?;
+    // SECURITY: out of the caller's session and process group: the terminal's signals go to
+    // the supervisor, which forwards them once, and this process has no controlling terminal to
+    // hand down.
+    setsid().during("start a new session", UNEXPECTED)?;
+    Ok(())
+}
+
+/// Step 6 (maps). Unprivileged, the supervisor writes our id maps first; as root there are none
+/// to wait for.
+fn wait_for_id_maps(channel: &SetupChannel, rootful: bool) -> Result<()> {
+    if !rootful {
+        match channel.receive()? {
+            Message::Go => {}
+            other => return Err(other.unexpected("GO")),
+        }
+    }
+    Ok(())
+}
+
+/// Step 7 (base tree): whose ids the mounts are made with. SECURITY: root mounts with its real
+/// credentials, before it enters any user namespace, so the overlay can copy up files of every
+/// owner. Unprivileged, we are already in our user namespace.
+fn mounter_ids(spec: &SandboxSpec, rootful: bool) -> MounterIds {
+    if rootful {
+        MounterIds {
+            uid: spec.ids.host_uid,
+            gid: spec.ids.host_gid,
+        }
+    } else {
+        MounterIds {
+            uid: spec.ids.inside_uid,
+            gid: spec.ids.inside_gid,
+        }
+    }
+}
+
+/// Step 8 (network): enter the network namespace NAMESPACES brings, and keep the user
+/// namespaces it brings as root. PERF: the supervisor's helper made our network namespace,
+/// loopback up, while we mounted (see `sys::start_new_network`); as root it made our user
+/// namespaces too.
+fn enter_network_namespace(
+    channel: &SetupChannel,
+    rootful: bool,
+) -> Result<Option<UserNamespaces<OwnedFd>>> {
     let (users, network) = match channel.receive()? {
         Message::Namespaces { users, network } => (users, network),
         other => return Err(other.unexpected("NAMESPACES")),
@@ -135,46 +176,59 @@ fn setup(spec: &SandboxSpec, channel: &SetupChannel, mode: &SetupMode) -> Result
         "run 'airlock check'",
     )?;
     drop(network);
-    let users = match (rootful, users) {
-        (true, Some(users)) => Some(users),
-        (true, None) => {
-            return Err(JailError::Inside(
-                "the supervisor sent no user namespaces".into(),
-            ))
-        }
-        (false, _) => None,
-    };
-    // SECURITY: the sandbox's DNS server address, bound while this process may still bind port
-    // 53; the supervisor answers on it. And the gate's relay: a listener in this namespace that
-    // allowed connections are sent to, so that no socket of the host's namespace is ever handed
-    // into the sandbox.
-    let (dns_socket, relay) = if spec.network_gate {
-        let relay = std::net::TcpListener::bind("0.0.0.0:0")
-            .map_err(|e| JailError::Inside(format!("cannot open the network gate's relay: {e}")))?;
-        (Some(dns_socket()?), Some(relay))
-    } else {
-        (None, None)
-    };
-    let relay_port = match &relay {
-        Some(listener) => Some(
-            listener
-                .local_addr()
-                .map_err(|e| JailError::Inside(e.to_string()))?
-                .port(),
-        ),
-        None => None,
-    };
-    // Steps 9 (workspace) and 10 (pivot): SECURITY: on return `/` is the new root, read-only.
-    rootfs::execute(
-        &mounts.workspace,
-        &places,
-        users.as_ref().map(|users| &users.idmap),
-    )?;
+    match (rootful, users) {
+        (true, Some(users)) => Ok(Some(users)),
+        (true, None) => Err(JailError::Inside(
+            "the supervisor sent no user namespaces".into(),
+        )),
+        (false, _) => Ok(None),
+    }
+}
 
-    // Step 11 (cgroup). SECURITY: into the run's cgroup, which the supervisor made while we
-    // mounted, before anything that counts against its limits runs. PERF: on v1 we move
-    // ourselves by writing 0 to each `tasks` file it opened (see `cgroup::Join`); on v2 it has
-    // moved us already.
+/// What the network gate needs of the sandbox's network namespace, opened in it at step 8.
+/// SECURITY: the sandbox's DNS server address, bound while this process may still bind port
+/// 53; the supervisor answers on it. And the gate's relay: a listener in this namespace that
+/// allowed connections are sent to, so that no socket of the host's namespace is ever handed
+/// into the sandbox. All None without a gate.
+struct GateSockets {
+    dns: Option<OwnedFd>,
+    relay: Option<std::net::TcpListener>,
+    /// The relay's port, which Landlock lets the sandbox connect to.
+    relay_port: Option<u16>,
+}
+
+impl GateSockets {
+    fn open(spec: &SandboxSpec) -> Result<GateSockets> {
+        let (dns, relay) = if spec.network_gate {
+            let relay = std::net::TcpListener::bind("0.0.0.0:0").map_err(|e| {
+                JailError::Inside(format!("cannot open the network gate's relay: {e}"))
+            })?;
+            (Some(dns_socket()?), Some(relay))
+        } else {
+            (None, None)
+        };
+        let relay_port = match &relay {
+            Some(listener) => Some(
+                listener
+                    .local_addr()
+                    .map_err(|e| JailError::Inside(e.to_string()))?
+                    .port(),
+            ),
+            None => None,
+        };
+        Ok(GateSockets {
+            dns,
+            relay,
+            relay_port,
+        })
+    }
+}
+
+/// Step 11 (cgroup), and the cgroup namespace after it; returns what pid 1 keeps of the run's
+/// cgroup. SECURITY: into the run's cgroup, which the supervisor made while we mounted, before
+/// anything that counts against its limits runs. PERF: on v1 we move ourselves by writing 0 to
+/// each `tasks` file it opened (see `cgroup::Join`); on v2 it has moved us already.
+fn enter_cgroup(channel: &SetupChannel, mode: &SetupMode) -> Result<ForInit> {
     let mut for_init = ForInit {
         leave_cgroup: Vec::new(),
         cpu_usage: None,
@@ -197,8 +251,13 @@ fn setup(spec: &SandboxSpec, channel: &SetupChannel, mode: &SetupMode) -> Result
     // SECURITY: a cgroup namespace rooted at the run's cgroup: the sandbox sees no other cgroup.
     unshare(CloneFlags::CLONE_NEWCGROUP)
         .during("create a cgroup namespace", "run 'airlock check'")?;
+    Ok(for_init)
+}
 
-    // Step 13 (user namespace). Step 12 (intent) is the caller's, in the supervisor, meanwhile.
+/// Step 13 (user namespace), as root. Step 12 (intent) is the caller's, in the supervisor,
+/// meanwhile. Takes the namespaces so that they are closed here, before the blanket close of
+/// inherited fds at the end of setup, which must find nothing that Rust still owns.
+fn enter_sandbox_user_namespace(users: Option<UserNamespaces<OwnedFd>>) -> Result<()> {
     if let Some(UserNamespaces { sandbox, .. }) = &users {
         // SECURITY: a user namespace owned by root whose only ids are the sandbox user's: the
         // sandbox has no privilege over the mount namespace it lives in, and uid 1000 inside is
@@ -206,10 +265,12 @@ fn setup(spec: &SandboxSpec, channel: &SetupChannel, mode: &SetupMode) -> Result
         setns(sandbox, CloneFlags::CLONE_NEWUSER)
             .during("enter the sandbox's user namespace", "run 'airlock check'")?;
     }
-    // Closed here, before the blanket close of inherited fds below, which must find nothing
-    // that Rust still owns.
     drop(users);
-    // Step 14 (identity).
+    Ok(())
+}
+
+/// Step 14 (identity).
+fn become_sandbox_user(spec: &SandboxSpec, rootful: bool) -> Result<()> {
     confine::become_sandbox_user(spec, rootful)?;
     // SECURITY: changing credentials cleared the parent-death signal; set it again.
     prctl::set_pdeathsig(Signal::SIGKILL).during("set the parent-death signal", UNEXPECTED)?;
@@ -217,9 +278,19 @@ fn setup(spec: &SandboxSpec, channel: &SetupChannel, mode: &SetupMode) -> Result
     // environment and airlock's state. Not dumpable, its /proc files (environ, mem, fd…) belong
     // to root, out of the command's reach, although the command runs as the same uid.
     prctl::set_dumpable(false).during("make the sandbox's init undumpable", UNEXPECTED)?;
-    // Step 15 (confinement).
+    Ok(())
+}
+
+/// Step 15 (confinement); with a network gate, its sockets and the seccomp listener go to the
+/// supervisor (GATE), which closes ours as they are sent.
+fn confine_self(
+    spec: &SandboxSpec,
+    channel: &SetupChannel,
+    mode: &SetupMode,
+    gate: GateSockets,
+) -> Result<()> {
     confine::set_no_new_privs()?;
-    confine::apply_landlock(spec, relay_port)?;
+    confine::apply_landlock(spec, gate.relay_port)?;
     confine::apply_rlimits(
         spec,
         confine::Fallbacks {
@@ -231,8 +302,12 @@ fn setup(spec: &SandboxSpec, channel: &SetupChannel, mode: &SetupMode) -> Result
     confine::drop_capabilities()?;
     if spec.network_gate {
         let listener = confine::apply_seccomp_gated()?;
-        let dns = dns_socket.ok_or_else(|| JailError::Inside("no DNS socket".into()))?;
-        let relay = relay.ok_or_else(|| JailError::Inside("no relay".into()))?;
+        let dns = gate
+            .dns
+            .ok_or_else(|| JailError::Inside("no DNS socket".into()))?;
+        let relay = gate
+            .relay
+            .ok_or_else(|| JailError::Inside("no relay".into()))?;
         protocol::send(
             channel.control.as_fd(),
             &Message::Gate {
@@ -244,7 +319,11 @@ fn setup(spec: &SandboxSpec, channel: &SetupChannel, mode: &SetupMode) -> Result
     } else {
         confine::apply_seccomp()?;
     }
-    // Step 16 (go-ahead).
+    Ok(())
+}
+
+/// Step 16 (go-ahead): the command's stdio and CPUs, READY, then START.
+fn go_ahead(channel: &SetupChannel, mode: &SetupMode) -> Result<()> {
     if let Some(ends) = mode.output {
         nix::unistd::dup2_stdout(&ends.stdout).during("redirect stdout", UNEXPECTED)?;
         nix::unistd::dup2_stderr(&ends.stderr).during("redirect stderr", UNEXPECTED)?;
@@ -260,17 +339,21 @@ fn setup(spec: &SandboxSpec, channel: &SetupChannel, mode: &SetupMode) -> Result
         Message::Start => {}
         other => return Err(other.unexpected("START")),
     }
-    // SECURITY: every descriptor closed but stdio: the pipes, and anything the caller leaked to
-    // us. Except the report pipe, which pid 1 keeps to report the command's end, the files it
-    // leaves the run's cgroups through once the command has started, and the one it reads the
-    // run's CPU time from (all close-on-exec, so the command never holds them; pid 1 is not
-    // dumpable, so its /proc/1/fd is out of reach).
+    Ok(())
+}
+
+/// SECURITY: every descriptor closed but stdio: the pipes, and anything the caller leaked to
+/// us. Except the report pipe, which pid 1 keeps to report the command's end, the files it
+/// leaves the run's cgroups through once the command has started, and the one it reads the
+/// run's CPU time from (all close-on-exec, so the command never holds them; pid 1 is not
+/// dumpable, so its /proc/1/fd is out of reach).
+fn close_inherited_fds(channel: &SetupChannel, for_init: &ForInit) -> Result<()> {
     let kept: Vec<RawFd> = std::iter::once(channel.report.as_raw_fd())
         .chain(for_init.leave_cgroup.iter().map(AsRawFd::as_raw_fd))
         .chain(for_init.cpu_usage.iter().map(AsRawFd::as_raw_fd))
         .collect();
     sys::close_fds_from_except(3, &kept).during("close inherited file descriptors", UNEXPECTED)?;
-    Ok(for_init)
+    Ok(())
 }
 
 /// A UDP socket on 127.0.0.53:53 in the sandbox's network namespace.
