@@ -1,5 +1,7 @@
 //! The CLI as a client of `airlock serve` (AIRLOCK_URL, AIRLOCK_TOKEN): the same commands,
 //! answered by the server's core, with the token's limits.
+// Tests: a panic is how a test fails, helpers included.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
 
