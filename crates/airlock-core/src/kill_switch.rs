@@ -110,8 +110,15 @@ fn target_within_grant(
     Ok(Target::Session(caller.find_session(state_dir, name)?.id))
 }
 
-/// Kill, pause, resume or cut the network of the sandboxes the request names.
+/// Kill, pause, resume or cut the network of the sandboxes the request names. A refusal is
+/// recorded in the audit log (`kill.refused`, `pause.refused`, `resume.refused`).
 pub fn act(caller: &Caller, request: &ControlRequest) -> Result<ControlReport, Error> {
+    let refusal = format!("{}.refused", request.action.name());
+    let session = request.target.session.as_deref();
+    crate::refusal::audited(caller, &refusal, session, || act_on_target(caller, request))
+}
+
+fn act_on_target(caller: &Caller, request: &ControlRequest) -> Result<ControlReport, Error> {
     caller.must_be_operator(&format!("{} sandboxes", request.action.name()))?;
     let state_dir = caller.state_dir()?;
     let action = match request.action {
@@ -139,8 +146,19 @@ pub fn act(caller: &Caller, request: &ControlRequest) -> Result<ControlReport, E
 }
 
 /// Disable airlock for a profile (or entirely): every entry point refuses it from now on, and
-/// its running sandboxes are killed. The reason is required: everyone refused reads it.
+/// its running sandboxes are killed. The reason is required: everyone refused reads it. A
+/// refusal is recorded in the audit log (`disable.refused`).
 pub fn disable(
+    caller: &Caller,
+    profile: Option<&str>,
+    reason: &str,
+) -> Result<ControlReport, Error> {
+    crate::refusal::audited(caller, "disable.refused", None, || {
+        switch_off(caller, profile, reason)
+    })
+}
+
+fn switch_off(
     caller: &Caller,
     profile: Option<&str>,
     reason: &str,
@@ -172,8 +190,15 @@ pub struct EnableReport {
     pub still_disabled: Option<String>,
 }
 
-/// Lift the switch for a profile (or the one for everything).
+/// Lift the switch for a profile (or the one for everything). A refusal is recorded in the
+/// audit log (`enable.refused`).
 pub fn enable(caller: &Caller, profile: Option<&str>) -> Result<EnableReport, Error> {
+    crate::refusal::audited(caller, "enable.refused", None, || {
+        switch_on(caller, profile)
+    })
+}
+
+fn switch_on(caller: &Caller, profile: Option<&str>) -> Result<EnableReport, Error> {
     caller.must_be_operator("enable airlock")?;
     let profile = caller.profile_scope(profile)?;
     let profile = profile.as_deref();

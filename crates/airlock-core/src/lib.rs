@@ -44,8 +44,8 @@ pub use operations::{
 };
 pub use paths::{state_dir, StateDirError};
 pub use run::{
-    check_limits, run, LimitCheck, RunReport, RunRequest, EXIT_CPU_LIMIT, EXIT_DISK_LIMIT,
-    EXIT_TIMED_OUT, SANDBOX_HOME, SANDBOX_USER,
+    check_limits, check_run, run, LimitCheck, RunReport, RunRequest, EXIT_CPU_LIMIT,
+    EXIT_DISK_LIMIT, EXIT_TIMED_OUT, SANDBOX_HOME, SANDBOX_USER,
 };
 pub use session::{
     LayerImage, Lifecycle, ProfileRef, Session, SessionError, SessionMeta, SessionStatus,

@@ -397,6 +397,12 @@ fn an_agent_cannot_approve_its_own_changes_nor_widen_its_run() {
         "{actions:?}"
     );
     assert!(actions.contains(&"run.refused".to_string()), "{actions:?}");
+    for refusal in ["disable.refused", "enable.refused", "kill.refused"] {
+        assert!(
+            actions.contains(&refusal.to_string()),
+            "{refusal}: {actions:?}"
+        );
+    }
     let listed = airlock_core::list_sessions(&agent).unwrap();
     assert_eq!(listed[0].status, airlock_core::SessionStatus::Idle);
 }

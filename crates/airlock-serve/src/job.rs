@@ -6,10 +6,11 @@
 
 use std::ffi::OsString;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use airlock_core::{Grant, Role};
+use airlock_core::{Grant, ProfileChoice, Role, RunRequest};
 
 /// The environment variable the job is passed in.
 pub const JOB_VAR: &str = "AIRLOCK_SERVE_JOB";
@@ -40,6 +41,21 @@ impl Job {
             token: self.token.clone(),
             profile: self.profile.clone(),
             workspace: self.workspace.clone(),
+        }
+    }
+
+    /// The run core is asked for: the profile is always the token's.
+    pub fn request(&self) -> RunRequest {
+        RunRequest {
+            argv: self.argv.iter().map(OsString::from).collect(),
+            profile: ProfileChoice::default(),
+            workspace: self.workspace_asked.clone(),
+            session: self.session.clone(),
+            keep: self.keep,
+            limit_output: true,
+            env: Some(self.env()),
+            timeout: self.timeout_ms.map(Duration::from_millis),
+            ..RunRequest::default()
         }
     }
 

@@ -246,9 +246,14 @@ async fn serve_connection<S>(
 /// Stop accepting; let what is going on finish for `grace`; then interrupt the runs left (each
 /// recorded as ended by the server's stop) and give their answers a moment to go out.
 async fn drain(app: Arc<App>, bound: Bound, graceful: GracefulShutdown, grace: Duration) {
-    if let Bound::Unix(listener, path) = bound {
-        drop(listener);
-        let _ = std::fs::remove_file(path);
+    // Closed now, whichever it is: a TCP listener kept until the drain ended would leave new
+    // clients waiting in its backlog, unanswered, instead of refused.
+    match bound {
+        Bound::Unix(listener, path) => {
+            drop(listener);
+            let _ = std::fs::remove_file(path);
+        }
+        Bound::Tcp(listener) => drop(listener),
     }
     airlock_jail::note!(
         "airlock: stopping: no new connections; {} run(s) going, {} s to finish",

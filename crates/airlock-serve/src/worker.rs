@@ -2,9 +2,8 @@
 
 use std::ffi::OsString;
 use std::process::ExitCode;
-use std::time::Duration;
 
-use airlock_core::{Caller, ProfileChoice, RunRequest, Session};
+use airlock_core::{Caller, Session};
 
 use crate::job::{Job, Outcome, Ran, JOB_VAR};
 
@@ -60,17 +59,7 @@ fn caller(job: &Job) -> Caller {
 }
 
 fn run(job: &Job) -> Outcome {
-    let request = RunRequest {
-        argv: job.argv.iter().map(OsString::from).collect(),
-        profile: ProfileChoice::default(),
-        workspace: job.workspace_asked.clone(),
-        session: job.session.clone(),
-        keep: job.keep,
-        limit_output: true,
-        env: Some(job.env()),
-        timeout: job.timeout_ms.map(Duration::from_millis),
-        ..RunRequest::default()
-    };
+    let request = job.request();
     match airlock_core::run(&caller(job), request) {
         Ok(report) => Outcome::Ran(Ran {
             exit_code: report.exit_status(),

@@ -140,6 +140,21 @@ pub fn run(caller: &Caller, request: RunRequest) -> Result<RunReport, Error> {
     })
 }
 
+/// Judge a run as [`run`] would before it builds anything: its places, profile and session,
+/// and the kill switch; a refusal is recorded as `run.refused`. For a front end that must answer
+/// before the run starts (a streamed answer, whose status goes out first); the run judges again.
+pub fn check_run(caller: &Caller, request: RunRequest) -> Result<(), Error> {
+    let session = request.session.clone();
+    crate::refusal::audited(caller, "run.refused", session.as_deref(), || {
+        let plan = resolve(caller, request)?;
+        if let Some(session) = &plan.session {
+            session.check_active()?;
+        }
+        crate::control::check_enabled(&plan.state_dir, &plan.profile.name)?;
+        Ok(())
+    })
+}
+
 fn run_confined(caller: &Caller, request: RunRequest) -> Result<RunReport, Error> {
     let plan = resolve(caller, request)?;
     // PERF: as root, the sandbox's network namespace is made on the other CPU while this prepares.

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
 use super::Body;
-use crate::app::{Authed, Shared};
+use crate::app::{blocking, Authed, Shared};
 use crate::error::{ApiError, ApiResult};
 use crate::job::Job;
 use crate::jobs::{Event, Finished, Launch, Stream};
@@ -155,6 +155,28 @@ fn job_of(
     })
 }
 
+fn asked_of(session: Option<&str>) -> String {
+    match session {
+        Some(id) => format!("POST /v1/sessions/{id}/runs"),
+        None => "POST /v1/runs".into(),
+    }
+}
+
+/// Judge the run as core will before its answer's 200 goes out: a session the token does not
+/// reach, a workspace beyond its own, a disabled profile are the answer's status, not the last
+/// line of a stream the client took for a run.
+async fn check_first(
+    authed: &Authed,
+    app: &Shared,
+    body: &RunBody,
+    session: Option<String>,
+) -> ApiResult<()> {
+    let asked = asked_of(session.as_deref());
+    let request = job_of(authed, app, body, session, asked)?.request();
+    let caller = authed.caller.clone();
+    blocking(move || airlock_core::check_run(&caller, request)).await
+}
+
 /// Start the run on a task of its own; its events come through the returned receiver, which the
 /// caller drops to say that the client went away.
 fn start(
@@ -163,11 +185,13 @@ fn start(
     body: RunBody,
     session: Option<String>,
 ) -> ApiResult<mpsc::Receiver<Event>> {
-    let asked = match &session {
-        Some(id) => format!("POST /v1/sessions/{id}/runs"),
-        None => "POST /v1/runs".into(),
-    };
-    let job = job_of(&authed, app, &body, session.clone(), asked)?;
+    let job = job_of(
+        &authed,
+        app,
+        &body,
+        session.clone(),
+        asked_of(session.as_deref()),
+    )?;
     let slot = app.limiter.run_slot(&authed.token.id)?;
     let (events, receiver) = mpsc::channel(16);
     let app = app.clone();
@@ -321,6 +345,7 @@ pub async fn in_session_streamed(
     Path(id): Path<String>,
     Body(body): Body<RunBody>,
 ) -> ApiResult<Response> {
+    check_first(&authed, &app, &body, Some(id.clone())).await?;
     Ok(streamed(start(&app, authed, body, Some(id))?))
 }
 
@@ -329,5 +354,6 @@ pub async fn throwaway_streamed(
     authed: Authed,
     Body(body): Body<RunBody>,
 ) -> ApiResult<Response> {
+    check_first(&authed, &app, &body, None).await?;
     Ok(streamed(start(&app, authed, body, None)?))
 }

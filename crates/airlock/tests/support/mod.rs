@@ -3,6 +3,7 @@
 //! working without airlock and failing inside it.
 #![allow(dead_code)]
 
+pub mod api;
 pub mod servers;
 pub mod sessions;
 
@@ -245,9 +246,13 @@ pub fn ran(out: &Output) -> String {
     stdout(out)
 }
 
-/// Both root and unprivileged-user variants of one test.
+/// Both root and unprivileged-user variants of one test: its body, or a function of that name
+/// (`both_modes!(name);` before `fn name(w: &World)`).
 #[macro_export]
 macro_rules! both_modes {
+    ($name:ident) => {
+        $crate::both_modes!($name, $name);
+    };
     ($name:ident, $body:expr) => {
         mod $name {
             use super::*;
