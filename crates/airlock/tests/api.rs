@@ -6,7 +6,6 @@
 
 mod support;
 
-use std::io::Write;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::time::{Duration, Instant};
 
@@ -858,15 +857,7 @@ fn a_run_whose_client_goes_away_is_killed_and_recorded(w: &World) {
 
     // Answered once it ends: the client gives up waiting.
     let mark = marker(w, "waited");
-    let body = running_until_stopped(&mark).to_string();
-    let waiting = api.connect().unwrap();
-    let mut conn = waiting;
-    let request = format!(
-        "POST /v1/runs HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer {}\r\nContent-Length: {}\r\n\r\n{body}",
-        agent.token,
-        body.len()
-    );
-    conn.write_all(request.as_bytes()).unwrap();
+    let conn = api.post_unread("/v1/runs", &running_until_stopped(&mark));
     wait_for("the run started", Duration::from_secs(10), || {
         process_running(&mark)
     });
