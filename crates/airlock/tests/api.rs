@@ -6,7 +6,6 @@
 
 mod support;
 
-use std::io::Write;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::time::{Duration, Instant};
 
@@ -243,6 +242,15 @@ fn throwaway_runs(w: &World) {
     assert_eq!(
         (result["type"].as_str(), result["exit_code"].as_i64()),
         (Some("result"), Some(0))
+    );
+
+    // The request's time limit.
+    let slow = json!({ "argv": ["sleep", "5"], "timeout": 0.3 });
+    let ran = assert_ok(&api.post("/v1/runs", &slow));
+    assert_eq!(
+        (ran["exit_code"].as_i64(), ran["limit"].as_str()),
+        (Some(124), Some("timeout")),
+        "{ran}"
     );
 
     // A directory under the token's workspace may be named; the layer kept, as a session.
@@ -690,19 +698,20 @@ fn tokens_missing_wrong_revoked_or_expired_open_nothing(w: &World) {
 
 /// Requests that are wrong: malformed JSON, wrong types, unknown fields, no command, a body over
 /// --max-body (one just under it runs), an unknown session or endpoint, a wrong method; each a
-/// 4xx with its code and a message.
+/// 4xx with its code and a message. Output beyond --max-output is cut, and the answer says so.
 #[test]
 fn bodies_paths_and_methods_that_are_wrong() {
     let Some(w) = World::new(Mode::User) else {
         return;
     };
     let agent = agent_token(&w);
-    let server = Server::start(&w, &["--max-body", "1000"]);
+    let server = Server::start(&w, &["--max-body", "1000", "--max-output", "1000"]);
     let api = server.client(&agent.token);
+    let id = new_session(&api);
     let send = |method: &str, path: &str, body: &str| api.send(method, path, &[], body.as_bytes());
 
     let bad = assert_refused(
-        &send("POST", "/v1/runs", "{\"argv\": [\"true\""),
+        &send("POST", "/v1/runs", r#"{"argv": ["true""#),
         400,
         "bad_json",
     );
@@ -711,40 +720,47 @@ fn bodies_paths_and_methods_that_are_wrong() {
         2,
         "only code and message: {bad}"
     );
-    assert_refused(&send("POST", "/v1/runs", "not json"), 400, "bad_json");
-    assert_refused(
-        &send("POST", "/v1/runs", "{\"argv\": 5}"),
-        400,
-        "bad_request_body",
-    );
-    assert_refused(
-        &send(
-            "POST",
-            "/v1/runs",
-            "{\"timeout\": \"1\", \"argv\": [\"true\"]}",
+    for (path, body, code) in [
+        ("/v1/runs", "not json", "bad_json"),
+        ("/v1/sessions", "[", "bad_json"),
+        (&format!("/v1/sessions/{id}/revert"), "not json", "bad_json"),
+        (
+            &format!("/v1/sessions/{id}/discard"),
+            r#"{"now": true}"#,
+            "bad_request_body",
         ),
-        400,
-        "bad_request_body",
-    );
-    let unknown = assert_refused(
-        &send("POST", "/v1/runs", "{\"argv\": [\"true\"], \"sudo\": true}"),
-        400,
-        "bad_request_body",
-    );
+        ("/v1/runs", r#"{"argv": 5}"#, "bad_request_body"),
+        (
+            "/v1/runs",
+            r#"{"argv": ["true"], "timeout": "1"}"#,
+            "bad_request_body",
+        ),
+        (
+            "/v1/runs",
+            r#"{"argv": ["true"], "stdin": 7}"#,
+            "bad_request_body",
+        ),
+        ("/v1/sessions", r#"{"name": 1}"#, "bad_request_body"),
+        ("/v1/runs", "{}", "no_command"),
+        ("/v1/runs", r#"{"argv": []}"#, "bad_argv"),
+        (
+            "/v1/runs",
+            r#"{"argv": ["true"], "command": "true"}"#,
+            "command_and_argv",
+        ),
+        (
+            "/v1/runs",
+            r#"{"argv": ["true"], "timeout": -1}"#,
+            "bad_timeout",
+        ),
+    ] {
+        assert_refused(&send("POST", path, body), 400, code);
+    }
+    let unknown = r#"{"argv": ["true"], "sudo": true}"#;
+    let unknown = assert_refused(&send("POST", "/v1/runs", unknown), 400, "bad_request_body");
     assert!(
         unknown["message"].as_str().unwrap().contains("sudo"),
         "{unknown}"
-    );
-    assert_refused(&send("POST", "/v1/runs", "{}"), 400, "no_command");
-    assert_refused(&send("POST", "/v1/runs", "{\"argv\": []}"), 400, "bad_argv");
-    assert_refused(
-        &send(
-            "POST",
-            "/v1/runs",
-            "{\"argv\": [\"true\"], \"timeout\": -1}",
-        ),
-        400,
-        "bad_timeout",
     );
 
     let fits = json!({ "argv": ["echo", "x".repeat(900)] }).to_string();
@@ -753,17 +769,25 @@ fn bodies_paths_and_methods_that_are_wrong() {
     assert_eq!(ran["stdout"].as_str().unwrap().len(), 901);
     let too_big = json!({ "argv": ["echo", "x".repeat(1000)] }).to_string();
     assert_refused(&send("POST", "/v1/runs", &too_big), 413, "body_too_large");
+    let loud = json!({ "command": "head -c 5000 /dev/zero | tr '\\0' a" }).to_string();
+    let ran = assert_ok(&send("POST", "/v1/runs", &loud));
+    assert_eq!(
+        (
+            ran["stdout"].as_str().map(str::len),
+            &ran["stdout_truncated"]
+        ),
+        (Some(1000), &json!(true))
+    );
 
-    assert_refused(
-        &send("GET", "/v1/sessions/0123456789abcdef", ""),
-        404,
-        "session_not_found",
-    );
-    assert_refused(
-        &send("POST", "/v1/sessions/nope/runs", "{\"argv\": [\"true\"]}"),
-        404,
-        "session_not_found",
-    );
+    for (method, path) in [
+        ("GET", "/v1/sessions/0123456789ab"),
+        ("GET", "/v1/sessions/nope/diff"),
+        ("POST", "/v1/sessions/nope/runs"),
+        ("POST", "/v1/sessions/nope/runs/stream"),
+    ] {
+        let reply = send(method, path, r#"{"argv": ["true"]}"#);
+        assert_refused(&reply, 404, "session_not_found");
+    }
     assert_refused(&send("GET", "/v1/nothing", ""), 404, "no_such_endpoint");
     assert_refused(&send("GET", "/v2/sessions", ""), 404, "no_such_endpoint");
     assert_refused(&send("GET", "/v1/runs", ""), 405, "method_not_allowed");
@@ -772,6 +796,7 @@ fn bodies_paths_and_methods_that_are_wrong() {
         405,
         "method_not_allowed",
     );
+    assert_refused(&send("POST", "/v1/status", "{}"), 405, "method_not_allowed");
 }
 
 both_modes!(a_client_that_stops_reading_blocks_no_one_else);
@@ -832,15 +857,7 @@ fn a_run_whose_client_goes_away_is_killed_and_recorded(w: &World) {
 
     // Answered once it ends: the client gives up waiting.
     let mark = marker(w, "waited");
-    let body = running_until_stopped(&mark).to_string();
-    let waiting = api.connect().unwrap();
-    let mut conn = waiting;
-    let request = format!(
-        "POST /v1/runs HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer {}\r\nContent-Length: {}\r\n\r\n{body}",
-        agent.token,
-        body.len()
-    );
-    conn.write_all(request.as_bytes()).unwrap();
+    let conn = api.post_unread("/v1/runs", &running_until_stopped(&mark));
     wait_for("the run started", Duration::from_secs(10), || {
         process_running(&mark)
     });

@@ -139,13 +139,27 @@ pub async fn apply(
     Ok((status, Json(report)).into_response())
 }
 
-pub async fn revert(authed: Authed, Path(id): Path<String>) -> ApiResult<Response> {
+/// Revert and discard take no field: a body is still JSON, and an object (`{}` or none), so that
+/// a client's mistake is said rather than the request carried out without what it meant.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NoFields {}
+
+pub async fn revert(
+    authed: Authed,
+    Path(id): Path<String>,
+    Body(_): Body<NoFields>,
+) -> ApiResult<Response> {
     let caller = authed.caller;
     let report = blocking(move || airlock_core::revert(&caller, &id)).await?;
     Ok(Json(report).into_response())
 }
 
-pub async fn discard(authed: Authed, Path(id): Path<String>) -> ApiResult<Response> {
+pub async fn discard(
+    authed: Authed,
+    Path(id): Path<String>,
+    Body(_): Body<NoFields>,
+) -> ApiResult<Response> {
     let caller = authed.caller;
     let session = blocking(move || airlock_core::discard_session(&caller, &id)).await?;
     Ok(

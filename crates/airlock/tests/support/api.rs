@@ -390,6 +390,15 @@ impl Client {
         })
     }
 
+    /// Send `POST path` with a JSON body and read nothing: the connection, for the caller to
+    /// hang up on while the server works on the request.
+    pub fn post_unread(&self, path: &str, body: &Value) -> Box<dyn Conn> {
+        let mut conn = self.connect().unwrap();
+        let request = self.request("POST", path, &[], body.to_string().as_bytes());
+        conn.write_all(&request).unwrap();
+        conn
+    }
+
     /// Send the request and read the answer's head; its body is read as the caller chooses.
     pub fn open(
         &self,
@@ -399,20 +408,7 @@ impl Client {
         body: &[u8],
     ) -> std::io::Result<Open> {
         let mut conn = self.connect()?;
-        let mut head =
-            format!("{method} {path} HTTP/1.1\r\nHost: airlock\r\nConnection: close\r\n");
-        if let Some(token) = &self.token {
-            head.push_str(&format!("Authorization: Bearer {token}\r\n"));
-        }
-        if !body.is_empty() {
-            head.push_str("Content-Type: application/json\r\n");
-        }
-        for (name, value) in headers {
-            head.push_str(&format!("{name}: {value}\r\n"));
-        }
-        head.push_str(&format!("Content-Length: {}\r\n\r\n", body.len()));
-        let mut request = head.into_bytes();
-        request.extend_from_slice(body);
+        let request = self.request(method, path, headers, body);
         // A server may answer (413, 401) and close before it read the whole body: its answer
         // is what counts, and the failed write only if there is none.
         let written = conn.write_all(&request).and_then(|()| conn.flush());
@@ -434,6 +430,25 @@ impl Client {
             headers,
             body: BufReader::new(BodyReader { reader, framing }),
         })
+    }
+
+    /// The request's bytes: its head, then its body.
+    fn request(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Vec<u8> {
+        let mut head =
+            format!("{method} {path} HTTP/1.1\r\nHost: airlock\r\nConnection: close\r\n");
+        if let Some(token) = &self.token {
+            head.push_str(&format!("Authorization: Bearer {token}\r\n"));
+        }
+        if !body.is_empty() {
+            head.push_str("Content-Type: application/json\r\n");
+        }
+        for (name, value) in headers {
+            head.push_str(&format!("{name}: {value}\r\n"));
+        }
+        head.push_str(&format!("Content-Length: {}\r\n\r\n", body.len()));
+        let mut request = head.into_bytes();
+        request.extend_from_slice(body);
+        request
     }
 
     /// `POST path` with a JSON body, its answer read line by line (NDJSON).
