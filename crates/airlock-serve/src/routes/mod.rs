@@ -100,6 +100,7 @@ impl<T: DeserializeOwned> FromRequest<Shared> for Body<T> {
         } else {
             &bytes
         };
+        check_object(bytes)?;
         serde_json::from_slice(bytes).map(Body).map_err(|e| {
             let code = if e.is_syntax() || e.is_eof() {
                 "bad_json"
@@ -112,4 +113,30 @@ impl<T: DeserializeOwned> FromRequest<Shared> for Body<T> {
             )
         })
     }
+}
+
+/// Every request body is a JSON object. serde would also read a struct from an array of its
+/// fields in order (`[null, "name"]`), a form no client means and the document does not describe.
+fn check_object(bytes: &[u8]) -> Result<(), ApiError> {
+    let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
+    if first == Some(&b'{') {
+        return Ok(());
+    }
+    let what = match serde_json::from_slice::<serde_json::Value>(bytes) {
+        Err(e) => return Err(ApiError::bad_request(
+            "bad_json",
+            format!(
+                "the body is not JSON: {e} — GET /openapi.json describes what this endpoint takes"
+            ),
+        )),
+        Ok(serde_json::Value::Array(_)) => "an array",
+        Ok(serde_json::Value::String(_)) => "a string",
+        Ok(serde_json::Value::Number(_)) => "a number",
+        Ok(serde_json::Value::Bool(_)) => "a boolean",
+        Ok(_) => "null",
+    };
+    Err(ApiError::bad_request(
+        "bad_request_body",
+        format!("the body is {what}: send a JSON object ({{}} when nothing is needed) — GET /openapi.json describes it"),
+    ))
 }
