@@ -6,7 +6,8 @@ mod control;
 mod runs;
 mod sessions;
 
-use axum::extract::{DefaultBodyLimit, FromRequest, Request};
+use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts, Path, Request};
+use axum::http::request::Parts;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -76,6 +77,19 @@ async fn method_not_allowed() -> ApiError {
         "method_not_allowed",
         "this endpoint does not take that method: GET /openapi.json lists what it takes",
     )
+}
+
+/// The session a path names (`{id}`: its id or name), its rejection — a segment that is not
+/// UTF-8 once percent-decoded — as the API's error (axum's own would be plain text).
+pub struct SessionId(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for SessionId {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<SessionId, ApiError> {
+        let Path(id) = Path::<String>::from_request_parts(parts, state).await?;
+        Ok(SessionId(id))
+    }
 }
 
 /// A JSON body, its rejections as the API's errors. An empty body is an empty object (every
