@@ -420,6 +420,30 @@ pub fn switches(state_dir: &Path) -> Result<Switches, ControlError> {
     }
 }
 
+/// Read the switches, change them and write them back, under `switches.lock`: two switches set
+/// at once (two operators, the API's concurrent requests) must not write the same temporary
+/// file, nor one of them drop the other's switch.
+fn update_switches(
+    state_dir: &Path,
+    change: impl FnOnce(&mut Switches),
+) -> Result<(), ControlError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    fs::create_dir_all(state_dir).map_err(io("create", state_dir))?;
+    let lock_path = state_dir.join("switches.lock");
+    let lock_file = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(&lock_path)
+        .map_err(io("open", &lock_path))?;
+    let _lock = nix::fcntl::Flock::lock(lock_file, nix::fcntl::FlockArg::LockExclusive)
+        .map_err(|(_, errno)| io("lock", &lock_path)(std::io::Error::from(errno)))?;
+    let mut current = switches(state_dir).unwrap_or_default();
+    change(&mut current);
+    save_switches(state_dir, &current)
+}
+
 fn save_switches(state_dir: &Path, switches: &Switches) -> Result<(), ControlError> {
     let path = switches_path(state_dir);
     fs::create_dir_all(state_dir).map_err(io("create", state_dir))?;
@@ -480,19 +504,17 @@ pub fn disable(
             reason: Some(reason),
         })?,
     )?;
-    let mut current = switches(state_dir).unwrap_or_default();
     let switch = Switch {
         reason: reason.to_string(),
         by: nix::unistd::getuid().as_raw(),
         at: now(),
     };
-    match profile {
+    update_switches(state_dir, |current| match profile {
         Some(name) => {
             current.profiles.insert(name.to_string(), switch);
         }
         None => current.all = Some(switch),
-    }
-    save_switches(state_dir, &current)?;
+    })?;
     let target = match profile {
         Some(name) => Target::Profile(name.to_string()),
         None => Target::All,
@@ -511,12 +533,37 @@ pub fn enable(
         reason: None,
     };
     audit::append(log, "enable", serde_json::to_value(record)?)?;
-    let mut current = switches(state_dir).unwrap_or_default();
-    match profile {
+    update_switches(state_dir, |current| match profile {
         Some(name) => {
             current.profiles.remove(name);
         }
         None => current.all = None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn switches_set_at_once_are_all_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().to_path_buf();
+        let profiles: Vec<String> = (0..8).map(|i| format!("profile{i}")).collect();
+        std::thread::scope(|scope| {
+            for name in &profiles {
+                let state = &state;
+                scope.spawn(move || {
+                    for _ in 0..5 {
+                        disable(state, &audit::log(state), Some(name), "incident").unwrap();
+                        enable(state, &audit::log(state), Some(name)).unwrap();
+                    }
+                    disable(state, &audit::log(state), Some(name), "incident").unwrap();
+                });
+            }
+        });
+        let kept = switches(&state).unwrap();
+        let names: Vec<&String> = kept.profiles.keys().collect();
+        assert_eq!(names, profiles.iter().collect::<Vec<_>>());
     }
-    save_switches(state_dir, &current)
 }

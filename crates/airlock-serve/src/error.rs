@@ -84,33 +84,7 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// A body that is not the JSON an endpoint takes: 400 (413 when too large), with serde's words
-/// (which name the field and where).
-impl From<axum::extract::rejection::JsonRejection> for ApiError {
-    fn from(rejection: axum::extract::rejection::JsonRejection) -> ApiError {
-        use axum::extract::rejection::JsonRejection as J;
-        match &rejection {
-            J::MissingJsonContentType(_) => ApiError::new(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "bad_content_type",
-                "send the body as JSON, with 'Content-Type: application/json'",
-            ),
-            _ if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => too_large(),
-            J::JsonSyntaxError(_) => ApiError::bad_request(
-                "bad_json",
-                format!("the body is not JSON: {}", rejection.body_text()),
-            ),
-            _ => ApiError::bad_request(
-                "bad_request_body",
-                format!(
-                    "the body is not what this endpoint takes: {}",
-                    rejection.body_text()
-                ),
-            ),
-        }
-    }
-}
-
+/// A body larger than `--max-body` (the router's limit, met while reading it).
 pub fn too_large() -> ApiError {
     ApiError::new(
         StatusCode::PAYLOAD_TOO_LARGE,

@@ -1,7 +1,6 @@
 //! The kill switch: kill, pause, resume a session's sandboxes; disable and enable the token's
 //! profile; status.
 
-use axum::extract::Path;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
@@ -9,7 +8,7 @@ use serde::Deserialize;
 use airlock_core::control::Action;
 use airlock_core::kill_switch::{ControlRequest, TargetChoice};
 
-use super::Body;
+use super::{Body, SessionId};
 use crate::app::{blocking, Authed};
 use crate::error::ApiResult;
 
@@ -40,7 +39,7 @@ async fn act(authed: Authed, id: String, body: Why, action: Action) -> ApiResult
 
 pub async fn kill(
     authed: Authed,
-    Path(id): Path<String>,
+    SessionId(id): SessionId,
     Body(body): Body<Why>,
 ) -> ApiResult<Response> {
     act(authed, id, body, Action::Kill).await
@@ -48,7 +47,7 @@ pub async fn kill(
 
 pub async fn pause(
     authed: Authed,
-    Path(id): Path<String>,
+    SessionId(id): SessionId,
     Body(body): Body<Why>,
 ) -> ApiResult<Response> {
     act(authed, id, body, Action::Pause).await
@@ -56,7 +55,7 @@ pub async fn pause(
 
 pub async fn resume(
     authed: Authed,
-    Path(id): Path<String>,
+    SessionId(id): SessionId,
     Body(body): Body<Why>,
 ) -> ApiResult<Response> {
     act(authed, id, body, Action::Resume).await

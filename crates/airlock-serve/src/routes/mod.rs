@@ -6,7 +6,8 @@ mod control;
 mod runs;
 mod sessions;
 
-use axum::extract::{DefaultBodyLimit, FromRequest, Request};
+use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts, Path, Request};
+use axum::http::request::Parts;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -78,6 +79,19 @@ async fn method_not_allowed() -> ApiError {
     )
 }
 
+/// The session a path names (`{id}`: its id or name), its rejection — a segment that is not
+/// UTF-8 once percent-decoded — as the API's error (axum's own would be plain text).
+pub struct SessionId(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for SessionId {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<SessionId, ApiError> {
+        let Path(id) = Path::<String>::from_request_parts(parts, state).await?;
+        Ok(SessionId(id))
+    }
+}
+
 /// A JSON body, its rejections as the API's errors. An empty body is an empty object (every
 /// field of every request is optional or says so).
 pub struct Body<T>(pub T);
@@ -100,6 +114,7 @@ impl<T: DeserializeOwned> FromRequest<Shared> for Body<T> {
         } else {
             &bytes
         };
+        check_object(bytes)?;
         serde_json::from_slice(bytes).map(Body).map_err(|e| {
             let code = if e.is_syntax() || e.is_eof() {
                 "bad_json"
@@ -112,4 +127,30 @@ impl<T: DeserializeOwned> FromRequest<Shared> for Body<T> {
             )
         })
     }
+}
+
+/// Every request body is a JSON object. serde would also read a struct from an array of its
+/// fields in order (`[null, "name"]`), a form no client means and the document does not describe.
+fn check_object(bytes: &[u8]) -> Result<(), ApiError> {
+    let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
+    if first == Some(&b'{') {
+        return Ok(());
+    }
+    let what = match serde_json::from_slice::<serde_json::Value>(bytes) {
+        Err(e) => return Err(ApiError::bad_request(
+            "bad_json",
+            format!(
+                "the body is not JSON: {e} — GET /openapi.json describes what this endpoint takes"
+            ),
+        )),
+        Ok(serde_json::Value::Array(_)) => "an array",
+        Ok(serde_json::Value::String(_)) => "a string",
+        Ok(serde_json::Value::Number(_)) => "a number",
+        Ok(serde_json::Value::Bool(_)) => "a boolean",
+        Ok(_) => "null",
+    };
+    Err(ApiError::bad_request(
+        "bad_request_body",
+        format!("the body is {what}: send a JSON object ({{}} when nothing is needed) — GET /openapi.json describes it"),
+    ))
 }

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use axum::body::Body as HttpBody;
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -15,7 +15,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
-use super::Body;
+use super::{Body, SessionId};
 use crate::app::{blocking, Authed, Shared};
 use crate::error::{ApiError, ApiResult};
 use crate::job::Job;
@@ -325,7 +325,7 @@ fn streamed(events: mpsc::Receiver<Event>) -> Response {
 pub async fn in_session(
     State(app): State<Shared>,
     authed: Authed,
-    Path(id): Path<String>,
+    SessionId(id): SessionId,
     Body(body): Body<RunBody>,
 ) -> ApiResult<Response> {
     answer(start(&app, authed, body, Some(id))?).await
@@ -342,7 +342,7 @@ pub async fn throwaway(
 pub async fn in_session_streamed(
     State(app): State<Shared>,
     authed: Authed,
-    Path(id): Path<String>,
+    SessionId(id): SessionId,
     Body(body): Body<RunBody>,
 ) -> ApiResult<Response> {
     check_first(&authed, &app, &body, Some(id.clone())).await?;

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -10,7 +10,7 @@ use serde::Deserialize;
 
 use airlock_core::{ApplyOptions, ApplyRequest, DiffRequest, SessionRequest};
 
-use super::Body;
+use super::{Body, SessionId};
 use crate::app::{blocking, Authed, Shared};
 use crate::error::ApiResult;
 
@@ -43,7 +43,7 @@ pub async fn list(authed: Authed) -> ApiResult<Response> {
     Ok(Json(serde_json::json!({ "sessions": sessions })).into_response())
 }
 
-pub async fn get(authed: Authed, Path(id): Path<String>) -> ApiResult<Response> {
+pub async fn get(authed: Authed, SessionId(id): SessionId) -> ApiResult<Response> {
     let caller = authed.caller;
     let summary = blocking(move || airlock_core::session_summary(&caller, &id)).await?;
     Ok(Json(summary).into_response())
@@ -53,7 +53,7 @@ pub async fn get(authed: Authed, Path(id): Path<String>) -> ApiResult<Response> 
 /// every change with its hazards.
 pub async fn diff(
     authed: Authed,
-    Path(id): Path<String>,
+    SessionId(id): SessionId,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     let wants_patch = headers
@@ -115,7 +115,7 @@ pub struct Apply {
 
 pub async fn apply(
     authed: Authed,
-    Path(id): Path<String>,
+    SessionId(id): SessionId,
     Body(body): Body<Apply>,
 ) -> ApiResult<Response> {
     let caller = authed.caller;
@@ -147,7 +147,7 @@ pub struct NoFields {}
 
 pub async fn revert(
     authed: Authed,
-    Path(id): Path<String>,
+    SessionId(id): SessionId,
     Body(_): Body<NoFields>,
 ) -> ApiResult<Response> {
     let caller = authed.caller;
@@ -157,7 +157,7 @@ pub async fn revert(
 
 pub async fn discard(
     authed: Authed,
-    Path(id): Path<String>,
+    SessionId(id): SessionId,
     Body(_): Body<NoFields>,
 ) -> ApiResult<Response> {
     let caller = authed.caller;
