@@ -37,6 +37,30 @@ fn agent(w: &World) -> String {
     agent_token(w).token
 }
 
+/// The head of a request, with `Connection: close`, and its body.
+fn request_text(method: &str, path: &str, token: &str, body: &str) -> String {
+    format!(
+        "{method} {path} HTTP/1.1\r\nHost: airlock\r\nAuthorization: Bearer {token}\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+/// Send a request on a connection of its own; its status and body.
+fn ask(served: &Served, method: &str, path: &str, token: &str, body: &str) -> (u16, String) {
+    let mut stream = UnixStream::connect(&served.socket).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    stream
+        .write_all(request_text(method, path, token, body).as_bytes())
+        .unwrap();
+    let mut answer = Vec::new();
+    stream
+        .read_to_end(&mut answer)
+        .expect("the server did not answer in time");
+    parse_answer(&answer)
+}
+
 /// Status and body (de-chunked) of a whole HTTP/1.1 answer.
 fn parse_answer(answer: &[u8]) -> (u16, String) {
     let text = String::from_utf8_lossy(answer).into_owned();
@@ -63,6 +87,26 @@ fn dechunk(mut rest: &str) -> String {
         rest = after[size..].trim_start_matches("\r\n");
     }
     body
+}
+
+/// Read `stream` until what came holds `needle` (the test fails after 20 s without it).
+fn read_until(stream: &mut UnixStream, needle: &str) {
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&seen).contains(needle) {
+        let n = stream
+            .read(&mut buf)
+            .expect("the answer did not come in time");
+        assert!(
+            n > 0,
+            "the answer ended without {needle:?}: {}",
+            String::from_utf8_lossy(&seen)
+        );
+        seen.extend_from_slice(&buf[..n]);
+    }
 }
 
 /// Wait (up to `limit`) for the server to close `stream`; what it sent meanwhile, or None if it
@@ -110,3 +154,59 @@ both_modes!(a_body_that_never_comes_is_answered_408, |w: &World| {
     assert_eq!(status, 408, "{body}");
     assert!(body.contains("body_timeout"), "{body}");
 });
+
+both_modes!(
+    a_token_waiting_on_its_own_busy_session_leaves_threads_for_the_others,
+    |w: &World| {
+        // Before: every diff of a session a run holds waited on a thread of the server's blocking
+        // pool (512), and went on waiting after its client left: one agent took them all, and
+        // every other token's requests hung until its run ended.
+        let served = serve(w, &["--requests-per-second", "100000"]);
+        let attacker = agent(w);
+        let other = agent(w);
+        let (status, made) = ask(&served, "POST", "/v1/sessions", &attacker, "{}");
+        assert_eq!(status, 201, "{made}");
+        let id = made.split("\"id\":\"").nth(1).unwrap()[..12].to_string();
+        let mut running = UnixStream::connect(&served.socket).unwrap();
+        let run = request_text(
+            "POST",
+            &format!("/v1/sessions/{id}/runs/stream"),
+            &attacker,
+            r#"{"command": "echo started; sleep 30"}"#,
+        );
+        running.write_all(run.as_bytes()).unwrap();
+        read_until(&mut running, "started");
+        std::thread::sleep(Duration::from_millis(500));
+        let diff = request_text("GET", &format!("/v1/sessions/{id}/diff"), &attacker, "");
+        let waiting: Vec<UnixStream> = (0..530)
+            .map(|_| {
+                let mut c = UnixStream::connect(&served.socket).unwrap();
+                c.write_all(diff.as_bytes()).unwrap();
+                c
+            })
+            .collect();
+        std::thread::sleep(Duration::from_secs(1));
+        let started = Instant::now();
+        let mut listing = UnixStream::connect(&served.socket).unwrap();
+        let list = request_text("GET", "/v1/sessions", &other, "");
+        listing.write_all(list.as_bytes()).unwrap();
+        let answer = closed_within(&mut listing, Duration::from_secs(10))
+            .expect("another token's request hung while one token's diffs waited");
+        assert_eq!(
+            parse_answer(&answer).0,
+            200,
+            "after {:?}",
+            started.elapsed()
+        );
+        let mut refused = 0;
+        for mut c in waiting.into_iter().take(50) {
+            c.set_read_timeout(Some(Duration::from_millis(200)))
+                .unwrap();
+            let mut buf = [0u8; 512];
+            if let Ok(n) = c.read(&mut buf) {
+                refused += usize::from(String::from_utf8_lossy(&buf[..n]).contains(" 429 "));
+            }
+        }
+        assert!(refused > 0, "no request of the busy token was refused 429");
+    }
+);

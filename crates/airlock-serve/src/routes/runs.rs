@@ -174,7 +174,10 @@ async fn check_first(
     let asked = asked_of(session.as_deref());
     let request = job_of(authed, app, body, session, asked)?.request();
     let caller = authed.caller.clone();
-    blocking(move || airlock_core::check_run(&caller, request)).await
+    blocking(authed.slot.clone(), move || {
+        airlock_core::check_run(&caller, request)
+    })
+    .await
 }
 
 /// Start the run on a task of its own; its events come through the returned receiver, which the
