@@ -210,3 +210,42 @@ both_modes!(
         assert!(refused > 0, "no request of the busy token was refused 429");
     }
 );
+
+both_modes!(an_unread_answer_holds_its_run_place, |w: &World| {
+    // Before: a run's place was given back once it ended, while its answer (up to twice
+    // --max-output, six times that once NUL bytes are escaped in JSON) waited in the server for
+    // a client that did not read it: run after run, the server's memory grew without bound.
+    let served = serve(w, &["--runs-per-token", "1"]);
+    let agent = agent(w);
+    let unread = UnixStream::connect(&served.socket).unwrap();
+    let big = request_text(
+        "POST",
+        "/v1/runs",
+        &agent,
+        r#"{"command": "head -c 4000000 /dev/zero"}"#,
+    );
+    (&unread).write_all(big.as_bytes()).unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    let (status, answer) = ask(
+        &served,
+        "POST",
+        "/v1/runs",
+        &agent,
+        r#"{"command": "true"}"#,
+    );
+    assert_eq!(
+        status, 429,
+        "a second run started while an answer waited: {answer}"
+    );
+    assert!(answer.contains("too_many_runs"), "{answer}");
+    drop(unread);
+    std::thread::sleep(Duration::from_secs(1));
+    let (status, answer) = ask(
+        &served,
+        "POST",
+        "/v1/runs",
+        &agent,
+        r#"{"command": "true"}"#,
+    );
+    assert_eq!(status, 200, "{answer}");
+});
