@@ -211,6 +211,33 @@ both_modes!(
     }
 );
 
+both_modes!(status_shows_an_agent_only_its_own_runs, |w: &World| {
+    // Before: /v1/status listed every run of the profile: another token's command lines (what
+    // they hold) and sessions.
+    let served = serve(w, &[]);
+    let reader = agent(w);
+    let other = agent(w);
+    let mut running = UnixStream::connect(&served.socket).unwrap();
+    let run = request_text(
+        "POST",
+        "/v1/runs/stream",
+        &other,
+        r#"{"command": "echo started; sleep 5 # marker-of-the-other-token"}"#,
+    );
+    running.write_all(run.as_bytes()).unwrap();
+    read_until(&mut running, "started");
+    std::thread::sleep(Duration::from_millis(500));
+    let (status, theirs) = ask(&served, "GET", "/v1/status", &other, "");
+    assert_eq!(status, 200, "{theirs}");
+    assert!(theirs.contains("marker-of-the-other-token"), "{theirs}");
+    let (status, mine) = ask(&served, "GET", "/v1/status", &reader, "");
+    assert_eq!(status, 200, "{mine}");
+    assert!(
+        !mine.contains("marker-of-the-other-token"),
+        "an agent saw another token's run: {mine}"
+    );
+});
+
 both_modes!(an_unread_answer_holds_its_run_place, |w: &World| {
     // Before: a run's place was given back once it ended, while its answer (up to twice
     // --max-output, six times that once NUL bytes are escaped in JSON) waited in the server for
