@@ -236,6 +236,16 @@ impl Caller {
         Ok(session)
     }
 
+    /// Whether the caller may see a running sandbox that `token` started (its command line, its
+    /// session): an agent sees only its own token's; an operator's token, its profile's (the
+    /// caller filters by profile); a person, everything.
+    pub(crate) fn sees_run_of(&self, token: Option<&str>) -> bool {
+        match &self.grant {
+            Some(grant) if self.role == Role::Agent => token == Some(grant.token.as_str()),
+            _ => true,
+        }
+    }
+
     /// The sessions the caller's token reaches (all, without one).
     pub(crate) fn reaches(&self, session: &Session) -> bool {
         self.check_reaches(session).is_ok()

@@ -65,6 +65,9 @@ pub struct Running {
     pub uid: u32,
     /// Seconds since the Unix epoch.
     pub started: u64,
+    /// The id of the API token whose request started it, if one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
 }
 
 fn running_dir(state_dir: &Path) -> PathBuf {

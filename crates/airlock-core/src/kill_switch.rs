@@ -259,6 +259,7 @@ pub fn status(caller: &Caller) -> Result<StatusReport, Error> {
     let running = control::running(&state_dir)
         .into_iter()
         .filter(|run| scope.as_ref().is_none_or(|p| *p == run.profile))
+        .filter(|run| caller.sees_run_of(run.token.as_deref()))
         .map(|run| Listed {
             paused: run.sandbox.is_paused(),
             run,

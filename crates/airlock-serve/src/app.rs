@@ -6,6 +6,7 @@ use std::sync::Arc;
 use axum::extract::FromRequestParts;
 use axum::http::header;
 use axum::http::request::Parts;
+use tokio::sync::OwnedSemaphorePermit;
 
 use airlock_core::tokens::{TokenRecord, Tokens};
 use airlock_core::Caller;
@@ -35,7 +36,13 @@ pub type Shared = Arc<App>;
 pub struct Authed {
     pub caller: Caller,
     pub token: TokenRecord,
+    /// One of the token's places for requests in progress (see [`Limiter::request_slot`]): held
+    /// while the body is read and, moved into [`blocking`], until core's answer.
+    pub slot: RequestSlot,
 }
+
+/// A place for a request in progress, shared by what it hands work to.
+pub type RequestSlot = Arc<OwnedSemaphorePermit>;
 
 impl FromRequestParts<Shared> for Authed {
     type Rejection = ApiError;
@@ -52,17 +59,27 @@ impl FromRequestParts<Shared> for Authed {
             .map(str::trim);
         let token = app.tokens.authenticate(presented)?;
         app.limiter.admit(&token.id)?;
+        let slot = Arc::new(app.limiter.request_slot(&token.id)?);
         let asked = format!("{} {}", parts.method, parts.uri.path());
         Ok(Authed {
             caller: Caller::with_token(&app.service, &token, asked),
             token,
+            slot,
         })
     }
 }
 
-/// Carry out a core operation on a blocking thread (core reads and writes files, takes locks).
+/// Carry out a core operation on a blocking thread (core reads and writes files, takes locks),
+/// holding the request's `slot` until it ends: a thread waiting for a session's lock goes on
+/// waiting when its client has gone, and a token must not take every thread that way.
 pub async fn blocking<T: Send + 'static>(
+    slot: RequestSlot,
     work: impl FnOnce() -> Result<T, airlock_core::Error> + Send + 'static,
 ) -> Result<T, ApiError> {
-    Ok(tokio::task::spawn_blocking(work).await??)
+    Ok(tokio::task::spawn_blocking(move || {
+        let answer = work();
+        drop(slot);
+        answer
+    })
+    .await??)
 }

@@ -24,10 +24,16 @@ struct Bucket {
     at: Instant,
 }
 
+/// Requests of one token in progress at once, besides its runs: each may hold one of the threads
+/// core's operations run on (for as long as it waits for a session another run holds, say), and
+/// those threads are every token's.
+pub const REQUESTS_IN_PROGRESS_PER_TOKEN: usize = 16;
+
 pub struct Limiter {
     quotas: Quotas,
     buckets: Mutex<HashMap<String, Bucket>>,
     runs: Mutex<HashMap<String, Arc<Semaphore>>>,
+    in_progress: Mutex<HashMap<String, Arc<Semaphore>>>,
 }
 
 impl Limiter {
@@ -36,6 +42,7 @@ impl Limiter {
             quotas,
             buckets: Mutex::new(HashMap::new()),
             runs: Mutex::new(HashMap::new()),
+            in_progress: Mutex::new(HashMap::new()),
         }
     }
 
@@ -74,15 +81,8 @@ impl Limiter {
     /// A place for one more run of `token`, held until the run ends; 429 when it has as many as
     /// it may.
     pub fn run_slot(&self, token: &str) -> Result<OwnedSemaphorePermit, ApiError> {
-        let semaphore = {
-            let mut runs = self
-                .runs
-                .lock()
-                .map_err(|_| ApiError::internal("the run limiter failed"))?;
-            runs.entry(token.to_string())
-                .or_insert_with(|| Arc::new(Semaphore::new(self.quotas.runs_per_token as usize)))
-                .clone()
-        };
+        let runs = self.quotas.runs_per_token as usize;
+        let semaphore = semaphore_of(&self.runs, token, runs)?;
         semaphore.try_acquire_owned().map_err(|_| {
             let mut err = ApiError::new(
                 StatusCode::TOO_MANY_REQUESTS,
@@ -96,4 +96,36 @@ impl Limiter {
             err
         })
     }
+
+    /// A place for one more request of `token` in progress, held until its operation ends (its
+    /// body read, its core call done); 429 past [`REQUESTS_IN_PROGRESS_PER_TOKEN`].
+    pub fn request_slot(&self, token: &str) -> Result<OwnedSemaphorePermit, ApiError> {
+        let semaphore = semaphore_of(&self.in_progress, token, REQUESTS_IN_PROGRESS_PER_TOKEN)?;
+        semaphore.try_acquire_owned().map_err(|_| {
+            let mut err = ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "too_many_requests",
+                format!(
+                    "this token has {REQUESTS_IN_PROGRESS_PER_TOKEN} requests in progress already: wait for their answers"
+                ),
+            );
+            err.retry_after = Some(1);
+            err
+        })
+    }
+}
+
+/// The semaphore of `token` in `map`, made with `permits` the first time.
+fn semaphore_of(
+    map: &Mutex<HashMap<String, Arc<Semaphore>>>,
+    token: &str,
+    permits: usize,
+) -> Result<Arc<Semaphore>, ApiError> {
+    let mut map = map
+        .lock()
+        .map_err(|_| ApiError::internal("the request limiter failed"))?;
+    Ok(map
+        .entry(token.to_string())
+        .or_insert_with(|| Arc::new(Semaphore::new(permits)))
+        .clone())
 }

@@ -6,8 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
+use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -40,6 +39,10 @@ fn no_one_to_tell(_: &Session) {}
 
 /// Connections served at once.
 const MAX_CONNECTIONS: usize = 1024;
+
+/// How long a connection may take to send a request's head (the first one, or the next one on a
+/// kept-alive connection) before it is closed.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
 
 pub fn serve(config: ServeConfig) -> Result<()> {
     let mut service = Caller::this_process(config.state_dir.clone(), no_one_to_tell);
@@ -233,14 +236,16 @@ async fn serve_connection<S>(
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    // A client that sends its request's head slowly (or never) does not hold a connection for long.
-    builder
-        .http1()
+    // HTTP/1.1 only: hyper's automatic choice of HTTP/1 or 2 waits for a connection's first
+    // bytes without a timeout, so a client that connected and sent nothing held one of the
+    // MAX_CONNECTIONS places for ever (1024 such connections and no one else was served). Here
+    // the header read timeout runs from the moment the connection is accepted.
+    let connection = hyper::server::conn::http1::Builder::new()
         .timer(hyper_util::rt::TokioTimer::new())
-        .header_read_timeout(Duration::from_secs(30));
-    let connection = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
-    let _ = watcher.watch(connection.into_owned()).await;
+        // A client that sends its request's head slowly (or never) does not hold a connection for long.
+        .header_read_timeout(HEADER_TIMEOUT)
+        .serve_connection(TokioIo::new(stream), service);
+    let _ = watcher.watch(connection).await;
 }
 
 /// Stop accepting; let what is going on finish for `grace`; then interrupt the runs left (each

@@ -599,6 +599,7 @@ impl Listing {
             argv: self.argv,
             uid: nix::unistd::getuid().as_raw(),
             started: self.started,
+            token: plan.caller.grant.as_ref().map(|g| g.token.clone()),
         }
     }
 }

@@ -60,14 +60,14 @@ pub async fn records(
         denied: query.denied,
         token: None,
     };
-    let caller = authed.caller;
+    let (caller, slot) = (authed.caller, authed.slot);
     if query.follow {
         // A follower holds a thread for as long as it reads: it counts as one of its token's runs.
-        let slot = app.limiter.run_slot(&authed.token.id)?;
-        return Ok(follow(caller, filter, slot));
+        let run_slot = app.limiter.run_slot(&authed.token.id)?;
+        return Ok(follow(caller, filter, run_slot));
     }
     let limit = query.limit.unwrap_or(MAX_RECORDS).clamp(1, MAX_RECORDS);
-    let records = blocking(move || {
+    let records = blocking(slot, move || {
         let (mut records, filter) = airlock_core::audit::records(&caller, filter)?;
         let mut found = Vec::new();
         while found.len() < limit {

@@ -23,7 +23,7 @@ pub struct Why {
 }
 
 async fn act(authed: Authed, id: String, body: Why, action: Action) -> ApiResult<Response> {
-    let caller = authed.caller;
+    let (caller, slot) = (authed.caller, authed.slot);
     let request = ControlRequest {
         action,
         target: TargetChoice {
@@ -33,7 +33,10 @@ async fn act(authed: Authed, id: String, body: Why, action: Action) -> ApiResult
         network_only: body.network_only,
         reason: body.reason,
     };
-    let report = blocking(move || airlock_core::kill_switch::act(&caller, &request)).await?;
+    let report = blocking(slot, move || {
+        airlock_core::kill_switch::act(&caller, &request)
+    })
+    .await?;
     Ok(Json(report).into_response())
 }
 
@@ -69,21 +72,26 @@ pub struct Switch {
 
 /// Disable the token's profile: every entry point refuses it, its sandboxes are killed.
 pub async fn disable(authed: Authed, Body(body): Body<Switch>) -> ApiResult<Response> {
-    let caller = authed.caller;
+    let (caller, slot) = (authed.caller, authed.slot);
     let reason = body.reason.unwrap_or_default();
-    let report =
-        blocking(move || airlock_core::kill_switch::disable(&caller, None, &reason)).await?;
+    let report = blocking(slot, move || {
+        airlock_core::kill_switch::disable(&caller, None, &reason)
+    })
+    .await?;
     Ok(Json(report).into_response())
 }
 
 pub async fn enable(authed: Authed, Body(_): Body<Switch>) -> ApiResult<Response> {
-    let caller = authed.caller;
-    let report = blocking(move || airlock_core::kill_switch::enable(&caller, None)).await?;
+    let (caller, slot) = (authed.caller, authed.slot);
+    let report = blocking(slot, move || {
+        airlock_core::kill_switch::enable(&caller, None)
+    })
+    .await?;
     Ok(Json(report).into_response())
 }
 
 pub async fn status(authed: Authed) -> ApiResult<Response> {
-    let caller = authed.caller;
-    let report = blocking(move || airlock_core::kill_switch::status(&caller)).await?;
+    let (caller, slot) = (authed.caller, authed.slot);
+    let report = blocking(slot, move || airlock_core::kill_switch::status(&caller)).await?;
     Ok(Json(report).into_response())
 }

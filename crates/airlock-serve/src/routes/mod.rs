@@ -92,6 +92,20 @@ impl<S: Send + Sync> FromRequestParts<S> for SessionId {
     }
 }
 
+/// How long a request's body may take to arrive, once its head has.
+const BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+fn body_timeout() -> ApiError {
+    ApiError::new(
+        StatusCode::REQUEST_TIMEOUT,
+        "body_timeout",
+        format!(
+            "the request's body did not arrive within {} s: send it whole, at once",
+            BODY_TIMEOUT.as_secs()
+        ),
+    )
+}
+
 /// A JSON body, its rejections as the API's errors. An empty body is an empty object (every
 /// field of every request is optional or says so).
 pub struct Body<T>(pub T);
@@ -100,8 +114,10 @@ impl<T: DeserializeOwned> FromRequest<Shared> for Body<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, app: &Shared) -> Result<Body<T>, ApiError> {
-        let bytes = axum::body::Bytes::from_request(req, app)
+        // A body sent slowly (or never, after its head) does not hold the connection for long.
+        let bytes = tokio::time::timeout(BODY_TIMEOUT, axum::body::Bytes::from_request(req, app))
             .await
+            .map_err(|_| body_timeout())?
             .map_err(|rejection| {
                 if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
                     crate::error::too_large()
@@ -137,12 +153,14 @@ fn check_object(bytes: &[u8]) -> Result<(), ApiError> {
         return Ok(());
     }
     let what = match serde_json::from_slice::<serde_json::Value>(bytes) {
-        Err(e) => return Err(ApiError::bad_request(
-            "bad_json",
-            format!(
+        Err(e) => {
+            return Err(ApiError::bad_request(
+                "bad_json",
+                format!(
                 "the body is not JSON: {e} — GET /openapi.json describes what this endpoint takes"
             ),
-        )),
+            ))
+        }
         Ok(serde_json::Value::Array(_)) => "an array",
         Ok(serde_json::Value::String(_)) => "a string",
         Ok(serde_json::Value::Number(_)) => "a number",

@@ -174,7 +174,21 @@ async fn check_first(
     let asked = asked_of(session.as_deref());
     let request = job_of(authed, app, body, session, asked)?.request();
     let caller = authed.caller.clone();
-    blocking(move || airlock_core::check_run(&caller, request)).await
+    blocking(authed.slot.clone(), move || {
+        airlock_core::check_run(&caller, request)
+    })
+    .await
+}
+
+/// One of the token's run places (see [`crate::limits::Limiter::run_slot`]), held by the run and
+/// by its answer until the answer has gone out: a client that does not read its answer must not
+/// make the server keep answer after answer (each up to twice --max-output) beyond its places.
+type RunSlot = Arc<tokio::sync::OwnedSemaphorePermit>;
+
+/// The run's events, and its place.
+struct Started {
+    events: mpsc::Receiver<Event>,
+    slot: RunSlot,
 }
 
 /// Start the run on a task of its own; its events come through the returned receiver, which the
@@ -184,7 +198,7 @@ fn start(
     authed: Authed,
     body: RunBody,
     session: Option<String>,
-) -> ApiResult<mpsc::Receiver<Event>> {
+) -> ApiResult<Started> {
     let job = job_of(
         &authed,
         app,
@@ -192,7 +206,8 @@ fn start(
         session.clone(),
         asked_of(session.as_deref()),
     )?;
-    let slot = app.limiter.run_slot(&authed.token.id)?;
+    let slot: RunSlot = Arc::new(app.limiter.run_slot(&authed.token.id)?);
+    let run_holds = slot.clone();
     let (events, receiver) = mpsc::channel(16);
     let app = app.clone();
     let caller = authed.caller;
@@ -209,13 +224,28 @@ fn start(
             airlock_core::audit::record_abandoned(&caller, session.as_deref(), why)
         });
         crate::jobs::execute(launch, job, events, record).await;
-        drop(slot);
+        drop(run_holds);
     });
-    Ok(receiver)
+    Ok(Started {
+        events: receiver,
+        slot,
+    })
+}
+
+/// `response` with its body holding `slot` until the body has been sent (or the client is gone).
+fn holding(slot: RunSlot, response: Response) -> Response {
+    let (parts, body) = response.into_parts();
+    let frames = http_body_util::BodyExt::into_data_stream(body);
+    let held = futures_util::stream::unfold((frames, slot), |(mut frames, slot)| async move {
+        let frame = futures_util::StreamExt::next(&mut frames).await?;
+        Some((frame, (frames, slot)))
+    });
+    Response::from_parts(parts, HttpBody::from_stream(held))
 }
 
 /// Collect the run's events into one answer.
-async fn answer(mut events: mpsc::Receiver<Event>) -> ApiResult<Response> {
+async fn answer(started: Started) -> ApiResult<Response> {
+    let Started { mut events, slot } = started;
     let mut out = Vec::new();
     let mut err = Vec::new();
     while let Some(event) = events.recv().await {
@@ -231,7 +261,8 @@ async fn answer(mut events: mpsc::Receiver<Event>) -> ApiResult<Response> {
             Event::Done(finished) => {
                 let kept = (out.len() as u64, err.len() as u64);
                 let (out, err) = (lossy(out), lossy(err));
-                return Ok(Json(result(*finished, out, err, kept)?).into_response());
+                let answer = result(*finished, out, err, kept)?;
+                return Ok(holding(slot, Json(answer).into_response()));
             }
         }
     }
@@ -278,10 +309,11 @@ fn result(
 
 /// The run's events as NDJSON lines: `{"type":"stdout","data":…}`, `{"type":"stderr",…}`, then
 /// `{"type":"result",…}` or `{"type":"error","code":…,"message":…}`.
-fn streamed(events: mpsc::Receiver<Event>) -> Response {
+fn streamed(started: Started) -> Response {
+    let Started { events, slot } = started;
     let lines = futures_util::stream::unfold(
-        (events, (0u64, 0u64)),
-        |(mut events, mut kept)| async move {
+        (events, (0u64, 0u64), slot),
+        |(mut events, mut kept, slot)| async move {
             let event = events.recv().await?;
             let line = match event {
                 Event::Output { stream, data } => {
@@ -311,7 +343,10 @@ fn streamed(events: mpsc::Receiver<Event>) -> Response {
             };
             let mut text = line.to_string();
             text.push('\n');
-            Some((Ok::<Bytes, Infallible>(Bytes::from(text)), (events, kept)))
+            Some((
+                Ok::<Bytes, Infallible>(Bytes::from(text)),
+                (events, kept, slot),
+            ))
         },
     );
     (

@@ -27,25 +27,25 @@ pub async fn create(
     authed: Authed,
     Body(body): Body<NewSession>,
 ) -> ApiResult<Response> {
-    let caller = authed.caller;
+    let (caller, slot) = (authed.caller, authed.slot);
     let request = SessionRequest {
         workspace: body.workspace,
         name: body.name,
         ..SessionRequest::default()
     };
-    let summary = blocking(move || airlock_core::create_session(&caller, request)).await?;
+    let summary = blocking(slot, move || airlock_core::create_session(&caller, request)).await?;
     Ok((StatusCode::CREATED, Json(summary)).into_response())
 }
 
 pub async fn list(authed: Authed) -> ApiResult<Response> {
-    let caller = authed.caller;
-    let sessions = blocking(move || airlock_core::list_sessions(&caller)).await?;
+    let (caller, slot) = (authed.caller, authed.slot);
+    let sessions = blocking(slot, move || airlock_core::list_sessions(&caller)).await?;
     Ok(Json(serde_json::json!({ "sessions": sessions })).into_response())
 }
 
 pub async fn get(authed: Authed, SessionId(id): SessionId) -> ApiResult<Response> {
-    let caller = authed.caller;
-    let summary = blocking(move || airlock_core::session_summary(&caller, &id)).await?;
+    let (caller, slot) = (authed.caller, authed.slot);
+    let summary = blocking(slot, move || airlock_core::session_summary(&caller, &id)).await?;
     Ok(Json(summary).into_response())
 }
 
@@ -60,12 +60,12 @@ pub async fn diff(
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|accept| accept.contains("text/x-diff") || accept.contains("text/x-patch"));
-    let caller = authed.caller;
+    let (caller, slot) = (authed.caller, authed.slot);
     let request = DiffRequest {
         session: id.clone(),
         paths: Vec::new(),
     };
-    let answer = blocking(move || {
+    let answer = blocking(slot, move || {
         let diff = airlock_core::diff(&caller, &request)?;
         let io = |e: std::io::Error| airlock_core::Error::Argument {
             arg: "diff".into(),
@@ -118,7 +118,7 @@ pub async fn apply(
     SessionId(id): SessionId,
     Body(body): Body<Apply>,
 ) -> ApiResult<Response> {
-    let caller = authed.caller;
+    let (caller, slot) = (authed.caller, authed.slot);
     let request = ApplyRequest {
         session: id,
         options: ApplyOptions {
@@ -129,7 +129,7 @@ pub async fn apply(
             ..ApplyOptions::default()
         },
     };
-    let report = blocking(move || airlock_core::apply(&caller, &request)).await?;
+    let report = blocking(slot, move || airlock_core::apply(&caller, &request)).await?;
     // Something left out (a conflict, a hazard) is the client's to look at: 409, with the report.
     let status = if report.skipped() == 0 {
         StatusCode::OK
@@ -150,8 +150,8 @@ pub async fn revert(
     SessionId(id): SessionId,
     Body(_): Body<NoFields>,
 ) -> ApiResult<Response> {
-    let caller = authed.caller;
-    let report = blocking(move || airlock_core::revert(&caller, &id)).await?;
+    let (caller, slot) = (authed.caller, authed.slot);
+    let report = blocking(slot, move || airlock_core::revert(&caller, &id)).await?;
     Ok(Json(report).into_response())
 }
 
@@ -160,8 +160,8 @@ pub async fn discard(
     SessionId(id): SessionId,
     Body(_): Body<NoFields>,
 ) -> ApiResult<Response> {
-    let caller = authed.caller;
-    let session = blocking(move || airlock_core::discard_session(&caller, &id)).await?;
+    let (caller, slot) = (authed.caller, authed.slot);
+    let session = blocking(slot, move || airlock_core::discard_session(&caller, &id)).await?;
     Ok(
         Json(serde_json::json!({ "id": session.id, "lifecycle": session.meta.lifecycle }))
             .into_response(),

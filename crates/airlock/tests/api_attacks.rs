@@ -1,0 +1,278 @@
+//! Attacks on `airlock serve` by a client that holds a token (an agent's, as an LLM-driven
+//! automation would) or none: each shows the hole it was, by what the server must answer.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use support::api::{agent_token, Addr, Server};
+use support::servers::KilledOnDrop;
+use support::*;
+
+/// A server on a unix socket: the support module's, or one of a binary of the test's choosing.
+struct Served {
+    /// Held for its drop, which ends the server.
+    _support: Option<Server>,
+    _own: Option<KilledOnDrop>,
+    socket: PathBuf,
+}
+
+fn serve(w: &World, args: &[&str]) -> Served {
+    let server = Server::start(w, args);
+    let Addr::Unix(socket) = server.addr.clone() else {
+        unreachable!("Server::start listens on the unix socket")
+    };
+    Served {
+        _support: Some(server),
+        _own: None,
+        socket,
+    }
+}
+
+fn agent(w: &World) -> String {
+    agent_token(w).token
+}
+
+/// The head of a request, with `Connection: close`, and its body.
+fn request_text(method: &str, path: &str, token: &str, body: &str) -> String {
+    format!(
+        "{method} {path} HTTP/1.1\r\nHost: airlock\r\nAuthorization: Bearer {token}\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+/// Send a request on a connection of its own; its status and body.
+fn ask(served: &Served, method: &str, path: &str, token: &str, body: &str) -> (u16, String) {
+    let mut stream = UnixStream::connect(&served.socket).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    stream
+        .write_all(request_text(method, path, token, body).as_bytes())
+        .unwrap();
+    let mut answer = Vec::new();
+    stream
+        .read_to_end(&mut answer)
+        .expect("the server did not answer in time");
+    parse_answer(&answer)
+}
+
+/// Status and body (de-chunked) of a whole HTTP/1.1 answer.
+fn parse_answer(answer: &[u8]) -> (u16, String) {
+    let text = String::from_utf8_lossy(answer).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let chunked = head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked");
+    (status, if chunked { dechunk(body) } else { body.into() })
+}
+
+fn dechunk(mut rest: &str) -> String {
+    let mut body = String::new();
+    while let Some((size, after)) = rest.split_once("\r\n") {
+        let size = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if size == 0 || after.len() < size {
+            break;
+        }
+        body.push_str(&after[..size]);
+        rest = after[size..].trim_start_matches("\r\n");
+    }
+    body
+}
+
+/// Read `stream` until what came holds `needle` (the test fails after 20 s without it).
+fn read_until(stream: &mut UnixStream, needle: &str) {
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&seen).contains(needle) {
+        let n = stream
+            .read(&mut buf)
+            .expect("the answer did not come in time");
+        assert!(
+            n > 0,
+            "the answer ended without {needle:?}: {}",
+            String::from_utf8_lossy(&seen)
+        );
+        seen.extend_from_slice(&buf[..n]);
+    }
+}
+
+/// Wait (up to `limit`) for the server to close `stream`; what it sent meanwhile, or None if it
+/// kept the connection open.
+fn closed_within(stream: &mut UnixStream, limit: Duration) -> Option<Vec<u8>> {
+    stream.set_read_timeout(Some(limit)).unwrap();
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => return Some(seen),
+            Ok(n) => seen.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return Some(seen),
+            Err(_) => return None,
+        }
+    }
+}
+
+both_modes!(a_connection_that_sends_nothing_is_closed, |w: &World| {
+    // Before: hyper's choice between HTTP/1 and 2 waited for the first bytes for ever, and
+    // 1024 such connections (no token needed) left the server serving no one.
+    let served = serve(w, &[]);
+    let mut idle = UnixStream::connect(&served.socket).unwrap();
+    let started = Instant::now();
+    let closed = closed_within(&mut idle, Duration::from_secs(45));
+    assert!(
+        closed.is_some(),
+        "a connection that sent nothing was still open after {:?}",
+        started.elapsed()
+    );
+});
+
+both_modes!(a_body_that_never_comes_is_answered_408, |w: &World| {
+    // Before: the body was awaited for ever, holding the connection.
+    let served = serve(w, &[]);
+    let token = agent(w);
+    let mut slow = UnixStream::connect(&served.socket).unwrap();
+    let head = format!(
+        "POST /v1/runs HTTP/1.1\r\nHost: airlock\r\nAuthorization: Bearer {token}\r\nContent-Length: 100\r\n\r\n{{"
+    );
+    slow.write_all(head.as_bytes()).unwrap();
+    let answer = closed_within(&mut slow, Duration::from_secs(45))
+        .expect("a body that never came held the connection");
+    let (status, body) = parse_answer(&answer);
+    assert_eq!(status, 408, "{body}");
+    assert!(body.contains("body_timeout"), "{body}");
+});
+
+both_modes!(
+    a_token_waiting_on_its_own_busy_session_leaves_threads_for_the_others,
+    |w: &World| {
+        // Before: every diff of a session a run holds waited on a thread of the server's blocking
+        // pool (512), and went on waiting after its client left: one agent took them all, and
+        // every other token's requests hung until its run ended.
+        let served = serve(w, &["--requests-per-second", "100000"]);
+        let attacker = agent(w);
+        let other = agent(w);
+        let (status, made) = ask(&served, "POST", "/v1/sessions", &attacker, "{}");
+        assert_eq!(status, 201, "{made}");
+        let id = made.split("\"id\":\"").nth(1).unwrap()[..12].to_string();
+        let mut running = UnixStream::connect(&served.socket).unwrap();
+        let run = request_text(
+            "POST",
+            &format!("/v1/sessions/{id}/runs/stream"),
+            &attacker,
+            r#"{"command": "echo started; sleep 30"}"#,
+        );
+        running.write_all(run.as_bytes()).unwrap();
+        read_until(&mut running, "started");
+        std::thread::sleep(Duration::from_millis(500));
+        let diff = request_text("GET", &format!("/v1/sessions/{id}/diff"), &attacker, "");
+        let waiting: Vec<UnixStream> = (0..530)
+            .map(|_| {
+                let mut c = UnixStream::connect(&served.socket).unwrap();
+                c.write_all(diff.as_bytes()).unwrap();
+                c
+            })
+            .collect();
+        std::thread::sleep(Duration::from_secs(1));
+        let started = Instant::now();
+        let mut listing = UnixStream::connect(&served.socket).unwrap();
+        let list = request_text("GET", "/v1/sessions", &other, "");
+        listing.write_all(list.as_bytes()).unwrap();
+        let answer = closed_within(&mut listing, Duration::from_secs(10))
+            .expect("another token's request hung while one token's diffs waited");
+        assert_eq!(
+            parse_answer(&answer).0,
+            200,
+            "after {:?}",
+            started.elapsed()
+        );
+        let mut refused = 0;
+        for mut c in waiting.into_iter().take(50) {
+            c.set_read_timeout(Some(Duration::from_millis(200)))
+                .unwrap();
+            let mut buf = [0u8; 512];
+            if let Ok(n) = c.read(&mut buf) {
+                refused += usize::from(String::from_utf8_lossy(&buf[..n]).contains(" 429 "));
+            }
+        }
+        assert!(refused > 0, "no request of the busy token was refused 429");
+    }
+);
+
+both_modes!(status_shows_an_agent_only_its_own_runs, |w: &World| {
+    // Before: /v1/status listed every run of the profile: another token's command lines (what
+    // they hold) and sessions.
+    let served = serve(w, &[]);
+    let reader = agent(w);
+    let other = agent(w);
+    let mut running = UnixStream::connect(&served.socket).unwrap();
+    let run = request_text(
+        "POST",
+        "/v1/runs/stream",
+        &other,
+        r#"{"command": "echo started; sleep 5 # marker-of-the-other-token"}"#,
+    );
+    running.write_all(run.as_bytes()).unwrap();
+    read_until(&mut running, "started");
+    std::thread::sleep(Duration::from_millis(500));
+    let (status, theirs) = ask(&served, "GET", "/v1/status", &other, "");
+    assert_eq!(status, 200, "{theirs}");
+    assert!(theirs.contains("marker-of-the-other-token"), "{theirs}");
+    let (status, mine) = ask(&served, "GET", "/v1/status", &reader, "");
+    assert_eq!(status, 200, "{mine}");
+    assert!(
+        !mine.contains("marker-of-the-other-token"),
+        "an agent saw another token's run: {mine}"
+    );
+});
+
+both_modes!(an_unread_answer_holds_its_run_place, |w: &World| {
+    // Before: a run's place was given back once it ended, while its answer (up to twice
+    // --max-output, six times that once NUL bytes are escaped in JSON) waited in the server for
+    // a client that did not read it: run after run, the server's memory grew without bound.
+    let served = serve(w, &["--runs-per-token", "1"]);
+    let agent = agent(w);
+    let unread = UnixStream::connect(&served.socket).unwrap();
+    let big = request_text(
+        "POST",
+        "/v1/runs",
+        &agent,
+        r#"{"command": "head -c 4000000 /dev/zero"}"#,
+    );
+    (&unread).write_all(big.as_bytes()).unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    let (status, answer) = ask(
+        &served,
+        "POST",
+        "/v1/runs",
+        &agent,
+        r#"{"command": "true"}"#,
+    );
+    assert_eq!(
+        status, 429,
+        "a second run started while an answer waited: {answer}"
+    );
+    assert!(answer.contains("too_many_runs"), "{answer}");
+    drop(unread);
+    std::thread::sleep(Duration::from_secs(1));
+    let (status, answer) = ask(
+        &served,
+        "POST",
+        "/v1/runs",
+        &agent,
+        r#"{"command": "true"}"#,
+    );
+    assert_eq!(status, 200, "{answer}");
+});
