@@ -33,6 +33,8 @@ pub struct Job {
     pub timeout_ms: Option<u64>,
     /// Where the worker writes its [`Outcome`].
     pub result_file: PathBuf,
+    /// The server's pid: a worker whose parent is no longer it does not start the run.
+    pub server_pid: i32,
 }
 
 impl Job {

@@ -29,6 +29,11 @@ pub fn main() -> ExitCode {
             return ExitCode::from(125);
         }
     };
+    // A server that died before the parent-death signal was set would never send it: this
+    // process would then be another's child, and must not start a run no one waits for.
+    if nix::unistd::getppid().as_raw() != job.server_pid {
+        return ExitCode::from(125);
+    }
     let outcome = run(&job);
     let written = serde_json::to_vec(&outcome)
         .map_err(std::io::Error::other)

@@ -152,6 +152,7 @@ fn job_of(
             .collect(),
         timeout_ms: timeout_of(body)?,
         result_file: PathBuf::new(),
+        server_pid: std::process::id() as i32,
     })
 }
 
