@@ -225,13 +225,18 @@ impl Caller {
         })
     }
 
-    /// The session `id_or_name` names, if the caller's token reaches it.
+    /// The session `id_or_name` names, if the caller's token reaches it. With a token, a name
+    /// names only a session the token reaches: another token's of that name is not found (nor
+    /// its id told).
     pub(crate) fn find_session(
         &self,
         state_dir: &Path,
         id_or_name: &str,
     ) -> Result<Session, Error> {
-        let session = Session::find(state_dir, id_or_name)?;
+        let session = match &self.grant {
+            None => Session::find(state_dir, id_or_name)?,
+            Some(_) => Session::find_among(state_dir, id_or_name, &|s| self.reaches(s))?,
+        };
         self.check_reaches(&session)?;
         Ok(session)
     }

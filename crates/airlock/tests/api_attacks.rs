@@ -238,6 +238,45 @@ both_modes!(status_shows_an_agent_only_its_own_runs, |w: &World| {
     );
 });
 
+both_modes!(
+    a_name_finds_only_a_session_of_the_tokens_own,
+    |w: &World| {
+        // Before: a name was looked up among every session, and the refusal named the other
+        // token's session by its id, in the answer and in the asker's own audit records.
+        let served = serve(w, &[]);
+        let asker = agent(w);
+        let owner = agent(w);
+        let (status, made) = ask(
+            &served,
+            "POST",
+            "/v1/sessions",
+            &owner,
+            r#"{"name": "theirs"}"#,
+        );
+        assert_eq!(status, 201, "{made}");
+        let id = made.split("\"id\":\"").nth(1).unwrap()[..12].to_string();
+        for (method, path, body) in [
+            ("GET", "/v1/sessions/theirs", ""),
+            ("GET", "/v1/sessions/theirs/diff", ""),
+            ("POST", "/v1/sessions/theirs/runs", r#"{"command": "true"}"#),
+        ] {
+            let (status, answer) = ask(&served, method, path, &asker, body);
+            assert_eq!(status, 404, "{method} {path}: {answer}");
+            assert!(
+                !answer.contains(&id),
+                "{method} {path} told the id: {answer}"
+            );
+        }
+        let (_, records) = ask(&served, "GET", "/v1/audit", &asker, "");
+        assert!(
+            !records.contains(&id),
+            "the asker's audit records name the other token's session: {records}"
+        );
+        let (status, answer) = ask(&served, "GET", "/v1/sessions/theirs", &owner, "");
+        assert_eq!(status, 200, "{answer}");
+    }
+);
+
 both_modes!(an_unread_answer_holds_its_run_place, |w: &World| {
     // Before: a run's place was given back once it ended, while its answer (up to twice
     // --max-output, six times that once NUL bytes are escaped in JSON) waited in the server for
