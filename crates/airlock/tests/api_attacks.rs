@@ -277,6 +277,38 @@ both_modes!(
     }
 );
 
+both_modes!(
+    a_workspace_beyond_the_binding_tells_nothing_of_the_host,
+    |w: &World| {
+        // Before: a path beyond the token's workspace was looked up first: 403 with its
+        // canonical path if it existed (symlinks resolved), 400 if not — a probe of the host.
+        let served = serve(w, &[]);
+        let token = agent(w);
+        std::os::unix::fs::symlink(&w.outside, w.base.join("link-outside")).unwrap();
+        let answers: Vec<(u16, String)> = [
+            w.outside.clone(),
+            w.base.join("no-such-dir"),
+            w.base.join("link-outside"),
+        ]
+        .iter()
+        .map(|dir| {
+            let body = format!(r#"{{"command": "true", "workspace": "{}"}}"#, dir.display());
+            ask(&served, "POST", "/v1/runs", &token, &body)
+        })
+        .collect();
+        for (status, answer) in &answers {
+            assert_eq!(*status, 403, "{answer}");
+            assert!(answer.contains("outside_token_binding"), "{answer}");
+        }
+        let (_, through_link) = &answers[2];
+        let outside = w.outside.to_str().unwrap();
+        assert!(
+            !through_link.contains(&format!("workspace {outside}")),
+            "the answer told where the symlink leads: {through_link}"
+        );
+    }
+);
+
 both_modes!(an_unread_answer_holds_its_run_place, |w: &World| {
     // Before: a run's place was given back once it ended, while its answer (up to twice
     // --max-output, six times that once NUL bytes are escaped in JSON) waited in the server for
