@@ -9,7 +9,7 @@ use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use support::api::{agent_token, Addr, Server};
+use support::api::{agent_token, operator_token, Addr, Server};
 use support::servers::KilledOnDrop;
 use support::*;
 
@@ -35,6 +35,12 @@ fn serve(w: &World, args: &[&str]) -> Served {
 
 fn agent(w: &World) -> String {
     agent_token(w).token
+}
+
+fn revoke(w: &World, token: &str) {
+    let id = token.split('_').nth(1).unwrap();
+    let out = w.airlock().args(["token", "revoke", id]).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
 }
 
 /// The head of a request, with `Connection: close`, and its body.
@@ -308,6 +314,60 @@ both_modes!(
         );
     }
 );
+
+both_modes!(a_revoked_tokens_audit_follow_ends, |w: &World| {
+    // Before: a follower started before the revocation went on streaming every new record
+    // (an operator token's: every token's) for as long as it kept the connection.
+    let served = serve(w, &[]);
+    let follower = operator_token(w).token;
+    let agent = agent(w);
+    let mut follow = UnixStream::connect(&served.socket).unwrap();
+    let since = "1970-01-01T00:00:00Z";
+    let asked = request_text(
+        "GET",
+        &format!("/v1/audit?follow=true&since={since}"),
+        &follower,
+        "",
+    );
+    follow.write_all(asked.as_bytes()).unwrap();
+    std::thread::sleep(Duration::from_secs(1));
+    revoke(w, &follower);
+    std::thread::sleep(Duration::from_secs(1));
+    let body = r#"{"command": "echo after-the-revocation"}"#;
+    let (status, answer) = ask(&served, "POST", "/v1/runs", &agent, body);
+    assert_eq!(status, 200, "{answer}");
+    let seen = closed_within(&mut follow, Duration::from_secs(5))
+        .expect("the revoked token's follower was still open");
+    let seen = String::from_utf8_lossy(&seen);
+    assert!(
+        !seen.contains("after-the-revocation"),
+        "a revoked token read a record written after its revocation"
+    );
+});
+
+both_modes!(a_revoked_tokens_run_is_interrupted, |w: &World| {
+    // Before: a run went on to its end (the default profile has no time limit) after its token
+    // was revoked.
+    let served = serve(w, &[]);
+    let agent = agent(w);
+    let mut running = UnixStream::connect(&served.socket).unwrap();
+    let run = request_text(
+        "POST",
+        "/v1/runs/stream",
+        &agent,
+        r#"{"command": "echo started; sleep 60; echo finished"}"#,
+    );
+    running.write_all(run.as_bytes()).unwrap();
+    read_until(&mut running, "started");
+    let revoked = Instant::now();
+    revoke(w, &agent);
+    let rest = closed_within(&mut running, Duration::from_secs(20))
+        .expect("the revoked token's run was still going after 20 s");
+    let rest = String::from_utf8_lossy(&rest);
+    assert!(rest.contains("token_ended"), "{rest}");
+    assert!(!rest.contains("finished"), "{rest}");
+    assert!(revoked.elapsed() < Duration::from_secs(20));
+});
 
 both_modes!(an_unread_answer_holds_its_run_place, |w: &World| {
     // Before: a run's place was given back once it ended, while its answer (up to twice
