@@ -7,6 +7,7 @@ mod support;
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use support::api::{agent_token, operator_token, Addr, Server};
@@ -29,6 +30,22 @@ fn serve(w: &World, args: &[&str]) -> Served {
     Served {
         _support: Some(server),
         _own: None,
+        socket,
+    }
+}
+
+/// `airlock serve` started with `airlock` (a build of the test's choosing).
+fn serve_with(w: &World, mut airlock: Command) -> Served {
+    let socket = w.state.join("airlock.sock");
+    let server = airlock.arg("serve").stderr(Stdio::null()).spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while UnixStream::connect(&socket).is_err() {
+        assert!(Instant::now() < deadline, "the server did not listen");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Served {
+        _support: None,
+        _own: Some(KilledOnDrop(server)),
         socket,
     }
 }
@@ -406,4 +423,15 @@ both_modes!(an_unread_answer_holds_its_run_place, |w: &World| {
         r#"{"command": "true"}"#,
     );
     assert_eq!(status, 200, "{answer}");
+});
+
+both_modes!(a_timeout_of_a_month_runs, |w: &World| {
+    // Before: a time limit past 24.8 days overflowed the poll timeout: the debug build's worker
+    // panicked (500).
+    let served = serve_with(w, w.airlock_with_test_hooks());
+    let agent = agent(w);
+    let body = r#"{"command": "echo ran", "timeout": 2600000}"#;
+    let (status, answer) = ask(&served, "POST", "/v1/runs", &agent, body);
+    assert_eq!(status, 200, "{answer}");
+    assert!(answer.contains("ran"), "{answer}");
 });
