@@ -168,15 +168,21 @@ impl Caller {
             let Some(named) = named else {
                 return Ok(bound.clone());
             };
+            let outside = || Error::OutsideGrant {
+                what: format!(
+                    "use workspace {}: its token is bound to {}",
+                    named.display(),
+                    bound.display()
+                ),
+            };
+            // Judged by its words first, touching nothing: a path outside the binding must not
+            // tell whether it exists, nor where its symlinks lead.
+            if !lexically_normal(&bound.join(named)).starts_with(bound) {
+                return Err(outside());
+            }
             let dir = self.absolute_within(named, bound)?;
             if !dir.starts_with(bound) {
-                return Err(Error::OutsideGrant {
-                    what: format!(
-                        "use workspace {}: its token is bound to {}",
-                        dir.display(),
-                        bound.display()
-                    ),
-                });
+                return Err(outside());
             }
             return Ok(dir);
         }
@@ -225,13 +231,18 @@ impl Caller {
         })
     }
 
-    /// The session `id_or_name` names, if the caller's token reaches it.
+    /// The session `id_or_name` names, if the caller's token reaches it. With a token, a name
+    /// names only a session the token reaches: another token's of that name is not found (nor
+    /// its id told).
     pub(crate) fn find_session(
         &self,
         state_dir: &Path,
         id_or_name: &str,
     ) -> Result<Session, Error> {
-        let session = Session::find(state_dir, id_or_name)?;
+        let session = match &self.grant {
+            None => Session::find(state_dir, id_or_name)?,
+            Some(_) => Session::find_among(state_dir, id_or_name, &|s| self.reaches(s))?,
+        };
         self.check_reaches(&session)?;
         Ok(session)
     }
@@ -266,6 +277,23 @@ impl Caller {
             }),
         }
     }
+}
+
+/// `path` with `.` and `..` taken away by their words alone (`a/b/../c` is `a/c`), never by
+/// looking at the filesystem.
+fn lexically_normal(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut normal = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                normal.pop();
+            }
+            other => normal.push(other),
+        }
+    }
+    normal
 }
 
 /// How a request chose its profile: by name (default: `default`), or as a file.

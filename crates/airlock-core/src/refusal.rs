@@ -5,7 +5,6 @@ use serde::Serialize;
 
 use crate::caller::Caller;
 use crate::error::Error;
-use crate::session::Session;
 
 #[derive(Serialize)]
 struct Refusal<'a> {
@@ -36,9 +35,14 @@ fn record(caller: &Caller, action: &str, session: Option<&str>, err: &Error) {
     let Ok(state) = caller.state_dir() else {
         return;
     };
-    // Recorded by id, as the session's other records are, when the name given resolves.
-    let session =
-        session.map(|name| Session::find(&state, name).map_or_else(|_| name.to_string(), |s| s.id));
+    // Recorded by id, as the session's other records are, when the name given resolves to a
+    // session the caller reaches (the record is the caller's to read: another token's session's
+    // id is not told in it).
+    let session = session.map(|name| {
+        caller
+            .find_session(&state, name)
+            .map_or_else(|_| name.to_string(), |s| s.id)
+    });
     let refusal = Refusal {
         session,
         argv: &caller.asked,

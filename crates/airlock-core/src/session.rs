@@ -421,6 +421,16 @@ impl Session {
 
     /// The session called `id_or_name`: an id, or the name given at `session new`.
     pub fn find(state_dir: &Path, id_or_name: &str) -> Result<Session, SessionError> {
+        Session::find_among(state_dir, id_or_name, &|_| true)
+    }
+
+    /// [`Session::find`], a name looked up only among the sessions `eligible` keeps (an id is
+    /// found whatever it names).
+    pub fn find_among(
+        state_dir: &Path,
+        id_or_name: &str,
+        eligible: &dyn Fn(&Session) -> bool,
+    ) -> Result<Session, SessionError> {
         check_id(id_or_name)?;
         let dir = sessions_dir(state_dir).join(id_or_name);
         if dir.join("meta.json").exists() {
@@ -428,7 +438,7 @@ impl Session {
         }
         let named: Vec<Session> = Session::list(state_dir)?
             .into_iter()
-            .filter(|s| s.meta.name.as_deref() == Some(id_or_name))
+            .filter(|s| s.meta.name.as_deref() == Some(id_or_name) && eligible(s))
             .collect();
         // A discarded session gives its name back; prefer the one still alive.
         let mut alive: Vec<Session> = named

@@ -458,6 +458,14 @@ impl Tokens {
         }
     }
 
+    /// Whether the token of `id` still opens the door (neither revoked nor expired, its record
+    /// there): asked again and again by what goes on after the request that started it (a run,
+    /// an audit log followed).
+    pub fn is_valid(&self, id: &str) -> bool {
+        self.record(id)
+            .is_some_and(|record| record.state_at(now()) == TokenState::Valid)
+    }
+
     /// The record of `id`, from the file as it is now. A file that cannot be read opens nothing.
     fn record(&self, id: &str) -> Option<TokenRecord> {
         let meta = fs::metadata(&self.path).ok()?;

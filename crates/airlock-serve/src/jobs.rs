@@ -115,6 +115,20 @@ pub struct Launch<'a> {
     pub stdin: Option<Vec<u8>>,
     /// Bytes of each stream passed on; the rest is counted, not kept.
     pub keep_bytes: u64,
+    /// Whether the request's token still opens the door: once revoked or expired, its run is
+    /// interrupted (a revocation stops what the token started, not only what it asks next).
+    pub token_valid: Arc<dyn Fn() -> bool + Send + Sync>,
+}
+
+/// How often a run's token is looked at again.
+const TOKEN_CHECK_INTERVAL: Duration = Duration::from_secs(1);
+
+/// How the relay of a run's output ended.
+enum Relay {
+    /// Both streams reached their end: the bytes each carried.
+    Done(u64, u64),
+    ClientGone,
+    TokenEnded,
 }
 
 /// Start the run and pass its events to `events` until it ends. If `events` is closed (the client
@@ -191,7 +205,7 @@ async fn run_worker(
             ))
         })?;
     let pid = child.id().unwrap_or(0);
-    let Some(entry) = launch.jobs.enter(pid, recorder) else {
+    let Some(entry) = launch.jobs.enter(pid, recorder.clone()) else {
         let _ = child.start_kill();
         let _ = child.wait().await;
         return Err(stopping());
@@ -211,20 +225,43 @@ async fn run_worker(
             pass_on(stderr, Stream::Stderr, events, keep)
         )
     };
-    let totals = tokio::select! {
-        (Some(out), Some(err)) = relay => Some((out, err)),
-        () = events.closed() => None,
-        else => None,
+    let relayed = tokio::select! {
+        (Some(out), Some(err)) = relay => Relay::Done(out, err),
+        () = events.closed() => Relay::ClientGone,
+        () = token_ended(launch.token_valid.as_ref()) => Relay::TokenEnded,
+        else => Relay::ClientGone,
     };
-    if totals.is_none() {
+    if !matches!(relayed, Relay::Done(..)) {
         interrupt(pid).await;
     }
     let status = child.wait().await;
     launch.jobs.leave(entry);
-    match totals {
-        None => Ok(None),
-        Some(totals) => Ok(Some((read_outcome(&job.result_file, status)?, totals))),
+    match relayed {
+        Relay::ClientGone => Ok(None),
+        Relay::TokenEnded => {
+            recorder("the token was revoked, or expired, before the run ended: it was interrupted, then killed");
+            Err(token_ended_error())
+        }
+        Relay::Done(out, err) => Ok(Some((read_outcome(&job.result_file, status)?, (out, err)))),
     }
+}
+
+/// Returns once the token no longer opens the door.
+async fn token_ended(token_valid: &(dyn Fn() -> bool + Send + Sync)) {
+    loop {
+        tokio::time::sleep(TOKEN_CHECK_INTERVAL).await;
+        if !token_valid() {
+            return;
+        }
+    }
+}
+
+fn token_ended_error() -> crate::error::ApiError {
+    crate::error::ApiError::new(
+        axum::http::StatusCode::UNAUTHORIZED,
+        "token_ended",
+        "the token was revoked, or expired, while the run went on: the run was interrupted, then killed",
+    )
 }
 
 fn stopping() -> crate::error::ApiError {

@@ -47,6 +47,15 @@ impl Target {
             ),
             _ => (authority.to_string(), if tls { 443 } else { 80 }),
         };
+        let loopback = host == "localhost"
+            || host
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback());
+        if !tls && !loopback {
+            // As the server refuses to listen beyond loopback without TLS: the token would cross
+            // the network in clear text (to whoever answers at that address).
+            bail!("--server {url:?}: not a loopback address, and http://: the token would cross the network in clear text — use https://{host}:{port}");
+        }
         Ok(match tls {
             true => Target::Https { host, port },
             false => Target::Http { host, port },
@@ -355,4 +364,29 @@ async fn run(remote: &Remote, args: crate::cli::RunArgs) -> Result<ExitCode> {
     Ok(ExitCode::from(
         u8::try_from(code).unwrap_or(crate::EXIT_AIRLOCK_ERROR),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_token_goes_in_clear_text_to_loopback_only() {
+        for url in [
+            "http://127.0.0.1:8700",
+            "http://localhost:8700",
+            "http://[::1]:8700",
+        ] {
+            assert!(Target::parse(url).is_ok(), "{url}");
+        }
+        for url in [
+            "http://192.0.2.1:8700",
+            "http://example.com",
+            "http://10.0.0.1:80/",
+        ] {
+            let refused = Target::parse(url).err().map(|e| e.to_string());
+            assert!(refused.is_some_and(|e| e.contains("clear text")), "{url}");
+        }
+        assert!(Target::parse("https://example.com:8700").is_ok());
+    }
 }

@@ -7,9 +7,10 @@ mod support;
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use support::api::{agent_token, Addr, Server};
+use support::api::{agent_token, operator_token, Addr, Server};
 use support::servers::KilledOnDrop;
 use support::*;
 
@@ -33,8 +34,30 @@ fn serve(w: &World, args: &[&str]) -> Served {
     }
 }
 
+/// `airlock serve` started with `airlock` (a build of the test's choosing).
+fn serve_with(w: &World, mut airlock: Command) -> Served {
+    let socket = w.state.join("airlock.sock");
+    let server = airlock.arg("serve").stderr(Stdio::null()).spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while UnixStream::connect(&socket).is_err() {
+        assert!(Instant::now() < deadline, "the server did not listen");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Served {
+        _support: None,
+        _own: Some(KilledOnDrop(server)),
+        socket,
+    }
+}
+
 fn agent(w: &World) -> String {
     agent_token(w).token
+}
+
+fn revoke(w: &World, token: &str) {
+    let id = token.split('_').nth(1).unwrap();
+    let out = w.airlock().args(["token", "revoke", id]).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
 }
 
 /// The head of a request, with `Connection: close`, and its body.
@@ -238,6 +261,131 @@ both_modes!(status_shows_an_agent_only_its_own_runs, |w: &World| {
     );
 });
 
+both_modes!(
+    a_name_finds_only_a_session_of_the_tokens_own,
+    |w: &World| {
+        // Before: a name was looked up among every session, and the refusal named the other
+        // token's session by its id, in the answer and in the asker's own audit records.
+        let served = serve(w, &[]);
+        let asker = agent(w);
+        let owner = agent(w);
+        let (status, made) = ask(
+            &served,
+            "POST",
+            "/v1/sessions",
+            &owner,
+            r#"{"name": "theirs"}"#,
+        );
+        assert_eq!(status, 201, "{made}");
+        let id = made.split("\"id\":\"").nth(1).unwrap()[..12].to_string();
+        for (method, path, body) in [
+            ("GET", "/v1/sessions/theirs", ""),
+            ("GET", "/v1/sessions/theirs/diff", ""),
+            ("POST", "/v1/sessions/theirs/runs", r#"{"command": "true"}"#),
+        ] {
+            let (status, answer) = ask(&served, method, path, &asker, body);
+            assert_eq!(status, 404, "{method} {path}: {answer}");
+            assert!(
+                !answer.contains(&id),
+                "{method} {path} told the id: {answer}"
+            );
+        }
+        let (_, records) = ask(&served, "GET", "/v1/audit", &asker, "");
+        assert!(
+            !records.contains(&id),
+            "the asker's audit records name the other token's session: {records}"
+        );
+        let (status, answer) = ask(&served, "GET", "/v1/sessions/theirs", &owner, "");
+        assert_eq!(status, 200, "{answer}");
+    }
+);
+
+both_modes!(
+    a_workspace_beyond_the_binding_tells_nothing_of_the_host,
+    |w: &World| {
+        // Before: a path beyond the token's workspace was looked up first: 403 with its
+        // canonical path if it existed (symlinks resolved), 400 if not — a probe of the host.
+        let served = serve(w, &[]);
+        let token = agent(w);
+        std::os::unix::fs::symlink(&w.outside, w.base.join("link-outside")).unwrap();
+        let answers: Vec<(u16, String)> = [
+            w.outside.clone(),
+            w.base.join("no-such-dir"),
+            w.base.join("link-outside"),
+        ]
+        .iter()
+        .map(|dir| {
+            let body = format!(r#"{{"command": "true", "workspace": "{}"}}"#, dir.display());
+            ask(&served, "POST", "/v1/runs", &token, &body)
+        })
+        .collect();
+        for (status, answer) in &answers {
+            assert_eq!(*status, 403, "{answer}");
+            assert!(answer.contains("outside_token_binding"), "{answer}");
+        }
+        let (_, through_link) = &answers[2];
+        let outside = w.outside.to_str().unwrap();
+        assert!(
+            !through_link.contains(&format!("workspace {outside}")),
+            "the answer told where the symlink leads: {through_link}"
+        );
+    }
+);
+
+both_modes!(a_revoked_tokens_audit_follow_ends, |w: &World| {
+    // Before: a follower started before the revocation went on streaming every new record
+    // (an operator token's: every token's) for as long as it kept the connection.
+    let served = serve(w, &[]);
+    let follower = operator_token(w).token;
+    let agent = agent(w);
+    let mut follow = UnixStream::connect(&served.socket).unwrap();
+    let since = "1970-01-01T00:00:00Z";
+    let asked = request_text(
+        "GET",
+        &format!("/v1/audit?follow=true&since={since}"),
+        &follower,
+        "",
+    );
+    follow.write_all(asked.as_bytes()).unwrap();
+    std::thread::sleep(Duration::from_secs(1));
+    revoke(w, &follower);
+    std::thread::sleep(Duration::from_secs(1));
+    let body = r#"{"command": "echo after-the-revocation"}"#;
+    let (status, answer) = ask(&served, "POST", "/v1/runs", &agent, body);
+    assert_eq!(status, 200, "{answer}");
+    let seen = closed_within(&mut follow, Duration::from_secs(5))
+        .expect("the revoked token's follower was still open");
+    let seen = String::from_utf8_lossy(&seen);
+    assert!(
+        !seen.contains("after-the-revocation"),
+        "a revoked token read a record written after its revocation"
+    );
+});
+
+both_modes!(a_revoked_tokens_run_is_interrupted, |w: &World| {
+    // Before: a run went on to its end (the default profile has no time limit) after its token
+    // was revoked.
+    let served = serve(w, &[]);
+    let agent = agent(w);
+    let mut running = UnixStream::connect(&served.socket).unwrap();
+    let run = request_text(
+        "POST",
+        "/v1/runs/stream",
+        &agent,
+        r#"{"command": "echo started; sleep 60; echo finished"}"#,
+    );
+    running.write_all(run.as_bytes()).unwrap();
+    read_until(&mut running, "started");
+    let revoked = Instant::now();
+    revoke(w, &agent);
+    let rest = closed_within(&mut running, Duration::from_secs(20))
+        .expect("the revoked token's run was still going after 20 s");
+    let rest = String::from_utf8_lossy(&rest);
+    assert!(rest.contains("token_ended"), "{rest}");
+    assert!(!rest.contains("finished"), "{rest}");
+    assert!(revoked.elapsed() < Duration::from_secs(20));
+});
+
 both_modes!(an_unread_answer_holds_its_run_place, |w: &World| {
     // Before: a run's place was given back once it ended, while its answer (up to twice
     // --max-output, six times that once NUL bytes are escaped in JSON) waited in the server for
@@ -275,4 +423,15 @@ both_modes!(an_unread_answer_holds_its_run_place, |w: &World| {
         r#"{"command": "true"}"#,
     );
     assert_eq!(status, 200, "{answer}");
+});
+
+both_modes!(a_timeout_of_a_month_runs, |w: &World| {
+    // Before: a time limit past 24.8 days overflowed the poll timeout: the debug build's worker
+    // panicked (500).
+    let served = serve_with(w, w.airlock_with_test_hooks());
+    let agent = agent(w);
+    let body = r#"{"command": "echo ran", "timeout": 2600000}"#;
+    let (status, answer) = ask(&served, "POST", "/v1/runs", &agent, body);
+    assert_eq!(status, 200, "{answer}");
+    assert!(answer.contains("ran"), "{answer}");
 });

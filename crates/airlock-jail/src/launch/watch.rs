@@ -109,10 +109,10 @@ impl Sandbox {
                 if left.is_zero() {
                     return None;
                 }
-                Some(
-                    PollTimeout::try_from(left.as_millis().min(i32::MAX as u128) as i32 + 1)
-                        .unwrap_or(PollTimeout::MAX),
-                )
+                // Just past the deadline, at most i32::MAX ms (the poll wakes and asks again):
+                // a limit of more than 24.8 days overflowed the + 1.
+                let millis = left.as_millis().min(i32::MAX as u128 - 1) as i32;
+                Some(PollTimeout::try_from(millis + 1).unwrap_or(PollTimeout::MAX))
             }
             None => Some(PollTimeout::NONE),
         }

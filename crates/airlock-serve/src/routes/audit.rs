@@ -64,7 +64,9 @@ pub async fn records(
     if query.follow {
         // A follower holds a thread for as long as it reads: it counts as one of its token's runs.
         let run_slot = app.limiter.run_slot(&authed.token.id)?;
-        return Ok(follow(caller, filter, run_slot));
+        let id = authed.token.id.clone();
+        let token_valid = move || app.tokens.is_valid(&id);
+        return Ok(follow(caller, filter, run_slot, token_valid));
     }
     let limit = query.limit.unwrap_or(MAX_RECORDS).clamp(1, MAX_RECORDS);
     let records = blocking(slot, move || {
@@ -85,11 +87,13 @@ pub async fn records(
     Ok(Json(serde_json::json!({ "records": records })).into_response())
 }
 
-/// Follow the log on a thread of its own until the client goes away.
+/// Follow the log on a thread of its own until the client goes away, or its token is revoked or
+/// expires (a follower is not a way to go on reading with a token that opens nothing).
 fn follow(
     caller: airlock_core::Caller,
     filter: Filter,
     slot: tokio::sync::OwnedSemaphorePermit,
+    token_valid: impl Fn() -> bool + Send + 'static,
 ) -> Response {
     let (lines, receiver) = mpsc::channel::<Bytes>(64);
     tokio::task::spawn_blocking(move || {
@@ -98,6 +102,9 @@ fn follow(
             return;
         };
         loop {
+            if !token_valid() {
+                return;
+            }
             while let Ok(Some(record)) = records.next_matching(&filter) {
                 let mut text = serde_json::Value::Object(record).to_string();
                 text.push('\n');

@@ -213,6 +213,10 @@ fn start(
     let app = app.clone();
     let caller = authed.caller;
     let stdin = body.stdin.map(String::into_bytes);
+    let token_valid = {
+        let (app, id) = (app.clone(), authed.token.id.clone());
+        Arc::new(move || app.tokens.is_valid(&id))
+    };
     tokio::spawn(async move {
         let launch = Launch {
             exe: &app.exe,
@@ -220,6 +224,7 @@ fn start(
             jobs: app.jobs.clone(),
             stdin,
             keep_bytes: app.keep_output,
+            token_valid,
         };
         let record: crate::jobs::Recorder = Arc::new(move |why: &str| {
             airlock_core::audit::record_abandoned(&caller, session.as_deref(), why)
