@@ -195,6 +195,12 @@ fn write_file_diff<W: Write>(out: &mut W, path: &Path, old: Side, new: Side) -> 
 
 /// The lines of `text` as git splits them: at LF only. (`similar`'s own line diff also ends a
 /// line at a lone CR, and a patch with such a line is one git cannot apply.)
+/// How long the search for the smallest diff of one file may take; past it, the diff found so far
+/// is finished (still a correct patch, perhaps a longer one). Myers' search takes time that grows
+/// with the file's lines times the lines changed: 12 s for 200,000 lines shuffled, hours for ten
+/// times that — a file a sandbox rewrote must not keep a diff (an API request's thread) that long.
+const DIFF_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 fn git_lines(text: &[u8]) -> Vec<&[u8]> {
     text.split_inclusive(|&b| b == b'\n').collect()
 }
@@ -203,6 +209,7 @@ fn write_hunks<W: Write>(out: &mut W, old: &[u8], new: &[u8]) -> io::Result<()> 
     let (old, new) = (git_lines(old), git_lines(new));
     let diff = similar::TextDiff::configure()
         .algorithm(similar::Algorithm::Myers)
+        .timeout(DIFF_TIMEOUT)
         .diff_slices(&old, &new);
     for hunk in diff.unified_diff().context_radius(3).iter_hunks() {
         writeln!(out, "{}", hunk.header())?;
@@ -269,6 +276,7 @@ pub fn line_counts(roots: Roots, change: &Change) -> io::Result<Option<(usize, u
     let (old, new) = (git_lines(&old), git_lines(&new));
     let diff = similar::TextDiff::configure()
         .algorithm(similar::Algorithm::Myers)
+        .timeout(DIFF_TIMEOUT)
         .diff_slices(&old, &new);
     let (mut added, mut removed) = (0, 0);
     for op in diff.ops() {
