@@ -435,3 +435,44 @@ both_modes!(a_timeout_of_a_month_runs, |w: &World| {
     assert_eq!(status, 200, "{answer}");
     assert!(answer.contains("ran"), "{answer}");
 });
+
+both_modes!(
+    a_patch_larger_than_the_server_makes_is_refused,
+    |w: &World| {
+        // Before: the patch was made in memory from both sides of every file, whole: a sandbox's
+        // 300 MB file took the server to 720 MB for one request (16 at once per token).
+        let served = serve(w, &["--max-output", "1000000"]);
+        let agent = agent(w);
+        let (status, made) = ask(&served, "POST", "/v1/sessions", &agent, "{}");
+        assert_eq!(status, 201, "{made}");
+        let id = made.split("\"id\":\"").nth(1).unwrap()[..12].to_string();
+        let body = r#"{"command": "head -c 3000000 /dev/zero | tr '\\0' 'a' > big.txt"}"#;
+        let (status, ran) = ask(
+            &served,
+            "POST",
+            &format!("/v1/sessions/{id}/runs"),
+            &agent,
+            body,
+        );
+        assert_eq!(status, 200, "{ran}");
+        let mut patch = UnixStream::connect(&served.socket).unwrap();
+        let asked = request_text("GET", &format!("/v1/sessions/{id}/diff"), &agent, "").replace(
+            "Connection: close\r\n",
+            "Connection: close\r\nAccept: text/x-diff\r\n",
+        );
+        patch.write_all(asked.as_bytes()).unwrap();
+        let answer = closed_within(&mut patch, Duration::from_secs(60)).unwrap();
+        let (status, answer) = parse_answer(&answer);
+        assert_eq!(status, 413, "{}", &answer[..answer.len().min(300)]);
+        assert!(answer.contains("diff_too_large"), "{answer}");
+        let (status, list) = ask(
+            &served,
+            "GET",
+            &format!("/v1/sessions/{id}/diff"),
+            &agent,
+            "",
+        );
+        assert_eq!(status, 200, "{list}");
+        assert!(list.contains("big.txt"), "{list}");
+    }
+);

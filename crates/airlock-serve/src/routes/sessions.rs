@@ -12,7 +12,7 @@ use airlock_core::{ApplyOptions, ApplyRequest, DiffRequest, SessionRequest};
 
 use super::{Body, SessionId};
 use crate::app::{blocking, Authed, Shared};
-use crate::error::ApiResult;
+use crate::error::{ApiError, ApiResult};
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -49,9 +49,19 @@ pub async fn get(authed: Authed, SessionId(id): SessionId) -> ApiResult<Response
     Ok(Json(summary).into_response())
 }
 
+/// The diff as it is answered: a patch, the JSON list, or a patch refused for its size.
+enum DiffAnswer {
+    Patch(Vec<u8>),
+    List(serde_json::Value),
+    TooLarge(u64),
+}
+
 /// The patch when the client asks for `text/x-diff` (git's format, for `git apply`), else JSON:
-/// every change with its hazards.
+/// every change with its hazards. A patch is made in memory from both sides of every file, whole
+/// (about twice their size, and more): one of files larger than twice --max-output is refused,
+/// or one request for the patch of a sandbox's gigabyte file took the server's memory.
 pub async fn diff(
+    State(app): State<Shared>,
     authed: Authed,
     SessionId(id): SessionId,
     headers: HeaderMap,
@@ -60,6 +70,7 @@ pub async fn diff(
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|accept| accept.contains("text/x-diff") || accept.contains("text/x-patch"));
+    let largest_patch_input = app.keep_output.saturating_mul(2);
     let (caller, slot) = (authed.caller, authed.slot);
     let request = DiffRequest {
         session: id.clone(),
@@ -72,13 +83,17 @@ pub async fn diff(
             why: format!("cannot read the session's changes: {e}"),
         };
         if wants_patch {
+            let input = content_bytes(diff.changes());
+            if input > largest_patch_input {
+                return Ok(DiffAnswer::TooLarge(input));
+            }
             let mut patch = Vec::new();
             diff.write_patch(&mut patch).map_err(io)?;
-            Ok(Err(patch))
+            Ok(DiffAnswer::Patch(patch))
         } else {
             // Each entry names its hazards, and whether git status would hide it.
             let entries = diff.entries().map_err(io)?;
-            Ok(Ok(serde_json::json!({
+            Ok(DiffAnswer::List(serde_json::json!({
                 "session": id,
                 "workspace": diff.workspace(),
                 "changes": entries,
@@ -87,13 +102,32 @@ pub async fn diff(
     })
     .await?;
     Ok(match answer {
-        Err(patch) => (
+        DiffAnswer::Patch(patch) => (
             [(header::CONTENT_TYPE, "text/x-diff; charset=utf-8")],
             patch,
         )
             .into_response(),
-        Ok(json) => Json(json).into_response(),
+        DiffAnswer::List(json) => Json(json).into_response(),
+        DiffAnswer::TooLarge(input) => ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "diff_too_large",
+            format!(
+                "the session's changed files hold {input} bytes, more than this server makes a patch of ({largest_patch_input}: twice airlock serve --max-output): ask for the list of changes (Accept: application/json), or run 'airlock diff' at the machine"
+            ),
+        )
+        .into_response(),
     })
+}
+
+/// The bytes of the regular files on both sides of `changes`: what a patch of them reads.
+fn content_bytes(changes: &[airlock_changes::Change]) -> u64 {
+    changes
+        .iter()
+        .flat_map(|change| [&change.old, &change.new])
+        .flatten()
+        .filter(|node| node.kind == airlock_changes::Kind::File)
+        .map(|node| node.size)
+        .fold(0, u64::saturating_add)
 }
 
 #[derive(Debug, Default, Deserialize)]
