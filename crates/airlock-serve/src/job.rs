@@ -2,7 +2,9 @@
 //! forks the sandbox, which a multi-threaded server must not do: each run is carried out by a
 //! fresh `airlock __serve-worker` process (single-threaded, as `airlock run` is), which calls
 //! core exactly as the CLI does. The command's stdout and stderr are the worker's; the job comes
-//! in an environment variable, the result goes to a file the server names.
+//! in a file the server names in an environment variable (a job can be larger than one variable
+//! may be: 128 KiB, and a 64 KiB command line of control characters is six times that in JSON),
+//! the result goes to a file the server names.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -12,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use airlock_core::{Grant, ProfileChoice, Role, RunRequest};
 
-/// The environment variable the job is passed in.
+/// The environment variable naming the file the job is in (the worker removes it once read).
 pub const JOB_VAR: &str = "AIRLOCK_SERVE_JOB";
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -184,11 +184,11 @@ async fn run_worker(
     events: &mpsc::Sender<Event>,
     recorder: Recorder,
 ) -> Result<Option<(Outcome, (u64, u64))>, crate::error::ApiError> {
-    let text = serde_json::to_string(job)
-        .map_err(|e| crate::error::ApiError::internal(format!("cannot encode the job: {e}")))?;
-    let mut child = Command::new(launch.exe)
+    let job_file = job.result_file.with_extension("job.json");
+    write_job(&job_file, job)?;
+    let started = Command::new(launch.exe)
         .arg("__serve-worker")
-        .env(JOB_VAR, text)
+        .env(JOB_VAR, &job_file)
         .stdin(if launch.stdin.is_some() {
             Stdio::piped()
         } else {
@@ -197,13 +197,14 @@ async fn run_worker(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(false)
-        .spawn()
-        .map_err(|e| {
-            crate::error::ApiError::internal(format!(
-                "cannot start {} __serve-worker: {e}",
-                launch.exe.display()
-            ))
-        })?;
+        .spawn();
+    let mut child = started.map_err(|e| {
+        let _ = std::fs::remove_file(&job_file);
+        crate::error::ApiError::internal(format!(
+            "cannot start {} __serve-worker: {e}",
+            launch.exe.display()
+        ))
+    })?;
     let pid = child.id().unwrap_or(0);
     let Some(entry) = launch.jobs.enter(pid, recorder.clone()) else {
         let _ = child.start_kill();
@@ -235,6 +236,8 @@ async fn run_worker(
         interrupt(pid).await;
     }
     let status = child.wait().await;
+    // The worker removes it once read; not if it died first.
+    let _ = std::fs::remove_file(&job_file);
     launch.jobs.leave(entry);
     match relayed {
         Relay::ClientGone => Ok(None),
@@ -262,6 +265,28 @@ fn token_ended_error() -> crate::error::ApiError {
         "token_ended",
         "the token was revoked, or expired, while the run went on: the run was interrupted, then killed",
     )
+}
+
+/// The job, for the worker to read, in a file only this user may read (it names the token's id,
+/// its workspace, the command and its environment).
+fn write_job(path: &Path, job: &Job) -> Result<(), crate::error::ApiError> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let text = serde_json::to_vec(job)
+        .map_err(|e| crate::error::ApiError::internal(format!("cannot encode the job: {e}")))?;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .and_then(|mut file| file.write_all(&text))
+        .map_err(|e| {
+            crate::error::ApiError::internal(format!(
+                "cannot write the run's job {}: {e}",
+                path.display()
+            ))
+        })
 }
 
 fn stopping() -> crate::error::ApiError {

@@ -1,6 +1,7 @@
 //! `airlock __serve-worker`: one run for the server, in a process of its own (see [`crate::job`]).
 
 use std::ffi::OsString;
+use std::path::Path;
 use std::process::ExitCode;
 
 use airlock_core::{Caller, Session};
@@ -16,16 +17,16 @@ pub fn main() -> ExitCode {
     if nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL).is_err() {
         return ExitCode::from(125);
     }
-    let Some(text) = std::env::var_os(JOB_VAR) else {
+    let Some(path) = std::env::var_os(JOB_VAR) else {
         airlock_jail::note!(
             "airlock: __serve-worker is airlock serve's, not for people: run 'airlock run' instead"
         );
         return ExitCode::from(125);
     };
-    let job: Job = match serde_json::from_str(&text.to_string_lossy()) {
+    let job = match read_job(Path::new(&path)) {
         Ok(job) => job,
         Err(e) => {
-            airlock_jail::note!("airlock: __serve-worker: the job is not valid: {e}");
+            airlock_jail::note!("airlock: __serve-worker: {e}");
             return ExitCode::from(125);
         }
     };
@@ -45,6 +46,15 @@ pub fn main() -> ExitCode {
             ExitCode::from(125)
         }
     }
+}
+
+/// The job in the file the server wrote, which is removed once read.
+fn read_job(path: &Path) -> Result<Job, String> {
+    let text =
+        std::fs::read(path).map_err(|e| format!("cannot read the job {}: {e}", path.display()))?;
+    let _ = std::fs::remove_file(path);
+    serde_json::from_slice(&text)
+        .map_err(|e| format!("the job {} is not valid: {e}", path.display()))
 }
 
 /// The caller the job describes: the token's role and binding; the server's state directory and

@@ -44,18 +44,11 @@ pub async fn records(
     query: Result<Query<AuditQuery>, axum::extract::rejection::QueryRejection>,
 ) -> ApiResult<Response> {
     let Query(query) = query?;
-    if let Some(since) = &query.since {
-        if humantime::parse_rfc3339_weak(since).is_err() {
-            return Err(ApiError::bad_request(
-                "bad_since",
-                format!("since {since:?}: give an RFC 3339 time (2026-12-01T20:00:00Z)"),
-            ));
-        }
-    }
+    let since = query.since.as_deref().map(since_of).transpose()?;
     let filter = Filter {
         session: query.session.clone(),
         profile: None,
-        since: query.since.clone(),
+        since,
         actions: query.action.clone().into_iter().collect(),
         denied: query.denied,
         token: None,
@@ -85,6 +78,19 @@ pub async fn records(
     })
     .await?;
     Ok(Json(serde_json::json!({ "records": records })).into_response())
+}
+
+/// `since` as records spell their times (RFC 3339 UTC, to the millisecond), which the filter
+/// compares as text: a time written otherwise (`2026-12-01 20:00:00`, no `Z`) would compare
+/// wrongly, its space sorting before any record's `T`.
+fn since_of(text: &str) -> Result<String, ApiError> {
+    let at = humantime::parse_rfc3339_weak(text).map_err(|_| {
+        ApiError::bad_request(
+            "bad_since",
+            format!("since {text:?}: give an RFC 3339 time in UTC (2026-12-01T20:00:00Z)"),
+        )
+    })?;
+    Ok(humantime::format_rfc3339_millis(at).to_string())
 }
 
 /// Follow the log on a thread of its own until the client goes away, or its token is revoked or
@@ -128,4 +134,30 @@ fn follow(
         HttpBody::from_stream(stream),
     )
         .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::since_of;
+
+    #[test]
+    fn since_is_spelled_as_records_spell_their_times() {
+        for (given, spelled) in [
+            ("2026-12-01T20:00:00Z", "2026-12-01T20:00:00.000Z"),
+            ("2026-12-01 20:00:00", "2026-12-01T20:00:00.000Z"),
+            ("2026-12-01T20:00:00.5+00:00", "2026-12-01T20:00:00.500Z"),
+        ] {
+            assert_eq!(since_of(given).unwrap(), spelled, "{given}");
+        }
+        // A record of 10:00 that day is before it, as text too.
+        assert!("2026-12-01T10:00:00.000Z" < since_of("2026-12-01 20:00:00").unwrap().as_str());
+        for bad in [
+            "yesterday",
+            "2026-12-01T20:00:00+01:00",
+            "1969-12-31T23:59:59Z",
+            "",
+        ] {
+            assert_eq!(since_of(bad).unwrap_err().code, "bad_since", "{bad}");
+        }
+    }
 }
