@@ -1,0 +1,347 @@
+//! The OpenAPI document the server answers GET /openapi.json with (crates/airlock-serve/openapi.json)
+//! against the server's code: every route of the router is documented and nothing else is, and
+//! every error code the server or core can answer is listed under its status, and no other.
+//! Both are read from the source text, so that a route or a code added without its
+//! documentation fails here. (scripts/test-schemathesis.sh checks the answers themselves.)
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+const METHODS: [&str; 7] = ["get", "post", "put", "delete", "patch", "head", "options"];
+
+fn document() -> Value {
+    serde_json::from_str(airlock_serve::OPENAPI)
+        .unwrap_or_else(|e| panic!("openapi.json is not JSON: {e}"))
+}
+
+fn crate_file(relative: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(relative);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The text inside the parentheses that open at `text[open]`, string literals skipped.
+fn parenthesised(text: &str, open: usize) -> &str {
+    let bytes = text.as_bytes();
+    assert_eq!(bytes[open], b'(');
+    let (mut depth, mut in_string, mut i) = (0usize, false, open);
+    while i < bytes.len() {
+        match (bytes[i], in_string) {
+            (b'\\', true) => i += 1,
+            (b'"', _) => in_string = !in_string,
+            (b'(', false) => depth += 1,
+            (b')', false) => {
+                depth -= 1;
+                if depth == 0 {
+                    return &text[open + 1..i];
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    panic!("unbalanced parentheses after byte {open}");
+}
+
+/// The first string literal of `text` (no escapes in it: a route path has none).
+fn first_string(text: &str) -> Option<(&str, &str)> {
+    let start = text.find('"')? + 1;
+    let len = text[start..].find('"')?;
+    Some((&text[start..start + len], &text[start + len + 1..]))
+}
+
+/// The methods a `MethodRouter` expression names: `post(a).get(b)`, `get(sessions::get)` — a
+/// method is a method name called at the start of the expression or after a `.` (a handler
+/// named like one, `sessions::get`, follows `::` and is not called).
+fn methods_of(expression: &str) -> Vec<String> {
+    let compact: String = expression.split_whitespace().collect();
+    let mut found = Vec::new();
+    let mut depth = 0;
+    let bytes = compact.as_bytes();
+    for (i, c) in compact.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            _ if depth == 0 && (i == 0 || bytes[i - 1] == b'.') => {
+                let name: String = compact[i..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                if METHODS.contains(&name.as_str()) && compact[i + name.len()..].starts_with('(') {
+                    found.push(name);
+                }
+            }
+            _ => {}
+        }
+    }
+    found
+}
+
+/// (path, method) of every `.route("PATH", METHODS)` of routes/mod.rs.
+fn routed() -> BTreeSet<(String, String)> {
+    let text = crate_file("src/routes/mod.rs");
+    let mut routes = BTreeSet::new();
+    for (at, _) in text.match_indices(".route(") {
+        let arguments = parenthesised(&text, at + ".route".len());
+        let (path, rest) = first_string(arguments)
+            .unwrap_or_else(|| panic!("a .route( without a path: {arguments}"));
+        let methods = methods_of(rest.trim_start_matches([',', ' ', '\n']));
+        assert!(
+            !methods.is_empty(),
+            "route {path}: no method read in {rest:?} — teach this test the router's new form"
+        );
+        for method in methods {
+            assert!(
+                routes.insert((path.to_string(), method.clone())),
+                "{method} {path} is routed twice"
+            );
+        }
+    }
+    assert!(
+        routes.len() >= 20,
+        "only {} routes read from routes/mod.rs: has the router's form changed?",
+        routes.len()
+    );
+    routes
+}
+
+fn documented(doc: &Value) -> BTreeSet<(String, String)> {
+    let paths = doc["paths"].as_object().expect("the document has paths");
+    let mut operations = BTreeSet::new();
+    for (path, item) in paths {
+        let item = item.as_object().expect("a path item is an object");
+        for method in item.keys().filter(|k| METHODS.contains(&k.as_str())) {
+            operations.insert((path.clone(), method.clone()));
+        }
+    }
+    operations
+}
+
+#[test]
+fn the_document_is_openapi_3_1_and_every_operation_is_complete() {
+    let doc = document();
+    assert!(
+        doc["openapi"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("3.1.")),
+        "openapi: {}",
+        doc["openapi"]
+    );
+    assert!(doc["components"]["securitySchemes"]["bearerAuth"].is_object());
+    let mut ids = BTreeSet::new();
+    for (path, method) in documented(&doc) {
+        let operation = &doc["paths"][&path][&method];
+        let id = operation["operationId"].as_str();
+        assert!(
+            id.is_some_and(|id| ids.insert(id.to_string())),
+            "{method} {path}: no operationId, or one used twice"
+        );
+        for field in ["summary", "description"] {
+            assert!(
+                operation[field].as_str().is_some_and(|s| !s.is_empty()),
+                "{method} {path}: no {field}"
+            );
+        }
+        let responses = operation["responses"].as_object().expect("responses");
+        assert!(
+            responses.keys().any(|status| status.starts_with('2')),
+            "{method} {path}: no success response"
+        );
+        let open = operation["security"].as_array().is_some_and(Vec::is_empty);
+        assert_eq!(
+            open,
+            !responses.contains_key("401"),
+            "{method} {path}: an operation needs a token exactly when it documents 401"
+        );
+    }
+}
+
+#[test]
+fn every_route_is_documented_and_every_documented_operation_is_routed() {
+    let routes = routed();
+    let doc = documented(&document());
+    let undocumented: Vec<_> = routes.difference(&doc).collect();
+    let unrouted: Vec<_> = doc.difference(&routes).collect();
+    assert!(
+        undocumented.is_empty() && unrouted.is_empty(),
+        "routed but not in openapi.json: {undocumented:?}\nin openapi.json but not routed: {unrouted:?}"
+    );
+}
+
+#[test]
+fn the_route_reader_reads_method_chains() {
+    assert_eq!(
+        methods_of("post(sessions::create).get(sessions::list)"),
+        ["post", "get"]
+    );
+    assert_eq!(methods_of("get(sessions::get)"), ["get"]);
+    assert_eq!(
+        methods_of("\n    post(runs::in_session_streamed),\n"),
+        ["post"]
+    );
+}
+
+fn status_of_kind(kind: &str) -> &'static str {
+    match kind.rsplit("::").next().unwrap_or(kind) {
+        "Invalid" => "400",
+        "Forbidden" => "403",
+        "NotFound" => "404",
+        "Conflict" => "409",
+        "Unavailable" => "503",
+        "Internal" => "500",
+        other => panic!("an ErrorKind this test does not know: {other}"),
+    }
+}
+
+fn status_of_name(name: &str) -> &'static str {
+    match name.rsplit("::").next().unwrap_or(name) {
+        "BAD_REQUEST" => "400",
+        "UNAUTHORIZED" => "401",
+        "FORBIDDEN" => "403",
+        "NOT_FOUND" => "404",
+        "METHOD_NOT_ALLOWED" => "405",
+        "REQUEST_TIMEOUT" => "408",
+        "CONFLICT" => "409",
+        "PAYLOAD_TOO_LARGE" => "413",
+        "TOO_MANY_REQUESTS" => "429",
+        "INTERNAL_SERVER_ERROR" => "500",
+        "SERVICE_UNAVAILABLE" => "503",
+        other => panic!("a status this test does not know: {other}"),
+    }
+}
+
+/// A snake_case code at the start of `text`, closed by `"`.
+fn code_at(text: &str) -> Option<&str> {
+    let end = text.find('"')?;
+    let code = &text[..end];
+    let plain = !code.is_empty() && code.bytes().all(|b| b.is_ascii_lowercase() || b == b'_');
+    plain.then_some(code)
+}
+
+/// Every (code, status) the sources can answer: core's table (`("code", Kind)` in error.rs),
+/// the token checks (tokens.rs), and the server's own errors (`ApiError::new(StatusCode::X,
+/// "code"`, `ApiError::bad_request("code"`, `ApiError::internal(`).
+fn codes_in_sources() -> BTreeMap<String, BTreeSet<String>> {
+    let mut codes: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut add = |code: &str, status: &str| {
+        codes
+            .entry(code.to_string())
+            .or_default()
+            .insert(status.to_string());
+    };
+    let compact = |text: String| -> String { text.split_whitespace().collect() };
+    let core = compact(crate_file("../airlock-core/src/error.rs"));
+    for (at, _) in core.match_indices("(\"") {
+        let rest = &core[at + 2..];
+        let Some(code) = code_at(rest) else { continue };
+        let after = &rest[code.len() + 1..];
+        if let Some(kind) = after.strip_prefix(',') {
+            let kind: String = kind
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == ':')
+                .collect();
+            if !kind.is_empty() && after[1 + kind.len()..].starts_with(')') {
+                add(code, status_of_kind(&kind));
+            }
+        }
+    }
+    let tokens = compact(crate_file("../airlock-core/src/tokens.rs"));
+    for (at, _) in tokens.match_indices("=>\"token_") {
+        add(code_at(&tokens[at + 3..]).expect("a token code"), "401");
+    }
+    for file in serve_sources() {
+        let text = compact(std::fs::read_to_string(&file).expect("a source file"));
+        for (at, _) in text.match_indices("ApiError::bad_request(\"") {
+            let rest = &text[at + "ApiError::bad_request(\"".len()..];
+            add(code_at(rest).expect("a code"), "400");
+        }
+        for (at, _) in text.match_indices("ApiError::new(") {
+            let rest = &text[at + "ApiError::new(".len()..];
+            // Only a status named as a constant, then a literal code (not `status, code`).
+            let status: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == ':')
+                .collect();
+            let literal = rest[status.len()..].strip_prefix(",\"").and_then(code_at);
+            if let (true, Some(code)) = (status.contains("StatusCode::"), literal) {
+                add(code, status_of_name(&status));
+            }
+        }
+        if text.contains("ApiError::internal(") {
+            add("internal", "500");
+        }
+    }
+    codes
+}
+
+fn serve_sources() -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut dirs = vec![Path::new(env!("CARGO_MANIFEST_DIR")).join("src")];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).expect("src is readable") {
+            let path = entry.expect("an entry").path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                files.push(path);
+            }
+        }
+    }
+    files
+}
+
+/// (code, status) as the document lists them: the enum of each `ErrorNNN` schema.
+fn codes_in_document(doc: &Value) -> BTreeMap<String, BTreeSet<String>> {
+    let mut codes: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let schemas = doc["components"]["schemas"].as_object().expect("schemas");
+    for (name, schema) in schemas {
+        // Error400, Error401, …: not Error itself, nor ErrorEvent.
+        let Some(status) = name
+            .strip_prefix("Error")
+            .filter(|s| s.len() == 3 && s.bytes().all(|b| b.is_ascii_digit()))
+        else {
+            continue;
+        };
+        let listed = schema["properties"]["code"]["enum"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{name} lists no codes"));
+        for code in listed {
+            let code = code.as_str().expect("a code is a string");
+            codes
+                .entry(code.to_string())
+                .or_default()
+                .insert(status.to_string());
+        }
+    }
+    codes
+}
+
+#[test]
+fn every_error_code_is_documented_under_its_status_and_no_other() {
+    let sources = codes_in_sources();
+    assert!(
+        sources.len() > 40,
+        "only {} codes read from the sources: has their form changed?",
+        sources.len()
+    );
+    let documented = codes_in_document(&document());
+    let mut wrong = Vec::new();
+    for (code, statuses) in &sources {
+        if documented.get(code) != Some(statuses) {
+            wrong.push(format!(
+                "{code}: answered with {statuses:?}, documented with {:?}",
+                documented.get(code)
+            ));
+        }
+    }
+    for code in documented.keys().filter(|c| !sources.contains_key(*c)) {
+        wrong.push(format!("{code}: documented, but nothing answers it"));
+    }
+    assert!(
+        wrong.is_empty(),
+        "openapi.json's error codes:\n{}",
+        wrong.join("\n")
+    );
+}
