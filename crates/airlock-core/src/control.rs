@@ -430,18 +430,9 @@ fn update_switches(
     state_dir: &Path,
     change: impl FnOnce(&mut Switches),
 ) -> Result<(), ControlError> {
-    use std::os::unix::fs::OpenOptionsExt;
     fs::create_dir_all(state_dir).map_err(io("create", state_dir))?;
     let lock_path = state_dir.join("switches.lock");
-    let lock_file = fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .mode(0o600)
-        .open(&lock_path)
-        .map_err(io("open", &lock_path))?;
-    let _lock = nix::fcntl::Flock::lock(lock_file, nix::fcntl::FlockArg::LockExclusive)
-        .map_err(|(_, errno)| io("lock", &lock_path)(std::io::Error::from(errno)))?;
+    let _lock = crate::paths::lock_exclusive(&lock_path).map_err(io("lock", &lock_path))?;
     let mut current = switches(state_dir).unwrap_or_default();
     change(&mut current);
     save_switches(state_dir, &current)

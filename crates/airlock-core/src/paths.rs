@@ -1,7 +1,7 @@
 //! Where airlock keeps its state: outside every workspace and every sandbox.
 
 use std::ffi::OsStr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StateDirError {
@@ -36,6 +36,20 @@ pub fn state_dir(
         return Err(StateDirError::Relative(dir));
     }
     Ok(dir)
+}
+
+/// Hold `path` (made if missing, mode 0600) locked exclusively until the answer is dropped: what
+/// serializes the read-change-write of one of the state directory's own files.
+pub(crate) fn lock_exclusive(path: &Path) -> std::io::Result<nix::fcntl::Flock<std::fs::File>> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(path)?;
+    nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
+        .map_err(|(_, errno)| std::io::Error::from(errno))
 }
 
 #[cfg(test)]

@@ -15,7 +15,6 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -181,16 +180,7 @@ fn update<T>(
 ) -> Result<T, Error> {
     crate::session::staging_dir(state_dir)?;
     let lock_path = state_dir.join("tokens.lock");
-    let lock_file = fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .mode(0o600)
-        .open(&lock_path)
-        .map_err(io_error("open", &lock_path))?;
-    let _lock = Flock::lock(lock_file, FlockArg::LockExclusive).map_err(|(_, errno)| {
-        io_error("lock", &lock_path)(std::io::Error::from_raw_os_error(errno as i32))
-    })?;
+    let _lock = crate::paths::lock_exclusive(&lock_path).map_err(io_error("lock", &lock_path))?;
     let path = store(state_dir);
     let mut records = read_records(&path)?;
     let answer = change(&mut records)?;
