@@ -309,9 +309,12 @@ async fn pass_on(
         return Some(0);
     };
     let mut carried = 0u64;
-    let mut buf = vec![0u8; 64 * 1024];
+    // Read into room not zeroed first, and under 64 KiB: freeing a chunk that large makes glibc's
+    // malloc consolidate its fast bins. Both showed in the server's profile, for every run.
+    let mut buf = Vec::with_capacity(32 * 1024);
     loop {
-        let n = match from.read(&mut buf).await {
+        buf.clear();
+        let n = match from.read_buf(&mut buf).await {
             Ok(0) | Err(_) => return Some(carried),
             Ok(n) => n,
         };
