@@ -154,8 +154,11 @@ pub async fn execute(
         }
         Err(err) => Finished::Refused(err),
     };
-    let _ = std::fs::remove_file(&job.result_file);
     let _ = events.send(Event::Done(Box::new(finished))).await;
+    // The answer goes out first: removing the file is no part of it. The request's task was woken
+    // to this thread's next turn, which this task keeps until it yields.
+    tokio::task::yield_now().await;
+    let _ = std::fs::remove_file(&job.result_file);
 }
 
 fn finished(outcome: Outcome, duration: Duration, totals: (u64, u64)) -> Finished {
