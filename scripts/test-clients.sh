@@ -3,12 +3,13 @@
 # registry by its own script and cached outside the repository (${AIRLOCK_CI_CACHE:-~/.cache/airlock-ci}):
 #   scripts/test-schemathesis.sh   the API's OpenAPI document, exercised by schemathesis (PyPI)
 #   scripts/test-n8n.sh            a real n8n (npm) running the documented workflows through airlock serve
-# Both use the release binary scripts/build.sh makes.
+#   scripts/test-mcp.sh            the official MCP Python SDK (PyPI, 1.x and 2.x) driving airlock mcp
+# All use the release binary scripts/build.sh makes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh
 status=0
-for test in scripts/test-schemathesis.sh scripts/test-n8n.sh; do
+for test in scripts/test-mcp.sh scripts/test-schemathesis.sh scripts/test-n8n.sh; do
   echo "== $test"
   if ! "$test"; then
     echo "FAILED: $test" >&2

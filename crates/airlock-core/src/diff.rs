@@ -140,6 +140,16 @@ impl Diff {
         patch::write_patch(out, self.roots(), self.changes())
     }
 
+    /// The patch of some of the changes (a page of them, in change order), as [`Self::write_patch`].
+    pub fn write_patch_of(
+        &self,
+        out: &mut impl Write,
+        changes: std::ops::Range<usize>,
+    ) -> io::Result<Vec<Change>> {
+        let changes = self.changes().get(changes).unwrap_or_default();
+        patch::write_patch(out, self.roots(), changes)
+    }
+
     /// As `git diff --stat`.
     pub fn write_stat(&self, out: &mut impl Write) -> io::Result<()> {
         patch::write_stat(out, self.roots(), self.changes())

@@ -1,7 +1,8 @@
 //! Errors as the API answers them: an HTTP status, a stable `code`, and a message that says what
 //! to do. Core decides what went wrong ([`airlock_core::Error::code`]); this only says it in HTTP.
 
-use axum::http::{header, HeaderValue, StatusCode};
+pub use axum::http::StatusCode;
+use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 

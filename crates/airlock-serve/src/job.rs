@@ -14,6 +14,11 @@ use serde::{Deserialize, Serialize};
 
 use airlock_core::{Grant, ProfileChoice, Role, RunRequest};
 
+use crate::error::ApiError;
+
+/// The longest command line a request may carry (as `ARG_MAX` would refuse a longer one).
+const MAX_COMMAND_BYTES: usize = 64 * 1024;
+
 /// The environment variable naming the file the job is in (the worker removes it once read).
 pub const JOB_VAR: &str = "AIRLOCK_SERVE_JOB";
 
@@ -22,8 +27,12 @@ pub struct Job {
     /// The server's state directory, as it was told it.
     pub state_dir: Option<PathBuf>,
     pub role: Role,
-    pub token: String,
+    /// The request's token (its id): the job is bound by it. None: the person at the machine
+    /// asked (through `airlock mcp` on stdio), as they would with `airlock run`.
+    pub token: Option<String>,
+    /// The token's profile, or the one the person named.
     pub profile: String,
+    /// The token's workspace (canonical).
     pub workspace: Option<PathBuf>,
     /// The request line, for refusal records.
     pub asked: String,
@@ -40,19 +49,24 @@ pub struct Job {
 }
 
 impl Job {
-    pub fn grant(&self) -> Grant {
-        Grant {
-            token: self.token.clone(),
+    pub fn grant(&self) -> Option<Grant> {
+        self.token.as_ref().map(|token| Grant {
+            token: token.clone(),
             profile: self.profile.clone(),
             workspace: self.workspace.clone(),
-        }
+        })
     }
 
-    /// The run core is asked for: the profile is always the token's.
+    /// The run core is asked for: with a token, its profile (core sees to it); without, the
+    /// profile named.
     pub fn request(&self) -> RunRequest {
+        let profile = ProfileChoice {
+            name: self.token.is_none().then(|| self.profile.clone()),
+            file: None,
+        };
         RunRequest {
             argv: self.argv.iter().map(OsString::from).collect(),
-            profile: ProfileChoice::default(),
+            profile,
             workspace: self.workspace_asked.clone(),
             session: self.session.clone(),
             keep: self.keep,
@@ -97,4 +111,59 @@ pub struct Ran {
     pub oom_kills: u64,
     pub killed_by_switch: Option<String>,
     pub audit_error: Option<String>,
+}
+
+/// The command a request gives, as the program and its arguments: a shell line (`command`, run
+/// by `/bin/sh -c`) or `argv`, exactly one, within what `execve` takes.
+pub fn argv_of(command: Option<&str>, argv: Option<&[String]>) -> Result<Vec<String>, ApiError> {
+    let argv = match (command, argv) {
+        (Some(command), None) => vec!["/bin/sh".into(), "-c".into(), command.to_string()],
+        (None, Some(argv)) if !argv.is_empty() => argv.to_vec(),
+        (None, Some(_)) => {
+            return Err(ApiError::bad_request(
+                "bad_argv",
+                "argv is empty: give the program and its arguments",
+            ))
+        }
+        (Some(_), Some(_)) => return Err(ApiError::bad_request(
+            "command_and_argv",
+            "give either command (a shell line) or argv (a program and its arguments), not both",
+        )),
+        (None, None) => {
+            return Err(ApiError::bad_request(
+                "no_command",
+                "give command (a shell line) or argv (a program and its arguments)",
+            ))
+        }
+    };
+    let size: usize = argv.iter().map(|a| a.len() + 1).sum();
+    if size > MAX_COMMAND_BYTES {
+        return Err(ApiError::bad_request(
+            "command_too_long",
+            format!(
+                "the command is {size} bytes; at most {MAX_COMMAND_BYTES}: put long input in stdin"
+            ),
+        ));
+    }
+    if argv.iter().any(|a| a.contains('\0')) {
+        return Err(ApiError::bad_request(
+            "bad_argv",
+            "an argument holds a NUL byte, which no program can receive",
+        ));
+    }
+    Ok(argv)
+}
+
+/// A request's time limit in seconds, as milliseconds (rounded up).
+pub fn timeout_of(seconds: Option<f64>) -> Result<Option<u64>, ApiError> {
+    match seconds {
+        None => Ok(None),
+        Some(seconds) if seconds.is_finite() && seconds > 0.0 && seconds <= 1e9 => {
+            Ok(Some((seconds * 1000.0).ceil() as u64))
+        }
+        Some(_) => Err(ApiError::bad_request(
+            "bad_timeout",
+            "timeout is seconds, more than 0",
+        )),
+    }
 }

@@ -2,7 +2,7 @@
 //! read the outcome; kill the run if its client goes away or the server stops.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -105,6 +105,42 @@ async fn interrupt(pid: u32) {
     // Two signals sent at once would be one: the worker reads them from a signalfd.
     tokio::time::sleep(Duration::from_millis(100)).await;
     let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
+}
+
+/// Where workers leave their results (`STATE/serve`, this user's alone), made ready: what the
+/// workers of a server killed outright left there is removed, and their runs' cgroups (empty).
+pub fn results_dir(state_dir: &Path) -> anyhow::Result<PathBuf> {
+    use anyhow::Context as _;
+    use std::os::unix::fs::DirBuilderExt as _;
+    let dir = state_dir.join("serve");
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+        .with_context(|| format!("cannot create {}", dir.display()))?;
+    airlock_core::tidy_after_crash();
+    remove_results(&dir);
+    Ok(dir)
+}
+
+/// Result files the workers of a server that was killed left (named `SERVERPID-N.json`; those of
+/// a server still running on the same state directory are its own).
+fn remove_results(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let server = name
+            .to_str()
+            .and_then(|n| n.split_once('-'))
+            .map(|(pid, _)| pid);
+        if server
+            .is_some_and(|pid| pid.parse::<u32>().is_ok() && !Path::new("/proc").join(pid).exists())
+        {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
 }
 
 /// What starting a worker needs from the server.

@@ -5,9 +5,9 @@
 #![forbid(unsafe_code)]
 
 mod app;
-mod error;
+pub mod error;
 pub mod job;
-mod jobs;
+pub mod jobs;
 mod limits;
 mod listen;
 mod routes;

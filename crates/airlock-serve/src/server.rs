@@ -50,11 +50,7 @@ pub fn serve(config: ServeConfig) -> Result<()> {
     service.cwd = None;
     service.asked = Vec::new();
     let state_dir = service.state_dir()?;
-    let results_dir = state_dir.join("serve");
-    make_private_dir(&results_dir)?;
-    // A server killed outright left its runs' cgroups (empty) and result files.
-    airlock_core::tidy_after_crash();
-    remove_results(&results_dir);
+    let results_dir = crate::jobs::results_dir(&state_dir)?;
     let listen = config
         .listen
         .clone()
@@ -76,35 +72,6 @@ pub fn serve(config: ServeConfig) -> Result<()> {
         .build()
         .context("cannot start the server's runtime")?;
     runtime.block_on(run(app, listen, tls.map(TlsAcceptor::from), &config))
-}
-
-fn make_private_dir(path: &std::path::Path) -> Result<()> {
-    use std::os::unix::fs::DirBuilderExt;
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(path)
-        .with_context(|| format!("cannot create {}", path.display()))
-}
-
-/// Result files the workers of a server that was killed left (named `SERVERPID-N.json`; those of
-/// a server still running on the same state directory are its own).
-fn remove_results(dir: &std::path::Path) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let server = name
-            .to_str()
-            .and_then(|n| n.split_once('-'))
-            .map(|(pid, _)| pid);
-        if server.is_some_and(|pid| {
-            pid.parse::<u32>().is_ok() && !std::path::Path::new("/proc").join(pid).exists()
-        }) {
-            let _ = std::fs::remove_file(entry.path());
-        }
-    }
 }
 
 /// A bound listener: unix or TCP.

@@ -69,7 +69,7 @@ fn caller(job: &Job) -> Caller {
         env,
         asked: vec![job.asked.clone()],
         on_busy: nothing_to_tell,
-        grant: Some(job.grant()),
+        grant: job.grant(),
     }
 }
 

@@ -319,6 +319,24 @@ pub enum Command {
             Exit status: 0 stopped on a signal; 125 it could not start (the address, the TLS files, the state directory)."
     )]
     Serve(ServeArgs),
+    /// Serve an agent's MCP client on stdio: run, changes and log tools, no apply
+    #[command(
+        long_about = "Serve a Model Context Protocol client (Claude Code, Codex, an MCP SDK) on stdin \
+            and stdout. Its tools: run (a command in airlock's sandbox over the workspace, in one \
+            session of this client's, made at its first run; output as progress notifications), \
+            start and poll (for commands longer than the client's tool timeout), changes (the \
+            session's changed files with their hazards, and the patch) and log (the session's audit \
+            records). There is no tool to apply, revert, discard, kill or change policy: the agent \
+            works as an agent would with an agent token, and a person reviews and applies \
+            ('airlock diff ID', 'airlock apply ID').\n\n\
+            Protocol revisions: 2025-11-25 and earlier (with initialize) and 2026-07-28 (stateless). \
+            Over HTTP the same tools are at /mcp on 'airlock serve'.",
+        after_help = "Examples:\n  claude mcp add airlock -- airlock mcp --workspace ~/src/app\n  \
+            codex mcp add airlock -- airlock mcp --workspace ~/src/app\n\n\
+            Exit status: 0 the client closed the connection; 125 it could not start (the workspace, \
+            the session, the state directory)."
+    )]
+    Mcp(McpArgs),
     /// Make, list and revoke the API's tokens
     #[command(subcommand)]
     Token(TokenCommand),
@@ -350,6 +368,22 @@ pub struct ServeArgs {
     /// After SIGTERM, how long runs may go on before they are interrupted
     #[arg(long, value_name = "DURATION", default_value = "30s")]
     pub grace: String,
+}
+
+#[derive(Debug, Args)]
+pub struct McpArgs {
+    /// The project the agent works on [default: the working directory]
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    /// The profile its commands run under [default: default]
+    #[arg(long, short = 'p', value_name = "NAME")]
+    pub profile: Option<String>,
+    /// Go on in this session (id or name) rather than start one at the first run
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
+    /// Bytes of each output stream a run's answer keeps (the profile's output limit applies first)
+    #[arg(long, value_name = "BYTES", default_value_t = 1 << 20)]
+    pub max_output: u64,
 }
 
 #[derive(Debug, Subcommand)]

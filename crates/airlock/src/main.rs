@@ -117,6 +117,7 @@ fn local(global: &cli::GlobalArgs, command: Command) -> anyhow::Result<ExitCode>
         Command::Status(args) => control::status(global, args),
         Command::Man(args) => man(&args.dir),
         Command::Serve(args) => serve::serve(global, args),
+        Command::Mcp(args) => serve::mcp(global, args),
         Command::Token(command) => serve::token(global, command),
     }
 }

@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use airlock_core::tokens::{TokenRequest, TokenSummary};
 use airlock_core::Role;
 
-use crate::cli::{GlobalArgs, ServeArgs, TokenCommand};
+use crate::cli::{GlobalArgs, McpArgs, ServeArgs, TokenCommand};
 
 pub fn serve(global: &GlobalArgs, args: ServeArgs) -> Result<ExitCode> {
     let listen = args
@@ -33,6 +33,17 @@ pub fn serve(global: &GlobalArgs, args: ServeArgs) -> Result<ExitCode> {
             runs_per_token: args.runs_per_token.max(1),
         },
         grace,
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn mcp(global: &GlobalArgs, args: McpArgs) -> Result<ExitCode> {
+    airlock_mcp::serve_stdio(airlock_mcp::StdioConfig {
+        state_dir: global.state_dir.clone(),
+        workspace: args.workspace,
+        profile: args.profile,
+        session: args.session,
+        keep_output: args.max_output,
     })?;
     Ok(ExitCode::SUCCESS)
 }

@@ -21,9 +21,6 @@ use crate::error::{ApiError, ApiResult};
 use crate::job::Job;
 use crate::jobs::{Event, Finished, Launch, Stream};
 
-/// The longest command line a request may carry (as `ARG_MAX` would refuse a longer one).
-const MAX_COMMAND_BYTES: usize = 64 * 1024;
-
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RunBody {
@@ -67,55 +64,11 @@ pub struct RunAnswer {
 }
 
 fn argv_of(body: &RunBody) -> Result<Vec<String>, ApiError> {
-    let argv = match (&body.command, &body.argv) {
-        (Some(command), None) => vec!["/bin/sh".into(), "-c".into(), command.clone()],
-        (None, Some(argv)) if !argv.is_empty() => argv.clone(),
-        (None, Some(_)) => {
-            return Err(ApiError::bad_request(
-                "bad_argv",
-                "argv is empty: give the program and its arguments",
-            ))
-        }
-        (Some(_), Some(_)) => return Err(ApiError::bad_request(
-            "command_and_argv",
-            "give either command (a shell line) or argv (a program and its arguments), not both",
-        )),
-        (None, None) => {
-            return Err(ApiError::bad_request(
-                "no_command",
-                "give command (a shell line) or argv (a program and its arguments)",
-            ))
-        }
-    };
-    let size: usize = argv.iter().map(|a| a.len() + 1).sum();
-    if size > MAX_COMMAND_BYTES {
-        return Err(ApiError::bad_request(
-            "command_too_long",
-            format!(
-                "the command is {size} bytes; at most {MAX_COMMAND_BYTES}: put long input in stdin"
-            ),
-        ));
-    }
-    if argv.iter().any(|a| a.contains('\0')) {
-        return Err(ApiError::bad_request(
-            "bad_argv",
-            "an argument holds a NUL byte, which no program can receive",
-        ));
-    }
-    Ok(argv)
+    crate::job::argv_of(body.command.as_deref(), body.argv.as_deref())
 }
 
 fn timeout_of(body: &RunBody) -> Result<Option<u64>, ApiError> {
-    match body.timeout {
-        None => Ok(None),
-        Some(seconds) if seconds.is_finite() && seconds > 0.0 && seconds <= 1e9 => {
-            Ok(Some((seconds * 1000.0).ceil() as u64))
-        }
-        Some(_) => Err(ApiError::bad_request(
-            "bad_timeout",
-            "timeout is seconds, more than 0",
-        )),
-    }
+    crate::job::timeout_of(body.timeout)
 }
 
 /// The job for the worker, from the request and the token: the binding is core's to judge.
@@ -137,7 +90,7 @@ fn job_of(
     Ok(Job {
         state_dir: app.service.state_dir.clone(),
         role: authed.caller.role,
-        token: grant.token,
+        token: Some(grant.token),
         profile: grant.profile,
         workspace: grant.workspace,
         asked,
