@@ -3,8 +3,12 @@ agent's client would drive it. Run by scripts/test-mcp.sh with each pinned SDK: 
 2025-11-25 revision (initialize handshake), 2.x the stateless 2026-07-28 one.
 
     python mcp_client.py --airlock BIN --state DIR --workspace DIR [--uid N --home DIR]
+                         [--url http://127.0.0.1:PORT/mcp --token AGENT --operator-token OP]
 
-With --uid the server runs as that user (setpriv), as an ordinary user runs `airlock mcp`.
+With --uid the server runs as that user (setpriv), as an ordinary user runs `airlock mcp`. With
+--url the client speaks Streamable HTTP to `airlock serve`'s /mcp with the agent token (the
+server is started by scripts/test-mcp.sh, as the same user and state directory), else it starts
+`airlock mcp` on stdio.
 Exits non-zero at the first check that fails, saying which.
 """
 
@@ -74,26 +78,49 @@ class Airlock:
         return subprocess.run(argv, env=self.env(), capture_output=True, text=True, check=False)
 
 
-class Session:
-    """One connected client, under either SDK's API."""
+class Http:
+    """Where an HTTP client connects: /mcp of a running server, with a bearer token."""
 
-    def __init__(self, params):
-        self.params = params
+    def __init__(self, url, token):
+        self.url = url
+        self.headers = {"Authorization": f"Bearer {token}"}
+
+
+class Session:
+    """One connected client, under either SDK's API, on stdio or over HTTP."""
+
+    def __init__(self, target):
+        self.target = target
         self.stack = None
+
+    def transport(self):
+        if isinstance(self.target, Http):
+            from mcp.client.streamable_http import streamable_http_client
+            from mcp.shared._httpx_utils import create_mcp_http_client
+
+            client = create_mcp_http_client(headers=self.target.headers)
+            return streamable_http_client(self.target.url, http_client=client)
+        return self.target
 
     async def __aenter__(self):
         from contextlib import AsyncExitStack
 
         self.stack = AsyncExitStack()
         if SDK_MAJOR >= 2:
-            self.client = await self.stack.enter_async_context(mcp.Client(self.params, mode="auto"))
+            self.client = await self.stack.enter_async_context(mcp.Client(self.transport(), mode="auto"))
             self.protocol = self.client.protocol_version
+            return self
+        if isinstance(self.target, Http):
+            from mcp.client.streamable_http import streamablehttp_client
+
+            streams = streamablehttp_client(self.target.url, headers=self.target.headers)
+            read, write, _ = await self.stack.enter_async_context(streams)
         else:
             from mcp.client.stdio import stdio_client
 
-            read, write = await self.stack.enter_async_context(stdio_client(self.params))
-            self.client = await self.stack.enter_async_context(mcp.ClientSession(read, write))
-            self.protocol = (await self.client.initialize()).protocolVersion
+            read, write = await self.stack.enter_async_context(stdio_client(self.target))
+        self.client = await self.stack.enter_async_context(mcp.ClientSession(read, write))
+        self.protocol = (await self.client.initialize()).protocolVersion
         return self
 
     async def __aexit__(self, *exc):
@@ -191,6 +218,53 @@ def the_log_has_it(airlock, session):
     check(any("made.txt" in " ".join(r.get("argv", [])) for r in intents), "the audit log has the run's intent")
 
 
+async def a_cancelled_call_ends_its_run(client, airlock):
+    """The client stops waiting for a run (it cancels the call): the command is interrupted."""
+    call = asyncio.ensure_future(client.call("run", {"command": "echo begun > begun.txt; sleep 58.123"}))
+    await asyncio.sleep(2.0)
+    call.cancel()
+    try:
+        await call
+    except BaseException:
+        pass
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        left = subprocess.run(["pgrep", "-f", "sleep 58.123"], capture_output=True, text=True).stdout.strip()
+        if not left:
+            break
+        await asyncio.sleep(0.2)
+    check(not left, "a run whose call the client cancelled is ended")
+    session = field((await client.call("log", {"limit": 1})), "structuredContent", "structured_content")["session"]
+    abandoned = [r for r in records(airlock, session) if r.get("action") == "run.abandoned"]
+    check(abandoned, "the cancelled run is recorded as abandoned")
+
+
+def http_refusals(args):
+    """/mcp checks each request's token as the API does."""
+    import urllib.error
+    import urllib.request
+
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}).encode()
+
+    def status(token):
+        headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        request = urllib.request.Request(args.url, data=body, headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=10) as answer:
+                return answer.status, answer.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+
+    code, text = status(None)
+    check(code == 401 and "token_missing" in text, f"/mcp without a token is 401 token_missing (got {code})")
+    code, text = status("airlock_nonsense")
+    check(code == 401, f"/mcp with a token that is no token is 401 (got {code})")
+    code, text = status(args.operator_token)
+    check(code == 403 and "role_forbidden" in text, f"/mcp refuses an operator's token: 403 role_forbidden (got {code})")
+
+
 async def client_gone_ends_its_runs(airlock, args):
     async with Session(airlock.server()) as client:
         started = await client.call("start", {"command": "echo begun; sleep 59.123"})
@@ -215,9 +289,15 @@ async def main():
     parser.add_argument("--workspace", required=True)
     parser.add_argument("--uid", type=int)
     parser.add_argument("--home")
+    parser.add_argument("--url")
+    parser.add_argument("--token")
+    parser.add_argument("--operator-token")
     args = parser.parse_args()
     airlock = Airlock(args)
-    async with Session(airlock.server()) as client:
+    target = Http(args.url, args.token) if args.url else airlock.server()
+    if args.url:
+        http_refusals(args)
+    async with Session(target) as client:
         expected = "2026-07-28" if SDK_MAJOR >= 2 else "2025-11-25"
         check(client.protocol == expected, f"the client speaks {expected} (got {client.protocol})")
         await tools_are_the_agents(client)
@@ -225,8 +305,12 @@ async def main():
         await output_comes_as_progress(client)
         await start_and_poll(client)
         await refusals_are_said(client, airlock, args)
+        if SDK_MAJOR >= 2:
+            # mcp 1.x sends no notifications/cancelled when a call is abandoned: nothing to see.
+            await a_cancelled_call_ends_its_run(client, airlock)
     the_log_has_it(airlock, session)
-    await client_gone_ends_its_runs(airlock, args)
+    if not args.url:
+        await client_gone_ends_its_runs(airlock, args)
 
 
 asyncio.run(main())

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `airlock mcp` with the official MCP Python SDK (the `mcp` package from PyPI) as its client, on
-# stdio: mcp 1.30.0 (the 2025-11-25 revision, with initialize, which clients still default to) and
+# stdio and over Streamable HTTP (/mcp on `airlock serve`, with an agent token): mcp 1.30.0 (the 2025-11-25 revision, with initialize, which clients still default to) and
 # mcp 2.3.0 (the stateless 2026-07-28 revision); each as root and with the server as an ordinary
 # user (uid 4242, setpriv). scripts/mcp_client.py says what is checked: the tools (no apply among
 # them), a run that writes a file (the host workspace untouched, the file in `changes`), output as
@@ -38,11 +38,49 @@ fi
 
 work=$(mktemp -d /tmp/airlock-mcp-XXXXXX)
 chmod 755 "$work"
-trap 'rm -rf "$work"' EXIT
+
+server=
+stop_server() {
+  if [ -n "$server" ] && kill -0 "$server" 2>/dev/null; then
+    kill -TERM "$server" 2>/dev/null || true
+    wait "$server" 2>/dev/null || true
+  fi
+  server=
+}
+trap 'stop_server; rm -rf "$work"' EXIT
+
+# airlock as the pass's user.
+as_user() {
+  if [ "$who" = root ]; then
+    "$airlock" --state-dir "$dir/state" "$@"
+  else
+    HOME="$dir/home" setpriv --reuid "$uid" --regid "$uid" --clear-groups -- "$airlock" --state-dir "$dir/state" "$@"
+  fi
+}
+
+# airlock serve on a free loopback port, and an agent's and an operator's token: the client's
+# arguments for /mcp.
+http_args() {
+  local port log="$dir/serve.log"
+  port=$("$python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  as_user serve --listen "127.0.0.1:$port" >"$log" 2>&1 &
+  server=$!
+  for _ in $(seq 100); do
+    grep -q "serving on" "$log" && break
+    sleep 0.1
+  done
+  grep -q "serving on" "$log" || { cat "$log" >&2; echo "airlock serve did not start" >&2; exit 1; }
+  local agent operator
+  agent=$(as_user token create --role agent --workspace "$dir/workspace" --name mcp-agent | tail -1)
+  operator=$(as_user token create --role operator --name mcp-operator | tail -1)
+  echo --url "http://127.0.0.1:$port/mcp" --token "$agent" --operator-token "$operator"
+}
 
 # A fresh state directory and workspace for each pass, owned by the user the server runs as.
 pass() {
-  local venv=$1 who=$2 dir
+  local venv=$1 transport=$3
+  who=$2
+  dir=$(mktemp -d "$work/pass-XXXXXX")
   dir=$(mktemp -d "$work/pass-XXXXXX")
   chmod 755 "$dir"
   mkdir -p "$dir/workspace" "$dir/home"
@@ -53,16 +91,23 @@ pass() {
     install -d -o "$uid" -g "$uid" "$dir/state"
     extra=(--uid "$uid" --home "$dir/home")
   fi
-  echo "== mcp $(basename "$venv" | sed 's/mcp-python-//'), server as $who"
+  if [ "$transport" = http ]; then
+    # shellcheck disable=SC2207 # the arguments are words without spaces
+    extra+=($(http_args))
+  fi
+  echo "== mcp $(basename "$venv" | sed 's/mcp-python-//') over $transport, server as $who"
   "$venv/bin/python" scripts/mcp_client.py --airlock "$airlock" --state "$dir/state" \
     --workspace "$dir/workspace" "${extra[@]}"
+  stop_server
 }
 
 for version in "${versions[@]}"; do
   venv=$(venv_of "$version")
-  pass "$venv" root
-  if [ "$(id -u)" = 0 ]; then
-    pass "$venv" "uid $uid"
-  fi
+  for transport in stdio http; do
+    pass "$venv" root $transport
+    if [ "$(id -u)" = 0 ]; then
+      pass "$venv" "uid $uid" $transport
+    fi
+  done
 done
 echo "test-mcp: all passed"

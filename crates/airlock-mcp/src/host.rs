@@ -1,7 +1,8 @@
 //! Where an MCP client's commands go: its airlock session over the workspace, made on first use,
 //! and the runs it started and has not collected yet. Runs are carried out by `airlock serve`'s
 //! workers (a sandbox is never forked from this multi-threaded process); every decision on them
-//! is core's.
+//! is core's, with the client's caller: the person at the machine in the agent role (stdio), or
+//! the request's token (HTTP).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -10,9 +11,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use tokio::sync::{mpsc, Mutex, Semaphore};
+use tokio::sync::{mpsc, Mutex, OwnedSemaphorePermit, Semaphore};
 
-use airlock_core::{Caller, ProfileChoice, Role, SessionRequest};
+use airlock_core::{Caller, ProfileChoice, SessionRequest};
 use airlock_serve::error::{ApiError, StatusCode};
 use airlock_serve::job::Job;
 use airlock_serve::jobs::{Event, Jobs, Launch, Recorder};
@@ -36,67 +37,70 @@ pub struct StdioConfig {
 /// Runs one client may have going at once (in the foreground and started for polling).
 const MAX_RUNS: usize = 8;
 
-fn no_one_to_tell(_: &airlock_core::Session) {}
-
-pub struct Host {
-    /// The person at the machine, as an agent: what core lets an agent do, and nothing else.
-    pub caller: Caller,
-    pub profile: String,
-    pub workspace: PathBuf,
-    exe: PathBuf,
-    results_dir: PathBuf,
+/// What every client's runs share: the workers' program, where they leave results, the runs
+/// going on (ended when the server stops).
+pub struct Runner {
+    pub exe: PathBuf,
+    pub results_dir: PathBuf,
     pub jobs: Arc<Jobs>,
+    /// Bytes of each output stream a run's answer keeps.
     pub keep_output: u64,
-    /// The client's session, once it has one.
-    session: Mutex<Option<String>>,
-    /// Runs started with `start`, by their id, until `poll` has told their end.
-    background: Mutex<HashMap<String, Arc<Background>>>,
-    places: Arc<Semaphore>,
-    started: AtomicU64,
 }
 
-impl Host {
-    pub fn local(config: StdioConfig) -> anyhow::Result<Host> {
-        let mut caller = Caller::this_process(config.state_dir.clone(), no_one_to_tell);
-        caller.role = Role::Agent;
-        caller.asked = vec!["airlock mcp".into()];
-        let workspace = match config.workspace {
-            Some(dir) => dir,
-            None => std::env::current_dir()
-                .context("cannot tell this process's working directory: give --workspace DIR")?,
-        };
-        let workspace = workspace.canonicalize().with_context(|| {
-            format!(
-                "--workspace {}: no such directory (give the project the agent works on)",
-                workspace.display()
-            )
-        })?;
-        let state_dir = caller.state_dir()?;
-        let host = Host {
-            profile: config.profile.unwrap_or_else(|| "default".into()),
-            workspace,
-            exe: std::env::current_exe()
-                .context("cannot tell where this program is (/proc/self/exe)")?,
-            results_dir: airlock_serve::jobs::results_dir(&state_dir)?,
-            jobs: Arc::new(Jobs::default()),
-            keep_output: config.keep_output,
+/// One client's standing: its session, once it has one, and the runs it started for polling.
+pub struct Standing {
+    pub(crate) session: Mutex<Option<String>>,
+    background: Mutex<HashMap<String, Arc<Background>>>,
+    started: AtomicU64,
+    places: Arc<Semaphore>,
+}
+
+impl Default for Standing {
+    fn default() -> Self {
+        Standing {
             session: Mutex::new(None),
             background: Mutex::new(HashMap::new()),
-            places: Arc::new(Semaphore::new(MAX_RUNS)),
             started: AtomicU64::new(0),
-            caller,
-        };
-        if let Some(session) = config.session {
-            let summary = airlock_core::session_summary(&host.caller, &session)
-                .with_context(|| format!("--session {session}"))?;
-            *host.session.try_lock()? = Some(summary.meta.id);
+            places: Arc::new(Semaphore::new(MAX_RUNS)),
         }
-        Ok(host)
     }
+}
 
+/// A client's token, for its runs: a place among its runs, and whether it still opens the door.
+pub struct TokenUse {
+    pub run_slot: Box<dyn Fn() -> Result<OwnedSemaphorePermit, ApiError> + Send + Sync>,
+    pub valid: Arc<dyn Fn() -> bool + Send + Sync>,
+}
+
+/// Who asks, for one tool call, and where their runs go.
+pub struct Client {
+    /// Core's caller: the request's token, or the person at the machine as an agent.
+    pub caller: Caller,
+    /// The profile a person named (stdio); with a token, its own (core sees to it).
+    pub profile: String,
+    /// The workspace a person named (stdio); with a token, its own.
+    pub workspace: Option<PathBuf>,
+    pub token: Option<TokenUse>,
+    pub standing: Arc<Standing>,
+    pub runner: Arc<Runner>,
+}
+
+/// The runner of a server whose caller is `service`.
+pub fn runner(service: &Caller, keep_output: u64) -> anyhow::Result<Runner> {
+    let state_dir = service.state_dir()?;
+    Ok(Runner {
+        exe: std::env::current_exe()
+            .context("cannot tell where this program is (/proc/self/exe)")?,
+        results_dir: airlock_serve::jobs::results_dir(&state_dir)?,
+        jobs: Arc::new(Jobs::default()),
+        keep_output,
+    })
+}
+
+impl Client {
     /// The client's session: the one it has, or a new one over the workspace.
     pub async fn session(&self) -> Result<String, ApiError> {
-        let mut held = self.session.lock().await;
+        let mut held = self.standing.session.lock().await;
         if let Some(id) = held.as_ref() {
             return Ok(id.clone());
         }
@@ -107,7 +111,7 @@ impl Host {
 
     /// Replace the client's session `ended` (applied or discarded by a person) by a new one.
     pub async fn session_after(&self, ended: &str) -> Result<String, ApiError> {
-        let mut held = self.session.lock().await;
+        let mut held = self.standing.session.lock().await;
         if let Some(id) = held.as_ref().filter(|id| id.as_str() != ended) {
             return Ok(id.clone());
         }
@@ -118,60 +122,25 @@ impl Host {
 
     /// The session, if the client has one yet.
     pub async fn current_session(&self) -> Option<String> {
-        self.session.lock().await.clone()
+        self.standing.session.lock().await.clone()
     }
 
     async fn new_session(&self) -> Result<String, ApiError> {
         let caller = self.caller.clone();
-        let request = SessionRequest {
-            profile: ProfileChoice {
-                name: Some(self.profile.clone()),
-                file: None,
+        let request = match caller.grant {
+            // The token's profile and workspace.
+            Some(_) => SessionRequest::default(),
+            None => SessionRequest {
+                profile: ProfileChoice {
+                    name: Some(self.profile.clone()),
+                    file: None,
+                },
+                workspace: self.workspace.clone(),
+                name: None,
             },
-            workspace: Some(self.workspace.clone()),
-            name: None,
         };
         let summary = core(move || airlock_core::create_session(&caller, request)).await?;
         Ok(summary.meta.id)
-    }
-
-    /// Start `argv` in `session`; its events come through the returned receiver, which the
-    /// caller drops to say it no longer waits (the run is then interrupted and recorded).
-    pub fn start(&self, session: &str, ask: RunAsk) -> Result<mpsc::Receiver<Event>, ApiError> {
-        let place = self.places.clone().try_acquire_owned().map_err(|_| {
-            ApiError::new(
-                StatusCode::TOO_MANY_REQUESTS,
-                "too_many_runs",
-                format!("{MAX_RUNS} runs are going on already: poll one to its end first"),
-            )
-        })?;
-        let job = self.job(session, &ask);
-        let (events, receiver) = mpsc::channel(16);
-        let launch_parts = (
-            self.exe.clone(),
-            self.results_dir.clone(),
-            self.jobs.clone(),
-            self.keep_output,
-        );
-        let caller = self.caller.clone();
-        let session = session.to_string();
-        tokio::spawn(async move {
-            let (exe, results_dir, jobs, keep_bytes) = launch_parts;
-            let launch = Launch {
-                exe: &exe,
-                results_dir: &results_dir,
-                jobs,
-                stdin: ask.stdin.map(String::into_bytes),
-                keep_bytes,
-                token_valid: Arc::new(|| true),
-            };
-            let record: Recorder = Arc::new(move |why: &str| {
-                airlock_core::audit::record_abandoned(&caller, Some(&session), why)
-            });
-            airlock_serve::jobs::execute(launch, job, events, record).await;
-            drop(place);
-        });
-        Ok(receiver)
     }
 
     /// Judge the run as core will, before it starts (a session applied or discarded meanwhile, a
@@ -182,17 +151,57 @@ impl Host {
         core(move || airlock_core::check_run(&caller, request)).await
     }
 
+    /// Start `ask` in `session`; its events come through the returned receiver, which the
+    /// caller drops to say it no longer waits (the run is then interrupted and recorded).
+    pub fn start(&self, session: &str, ask: RunAsk) -> Result<mpsc::Receiver<Event>, ApiError> {
+        let place = self.standing.places.clone().try_acquire_owned().map_err(|_| {
+            ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "too_many_runs",
+                format!("{MAX_RUNS} runs of this client are going on already: poll one to its end first"),
+            )
+        })?;
+        let token_slot = self.token.as_ref().map(|t| (t.run_slot)()).transpose()?;
+        let token_valid = match &self.token {
+            Some(token) => token.valid.clone(),
+            None => Arc::new(|| true),
+        };
+        let job = self.job(session, &ask);
+        let (events, receiver) = mpsc::channel(16);
+        let runner = self.runner.clone();
+        let caller = self.caller.clone();
+        let session = session.to_string();
+        tokio::spawn(async move {
+            let launch = Launch {
+                exe: &runner.exe,
+                results_dir: &runner.results_dir,
+                jobs: runner.jobs.clone(),
+                stdin: ask.stdin.map(String::into_bytes),
+                keep_bytes: runner.keep_output,
+                token_valid,
+            };
+            let record: Recorder = Arc::new(move |why: &str| {
+                airlock_core::audit::record_abandoned(&caller, Some(&session), why)
+            });
+            airlock_serve::jobs::execute(launch, job, events, record).await;
+            drop((place, token_slot));
+        });
+        Ok(receiver)
+    }
+
     /// Keep a started run for `poll`: its id.
     pub async fn remember(&self, run: Arc<Background>) -> String {
-        let mut background = self.background.lock().await;
-        let id = format!("run-{}", self.started.fetch_add(1, Ordering::Relaxed) + 1);
+        let mut background = self.standing.background.lock().await;
+        let number = self.standing.started.fetch_add(1, Ordering::Relaxed) + 1;
+        let id = format!("run-{number}");
         background.insert(id.clone(), run);
         id
     }
 
     /// Poll a started run; once its end is told, it is forgotten.
     pub async fn poll(&self, id: &str, wait: Duration) -> Result<PollAnswer, ApiError> {
-        let run = self.background.lock().await.get(id).cloned().ok_or_else(|| {
+        let found = self.standing.background.lock().await.get(id).cloned();
+        let run = found.ok_or_else(|| {
             ApiError::new(
                 StatusCode::NOT_FOUND,
                 "no_such_run",
@@ -201,19 +210,22 @@ impl Host {
         })?;
         let answer = run.poll(id, wait).await;
         if !answer.as_ref().is_ok_and(|a| a.running) {
-            self.background.lock().await.remove(id);
+            self.standing.background.lock().await.remove(id);
         }
         answer
     }
 
     fn job(&self, session: &str, ask: &RunAsk) -> Job {
+        let grant = self.caller.grant.clone();
         Job {
             state_dir: self.caller.state_dir.clone(),
             role: self.caller.role,
-            token: None,
-            profile: self.profile.clone(),
-            workspace: None,
-            asked: format!("airlock mcp: {}", ask.argv.join(" ")),
+            profile: grant
+                .as_ref()
+                .map_or_else(|| self.profile.clone(), |g| g.profile.clone()),
+            workspace: grant.as_ref().and_then(|g| g.workspace.clone()),
+            token: grant.map(|g| g.token),
+            asked: format!("mcp run: {}", ask.argv.join(" ")),
             argv: ask.argv.clone(),
             session: Some(session.to_string()),
             workspace_asked: None,

@@ -6,7 +6,9 @@
 //! workers, so that no sandbox is forked from this multi-threaded process.
 #![forbid(unsafe_code)]
 
+mod clients;
 mod host;
+mod http;
 mod review;
 mod runs;
 mod text;
@@ -19,6 +21,7 @@ use anyhow::Context as _;
 use rmcp::ServiceExt as _;
 
 pub use host::StdioConfig;
+pub use http::router;
 
 /// How long runs still going when the client goes away get to end, once interrupted, before
 /// this process exits (their sandboxes die with it in any case: the workers' parent-death signal).
@@ -26,21 +29,22 @@ const RUNS_END_WITHIN: Duration = Duration::from_secs(3);
 
 /// Serve one client on stdin and stdout until it closes them.
 pub fn serve_stdio(config: StdioConfig) -> anyhow::Result<()> {
-    let host = Arc::new(host::Host::local(config)?);
+    let local = clients::Local::new(config)?;
+    let runner = local.runner.clone();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("cannot start the MCP server's runtime")?;
     runtime.block_on(async {
-        let service = tools::Airlock::new(host.clone())
+        let service = tools::Airlock::new(Arc::new(local))
             .serve(rmcp::transport::stdio())
             .await
             .context("the MCP client did not start the session")?;
         let _ = service.waiting().await;
         // The client is gone: what it started is interrupted, and recorded as abandoned.
-        host.jobs.close_and_interrupt();
+        runner.jobs.close_and_interrupt();
         let deadline = tokio::time::Instant::now() + RUNS_END_WITHIN;
-        while host.jobs.count() > 0 && tokio::time::Instant::now() < deadline {
+        while runner.jobs.count() > 0 && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         Ok(())

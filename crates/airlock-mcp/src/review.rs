@@ -6,14 +6,14 @@ use std::collections::VecDeque;
 use airlock_core::DiffRequest;
 use airlock_serve::error::ApiError;
 
-use crate::host::{core, Host};
+use crate::host::{core, Client};
 use crate::runs::review_note;
 use crate::tools::{Changes, Log};
 
 /// Changed files a page of `changes` lists, with their patch.
 const PAGE: usize = 50;
 
-pub async fn changes(host: &Host, page: usize) -> Result<Changes, ApiError> {
+pub async fn changes(host: &Client, page: usize) -> Result<Changes, ApiError> {
     let page = page.max(1);
     let Some(session) = host.current_session().await else {
         return Ok(Changes {
@@ -32,7 +32,7 @@ pub async fn changes(host: &Host, page: usize) -> Result<Changes, ApiError> {
     };
     // A patch is made in memory from both sides of each file: a page whose files hold more than
     // the server shows of a run's output (twice) is listed without it.
-    let largest_patch_input = host.keep_output.saturating_mul(2);
+    let largest_patch_input = host.runner.keep_output.saturating_mul(2);
     let (files, patch, pages) = core(move || {
         let diff = airlock_core::diff(&caller, &request)?;
         let io = |e: std::io::Error| airlock_core::Error::Argument {
@@ -79,7 +79,7 @@ fn content_bytes(changes: &[airlock_changes::Change]) -> u64 {
 }
 
 /// The session's latest `limit` audit records, oldest first.
-pub async fn log(host: &Host, limit: usize) -> Result<Log, ApiError> {
+pub async fn log(host: &Client, limit: usize) -> Result<Log, ApiError> {
     let Some(session) = host.current_session().await else {
         return Ok(Log {
             session: None,

@@ -16,13 +16,14 @@ use serde::{Deserialize, Serialize};
 
 use airlock_serve::error::ApiError;
 
-use crate::host::{Host, RunAsk};
+use crate::clients::Clients;
+use crate::host::{Client, RunAsk};
 use crate::runs::{self, Background, PollAnswer, Progress, RunResult};
 use crate::text;
 
 #[derive(Clone)]
 pub struct Airlock {
-    host: Arc<Host>,
+    clients: Arc<dyn Clients>,
     tool_router: ToolRouter<Self>,
 }
 
@@ -102,9 +103,9 @@ recorded. For a command that may run longer than your tool timeout, use start an
 
 #[tool_router]
 impl Airlock {
-    pub fn new(host: Arc<Host>) -> Self {
+    pub fn new(clients: Arc<dyn Clients>) -> Self {
         Self {
-            host,
+            clients,
             tool_router: Self::tool_router(),
         }
     }
@@ -124,11 +125,18 @@ impl Airlock {
             token,
         });
         let answer = async {
+            let client = self.clients.client(&context)?;
             let ask = ask_of(&params)?;
-            let (session, events) = self.start_in_session(ask).await?;
+            let (session, events) = start_in_session(&client, ask).await?;
             runs::collect(events, progress, &session).await
         };
-        match answer.await {
+        // A client that stops waiting says so (notifications/cancelled, or its connection gone):
+        // the run's events are then dropped, which interrupts it, and it is recorded abandoned.
+        let answer = tokio::select! {
+            answer = answer => answer,
+            () = context.ct.cancelled() => Err(cancelled()),
+        };
+        match answer {
             Ok(result) => structured(&result, text::run(&result)),
             Err(error) => refused(&error),
         }
@@ -139,12 +147,17 @@ impl Airlock {
         description = "Start a shell command (or argv) in airlock's sandbox without waiting for it: answers a run id; call poll with it for the output and the end. Same sandbox and session as run.",
         output_schema = schema_for_output::<Started>()
     )]
-    async fn start(&self, Parameters(params): Parameters<RunParams>) -> CallToolResult {
+    async fn start(
+        &self,
+        Parameters(params): Parameters<RunParams>,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResult {
         let answer = async {
+            let client = self.clients.client(&context)?;
             let ask = ask_of(&params)?;
-            let (session, events) = self.start_in_session(ask).await?;
+            let (session, events) = start_in_session(&client, ask).await?;
             let run = Background::follow(session.clone(), events);
-            let id = self.host.remember(run).await;
+            let id = client.remember(run).await;
             Ok::<_, ApiError>(Started { run: id, session })
         };
         match answer.await {
@@ -164,14 +177,22 @@ impl Airlock {
         description = "Wait a little (default 10 s) for a started run: answers its output since the last poll, and its exit status once it has ended.",
         output_schema = schema_for_output::<PollAnswer>()
     )]
-    async fn poll(&self, Parameters(params): Parameters<PollParams>) -> CallToolResult {
+    async fn poll(
+        &self,
+        Parameters(params): Parameters<PollParams>,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResult {
         let wait = params.wait.unwrap_or(10.0);
         let wait = if wait.is_finite() {
             Duration::from_secs_f64(wait.clamp(0.0, 60.0))
         } else {
             Duration::from_secs(10)
         };
-        match self.host.poll(&params.run, wait).await {
+        let answer = async {
+            let client = self.clients.client(&context)?;
+            client.poll(&params.run, wait).await
+        };
+        match answer.await {
             Ok(answer) => {
                 let text = text::poll(&answer);
                 structured(&answer, text)
@@ -185,8 +206,16 @@ impl Airlock {
         description = "Show what your commands changed in this client's airlock session: the changed files (with hazards such as executable bits, git hooks or tool configuration) and their git patch, 50 files a page. A person reviews and applies them; you cannot.",
         output_schema = schema_for_output::<Changes>()
     )]
-    async fn changes(&self, Parameters(params): Parameters<ChangesParams>) -> CallToolResult {
-        match crate::review::changes(&self.host, params.page.unwrap_or(1)).await {
+    async fn changes(
+        &self,
+        Parameters(params): Parameters<ChangesParams>,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let answer = async {
+            let client = self.clients.client(&context)?;
+            crate::review::changes(&client, params.page.unwrap_or(1)).await
+        };
+        match answer.await {
             Ok(changes) => {
                 let text = text::changes(&changes);
                 structured(&changes, text)
@@ -200,9 +229,17 @@ impl Airlock {
         description = "Show the audit log of this client's airlock session: every command asked for, refused or run, and how it ended.",
         output_schema = schema_for_output::<Log>()
     )]
-    async fn log(&self, Parameters(params): Parameters<LogParams>) -> CallToolResult {
+    async fn log(
+        &self,
+        Parameters(params): Parameters<LogParams>,
+        context: RequestContext<RoleServer>,
+    ) -> CallToolResult {
         let limit = params.limit.unwrap_or(50).clamp(1, 1000);
-        match crate::review::log(&self.host, limit).await {
+        let answer = async {
+            let client = self.clients.client(&context)?;
+            crate::review::log(&client, limit).await
+        };
+        match answer.await {
             Ok(log) => {
                 let text = text::log(&log);
                 structured(&log, text)
@@ -212,31 +249,28 @@ impl Airlock {
     }
 }
 
-impl Airlock {
-    /// Start the run in the client's session; a session a person applied or discarded meanwhile
-    /// is followed by a new one.
-    async fn start_in_session(
-        &self,
-        ask: RunAsk,
-    ) -> Result<
-        (
-            String,
-            tokio::sync::mpsc::Receiver<airlock_serve::jobs::Event>,
-        ),
-        ApiError,
-    > {
-        let session = self.host.session().await?;
-        let checked = self.host.check(&session, &ask).await;
-        let session = match checked {
-            Err(e) if e.code == "session_applied" || e.code == "session_discarded" => {
-                self.host.session_after(&session).await?
-            }
-            Err(e) => return Err(e),
-            Ok(()) => session,
-        };
-        let events = self.host.start(&session, ask)?;
-        Ok((session, events))
-    }
+/// Start the run in the client's session; a session a person applied or discarded meanwhile is
+/// followed by a new one.
+async fn start_in_session(
+    client: &Client,
+    ask: RunAsk,
+) -> Result<
+    (
+        String,
+        tokio::sync::mpsc::Receiver<airlock_serve::jobs::Event>,
+    ),
+    ApiError,
+> {
+    let session = client.session().await?;
+    let session = match client.check(&session, &ask).await {
+        Err(e) if e.code == "session_applied" || e.code == "session_discarded" => {
+            client.session_after(&session).await?
+        }
+        Err(e) => return Err(e),
+        Ok(()) => session,
+    };
+    let events = client.start(&session, ask)?;
+    Ok((session, events))
 }
 
 #[tool_handler(router = self.tool_router)]
@@ -254,6 +288,14 @@ fn ask_of(params: &RunParams) -> Result<RunAsk, ApiError> {
         stdin: params.stdin.clone(),
         timeout_ms: airlock_serve::job::timeout_of(params.timeout)?,
     })
+}
+
+fn cancelled() -> ApiError {
+    ApiError::new(
+        airlock_serve::error::StatusCode::REQUEST_TIMEOUT,
+        "cancelled",
+        "the client cancelled the call: the command was interrupted, then killed",
+    )
 }
 
 /// A tool's answer: its structured content, and a text for the model to read.

@@ -4,7 +4,7 @@
 //! multi-threaded server.
 #![forbid(unsafe_code)]
 
-mod app;
+pub mod app;
 pub mod error;
 pub mod job;
 pub mod jobs;

@@ -33,6 +33,9 @@ pub struct ServeConfig {
     pub quotas: Quotas,
     /// How long runs may go on after SIGTERM before they are interrupted.
     pub grace: Duration,
+    /// More endpoints, beside the API's (the MCP server's `/mcp`): made from the server's state
+    /// and the largest body a request may carry.
+    pub mount: Option<fn(crate::app::Shared, usize) -> axum::Router>,
 }
 
 fn no_one_to_tell(_: &Session) {}
@@ -128,7 +131,10 @@ async fn run(
     config: &ServeConfig,
 ) -> Result<()> {
     let bound = bind(&listen).await?;
-    let router = crate::routes::router(app.clone(), config.max_body);
+    let mut router = crate::routes::router(app.clone(), config.max_body);
+    if let Some(mount) = config.mount {
+        router = router.merge(mount(app.clone(), config.max_body));
+    }
     let mut terminate = signal(SignalKind::terminate()).context("cannot watch for SIGTERM")?;
     let mut interrupt = signal(SignalKind::interrupt()).context("cannot watch for SIGINT")?;
     let graceful = GracefulShutdown::new();
