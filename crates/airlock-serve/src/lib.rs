@@ -4,6 +4,7 @@
 //! multi-threaded server.
 #![forbid(unsafe_code)]
 
+mod activation;
 mod app;
 mod error;
 pub mod job;
