@@ -61,6 +61,9 @@ pub enum Error {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// A file of airlock's own state that someone other than this user could have written.
+    #[error("refusing to trust {path}: {why}")]
+    StateUntrusted { path: PathBuf, why: String },
     #[error("cannot tell the current directory — pass --workspace DIR")]
     NoWorkingDirectory,
     /// A limit the profile names that the kernel cannot hold this run to.
@@ -125,7 +128,7 @@ impl Error {
             Error::NothingAtPaths { .. } => ("nothing_at_paths", Invalid),
             Error::NotPermitted { .. } => ("role_forbidden", Forbidden),
             Error::OutsideGrant { .. } => ("outside_token_binding", Forbidden),
-            Error::State { .. } => ("state_io", Internal),
+            Error::State { .. } | Error::StateUntrusted { .. } => ("state_io", Internal),
             Error::NoWorkingDirectory => ("workspace_required", Invalid),
             Error::LimitNotEnforced { .. } => ("limit_not_enforced", Unavailable),
         }

@@ -65,8 +65,10 @@ pub fn serve(config: ServeConfig) -> Result<()> {
         config.tls.is_some(),
     )?;
     let tls = config.tls.as_ref().map(tls_config).transpose()?;
+    let tokens = Tokens::new(&state_dir);
+    tokens.check()?;
     let app = Arc::new(App {
-        tokens: Tokens::new(&state_dir),
+        tokens,
         limiter: Limiter::new(config.quotas),
         jobs: Arc::new(Jobs::default()),
         exe: std::env::current_exe()
