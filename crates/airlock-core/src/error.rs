@@ -194,6 +194,7 @@ fn apply_code(e: &crate::apply::ApplyError) -> (&'static str, ErrorKind) {
         A::Audit(_) => ("audit_failed", ErrorKind::Internal),
         A::Io { .. } | A::Record(_) => ("apply_io", ErrorKind::Internal),
         A::AlreadyApplied(_) => ("session_applied", ErrorKind::Conflict),
+        A::Discarded(_) => ("session_discarded", ErrorKind::Conflict),
         A::NothingToRevert(_) => ("nothing_to_revert", ErrorKind::Conflict),
         A::NothingToRollBack(_) => ("nothing_to_roll_back", ErrorKind::Conflict),
     }
