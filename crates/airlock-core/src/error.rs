@@ -61,6 +61,9 @@ pub enum Error {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// A file of airlock's own state that someone other than this user could have written.
+    #[error("refusing to trust {path}: {why}")]
+    StateUntrusted { path: PathBuf, why: String },
     #[error("cannot tell the current directory — pass --workspace DIR")]
     NoWorkingDirectory,
     /// A limit the profile names that the kernel cannot hold this run to.
@@ -125,7 +128,7 @@ impl Error {
             Error::NothingAtPaths { .. } => ("nothing_at_paths", Invalid),
             Error::NotPermitted { .. } => ("role_forbidden", Forbidden),
             Error::OutsideGrant { .. } => ("outside_token_binding", Forbidden),
-            Error::State { .. } => ("state_io", Internal),
+            Error::State { .. } | Error::StateUntrusted { .. } => ("state_io", Internal),
             Error::NoWorkingDirectory => ("workspace_required", Invalid),
             Error::LimitNotEnforced { .. } => ("limit_not_enforced", Unavailable),
         }
@@ -191,6 +194,7 @@ fn apply_code(e: &crate::apply::ApplyError) -> (&'static str, ErrorKind) {
         A::Audit(_) => ("audit_failed", ErrorKind::Internal),
         A::Io { .. } | A::Record(_) => ("apply_io", ErrorKind::Internal),
         A::AlreadyApplied(_) => ("session_applied", ErrorKind::Conflict),
+        A::Discarded(_) => ("session_discarded", ErrorKind::Conflict),
         A::NothingToRevert(_) => ("nothing_to_revert", ErrorKind::Conflict),
         A::NothingToRollBack(_) => ("nothing_to_roll_back", ErrorKind::Conflict),
     }

@@ -166,6 +166,9 @@ pub fn discard_session(caller: &Caller, id: &str) -> Result<Session, Error> {
         let mut session = caller.find_session(&state_dir, id)?;
         let lock = session.lock_exclusive(&caller.on_busy)?;
         session.check_active()?;
+        // A half-done apply is finished or rolled back first: once discarded, the session takes
+        // no apply or revert, and the workspace would stay half written.
+        crate::apply::check_no_interrupted_apply(&session)?;
         let log = audit::log_for(caller, &state_dir);
         let fields = serde_json::to_value(SessionRecord {
             session: &session.id,

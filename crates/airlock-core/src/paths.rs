@@ -52,6 +52,40 @@ pub(crate) fn lock_exclusive(path: &Path) -> std::io::Result<nix::fcntl::Flock<s
         .map_err(|(_, errno)| std::io::Error::from(errno))
 }
 
+/// Refuse a file of the state directory that someone other than this process's user could have
+/// written: group- or world-writable, or owned by another user. What it holds decides who gets in
+/// (tokens.json: whoever can write it can add a token), so it is trusted only as this user's own;
+/// `risk` says what another writer could do.
+pub(crate) fn check_private(
+    path: &Path,
+    meta: &std::fs::Metadata,
+    risk: &str,
+) -> std::io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let mode = meta.mode() & 0o7777;
+    let me = nix::unistd::geteuid().as_raw();
+    if mode & 0o022 != 0 {
+        return Err(std::io::Error::other(format!(
+            "it is {} (mode {mode:04o}, owner uid {}): {risk} — 'chmod 600 {}'",
+            if mode & 0o002 != 0 {
+                "world-writable"
+            } else {
+                "group-writable"
+            },
+            meta.uid(),
+            path.display()
+        )));
+    }
+    if meta.uid() != me {
+        return Err(std::io::Error::other(format!(
+            "it is owned by uid {}, not by this user (uid {me}; mode {mode:04o}): {risk} — 'chown {me} {}' if it is yours, or run airlock as its owner",
+            meta.uid(),
+            path.display()
+        )));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

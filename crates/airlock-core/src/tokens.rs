@@ -158,12 +158,27 @@ fn io_error<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(std::io::Er
     }
 }
 
+fn untrusted(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
+    move |why| Error::StateUntrusted {
+        path: path.to_path_buf(),
+        why: why.to_string(),
+    }
+}
+
+/// The records of the store, if it is this user's own and no one else could have written it.
 fn read_records(path: &Path) -> Result<Vec<TokenRecord>, Error> {
-    let text = match fs::read(path) {
-        Ok(text) => text,
+    let mut file = match fs::File::open(path) {
+        Ok(file) => file,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(io_error("read", path)(e)),
     };
+    // Checked on the file opened, not on the path, which could be another file by now.
+    let meta = file.metadata().map_err(io_error("read", path))?;
+    crate::paths::check_private(path, &meta, "whoever can write it can add tokens")
+        .map_err(untrusted(path))?;
+    let mut text = Vec::new();
+    file.read_to_end(&mut text)
+        .map_err(io_error("read", path))?;
     serde_json::from_slice(&text).map_err(|e| Error::State {
         action: "parse",
         path: path.to_path_buf(),
@@ -180,7 +195,17 @@ fn update<T>(
 ) -> Result<T, Error> {
     crate::session::staging_dir(state_dir)?;
     let lock_path = state_dir.join("tokens.lock");
-    let _lock = crate::paths::lock_exclusive(&lock_path).map_err(io_error("lock", &lock_path))?;
+    let lock = crate::paths::lock_exclusive(&lock_path).map_err(io_error("lock", &lock_path))?;
+    // Another user's lock could be held for ever, and tell of a store not this user's own.
+    lock.metadata()
+        .and_then(|meta| {
+            crate::paths::check_private(
+                &lock_path,
+                &meta,
+                "the token store is then not this user's alone",
+            )
+        })
+        .map_err(untrusted(&lock_path))?;
     let path = store(state_dir);
     let mut records = read_records(&path)?;
     let answer = change(&mut records)?;
@@ -429,6 +454,12 @@ impl Tokens {
         }
     }
 
+    /// Whether the store can be read and trusted now: a server checks it as it starts, so that a
+    /// store it would refuse on every request is said at once (each request then opens nothing).
+    pub fn check(&self) -> Result<(), Error> {
+        read_records(&self.path).map(|_| ())
+    }
+
     /// The record of the token presented (`None`: no credentials were sent), if it is valid now.
     pub fn authenticate(&self, presented: Option<&str>) -> Result<TokenRecord, AuthError> {
         let presented = presented.ok_or(AuthError::Missing)?;
@@ -478,6 +509,44 @@ mod tests {
         assert!(same("abc", "abc"));
         assert!(!same("abc", "abd"));
         assert!(!same("abc", "abcd"));
+    }
+
+    #[test]
+    fn a_store_others_could_write_opens_nothing() {
+        use std::os::unix::fs::PermissionsExt;
+        let state = tempfile::tempdir().unwrap();
+        let record = TokenRecord {
+            id: "0011223344556677".into(),
+            name: None,
+            role: Role::Operator,
+            profile: "default".into(),
+            workspace: None,
+            created: now(),
+            expires: None,
+            revoked: None,
+            hash: hash("airlock_0011223344556677_secret"),
+        };
+        update(state.path(), |r| {
+            r.push(record.clone());
+            Ok(())
+        })
+        .unwrap();
+        let tokens = Tokens::new(state.path());
+        let presented = Some("airlock_0011223344556677_secret");
+        assert!(tokens.check().is_ok() && tokens.authenticate(presented).is_ok());
+        let path = store(state.path());
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o666)).unwrap();
+        let refused = tokens.check().unwrap_err().to_string();
+        assert!(
+            refused.contains(&path.display().to_string()) && refused.contains("chmod 600"),
+            "{refused}"
+        );
+        assert_eq!(
+            tokens.authenticate(presented).unwrap_err(),
+            AuthError::Unknown
+        );
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
+        assert!(tokens.authenticate(presented).is_ok());
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! multi-threaded server.
 #![forbid(unsafe_code)]
 
+mod activation;
 pub mod app;
 pub mod error;
 pub mod job;

@@ -8,6 +8,8 @@ use std::sync::Arc;
 use anyhow::{bail, Context, Result};
 use tokio_rustls::rustls;
 
+use crate::activation::{Passed, PassedAddress};
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Listen {
     Unix(PathBuf),
@@ -92,6 +94,54 @@ pub fn check_clear_text(listen: &Listen, tls: bool) -> Result<()> {
     Ok(())
 }
 
+/// Where the server's connections come from: a socket it binds, or one systemd bound for it.
+#[derive(Debug)]
+pub enum Source {
+    Bind(Listen),
+    Passed(Passed),
+}
+
+/// The socket systemd passed, if any, else `--listen`, else the default unix socket. With both a
+/// passed socket and `--listen` (a unit that names its socket for when it is started without its
+/// `.socket` unit), they must be the same address. A passed TCP socket beyond loopback is refused
+/// without TLS, as `--listen` is.
+pub fn choose_source(
+    listen: Option<Listen>,
+    passed: Option<Passed>,
+    default: PathBuf,
+    tls: bool,
+) -> Result<Source> {
+    let Some(passed) = passed else {
+        let listen = listen.unwrap_or(Listen::Unix(default));
+        check_clear_text(&listen, tls)?;
+        return Ok(Source::Bind(listen));
+    };
+    let address = passed.address()?;
+    if let Some(listen) = listen {
+        let same = match (&listen, &address) {
+            (Listen::Unix(wanted), PassedAddress::Unix(Some(got))) => wanted == got,
+            (Listen::Tcp(wanted), PassedAddress::Tcp(got)) => wanted == got,
+            _ => false,
+        };
+        if !same {
+            bail!("systemd passed a socket on {address} (LISTEN_FDS), but --listen says {}: drop --listen, or make the .socket unit's ListenStream= the same address", shown(&listen));
+        }
+    }
+    if let PassedAddress::Tcp(addr) = address {
+        if !tls && !addr.ip().is_loopback() {
+            bail!("the socket systemd passed (LISTEN_FDS) listens on {addr}: not a loopback address, and no TLS: tokens would cross the network in clear text — give --tls-cert and --tls-key, or make the .socket unit's ListenStream= 127.0.0.1:PORT or a unix socket path");
+        }
+    }
+    Ok(Source::Passed(passed))
+}
+
+fn shown(listen: &Listen) -> String {
+    match listen {
+        Listen::Unix(path) => format!("unix:{}", path.display()),
+        Listen::Tcp(addr) => addr.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -115,5 +165,53 @@ mod tests {
         assert!(check_clear_text(&public, false).is_err());
         assert!(check_clear_text(&public, true).is_ok());
         assert!(check_clear_text(&Listen::parse("[::1]:1").unwrap(), false).is_ok());
+    }
+
+    fn passed_tcp(addr: &str) -> (Passed, SocketAddr) {
+        let listener = std::net::TcpListener::bind(addr).unwrap();
+        let bound = listener.local_addr().unwrap();
+        (Passed::Tcp(listener), bound)
+    }
+
+    #[test]
+    fn a_socket_from_systemd_follows_the_rules_of_listen() {
+        let default = PathBuf::from("/nonexistent/airlock.sock");
+        let choose = |listen, passed, tls| choose_source(listen, passed, default.clone(), tls);
+        let (public, addr) = passed_tcp("0.0.0.0:0");
+        let refused = choose(None, Some(public), false).unwrap_err().to_string();
+        assert!(
+            refused.contains(&addr.to_string()) && refused.contains("--tls-cert"),
+            "{refused}"
+        );
+        let (public, _) = passed_tcp("0.0.0.0:0");
+        assert!(matches!(
+            choose(None, Some(public), true),
+            Ok(Source::Passed(_))
+        ));
+        let (local, addr) = passed_tcp("127.0.0.1:0");
+        let same = Some(Listen::Tcp(addr));
+        assert!(matches!(
+            choose(same, Some(local), false),
+            Ok(Source::Passed(_))
+        ));
+        let (local, _) = passed_tcp("127.0.0.1:0");
+        let other = Some(Listen::Unix("/run/other.sock".into()));
+        let refused = choose(other, Some(local), false).unwrap_err().to_string();
+        assert!(
+            refused.contains("--listen says unix:/run/other.sock"),
+            "{refused}"
+        );
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.sock");
+        let unix = Passed::Unix(std::os::unix::net::UnixListener::bind(&path).unwrap());
+        let same = Some(Listen::Unix(path));
+        assert!(matches!(
+            choose(same, Some(unix), false),
+            Ok(Source::Passed(_))
+        ));
+        assert!(
+            matches!(choose(None, None, false), Ok(Source::Bind(Listen::Unix(p))) if p == default)
+        );
     }
 }

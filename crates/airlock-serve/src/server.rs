@@ -17,10 +17,11 @@ use tokio_rustls::TlsAcceptor;
 use airlock_core::tokens::Tokens;
 use airlock_core::{Caller, Session};
 
+use crate::activation::Passed;
 use crate::app::App;
 use crate::jobs::Jobs;
 use crate::limits::{Limiter, Quotas};
-use crate::listen::{check_clear_text, tls_config, Listen, TlsFiles};
+use crate::listen::{choose_source, tls_config, Listen, Source, TlsFiles};
 
 #[derive(Debug, Clone)]
 pub struct ServeConfig {
@@ -48,20 +49,25 @@ const MAX_CONNECTIONS: usize = 1024;
 const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
 
 pub fn serve(config: ServeConfig) -> Result<()> {
+    // First, while this process has one thread: it unsets the protocol's variables.
+    let passed = crate::activation::take_from_systemd()?;
     let mut service = Caller::this_process(config.state_dir.clone(), no_one_to_tell);
     // Clients' paths mean nothing relative to the server's own directory.
     service.cwd = None;
     service.asked = Vec::new();
     let state_dir = service.state_dir()?;
     let results_dir = crate::jobs::results_dir(&state_dir)?;
-    let listen = config
-        .listen
-        .clone()
-        .unwrap_or_else(|| Listen::Unix(state_dir.join("airlock.sock")));
-    check_clear_text(&listen, config.tls.is_some())?;
+    let source = choose_source(
+        config.listen.clone(),
+        passed,
+        state_dir.join("airlock.sock"),
+        config.tls.is_some(),
+    )?;
     let tls = config.tls.as_ref().map(tls_config).transpose()?;
+    let tokens = Tokens::new(&state_dir);
+    tokens.check()?;
     let app = Arc::new(App {
-        tokens: Tokens::new(&state_dir),
+        tokens,
         limiter: Limiter::new(config.quotas),
         jobs: Arc::new(Jobs::default()),
         exe: std::env::current_exe()
@@ -74,17 +80,22 @@ pub fn serve(config: ServeConfig) -> Result<()> {
         .enable_all()
         .build()
         .context("cannot start the server's runtime")?;
-    runtime.block_on(run(app, listen, tls.map(TlsAcceptor::from), &config))
+    runtime.block_on(run(app, source, tls.map(TlsAcceptor::from), &config))
 }
 
-/// A bound listener: unix or TCP.
+/// A bound listener: unix (with its path when this server made the socket, to remove it at the
+/// end; systemd's own stays for the next server it starts) or TCP.
 enum Bound {
-    Unix(UnixListener, PathBuf),
+    Unix(UnixListener, Option<PathBuf>),
     Tcp(TcpListener),
 }
 
-async fn bind(listen: &Listen) -> Result<Bound> {
-    match listen {
+async fn bind(source: Source) -> Result<Bound> {
+    let listen = match source {
+        Source::Bind(listen) => listen,
+        Source::Passed(passed) => return adopt(passed),
+    };
+    match &listen {
         Listen::Tcp(addr) => Ok(Bound::Tcp(
             TcpListener::bind(addr)
                 .await
@@ -97,7 +108,25 @@ async fn bind(listen: &Listen) -> Result<Bound> {
             let bound = UnixListener::bind(path);
             nix::sys::stat::umask(old);
             let listener = bound.with_context(|| format!("cannot listen on {}", path.display()))?;
-            Ok(Bound::Unix(listener, path.clone()))
+            Ok(Bound::Unix(listener, Some(path.clone())))
+        }
+    }
+}
+
+/// The socket systemd passed, as tokio's.
+fn adopt(passed: Passed) -> Result<Bound> {
+    let cannot = || "cannot serve on the socket systemd passed (LISTEN_FDS)";
+    match passed {
+        Passed::Unix(listener) => {
+            listener.set_nonblocking(true).with_context(cannot)?;
+            let listener = UnixListener::from_std(listener).with_context(cannot)?;
+            Ok(Bound::Unix(listener, None))
+        }
+        Passed::Tcp(listener) => {
+            listener.set_nonblocking(true).with_context(cannot)?;
+            Ok(Bound::Tcp(
+                TcpListener::from_std(listener).with_context(cannot)?,
+            ))
         }
     }
 }
@@ -126,11 +155,12 @@ async fn remove_stale_socket(path: &std::path::Path) -> Result<()> {
 
 async fn run(
     app: Arc<App>,
-    listen: Listen,
+    source: Source,
     tls: Option<TlsAcceptor>,
     config: &ServeConfig,
 ) -> Result<()> {
-    let bound = bind(&listen).await?;
+    let passed = matches!(source, Source::Passed(_));
+    let bound = bind(source).await?;
     let mut router = crate::routes::router(app.clone(), config.max_body);
     if let Some(mount) = config.mount {
         router = router.merge(mount(app.clone(), config.max_body));
@@ -138,16 +168,10 @@ async fn run(
     let mut terminate = signal(SignalKind::terminate()).context("cannot watch for SIGTERM")?;
     let mut interrupt = signal(SignalKind::interrupt()).context("cannot watch for SIGINT")?;
     let graceful = GracefulShutdown::new();
-    let shown = match &bound {
-        Bound::Unix(_, path) => format!("unix:{}", path.display()),
-        Bound::Tcp(l) => format!(
-            "{}://{}",
-            if tls.is_some() { "https" } else { "http" },
-            l.local_addr()
-                .map_or_else(|_| "?".into(), |a| a.to_string())
-        ),
-    };
-    airlock_jail::note!("airlock: serving on {shown}");
+    airlock_jail::note!(
+        "airlock: serving on {}",
+        described(&bound, tls.is_some(), passed)
+    );
     // Past this many connections at once, the next waits to be accepted (file descriptors are
     // kept for the runs' pipes and the sessions' files).
     let connections = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
@@ -185,6 +209,29 @@ async fn run(
     }
     drain(app, bound, graceful, config.grace).await;
     Ok(())
+}
+
+/// Where the server listens, as its first line says.
+fn described(bound: &Bound, tls: bool, passed: bool) -> String {
+    let shown = match &bound {
+        Bound::Unix(l, _) => l
+            .local_addr()
+            .ok()
+            .and_then(|a| a.as_pathname().map(|p| format!("unix:{}", p.display())))
+            .unwrap_or_else(|| "unix:?".into()),
+        Bound::Tcp(l) => format!(
+            "{}://{}",
+            if tls { "https" } else { "http" },
+            l.local_addr()
+                .map_or_else(|_| "?".into(), |a| a.to_string())
+        ),
+    };
+    let from = if passed {
+        " (a socket from systemd)"
+    } else {
+        ""
+    };
+    format!("{shown}{from}")
 }
 
 enum Stream {
@@ -225,11 +272,14 @@ async fn serve_connection<S>(
 /// recorded as ended by the server's stop) and give their answers a moment to go out.
 async fn drain(app: Arc<App>, bound: Bound, graceful: GracefulShutdown, grace: Duration) {
     // Closed now, whichever it is: a TCP listener kept until the drain ended would leave new
-    // clients waiting in its backlog, unanswered, instead of refused.
+    // clients waiting in its backlog, unanswered, instead of refused. (A socket from systemd
+    // stays open in systemd: its new clients wait there for the next server it starts.)
     match bound {
         Bound::Unix(listener, path) => {
             drop(listener);
-            let _ = std::fs::remove_file(path);
+            if let Some(path) = path {
+                let _ = std::fs::remove_file(path);
+            }
         }
         Bound::Tcp(listener) => drop(listener),
     }

@@ -308,8 +308,11 @@ pub enum Command {
             run' would, and the audit log names the token of every request.\n\n\
             Listens on a unix socket in the state directory (mode 0600) by default; --listen \
             127.0.0.1:8700 for TCP. An address beyond loopback is refused without --tls-cert and \
-            --tls-key, so that no token crosses a network in clear text. GET /openapi.json \
-            describes every endpoint; /mcp serves agents' MCP clients (see 'airlock mcp --help').\n\n\
+            --tls-key, so that no token crosses a network in clear text. Started by systemd's \
+            socket activation (LISTEN_FDS, LISTEN_PID), it serves on the one socket systemd \
+            passed instead, under the same rules (see packaging/systemd/airlock.socket). GET \
+            /openapi.json describes every endpoint; /mcp serves agents' MCP clients (see 'airlock mcp \
+            --help').\n\n\
             On SIGTERM the server stops accepting connections, lets runs go on for --grace, then \
             interrupts the rest (each recorded as run.abandoned) and exits.",
         after_help = "Example:\n  token=$(airlock token create --profile ci --role agent --workspace ~/src/app | tail -1)\n  \

@@ -86,10 +86,13 @@ fn main() -> ExitCode {
         Err(err) => {
             note!("airlock: error: {}", message(&err));
             if json {
-                println!(
-                    "{}",
-                    serde_json::json!({ "error": message(&err), "exit_status": EXIT_AIRLOCK_ERROR })
-                );
+                let mut failure = serde_json::json!({ "error": message(&err), "exit_status": EXIT_AIRLOCK_ERROR });
+                // Core's stable name for it, the same the API answers with, for scripts to
+                // branch on; none for a failure of this front end's own (an argument).
+                if let Some(core) = err.downcast_ref::<airlock_core::Error>() {
+                    failure["code"] = core.code().0.into();
+                }
+                println!("{failure}");
             }
             ExitCode::from(EXIT_AIRLOCK_ERROR)
         }

@@ -296,6 +296,16 @@ fn an_operator_applies_reverts_and_discards(w: &World) {
     assert_ok(&op.post(&format!("/v1/sessions/{id}/revert"), &json!({})));
     assert!(!made.exists(), "revert left the file");
 
+    // Applied in part (the session stays active), then discarded: neither its revert nor an
+    // apply is taken any more, and what was applied stays.
+    run_in(&api, &id, json!({ "command": "echo other > other.txt" }));
+    let part = op.post(
+        &format!("/v1/sessions/{id}/apply"),
+        &json!({ "paths": ["made.txt"] }),
+    );
+    assert_eq!(part.status, 200, "{}", part.text());
+    assert!(made.exists() && !w.workspace.join("other.txt").exists());
+
     let discarded = assert_ok(&op.post(&format!("/v1/sessions/{id}/discard"), &json!({})));
     assert_eq!(discarded["lifecycle"], "discarded", "{discarded}");
     let got = assert_ok(&api.get(&format!("/v1/sessions/{id}")));
@@ -305,6 +315,16 @@ fn an_operator_applies_reverts_and_discards(w: &World) {
         &json!({ "argv": ["true"] }),
     );
     assert_refused(&again, 409, "session_discarded");
+    for action in ["revert", "apply"] {
+        let refused = op.post(&format!("/v1/sessions/{id}/{action}"), &json!({}));
+        let body = assert_refused(&refused, 409, "session_discarded");
+        assert!(
+            body["message"].as_str().unwrap().contains("reverted"),
+            "{body}"
+        );
+    }
+    assert_eq!(std::fs::read_to_string(&made).unwrap(), "hi\n");
+    assert!(!w.workspace.join("other.txt").exists());
 }
 
 both_modes!(an_operator_pauses_resumes_and_kills_a_run);

@@ -476,3 +476,78 @@ both_modes!(
         assert!(list.contains("big.txt"), "{list}");
     }
 );
+
+/// `airlock ARGS…`: it must fail (125) and its message say each of `expected`.
+#[track_caller]
+fn refused_with(w: &World, args: &[&str], expected: &[&str]) {
+    let out = w.airlock().args(args).output().unwrap();
+    let said = stderr(&out);
+    assert_eq!(out.status.code(), Some(125), "{args:?}: {said}");
+    for words in expected {
+        assert!(said.contains(words), "{args:?}: {words:?} not in: {said}");
+    }
+}
+
+fn set_mode(path: &std::path::Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+both_modes!(
+    a_token_store_someone_else_could_write_is_refused,
+    |w: &World| {
+        // Before: tokens.json was read whatever its mode and owner: a group that could write it
+        // (a state directory shared by mistake, a restored backup) could add an operator token.
+        let agent = agent(w);
+        let store = w.state.join("tokens.json");
+        let shown = store.display().to_string();
+        let served = serve(w, &[]);
+        for (mode, what) in [(0o620, "group-writable"), (0o602, "world-writable")] {
+            set_mode(&store, mode);
+            let named = format!("mode {mode:04o}");
+            let expected = [shown.as_str(), what, named.as_str(), "chmod 600"];
+            refused_with(w, &["token", "list"], &expected);
+            refused_with(w, &["token", "create", "--role", "operator"], &expected);
+            // A server going on opens nothing with it; one starting says why and does not start.
+            let (status, answer) = ask(&served, "GET", "/v1/sessions", &agent, "");
+            assert_eq!(status, 401, "{answer}");
+            let second = w.base.join("second.sock");
+            let listen = format!("unix:{}", second.display());
+            refused_with(w, &["serve", "--listen", &listen], &expected);
+        }
+        set_mode(&store, 0o600);
+        let (status, answer) = ask(&served, "GET", "/v1/sessions", &agent, "");
+        assert_eq!(status, 200, "{answer}");
+        if !is_root() {
+            return;
+        }
+        // Owned by another user (root's for the unprivileged user, the test user's for root).
+        let (me, other) = if w.mode == Mode::User {
+            (TEST_UID, 0)
+        } else {
+            (0, TEST_UID)
+        };
+        std::os::unix::fs::chown(&store, Some(other), None).unwrap();
+        // Readable, so that the owner is what is refused.
+        set_mode(&store, 0o644);
+        let owner = format!("owned by uid {other}");
+        let chown = format!("chown {me} {shown}");
+        refused_with(w, &["token", "list"], &[&owner, &chown]);
+        let (status, answer) = ask(&served, "GET", "/v1/sessions", &agent, "");
+        assert_eq!(status, 401, "{answer}");
+        std::os::unix::fs::chown(&store, Some(me), None).unwrap();
+        set_mode(&store, 0o600);
+        // The store's lock, too.
+        let lock = w.state.join("tokens.lock");
+        set_mode(&lock, 0o666);
+        let lock_shown = lock.display().to_string();
+        refused_with(
+            w,
+            &["token", "create", "--role", "operator"],
+            &[&lock_shown, "world-writable", "chmod 600"],
+        );
+        set_mode(&lock, 0o600);
+        let out = w.airlock().args(["token", "list"]).output().unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+);

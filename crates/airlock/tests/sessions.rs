@@ -341,6 +341,57 @@ both_modes!(runs_in_one_session_take_turns, |w: &World| {
     assert_eq!(sessions[0]["name"], "turns");
 });
 
+both_modes!(
+    a_discarded_session_is_neither_reverted_nor_applied,
+    |w: &World| {
+        // Before: a session applied in part and then discarded could still be reverted: its
+        // journal outlived the discard, and the revert rewrote the workspace for a session no one
+        // works in any more.
+        let id = new_session(w, &[]);
+        ran(&run_in(w, &id, "echo a > a; echo b > b"));
+        let out = airlock(w, &["apply", &id, "a"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let out = airlock(w, &["discard", &id]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        for action in ["revert", "apply"] {
+            refused(&airlock(w, &[action, &id]), "was discarded");
+            let out = airlock(w, &[action, &id, "--json"]);
+            assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+            let said: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            assert_eq!(said["code"], "session_discarded", "{said}");
+        }
+        assert_eq!(
+            std::fs::read_to_string(w.workspace.join("a")).unwrap(),
+            "a\n"
+        );
+        assert!(!w.workspace.join("b").exists());
+        let refusals: Vec<_> = stdout(&airlock(w, &["log", "--json"]))
+            .lines()
+            .filter(|line| line.contains("revert.refused"))
+            .map(str::to_string)
+            .collect();
+        assert_eq!(refusals.len(), 2, "{refusals:?}");
+
+        // A session with a half-done apply is not discarded: that apply could then neither be
+        // finished nor rolled back.
+        let id = new_session(w, &[]);
+        ran(&run_in(w, &id, "echo c > c; echo d > d"));
+        let out = w
+            .airlock_with_test_hooks()
+            .args(["apply", &id])
+            .env("AIRLOCK_TEST_FAULT", "commit:1")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.signal_or_none(), Some(9), "{}", stderr(&out));
+        refused(&airlock(w, &["discard", &id]), "was interrupted");
+        let out = airlock(w, &["apply", &id, "--rollback"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let out = airlock(w, &["discard", &id]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(!w.workspace.join("c").exists() && !w.workspace.join("d").exists());
+    }
+);
+
 both_modes!(discard_drops_the_changes_and_gc_the_record, |w: &World| {
     w.write(&w.workspace.join("file"), "host\n");
     let id = new_session(w, &[]);

@@ -48,6 +48,10 @@ pub enum ApplyError {
     AlreadyApplied(String),
     #[error("session {0} has no apply to revert")]
     NothingToRevert(String),
+    /// Its layer and its applies' state went with the discard: what an apply wrote stays in the
+    /// workspace, the host's own to keep or undo.
+    #[error("session {0} was discarded: its applies can no longer be reverted, nor its changes applied — what was applied stays in the workspace (undo it there, with git for example, if it must go)")]
+    Discarded(String),
     #[error("--rollback: session {0} has no interrupted apply to roll back")]
     NothingToRollBack(String),
 }
@@ -232,6 +236,17 @@ fn journals(session: &Session) -> std::result::Result<Vec<(ApplyDir, Journal)>, 
     Ok(found)
 }
 
+/// Refuse to apply or revert a discarded session (checked under its lock: a discard in between
+/// is seen). Its journals may still be on disk, but the session is over: an apply of a layer
+/// that is gone, or a revert that rewrites the workspace after the session was given up, would
+/// act on the host for a session no one works in any more.
+fn check_not_discarded(session: &Session) -> std::result::Result<(), ApplyError> {
+    if session.meta.lifecycle == Lifecycle::Discarded {
+        return Err(ApplyError::Discarded(session.id.clone()));
+    }
+    Ok(())
+}
+
 /// Refuse to touch the layer while an apply of it is half done.
 pub(crate) fn check_no_interrupted_apply(
     session: &Session,
@@ -288,6 +303,7 @@ fn apply_changes(
 ) -> std::result::Result<ApplyReport, ApplyError> {
     let mut session = Session::find(state_dir, id)?;
     let _lock = session.lock_exclusive(on_busy)?;
+    check_not_discarded(&session)?;
     let workspace_path = session.existing_workspace()?.to_path_buf();
     let workspace = Workspace::open(&workspace_path).map_err(io("open", &workspace_path))?;
 
@@ -307,10 +323,8 @@ fn apply_changes(
     if options.rollback {
         return Err(ApplyError::NothingToRollBack(session.id.clone()));
     }
-    match session.meta.lifecycle {
-        Lifecycle::Applied => return Err(ApplyError::AlreadyApplied(session.id.clone())),
-        Lifecycle::Discarded => session.check_active()?,
-        Lifecycle::Active => {}
+    if session.meta.lifecycle == Lifecycle::Applied {
+        return Err(ApplyError::AlreadyApplied(session.id.clone()));
     }
 
     let layer = session.upper();
@@ -539,6 +553,7 @@ fn revert_last_apply(
 ) -> std::result::Result<ApplyReport, ApplyError> {
     let mut session = Session::find(state_dir, id)?;
     let _lock = session.lock_exclusive(on_busy)?;
+    check_not_discarded(&session)?;
     let workspace_path = session.existing_workspace()?.to_path_buf();
     let workspace = Workspace::open(&workspace_path).map_err(io("open", &workspace_path))?;
     let Some((apply_dir, mut journal)) = journals(&session)?

@@ -7,7 +7,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
-use std::process::{Child, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{kill, Signal};
@@ -165,6 +165,17 @@ pub fn free_port() -> u16 {
 
 /// `airlock serve [--listen ADDR] extra…` as the identity under test, its stderr in a file.
 fn spawn(w: &World, listen: Option<&str>, extra: &[&str], addr: Addr) -> Server {
+    let mut serve = w.airlock();
+    serve.arg("serve");
+    if let Some(listen) = listen {
+        serve.args(["--listen", listen]);
+    }
+    serve.args(extra);
+    spawn_command(w, serve, extra.contains(&"--tls-cert"), addr)
+}
+
+/// `serve` started, its stdout to nowhere and its stderr in a file.
+fn spawn_command(w: &World, mut serve: Command, tls: bool, addr: Addr) -> Server {
     let log = w.base.join(format!(
         "serve-{}.log",
         std::time::SystemTime::now()
@@ -173,23 +184,75 @@ fn spawn(w: &World, listen: Option<&str>, extra: &[&str], addr: Addr) -> Server 
             .as_nanos()
     ));
     let file = std::fs::File::create(&log).unwrap();
-    let mut serve = w.airlock();
-    serve.arg("serve");
-    if let Some(listen) = listen {
-        serve.args(["--listen", listen]);
-    }
-    let child = serve
-        .args(extra)
-        .stdout(Stdio::null())
-        .stderr(file)
-        .spawn()
-        .unwrap();
+    let child = serve.stdout(Stdio::null()).stderr(file).spawn().unwrap();
     Server {
         child,
         exited: None,
-        tls: extra.contains(&"--tls-cert"),
+        tls,
         addr,
         log,
+    }
+}
+
+/// systemd's `systemd-socket-activate`, where Debian puts it.
+pub const SOCKET_ACTIVATE: &str = "/usr/bin/systemd-socket-activate";
+
+/// True when systemd-socket-activate is missing and the test must be skipped, having said so; in
+/// CI (`CI=true`, or `AIRLOCK_TEST_REQUIRE_ROOT=1`) a missing one fails the test instead.
+pub fn skip_without_socket_activate() -> bool {
+    if std::path::Path::new(SOCKET_ACTIVATE).exists() {
+        return false;
+    }
+    let ci = std::env::var_os("CI").is_some_and(|v| v == "true")
+        || std::env::var_os("AIRLOCK_TEST_REQUIRE_ROOT").is_some_and(|v| v == "1");
+    assert!(
+        !ci,
+        "{SOCKET_ACTIVATE} is missing, and CI must not skip the socket activation tests: apt-get install systemd"
+    );
+    eprintln!("skipped: {SOCKET_ACTIVATE} is missing (apt-get install systemd)");
+    true
+}
+
+/// `systemd-socket-activate -l ADDR… airlock … serve extra…`: systemd's tool binds each ADDR (as
+/// the test's own identity), and on the first connection execs the server as the identity under
+/// test, the sockets passed as LISTEN_FDS. Not yet ready: the first connection starts it.
+pub fn spawn_activated(w: &World, sockets: &[&str], extra: &[&str], addr: Addr) -> Server {
+    let mut inner = w.airlock();
+    inner.arg("serve").args(extra);
+    let mut outer = Command::new(SOCKET_ACTIVATE);
+    for socket in sockets {
+        outer.args(["-l", socket]);
+    }
+    outer
+        .arg("--")
+        .arg(inner.get_program())
+        .args(inner.get_args());
+    outer.env_clear();
+    for (name, value) in inner.get_envs() {
+        if let Some(value) = value {
+            outer.env(name, value);
+        }
+    }
+    outer
+        .current_dir(inner.get_current_dir().unwrap())
+        .stdin(Stdio::null());
+    spawn_command(w, outer, false, addr)
+}
+
+impl Server {
+    /// [`spawn_activated`] on one socket, and ready: its first request started it.
+    pub fn start_activated(w: &World, socket: &str, extra: &[&str], addr: Addr) -> Server {
+        let mut server = spawn_activated(w, &[socket], extra, addr);
+        server.wait_until_ready();
+        server
+    }
+
+    /// `airlock serve` from a command the test made (its environment, its arguments), as
+    /// [`Server::start`] on `addr`.
+    pub fn start_command(w: &World, serve: Command, addr: Addr) -> Server {
+        let mut server = spawn_command(w, serve, false, addr);
+        server.wait_until_ready();
+        server
     }
 }
 
