@@ -3,12 +3,13 @@
 # registry by its own script and cached outside the repository (${AIRLOCK_CI_CACHE:-~/.cache/airlock-ci}):
 #   scripts/test-schemathesis.sh   the API's OpenAPI document, exercised by schemathesis (PyPI)
 #   scripts/test-n8n.sh            a real n8n (npm) running the documented workflows through airlock serve
-# Both use the release binary scripts/build.sh makes.
+#   scripts/test-claude-code.sh    a real Claude Code (npm) whose Bash calls run in airlock, fail closed
+# All use the release binary scripts/build.sh makes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh
 status=0
-for test in scripts/test-schemathesis.sh scripts/test-n8n.sh; do
+for test in scripts/test-schemathesis.sh scripts/test-n8n.sh scripts/test-claude-code.sh; do
   echo "== $test"
   if ! "$test"; then
     echo "FAILED: $test" >&2
