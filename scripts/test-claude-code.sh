@@ -13,9 +13,11 @@
 #      and its tool_result gives the switch's reason.
 #   3. Binary missing (settings made by an airlock that is then deleted): the command does not run
 #      and its tool_result says the prefix was not found.
-# Run as root (CI), and also as an unprivileged uid when AIRLOCK_TEST_UID names one (with
-# sudo, setpriv or runuser). Exits non-zero on the first failure, showing what was received;
-# TEST_CLAUDE_KEEP=1 keeps the scratch directory.
+# As root (CI) it then runs all of it again as an unprivileged uid (4242, or TEST_CLAUDE_UID; 0
+# skips), through setpriv, with the airlock binary and Claude Code's native binary (hard-linked,
+# since ~/.cache under /root is not the uid's to read) where that uid can reach them
+# (CLAUDE_BIN names the binary and skips the install). Exits non-zero on the first failure,
+# showing what was received; TEST_CLAUDE_KEEP=1 keeps the scratch directory. ~8 s a pass.
 # A && B || fail: fail when either check does not hold, as meant.
 # shellcheck disable=SC2015
 set -euo pipefail
@@ -32,7 +34,7 @@ if [ -z "${AIRLOCK_BIN:-}" ] && [ ! -x target/release/airlock ]; then
   scripts/build.sh
 fi
 airlock=${AIRLOCK_BIN:-$repo/target/release/airlock}
-claude=$(scripts/claude-install.sh | tail -n 1)
+claude=${CLAUDE_BIN:-$(scripts/claude-install.sh | tail -n 1)}
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/airlock-test-claude.XXXXXX")
 chmod 755 "$work"
@@ -130,4 +132,23 @@ converse "$work/settings-gone.json" --command 'touch marker-missing'
   fail "the tool result does not say the prefix is missing: $(result 0)"
 [ ! -e "$ws/marker-missing" ] || fail "marker-missing was made on the host"
 say "   ok: refused ($(result 0 | tr '\n' ' ' | cut -c1-120))"
-say "passed"
+say "passed as uid $(id -u)"
+
+uid=${TEST_CLAUDE_UID:-4242}
+if [ "$(id -u)" = 0 ] && [ "$uid" != 0 ]; then
+  # The install's wrapper runs the platform package's native binary; that binary itself.
+  native=$(find "$(dirname "$claude")/../node_modules/@anthropic-ai/" -mindepth 2 -maxdepth 2 \
+    -type f -name claude 2>/dev/null | head -n 1)
+  mkdir -p "$work/for-uid"
+  if [ -n "$native" ]; then
+    ln "$native" "$work/for-uid/claude" 2>/dev/null || cp "$native" "$work/for-uid/claude"
+  else
+    cp "$claude" "$work/for-uid/claude"
+  fi
+  cp "$airlock" "$work/for-uid/airlock"
+  chmod 755 "$work/for-uid" "$work/for-uid/claude" "$work/for-uid/airlock"
+  say "again as uid $uid"
+  setpriv --reuid="$uid" --regid="$uid" --clear-groups -- env -i PATH=/usr/local/bin:/usr/bin:/bin \
+    HOME=/nonexistent TMPDIR=/tmp AIRLOCK_BIN="$work/for-uid/airlock" CLAUDE_BIN="$work/for-uid/claude" \
+    TEST_CLAUDE_KEEP="${TEST_CLAUDE_KEEP:-}" "$repo/scripts/test-claude-code.sh"
+fi
