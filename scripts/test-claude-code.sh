@@ -8,7 +8,8 @@
 #      `airlock run -- id -u` prints, not 0), in the Claude Code session's airlock session
 #      (claude-<id>): the file it wrote is in `airlock diff` and not in the host workspace, the
 #      audit log has the run's intent with the command, and cwd tracking works across calls (cd
-#      sub in the first, pwd in the second gives the workspace's sub). Read is refused.
+#      sub in the first, pwd in the second gives the workspace's sub). Read is refused, and so is
+#      a background Bash call (it would hold the session); the SessionStart hook told the agent.
 #   2. Disabled (`airlock disable`): the command does not run (its marker file appears nowhere)
 #      and its tool_result gives the switch's reason.
 #   3. Binary missing (settings made by an airlock that is then deleted): the command does not run
@@ -83,17 +84,23 @@ say "1. a Bash call runs in the session, as the sandbox user; cwd is tracked; Re
 converse "$work/settings.json" \
   --command 'id -u; echo made-by-the-agent > made.txt; cd sub' \
   --command 'pwd' \
-  --call "Read {\"file_path\": \"$ws/README\"}"
+  --call "Read {\"file_path\": \"$ws/README\"}" \
+  --call 'Bash {"command": "touch bg-marker", "run_in_background": true}'
 [ "$(result 0)" = "$sandbox_uid" ] && [ "$sandbox_uid" != 0 ] ||
   fail "the first command's id -u is '$(result 0)', not the sandbox user's $sandbox_uid: $(cat "$work/results.json")"
 [ "$(result 1)" = "$ws/sub" ] ||
   fail "after 'cd sub', the next call ran in '$(result 1)', not $ws/sub: $(cat "$work/results.json")"
 [ "$(result_is_error 2)" = True ] && result 2 | grep -q Read ||
   fail "Read was not refused: $(result 2)"
+[ "$(result_is_error 3)" = True ] && result 3 | grep -q 'background' ||
+  fail "a background command was not refused: $(result 3)"
+grep -q 'in airlock session claude-' "$work/record.jsonl" ||
+  fail "the SessionStart hook's word to the agent is in no request to the API"
 [ ! -e "$ws/made.txt" ] || fail "made.txt reached the host workspace"
 session=$("$airlock" sessions --json | python3 -c 'import json, sys; s = [x for x in json.load(sys.stdin) if (x["name"] or "").startswith("claude-")]; assert len(s) == 1, s; print(s[0]["id"])')
 "$airlock" diff "$session" --name-status >"$work/diff"
 grep -q 'made.txt' "$work/diff" || fail "made.txt is not in 'airlock diff $session': $(cat "$work/diff")"
+! grep -q 'bg-marker' "$work/diff" || fail "the refused background command ran"
 "$airlock" log --session "$session" --json >"$work/log"
 python3 - "$work/log" <<'PY' || fail "the audit log lacks the run's intent: $(cat "$work/log")"
 import json, sys
@@ -101,7 +108,7 @@ records = [json.loads(line) for line in open(sys.argv[1])]
 intents = [r for r in records if r["action"] == "run.intent" and "made.txt" in " ".join(r["argv"])]
 assert intents and intents[0]["sandbox_uid"] != 0, intents
 PY
-say "   ok: uid $sandbox_uid in session $session, made.txt only in its diff, cwd $ws/sub, Read refused"
+say "   ok: uid $sandbox_uid in session $session, made.txt only in its diff, cwd $ws/sub, Read and a background command refused"
 
 say "2. with airlock disabled, the command does not run"
 "$airlock" disable --reason "test: stop the agent" >/dev/null 2>&1

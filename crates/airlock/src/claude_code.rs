@@ -114,9 +114,7 @@ pub fn dispatch(global: &GlobalArgs, command: ClaudeCodeCommand) -> Result<ExitC
 }
 
 fn settings(global: &GlobalArgs, args: &SettingsArgs) -> Result<ExitCode> {
-    let airlock = std::env::current_exe()
-        .and_then(std::fs::canonicalize)
-        .context("cannot find the path of this airlock binary (/proc/self/exe)")?;
+    let airlock = this_binary()?;
     let workspace = std::fs::canonicalize(&args.target.workspace).with_context(|| {
         format!(
             "workspace {}: not found (name the directory the agent works on)",
@@ -133,6 +131,19 @@ fn settings(global: &GlobalArgs, args: &SettingsArgs) -> Result<ExitCode> {
     let settings = settings_json(&airlock, &state_dir, &target)?;
     println!("{}", serde_json::to_string_pretty(&settings)?);
     Ok(ExitCode::SUCCESS)
+}
+
+fn this_binary() -> Result<PathBuf> {
+    std::env::current_exe()
+        .and_then(std::fs::canonicalize)
+        .context("cannot find the path of this airlock binary (/proc/self/exe)")
+}
+
+/// The CLAUDE_CODE_SHELL_PREFIX the settings of this binary, state directory and target name.
+fn expected_prefix(state_dir: &Path, target: &Target) -> Result<String> {
+    let state_dir = std::path::absolute(state_dir)
+        .context("cannot make the state directory's path absolute")?;
+    shell_prefix(text(&this_binary()?)?, &state_dir, target)
 }
 
 fn text(path: &Path) -> Result<&str> {

@@ -108,8 +108,23 @@ fn pre_tool_use(caller: &Caller, target: &Target, input: &Value) -> Option<Value
     })
 }
 
-/// Core's judgement of this command's run in the session, as the shell prefix will ask for it.
+/// Whether this Bash call would run in the session, fit for it, and what core says of its run
+/// there (as the shell prefix will ask for it).
 fn check_bash(caller: &Caller, target: &Target, input: &Value) -> Result<()> {
+    // Claude Code runs the command through the prefix its environment names: it must be this
+    // one, or the command would run elsewhere (on the host, with no prefix at all).
+    let expected = super::expected_prefix(&caller.state_dir()?, target)?;
+    let prefix = std::env::var("CLAUDE_CODE_SHELL_PREFIX").unwrap_or_default();
+    if prefix != expected {
+        anyhow::bail!(
+            "Claude Code's CLAUDE_CODE_SHELL_PREFIX is {prefix:?}, not airlock's {expected:?}: the command would not run in the airlock session (another settings file or the environment overrides it; use the settings 'airlock claude-code settings' prints)"
+        );
+    }
+    if input["tool_input"]["run_in_background"].as_bool() == Some(true) {
+        anyhow::bail!(
+            "a background command would hold the airlock session, which runs one command at a time, until it ends, and every later command would wait for it: run it in the foreground (with a time limit if it may not end, e.g. 'timeout 60 ...')"
+        );
+    }
     let session = attach(caller, target, field(input, "session_id")?)?;
     let command = input["tool_input"]["command"]
         .as_str()
@@ -130,7 +145,9 @@ fn check_bash(caller: &Caller, target: &Target, input: &Value) -> Result<()> {
     Ok(airlock_core::check_run(caller, request)?)
 }
 
-/// Say how to review; the session is left as it is.
+/// Say how to review; the session is left as it is. As a systemMessage (shown to the person in
+/// an interactive session) and on stderr; `claude -p` 2.1.328 shows neither, so a script takes
+/// the session's name from its result's session_id (docs/claude-code.md).
 fn session_end(caller: &Caller, target: &Target, input: &Value) -> Option<Value> {
     let session = field(input, "session_id")
         .and_then(super::session_name)
@@ -139,10 +156,11 @@ fn session_end(caller: &Caller, target: &Target, input: &Value) -> Option<Value>
     let changed = summary
         .changed_files
         .map_or_else(|| "its".to_string(), |n| n.to_string());
-    eprintln!(
+    let message = format!(
         "airlock: session {session} keeps {changed} changed file(s) over {} for review: \
          'airlock diff {session}', then 'airlock apply {session}' (or 'airlock discard {session}')",
         target.workspace.display()
     );
-    None
+    eprintln!("{message}");
+    Some(json!({ "systemMessage": message }))
 }
