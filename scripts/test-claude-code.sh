@@ -9,7 +9,8 @@
 #      (claude-<id>): the file it wrote is in `airlock diff` and not in the host workspace, the
 #      audit log has the run's intent with the command, and cwd tracking works across calls (cd
 #      sub in the first, pwd in the second gives the workspace's sub). Read is refused, and so is
-#      a background Bash call (it would hold the session); the SessionStart hook told the agent.
+#      a background Bash call (it would hold the session); a cd into a directory made in the
+#      session only says where the next call starts instead; the SessionStart hook told the agent.
 #   2. Disabled (`airlock disable`): the command does not run (its marker file appears nowhere)
 #      and its tool_result gives the switch's reason.
 #   3. Binary missing (settings made by an airlock that is then deleted): the command does not run
@@ -85,7 +86,8 @@ converse "$work/settings.json" \
   --command 'id -u; echo made-by-the-agent > made.txt; cd sub' \
   --command 'pwd' \
   --call "Read {\"file_path\": \"$ws/README\"}" \
-  --call 'Bash {"command": "touch bg-marker", "run_in_background": true}'
+  --call 'Bash {"command": "touch bg-marker", "run_in_background": true}' \
+  --command 'mkdir only-in-session && cd only-in-session'
 [ "$(result 0)" = "$sandbox_uid" ] && [ "$sandbox_uid" != 0 ] ||
   fail "the first command's id -u is '$(result 0)', not the sandbox user's $sandbox_uid: $(cat "$work/results.json")"
 [ "$(result 1)" = "$ws/sub" ] ||
@@ -94,6 +96,8 @@ converse "$work/settings.json" \
   fail "Read was not refused: $(result 2)"
 [ "$(result_is_error 3)" = True ] && result 3 | grep -q 'background' ||
   fail "a background command was not refused: $(result 3)"
+result 4 | grep -q "the next command starts in $ws/sub\$" ||
+  fail "a cd into a directory the host lacks is not explained: $(result 4)"
 grep -q 'in airlock session claude-' "$work/record.jsonl" ||
   fail "the SessionStart hook's word to the agent is in no request to the API"
 [ ! -e "$ws/made.txt" ] || fail "made.txt reached the host workspace"

@@ -97,6 +97,13 @@ pub fn shell(global: &GlobalArgs, args: ShellArgs) -> Result<ExitCode> {
     let (status, inside_cwd) = run_in_session(global, &session, &script, &marker)?;
     if let (Some(file), Some(inside)) = (cwd_file, inside_cwd) {
         let host = host_cwd(&target, Path::new(&inside));
+        if host != Path::new(&inside) {
+            // Part of the command's output: the agent learns why its next command starts there.
+            eprintln!(
+                "airlock: {inside} is not a directory of the host's workspace (made in the airlock session, or outside the workspace): the next command starts in {}",
+                host.display()
+            );
+        }
         std::fs::write(&file, format!("{}\n", host.display()))
             .with_context(|| format!("cannot write Claude Code's cwd file {}", file.display()))?;
     }
