@@ -124,7 +124,9 @@ fn run_in_session(
     if let Some(state_dir) = &global.state_dir {
         command.arg("--state-dir").arg(state_dir);
     }
+    // Here, as the hooks are: not a server AIRLOCK_URL may name in Claude Code's environment.
     command
+        .env_remove("AIRLOCK_URL")
         .args(["run", "--session", session, "--", "/bin/bash", "-c", script])
         .stdin(Stdio::inherit())
         .stdout(Stdio::inherit())
