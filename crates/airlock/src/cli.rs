@@ -343,6 +343,9 @@ pub enum Command {
     /// Make, list and revoke the API's tokens
     #[command(subcommand)]
     Token(TokenCommand),
+    /// Run Claude Code's Bash tool in airlock (see 'airlock claude-code settings --help')
+    #[command(subcommand, name = "claude-code")]
+    ClaudeCode(crate::claude_code::ClaudeCodeCommand),
 }
 
 #[derive(Debug, Args)]

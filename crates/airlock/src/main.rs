@@ -5,6 +5,7 @@ use airlock_jail::note;
 
 mod apply;
 mod check;
+mod claude_code;
 mod cli;
 mod control;
 mod diff;
@@ -66,6 +67,7 @@ fn main() -> ExitCode {
         Command::Token(cli::TokenCommand::Create(a)) => a.json,
         Command::Token(cli::TokenCommand::List(a)) => a.json,
         Command::Token(cli::TokenCommand::Revoke(a)) => a.json,
+        Command::ClaudeCode(claude_code::ClaudeCodeCommand::Settings(a)) => a.json,
         _ => false,
     };
     let remote = match remote::from_args(cli.global.server.as_deref(), &cli.command) {
@@ -122,6 +124,7 @@ fn local(global: &cli::GlobalArgs, command: Command) -> anyhow::Result<ExitCode>
         Command::Serve(args) => serve::serve(global, args),
         Command::Mcp(args) => serve::mcp(global, args),
         Command::Token(command) => serve::token(global, command),
+        Command::ClaudeCode(command) => claude_code::dispatch(global, command),
     }
 }
 

@@ -79,7 +79,11 @@ pub struct Remote {
 pub fn from_args(server: Option<&str>, command: &Command) -> Result<Option<Remote>> {
     let here = matches!(
         command,
-        Command::Check(_) | Command::Man(_) | Command::Serve(_) | Command::Token(_)
+        Command::Check(_)
+            | Command::Man(_)
+            | Command::Serve(_)
+            | Command::Token(_)
+            | Command::ClaudeCode(_)
     );
     let Some(url) = server.filter(|_| !here) else {
         return Ok(None);
