@@ -10,13 +10,21 @@
 #      and the run's output; `airlock diff ID` run here by the operator shows the file the command
 #      wrote, the agent's token may not apply it (403), the host workspace still lacks it, and
 #      `airlock apply ID` run here then writes it.
-#   3. With the token's profile disabled, the execution fails with a 403 that carries the switch's
-#      reason, and the refusal is audited under the token; enabled again, a run passes.
-#   4. With the token revoked, the execution fails with airlock's 401 token_revoked message.
+#   3. airlock-mcp.json (n8n's MCP Client node calling the `run` tool of airlock serve's /mcp):
+#      the command's stdout and exit_code reached the next node; the file it wrote is in the
+#      token's own session (the token reads it and its diff through the API) and not in the host
+#      workspace; the audit log has the run with the token's id and that session.
+#   4. With the token's profile disabled, the HTTP workflow fails with a 403 that carries the
+#      switch's reason, the MCP workflow fails with airlock's refusal (the reason, code disabled)
+#      as the node's error, and both refusals are audited under the token; enabled again, a run
+#      passes.
+#   5. With the token revoked, the HTTP workflow fails with airlock's 401 token_revoked message, the
+#      MCP workflow with n8n's "Authentication failed" whose description holds airlock's answer.
 # It exits non-zero on the first failure, showing the output concerned; the server and any n8n
 # are stopped on exit (TEST_N8N_KEEP=1 keeps the scratch directory). Timings go to stderr: the
-# whole run took 54-78 s on a 2-core machine busy with other builds, ~26 s of it CPU, nearly all
-# in the six n8n commands (each a fresh process that loads all of n8n; see below).
+# whole run took 89 s on a 2-core machine busy with other builds (54-78 s before the three MCP
+# executions), ~47 s of it CPU, nearly all in the nine n8n commands (each a fresh process that
+# loads all of n8n; see below).
 #
 # Facts about n8n it rests on (n8n 2.40.7, Node 24.22.3):
 # - Every n8n command loads all of n8n: import:credentials 7-17 s (the first one also creates the
@@ -40,6 +48,14 @@
 #   .data.resultData.error with .httpCode "401" (a string), .description the server's JSON
 #   "message", .messages[0] `401 - "<the raw body>"`, .node.name the HTTP node; the next node has
 #   no runData.
+# - The MCP Client node (@n8n/n8n-nodes-langchain.mcpClient, version 1.1; the MCP SDK 1.26.0
+#   inside) opens one MCP connection per execution of the node (initialize, tools/call, close),
+#   Streamable HTTP with the credential's header on each request. Its item is {structuredContent:
+#   the tool's structured answer, content: [{type: "text", text}]}. A tool result with isError
+#   fails the node (from version 1.1 on; 1 passed it on as an item) with the tool's text as
+#   .error.message (no httpCode, messages []). A 401 or 403 while connecting fails it with
+#   .message "Could not connect to your MCP server. Authentication failed." and .description
+#   "Streamable HTTP error: Error POSTing to endpoint: <the raw body>".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
@@ -147,7 +163,7 @@ EOF
 command='id -un; cat file.txt; echo made > made.txt'
 expected_stdout=$'agent\nhello from the host workspace\n'
 fill docs/n8n/airlock-credential.json "$work/credential.json" "AIRLOCK_TOKEN=$token"
-for flow in run session; do
+for flow in run session mcp; do
   fill "docs/n8n/airlock-$flow.json" "$work/workflows/$flow.json" "AIRLOCK_URL=$url" "AIRLOCK_COMMAND=$command"
 done
 
@@ -170,6 +186,10 @@ n8n_step() {
 #   check_execution OUT WORKFLOW session STDOUT   the same with the session; prints the session's id
 #   check_execution OUT WORKFLOW refused STATUS CODE TEXT   the request failed with airlock's error
 #     CODE, whose message (saying TEXT) is n8n's description of the error; prints the message
+#   check_execution OUT WORKFLOW mcp STDOUT   the MCP Client node's item (the run tool's structured
+#     answer) and what the next node made of it; prints the session's id
+#   check_execution OUT WORKFLOW failed FIELD TEXT   the node that ran last failed, and its error's
+#     FIELD (message or description) says TEXT; prints the error's message and description
 cat >"$work/check.py" <<'EOF'
 import json, sys
 out, workflow_file, mode, *args = sys.argv[1:]
@@ -202,6 +222,28 @@ if mode in ("run", "session"):
         expect("the answer's session", answer.get("session"), session)
         expect("the next node's item", used, {"session": session, "output": stdout.strip(), "exit_code": 0})
         print(session)
+elif mode == "mcp":
+    [stdout] = args
+    expect("the status", execution.get("status"), "success")
+    node_item, used = item(nodes[-2]), item(nodes[-1])
+    answer = node_item.get("structuredContent") or {}
+    expect("the run tool's stdout", answer.get("stdout"), stdout)
+    expect("the run tool's exit_code", answer.get("exit_code"), 0)
+    session = answer.get("session")
+    if not session or session not in (answer.get("review") or ""):
+        fail("the run tool's answer names no session, or its review note another one")
+    expect("the text content's type", [c.get("type") for c in node_item.get("content", [])], ["text"])
+    expect("the next node's item", used, {"output": stdout.strip(), "succeeded": True, "session": session})
+    print(session)
+elif mode == "failed":
+    field, text = args
+    error = result.get("error") or {}
+    expect("the status", execution.get("status"), "error")
+    if text not in (error.get(field) or ""):
+        fail("the error's %s does not say %r" % (field, text))
+    ran = [n for n in nodes[1:] if n in result["runData"]]
+    expect("the nodes that ran (the failed one last)", ran[-1:], [error.get("node", {}).get("name")])
+    print("%s | %s" % (error.get("message"), error.get("description")))
 else:
     status, code, text = args
     error = result.get("error") or {}
@@ -284,12 +326,35 @@ airlock apply "$session" >"$work/apply.out" 2>&1 || fail "airlock apply $session
 passed "'airlock apply $session' wrote made.txt into the workspace"
 rm "$workspace/made.txt"
 
-# 3. The profile disabled: 403 with the reason.
+# 3. The MCP Client node: the same command through /mcp, in the session airlock keeps for the token.
+n8n_step execute-mcp execute --id=airlockMcpWorkflow --rawOutput
+[ "$status" = 0 ] || fail "executing airlock-mcp exited $status" "$work/execute-mcp.out"
+mcp_session=$(check_execution "$work/execute-mcp.out" "$work/workflows/mcp.json" mcp "$expected_stdout") ||
+  fail "the execution of airlock-mcp is not as expected" "$work/execute-mcp.out"
+audited run.intent "$mcp_session" argv "$command" || fail "the audit log does not have the MCP run"
+# The session is the token's: the token itself reads it and its diff (GET /v1/sessions/ID[/diff]).
+curl -fsS -o "$work/mcp-session.json" "$url/v1/sessions/$mcp_session" -H "Authorization: Bearer $token" ||
+  fail "GET /v1/sessions/$mcp_session with the token failed"
+grep -qF "\"token\":\"$token_id\"" "$work/mcp-session.json" ||
+  fail "session $mcp_session is not the token's" "$work/mcp-session.json"
+curl -fsS -o "$work/mcp-diff.out" "$url/v1/sessions/$mcp_session/diff" -H "Authorization: Bearer $token" \
+  -H 'Accept: text/x-diff' || fail "GET /v1/sessions/$mcp_session/diff with the token failed"
+if ! { grep -q '^+++ b/made.txt$' "$work/mcp-diff.out" && grep -q '^+made$' "$work/mcp-diff.out"; }; then
+  fail "the diff of session $mcp_session does not show made.txt" "$work/mcp-diff.out"
+fi
+[ ! -e "$workspace/made.txt" ] || fail "the MCP run wrote made.txt into the host workspace"
+passed "airlock-mcp: the MCP Client node's run ran as 'agent'; its stdout and exit_code reached the next node; made.txt is in session $mcp_session, the token's (GET /v1/sessions/$mcp_session and its diff with the token), not in the host workspace; the run is audited with the token and the session"
+
+# 4. The profile disabled: 403 with the reason (HTTP); the tool's refusal with it (MCP).
 reason="n8n test: disabled"
 airlock disable --profile default --reason "$reason" 2>"$work/disable.err" || fail "airlock disable failed" "$work/disable.err"
 n8n_step execute-disabled execute --id=airlockRunWorkflow --rawOutput
+disabled_status=$status
+n8n_step execute-mcp-disabled execute --id=airlockMcpWorkflow --rawOutput
+mcp_disabled_status=$status
 airlock enable --profile default 2>"$work/enable.err" || fail "airlock enable failed" "$work/enable.err"
-[ "$status" = 1 ] || fail "executing airlock-run with the profile disabled exited $status, not 1" "$work/execute-disabled.out"
+[ "$disabled_status" = 1 ] ||
+  fail "executing airlock-run with the profile disabled exited $disabled_status, not 1" "$work/execute-disabled.out"
 check_execution "$work/execute-disabled.out" "$work/workflows/run.json" refused 403 disabled "$reason" >/dev/null ||
   fail "the execution with the profile disabled did not fail with airlock's 403" "$work/execute-disabled.out"
 grep -qF "$reason" "$work/execute-disabled.out" || fail "n8n's output does not carry the reason" "$work/execute-disabled.out"
@@ -298,13 +363,28 @@ curl -fsS "$url/v1/runs" -H "Authorization: Bearer $token" -H 'Content-Type: app
   -d '{"command": "echo enabled"}' >"$work/enabled.json" || fail "a run after 'airlock enable' failed" "$work/enabled.json"
 grep -qF '"stdout":"enabled\n"' "$work/enabled.json" || fail "a run after 'airlock enable' did not run" "$work/enabled.json"
 passed "with profile default disabled the execution failed with a 403 carrying the reason, audited as run.refused by the token; enabled again, a run passes"
+[ "$mcp_disabled_status" = 1 ] ||
+  fail "executing airlock-mcp with the profile disabled exited $mcp_disabled_status, not 1" "$work/execute-mcp-disabled.out"
+message=$(check_execution "$work/execute-mcp-disabled.out" "$work/workflows/mcp.json" failed message "$reason") ||
+  fail "the MCP execution with the profile disabled did not fail with airlock's refusal" "$work/execute-mcp-disabled.out"
+[[ $message == "airlock refused: "*"(disabled) | "* ]] ||
+  fail "the MCP node's error is not airlock's refusal with its code: $message" "$work/execute-mcp-disabled.out"
+audited run.refused "$mcp_session" error "$reason" || fail "the audit log does not have the MCP refusal"
+passed "with profile default disabled the MCP execution failed, the node's error being the run tool's refusal: ${message% | *}; audited as run.refused by the token in session $mcp_session"
 
-# 4. The token revoked: 401 token_revoked.
+# 5. The token revoked: 401 token_revoked.
 airlock token revoke "$token_id" >"$work/revoke.out" 2>&1 || fail "airlock token revoke failed" "$work/revoke.out"
 n8n_step execute-revoked execute --id=airlockRunWorkflow --rawOutput
 [ "$status" = 1 ] || fail "executing airlock-run with a revoked token exited $status, not 1" "$work/execute-revoked.out"
 message=$(check_execution "$work/execute-revoked.out" "$work/workflows/run.json" refused 401 token_revoked revoked) ||
   fail "the execution with a revoked token did not fail with airlock's 401 token_revoked" "$work/execute-revoked.out"
 passed "with the token revoked the execution failed with a 401 token_revoked: $message"
+n8n_step execute-mcp-revoked execute --id=airlockMcpWorkflow --rawOutput
+[ "$status" = 1 ] || fail "executing airlock-mcp with a revoked token exited $status, not 1" "$work/execute-mcp-revoked.out"
+message=$(check_execution "$work/execute-mcp-revoked.out" "$work/workflows/mcp.json" failed description '"code":"token_revoked"') ||
+  fail "the MCP execution with a revoked token did not fail with airlock's 401 token_revoked" "$work/execute-mcp-revoked.out"
+[[ $message == "Could not connect to your MCP server. Authentication failed. | "* ]] ||
+  fail "the MCP node's error is not n8n's authentication failure: $message" "$work/execute-mcp-revoked.out"
+passed "with the token revoked the MCP execution failed: $message"
 
 say "$checks passed in $(since "$began") ms"
