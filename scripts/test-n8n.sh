@@ -22,8 +22,8 @@
 #      MCP workflow with n8n's "Authentication failed" whose description holds airlock's answer.
 # It exits non-zero on the first failure, showing the output concerned; the server and any n8n
 # are stopped on exit (TEST_N8N_KEEP=1 keeps the scratch directory). Timings go to stderr: the
-# whole run took 89 s on a 2-core machine busy with other builds (54-78 s before the three MCP
-# executions), ~47 s of it CPU, nearly all in the nine n8n commands (each a fresh process that
+# whole run took 89-102 s on a 2-core machine busy with other builds (54-78 s before the three MCP
+# executions), ~50 s of it CPU, nearly all in the nine n8n commands (each a fresh process that
 # loads all of n8n; see below).
 #
 # Facts about n8n it rests on (n8n 2.40.7, Node 24.22.3):
