@@ -235,8 +235,45 @@ async def a_cancelled_call_ends_its_run(client, airlock):
         await asyncio.sleep(0.2)
     check(not left, "a run whose call the client cancelled is ended")
     session = field((await client.call("log", {"limit": 1})), "structuredContent", "structured_content")["session"]
-    abandoned = [r for r in records(airlock, session) if r.get("action") == "run.abandoned"]
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        abandoned = [r for r in records(airlock, session) if r.get("action") == "run.abandoned"]
+        if abandoned:
+            break
+        await asyncio.sleep(0.2)
     check(abandoned, "the cancelled run is recorded as abandoned")
+
+
+def gone_before_the_answer(args):
+    """An HTTP client that goes away (its connection closed: a timeout, a crash) before the answer
+    to its call: the command is interrupted. Raw HTTP, as a client that dies mid-call leaves it."""
+    import socket
+    from urllib.parse import urlparse
+
+    url = urlparse(args.url)
+    call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+            "params": {"name": "run", "arguments": {"command": "echo begun; sleep 57.321"}}}
+    body = json.dumps(call).encode()
+    head = (f"POST {url.path} HTTP/1.1\r\nHost: {url.netloc}\r\nAuthorization: Bearer {args.token}\r\n"
+            "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
+            f"MCP-Protocol-Version: 2025-11-25\r\nContent-Length: {len(body)}\r\n\r\n")
+    connection = socket.create_connection((url.hostname, url.port))
+    connection.sendall(head.encode() + body)
+    connection.settimeout(10)
+    connection.recv(4096)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not sandboxed("sleep 57.321"):
+        time.sleep(0.1)
+    check(sandboxed("sleep 57.321"), "the call's command is running")
+    connection.close()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and sandboxed("sleep 57.321"):
+        time.sleep(0.2)
+    check(not sandboxed("sleep 57.321"), "a call whose client went away is ended")
+
+
+def sandboxed(marker):
+    return subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout.strip() != ""
 
 
 def http_refusals(args):
@@ -309,7 +346,9 @@ async def main():
             # mcp 1.x sends no notifications/cancelled when a call is abandoned: nothing to see.
             await a_cancelled_call_ends_its_run(client, airlock)
     the_log_has_it(airlock, session)
-    if not args.url:
+    if args.url:
+        gone_before_the_answer(args)
+    else:
         await client_gone_ends_its_runs(airlock, args)
 
 

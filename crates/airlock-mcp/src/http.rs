@@ -27,6 +27,11 @@ pub fn router(app: Shared, max_body: usize) -> axum::Router {
     // would reach a local one); every request here needs a token, which such a page does not
     // have, and a server behind TLS answers to names this one is not told.
     config.allowed_hosts.clear();
+    // Every request stands alone, in every revision: a client's state here is its token's, not
+    // an MCP session's, and a request whose client went away (its connection closed: a timeout,
+    // a crash) then cancels its call, which interrupts the call's run. Sessions would keep the
+    // call going for a resumption, and keep per-client state in memory for a token to multiply.
+    config.legacy_session_mode = false;
     let service = StreamableHttpService::new(
         move || Ok(Airlock::new(clients.clone())),
         Arc::new(LocalSessionManager::default()),

@@ -193,7 +193,12 @@ fn start(
 
 /// `response` with its body holding `slot` until the body has been sent (or the client is gone).
 fn holding(slot: RunSlot, response: Response) -> Response {
-    let (parts, body) = response.into_parts();
+    let (mut parts, body) = response.into_parts();
+    // A body made of a stream has no size of its own: its length still goes in the head, or the
+    // answer would be chunked (which clients that read Content-Length alone do not take).
+    if let Some(length) = http_body::Body::size_hint(&body).exact() {
+        parts.headers.insert(header::CONTENT_LENGTH, length.into());
+    }
     let frames = http_body_util::BodyExt::into_data_stream(body);
     let held = futures_util::stream::unfold((frames, slot), |(mut frames, slot)| async move {
         let frame = futures_util::StreamExt::next(&mut frames).await?;
@@ -350,4 +355,24 @@ pub async fn throwaway_streamed(
 ) -> ApiResult<Response> {
     check_first(&authed, &app, &body, None).await?;
     Ok(streamed(start(&app, authed, body, None)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_held_answer_keeps_its_length() {
+        let semaphore = Arc::new(tokio::sync::Semaphore::new(1));
+        let slot: RunSlot = Arc::new(semaphore.try_acquire_owned().unwrap());
+        let answer = holding(
+            slot,
+            Json(serde_json::json!({"exit_code": 0})).into_response(),
+        );
+        let length = answer.headers().get(header::CONTENT_LENGTH).unwrap();
+        assert_eq!(
+            length.to_str().unwrap(),
+            r#"{"exit_code":0}"#.len().to_string()
+        );
+    }
 }
