@@ -21,8 +21,10 @@ use anyhow::{bail, Context as _, Result};
 use clap::{Args, Subcommand};
 use serde_json::json;
 
-use airlock_core::{Caller, ErrorKind, ProfileChoice, SessionRequest};
+use airlock_core::Caller;
 
+pub use crate::agent::Target;
+use crate::agent::{text, this_binary};
 use crate::cli::GlobalArgs;
 
 #[derive(Debug, Subcommand)]
@@ -48,16 +50,6 @@ pub enum ClaudeCodeCommand {
     /// Answer one Claude Code hook (SessionStart, PreToolUse, SessionEnd)
     #[command(hide = true)]
     Hook(HookArgs),
-}
-
-#[derive(Debug, Args)]
-pub struct Target {
-    /// The workspace the agent works on (Claude Code's project directory)
-    #[arg(short, long, value_name = "DIR")]
-    pub workspace: PathBuf,
-    /// Profile of the sessions, by name [default: default]
-    #[arg(short, long, value_name = "NAME")]
-    pub profile: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -115,16 +107,7 @@ pub fn dispatch(global: &GlobalArgs, command: ClaudeCodeCommand) -> Result<ExitC
 
 fn settings(global: &GlobalArgs, args: &SettingsArgs) -> Result<ExitCode> {
     let airlock = this_binary()?;
-    let workspace = std::fs::canonicalize(&args.target.workspace).with_context(|| {
-        format!(
-            "workspace {}: not found (name the directory the agent works on)",
-            args.target.workspace.display()
-        )
-    })?;
-    let target = Target {
-        workspace,
-        profile: args.target.profile.clone(),
-    };
+    let target = args.target.resolved()?;
     // Named in the settings whatever the environment Claude Code will start in.
     let state_dir = std::path::absolute(crate::run::state_dir(global)?)
         .context("cannot make the state directory's path absolute")?;
@@ -133,26 +116,11 @@ fn settings(global: &GlobalArgs, args: &SettingsArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn this_binary() -> Result<PathBuf> {
-    std::env::current_exe()
-        .and_then(std::fs::canonicalize)
-        .context("cannot find the path of this airlock binary (/proc/self/exe)")
-}
-
 /// The CLAUDE_CODE_SHELL_PREFIX the settings of this binary, state directory and target name.
 fn expected_prefix(state_dir: &Path, target: &Target) -> Result<String> {
     let state_dir = std::path::absolute(state_dir)
         .context("cannot make the state directory's path absolute")?;
     shell_prefix(text(&this_binary()?)?, &state_dir, target)
-}
-
-fn text(path: &Path) -> Result<&str> {
-    path.to_str().with_context(|| {
-        format!(
-            "{}: not UTF-8, which settings JSON cannot carry",
-            path.display()
-        )
-    })
 }
 
 /// A word of CLAUDE_CODE_SHELL_PREFIX after its program: single-quoted when it needs it. A word
@@ -223,48 +191,17 @@ fn settings_json(airlock: &Path, state_dir: &Path, target: &Target) -> Result<se
 
 /// The airlock session of Claude Code session `claude_session`: `claude-<its id>`.
 fn session_name(claude_session: &str) -> Result<String> {
-    let plain = !claude_session.is_empty()
-        && claude_session.len() <= 56
-        && claude_session
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-');
-    if !plain {
-        bail!("Claude Code's session id {claude_session:?} is not the id this expects (letters, digits and '-'); nothing was run");
-    }
-    Ok(format!("claude-{claude_session}"))
+    crate::agent::session_name("claude", "Claude Code", claude_session)
 }
 
-/// The session of this Claude Code session, made on first use. Core decides whether it may be
-/// made (profile, workspace, kill switch) and whether the one found is over this workspace.
+/// The session of this Claude Code session, made on first use (see [`crate::agent::attach`]).
 fn attach(caller: &Caller, target: &Target, claude_session: &str) -> Result<String> {
-    let name = session_name(claude_session)?;
-    let found = match airlock_core::session_summary(caller, &name) {
-        Ok(found) => found,
-        Err(err) if err.code().1 == ErrorKind::NotFound => {
-            let request = SessionRequest {
-                profile: ProfileChoice {
-                    name: target.profile.clone(),
-                    file: None,
-                },
-                workspace: Some(target.workspace.clone()),
-                name: Some(name.clone()),
-            };
-            match airlock_core::create_session(caller, request) {
-                Ok(made) => made,
-                // Made meanwhile by another hook of the same session.
-                Err(err) => airlock_core::session_summary(caller, &name).map_err(|_| err)?,
-            }
-        }
-        Err(err) => return Err(err.into()),
-    };
-    if found.meta.workspace != target.workspace {
-        bail!(
-            "session {name} is over {}, not {}: start Claude Code in that workspace, or discard the session",
-            found.meta.workspace.display(),
-            target.workspace.display()
-        );
-    }
-    Ok(name)
+    crate::agent::attach(
+        caller,
+        target,
+        &session_name(claude_session)?,
+        "Claude Code",
+    )
 }
 
 #[cfg(test)]
@@ -309,16 +246,5 @@ mod tests {
             value["env"]["CLAUDE_CODE_SHELL_PREFIX"],
             "/opt/airlock --state-dir=/st claude-code shell /src/app default"
         );
-    }
-
-    #[test]
-    fn session_names_come_from_plain_ids_only() {
-        assert_eq!(
-            session_name("27dbecfc-5559-4084-82be-f43272ff341e").unwrap(),
-            "claude-27dbecfc-5559-4084-82be-f43272ff341e"
-        );
-        for bad in ["", "../x", "a b", "a/b", &"x".repeat(57)] {
-            assert!(session_name(bad).is_err(), "{bad:?}");
-        }
     }
 }

@@ -346,6 +346,9 @@ pub enum Command {
     /// Run Claude Code's Bash tool in airlock (see 'airlock claude-code settings --help')
     #[command(subcommand, name = "claude-code")]
     ClaudeCode(crate::claude_code::ClaudeCodeCommand),
+    /// Run Codex's shell commands in airlock (see 'airlock codex settings --help')
+    #[command(subcommand)]
+    Codex(crate::codex::CodexCommand),
 }
 
 #[derive(Debug, Args)]

@@ -3,10 +3,12 @@
 
 use airlock_jail::note;
 
+mod agent;
 mod apply;
 mod check;
 mod claude_code;
 mod cli;
+mod codex;
 mod control;
 mod diff;
 mod log;
@@ -125,6 +127,7 @@ fn local(global: &cli::GlobalArgs, command: Command) -> anyhow::Result<ExitCode>
         Command::Mcp(args) => serve::mcp(global, args),
         Command::Token(command) => serve::token(global, command),
         Command::ClaudeCode(command) => claude_code::dispatch(global, command),
+        Command::Codex(command) => codex::dispatch(global, command),
     }
 }
 

@@ -84,6 +84,7 @@ pub fn from_args(server: Option<&str>, command: &Command) -> Result<Option<Remot
             | Command::Serve(_)
             | Command::Token(_)
             | Command::ClaudeCode(_)
+            | Command::Codex(_)
     );
     let Some(url) = server.filter(|_| !here) else {
         return Ok(None);

@@ -7,13 +7,12 @@
 //! runs only through `airlock claude-code shell`, and the file tools are denied by the
 //! settings' permission rules as well.
 
-use std::io::Read as _;
 use std::process::ExitCode;
 
 use anyhow::{Context as _, Result};
 use serde_json::{json, Value};
 
-use airlock_core::{Caller, ProfileChoice, RunRequest};
+use airlock_core::Caller;
 
 use super::{attach, HookArgs, HookEvent, Target, FILE_TOOLS, OTHER_FILE_TOOLS};
 use crate::cli::GlobalArgs;
@@ -22,11 +21,8 @@ use crate::run::caller;
 /// Claude Code's "block this tool call" exit status.
 const EXIT_BLOCK: u8 = 2;
 
-/// Hook input is a few KiB; a tool input can be larger (a Write's content).
-const MAX_INPUT_BYTES: u64 = 16 << 20;
-
 pub fn hook(global: &GlobalArgs, args: &HookArgs) -> Result<ExitCode> {
-    let input = match read_input() {
+    let input = match crate::agent::read_hook_input() {
         Ok(input) => input,
         Err(err) => {
             eprintln!("airlock: cannot read the hook's input from Claude Code ({err:#}); refused");
@@ -43,15 +39,6 @@ pub fn hook(global: &GlobalArgs, args: &HookArgs) -> Result<ExitCode> {
         println!("{answer}");
     }
     Ok(ExitCode::SUCCESS)
-}
-
-fn read_input() -> Result<Value> {
-    let mut text = String::new();
-    std::io::stdin()
-        .take(MAX_INPUT_BYTES)
-        .read_to_string(&mut text)
-        .context("stdin")?;
-    serde_json::from_str(&text).context("not JSON")
 }
 
 fn field<'a>(input: &'a Value, name: &str) -> Result<&'a str> {
@@ -129,20 +116,7 @@ fn check_bash(caller: &Caller, target: &Target, input: &Value) -> Result<()> {
     let command = input["tool_input"]["command"]
         .as_str()
         .context("the Bash call has no command")?;
-    let request = RunRequest {
-        argv: vec!["/bin/bash".into(), "-c".into(), command.into()],
-        profile: ProfileChoice::default(),
-        workspace: None,
-        session: Some(session),
-        keep: false,
-        allow_degraded: Vec::new(),
-        sandbox_uid: None,
-        resolve: Vec::new(),
-        limit_output: true,
-        env: None,
-        timeout: None,
-    };
-    Ok(airlock_core::check_run(caller, request)?)
+    crate::agent::check_command(caller, &session, command)
 }
 
 /// Say how to review; the session is left as it is. As a systemMessage (shown to the person in
