@@ -34,7 +34,8 @@ pub struct StdioConfig {
     pub keep_output: u64,
 }
 
-/// Runs one client may have going at once (in the foreground and started for polling).
+/// Runs one client may have at once: going on in the foreground, or started and not yet polled
+/// to their end (their output waits in memory until then).
 const MAX_RUNS: usize = 8;
 
 /// What every client's runs share: the workers' program, where they leave results, the runs
@@ -152,13 +153,20 @@ impl Client {
     }
 
     /// Start `ask` in `session`; its events come through the returned receiver, which the
-    /// caller drops to say it no longer waits (the run is then interrupted and recorded).
-    pub fn start(&self, session: &str, ask: RunAsk) -> Result<mpsc::Receiver<Event>, ApiError> {
+    /// caller drops to say it no longer waits (the run is then interrupted and recorded). The
+    /// returned place among the client's runs is the caller's to hold until the run's end is
+    /// told: a started run's output waits in memory until it is polled, and a place given back
+    /// at the run's end let runs never polled pile up without end.
+    pub fn start(
+        &self,
+        session: &str,
+        ask: RunAsk,
+    ) -> Result<(mpsc::Receiver<Event>, OwnedSemaphorePermit), ApiError> {
         let place = self.standing.places.clone().try_acquire_owned().map_err(|_| {
             ApiError::new(
                 StatusCode::TOO_MANY_REQUESTS,
                 "too_many_runs",
-                format!("{MAX_RUNS} runs of this client are going on already: poll one to its end first"),
+                format!("{MAX_RUNS} runs of this client are going on or waiting to be polled: poll one to its end first"),
             )
         })?;
         let token_slot = self.token.as_ref().map(|t| (t.run_slot)()).transpose()?;
@@ -184,9 +192,9 @@ impl Client {
                 airlock_core::audit::record_abandoned(&caller, Some(&session), why)
             });
             airlock_serve::jobs::execute(launch, job, events, record).await;
-            drop((place, token_slot));
+            drop(token_slot);
         });
-        Ok(receiver)
+        Ok((receiver, place))
     }
 
     /// Keep a started run for `poll`: its id.

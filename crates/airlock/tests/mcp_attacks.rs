@@ -1,0 +1,146 @@
+//! Attacks on `/mcp` of `airlock serve` by a client holding an agent token, driven with raw
+//! JSON-RPC over HTTP (the 2025-11-25 revision: an initialize handshake, then requests in the
+//! MCP session it made): each shows the hole it was, by what the server must answer.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use support::api::{agent_token, Client, Reply, Server};
+use support::*;
+
+const REVISION: &str = "2025-11-25";
+
+/// One MCP session of one token.
+struct Mcp {
+    client: Client,
+    session: String,
+    next_id: u64,
+}
+
+impl Mcp {
+    /// Initialize an MCP session with `token`.
+    fn open(server: &Server, token: &str) -> Mcp {
+        let client = server.client(token);
+        let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": REVISION, "capabilities": {},
+            "clientInfo": {"name": "mcp_attacks", "version": "0"}}});
+        let reply = post(&client, None, &init);
+        assert_eq!(reply.status, 200, "initialize: {}", reply.text());
+        let session = reply
+            .header("mcp-session-id")
+            .expect("an MCP session id")
+            .to_string();
+        let mut mcp = Mcp {
+            client,
+            session,
+            next_id: 1,
+        };
+        let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        let reply = mcp.send(&initialized);
+        assert!(reply.status < 300, "initialized: {}", reply.text());
+        mcp
+    }
+
+    fn send(&self, message: &Value) -> Reply {
+        post(&self.client, Some(&self.session), message)
+    }
+
+    /// Call `tool`; the JSON-RPC response (its `result` or `error`).
+    fn call(&mut self, tool: &str, arguments: Value) -> Value {
+        self.next_id += 1;
+        let id = self.next_id;
+        let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments}});
+        let reply = self.send(&call);
+        assert_eq!(reply.status, 200, "tools/call {tool}: {}", reply.text());
+        response_of(&reply, id).unwrap_or_else(|| panic!("no response to {id}: {}", reply.text()))
+    }
+}
+
+fn post(client: &Client, session: Option<&str>, message: &Value) -> Reply {
+    let mut headers = vec![
+        ("Accept", "application/json, text/event-stream"),
+        ("MCP-Protocol-Version", REVISION),
+    ];
+    if let Some(session) = session {
+        headers.push(("Mcp-Session-Id", session));
+    }
+    client.send("POST", "/mcp", &headers, message.to_string().as_bytes())
+}
+
+/// The JSON-RPC response with `id` in an answer (JSON, or an SSE stream of messages).
+fn response_of(reply: &Reply, id: u64) -> Option<Value> {
+    let text = reply.text();
+    let messages: Vec<Value> = if text.trim_start().starts_with('{') {
+        vec![serde_json::from_str(&text).ok()?]
+    } else {
+        text.lines()
+            .filter_map(|line| line.strip_prefix("data:"))
+            .filter_map(|data| serde_json::from_str(data.trim()).ok())
+            .collect()
+    };
+    messages.into_iter().find(|m| m["id"] == id)
+}
+
+/// A tool's structured answer, the test failing if the tool refused.
+#[track_caller]
+fn ok(response: &Value) -> &Value {
+    let result = &response["result"];
+    assert_ne!(result["isError"], true, "the tool refused: {response}");
+    &result["structuredContent"]
+}
+
+/// The text of a tool's refusal, the test failing if it did not refuse.
+#[track_caller]
+fn refusal(response: &Value) -> String {
+    let result = &response["result"];
+    assert_eq!(
+        result["isError"], true,
+        "the tool did not refuse: {response}"
+    );
+    result["content"][0]["text"].as_str().unwrap().to_string()
+}
+
+/// Poll `run` until it has ended.
+fn poll_to_end(mcp: &mut Mcp, run: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let answer = ok(&mcp.call("poll", json!({"run": run, "wait": 5}))).clone();
+        if answer["running"] == false {
+            return answer;
+        }
+        assert!(Instant::now() < deadline, "the run did not end: {answer}");
+    }
+}
+
+// A started run's output waits in the server's memory until it is polled. The client's places
+// for runs were given back when the run ended, polled or not: started runs that are never
+// polled each kept up to --max-output of each stream, without end (start, let it end, start
+// again: 16 MiB a run at the defaults, as many runs as the token's rate allows).
+both_modes!(
+    started_runs_never_polled_are_not_kept_without_end,
+    |w: &World| {
+        let token = agent_token(w).token;
+        let server = Server::start(w, &[]);
+        let mut mcp = Mcp::open(&server, &token);
+        let mut started = Vec::new();
+        for _ in 0..8 {
+            let answer = mcp.call("start", json!({"command": "echo kept"}));
+            started.push(ok(&answer)["run"].as_str().unwrap().to_string());
+        }
+        // Let every one of them end, unpolled.
+        std::thread::sleep(Duration::from_secs(3));
+        let ninth = mcp.call("start", json!({"command": "echo one more"}));
+        let said = refusal(&ninth);
+        assert!(said.contains("too_many_runs"), "{said}");
+        // Polling one to its end gives its place back.
+        let first = poll_to_end(&mut mcp, &started[0]);
+        assert_eq!(first["stdout"], "kept\n", "{first}");
+        let again = mcp.call("start", json!({"command": "true"}));
+        ok(&again);
+    }
+);
