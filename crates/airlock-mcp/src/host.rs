@@ -67,9 +67,11 @@ impl Default for Standing {
     }
 }
 
-/// A client's token, for its runs: a place among its runs, and whether it still opens the door.
+/// A client's token, for its runs: a place among its runs, a place among its requests in
+/// progress (held while core works for a tool), and whether it still opens the door.
 pub struct TokenUse {
     pub run_slot: Box<dyn Fn() -> Result<OwnedSemaphorePermit, ApiError> + Send + Sync>,
+    pub request_slot: Box<dyn Fn() -> Result<OwnedSemaphorePermit, ApiError> + Send + Sync>,
     pub valid: Arc<dyn Fn() -> bool + Send + Sync>,
 }
 
@@ -140,7 +142,9 @@ impl Client {
                 name: None,
             },
         };
-        let summary = core(move || airlock_core::create_session(&caller, request)).await?;
+        let summary = self
+            .core(move || airlock_core::create_session(&caller, request))
+            .await?;
         Ok(summary.meta.id)
     }
 
@@ -149,7 +153,27 @@ impl Client {
     pub async fn check(&self, session: &str, ask: &RunAsk) -> Result<(), ApiError> {
         let request = self.job(session, ask).request();
         let caller = self.caller.clone();
-        core(move || airlock_core::check_run(&caller, request)).await
+        self.core(move || airlock_core::check_run(&caller, request))
+            .await
+    }
+
+    /// Carry out a core operation for this client on a blocking thread, holding one of its
+    /// token's places for requests in progress until it ends, as the API's endpoints hold theirs:
+    /// the HTTP layer's place is given back once the answer's head (an event stream) is out,
+    /// and a thread waiting for a session another run holds goes on waiting — without a place
+    /// of its own, a token could take every thread core's operations share.
+    pub async fn core<T: Send + 'static>(
+        &self,
+        work: impl FnOnce() -> Result<T, airlock_core::Error> + Send + 'static,
+    ) -> Result<T, ApiError> {
+        let slot = self
+            .token
+            .as_ref()
+            .map(|t| (t.request_slot)())
+            .transpose()?;
+        let answer = core(work).await;
+        drop(slot);
+        answer
     }
 
     /// Start `ask` in `session`; its events come through the returned receiver, which the
