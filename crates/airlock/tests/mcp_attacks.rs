@@ -50,13 +50,26 @@ impl Mcp {
     }
 
     /// Call `tool`; the JSON-RPC response (its `result` or `error`).
+    #[track_caller]
     fn call(&mut self, tool: &str, arguments: Value) -> Value {
+        let response = self.try_call(tool, arguments);
+        assert!(
+            !response["code"].is_string(),
+            "tools/call {tool}: {response}"
+        );
+        response
+    }
+
+    /// Call `tool`; the JSON-RPC response, or the HTTP layer's refusal (`code`, `message`).
+    fn try_call(&mut self, tool: &str, arguments: Value) -> Value {
         self.next_id += 1;
         let id = self.next_id;
         let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
             "params": {"name": tool, "arguments": arguments}});
         let reply = self.send(&call);
-        assert_eq!(reply.status, 200, "tools/call {tool}: {}", reply.text());
+        if reply.status != 200 {
+            return reply.json();
+        }
         response_of(&reply, id).unwrap_or_else(|| panic!("no response to {id}: {}", reply.text()))
     }
 }
@@ -142,5 +155,93 @@ both_modes!(
         assert_eq!(first["stdout"], "kept\n", "{first}");
         let again = mcp.call("start", json!({"command": "true"}));
         ok(&again);
+    }
+);
+
+// An MCP session belonged to no token: a request with another token's Mcp-Session-Id was let
+// into that session. The tools answered as the request's own token, but the session's messages
+// were the other's: `notifications/cancelled` with its request's id cancelled its run (a GET
+// would have taken its stream, a Last-Event-ID its run's output).
+both_modes!(an_mcp_session_is_its_tokens_alone, |w: &World| {
+    let owner = agent_token(w).token;
+    let other = agent_token(w).token;
+    let server = Server::start(w, &[]);
+    let mut mcp = Mcp::open(&server, &owner);
+    let session = mcp.session.clone();
+    let mcp_client = Mcp {
+        client: server.client(&owner),
+        session: session.clone(),
+        next_id: 100,
+    };
+    let running = std::thread::spawn(move || {
+        let mut mcp = mcp_client;
+        mcp.call("run", json!({"command": "sleep 3; echo done"}))
+    });
+    std::thread::sleep(Duration::from_secs(1));
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 101, "reason": "another token's"}});
+    let reply = post(&server.client(&other), Some(&session), &cancel);
+    assert_eq!(reply.status, 404, "{}", reply.text());
+    let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {"name": "log", "arguments": {}}});
+    let reply = post(&server.client(&other), Some(&session), &call);
+    assert_eq!(reply.status, 404, "{}", reply.text());
+    let ran = running.join().unwrap();
+    assert_eq!(ok(&ran)["stdout"], "done\n", "{ran}");
+    // The owner goes on in it.
+    ok(&mcp.call("log", json!({})));
+});
+
+// Each initialize made an MCP session kept for five minutes of silence, however many its token
+// had: at the token's rate (100 a second) that is 30,000 sessions of one token at once, each a
+// task, channels and a service. A token keeps its latest few; the oldest is closed.
+both_modes!(
+    a_token_keeps_a_bounded_number_of_mcp_sessions,
+    |w: &World| {
+        let token = agent_token(w).token;
+        let server = Server::start(w, &[]);
+        let mut first = Mcp::open(&server, &token);
+        ok(&first.call("log", json!({})));
+        let mut latest: Vec<Mcp> = (0..40).map(|_| Mcp::open(&server, &token)).collect();
+        let call = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+        "params": {"name": "log", "arguments": {}}});
+        let reply = first.send(&call);
+        assert_eq!(reply.status, 404, "the oldest is closed: {}", reply.text());
+        ok(&latest.last_mut().unwrap().call("log", json!({})));
+    }
+);
+
+// A tool's work on core's threads held none of the token's places for requests in progress:
+// the HTTP layer gave its place back once the answer's head (an event stream) was out. A token
+// whose run holds its session could send `changes` after `changes`, each taking one of the
+// threads every token shares until the run ended (512 of them: the server stops answering).
+both_modes!(
+    tool_calls_waiting_on_core_count_as_requests_in_progress,
+    |w: &World| {
+        let token = agent_token(w).token;
+        let server = Server::start(w, &[]);
+        let mut mcp = Mcp::open(&server, &token);
+        let started = mcp.call("start", json!({"command": "sleep 6"}));
+        ok(&started);
+        std::thread::sleep(Duration::from_millis(500));
+        let session = mcp.session.clone();
+        let callers: Vec<_> = (0..24)
+            .map(|i| {
+                let mut mcp = Mcp {
+                    client: server.client(&token),
+                    session: session.clone(),
+                    next_id: 1000 * (i + 1),
+                };
+                std::thread::spawn(move || mcp.try_call("changes", json!({})))
+            })
+            .collect();
+        let answers: Vec<Value> = callers.into_iter().map(|c| c.join().unwrap()).collect();
+        // Refused by the HTTP layer (429) or by the tool: too many requests in progress.
+        let refused = answers
+            .iter()
+            .filter(|a| a["result"]["isError"] == true || a["code"].is_string())
+            .inspect(|a| assert!(a.to_string().contains("too_many_requests"), "{a}"))
+            .count();
+        assert!(refused >= 24 - 16, "{refused} refused of 24: {answers:?}");
     }
 );
