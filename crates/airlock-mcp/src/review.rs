@@ -41,7 +41,10 @@ pub async fn changes(host: &Client, page: usize) -> Result<Changes, ApiError> {
         };
         let entries = diff.entries().map_err(io)?;
         let pages = entries.len().div_ceil(PAGE);
-        let range = ((page - 1) * PAGE).min(entries.len())..(page * PAGE).min(entries.len());
+        // Saturating: a page number near the top of its type is a page past the end, not an
+        // overflow (nor a range ending before it starts).
+        let end = page.saturating_mul(PAGE).min(entries.len());
+        let range = (page - 1).saturating_mul(PAGE).min(end)..end;
         let input = content_bytes(&diff.changes()[range.clone()]);
         let patch = if input > largest_patch_input {
             format!("(the patch of this page's files, {input} bytes of content, is too large to show here: a person sees it with airlock diff)")

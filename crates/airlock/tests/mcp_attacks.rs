@@ -245,3 +245,51 @@ both_modes!(
         assert!(refused >= 24 - 16, "{refused} refused of 24: {answers:?}");
     }
 );
+
+// A page number near the top of its type overflowed the page's range (a panic in a debug
+// build; in a release build a range that ends before it starts: a panic all the same, on
+// core's thread, answered as an internal error).
+both_modes!(a_page_past_the_end_is_an_empty_page, |w: &World| {
+    let token = agent_token(w).token;
+    let server = Server::start(w, &[]);
+    let mut mcp = Mcp::open(&server, &token);
+    ok(&mcp.call("run", json!({"command": "echo a > a.txt"})));
+    for page in [2u64, u64::MAX / 50 + 1, u64::MAX] {
+        let answer = mcp.call("changes", json!({"page": page}));
+        let changes = ok(&answer);
+        assert_eq!(changes["files"], json!([]), "page {page}: {changes}");
+        assert_eq!(changes["pages"], 1, "page {page}: {changes}");
+    }
+});
+
+// A token revoked during a started run: the run ends (as the API's runs end), it does not go
+// on to its end under a token that no longer opens the door.
+both_modes!(a_revoked_tokens_started_run_ends, |w: &World| {
+    let token = agent_token(w);
+    let server = Server::start(w, &[]);
+    let mut mcp = Mcp::open(&server, &token.token);
+    let started = mcp.call("start", json!({"command": "sleep 60"}));
+    ok(&started);
+    std::thread::sleep(Duration::from_millis(500));
+    let out = w
+        .airlock()
+        .args(["token", "revoke", &token.id])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while process_running("sleep 60") {
+        assert!(
+            Instant::now() < deadline,
+            "the run goes on under a revoked token"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let reply = post(
+        &mcp.client,
+        Some(&mcp.session),
+        &json!({"jsonrpc": "2.0", "id": 5,
+        "method": "tools/call", "params": {"name": "log", "arguments": {}}}),
+    );
+    assert_eq!(reply.status, 401, "{}", reply.text());
+});
