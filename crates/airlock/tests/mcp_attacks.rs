@@ -34,7 +34,7 @@ impl Mcp {
             .header("mcp-session-id")
             .expect("an MCP session id")
             .to_string();
-        let mut mcp = Mcp {
+        let mcp = Mcp {
             client,
             session,
             next_id: 1,
