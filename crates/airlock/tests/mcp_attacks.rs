@@ -268,7 +268,12 @@ both_modes!(a_revoked_tokens_started_run_ends, |w: &World| {
     let token = agent_token(w);
     let server = Server::start(w, &[]);
     let mut mcp = Mcp::open(&server, &token.token);
-    let started = mcp.call("start", json!({"command": "sleep 60"}));
+    let sleep = if w.mode == Mode::Root {
+        "sleep 60"
+    } else {
+        "sleep 61"
+    };
+    let started = mcp.call("start", json!({"command": sleep}));
     ok(&started);
     std::thread::sleep(Duration::from_millis(500));
     let out = w
@@ -278,7 +283,7 @@ both_modes!(a_revoked_tokens_started_run_ends, |w: &World| {
         .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
     let deadline = Instant::now() + Duration::from_secs(20);
-    while process_running("sleep 60") {
+    while process_running(sleep) {
         assert!(
             Instant::now() < deadline,
             "the run goes on under a revoked token"
@@ -292,4 +297,50 @@ both_modes!(a_revoked_tokens_started_run_ends, |w: &World| {
         "method": "tools/call", "params": {"name": "log", "arguments": {}}}),
     );
     assert_eq!(reply.status, 401, "{}", reply.text());
+});
+
+// A client that hangs up during a `run` without cancelling it: by the transport's rules that is
+// no cancellation (the client may resume the stream), so the run goes on, but no longer than
+// its MCP session — closing the session (DELETE, or the token's newer sessions pushing it out)
+// ends it.
+both_modes!(a_run_ends_with_its_mcp_session, |w: &World| {
+    let token = agent_token(w).token;
+    let server = Server::start(w, &[]);
+    let mcp = Mcp::open(&server, &token);
+    // Each mode's own command, to be told apart from the other's running at the same time.
+    let sleep = if w.mode == Mode::Root {
+        "sleep 47"
+    } else {
+        "sleep 48"
+    };
+    let call = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "run", "arguments": {"command": sleep}}});
+    let headers = [
+        ("Accept", "application/json, text/event-stream"),
+        ("MCP-Protocol-Version", REVISION),
+        ("Mcp-Session-Id", mcp.session.as_str()),
+    ];
+    let open = mcp
+        .client
+        .open("POST", "/mcp", &headers, call.to_string().as_bytes())
+        .unwrap();
+    assert_eq!(open.status, 200);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !process_running(sleep) {
+        assert!(Instant::now() < deadline, "the run did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    open.hang_up();
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(process_running(sleep), "a hang-up is no cancellation");
+    let closed = mcp.client.send("DELETE", "/mcp", &headers[1..], b"");
+    assert!(closed.status < 300, "{} {}", closed.status, closed.text());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while process_running(sleep) {
+        assert!(
+            Instant::now() < deadline,
+            "the run outlives its MCP session"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 });
