@@ -126,12 +126,18 @@ impl Clients for OverHttp {
         let valid = Arc::new(move || app.tokens.is_valid(&id));
         let (app, id) = (self.app.clone(), authorized.token.clone());
         let run_slot = Box::new(move || app.limiter.run_slot(&id));
+        let (app, id) = (self.app.clone(), authorized.token.clone());
+        let request_slot = Box::new(move || app.limiter.request_slot(&id));
         Ok(Client {
             standing: self.standing_of(&authorized.token)?,
             caller: authorized.caller,
             profile: String::new(),
             workspace: None,
-            token: Some(TokenUse { run_slot, valid }),
+            token: Some(TokenUse {
+                run_slot,
+                request_slot,
+                valid,
+            }),
             runner: self.runner.clone(),
         })
     }

@@ -34,7 +34,8 @@ pub struct StdioConfig {
     pub keep_output: u64,
 }
 
-/// Runs one client may have going at once (in the foreground and started for polling).
+/// Runs one client may have at once: going on in the foreground, or started and not yet polled
+/// to their end (their output waits in memory until then).
 const MAX_RUNS: usize = 8;
 
 /// What every client's runs share: the workers' program, where they leave results, the runs
@@ -66,9 +67,11 @@ impl Default for Standing {
     }
 }
 
-/// A client's token, for its runs: a place among its runs, and whether it still opens the door.
+/// A client's token, for its runs: a place among its runs, a place among its requests in
+/// progress (held while core works for a tool), and whether it still opens the door.
 pub struct TokenUse {
     pub run_slot: Box<dyn Fn() -> Result<OwnedSemaphorePermit, ApiError> + Send + Sync>,
+    pub request_slot: Box<dyn Fn() -> Result<OwnedSemaphorePermit, ApiError> + Send + Sync>,
     pub valid: Arc<dyn Fn() -> bool + Send + Sync>,
 }
 
@@ -139,7 +142,9 @@ impl Client {
                 name: None,
             },
         };
-        let summary = core(move || airlock_core::create_session(&caller, request)).await?;
+        let summary = self
+            .core(move || airlock_core::create_session(&caller, request))
+            .await?;
         Ok(summary.meta.id)
     }
 
@@ -148,17 +153,44 @@ impl Client {
     pub async fn check(&self, session: &str, ask: &RunAsk) -> Result<(), ApiError> {
         let request = self.job(session, ask).request();
         let caller = self.caller.clone();
-        core(move || airlock_core::check_run(&caller, request)).await
+        self.core(move || airlock_core::check_run(&caller, request))
+            .await
+    }
+
+    /// Carry out a core operation for this client on a blocking thread, holding one of its
+    /// token's places for requests in progress until it ends, as the API's endpoints hold theirs:
+    /// the HTTP layer's place is given back once the answer's head (an event stream) is out,
+    /// and a thread waiting for a session another run holds goes on waiting — without a place
+    /// of its own, a token could take every thread core's operations share.
+    pub async fn core<T: Send + 'static>(
+        &self,
+        work: impl FnOnce() -> Result<T, airlock_core::Error> + Send + 'static,
+    ) -> Result<T, ApiError> {
+        let slot = self
+            .token
+            .as_ref()
+            .map(|t| (t.request_slot)())
+            .transpose()?;
+        let answer = core(work).await;
+        drop(slot);
+        answer
     }
 
     /// Start `ask` in `session`; its events come through the returned receiver, which the
-    /// caller drops to say it no longer waits (the run is then interrupted and recorded).
-    pub fn start(&self, session: &str, ask: RunAsk) -> Result<mpsc::Receiver<Event>, ApiError> {
+    /// caller drops to say it no longer waits (the run is then interrupted and recorded). The
+    /// returned place among the client's runs is the caller's to hold until the run's end is
+    /// told: a started run's output waits in memory until it is polled, and a place given back
+    /// at the run's end let runs never polled pile up without end.
+    pub fn start(
+        &self,
+        session: &str,
+        ask: RunAsk,
+    ) -> Result<(mpsc::Receiver<Event>, OwnedSemaphorePermit), ApiError> {
         let place = self.standing.places.clone().try_acquire_owned().map_err(|_| {
             ApiError::new(
                 StatusCode::TOO_MANY_REQUESTS,
                 "too_many_runs",
-                format!("{MAX_RUNS} runs of this client are going on already: poll one to its end first"),
+                format!("{MAX_RUNS} runs of this client are going on or waiting to be polled: poll one to its end first"),
             )
         })?;
         let token_slot = self.token.as_ref().map(|t| (t.run_slot)()).transpose()?;
@@ -184,9 +216,9 @@ impl Client {
                 airlock_core::audit::record_abandoned(&caller, Some(&session), why)
             });
             airlock_serve::jobs::execute(launch, job, events, record).await;
-            drop((place, token_slot));
+            drop(token_slot);
         });
-        Ok(receiver)
+        Ok((receiver, place))
     }
 
     /// Keep a started run for `poll`: its id.

@@ -1,7 +1,8 @@
 //! `/mcp` on `airlock serve`: the same tools over MCP's Streamable HTTP transport. Every request's
 //! bearer token is checked as every endpoint of the API checks it (401, 403, 429 with the API's
 //! error codes), and only an agent's token opens it: the tools are an agent's. Each token is one
-//! client, whatever MCP session its requests come in — its session, its started runs.
+//! client, whatever connection its requests come in — its session, its started runs. No MCP
+//! session is kept: every request stands alone.
 
 use std::sync::Arc;
 
@@ -32,6 +33,7 @@ pub fn router(app: Shared, max_body: usize) -> axum::Router {
     // a crash) then cancels its call, which interrupts the call's run. Sessions would keep the
     // call going for a resumption, and keep per-client state in memory for a token to multiply.
     config.legacy_session_mode = false;
+    // No session is made (see above): the manager only carries each request's own.
     let service = StreamableHttpService::new(
         move || Ok(Airlock::new(clients.clone())),
         Arc::new(LocalSessionManager::default()),

@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use airlock_core::DiffRequest;
 use airlock_serve::error::ApiError;
 
-use crate::host::{core, Client};
+use crate::host::Client;
 use crate::runs::review_note;
 use crate::tools::{Changes, Log};
 
@@ -33,7 +33,7 @@ pub async fn changes(host: &Client, page: usize) -> Result<Changes, ApiError> {
     // A patch is made in memory from both sides of each file: a page whose files hold more than
     // the server shows of a run's output (twice) is listed without it.
     let largest_patch_input = host.runner.keep_output.saturating_mul(2);
-    let (files, patch, pages) = core(move || {
+    let (files, patch, pages) = host.core(move || {
         let diff = airlock_core::diff(&caller, &request)?;
         let io = |e: std::io::Error| airlock_core::Error::Argument {
             arg: "changes".into(),
@@ -41,7 +41,10 @@ pub async fn changes(host: &Client, page: usize) -> Result<Changes, ApiError> {
         };
         let entries = diff.entries().map_err(io)?;
         let pages = entries.len().div_ceil(PAGE);
-        let range = ((page - 1) * PAGE).min(entries.len())..(page * PAGE).min(entries.len());
+        // Saturating: a page number near the top of its type is a page past the end, not an
+        // overflow (nor a range ending before it starts).
+        let end = page.saturating_mul(PAGE).min(entries.len());
+        let range = (page - 1).saturating_mul(PAGE).min(end)..end;
         let input = content_bytes(&diff.changes()[range.clone()]);
         let patch = if input > largest_patch_input {
             format!("(the patch of this page's files, {input} bytes of content, is too large to show here: a person sees it with airlock diff)")
@@ -91,21 +94,22 @@ pub async fn log(host: &Client, limit: usize) -> Result<Log, ApiError> {
         session: Some(session.clone()),
         ..airlock_audit::Filter::default()
     };
-    let records = core(move || {
-        let (mut records, filter) = airlock_core::audit::records(&caller, filter)?;
-        let mut latest = VecDeque::with_capacity(limit);
-        while let Some(record) = records
-            .next_matching(&filter)
-            .map_err(airlock_core::Error::from)?
-        {
-            if latest.len() == limit {
-                latest.pop_front();
+    let records = host
+        .core(move || {
+            let (mut records, filter) = airlock_core::audit::records(&caller, filter)?;
+            let mut latest = VecDeque::with_capacity(limit);
+            while let Some(record) = records
+                .next_matching(&filter)
+                .map_err(airlock_core::Error::from)?
+            {
+                if latest.len() == limit {
+                    latest.pop_front();
+                }
+                latest.push_back(serde_json::Value::Object(record));
             }
-            latest.push_back(serde_json::Value::Object(record));
-        }
-        Ok(Vec::from(latest))
-    })
-    .await?;
+            Ok(Vec::from(latest))
+        })
+        .await?;
     Ok(Log {
         session: Some(session),
         records,

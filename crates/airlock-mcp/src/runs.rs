@@ -8,7 +8,7 @@ use rmcp::model::{ProgressNotificationParam, ProgressToken};
 use rmcp::{Peer, RoleServer};
 use schemars::JsonSchema;
 use serde::Serialize;
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit};
 
 use airlock_serve::error::ApiError;
 use airlock_serve::jobs::{Event, Finished, Stream};
@@ -150,6 +150,9 @@ pub struct Background {
     pub session: String,
     state: Mutex<Kept>,
     changed: Notify,
+    /// The run's place among its client's runs, given back when the run is forgotten (its end
+    /// polled), not when it ends: its output is kept here until then.
+    _place: OwnedSemaphorePermit,
 }
 
 #[derive(Default)]
@@ -175,11 +178,16 @@ pub struct PollAnswer {
 
 impl Background {
     /// Keep the run's events as they come, on a task of its own.
-    pub fn follow(session: String, mut events: mpsc::Receiver<Event>) -> std::sync::Arc<Self> {
+    pub fn follow(
+        session: String,
+        mut events: mpsc::Receiver<Event>,
+        place: OwnedSemaphorePermit,
+    ) -> std::sync::Arc<Self> {
         let run = std::sync::Arc::new(Background {
             session,
             state: Mutex::new(Kept::default()),
             changed: Notify::new(),
+            _place: place,
         });
         let kept = run.clone();
         tokio::spawn(async move {

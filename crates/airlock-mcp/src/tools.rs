@@ -127,8 +127,10 @@ impl Airlock {
         let answer = async {
             let client = self.clients.client(&context)?;
             let ask = ask_of(&params)?;
-            let (session, events) = start_in_session(&client, ask).await?;
-            runs::collect(events, progress, &session).await
+            let (session, events, place) = start_in_session(&client, ask).await?;
+            let result = runs::collect(events, progress, &session).await;
+            drop(place);
+            result
         };
         // A client that stops waiting says so (notifications/cancelled, or its connection gone):
         // the run's events are then dropped, which interrupts it, and it is recorded abandoned.
@@ -155,8 +157,8 @@ impl Airlock {
         let answer = async {
             let client = self.clients.client(&context)?;
             let ask = ask_of(&params)?;
-            let (session, events) = start_in_session(&client, ask).await?;
-            let run = Background::follow(session.clone(), events);
+            let (session, events, place) = start_in_session(&client, ask).await?;
+            let run = Background::follow(session.clone(), events, place);
             let id = client.remember(run).await;
             Ok::<_, ApiError>(Started { run: id, session })
         };
@@ -258,6 +260,7 @@ async fn start_in_session(
     (
         String,
         tokio::sync::mpsc::Receiver<airlock_serve::jobs::Event>,
+        tokio::sync::OwnedSemaphorePermit,
     ),
     ApiError,
 > {
@@ -269,8 +272,8 @@ async fn start_in_session(
         Err(e) => return Err(e),
         Ok(()) => session,
     };
-    let events = client.start(&session, ask)?;
-    Ok((session, events))
+    let (events, place) = client.start(&session, ask)?;
+    Ok((session, events, place))
 }
 
 #[tool_handler(router = self.tool_router)]
