@@ -44,86 +44,13 @@ aarch64) platform=linux-arm64 ;;
 esac
 # musl systems (Alpine) need the -musl package, which the lock file also pins.
 if ldd --version 2>&1 | grep -qi musl; then platform="$platform-musl"; fi
-cache_root=${AIRLOCK_CI_CACHE:-$HOME/.cache/airlock-ci}
-final="$cache_root/claude-code-$version"
-marker="$final/.airlock-install-complete"
-wrapper="$final/bin/claude"
-fingerprint=$( (
-  echo "recipe $RECIPE $platform"
-  cat "$inputs/package.json" "$inputs/package-lock.json"
-) | sha256sum | cut -d' ' -f1)
-
-installed() { [ -x "$wrapper" ] && [ "$(cat "$marker" 2>/dev/null)" = "$fingerprint" ]; }
-
-# The wrapper finds the install from its own location, so it keeps working after the rename.
-write_wrapper() {
-  mkdir -p "$1/bin"
-  cat >"$1/bin/claude" <<EOF
-#!/bin/sh
-# Claude Code $version's native binary; written by airlock's scripts/claude-install.sh.
-dir=\$(dirname "\$(readlink -f "\$0")")/..
-exec "\$dir/node_modules/@anthropic-ai/claude-code-$platform/claude" "\$@"
-EOF
-  chmod +x "$1/bin/claude"
-}
-
-build_into() {
-  local dir=$1 log="$1/install.log" got
-  cp "$inputs/package.json" "$inputs/package-lock.json" "$dir/"
-  say "npm ci (Claude Code $version, $platform)..."
-  if ! env -C "$dir" npm ci --ignore-scripts --no-audit --no-fund --prefer-offline >>"$log" 2>&1; then
-    tail -n 30 "$log" >&2
-    die "npm ci failed; its end is above"
-  fi
-  write_wrapper "$dir"
-  got=$(HOME="$dir" "$dir/bin/claude" --version 2>&1) || die "$dir/bin/claude --version failed: $got"
-  [ "$got" = "$version (Claude Code)" ] || die "$dir/bin/claude --version printed '$got', not $version"
-  echo "$fingerprint" >"$dir/.airlock-install-complete"
-}
-
-free_kib() { df -Pk "$1" | awk 'NR == 2 { print $4 }'; }
-
-install() {
-  # Anything partial left now is from a run that was killed: a live one would hold the lock.
-  rm -rf "$cache_root/.claude-code-$version.partial."*
-  local free
-  free=$(free_kib "$cache_root")
-  [ "$free" -ge "$NEEDED_KIB" ] ||
-    die "$cache_root has $((free / 1024)) MiB free; Claude Code needs about 1 GiB (set AIRLOCK_CI_CACHE to elsewhere?)"
-  partial=$(mktemp -d "$cache_root/.claude-code-$version.partial.XXXXXX")
-  chmod 755 "$partial" # mktemp makes it 0700; other users (the tests' unprivileged uid) run it too
-  build_into "$partial"
-  if [ -e "$final" ]; then
-    # An install of other inputs: moved aside first, so the rename below cannot land inside it.
-    local old
-    old=$(mktemp -d "$cache_root/.claude-code-$version.partial.XXXXXX")
-    mv "$final" "$old/"
-    mv "$partial" "$final"
-    partial=$old
-  else
-    mv "$partial" "$final"
-    partial=
-  fi
-}
-
-partial=
-cleanup() { if [ -n "$partial" ]; then rm -rf "$partial"; fi; }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-if ! installed; then
-  mkdir -p "$cache_root"
-  exec 9>"$cache_root/.claude-code-$version.lock"
-  if ! flock -n 9; then
-    say "waiting for another Claude Code install into $cache_root to finish"
-    flock 9
-  fi
-  if ! installed; then
-    say "installing Claude Code $version into $final"
-    started=$SECONDS
-    install
-    say "installed in $((SECONDS - started)) s"
-  fi
-fi
-echo "$wrapper"
+label="Claude Code"
+slug=claude-code
+installer=scripts/claude-install.sh
+exe=claude
+native="@anthropic-ai/claude-code-$platform/claude"
+expected_version="$version (Claude Code)"
+version_of() { HOME="$1" "$1/bin/claude" --version 2>&1; }
+# shellcheck source=lib/npm-install.sh
+. "$here/lib/npm-install.sh"
+install_cached
