@@ -49,21 +49,27 @@ stop_server() {
 }
 trap 'stop_server; rm -rf "$work"' EXIT
 
-# airlock as the pass's user.
-as_user() {
-  if [ "$who" = root ]; then
-    "$airlock" --state-dir "$dir/state" "$@"
-  else
-    HOME="$dir/home" setpriv --reuid "$uid" --regid "$uid" --clear-groups -- "$airlock" --state-dir "$dir/state" "$@"
+# airlock as the pass's user: the command line, in as_user_argv (env and setpriv exec airlock, so a
+# process started from it is airlock itself, which stop_server signals).
+as_user_argv() {
+  as_user_argv=("$airlock" --state-dir "$dir/state" "$@")
+  if [ "$who" != root ]; then
+    as_user_argv=(env HOME="$dir/home" setpriv --reuid "$uid" --regid "$uid" --clear-groups -- "${as_user_argv[@]}")
   fi
+}
+as_user() {
+  as_user_argv "$@"
+  "${as_user_argv[@]}"
 }
 
 # airlock serve on a free loopback port, and an agent's and an operator's token: the client's
-# arguments for /mcp.
-http_args() {
+# arguments for /mcp, in http_args. (Not in a $(…): the server would be that subshell's child,
+# unknown to stop_server.)
+start_http() {
   local port log="$dir/serve.log"
   port=$("$python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-  as_user serve --listen "127.0.0.1:$port" >"$log" 2>&1 &
+  as_user_argv serve --listen "127.0.0.1:$port"
+  "${as_user_argv[@]}" >"$log" 2>&1 &
   server=$!
   for _ in $(seq 100); do
     grep -q "serving on" "$log" && break
@@ -73,7 +79,7 @@ http_args() {
   local agent operator
   agent=$(as_user token create --role agent --workspace "$dir/workspace" --name mcp-agent | tail -1)
   operator=$(as_user token create --role operator --name mcp-operator | tail -1)
-  echo --url "http://127.0.0.1:$port/mcp" --token "$agent" --operator-token "$operator"
+  http_args=(--url "http://127.0.0.1:$port/mcp" --token "$agent" --operator-token "$operator")
 }
 
 # A fresh state directory and workspace for each pass, owned by the user the server runs as.
@@ -92,8 +98,8 @@ pass() {
     extra=(--uid "$uid" --home "$dir/home")
   fi
   if [ "$transport" = http ]; then
-    # shellcheck disable=SC2207 # the arguments are words without spaces
-    extra+=($(http_args))
+    start_http
+    extra+=("${http_args[@]}")
   fi
   echo "== mcp $(basename "$venv" | sed 's/mcp-python-//') over $transport, server as $who"
   "$venv/bin/python" scripts/mcp_client.py --airlock "$airlock" --state "$dir/state" \
