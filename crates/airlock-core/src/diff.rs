@@ -140,6 +140,20 @@ impl Diff {
         patch::write_patch(out, self.roots(), self.changes())
     }
 
+    /// The bytes of the regular files on both sides of some of the changes (in change order):
+    /// what a patch of them reads into memory, which a service bounds before making one.
+    pub fn patch_input_bytes(&self, changes: std::ops::Range<usize>) -> u64 {
+        self.changes()
+            .get(changes)
+            .unwrap_or_default()
+            .iter()
+            .flat_map(|change| [&change.old, &change.new])
+            .flatten()
+            .filter(|node| node.kind == Kind::File)
+            .map(|node| node.size)
+            .fold(0, u64::saturating_add)
+    }
+
     /// The patch of some of the changes (a page of them, in change order), as [`Self::write_patch`].
     pub fn write_patch_of(
         &self,

@@ -45,7 +45,7 @@ pub async fn changes(host: &Client, page: usize) -> Result<Changes, ApiError> {
         // overflow (nor a range ending before it starts).
         let end = page.saturating_mul(PAGE).min(entries.len());
         let range = (page - 1).saturating_mul(PAGE).min(end)..end;
-        let input = content_bytes(&diff.changes()[range.clone()]);
+        let input = diff.patch_input_bytes(range.clone());
         let patch = if input > largest_patch_input {
             format!("(the patch of this page's files, {input} bytes of content, is too large to show here: a person sees it with airlock diff)")
         } else {
@@ -68,17 +68,6 @@ pub async fn changes(host: &Client, page: usize) -> Result<Changes, ApiError> {
         page,
         pages,
     })
-}
-
-/// The bytes of the regular files on both sides of `changes`: what a patch of them reads.
-fn content_bytes(changes: &[airlock_changes::Change]) -> u64 {
-    changes
-        .iter()
-        .flat_map(|change| [&change.old, &change.new])
-        .flatten()
-        .filter(|node| node.kind == airlock_changes::Kind::File)
-        .map(|node| node.size)
-        .fold(0, u64::saturating_add)
 }
 
 /// The session's latest `limit` audit records, oldest first.

@@ -83,7 +83,7 @@ pub async fn diff(
             why: format!("cannot read the session's changes: {e}"),
         };
         if wants_patch {
-            let input = content_bytes(diff.changes());
+            let input = diff.patch_input_bytes(0..diff.changes().len());
             if input > largest_patch_input {
                 return Ok(DiffAnswer::TooLarge(input));
             }
@@ -117,17 +117,6 @@ pub async fn diff(
         )
         .into_response(),
     })
-}
-
-/// The bytes of the regular files on both sides of `changes`: what a patch of them reads.
-fn content_bytes(changes: &[airlock_changes::Change]) -> u64 {
-    changes
-        .iter()
-        .flat_map(|change| [&change.old, &change.new])
-        .flatten()
-        .filter(|node| node.kind == airlock_changes::Kind::File)
-        .map(|node| node.size)
-        .fold(0, u64::saturating_add)
 }
 
 #[derive(Debug, Default, Deserialize)]
