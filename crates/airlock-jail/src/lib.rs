@@ -42,6 +42,7 @@ mod protocol;
 mod rootfs;
 mod spec;
 mod sys;
+pub mod trust;
 
 pub use error::{JailError, Result};
 pub use launch::{

@@ -128,4 +128,7 @@ pub struct SandboxSpec {
     /// Route every `connect` through the supervisor's gate (see `gate`), and give the sandbox a
     /// DNS server the supervisor answers. False: loopback only.
     pub network_gate: bool,
+    /// Certificates trusted inside beyond the host's (the run's CA when the gate injects
+    /// secrets); None: the host's alone.
+    pub trust: Option<crate::trust::Trust>,
 }

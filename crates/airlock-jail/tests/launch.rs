@@ -107,6 +107,7 @@ impl World {
             user_name: "agent".into(),
             home: PathBuf::from("/home/agent"),
             network_gate: false,
+            trust: None,
         }
     }
 

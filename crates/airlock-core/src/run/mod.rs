@@ -492,6 +492,7 @@ fn sandbox_spec(
         network_gate: profile.network != airlock_policy::NetworkMode::None,
         user_name: SANDBOX_USER.into(),
         home: PathBuf::from(SANDBOX_HOME),
+        trust: None,
     }
 }
 

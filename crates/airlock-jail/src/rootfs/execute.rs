@@ -35,6 +35,10 @@ impl HostFacts for Host {
         path.is_dir()
     }
 
+    fn is_file(&self, path: &Path) -> bool {
+        fs::symlink_metadata(path).is_ok_and(|meta| meta.is_file())
+    }
+
     fn kind(&self, path: &Path) -> Result<Kind> {
         let meta = fs::metadata(path).map_err(|e| io_error("bind", path, e))?;
         Ok(if meta.is_dir() { Kind::Dir } else { Kind::File })
@@ -67,6 +71,8 @@ pub(crate) fn execute(
                 let dst = inside(staging, at)?;
                 fs::create_dir_all(&dst).map_err(|e| io_error("create", &dst, e))?
             }
+            MountStep::WriteFile { at, contents } => write_file(staging, at, contents)?,
+            MountStep::BindFileOver { source, at } => bind_file_over(staging, source, at)?,
             MountStep::Tmpfs { at, flags, options } => {
                 tmpfs(&inside(staging, at)?, *flags, options)?
             }
@@ -200,6 +206,29 @@ fn bind_etc(places: &Places, attrs: MountAttrs) -> Result<()> {
         "check the state directory",
     )?;
     mount_setattr(&dst, attrs, false).on_path("restrict", &dst, UNEXPECTED)
+}
+
+/// A file of airlock's own in the root tmpfs: no sandbox has run yet, nothing there to follow.
+fn write_file(staging: &Path, at: &Path, contents: &str) -> Result<()> {
+    let dst = inside(staging, at)?;
+    fs::write(&dst, contents).map_err(|e| io_error("write", &dst, e))?;
+    fs::set_permissions(&dst, fs::Permissions::from_mode(0o644))
+        .map_err(|e| io_error("set the mode of", &dst, e))
+}
+
+/// `source` bound over `at`, both inside the new root and airlock's or the host's own (a live
+/// system directory): read-only, nosuid, nodev.
+fn bind_file_over(staging: &Path, source: &Path, at: &Path) -> Result<()> {
+    let (src, dst) = (inside(staging, source)?, inside(staging, at)?);
+    mount(
+        Some(&src),
+        &dst,
+        None::<&str>,
+        MsFlags::MS_BIND,
+        None::<&str>,
+    )
+    .on_path("bind the run's CA bundle over", at, UNEXPECTED)?;
+    mount_setattr(&dst, SYSTEM_BIND, false).on_path("restrict", at, UNEXPECTED)
 }
 
 fn tmpfs(dst: &Path, flags: MsFlags, options: &str) -> Result<()> {

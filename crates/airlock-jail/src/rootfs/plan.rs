@@ -12,6 +12,7 @@ use crate::error::Result;
 use crate::etc::ETC_BOUND;
 use crate::spec::{Bind, Layer, SandboxSpec};
 use crate::sys::MountAttrs;
+use crate::trust::Trust;
 
 /// One step of building the root. Paths are as the sandbox will see them, in the new root,
 /// unless a variant says otherwise.
@@ -33,6 +34,11 @@ pub(crate) enum MountStep {
     Symlink { at: PathBuf, target: PathBuf },
     /// A directory (and its parents).
     Dir(PathBuf),
+    /// A file of airlock's own, written into the root tmpfs (read-only once sealed), mode 0644.
+    WriteFile { at: PathBuf, contents: String },
+    /// The file `source` (inside the new root) bound over the file `at`, read-only, nosuid,
+    /// nodev.
+    BindFileOver { source: PathBuf, at: PathBuf },
     /// A tmpfs at `at` (made first, with its parents).
     Tmpfs {
         at: PathBuf,
@@ -115,6 +121,8 @@ pub(crate) trait HostFacts {
     fn system_dir(&self, path: &Path) -> Result<SystemDir>;
     /// A directory, following symlinks.
     fn is_dir(&self, path: &Path) -> bool;
+    /// A regular file, not following symlinks.
+    fn is_file(&self, path: &Path) -> bool;
     /// A profile path: a directory or something else; an error when it cannot be looked at.
     fn kind(&self, path: &Path) -> Result<Kind>;
 }
@@ -160,6 +168,9 @@ fn base(spec: &SandboxSpec, owner: MounterIds, host: &dyn HostFacts) -> Result<V
             });
         }
     }
+    if let Some(trust) = &spec.trust {
+        trust_store(&mut steps, trust, host);
+    }
     dev(&mut steps);
     steps.push(MountStep::Proc);
     let private = |at: &Path, mode: u32| MountStep::Tmpfs {
@@ -178,6 +189,25 @@ fn base(spec: &SandboxSpec, owner: MounterIds, host: &dyn HostFacts) -> Result<V
         target: PathBuf::from("../tmp"),
     });
     Ok(steps)
+}
+
+/// The run's CA and bundle in /run/airlock, the bundle bound over each distribution bundle the
+/// host has (a symlink to one is left alone: it leads to another that is bound). After /etc's
+/// live directories, which the bundles are in.
+fn trust_store(steps: &mut Vec<MountStep>, trust: &Trust, host: &dyn HostFacts) {
+    steps.push(MountStep::Dir(crate::trust::dir().to_path_buf()));
+    for (at, contents) in crate::trust::files(trust) {
+        steps.push(MountStep::WriteFile { at, contents });
+    }
+    for bundle in crate::trust::SYSTEM_BUNDLES {
+        let at = PathBuf::from(bundle);
+        if host.is_file(&at) {
+            steps.push(MountStep::BindFileOver {
+                source: PathBuf::from(crate::trust::TRUST_BUNDLE),
+                at,
+            });
+        }
+    }
 }
 
 /// A minimal /dev, read-only once filled: its tmpfs is the sandbox user's when mounted in a
@@ -290,6 +320,10 @@ mod tests {
             path == Path::new("/etc/ssl/certs")
         }
 
+        fn is_file(&self, path: &Path) -> bool {
+            path == Path::new("/etc/ssl/certs/ca-certificates.crt")
+        }
+
         fn kind(&self, path: &Path) -> Result<Kind> {
             Ok(if path.ends_with("config.toml") {
                 Kind::File
@@ -349,6 +383,7 @@ mod tests {
             user_name: "agent".into(),
             home: PathBuf::from("/home/agent"),
             network_gate: false,
+            trust: None,
         }
     }
 
@@ -397,7 +432,9 @@ mod tests {
                 // Read-only, as `execute` mounts it.
                 MountStep::Hide { path } => set(path, false),
                 MountStep::SealRoot { attrs } => set(Path::new("/"), !attrs.read_only),
+                MountStep::BindFileOver { at, .. } => set(at, false),
                 MountStep::MakePrivate
+                | MountStep::WriteFile { .. }
                 | MountStep::StagingTmpfs
                 | MountStep::Symlink { .. }
                 | MountStep::Dir(_)
@@ -612,6 +649,44 @@ mod tests {
                 userxattr: false,
                 ..
             }
+        )));
+    }
+
+    #[test]
+    fn the_trust_store_is_written_then_bound_read_only_over_the_system_bundle() {
+        let mut with_trust = spec(&[], &[]);
+        with_trust.trust = Some(Trust {
+            ca_pem: "CA".into(),
+            bundle_pem: "ROOTS\nCA".into(),
+        });
+        let steps = steps(&with_trust);
+        let written = position(&steps, |s| matches!(s, MountStep::WriteFile { .. }));
+        let bound = position(&steps, |s| matches!(s, MountStep::BindFileOver { .. }));
+        let certs_dir = position(
+            &steps,
+            |s| matches!(s, MountStep::BindSystem { path, .. } if path == Path::new("/etc/ssl/certs")),
+        );
+        assert_eq!(written.len(), 2);
+        // Only the bundle the host has, after the live directory it is in and after the
+        // files it is bound from.
+        assert_eq!(bound.len(), 1);
+        assert!(certs_dir[0] < bound[0] && written[1] < bound[0]);
+        assert!(steps.contains(&MountStep::WriteFile {
+            at: PathBuf::from(crate::trust::TRUST_BUNDLE),
+            contents: "ROOTS\nCA".into(),
+        }));
+        let mounts = final_mounts(&steps);
+        assert_eq!(
+            mounts.get(Path::new("/etc/ssl/certs/ca-certificates.crt")),
+            Some(&false)
+        );
+        // The files are in the root, which is sealed read-only.
+        assert_eq!(mounts.get(Path::new("/")), Some(&false));
+        // Without trust: nothing of it.
+        let plain = self::steps(&spec(&[], &[]));
+        assert!(!plain.iter().any(|s| matches!(
+            s,
+            MountStep::WriteFile { .. } | MountStep::BindFileOver { .. }
         )));
     }
 }
