@@ -106,6 +106,14 @@ pub fn attach(caller: &Caller, target: &Target, name: &str, agent: &str) -> Resu
             target.workspace.display()
         );
     }
+    // The session's runs take its profile, not the one the settings name.
+    let profile = target.profile.as_deref().unwrap_or("default");
+    if found.meta.profile.file.is_some() || found.meta.profile.name != profile {
+        bail!(
+            "session {name} runs with profile {}, not {profile}, the one these settings name: its commands would get that profile's access; start a new {agent} session, or discard {name}",
+            found.meta.profile.name
+        );
+    }
     Ok(name.to_string())
 }
 
@@ -146,5 +154,34 @@ mod tests {
         for bad in ["", "../x", "a b", "a/b", &"x".repeat(57)] {
             assert!(session_name("codex", "Codex", bad).is_err(), "{bad:?}");
         }
+    }
+
+    /// A session's runs take its own profile, whatever the run asks for: attaching to one made
+    /// with another profile (another conversation's, under other settings, or a person's
+    /// session whose name the agent wrote itself into `airlock codex shell`) would run the
+    /// command with that profile's network, paths and secrets, not the settings'.
+    #[test]
+    fn a_session_of_another_profile_is_not_attached() {
+        let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+        let (state, workspace, home) = (dirs[0].path(), dirs[1].path(), dirs[2].path());
+        std::fs::create_dir_all(home.join("config/airlock/profiles")).unwrap();
+        std::fs::write(home.join("config/airlock/profiles/net.toml"), "").unwrap();
+        let mut caller = Caller::bare(state.to_path_buf(), airlock_core::Role::Operator);
+        caller.env = vec![
+            ("HOME".into(), home.into()),
+            ("XDG_CONFIG_HOME".into(), home.join("config").into()),
+        ];
+        let workspace = workspace.canonicalize().unwrap();
+        let with = |profile: Option<&str>| Target {
+            workspace: workspace.clone(),
+            profile: profile.map(str::to_string),
+        };
+        attach(&caller, &with(Some("net")), "codex-other", "Codex").unwrap();
+        attach(&caller, &with(Some("net")), "codex-other", "Codex").unwrap();
+        let err = attach(&caller, &with(Some("default")), "codex-other", "Codex").unwrap_err();
+        assert!(format!("{err:#}").contains("profile"), "{err:#}");
+        assert!(attach(&caller, &with(None), "codex-other", "Codex").is_err());
+        attach(&caller, &with(None), "codex-mine", "Codex").unwrap();
+        attach(&caller, &with(Some("default")), "codex-mine", "Codex").unwrap();
     }
 }

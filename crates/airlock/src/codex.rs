@@ -12,11 +12,12 @@
 
 mod hook;
 
+use std::ffi::{OsStr, OsString};
 use std::os::unix::process::CommandExt as _;
 use std::path::PathBuf;
 use std::process::{Command, ExitCode};
 
-use anyhow::{Context as _, Result};
+use anyhow::{bail, Context as _, Result};
 use clap::{Args, Subcommand};
 
 use crate::agent::{attach, session_name, text, this_binary, Target};
@@ -234,10 +235,43 @@ fn attach_codex(global: &GlobalArgs, target: &Target, codex_session: &str) -> Re
     attach(&caller(global), target, &name, "Codex")
 }
 
+/// Refuse `codex shell` called in any other shape than the hook's rewrite: `airlock
+/// [--state-dir=DIR] codex shell WORKSPACE PROFILE ID COMMAND`, nothing before, between or after.
+/// The rule lets out of Codex's sandbox whatever begins with the rule's six words, and the
+/// agent can write that itself (the hook not trusted, or skipped): a global option after them
+/// (`--state-dir=/tmp/x`) would parse, and put its run under another state directory, past
+/// this one's kill switch, audit log and `airlock kill`.
+fn exactly_as_rewritten(argv: &[OsString], args: &ShellArgs) -> Result<()> {
+    let expected: [&OsStr; 6] = [
+        "codex".as_ref(),
+        "shell".as_ref(),
+        args.workspace.as_os_str(),
+        args.profile.as_ref(),
+        args.codex_session.as_ref(),
+        args.command.as_ref(),
+    ];
+    let words = argv.get(1..).unwrap_or_default();
+    let (before, tail) = words.split_at(words.len().saturating_sub(expected.len()));
+    let tail_ok = tail.iter().map(OsString::as_os_str).eq(expected);
+    let before_ok = match before {
+        [] => true,
+        [state_dir] => state_dir.as_encoded_bytes().starts_with(b"--state-dir="),
+        _ => false,
+    };
+    if !(tail_ok && before_ok) {
+        bail!(
+            "'airlock codex shell' takes exactly: airlock [--state-dir=DIR] codex shell WORKSPACE PROFILE SESSION-ID COMMAND, as airlock's Codex hook writes it (no other option, no '--'); got {argv:?}: nothing was run"
+        );
+    }
+    Ok(())
+}
+
 /// `airlock run --session SESSION -- /bin/bash -c COMMAND` by this same binary, in place of
 /// this process. Never a fallback: if the session cannot be had or the run is refused, the
 /// command does not run.
 fn shell(global: &GlobalArgs, args: ShellArgs) -> Result<ExitCode> {
+    let argv: Vec<OsString> = std::env::args_os().collect();
+    exactly_as_rewritten(&argv, &args)?;
     let target = Target {
         workspace: args.workspace,
         profile: Some(args.profile),
@@ -283,6 +317,101 @@ mod tests {
         assert!(rules.contains(
             r#"pattern = ["/opt/airlock", "--state-dir=/st", "codex", "shell", "/src/my app", "ci"]"#
         ));
+    }
+
+    fn parsed_shell(argv: &[&str]) -> (GlobalArgs, ShellArgs) {
+        use clap::Parser as _;
+        let cli = crate::cli::Cli::try_parse_from(argv).unwrap();
+        match cli.command {
+            crate::cli::Command::Codex(CodexCommand::Shell(args)) => (cli.global, args),
+            other => panic!("not codex shell: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn codex_shell_runs_only_in_the_shape_the_hook_writes() {
+        let ok = [
+            "/opt/airlock",
+            "--state-dir=/st",
+            "codex",
+            "shell",
+            "/ws",
+            "default",
+            "01a2-b3",
+            "echo --state-dir=/x; id",
+        ];
+        let (global, args) = parsed_shell(&ok);
+        assert_eq!(global.state_dir, Some("/st".into()));
+        let argv: Vec<OsString> = ok.iter().map(OsString::from).collect();
+        exactly_as_rewritten(&argv, &args).unwrap();
+        exactly_as_rewritten(
+            &argv[..1]
+                .iter()
+                .chain(&argv[2..])
+                .cloned()
+                .collect::<Vec<_>>(),
+            &args,
+        )
+        .unwrap();
+
+        // What the rule's prefix lets out, written by the agent with a global option after it:
+        // clap takes it, and the run would go to another state directory (another kill switch,
+        // another audit log).
+        let another_state_dir = [
+            "/opt/airlock",
+            "--state-dir=/st",
+            "codex",
+            "shell",
+            "/ws",
+            "default",
+            "01a2-b3",
+            "--state-dir=/tmp/mine",
+            "id",
+        ];
+        let (global, args) = parsed_shell(&another_state_dir);
+        assert_eq!(global.state_dir, Some("/tmp/mine".into()));
+        let argv: Vec<OsString> = another_state_dir.iter().map(OsString::from).collect();
+        assert!(exactly_as_rewritten(&argv, &args).is_err());
+
+        for odd in [
+            &[
+                "/opt/airlock",
+                "--state-dir=/st",
+                "codex",
+                "shell",
+                "/ws",
+                "default",
+                "--",
+                "01a2-b3",
+                "id",
+            ][..],
+            &[
+                "/opt/airlock",
+                "--state-dir=/st",
+                "codex",
+                "shell",
+                "--state-dir=/tmp/mine",
+                "/ws",
+                "default",
+                "01a2-b3",
+                "id",
+            ],
+            &[
+                "/opt/airlock",
+                "--state-dir",
+                "/st",
+                "codex",
+                "shell",
+                "/ws",
+                "default",
+                "01a2-b3",
+                "id",
+            ],
+        ] {
+            let (_, args) = parsed_shell(odd);
+            let argv: Vec<OsString> = odd.iter().map(OsString::from).collect();
+            assert!(exactly_as_rewritten(&argv, &args).is_err(), "{odd:?}");
+        }
     }
 
     #[test]

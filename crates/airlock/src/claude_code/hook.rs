@@ -107,7 +107,7 @@ fn check_bash(caller: &Caller, target: &Target, input: &Value) -> Result<()> {
             "Claude Code's CLAUDE_CODE_SHELL_PREFIX is {prefix:?}, not airlock's {expected:?}: the command would not run in the airlock session (another settings file or the environment overrides it; use the settings 'airlock claude-code settings' prints)"
         );
     }
-    if input["tool_input"]["run_in_background"].as_bool() == Some(true) {
+    if asks_for_background(&input["tool_input"]) {
         anyhow::bail!(
             "a background command would hold the airlock session, which runs one command at a time, until it ends, and every later command would wait for it: run it in the foreground (with a time limit if it may not end, e.g. 'timeout 60 ...')"
         );
@@ -117,6 +117,16 @@ fn check_bash(caller: &Caller, target: &Target, input: &Value) -> Result<()> {
         .as_str()
         .context("the Bash call has no command")?;
     crate::agent::check_command(caller, &session, command)
+}
+
+/// Whether the Bash call would run in the background. Claude Code 2.1.328 reads the parameter
+/// as a "semantic boolean" (the string "true" is true), and a hook must not read it otherwise:
+/// anything but absent, null, false or "false" counts as asking.
+fn asks_for_background(tool_input: &Value) -> bool {
+    !matches!(
+        &tool_input["run_in_background"],
+        Value::Null | Value::Bool(false)
+    ) && tool_input["run_in_background"] != "false"
 }
 
 /// Say how to review; the session is left as it is. As a systemMessage (shown to the person in
@@ -137,4 +147,32 @@ fn session_end(caller: &Caller, target: &Target, input: &Value) -> Option<Value>
     );
     eprintln!("{message}");
     Some(json!({ "systemMessage": message }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_background_call_is_seen_however_claude_code_would_read_it() {
+        for background in [
+            json!(true),
+            json!("true"),
+            json!("TRUE"),
+            json!(1),
+            json!({}),
+        ] {
+            assert!(
+                asks_for_background(&json!({ "command": "x", "run_in_background": background })),
+                "{background}"
+            );
+        }
+        for foreground in [json!(false), json!("false"), Value::Null] {
+            assert!(
+                !asks_for_background(&json!({ "command": "x", "run_in_background": foreground })),
+                "{foreground}"
+            );
+        }
+        assert!(!asks_for_background(&json!({ "command": "x" })));
+    }
 }

@@ -181,16 +181,23 @@ fn relay_stderr(
 }
 
 /// Where on the host the next call starts: the sandbox's directory if the host has it within
-/// the workspace, else its nearest ancestor that is, else the workspace itself.
+/// the workspace, else its nearest ancestor that is, else the workspace itself. The directory
+/// is the command's word (it can print the marker itself), so it is judged as the host
+/// resolves it: `..` and the host's symlinks followed, then within the workspace or not.
 fn host_cwd(target: &Target, inside: &Path) -> PathBuf {
-    if !inside.is_absolute() || !inside.starts_with(&target.workspace) {
-        return target.workspace.clone();
+    let workspace = target
+        .workspace
+        .canonicalize()
+        .unwrap_or_else(|_| target.workspace.clone());
+    if !inside.is_absolute() || !inside.starts_with(&workspace) {
+        return workspace;
     }
     inside
         .ancestors()
-        .take_while(|dir| dir.starts_with(&target.workspace))
-        .find(|dir| dir.is_dir())
-        .map_or_else(|| target.workspace.clone(), Path::to_path_buf)
+        .take_while(|dir| dir.starts_with(&workspace))
+        .filter_map(|dir| dir.canonicalize().ok())
+        .find(|dir| dir.starts_with(&workspace) && dir.is_dir())
+        .unwrap_or(workspace)
 }
 
 #[cfg(test)]
@@ -256,5 +263,36 @@ mod tests {
         assert_eq!(host_cwd(&target, Path::new("/tmp")), workspace);
         assert_eq!(host_cwd(&target, Path::new("relative")), workspace);
         std::fs::remove_dir_all(&workspace).unwrap();
+    }
+
+    /// The cwd line comes from inside the sandbox, where the command can print the marker (it
+    /// is in the script's own argv) and exit before airlock's printf: what it says is the
+    /// agent's, and must not name a host directory outside the workspace.
+    #[test]
+    fn a_forged_cwd_cannot_leave_the_workspace_by_dot_dot_or_a_symlink() {
+        let base = std::env::temp_dir().join(format!("airlock-cc-forged-{}", std::process::id()));
+        let workspace = base.join("ws");
+        std::fs::create_dir_all(workspace.join("sub")).unwrap();
+        std::fs::create_dir_all(base.join("outside")).unwrap();
+        std::os::unix::fs::symlink(base.join("outside"), workspace.join("link")).unwrap();
+        let target = Target {
+            workspace: workspace.clone(),
+            profile: None,
+        };
+        for forged in [
+            "sub/../../outside",
+            "../outside",
+            "link",
+            "link/.",
+            "sub/../link",
+        ] {
+            let host = host_cwd(&target, &workspace.join(forged));
+            assert_eq!(host, workspace, "{forged}");
+        }
+        assert_eq!(
+            host_cwd(&target, &workspace.join("sub/./x/..")),
+            workspace.join("sub")
+        );
+        std::fs::remove_dir_all(&base).unwrap();
     }
 }
