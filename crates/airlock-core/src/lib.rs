@@ -29,6 +29,7 @@ mod run;
 mod session;
 pub mod tokens;
 
+pub use airlock_policy::DEFAULT_PROFILE_NAME;
 pub use apply::{
     apply, revert, ApplyError, ApplyOptions, ApplyReport, ApplyRequest, Item as ApplyItem,
     Result as ApplyResult,

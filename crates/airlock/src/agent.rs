@@ -3,6 +3,7 @@
 //! core's answer to "may this command run there". Every decision is core's; this only names
 //! the session and asks.
 
+use std::ffi::OsStr;
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
@@ -10,7 +11,9 @@ use anyhow::{bail, Context as _, Result};
 use clap::Args;
 use serde_json::Value;
 
-use airlock_core::{Caller, ErrorKind, ProfileChoice, RunRequest, SessionRequest};
+use airlock_core::{
+    Caller, ErrorKind, ProfileChoice, RunRequest, SessionRequest, DEFAULT_PROFILE_NAME,
+};
 
 #[derive(Debug, Args)]
 pub struct Target {
@@ -35,6 +38,21 @@ impl Target {
             workspace,
             profile: self.profile.clone(),
         })
+    }
+
+    /// The profile the settings name (the default one when they name none).
+    pub fn profile_name(&self) -> &str {
+        self.profile.as_deref().unwrap_or(DEFAULT_PROFILE_NAME)
+    }
+
+    /// That profile, as a choice core holds a session's runs to: a run that names it in a
+    /// session made with another is refused (`profile_of_session`), since the session's runs
+    /// would get the other's access.
+    fn profile_choice(&self) -> ProfileChoice {
+        ProfileChoice {
+            name: Some(self.profile_name().to_string()),
+            file: None,
+        }
     }
 }
 
@@ -84,10 +102,7 @@ pub fn attach(caller: &Caller, target: &Target, name: &str, agent: &str) -> Resu
         Ok(found) => found,
         Err(err) if err.code().1 == ErrorKind::NotFound => {
             let request = SessionRequest {
-                profile: ProfileChoice {
-                    name: target.profile.clone(),
-                    file: None,
-                },
+                profile: target.profile_choice(),
                 workspace: Some(target.workspace.clone()),
                 name: Some(name.to_string()),
             };
@@ -106,23 +121,16 @@ pub fn attach(caller: &Caller, target: &Target, name: &str, agent: &str) -> Resu
             target.workspace.display()
         );
     }
-    // The session's runs take its profile, not the one the settings name.
-    let profile = target.profile.as_deref().unwrap_or("default");
-    if found.meta.profile.file.is_some() || found.meta.profile.name != profile {
-        bail!(
-            "session {name} runs with profile {}, not {profile}, the one these settings name: its commands would get that profile's access; start a new {agent} session, or discard {name}",
-            found.meta.profile.name
-        );
-    }
     Ok(name.to_string())
 }
 
 /// What core says of running `command` with `/bin/bash -c` in `session`, as the agent's
-/// shell will ask for it: the kill switch, the session's state, its profile and workspace.
-pub fn check_command(caller: &Caller, session: &str, command: &str) -> Result<()> {
+/// shell will ask for it (with the target's profile, see [`run_args`]): the kill switch, the
+/// session's state, its profile and workspace.
+pub fn check_command(caller: &Caller, target: &Target, session: &str, command: &str) -> Result<()> {
     let request = RunRequest {
         argv: vec!["/bin/bash".into(), "-c".into(), command.into()],
-        profile: ProfileChoice::default(),
+        profile: target.profile_choice(),
         workspace: None,
         session: Some(session.to_string()),
         keep: false,
@@ -134,6 +142,23 @@ pub fn check_command(caller: &Caller, session: &str, command: &str) -> Result<()
         timeout: None,
     };
     Ok(airlock_core::check_run(caller, request)?)
+}
+
+/// `airlock run`'s arguments for `script` in `session`, as the agent shells run it: the
+/// target's profile named, so that core refuses a session made with another (the agent can
+/// name the session itself in `airlock codex shell … ID`).
+pub fn run_args<'a>(target: &'a Target, session: &'a str, script: &'a OsStr) -> [&'a OsStr; 9] {
+    [
+        "run".as_ref(),
+        "--session".as_ref(),
+        session.as_ref(),
+        "--profile".as_ref(),
+        target.profile_name().as_ref(),
+        "--".as_ref(),
+        "/bin/bash".as_ref(),
+        "-c".as_ref(),
+        script,
+    ]
 }
 
 #[cfg(test)]
@@ -156,12 +181,13 @@ mod tests {
         }
     }
 
-    /// A session's runs take its own profile, whatever the run asks for: attaching to one made
+    /// A session's runs take its own profile, whatever the run asks for: a command in one made
     /// with another profile (another conversation's, under other settings, or a person's
-    /// session whose name the agent wrote itself into `airlock codex shell`) would run the
-    /// command with that profile's network, paths and secrets, not the settings'.
+    /// session whose name the agent wrote itself into `airlock codex shell`) would run with that
+    /// profile's network, paths and secrets, not the settings'. Core refuses it, for the hooks'
+    /// check as for the shells' run (both name the target's profile).
     #[test]
-    fn a_session_of_another_profile_is_not_attached() {
+    fn a_command_in_a_session_of_another_profile_is_refused() {
         let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
         let (state, workspace, home) = (dirs[0].path(), dirs[1].path(), dirs[2].path());
         std::fs::create_dir_all(home.join("config/airlock/profiles")).unwrap();
@@ -176,12 +202,20 @@ mod tests {
             workspace: workspace.clone(),
             profile: profile.map(str::to_string),
         };
-        attach(&caller, &with(Some("net")), "codex-other", "Codex").unwrap();
-        attach(&caller, &with(Some("net")), "codex-other", "Codex").unwrap();
-        let err = attach(&caller, &with(Some("default")), "codex-other", "Codex").unwrap_err();
+        let check = |target: &Target, name: &str| {
+            let session = attach(&caller, target, name, "Codex")?;
+            check_command(&caller, target, &session, "true")
+        };
+        check(&with(Some("net")), "codex-other").unwrap();
+        check(&with(Some("net")), "codex-other").unwrap();
+        let err = check(&with(Some("default")), "codex-other").unwrap_err();
         assert!(format!("{err:#}").contains("profile"), "{err:#}");
-        assert!(attach(&caller, &with(None), "codex-other", "Codex").is_err());
-        attach(&caller, &with(None), "codex-mine", "Codex").unwrap();
-        attach(&caller, &with(Some("default")), "codex-mine", "Codex").unwrap();
+        assert!(check(&with(None), "codex-other").is_err());
+        check(&with(None), "codex-mine").unwrap();
+        check(&with(Some("default")), "codex-mine").unwrap();
+        // The shells' run names the profile too, for core to hold the run to it.
+        let default = with(None);
+        let args = run_args(&default, "codex-mine", OsStr::new("id"));
+        assert_eq!(args[3..5], [OsStr::new("--profile"), OsStr::new("default")]);
     }
 }

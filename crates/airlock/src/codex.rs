@@ -266,7 +266,7 @@ fn exactly_as_rewritten(argv: &[OsString], args: &ShellArgs) -> Result<()> {
     Ok(())
 }
 
-/// `airlock run --session SESSION -- /bin/bash -c COMMAND` by this same binary, in place of
+/// `airlock run --session SESSION --profile P -- /bin/bash -c COMMAND` by this same binary, in place of
 /// this process. Never a fallback: if the session cannot be had or the run is refused, the
 /// command does not run.
 fn shell(global: &GlobalArgs, args: ShellArgs) -> Result<ExitCode> {
@@ -285,8 +285,11 @@ fn shell(global: &GlobalArgs, args: ShellArgs) -> Result<ExitCode> {
     // Here, as the hook is: not a server AIRLOCK_URL may name in Codex's environment.
     let err = command
         .env_remove("AIRLOCK_URL")
-        .args(["run", "--session", &session, "--", "/bin/bash", "-c"])
-        .arg(&args.command)
+        .args(crate::agent::run_args(
+            &target,
+            &session,
+            args.command.as_ref(),
+        ))
         .exec();
     Err(err).with_context(|| format!("cannot start {} run: nothing was run", airlock.display()))
 }
@@ -319,98 +322,46 @@ mod tests {
         ));
     }
 
-    fn parsed_shell(argv: &[&str]) -> (GlobalArgs, ShellArgs) {
+    /// `words` (split at spaces, then `last` appended whole) parsed as clap does, and whether
+    /// `codex shell` would take them; the state directory clap took.
+    fn shell_takes(words: &str, last: &str) -> (Option<PathBuf>, bool) {
         use clap::Parser as _;
-        let cli = crate::cli::Cli::try_parse_from(argv).unwrap();
-        match cli.command {
-            crate::cli::Command::Codex(CodexCommand::Shell(args)) => (cli.global, args),
-            other => panic!("not codex shell: {other:?}"),
-        }
+        let argv: Vec<&str> = words.split(' ').chain([last]).collect();
+        let cli = crate::cli::Cli::try_parse_from(&argv).unwrap();
+        let crate::cli::Command::Codex(CodexCommand::Shell(args)) = cli.command else {
+            panic!("not codex shell: {argv:?}");
+        };
+        let argv: Vec<OsString> = argv.iter().map(OsString::from).collect();
+        (
+            cli.global.state_dir,
+            exactly_as_rewritten(&argv, &args).is_ok(),
+        )
     }
 
     #[test]
     fn codex_shell_runs_only_in_the_shape_the_hook_writes() {
-        let ok = [
-            "/opt/airlock",
-            "--state-dir=/st",
-            "codex",
-            "shell",
-            "/ws",
-            "default",
-            "01a2-b3",
-            "echo --state-dir=/x; id",
-        ];
-        let (global, args) = parsed_shell(&ok);
-        assert_eq!(global.state_dir, Some("/st".into()));
-        let argv: Vec<OsString> = ok.iter().map(OsString::from).collect();
-        exactly_as_rewritten(&argv, &args).unwrap();
-        exactly_as_rewritten(
-            &argv[..1]
-                .iter()
-                .chain(&argv[2..])
-                .cloned()
-                .collect::<Vec<_>>(),
-            &args,
-        )
-        .unwrap();
-
+        let hook = "/opt/airlock --state-dir=/st codex shell /ws default 01a2-b3";
+        assert_eq!(
+            shell_takes(hook, "echo --state-dir=/x; id"),
+            (Some("/st".into()), true)
+        );
+        assert_eq!(
+            shell_takes("/opt/airlock codex shell /ws default 01a2-b3", "id"),
+            (None, true)
+        );
         // What the rule's prefix lets out, written by the agent with a global option after it:
         // clap takes it, and the run would go to another state directory (another kill switch,
         // another audit log).
-        let another_state_dir = [
-            "/opt/airlock",
-            "--state-dir=/st",
-            "codex",
-            "shell",
-            "/ws",
-            "default",
-            "01a2-b3",
-            "--state-dir=/tmp/mine",
-            "id",
-        ];
-        let (global, args) = parsed_shell(&another_state_dir);
-        assert_eq!(global.state_dir, Some("/tmp/mine".into()));
-        let argv: Vec<OsString> = another_state_dir.iter().map(OsString::from).collect();
-        assert!(exactly_as_rewritten(&argv, &args).is_err());
-
+        assert_eq!(
+            shell_takes(&format!("{hook} --state-dir=/tmp/mine"), "id"),
+            (Some("/tmp/mine".into()), false)
+        );
         for odd in [
-            &[
-                "/opt/airlock",
-                "--state-dir=/st",
-                "codex",
-                "shell",
-                "/ws",
-                "default",
-                "--",
-                "01a2-b3",
-                "id",
-            ][..],
-            &[
-                "/opt/airlock",
-                "--state-dir=/st",
-                "codex",
-                "shell",
-                "--state-dir=/tmp/mine",
-                "/ws",
-                "default",
-                "01a2-b3",
-                "id",
-            ],
-            &[
-                "/opt/airlock",
-                "--state-dir",
-                "/st",
-                "codex",
-                "shell",
-                "/ws",
-                "default",
-                "01a2-b3",
-                "id",
-            ],
+            "/opt/airlock --state-dir=/st codex shell /ws default -- 01a2-b3",
+            "/opt/airlock --state-dir=/st codex shell --state-dir=/tmp/mine /ws default 01a2-b3",
+            "/opt/airlock --state-dir /st codex shell /ws default 01a2-b3",
         ] {
-            let (_, args) = parsed_shell(odd);
-            let argv: Vec<OsString> = odd.iter().map(OsString::from).collect();
-            assert!(exactly_as_rewritten(&argv, &args).is_err(), "{odd:?}");
+            assert!(!shell_takes(odd, "id").1, "{odd}");
         }
     }
 

@@ -116,17 +116,18 @@ fn check_bash(caller: &Caller, target: &Target, input: &Value) -> Result<()> {
     let command = input["tool_input"]["command"]
         .as_str()
         .context("the Bash call has no command")?;
-    crate::agent::check_command(caller, &session, command)
+    crate::agent::check_command(caller, target, &session, command)
 }
 
 /// Whether the Bash call would run in the background. Claude Code 2.1.328 reads the parameter
 /// as a "semantic boolean" (the string "true" is true), and a hook must not read it otherwise:
 /// anything but absent, null, false or "false" counts as asking.
 fn asks_for_background(tool_input: &Value) -> bool {
-    !matches!(
-        &tool_input["run_in_background"],
-        Value::Null | Value::Bool(false)
-    ) && tool_input["run_in_background"] != "false"
+    match &tool_input["run_in_background"] {
+        Value::Null | Value::Bool(false) => false,
+        Value::String(word) => word != "false",
+        _ => true,
+    }
 }
 
 /// Say how to review; the session is left as it is. As a systemMessage (shown to the person in

@@ -94,7 +94,7 @@ pub fn shell(global: &GlobalArgs, args: ShellArgs) -> Result<ExitCode> {
         Some(_) => format!("{script} && printf '%s%s\\n' '{marker}' \"$(pwd -P)\" >&2"),
         None => script,
     };
-    let (status, inside_cwd) = run_in_session(global, &session, &script, &marker)?;
+    let (status, inside_cwd) = run_in_session(global, &target, &session, &script, &marker)?;
     if let (Some(file), Some(inside)) = (cwd_file, inside_cwd) {
         let host = host_cwd(&target, Path::new(&inside));
         if host != Path::new(&inside) {
@@ -110,10 +110,11 @@ pub fn shell(global: &GlobalArgs, args: ShellArgs) -> Result<ExitCode> {
     Ok(status)
 }
 
-/// `airlock run --session SESSION -- /bin/bash -c SCRIPT` by this same binary, its stdout
+/// `airlock run --session SESSION --profile P -- /bin/bash -c SCRIPT` by this same binary, its stdout
 /// passed through and its stderr too, but for the marker's line, whose rest is the cwd.
 fn run_in_session(
     global: &GlobalArgs,
+    target: &Target,
     session: &str,
     script: &str,
     marker: &str,
@@ -127,7 +128,7 @@ fn run_in_session(
     // Here, as the hooks are: not a server AIRLOCK_URL may name in Claude Code's environment.
     command
         .env_remove("AIRLOCK_URL")
-        .args(["run", "--session", session, "--", "/bin/bash", "-c", script])
+        .args(crate::agent::run_args(target, session, script.as_ref()))
         .stdin(Stdio::inherit())
         .stdout(Stdio::inherit())
         .stderr(Stdio::piped());

@@ -122,6 +122,6 @@ fn rewrite(global: &GlobalArgs, target: &crate::agent::Target, input: &Value) ->
     let command = input["tool_input"]["command"]
         .as_str()
         .context("the shell call has no command")?;
-    crate::agent::check_command(&crate::run::caller(global), &session, command)?;
+    crate::agent::check_command(&crate::run::caller(global), target, &session, command)?;
     Invocation::new(global, target)?.rewritten(codex_session, command)
 }
