@@ -158,6 +158,7 @@ mod tests {
             bytes_out: None,
             bytes_in: None,
             duration_ms: None,
+            secret: None,
         }
     }
 

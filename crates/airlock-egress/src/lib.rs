@@ -5,6 +5,7 @@
 pub mod dns;
 pub mod gate;
 pub mod http1;
+pub mod inject;
 pub mod sni;
 pub mod tls;
 

@@ -57,6 +57,7 @@ pub(super) fn start_gate(
             resolve: resolve.to_vec(),
             on_event: Box::new(move |event: &Event| events.write_event(event)),
             cut_when: Some(crate::control::cut_flag(state_dir, std::process::id())),
+            inject: None,
         },
     )
     .map_err(|e| JailError::Invalid(format!("cannot start the network gate: {e}")))?;

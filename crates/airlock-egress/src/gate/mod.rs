@@ -69,6 +69,10 @@ pub struct Event {
     pub bytes_in: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub duration_ms: Option<u64>,
+    /// The secret an injecting connection put on the wire, or whose placeholder it saw
+    /// (kinds `secret` and `placeholder`): its name, never its value.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub secret: Option<String>,
 }
 
 impl Event {
@@ -86,6 +90,7 @@ impl Event {
             bytes_out: None,
             bytes_in: None,
             duration_ms: None,
+            secret: None,
         }
     }
 
@@ -106,6 +111,9 @@ pub struct Config {
     /// When this file appears, the network is cut: open connections are closed, new ones and
     /// DNS refused (`airlock kill --network`).
     pub cut_when: Option<std::path::PathBuf>,
+    /// Terminates TLS for the hosts it holds secrets for, and injects them (see
+    /// [`crate::inject`]); None: every connection is relayed as it is.
+    pub inject: Option<Arc<crate::inject::Injector>>,
 }
 
 /// What the gate decides a connection by: the profile's rules and the host's own addresses.

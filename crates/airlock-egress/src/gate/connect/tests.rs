@@ -238,6 +238,7 @@ fn gate_bounded(
             .collect(),
         on_event: Box::new(move |e: &Event| logged.lock().unwrap().push(e.clone())),
         cut_when: None,
+        inject: None,
     };
     (Arc::new(State::new(config, Vec::new(), max_open)), events)
 }

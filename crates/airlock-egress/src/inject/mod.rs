@@ -1,0 +1,69 @@
+//! Secrets the sandbox can use but never see (issue 17): for a host the profile holds a secret
+//! for, the gate terminates the sandbox's TLS with a per-session CA, connects upstream with
+//! real certificate verification, and puts the secret into the requests it passes on.
+//!
+//! - `secret.rs`: what a secret is and how it goes into a request ([`Secret`], [`Inject`]).
+//! - `ca.rs`: the session CA (its key only in memory) and the leaf certificate of each host.
+//!
+//! Still to come (see the branch's report): serving an intercepted connection.
+
+mod ca;
+mod secret;
+
+use std::sync::Arc;
+
+use rustls::RootCertStore;
+
+pub use secret::{Inject, Secret};
+
+/// The injecting engine of one session: its secrets, its CA, and the roots it verifies
+/// upstream servers by.
+pub struct Injector {
+    secrets: Vec<Secret>,
+    ca: ca::SessionCa,
+    /// Upstream servers are verified against these (the system's, or a test's).
+    #[allow(dead_code)] // used by the serving half, not yet on this branch
+    roots: Arc<RootCertStore>,
+}
+
+impl Injector {
+    /// An injector for `secrets`, with a fresh session CA, verifying upstream servers by the
+    /// system's roots (rustls-native-certs: `SSL_CERT_FILE` / `SSL_CERT_DIR` of this process
+    /// are honoured, as for a corporate CA or a test's).
+    pub fn new(secrets: Vec<Secret>) -> Result<Injector, String> {
+        let found = rustls_native_certs::load_native_certs();
+        let mut roots = RootCertStore::empty();
+        let (added, _ignored) = roots.add_parsable_certificates(found.certs);
+        if added == 0 {
+            let why: Vec<String> = found.errors.iter().map(ToString::to_string).collect();
+            return Err(format!(
+                "no trusted root certificates found to verify upstream servers by ({}); set SSL_CERT_FILE or SSL_CERT_DIR to the system's bundle",
+                if why.is_empty() { "none in the system's store".to_string() } else { why.join("; ") }
+            ));
+        }
+        Injector::with_roots(secrets, roots)
+    }
+
+    /// [`Injector::new`], verifying upstream servers by `roots` only.
+    pub fn with_roots(secrets: Vec<Secret>, roots: RootCertStore) -> Result<Injector, String> {
+        let hosts: Vec<String> = secrets.iter().flat_map(|s| s.hosts.clone()).collect();
+        Ok(Injector {
+            ca: ca::SessionCa::new(&hosts)?,
+            secrets,
+            roots: Arc::new(roots),
+        })
+    }
+
+    /// The session CA's certificate, PEM: what the sandbox's trust store gets.
+    pub fn ca_pem(&self) -> &str {
+        self.ca.pem()
+    }
+
+    /// Does a connection to `host` get terminated here (some secret is for it)?
+    pub fn intercepts(&self, host: &str) -> bool {
+        self.secrets.iter().any(|s| s.is_for(host))
+    }
+}
+
+#[cfg(test)]
+mod tests;
