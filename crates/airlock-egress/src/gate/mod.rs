@@ -49,7 +49,8 @@ const PROXY: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(198, 19, 255,
 /// One attempt, as the caller logs it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Event {
-    /// `dns`, `connect`, `fronting` or `closed`.
+    /// `dns`, `connect`, `fronting`, `closed`, `failed`, `cut`; of an intercepted connection
+    /// (see [`crate::inject`]) also `tls`, `secret` and `placeholder`.
     pub kind: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
@@ -77,7 +78,7 @@ pub struct Event {
 
 impl Event {
     /// A TCP event of `kind` for `decision`, about no destination yet.
-    fn new(kind: &'static str, decision: &Decision) -> Event {
+    pub(crate) fn new(kind: &'static str, decision: &Decision) -> Event {
         Event {
             kind,
             name: None,
@@ -95,7 +96,12 @@ impl Event {
     }
 
     /// The same event, about the destination `name` / `ip` / `port`.
-    fn about(mut self, name: Option<String>, ip: Option<IpAddr>, port: Option<u16>) -> Event {
+    pub(crate) fn about(
+        mut self,
+        name: Option<String>,
+        ip: Option<IpAddr>,
+        port: Option<u16>,
+    ) -> Event {
         (self.name, self.ip, self.port) = (name, ip, port);
         self
     }

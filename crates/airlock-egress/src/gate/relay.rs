@@ -229,7 +229,33 @@ pub(super) fn relay_with(
         state.log(&e);
         return;
     }
+    if let Some(injector) = intercepting(state, &target, &verdict) {
+        let host = target.name.as_deref().unwrap_or_default();
+        let port = target.addr.port();
+        let served = injector.serve(client, upstream, first, host, port, &|e| state.log(e));
+        return closed(
+            &target,
+            state,
+            verdict.asked,
+            served.bytes_out,
+            served.bytes_in,
+            started,
+        );
+    }
     pass_on(client, upstream, &target, state, &first, verdict, started);
+}
+
+/// The injector, when it serves this connection: a TLS hello (which named the host, as the
+/// verdict checked) on a connection by a name it holds a secret for. Anything else is
+/// relayed as it is.
+fn intercepting<'s>(
+    state: &'s State,
+    target: &Target,
+    verdict: &Verdict,
+) -> Option<&'s crate::inject::Injector> {
+    let injector = state.config.inject.as_deref()?;
+    let name = target.name.as_deref()?;
+    (matches!(verdict.peeked, Peek::Tls { .. }) && injector.intercepts(name)).then_some(injector)
 }
 
 /// May a connection to `target` be relayed at all: the network not cut, and not too many open?
@@ -338,12 +364,24 @@ fn pass_on(
             n
         }
     };
+    closed(target, state, verdict.asked, bytes_out, bytes_in, started);
+}
+
+/// A connection's last event: how much went each way, for how long.
+fn closed(
+    target: &Target,
+    state: &State,
+    asked: Option<String>,
+    bytes_out: u64,
+    bytes_in: u64,
+    started: Instant,
+) {
     let decision = Decision {
         allowed: true,
         rule: "closed".into(),
     };
     let mut e = target.event("closed", &decision);
-    e.sni = verdict.asked;
+    e.sni = asked;
     (e.bytes_out, e.bytes_in, e.duration_ms) = (
         Some(bytes_out),
         Some(bytes_in),
@@ -351,3 +389,6 @@ fn pass_on(
     );
     state.log(&e);
 }
+
+#[cfg(test)]
+mod tests;

@@ -83,7 +83,6 @@ impl SessionCa {
     }
 
     /// The leaf certificate (chain: leaf, CA) and key for `host`, made the first time.
-    #[allow(dead_code)] // used by the serving half, not yet on this branch
     pub(super) fn leaf(&self, host: &str) -> Result<Leaf, String> {
         let host = host.to_ascii_lowercase();
         let mut leaves = self

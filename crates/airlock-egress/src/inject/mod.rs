@@ -4,25 +4,29 @@
 //!
 //! - `secret.rs`: what a secret is and how it goes into a request ([`Secret`], [`Inject`]).
 //! - `ca.rs`: the session CA (its key only in memory) and the leaf certificate of each host.
-//!
-//! Still to come (see the branch's report): serving an intercepted connection.
+//! - `serve.rs`: one intercepted connection served ([`Injector::serve`]): both TLS ends
+//!   (`tls.rs`), then request by request over hyper, each checked and given its secrets
+//!   (`request.rs`, pure).
 
 mod ca;
+mod request;
 mod secret;
+mod serve;
+mod tls;
 
 use std::sync::Arc;
 
 use rustls::RootCertStore;
 
 pub use secret::{Inject, Secret};
+pub use serve::Served;
 
 /// The injecting engine of one session: its secrets, its CA, and the roots it verifies
 /// upstream servers by.
 pub struct Injector {
-    secrets: Vec<Secret>,
+    secrets: Arc<[Secret]>,
     ca: ca::SessionCa,
     /// Upstream servers are verified against these (the system's, or a test's).
-    #[allow(dead_code)] // used by the serving half, not yet on this branch
     roots: Arc<RootCertStore>,
 }
 
@@ -49,7 +53,7 @@ impl Injector {
         let hosts: Vec<String> = secrets.iter().flat_map(|s| s.hosts.clone()).collect();
         Ok(Injector {
             ca: ca::SessionCa::new(&hosts)?,
-            secrets,
+            secrets: secrets.into(),
             roots: Arc::new(roots),
         })
     }
@@ -65,5 +69,7 @@ impl Injector {
     }
 }
 
+#[cfg(test)]
+pub(crate) mod testing;
 #[cfg(test)]
 mod tests;

@@ -1,4 +1,4 @@
-//! The injector's CA and secrets (the serving half is not on this branch yet).
+//! The injector: its CA and secrets, and serving intercepted connections over loopback.
 
 use super::*;
 
@@ -33,4 +33,489 @@ fn the_ca_is_fresh_and_leaves_are_made_once_per_host() {
     let again = a.ca.leaf("Api.GitHub.com").unwrap();
     assert_eq!(first.0, again.0, "cached");
     assert_eq!(first.0.len(), 2, "leaf then CA");
+}
+
+// Serving intercepted connections, over loopback: client ↔ serve ↔ an HTTPS echo server.
+
+use std::io::Read as _;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::Mutex;
+
+use super::testing::{hash, pattern, Client, Echo, TestCa, H2, HASH_START, HTTP11};
+use crate::gate::Event;
+
+const PLACEHOLDER: &str = "ghp_airlockPLACEHOLDER";
+const VALUE: &str = "ghp_realVALUEthatmustnotshow";
+const HOST: &str = "api.test";
+
+fn secret_for(name: &str, host: &str, placeholder: &str, value: &str, inject: Inject) -> Secret {
+    Secret {
+        name: name.into(),
+        hosts: vec![host.into()],
+        placeholder: placeholder.into(),
+        value: zeroize::Zeroizing::new(value.into()),
+        inject,
+    }
+}
+
+/// One intercepted connection's relay, as the gate's would be: the hello read, then served.
+struct Through {
+    addr: SocketAddr,
+    done: std::thread::JoinHandle<Served>,
+    events: Arc<Mutex<Vec<Event>>>,
+}
+
+impl Through {
+    fn start(injector: Arc<Injector>, upstream: SocketAddr, host: &str) -> Through {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let events = Arc::new(Mutex::new(Vec::new()));
+        let logged = events.clone();
+        let host = host.to_string();
+        let done = std::thread::spawn(move || {
+            let (mut client, _) = listener.accept().unwrap();
+            let mut first = Vec::new();
+            let mut chunk = [0u8; 4096];
+            while crate::sni::peek(&first) == crate::sni::Peek::NeedMore {
+                let n = client.read(&mut chunk).unwrap();
+                assert!(n > 0, "closed before its hello");
+                first.extend_from_slice(&chunk[..n]);
+            }
+            let port = upstream.port();
+            let upstream = TcpStream::connect(upstream).unwrap();
+            let log = |e: &Event| logged.lock().unwrap().push(e.clone());
+            injector.serve(client, upstream, first, &host, port, &log)
+        });
+        Through { addr, done, events }
+    }
+
+    /// The connection's events, once it has ended.
+    fn finish(self) -> (Served, Vec<Event>) {
+        let served = self.done.join().unwrap();
+        (served, self.events.lock().unwrap().clone())
+    }
+}
+
+/// An echo server for `HOST` by its own CA, offering `alpn`, and an injector of `secrets`
+/// trusting that CA.
+fn setup(secrets: Vec<Secret>, alpn: &[&[u8]]) -> (Echo, Arc<Injector>) {
+    let ca = TestCa::new("upstream test CA");
+    let echo = Echo::start(ca.server(HOST, alpn));
+    let injector = Injector::with_roots(secrets, ca.roots()).unwrap();
+    (echo, Arc::new(injector))
+}
+
+fn json(events: &[Event]) -> String {
+    events
+        .iter()
+        .map(|e| serde_json::to_string(e).unwrap())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn of_kind<'e>(events: &'e [Event], kind: &str) -> Vec<&'e Event> {
+    events.iter().filter(|e| e.kind == kind).collect()
+}
+
+const BOTH: [&[u8]; 2] = [HTTP11, H2];
+
+#[test]
+fn a_header_secret_is_set_on_every_request_and_logged_once() {
+    for alpn in BOTH {
+        let inject = Inject::Header {
+            name: "Authorization".into(),
+            format: "Bearer {}".into(),
+        };
+        let (echo, injector) = setup(
+            vec![secret_for("GH", HOST, PLACEHOLDER, VALUE, inject)],
+            &[H2, HTTP11],
+        );
+        let through = Through::start(injector.clone(), echo.addr, HOST);
+        let mut client =
+            Client::connect(through.addr, injector.ca_pem(), Some(HOST), &[alpn]).unwrap();
+        assert_eq!(
+            client.alpn.as_deref(),
+            Some(alpn),
+            "the client's choice, both sides"
+        );
+        let authority = format!("{HOST}:{}", echo.addr.port());
+        let bearer = format!("Bearer {PLACEHOLDER}");
+        for headers in [&[("authorization", bearer.as_str())][..], &[]] {
+            let (status, body) = client.get(&authority, "/user", headers).unwrap();
+            assert_eq!(status, 200, "{body}");
+            assert!(
+                body.contains(&format!("authorization: Bearer {VALUE}\n")),
+                "{body}"
+            );
+            assert!(!body.contains(PLACEHOLDER), "{body}");
+            let version = if alpn == H2 { "HTTP/2.0" } else { "HTTP/1.1" };
+            assert!(body.starts_with("GET ") && body.contains(version), "{body}");
+        }
+        drop(client);
+        let (served, events) = through.finish();
+        assert!(served.bytes_out > 0 && served.bytes_in > 0);
+        let injected = of_kind(&events, "secret");
+        assert_eq!(injected.len(), 1, "once per connection: {events:?}");
+        assert_eq!(injected[0].rule, "secret GH injected for host api.test");
+        assert_eq!(injected[0].secret.as_deref(), Some("GH"));
+        assert!(injected[0].allowed);
+        assert!(of_kind(&events, "placeholder").is_empty(), "{events:?}");
+        assert!(!json(&events).contains("realVALUE"), "{}", json(&events));
+    }
+}
+
+#[test]
+fn basic_and_query_secrets_are_put_in_their_place() {
+    for alpn in BOTH {
+        let secrets = vec![
+            secret_for(
+                "USER",
+                HOST,
+                "placeholderA1",
+                "s3cret:with colon",
+                Inject::Basic {
+                    username: "x-access-token".into(),
+                },
+            ),
+            secret_for(
+                "Q",
+                HOST,
+                "placeholderQ1",
+                "q/value&more",
+                Inject::Query {
+                    param: "access_token".into(),
+                },
+            ),
+        ];
+        let (echo, injector) = setup(secrets, &[H2, HTTP11]);
+        let through = Through::start(injector.clone(), echo.addr, HOST);
+        let mut client =
+            Client::connect(through.addr, injector.ca_pem(), Some(HOST), &[alpn]).unwrap();
+        let authority = format!("{HOST}:{}", echo.addr.port());
+        let (status, body) = client
+            .get(
+                &authority,
+                "/repos?access_token=placeholderQ1&page=2",
+                &[("authorization", "Basic Zm9vOmJhcg==")],
+            )
+            .unwrap();
+        assert_eq!(status, 200, "{body}");
+        use base64::Engine as _;
+        let basic =
+            base64::engine::general_purpose::STANDARD.encode("x-access-token:s3cret:with colon");
+        assert!(
+            body.contains(&format!("authorization: Basic {basic}\n")),
+            "{body}"
+        );
+        assert!(
+            body.contains("/repos?page=2&access_token=q%2Fvalue%26more "),
+            "{body}"
+        );
+        drop(client);
+        let (_, events) = through.finish();
+        assert_eq!(of_kind(&events, "secret").len(), 2, "{events:?}");
+        let json = json(&events);
+        assert!(
+            !json.contains("s3cret") && !json.contains("q/value"),
+            "{json}"
+        );
+    }
+}
+
+#[test]
+fn placeholders_are_replaced_in_headers_and_basic_and_others_left_and_logged() {
+    for alpn in BOTH {
+        let secrets = vec![
+            secret_for("GH", HOST, PLACEHOLDER, VALUE, Inject::Placeholder),
+            secret_for(
+                "OTHER",
+                "other.test",
+                "xoxb-airlockOTHER",
+                "xoxb-otherREALvalue",
+                Inject::Placeholder,
+            ),
+        ];
+        let (echo, injector) = setup(secrets, &[H2, HTTP11]);
+        let through = Through::start(injector.clone(), echo.addr, HOST);
+        let mut client =
+            Client::connect(through.addr, injector.ca_pem(), Some(HOST), &[alpn]).unwrap();
+        use base64::Engine as _;
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let basic = format!("Basic {}", b64.encode(format!("me:{PLACEHOLDER}")));
+        let headers = [
+            ("authorization", basic.as_str()),
+            ("x-token", "t=ghp_airlockPLACEHOLDER;"),
+            ("x-other", "xoxb-airlockOTHER"),
+        ];
+        let authority = format!("{HOST}:{}", echo.addr.port());
+        let (status, body) = client.get(&authority, "/", &headers).unwrap();
+        assert_eq!(status, 200, "{body}");
+        let want = format!(
+            "authorization: Basic {}\n",
+            b64.encode(format!("me:{VALUE}"))
+        );
+        assert!(body.contains(&want), "{body}");
+        assert!(body.contains(&format!("x-token: t={VALUE};\n")), "{body}");
+        assert!(
+            body.contains("x-other: xoxb-airlockOTHER\n"),
+            "not for this host: {body}"
+        );
+        assert!(!body.contains("otherREAL"), "{body}");
+        // Not put where there is no placeholder.
+        let (_, body) = client.get(&authority, "/", &[]).unwrap();
+        assert!(!body.contains(VALUE), "{body}");
+        drop(client);
+        let (_, events) = through.finish();
+        let unreplaced = of_kind(&events, "placeholder");
+        assert_eq!(unreplaced.len(), 1, "{events:?}");
+        assert_eq!(
+            unreplaced[0].rule,
+            "placeholder of secret OTHER sent to host api.test: not replaced"
+        );
+        assert_eq!(unreplaced[0].secret.as_deref(), Some("OTHER"));
+        assert_eq!(of_kind(&events, "secret").len(), 1);
+        assert!(!json(&events).contains("REAL"), "{}", json(&events));
+    }
+}
+
+#[test]
+fn another_host_on_a_kept_alive_connection_is_misdirected_and_closes_it() {
+    for alpn in BOTH {
+        let (echo, injector) = setup(
+            vec![secret_for(
+                "GH",
+                HOST,
+                PLACEHOLDER,
+                VALUE,
+                Inject::Placeholder,
+            )],
+            &[H2, HTTP11],
+        );
+        let through = Through::start(injector.clone(), echo.addr, HOST);
+        let mut client =
+            Client::connect(through.addr, injector.ca_pem(), Some(HOST), &[alpn]).unwrap();
+        let port = echo.addr.port();
+        assert_eq!(
+            client.get(&format!("{HOST}:{port}"), "/", &[]).unwrap().0,
+            200
+        );
+        // Case-blind, and without a port.
+        assert_eq!(client.get("API.test", "/", &[]).unwrap().0, 200);
+        let (status, body) = client
+            .get(&format!("other.test:{port}"), "/", &[("x", PLACEHOLDER)])
+            .unwrap();
+        assert_eq!(status, 421, "{body}");
+        assert!(body.contains("domain fronting"), "{body}");
+        // Closed (HTTP/2: a request that crossed the server's GOAWAY is misdirected too).
+        let after = client.get(&format!("{HOST}:{port}"), "/", &[]);
+        let closed = after.as_ref().map_or(true, |(status, _)| *status == 421);
+        assert!(closed, "{after:?}");
+        drop(client);
+        let (_, events) = through.finish();
+        let fronting = of_kind(&events, "fronting");
+        assert_eq!(fronting.len(), 1, "{events:?}");
+        assert!(!fronting[0].allowed);
+        assert!(
+            fronting[0].rule.contains("asked for other.test"),
+            "{}",
+            fronting[0].rule
+        );
+        assert_eq!(
+            echo.received.lock().unwrap().len(),
+            2,
+            "the misdirected one not passed on"
+        );
+    }
+}
+
+#[test]
+fn a_port_other_than_the_connections_is_misdirected() {
+    let (echo, injector) = setup(
+        vec![secret_for(
+            "GH",
+            HOST,
+            PLACEHOLDER,
+            VALUE,
+            Inject::Placeholder,
+        )],
+        &[HTTP11],
+    );
+    let through = Through::start(injector.clone(), echo.addr, HOST);
+    let mut client =
+        Client::connect(through.addr, injector.ca_pem(), Some(HOST), &[HTTP11]).unwrap();
+    assert_eq!(client.get(&format!("{HOST}:1"), "/", &[]).unwrap().0, 421);
+    drop(client);
+    through.finish();
+}
+
+#[test]
+fn an_upstream_that_does_not_verify_gets_nothing_and_the_client_a_502() {
+    // A certificate by another CA; one for another name by the trusted CA.
+    let trusted = TestCa::new("trusted");
+    let stranger = TestCa::new("stranger");
+    for (server, why) in [
+        (stranger.server(HOST, &[H2, HTTP11]), "UnknownIssuer"),
+        (
+            trusted.server("else.test", &[H2, HTTP11]),
+            "not valid for name",
+        ),
+    ] {
+        let echo = Echo::start(server);
+        let secrets = vec![secret_for(
+            "GH",
+            HOST,
+            PLACEHOLDER,
+            VALUE,
+            Inject::Header {
+                name: "authorization".into(),
+                format: "token {}".into(),
+            },
+        )];
+        let injector = Arc::new(Injector::with_roots(secrets, trusted.roots()).unwrap());
+        for alpn in BOTH {
+            let through = Through::start(injector.clone(), echo.addr, HOST);
+            let mut client =
+                Client::connect(through.addr, injector.ca_pem(), Some(HOST), &[alpn]).unwrap();
+            let (status, body) = client.get(HOST, "/", &[]).unwrap();
+            assert_eq!(status, 502, "{body}");
+            assert!(
+                body.contains("upstream certificate of api.test did not verify"),
+                "{body}"
+            );
+            drop(client);
+            let (_, events) = through.finish();
+            let tls = of_kind(&events, "tls");
+            assert_eq!(tls.len(), 1, "{events:?}");
+            assert!(!tls[0].allowed);
+            assert!(tls[0].rule.contains(why), "{}", tls[0].rule);
+            assert!(of_kind(&events, "secret").is_empty());
+        }
+        assert!(
+            echo.received.lock().unwrap().is_empty(),
+            "nothing sent upstream"
+        );
+    }
+}
+
+#[test]
+fn a_hello_without_the_hosts_name_is_refused() {
+    let (echo, injector) = setup(
+        vec![secret_for(
+            "GH",
+            HOST,
+            PLACEHOLDER,
+            VALUE,
+            Inject::Placeholder,
+        )],
+        &[HTTP11],
+    );
+    for sni in [None, Some("other.test")] {
+        let through = Through::start(injector.clone(), echo.addr, HOST);
+        assert!(Client::connect(through.addr, injector.ca_pem(), sni, &[HTTP11]).is_err());
+        let (_, events) = through.finish();
+        let fronting = of_kind(&events, "fronting");
+        assert_eq!(fronting.len(), 1, "{events:?}");
+        assert_eq!(fronting[0].sni.as_deref(), sni);
+    }
+    assert!(echo.received.lock().unwrap().is_empty());
+}
+
+#[test]
+fn another_sessions_placeholder_is_not_replaced() {
+    let a = secret_for(
+        "GH",
+        HOST,
+        "ghp_airlockSESSIONa",
+        "ghp_realVALUEofA",
+        Inject::Placeholder,
+    );
+    let b = secret_for(
+        "GH",
+        HOST,
+        "ghp_airlockSESSIONb",
+        "ghp_realVALUEofB",
+        Inject::Placeholder,
+    );
+    let ca = TestCa::new("upstream");
+    let echo = Echo::start(ca.server(HOST, &[HTTP11]));
+    let _session_a = Injector::with_roots(vec![a], ca.roots()).unwrap();
+    let session_b = Arc::new(Injector::with_roots(vec![b], ca.roots()).unwrap());
+    let through = Through::start(session_b.clone(), echo.addr, HOST);
+    let mut client =
+        Client::connect(through.addr, session_b.ca_pem(), Some(HOST), &[HTTP11]).unwrap();
+    let (_, body) = client
+        .get(HOST, "/", &[("authorization", "token ghp_airlockSESSIONa")])
+        .unwrap();
+    assert!(
+        body.contains("authorization: token ghp_airlockSESSIONa\n"),
+        "{body}"
+    );
+    assert!(!body.contains("realVALUE"), "{body}");
+}
+
+#[test]
+fn connect_and_upgrades_inside_are_not_implemented() {
+    let (echo, injector) = setup(
+        vec![secret_for(
+            "GH",
+            HOST,
+            PLACEHOLDER,
+            VALUE,
+            Inject::Placeholder,
+        )],
+        &[HTTP11],
+    );
+    let through = Through::start(injector.clone(), echo.addr, HOST);
+    let mut client =
+        Client::connect(through.addr, injector.ca_pem(), Some(HOST), &[HTTP11]).unwrap();
+    let upgrade = [("upgrade", "websocket"), ("connection", "upgrade")];
+    let (status, body) = client.get(HOST, "/socket", &upgrade).unwrap();
+    assert_eq!(status, 501, "{body}");
+    assert!(body.contains("upgrade to websocket"), "{body}");
+    let (status, _, body) = client
+        .send("CONNECT", HOST, "api.test:443", &[], Vec::new())
+        .unwrap();
+    assert_eq!(status, 501, "{body:?}");
+    assert!(echo.received.lock().unwrap().is_empty());
+}
+
+#[test]
+fn large_bodies_pass_intact_both_ways() {
+    const SIZE: usize = 8 << 20;
+    for alpn in BOTH {
+        let (echo, injector) = setup(
+            vec![secret_for(
+                "GH",
+                HOST,
+                PLACEHOLDER,
+                VALUE,
+                Inject::Placeholder,
+            )],
+            &[H2, HTTP11],
+        );
+        let through = Through::start(injector.clone(), echo.addr, HOST);
+        let mut client =
+            Client::connect(through.addr, injector.ca_pem(), Some(HOST), &[alpn]).unwrap();
+        let upload = pattern(SIZE);
+        let want = format!("body: {SIZE} {:x}\n", hash(&upload, HASH_START));
+        let (status, _, body) = client
+            .send("POST", HOST, "/upload", &[("x", PLACEHOLDER)], upload)
+            .unwrap();
+        assert_eq!(status, 200);
+        let body = String::from_utf8_lossy(&body);
+        assert!(body.contains(&want), "{body}");
+        assert!(body.contains(VALUE), "{body}");
+        let (status, _, body) = client
+            .send("GET", HOST, &format!("/download/{SIZE}"), &[], Vec::new())
+            .unwrap();
+        assert_eq!(status, 200);
+        assert_eq!(body.len(), SIZE);
+        assert!(body[..] == pattern(SIZE)[..], "intact");
+        drop(client);
+        let (served, _) = through.finish();
+        assert!(
+            served.bytes_out > SIZE as u64 && served.bytes_in > SIZE as u64,
+            "{served:?}"
+        );
+    }
 }

@@ -1,0 +1,142 @@
+//! The relay hands an intercepted connection to the injector (directly, and through the
+//! proxy's CONNECT), and relays every other as it is. Over loopback, against an echo server.
+
+use std::io::{Read as _, Write as _};
+use std::sync::Mutex;
+
+use super::*;
+use crate::inject::testing::{Client, Echo, TestCa, H2, HTTP11};
+use crate::inject::{Inject, Injector, Secret};
+use crate::rules::{Destination, Egress};
+
+const PLACEHOLDER: &str = "ghp_airlockGATEplaceholder";
+const VALUE: &str = "ghp_realGATEvalue";
+
+/// A gate whose injector holds a placeholder secret for api.test, trusting `ca`; and its
+/// events.
+fn gate(ca: &TestCa) -> (Arc<State>, Arc<Injector>, Arc<Mutex<Vec<Event>>>) {
+    let secret = Secret {
+        name: "GH".into(),
+        hosts: vec!["api.test".into()],
+        placeholder: PLACEHOLDER.into(),
+        value: zeroize::Zeroizing::new(VALUE.into()),
+        inject: Inject::Placeholder,
+    };
+    let injector = Arc::new(Injector::with_roots(vec![secret], ca.roots()).unwrap());
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let logged = events.clone();
+    let d = |text: &str| Destination::parse(text).unwrap();
+    let config = super::super::Config {
+        egress: Egress::Allow {
+            allow: vec![d("api.test"), d("plain.test")],
+            deny: Vec::new(),
+        },
+        resolve: vec![("api.test".into(), "127.0.0.1".parse().unwrap())],
+        on_event: Box::new(move |e: &Event| logged.lock().unwrap().push(e.clone())),
+        cut_when: None,
+        inject: Some(injector.clone()),
+    };
+    let state = Arc::new(State::new(config, Vec::new(), 64));
+    (state, injector, events)
+}
+
+/// The sandbox's end of one connection the relay takes to `target`, and the relay's thread.
+fn relayed(state: &Arc<State>, target: Target) -> (TcpStream, std::thread::JoinHandle<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let sandbox = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    let (client, _) = listener.accept().unwrap();
+    let state = state.clone();
+    let relay = std::thread::spawn(move || super::relay(client, target, None, &state));
+    (sandbox, relay)
+}
+
+fn by_name(name: &str, addr: SocketAddr) -> Target {
+    Target {
+        name: Some(name.into()),
+        addr,
+        proxy: false,
+        forwarded: false,
+    }
+}
+
+fn kinds(events: &Mutex<Vec<Event>>) -> Vec<&'static str> {
+    events.lock().unwrap().iter().map(|e| e.kind).collect()
+}
+
+#[test]
+fn a_connection_to_a_host_with_a_secret_is_served_by_the_injector() {
+    let ca = TestCa::new("upstream");
+    let echo = Echo::start(ca.server("api.test", &[H2, HTTP11]));
+    let (state, injector, events) = gate(&ca);
+    for alpn in [HTTP11, H2] {
+        let (sandbox, relay) = relayed(&state, by_name("api.test", echo.addr));
+        let mut client =
+            Client::over(sandbox, injector.ca_pem(), Some("api.test"), &[alpn]).unwrap();
+        let (status, body) = client
+            .get("api.test", "/", &[("x-token", PLACEHOLDER)])
+            .unwrap();
+        assert_eq!(status, 200, "{body}");
+        assert!(body.contains(&format!("x-token: {VALUE}\n")), "{body}");
+        drop(client);
+        relay.join().unwrap();
+    }
+    assert_eq!(kinds(&events), ["secret", "closed", "secret", "closed"]);
+    let closed = &events.lock().unwrap()[1];
+    assert_eq!(closed.sni.as_deref(), Some("api.test"));
+    assert!(closed.bytes_out.unwrap() > 0 && closed.bytes_in.unwrap() > 0);
+    assert!(state.open.lock().unwrap().is_empty(), "no longer listed");
+}
+
+#[test]
+fn a_host_without_a_secret_is_relayed_as_it_is() {
+    let ca = TestCa::new("upstream");
+    let echo = Echo::start(ca.server("plain.test", &[HTTP11]));
+    let (state, injector, events) = gate(&ca);
+    // The session CA's certificate is not what it gets: the server's own is.
+    let (sandbox, relay) = relayed(&state, by_name("plain.test", echo.addr));
+    assert!(Client::over(sandbox, injector.ca_pem(), Some("plain.test"), &[HTTP11]).is_err());
+    relay.join().unwrap();
+    let (sandbox, relay) = relayed(&state, by_name("plain.test", echo.addr));
+    let mut client = Client::over(sandbox, &ca.pem, Some("plain.test"), &[HTTP11]).unwrap();
+    let (status, body) = client
+        .get("plain.test", "/", &[("x-token", PLACEHOLDER)])
+        .unwrap();
+    assert_eq!(status, 200);
+    assert!(body.contains(PLACEHOLDER), "{body}");
+    drop(client);
+    relay.join().unwrap();
+    assert_eq!(kinds(&events), ["closed", "closed"]);
+}
+
+#[test]
+fn a_proxy_tunnel_to_a_host_with_a_secret_is_served_by_the_injector() {
+    let ca = TestCa::new("upstream");
+    let echo = Echo::start(ca.server("api.test", &[HTTP11]));
+    let (state, injector, events) = gate(&ca);
+    let proxy = Target {
+        name: None,
+        addr: super::super::PROXY,
+        proxy: true,
+        forwarded: false,
+    };
+    let (mut sandbox, relay) = relayed(&state, proxy);
+    let port = echo.addr.port();
+    let connect = format!("CONNECT api.test:{port} HTTP/1.1\r\nHost: api.test:{port}\r\n\r\n");
+    sandbox.write_all(connect.as_bytes()).unwrap();
+    let mut answer = [0u8; 39];
+    sandbox.read_exact(&mut answer).unwrap();
+    assert_eq!(&answer[..], b"HTTP/1.1 200 Connection established\r\n\r\n");
+    let mut client = Client::over(sandbox, injector.ca_pem(), Some("api.test"), &[HTTP11]).unwrap();
+    let (status, body) = client
+        .get(
+            &format!("api.test:{port}"),
+            "/",
+            &[("x-token", PLACEHOLDER)],
+        )
+        .unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(&format!("x-token: {VALUE}\n")), "{body}");
+    drop(client);
+    relay.join().unwrap();
+    assert_eq!(kinds(&events), ["connect", "secret", "closed"]);
+}

@@ -1,0 +1,146 @@
+//! The request rules, over plain request heads.
+
+use super::*;
+use zeroize::Zeroizing;
+
+fn head(method: &str, uri: &str, headers: &[(&str, &str)]) -> Parts {
+    let mut builder = hyper::Request::builder().method(method).uri(uri);
+    for (name, value) in headers {
+        builder = builder.header(*name, *value);
+    }
+    builder.body(()).unwrap().into_parts().0
+}
+
+fn other(parts: &Parts) -> String {
+    match check(parts, "api.test", 443) {
+        Err(Refused::OtherHost { rule, .. }) => rule,
+        outcome => panic!("{outcome:?}"),
+    }
+}
+
+#[test]
+fn every_name_a_request_gives_its_host_must_be_the_connections() {
+    for ok in ["api.test", "API.TEST", "api.test:443"] {
+        assert_eq!(
+            check(&head("GET", "/", &[("host", ok)]), "api.test", 443),
+            Ok(())
+        );
+    }
+    assert_eq!(
+        check(&head("GET", "https://api.test/x", &[]), "api.test", 443),
+        Ok(())
+    );
+    assert!(other(&head("GET", "/", &[("host", "b.test")])).contains("asked for b.test"));
+    assert!(other(&head("GET", "/", &[("host", "api.test:8443")])).contains("api.test:8443"));
+    assert!(other(&head("GET", "/", &[("host", "x@api.test")])).contains("x@api.test"));
+    assert!(other(&head("GET", "/", &[])).contains("names no host"));
+    let twice = head("GET", "/", &[("host", "api.test"), ("host", "api.test")]);
+    assert!(other(&twice).contains("more than one Host"));
+    // HTTP/2's :authority and a Host header must both be it.
+    let both = head("GET", "https://api.test/", &[("host", "b.test")]);
+    assert!(other(&both).contains("asked for b.test"));
+    let both = head("GET", "https://b.test/", &[("host", "api.test")]);
+    assert!(other(&both).contains("asked for b.test"));
+}
+
+#[test]
+fn connect_and_upgrades_are_tunnels() {
+    let connect = head("CONNECT", "api.test:443", &[("host", "api.test")]);
+    assert!(matches!(
+        check(&connect, "api.test", 443),
+        Err(Refused::Tunnel(_))
+    ));
+    let upgrade = head("GET", "/", &[("host", "api.test"), ("upgrade", "h2c")]);
+    assert!(
+        matches!(check(&upgrade, "api.test", 443), Err(Refused::Tunnel(t)) if t.contains("h2c"))
+    );
+}
+
+fn secret(name: &str, host: &str, inject: Inject) -> Secret {
+    Secret {
+        name: name.into(),
+        hosts: vec![host.into()],
+        placeholder: format!("ph_{name}"),
+        value: Zeroizing::new(format!("real_{name}")),
+        inject,
+    }
+}
+
+#[test]
+fn a_header_secret_replaces_the_header_and_notes_its_placeholder_elsewhere() {
+    let secrets = [secret(
+        "A",
+        "api.test",
+        Inject::Header {
+            name: "x-api-key".into(),
+            format: "k={}".into(),
+        },
+    )];
+    let mut parts = head(
+        "GET",
+        "/?q=ph_A",
+        &[("x-api-key", "old"), ("x-api-key", "older")],
+    );
+    let put = inject(&mut parts, &secrets, "api.test").unwrap();
+    let values: Vec<_> = parts.headers.get_all("x-api-key").iter().collect();
+    assert_eq!(values, ["k=real_A"]);
+    assert!(values[0].is_sensitive());
+    assert_eq!(
+        put,
+        Put {
+            injected: vec!["A"],
+            unreplaced: vec!["A"]
+        }
+    );
+    // A name that is no header name is an error naming the secret, not its value.
+    let bad = [secret(
+        "B",
+        "api.test",
+        Inject::Header {
+            name: "bad name".into(),
+            format: "{}".into(),
+        },
+    )];
+    let why = inject(&mut head("GET", "/", &[]), &bad, "api.test").unwrap_err();
+    assert!(why.contains("secret B") && !why.contains("real_B"), "{why}");
+}
+
+#[test]
+fn a_query_secret_replaces_the_parameter() {
+    let secrets = [secret(
+        "Q",
+        "api.test",
+        Inject::Query {
+            param: "token".into(),
+        },
+    )];
+    let mut parts = head("GET", "/a/b?token=ph_Q&x=1&token=2", &[]);
+    inject(&mut parts, &secrets, "api.test").unwrap();
+    assert_eq!(parts.uri.to_string(), "/a/b?x=1&token=real_Q");
+    let mut parts = head("GET", "/", &[]);
+    inject(&mut parts, &secrets, "api.test").unwrap();
+    assert_eq!(parts.uri.to_string(), "/?token=real_Q");
+}
+
+#[test]
+fn a_placeholder_is_replaced_only_for_its_hosts_and_in_headers() {
+    let secrets = [
+        secret("P", "api.test", Inject::Placeholder),
+        secret("O", "other.test", Inject::Placeholder),
+    ];
+    let mut parts = head("GET", "/?p=ph_P", &[("a", "x ph_P y ph_P"), ("b", "ph_O")]);
+    let put = inject(&mut parts, &secrets, "api.test").unwrap();
+    assert_eq!(parts.headers["a"], "x real_P y real_P");
+    assert_eq!(parts.headers["b"], "ph_O");
+    assert_eq!(parts.uri.to_string(), "/?p=ph_P", "not in the target");
+    assert_eq!(
+        put,
+        Put {
+            injected: vec!["P"],
+            unreplaced: vec!["P", "O"]
+        }
+    );
+    // Nothing seen, nothing noted.
+    let put = inject(&mut head("GET", "/", &[]), &secrets, "api.test").unwrap();
+    assert_eq!(put, Put::default());
+}

@@ -1,0 +1,285 @@
+//! Test helpers for intercepted connections, over loopback: a test CA, an HTTPS echo server
+//! with a certificate of it (it answers with what it received), and a client (rustls and
+//! hyper, HTTP/1.1 or HTTP/2) trusting a given CA.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::client::conn::{http1, http2};
+use hyper::{HeaderMap, Request, Response, StatusCode};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
+use rustls::{ClientConfig, RootCertStore, ServerConfig};
+
+pub(crate) const H2: &[u8] = b"h2";
+pub(crate) const HTTP11: &[u8] = b"http/1.1";
+
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// A CA of a test's own, as a real upstream's would be.
+pub(crate) struct TestCa {
+    issuer: Issuer<'static, KeyPair>,
+    der: CertificateDer<'static>,
+    pub(crate) pem: String,
+}
+
+impl TestCa {
+    pub(crate) fn new(name: &str) -> TestCa {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::default();
+        params.distinguished_name.push(DnType::CommonName, name);
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let cert = params.self_signed(&key).unwrap();
+        TestCa {
+            der: cert.der().clone(),
+            pem: cert.pem(),
+            issuer: Issuer::new(params, key),
+        }
+    }
+
+    pub(crate) fn roots(&self) -> RootCertStore {
+        let mut roots = RootCertStore::empty();
+        roots.add(self.der.clone()).unwrap();
+        roots
+    }
+
+    /// TLS settings of a server that is `name`, by this CA, offering `alpn`.
+    pub(crate) fn server(&self, name: &str, alpn: &[&[u8]]) -> Arc<ServerConfig> {
+        let key = KeyPair::generate().unwrap();
+        let params = CertificateParams::new(vec![name.to_string()]).unwrap();
+        let cert = params.signed_by(&key, &self.issuer).unwrap();
+        let private = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
+        let mut config = ServerConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(vec![cert.der().clone()], private)
+            .unwrap();
+        config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+        Arc::new(config)
+    }
+}
+
+/// An HTTPS server answering every request with what it received: the request line, the
+/// headers, and the body's length and hash. `GET /download/N` answers N bytes instead.
+pub(crate) struct Echo {
+    pub(crate) addr: SocketAddr,
+    /// Each request's head as it arrived.
+    pub(crate) received: Arc<Mutex<Vec<String>>>,
+}
+
+impl Echo {
+    pub(crate) fn start(config: Arc<ServerConfig>) -> Echo {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let received = Arc::new(Mutex::new(Vec::new()));
+        let log = received.clone();
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async move {
+                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+                let acceptor = tokio_rustls::TlsAcceptor::from(config);
+                while let Ok((tcp, _)) = listener.accept().await {
+                    let (acceptor, log) = (acceptor.clone(), log.clone());
+                    tokio::spawn(async move {
+                        let Ok(tls) = acceptor.accept(tcp).await else {
+                            return;
+                        };
+                        let service =
+                            hyper::service::service_fn(move |request| echo(request, log.clone()));
+                        let builder =
+                            hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+                        let _ = builder.serve_connection(TokioIo::new(tls), service).await;
+                    });
+                }
+            });
+        });
+        Echo { addr, received }
+    }
+}
+
+/// FNV-1a, to compare large bodies without keeping them.
+pub(crate) fn hash(bytes: &[u8], mut state: u64) -> u64 {
+    for &b in bytes {
+        state = (state ^ u64::from(b)).wrapping_mul(0x100_0000_01b3);
+    }
+    state
+}
+pub(crate) const HASH_START: u64 = 0xcbf2_9ce4_8422_2325;
+
+async fn echo(
+    request: Request<Incoming>,
+    log: Arc<Mutex<Vec<String>>>,
+) -> Result<Response<Full<Bytes>>, Infallible> {
+    let (parts, mut body) = request.into_parts();
+    let mut head = format!("{} {} {:?}\n", parts.method, parts.uri, parts.version);
+    for (name, value) in &parts.headers {
+        head.push_str(&format!(
+            "{name}: {}\n",
+            String::from_utf8_lossy(value.as_bytes())
+        ));
+    }
+    log.lock().unwrap().push(head.clone());
+    if let Some(n) = parts.uri.path().strip_prefix("/download/") {
+        let n: usize = n.parse().unwrap();
+        return Ok(Response::new(Full::new(Bytes::from(pattern(n)))));
+    }
+    let (mut length, mut state) = (0usize, HASH_START);
+    while let Some(frame) = body.frame().await {
+        if let Ok(data) = frame.unwrap().into_data() {
+            length += data.len();
+            state = hash(&data, state);
+        }
+    }
+    head.push_str(&format!("body: {length} {state:x}\n"));
+    Ok(Response::new(Full::new(Bytes::from(head))))
+}
+
+/// `n` bytes that are not all alike.
+pub(crate) fn pattern(n: usize) -> Vec<u8> {
+    (0..n).map(|i| (i % 251) as u8).collect()
+}
+
+/// An HTTPS client over one connection, trusting one CA.
+pub(crate) struct Client {
+    runtime: tokio::runtime::Runtime,
+    sender: Sender,
+    /// The protocol the server chose.
+    pub(crate) alpn: Option<Vec<u8>>,
+}
+
+enum Sender {
+    H1(http1::SendRequest<Full<Bytes>>),
+    H2(http2::SendRequest<Full<Bytes>>),
+}
+
+/// An answer: status, headers, body.
+pub(crate) type Answer = (StatusCode, HeaderMap, Bytes);
+
+impl Client {
+    /// Connect to `addr` by TLS, naming `sni` (None: no SNI), trusting `ca_pem` only,
+    /// offering `alpn`; HTTP/2 if the server chose it.
+    pub(crate) fn connect(
+        addr: SocketAddr,
+        ca_pem: &str,
+        sni: Option<&str>,
+        alpn: &[&[u8]],
+    ) -> Result<Client, String> {
+        let tcp = std::net::TcpStream::connect(addr).map_err(|e| e.to_string())?;
+        Client::over(tcp, ca_pem, sni, alpn)
+    }
+
+    /// [`Client::connect`] over a connection made already (a proxy's tunnel, say).
+    pub(crate) fn over(
+        tcp: std::net::TcpStream,
+        ca_pem: &str,
+        sni: Option<&str>,
+        alpn: &[&[u8]],
+    ) -> Result<Client, String> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let mut roots = RootCertStore::empty();
+        roots
+            .add(CertificateDer::from_pem_slice(ca_pem.as_bytes()).unwrap())
+            .unwrap();
+        let mut config = ClientConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+        // No SNI: rustls sends none for an address.
+        config.enable_sni = sni.is_some();
+        let name = ServerName::try_from(sni.unwrap_or("api.test").to_string()).unwrap();
+        let (sender, alpn) = runtime.block_on(async move {
+            tcp.set_nonblocking(true).map_err(|e| e.to_string())?;
+            let tcp = tokio::net::TcpStream::from_std(tcp).map_err(|e| e.to_string())?;
+            let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+                .connect(name, tcp)
+                .await
+                .map_err(|e| e.to_string())?;
+            let alpn = tls.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
+            let io = TokioIo::new(tls);
+            let sender = if alpn.as_deref() == Some(H2) {
+                let (sender, driver) = http2::handshake(TokioExecutor::new(), io)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                tokio::spawn(driver);
+                Sender::H2(sender)
+            } else {
+                let (sender, driver) = http1::handshake(io).await.map_err(|e| e.to_string())?;
+                tokio::spawn(driver);
+                Sender::H1(sender)
+            };
+            Ok::<_, String>((sender, alpn))
+        })?;
+        Ok(Client {
+            runtime,
+            sender,
+            alpn,
+        })
+    }
+
+    /// `method target` naming `authority` (Host in HTTP/1.1, `:authority` in HTTP/2), with
+    /// `headers` and `body`; the whole answer.
+    pub(crate) fn send(
+        &mut self,
+        method: &str,
+        authority: &str,
+        target: &str,
+        headers: &[(&str, &str)],
+        body: Vec<u8>,
+    ) -> Result<Answer, String> {
+        let mut builder = Request::builder().method(method);
+        builder = match self.sender {
+            Sender::H1(_) => builder.uri(target).header("host", authority),
+            Sender::H2(_) => builder.uri(format!("https://{authority}{target}")),
+        };
+        for (name, value) in headers {
+            builder = builder.header(*name, *value);
+        }
+        let request = builder.body(Full::new(Bytes::from(body))).unwrap();
+        let sender = &mut self.sender;
+        self.runtime.block_on(async move {
+            let response = match sender {
+                Sender::H1(s) => {
+                    s.ready().await.map_err(|e| e.to_string())?;
+                    s.send_request(request).await
+                }
+                Sender::H2(s) => {
+                    s.ready().await.map_err(|e| e.to_string())?;
+                    s.send_request(request).await
+                }
+            }
+            .map_err(|e| e.to_string())?;
+            let (parts, body) = response.into_parts();
+            let body = body.collect().await.map_err(|e| e.to_string())?.to_bytes();
+            Ok((parts.status, parts.headers, body))
+        })
+    }
+
+    /// `GET target` of `authority`, with `headers`: status and body as text.
+    pub(crate) fn get(
+        &mut self,
+        authority: &str,
+        target: &str,
+        headers: &[(&str, &str)],
+    ) -> Result<(StatusCode, String), String> {
+        let (status, _, body) = self.send("GET", authority, target, headers, Vec::new())?;
+        Ok((status, String::from_utf8_lossy(&body).into_owned()))
+    }
+}
