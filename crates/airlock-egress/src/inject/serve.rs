@@ -188,18 +188,22 @@ impl Injector {
 
 impl Injector {
     /// TLS to the destination, verified; offered what the client offered (of what the gate
-    /// reads), so that both sides speak one protocol where they can.
+    /// reads), so that both sides speak one protocol where they can. A client of HTTP/2 only
+    /// may still reach a server of HTTP/1.1 only: hyper translates.
     async fn reach(
         &self,
         upstream: TcpStream,
         host: &str,
         offered: &[Vec<u8>],
     ) -> Result<tokio_rustls::client::TlsStream<TcpStream>, String> {
-        let wanted: Vec<Vec<u8>> = [H2, HTTP11]
+        let mut wanted: Vec<Vec<u8>> = [H2, HTTP11]
             .into_iter()
             .filter(|p| offered.iter().any(|o| o == p))
             .map(<[u8]>::to_vec)
             .collect();
+        if wanted == [H2] {
+            wanted.push(HTTP11.to_vec());
+        }
         tls::connect_upstream(upstream, host, self.roots.clone(), wanted).await
     }
 }

@@ -519,3 +519,28 @@ fn large_bodies_pass_intact_both_ways() {
         );
     }
 }
+
+#[test]
+fn a_client_of_http2_only_reaches_a_server_of_http11_only() {
+    let secrets = vec![secret_for(
+        "GH",
+        HOST,
+        PLACEHOLDER,
+        VALUE,
+        Inject::Placeholder,
+    )];
+    let (echo, injector) = setup(secrets, &[HTTP11]);
+    let through = Through::start(injector.clone(), echo.addr, HOST);
+    let mut client = Client::connect(through.addr, injector.ca_pem(), Some(HOST), &[H2]).unwrap();
+    assert_eq!(client.alpn.as_deref(), Some(H2));
+    let authority = format!("{HOST}:{}", echo.addr.port());
+    for _ in 0..3 {
+        let (status, body) = client
+            .get(&authority, "/x?y", &[("x-token", PLACEHOLDER)])
+            .unwrap();
+        assert_eq!(status, 200, "{body}");
+        assert!(body.starts_with("GET /x?y HTTP/1.1\n"), "{body}");
+        assert!(body.contains(&format!("host: {authority}\n")), "{body}");
+        assert!(body.contains(&format!("x-token: {VALUE}\n")), "{body}");
+    }
+}

@@ -140,3 +140,16 @@ fn a_proxy_tunnel_to_a_host_with_a_secret_is_served_by_the_injector() {
     relay.join().unwrap();
     assert_eq!(kinds(&events), ["connect", "secret", "closed"]);
 }
+
+#[test]
+fn cutting_the_network_ends_an_intercepted_connection() {
+    let ca = TestCa::new("upstream");
+    let echo = Echo::start(ca.server("api.test", &[HTTP11]));
+    let (state, injector, _events) = gate(&ca);
+    let (sandbox, relay) = relayed(&state, by_name("api.test", echo.addr));
+    let mut client = Client::over(sandbox, injector.ca_pem(), Some("api.test"), &[HTTP11]).unwrap();
+    assert_eq!(client.get("api.test", "/", &[]).unwrap().0, 200);
+    state.close_all();
+    relay.join().unwrap();
+    assert!(client.get("api.test", "/", &[]).is_err());
+}
