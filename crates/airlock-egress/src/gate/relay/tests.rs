@@ -153,3 +153,53 @@ fn cutting_the_network_ends_an_intercepted_connection() {
     relay.join().unwrap();
     assert!(client.get("api.test", "/", &[]).is_err());
 }
+
+/// Mean time of `n` small GETs on one kept-alive HTTP/1.1 connection of `client`.
+fn mean_get(client: &mut Client, host: &str, n: u32) -> std::time::Duration {
+    client.get(host, "/", &[]).unwrap();
+    let started = Instant::now();
+    for _ in 0..n {
+        let (status, _) = client.get(host, "/", &[("x-token", PLACEHOLDER)]).unwrap();
+        assert_eq!(status, 200);
+    }
+    started.elapsed() / n
+}
+
+/// Not a check: what a request costs injected, relayed plainly and direct (run with
+/// `--release --ignored --nocapture`).
+#[test]
+#[ignore]
+fn measure_an_injected_request_against_the_plain_relay() {
+    const N: u32 = 2000;
+    let ca = TestCa::new("upstream");
+    let api = Echo::start(ca.server("api.test", &[HTTP11]));
+    let plain = Echo::start(ca.server("plain.test", &[HTTP11]));
+    let (state, injector, _events) = gate(&ca);
+    let mut direct = Client::connect(plain.addr, &ca.pem, Some("plain.test"), &[HTTP11]).unwrap();
+    let direct = mean_get(&mut direct, "plain.test", N);
+    let (sandbox, _relay) = relayed(&state, by_name("plain.test", plain.addr));
+    let mut relayed_plain = Client::over(sandbox, &ca.pem, Some("plain.test"), &[HTTP11]).unwrap();
+    let relayed_plain = mean_get(&mut relayed_plain, "plain.test", N);
+    let (sandbox, _relay) = relayed(&state, by_name("api.test", api.addr));
+    let mut injected =
+        Client::over(sandbox, injector.ca_pem(), Some("api.test"), &[HTTP11]).unwrap();
+    let injected = mean_get(&mut injected, "api.test", N);
+    println!("per request, kept alive, HTTP/1.1: direct {direct:?}, plain relay {relayed_plain:?}, injected {injected:?}");
+    // And a new connection each time (TLS both sides when injected; the leaf cached).
+    let per_connection = |name: &str, echo: SocketAddr, ca_pem: &str| {
+        let started = Instant::now();
+        for _ in 0..200 {
+            let (sandbox, relay) = relayed(&state, by_name(name, echo));
+            let mut client = Client::over(sandbox, ca_pem, Some(name), &[HTTP11]).unwrap();
+            client.get(name, "/", &[]).unwrap();
+            drop(client);
+            relay.join().unwrap();
+        }
+        started.elapsed() / 200
+    };
+    let plain_each = per_connection("plain.test", plain.addr, &ca.pem);
+    let injected_each = per_connection("api.test", api.addr, injector.ca_pem());
+    println!(
+        "a new connection per request: plain relay {plain_each:?}, injected {injected_each:?}"
+    );
+}
