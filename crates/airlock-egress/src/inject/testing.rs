@@ -74,6 +74,8 @@ pub(crate) struct Echo {
     pub(crate) addr: SocketAddr,
     /// Each request's head as it arrived.
     pub(crate) received: Arc<Mutex<Vec<String>>>,
+    /// `GET /stream` answers a first chunk, and its second only once this is told.
+    pub(crate) release: Arc<tokio::sync::Notify>,
 }
 
 impl Echo {
@@ -83,6 +85,8 @@ impl Echo {
         listener.set_nonblocking(true).unwrap();
         let received = Arc::new(Mutex::new(Vec::new()));
         let log = received.clone();
+        let release = Arc::new(tokio::sync::Notify::new());
+        let released = release.clone();
         std::thread::spawn(move || {
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -93,12 +97,14 @@ impl Echo {
                 let acceptor = tokio_rustls::TlsAcceptor::from(config);
                 while let Ok((tcp, _)) = listener.accept().await {
                     let (acceptor, log) = (acceptor.clone(), log.clone());
+                    let released = released.clone();
                     tokio::spawn(async move {
                         let Ok(tls) = acceptor.accept(tcp).await else {
                             return;
                         };
-                        let service =
-                            hyper::service::service_fn(move |request| echo(request, log.clone()));
+                        let service = hyper::service::service_fn(move |request| {
+                            echo(request, log.clone(), released.clone())
+                        });
                         let builder =
                             hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
                         let _ = builder.serve_connection(TokioIo::new(tls), service).await;
@@ -106,7 +112,11 @@ impl Echo {
                 }
             });
         });
-        Echo { addr, received }
+        Echo {
+            addr,
+            received,
+            release,
+        }
     }
 }
 
@@ -119,10 +129,44 @@ pub(crate) fn hash(bytes: &[u8], mut state: u64) -> u64 {
 }
 pub(crate) const HASH_START: u64 = 0xcbf2_9ce4_8422_2325;
 
+/// A body whose chunks come from a channel, as they are sent.
+struct Chunks(tokio::sync::mpsc::Receiver<Bytes>);
+
+impl hyper::body::Body for Chunks {
+    type Data = Bytes;
+    type Error = Infallible;
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Infallible>>> {
+        self.0
+            .poll_recv(cx)
+            .map(|chunk| chunk.map(|b| Ok(hyper::body::Frame::data(b))))
+    }
+}
+
+type EchoBody = http_body_util::combinators::BoxBody<Bytes, Infallible>;
+
+fn full(bytes: impl Into<Bytes>) -> Response<EchoBody> {
+    Response::new(Full::new(bytes.into()).boxed())
+}
+
+/// "first\n" at once, "second\n" once `release` is told.
+fn streamed(release: Arc<tokio::sync::Notify>) -> Response<EchoBody> {
+    let (send, receive) = tokio::sync::mpsc::channel(2);
+    tokio::spawn(async move {
+        let _ = send.send(Bytes::from_static(b"first\n")).await;
+        release.notified().await;
+        let _ = send.send(Bytes::from_static(b"second\n")).await;
+    });
+    Response::new(Chunks(receive).boxed())
+}
+
 async fn echo(
     request: Request<Incoming>,
     log: Arc<Mutex<Vec<String>>>,
-) -> Result<Response<Full<Bytes>>, Infallible> {
+    release: Arc<tokio::sync::Notify>,
+) -> Result<Response<EchoBody>, Infallible> {
     let (parts, mut body) = request.into_parts();
     let mut head = format!("{} {} {:?}\n", parts.method, parts.uri, parts.version);
     for (name, value) in &parts.headers {
@@ -134,7 +178,10 @@ async fn echo(
     log.lock().unwrap().push(head.clone());
     if let Some(n) = parts.uri.path().strip_prefix("/download/") {
         let n: usize = n.parse().unwrap();
-        return Ok(Response::new(Full::new(Bytes::from(pattern(n)))));
+        return Ok(full(pattern(n)));
+    }
+    if parts.uri.path() == "/stream" {
+        return Ok(streamed(release));
     }
     let (mut length, mut state) = (0usize, HASH_START);
     while let Some(frame) = body.frame().await {
@@ -144,7 +191,7 @@ async fn echo(
         }
     }
     head.push_str(&format!("body: {length} {state:x}\n"));
-    Ok(Response::new(Full::new(Bytes::from(head))))
+    Ok(full(head))
 }
 
 /// `n` bytes that are not all alike.
@@ -269,6 +316,43 @@ impl Client {
             let (parts, body) = response.into_parts();
             let body = body.collect().await.map_err(|e| e.to_string())?.to_bytes();
             Ok((parts.status, parts.headers, body))
+        })
+    }
+
+    /// `GET target` of `authority`: its status and its body, to be read as it comes
+    /// ([`Client::chunk`]).
+    pub(crate) fn stream(
+        &mut self,
+        authority: &str,
+        target: &str,
+    ) -> Result<(StatusCode, Incoming), String> {
+        let mut builder = Request::builder().method("GET");
+        builder = match self.sender {
+            Sender::H1(_) => builder.uri(target).header("host", authority),
+            Sender::H2(_) => builder.uri(format!("https://{authority}{target}")),
+        };
+        let request = builder.body(Full::new(Bytes::new())).unwrap();
+        let sender = &mut self.sender;
+        self.runtime.block_on(async move {
+            let response = match sender {
+                Sender::H1(s) => s.send_request(request).await,
+                Sender::H2(s) => s.send_request(request).await,
+            }
+            .map_err(|e| e.to_string())?;
+            let (parts, body) = response.into_parts();
+            Ok((parts.status, body))
+        })
+    }
+
+    /// The next chunk of `body`, if one comes within `within`.
+    pub(crate) fn chunk(
+        &mut self,
+        body: &mut Incoming,
+        within: std::time::Duration,
+    ) -> Option<Bytes> {
+        self.runtime.block_on(async {
+            let frame = tokio::time::timeout(within, body.frame()).await.ok()??;
+            frame.ok()?.into_data().ok()
         })
     }
 

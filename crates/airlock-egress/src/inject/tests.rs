@@ -544,3 +544,33 @@ fn a_client_of_http2_only_reaches_a_server_of_http11_only() {
         assert!(body.contains(&format!("x-token: {VALUE}\n")), "{body}");
     }
 }
+
+#[test]
+fn an_answer_is_passed_on_as_it_comes() {
+    for alpn in BOTH {
+        let secrets = vec![secret_for(
+            "GH",
+            HOST,
+            PLACEHOLDER,
+            VALUE,
+            Inject::Placeholder,
+        )];
+        let (echo, injector) = setup(secrets, &[H2, HTTP11]);
+        let through = Through::start(injector.clone(), echo.addr, HOST);
+        let mut client =
+            Client::connect(through.addr, injector.ca_pem(), Some(HOST), &[alpn]).unwrap();
+        let (status, mut body) = client.stream(HOST, "/stream").unwrap();
+        assert_eq!(status, 200);
+        let wait = std::time::Duration::from_secs(5);
+        // Its first part arrives while the server still holds the rest.
+        assert_eq!(
+            client.chunk(&mut body, wait).as_deref(),
+            Some(&b"first\n"[..])
+        );
+        echo.release.notify_one();
+        assert_eq!(
+            client.chunk(&mut body, wait).as_deref(),
+            Some(&b"second\n"[..])
+        );
+    }
+}
