@@ -13,7 +13,9 @@
 //! - **relay** (`relay.rs`): before anything reaches the destination (`upstream.rs`), the first
 //!   bytes are read: a TLS ClientHello must name the same host (SNI), an HTTP request the same
 //!   Host; otherwise the connection is closed (no domain fronting, `fronting.rs`). Then bytes are
-//!   copied both ways (`copy.rs`).
+//!   copied both ways (`copy.rs`) — except a TLS connection to a name the session holds a
+//!   secret for ([`Config::inject`]), which the injector terminates and serves request by
+//!   request ([`crate::inject`]).
 //! - **proxy** (`proxy.rs`): airlock's HTTP proxy, for programs that honour HTTP_PROXY: its
 //!   request is decided as a connection would be, then relayed as one.
 //!

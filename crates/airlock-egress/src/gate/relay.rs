@@ -1,7 +1,8 @@
 //! The relay: the listener, in the sandbox's own namespace, that allowed connects are sent to.
 //! Each connection it accepts is matched to the target its connect was decided for, reaches
 //! that destination, has its first bytes judged ([`super::fronting`]) and is then copied both
-//! ways ([`super::copy`]).
+//! ways ([`super::copy`]), or, when it is TLS to a name the injector holds a secret for,
+//! served by the injector ([`crate::inject::Injector::serve`]).
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};

@@ -86,7 +86,9 @@ struct Connection {
 impl Injector {
     /// Serve a connection the relay intercepted: `client` the sandbox's socket, of which
     /// `first` (its ClientHello) was read already; `upstream` connected to the destination;
-    /// `host`:`port` what the sandbox connected to. Every event goes to `events`.
+    /// `host`:`port` what the sandbox connected to. Every event goes to `events`. Blocks
+    /// until the connection ends (on a runtime of its own: not to be called from within a
+    /// tokio runtime). The bytes counted are the TLS bytes on the sandbox's side.
     pub fn serve(
         &self,
         client: std::net::TcpStream,

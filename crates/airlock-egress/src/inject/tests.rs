@@ -574,3 +574,25 @@ fn an_answer_is_passed_on_as_it_comes() {
         );
     }
 }
+
+#[test]
+fn a_host_header_in_http2_must_name_the_host_too() {
+    let secrets = vec![secret_for(
+        "GH",
+        HOST,
+        PLACEHOLDER,
+        VALUE,
+        Inject::Placeholder,
+    )];
+    let (echo, injector) = setup(secrets, &[H2]);
+    let through = Through::start(injector.clone(), echo.addr, HOST);
+    let mut client = Client::connect(through.addr, injector.ca_pem(), Some(HOST), &[H2]).unwrap();
+    let (status, body) = client.get(HOST, "/", &[("host", HOST)]).unwrap();
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = client.get(HOST, "/", &[("host", "other.test")]).unwrap();
+    assert_eq!(status, 421, "{body}");
+    drop(client);
+    let (_, events) = through.finish();
+    assert_eq!(of_kind(&events, "fronting").len(), 1, "{events:?}");
+    assert_eq!(echo.received.lock().unwrap().len(), 1);
+}
