@@ -17,7 +17,11 @@ const VALIDITY: time::Duration = time::Duration::days(30);
 /// A leaf certificate chain and its key, for rustls.
 pub(super) type Leaf = (Vec<CertificateDer<'static>>, Arc<PrivateKeyDer<'static>>);
 
-pub(super) struct SessionCa {
+/// A session's CA. Made on its own before the sandbox is (its certificate goes into the
+/// sandbox's trust store), then given to [`super::Injector::with_ca`] with the secrets.
+pub struct SessionCa {
+    /// The names it may vouch for (its name constraints), lowercase.
+    hosts: Vec<String>,
     issuer: Issuer<'static, KeyPair>,
     der: CertificateDer<'static>,
     pem: String,
@@ -47,7 +51,7 @@ fn validity(params: &mut CertificateParams) {
 
 impl SessionCa {
     /// A fresh CA for certificates of `hosts` only (name constraints).
-    pub(super) fn new(hosts: &[String]) -> Result<SessionCa, String> {
+    pub fn new(hosts: &[String]) -> Result<SessionCa, String> {
         let cant = |e: rcgen::Error| format!("cannot make the session CA: {e}");
         let key = KeyPair::generate().map_err(cant)?;
         let mut params = CertificateParams::default();
@@ -71,6 +75,7 @@ impl SessionCa {
         }
         let cert = params.self_signed(&key).map_err(cant)?;
         Ok(SessionCa {
+            hosts: hosts.iter().map(|h| h.to_ascii_lowercase()).collect(),
             pem: cert.pem(),
             der: cert.der().clone(),
             issuer: Issuer::new(params, key),
@@ -78,8 +83,14 @@ impl SessionCa {
         })
     }
 
-    pub(super) fn pem(&self) -> &str {
+    /// Its certificate, PEM: what the sandbox's trust store gets.
+    pub fn pem(&self) -> &str {
         &self.pem
+    }
+
+    /// May it vouch for `host` (one of its name constraints)?
+    pub(super) fn covers(&self, host: &str) -> bool {
+        self.hosts.iter().any(|h| h.eq_ignore_ascii_case(host))
     }
 
     /// The leaf certificate (chain: leaf, CA) and key for `host`, made the first time.

@@ -18,6 +18,7 @@ use std::sync::Arc;
 
 use rustls::RootCertStore;
 
+pub use ca::SessionCa;
 pub use secret::{Inject, Secret};
 pub use serve::Served;
 
@@ -32,27 +33,42 @@ pub struct Injector {
 
 impl Injector {
     /// An injector for `secrets`, with a fresh session CA, verifying upstream servers by the
-    /// system's roots (rustls-native-certs: `SSL_CERT_FILE` / `SSL_CERT_DIR` of this process
-    /// are honoured, as for a corporate CA or a test's).
+    /// system's roots (see [`system_roots`]).
     pub fn new(secrets: Vec<Secret>) -> Result<Injector, String> {
-        let found = rustls_native_certs::load_native_certs();
-        let mut roots = RootCertStore::empty();
-        let (added, _ignored) = roots.add_parsable_certificates(found.certs);
-        if added == 0 {
-            let why: Vec<String> = found.errors.iter().map(ToString::to_string).collect();
-            return Err(format!(
-                "no trusted root certificates found to verify upstream servers by ({}); set SSL_CERT_FILE or SSL_CERT_DIR to the system's bundle",
-                if why.is_empty() { "none in the system's store".to_string() } else { why.join("; ") }
-            ));
-        }
-        Injector::with_roots(secrets, roots)
+        Injector::with_roots(secrets, system_roots()?)
     }
 
     /// [`Injector::new`], verifying upstream servers by `roots` only.
     pub fn with_roots(secrets: Vec<Secret>, roots: RootCertStore) -> Result<Injector, String> {
         let hosts: Vec<String> = secrets.iter().flat_map(|s| s.hosts.clone()).collect();
+        Injector::with_ca_and_roots(SessionCa::new(&hosts)?, secrets, roots)
+    }
+
+    /// An injector for `secrets` with a CA made beforehand, verifying upstream servers by the
+    /// system's roots: a run makes its CA before its sandbox (whose trust store holds the
+    /// CA's certificate) and reads the secrets' values only once the sandbox's first process
+    /// has been forked, so that no copy of a value is in it.
+    pub fn with_ca(ca: SessionCa, secrets: Vec<Secret>) -> Result<Injector, String> {
+        Injector::with_ca_and_roots(ca, secrets, system_roots()?)
+    }
+
+    fn with_ca_and_roots(
+        ca: SessionCa,
+        secrets: Vec<Secret>,
+        roots: RootCertStore,
+    ) -> Result<Injector, String> {
+        // A host the CA may not vouch for would get a leaf every client refuses.
+        if let Some(host) = secrets
+            .iter()
+            .flat_map(|s| s.hosts.iter())
+            .find(|host| !ca.covers(host))
+        {
+            return Err(format!(
+                "the session CA was made without {host}, a host of a secret"
+            ));
+        }
         Ok(Injector {
-            ca: ca::SessionCa::new(&hosts)?,
+            ca,
             secrets: secrets.into(),
             roots: Arc::new(roots),
         })
@@ -67,6 +83,27 @@ impl Injector {
     pub fn intercepts(&self, host: &str) -> bool {
         self.secrets.iter().any(|s| s.is_for(host))
     }
+}
+
+/// The system's roots, by rustls-native-certs: `SSL_CERT_FILE` / `SSL_CERT_DIR` of this process
+/// are honoured, as for a corporate CA or a test's. None found is an error, not an injector
+/// that can verify nothing.
+pub fn system_roots() -> Result<RootCertStore, String> {
+    let found = rustls_native_certs::load_native_certs();
+    let mut roots = RootCertStore::empty();
+    let (added, _ignored) = roots.add_parsable_certificates(found.certs);
+    if added == 0 {
+        let why: Vec<String> = found.errors.iter().map(ToString::to_string).collect();
+        return Err(format!(
+            "no trusted root certificates found to verify upstream servers by ({}); set SSL_CERT_FILE or SSL_CERT_DIR to the system's bundle",
+            if why.is_empty() {
+                "none in the system's store".to_string()
+            } else {
+                why.join("; ")
+            }
+        ));
+    }
+    Ok(roots)
 }
 
 #[cfg(test)]

@@ -35,6 +35,31 @@ fn the_ca_is_fresh_and_leaves_are_made_once_per_host() {
     assert_eq!(first.0.len(), 2, "leaf then CA");
 }
 
+#[test]
+fn a_ca_made_beforehand_must_cover_every_host_of_the_secrets() {
+    let ca = SessionCa::new(&["api.github.com".to_string()]).unwrap();
+    let pem = ca.pem().to_string();
+    let injector = Injector::with_ca_and_roots(
+        ca,
+        vec![secret(&["API.github.com"], Inject::Placeholder)],
+        RootCertStore::empty(),
+    )
+    .unwrap();
+    assert_eq!(injector.ca_pem(), pem, "the CA the sandbox was given");
+    let narrow = SessionCa::new(&["api.github.com".to_string()]).unwrap();
+    let refused = Injector::with_ca_and_roots(
+        narrow,
+        vec![secret(
+            &["api.github.com", "github.com"],
+            Inject::Placeholder,
+        )],
+        RootCertStore::empty(),
+    )
+    .err()
+    .unwrap();
+    assert!(refused.contains("without github.com"), "{refused}");
+}
+
 // Serving intercepted connections, over loopback: client ↔ serve ↔ an HTTPS echo server.
 
 use std::io::Read as _;
