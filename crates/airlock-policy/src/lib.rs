@@ -15,7 +15,7 @@
 //! comments. Unknown keys are errors, so a typo never silently weakens a policy.
 //!
 //! ```toml
-//! network = "none"              # the only mode so far: a private loopback, nothing else
+//! network = { allow = ["api.github.com", "github.com"] }  # default "none": a private loopback
 //!
 //! [filesystem]                  # host paths, absolute, without `..`; default: none
 //! read_only = ["/opt/tools"]    # bound read-only at the same path
