@@ -26,6 +26,7 @@ mod paths;
 mod refusal;
 mod review;
 mod run;
+pub mod secrets;
 mod session;
 pub mod tokens;
 

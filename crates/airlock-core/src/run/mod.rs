@@ -5,6 +5,7 @@
 //!    lives, never from the workspace), the sandbox's host identity, the layers given up;
 //! 2. [`check`] it against the rules: where a workspace may be, which profile paths open holes;
 //! 3. [`take_turn`] in the session: find or make its layer, wait for the runs before this one;
+//!    then [`secrets_for_turn`]: the profile's secrets read, their placeholders chosen;
 //! 4. [`sandbox_spec`]: what the jail builds;
 //! 5. [`launch`]: the kill switch is asked, the jail prepares the sandbox, and while it confines
 //!    itself the intent is written to the audit log (fsync'd) and the run listed for the kill
@@ -35,6 +36,7 @@ use crate::caller::{
 };
 use crate::control::Registration;
 use crate::error::Error;
+use crate::secrets::ResolvedSecret;
 use crate::session::{now, staging_dir, NewSession, ProfileRef, Session, SessionLock};
 pub(crate) use checks::check_workspace_for;
 pub use env::{SANDBOX_HOME, SANDBOX_USER};
@@ -161,7 +163,8 @@ fn run_confined(caller: &Caller, request: RunRequest) -> Result<RunReport, Error
     let network = airlock_jail::start_network()?;
     let (staging, disk_guard) = check(&plan)?;
     let mut turn = take_turn(&plan)?;
-    let spec = sandbox_spec(&plan, &turn, disk_guard);
+    let secrets = secrets_for_turn(&plan, &mut turn)?;
+    let spec = sandbox_spec(&plan, &turn, &secrets, disk_guard);
     let session_id = turn.session.as_ref().map(|s| s.id.clone());
     let audit = crate::audit::log_for(plan.caller, &plan.state_dir);
     let intent = Intent {
@@ -188,7 +191,13 @@ fn run_confined(caller: &Caller, request: RunRequest) -> Result<RunReport, Error
         listing,
     };
     let (launched, registration) = launch(&plan, launch_plan, network, &audit)?;
-    let mut supervised = supervise(&plan, launched, registration.as_ref(), session_id.clone());
+    let mut supervised = supervise(
+        &plan,
+        launched,
+        registration.as_ref(),
+        session_id.clone(),
+        &secrets,
+    );
     // The gate's last events, and a session's layer, are only complete once no process of the
     // sandbox is left.
     if supervised.gate_log.is_some() || turn.session.is_some() {
@@ -425,10 +434,28 @@ fn take_turn(plan: &Plan) -> Result<Turn, Error> {
     })
 }
 
+/// Phase 3b: the profile's secrets, read now; the placeholders those of the session the run
+/// keeps its changes in, fresh for a throwaway run. A source that fails fails the run, and a
+/// session made for it (`--keep`) is not left behind.
+fn secrets_for_turn(plan: &Plan, turn: &mut Turn) -> Result<Vec<ResolvedSecret>, Error> {
+    let kept = turn.session.as_ref().filter(|_| !turn.throwaway);
+    match crate::secrets::for_run(&plan.profile, kept) {
+        Ok(secrets) => Ok(secrets),
+        Err(err) => {
+            if let (None, Some(made)) = (&plan.session, turn.session.take()) {
+                turn.lock = None;
+                let _ = made.remove();
+            }
+            Err(err)
+        }
+    }
+}
+
 /// Phase 4: what the jail builds for this run.
 fn sandbox_spec(
     plan: &Plan,
     turn: &Turn,
+    secrets: &[ResolvedSecret],
     disk_guard: Option<airlock_jail::DiskGuard>,
 ) -> SandboxSpec {
     let profile = &plan.profile;
@@ -459,7 +486,11 @@ fn sandbox_spec(
     let (host_uid, host_gid) = plan.host_ids;
     SandboxSpec {
         argv: plan.argv.clone(),
-        env: env::sandbox_env(profile, plan.env.as_deref().unwrap_or(&plan.caller.env)),
+        env: env::sandbox_env(
+            profile,
+            plan.env.as_deref().unwrap_or(&plan.caller.env),
+            secrets,
+        ),
         cwd,
         ids: IdMapping {
             inside_uid: INSIDE_ID,
@@ -638,6 +669,7 @@ fn supervise(
     launched: Result<Sandbox, JailError>,
     registration: Option<&Registration>,
     session: Option<String>,
+    secrets: &[ResolvedSecret],
 ) -> Supervised {
     let mut supervised = Supervised {
         result: Err(JailError::Invalid("the run was not supervised".into())),
@@ -654,6 +686,7 @@ fn supervise(
                 crate::audit::log_for(plan.caller, &plan.state_dir),
                 &plan.state_dir,
                 session,
+                secrets,
             )?);
         }
         let finished = sandbox.wait();
