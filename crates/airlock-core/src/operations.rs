@@ -106,7 +106,7 @@ pub fn create_session(caller: &Caller, request: SessionRequest) -> Result<Sessio
         crate::run::check_workspace_for(&workspace, &state_dir, caller.home().as_deref())?;
         crate::control::check_enabled(&state_dir, &profile.name)?;
         // Every source read now: one that fails fails the session before anything of it is made.
-        let secrets = crate::secrets::for_run(&loaded, None)?;
+        let placeholders = crate::secrets::for_new_session(&loaded)?;
         let log = audit::log_for(caller, &state_dir);
         let intent = SessionIntent {
             workspace: &workspace,
@@ -123,11 +123,10 @@ pub fn create_session(caller: &Caller, request: SessionRequest) -> Result<Sessio
             token: caller.grant.as_ref().map(|g| g.token.clone()),
         };
         let session = Session::create(&state_dir, new)?;
-        if let Err(err) = crate::secrets::keep_for_session(&session, &secrets) {
+        if let Err(err) = crate::secrets::keep_for_session(&session, &placeholders) {
             let _ = session.remove();
             return Err(err);
         }
-        drop(secrets);
         let created = SessionRecord {
             session: &session.id,
             name: Some(session.meta.name.as_deref()),

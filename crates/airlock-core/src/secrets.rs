@@ -1,6 +1,10 @@
-//! A profile's `[[secret]]`s made ready for a run: each value read from its source on the host
-//! and a placeholder for the sandbox to hold instead. The values stay in this process (the
+//! A profile's `[[secret]]`s made ready for a run: a placeholder for the sandbox to hold, and
+//! each value read from its source on the host. The values stay in this process (the
 //! supervisor), for the network gate to put on the wire; they are never written anywhere.
+//!
+//! A run asks twice: [`placeholders_for_run`] before its sandbox is built (the sandbox's
+//! environment holds them), then [`for_run`] once the sandbox's processes are cloned and before
+//! its command starts, for the values.
 //!
 //! ```text
 //! STATE/sessions/ID/placeholders.json   secret name → placeholder, 0600: made when the session
@@ -50,73 +54,125 @@ impl std::fmt::Debug for ResolvedSecret {
     }
 }
 
-/// The secrets of a run of `profile`: every value read now (a source that fails fails the run),
-/// with the placeholders `session` keeps; None (a run without a session) makes fresh ones. A
-/// secret the session has no placeholder for yet (the profile gained it) gets one, kept.
-pub(crate) fn for_run(
+/// What the sandbox holds in place of one secret: `name`=`placeholder` in its environment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placeholder {
+    pub name: String,
+    pub placeholder: String,
+}
+
+/// The placeholders of a run of `profile`, before its sandbox is built: those `session` keeps,
+/// fresh ones for a run without a session (None). A secret that needs a fresh one (its shape is
+/// the value's) has its value read now, and dropped at once; a source that fails fails the run
+/// before anything of it is built. A secret the session has none for yet (the profile gained
+/// it) gets one, kept.
+pub(crate) fn placeholders_for_run(
     profile: &Profile,
     session: Option<&Session>,
-) -> Result<Vec<ResolvedSecret>, Error> {
+) -> Result<Vec<Placeholder>, Error> {
     if profile.secrets.is_empty() {
         return Ok(Vec::new());
     }
-    keep_out_of_dumps()?;
     let mut kept = match session {
         Some(session) => load_placeholders(&session.dir)?,
         None => BTreeMap::new(),
     };
     let mut random = None;
     let mut added = false;
-    let mut resolved = Vec::with_capacity(profile.secrets.len());
     for spec in &profile.secrets {
-        let value = read_value(spec)?;
-        let placeholder = match kept.get(&spec.name) {
-            Some(placeholder) => placeholder.clone(),
-            None => {
-                let random = match &mut random {
-                    Some(random) => random,
-                    None => random.insert(Random::open().map_err(urandom)?),
-                };
-                let placeholder = new_placeholder(spec, &value, random)?;
-                kept.insert(spec.name.clone(), placeholder.clone());
-                added = true;
-                placeholder
-            }
+        if kept.contains_key(&spec.name) {
+            continue;
+        }
+        let random = match &mut random {
+            Some(random) => random,
+            None => random.insert(Random::open().map_err(urandom)?),
         };
-        resolved.push(ResolvedSecret {
-            name: spec.name.clone(),
-            hosts: spec.hosts.clone(),
-            placeholder,
-            value,
-            inject: spec.inject.clone(),
-        });
+        let placeholder = new_placeholder(spec, &read_value(spec)?, random)?;
+        kept.insert(spec.name.clone(), placeholder);
+        added = true;
     }
     if let (true, Some(session)) = (added, session) {
         store_placeholders(&session.dir, &kept)?;
     }
-    Ok(resolved)
+    Ok(profile
+        .secrets
+        .iter()
+        .filter_map(|spec| {
+            kept.remove(&spec.name).map(|placeholder| Placeholder {
+                name: spec.name.clone(),
+                placeholder,
+            })
+        })
+        .collect())
+}
+
+/// The secrets of a run of `profile`, each value read now, paired with its placeholder (from
+/// [`placeholders_for_run`]). This process is made non-dumpable first. Called once the sandbox's
+/// processes are cloned (none of them holds a copy of this process's memory with a value in
+/// it), before its command may start: a source that fails now stops the run.
+pub(crate) fn for_run(
+    profile: &Profile,
+    placeholders: &[Placeholder],
+) -> Result<Vec<ResolvedSecret>, Error> {
+    if profile.secrets.is_empty() {
+        return Ok(Vec::new());
+    }
+    keep_out_of_dumps()?;
+    profile
+        .secrets
+        .iter()
+        .map(|spec| {
+            let placeholder = placeholders
+                .iter()
+                .find(|p| p.name == spec.name)
+                .ok_or_else(|| {
+                    unavailable(
+                        spec,
+                        "no placeholder was made for it (a bug) — run it again".into(),
+                    )
+                })?;
+            Ok(ResolvedSecret {
+                name: spec.name.clone(),
+                hosts: spec.hosts.clone(),
+                placeholder: placeholder.placeholder.clone(),
+                value: read_value(spec)?,
+                inject: spec.inject.clone(),
+            })
+        })
+        .collect()
+}
+
+/// A new session's placeholders, each made from its value, read now: a source that fails fails
+/// the session before anything of it is made.
+pub(crate) fn for_new_session(profile: &Profile) -> Result<Vec<Placeholder>, Error> {
+    placeholders_for_run(profile, None)
+}
+
+/// Keep a new session's placeholders, for all its runs.
+pub(crate) fn keep_for_session(
+    session: &Session,
+    placeholders: &[Placeholder],
+) -> Result<(), Error> {
+    if placeholders.is_empty() {
+        return Ok(());
+    }
+    let placeholders = placeholders
+        .iter()
+        .map(|p| (p.name.clone(), p.placeholder.clone()))
+        .collect();
+    store_placeholders(&session.dir, &placeholders)
 }
 
 /// From now on this process (which is about to hold values) leaves no core dump, and other
-/// processes of its user cannot ptrace it or read its memory through /proc.
+/// processes of its user cannot ptrace it or read its memory through /proc. Not before the
+/// sandbox is cloned: a child forked from a non-dumpable process has root-owned /proc files
+/// until it execs, and an unprivileged supervisor could no longer write its uid_map.
 fn keep_out_of_dumps() -> Result<(), Error> {
     nix::sys::prctl::set_dumpable(false).map_err(|errno| Error::State {
         action: "make non-dumpable (prctl PR_SET_DUMPABLE)",
         path: PathBuf::from("/proc/self"),
         source: errno.into(),
     })
-}
-
-/// Keep `secrets`' placeholders as a new session's, for all its runs.
-pub(crate) fn keep_for_session(session: &Session, secrets: &[ResolvedSecret]) -> Result<(), Error> {
-    if secrets.is_empty() {
-        return Ok(());
-    }
-    let placeholders = secrets
-        .iter()
-        .map(|s| (s.name.clone(), s.placeholder.clone()))
-        .collect();
-    store_placeholders(&session.dir, &placeholders)
 }
 
 /// The value, or an error naming the secret, its source and what to do.

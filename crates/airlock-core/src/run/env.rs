@@ -4,7 +4,7 @@ use std::ffi::OsString;
 
 use airlock_policy::Profile;
 
-use crate::secrets::ResolvedSecret;
+use crate::secrets::Placeholder;
 
 /// The sandbox user's name and home, inside.
 pub const SANDBOX_USER: &str = "agent";
@@ -17,7 +17,7 @@ const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/s
 pub(super) fn sandbox_env(
     profile: &Profile,
     caller_env: &[(OsString, OsString)],
-    secrets: &[ResolvedSecret],
+    placeholders: &[Placeholder],
 ) -> Vec<(OsString, OsString)> {
     let mut env: Vec<(OsString, OsString)> = caller_env
         .iter()
@@ -56,7 +56,7 @@ pub(super) fn sandbox_env(
     for (key, value) in &profile.env.set {
         set(key, value);
     }
-    for secret in secrets {
+    for secret in placeholders {
         set(&secret.name, &secret.placeholder);
     }
     env
@@ -102,12 +102,9 @@ mod tests {
     fn a_secret_holds_its_placeholder_whatever_else_sets_it() {
         let mut profile = Profile::builtin_default();
         profile.env.allow.push("GITHUB_TOKEN".into());
-        let secret = ResolvedSecret {
+        let secret = Placeholder {
             name: "GITHUB_TOKEN".into(),
-            hosts: vec!["api.github.com".into()],
             placeholder: "ghp_AiRloCk".into(),
-            value: zeroize::Zeroizing::new("ghp_real".into()),
-            inject: airlock_policy::Injection::Placeholder,
         };
         let env = sandbox_env(&profile, &pairs(&[("GITHUB_TOKEN", "ghp_real")]), &[secret]);
         let tokens: Vec<_> = env.iter().filter(|(k, _)| k == "GITHUB_TOKEN").collect();

@@ -5,10 +5,11 @@
 //!    lives, never from the workspace), the sandbox's host identity, the layers given up;
 //! 2. [`check`] it against the rules: where a workspace may be, which profile paths open holes;
 //! 3. [`take_turn`] in the session: find or make its layer, wait for the runs before this one;
-//!    then [`secrets_for_turn`]: the profile's secrets read, their placeholders chosen;
+//!    then [`placeholders_for_turn`]: what the sandbox holds in place of the profile's secrets;
 //! 4. [`sandbox_spec`]: what the jail builds;
-//! 5. [`launch`]: the kill switch is asked, the jail prepares the sandbox, and while it confines
-//!    itself the intent is written to the audit log (fsync'd) and the run listed for the kill
+//! 5. [`launch`]: the kill switch is asked, the jail prepares the sandbox, the secrets' values
+//!    are read (now that no process of the sandbox can hold a copy of them), and while it
+//!    confines itself the intent is written to the audit log (fsync'd) and the run listed for the kill
 //!    switch; only then may the command start;
 //! 6. [`supervise`]: the network gate, the wait;
 //! 7. [`record_result`], then 8. [`settle`] the session: count the run, or drop a throwaway layer.
@@ -36,7 +37,7 @@ use crate::caller::{
 };
 use crate::control::Registration;
 use crate::error::Error;
-use crate::secrets::ResolvedSecret;
+use crate::secrets::{Placeholder, ResolvedSecret};
 use crate::session::{now, staging_dir, NewSession, ProfileRef, Session, SessionLock};
 pub(crate) use checks::check_workspace_for;
 pub use env::{SANDBOX_HOME, SANDBOX_USER};
@@ -163,8 +164,8 @@ fn run_confined(caller: &Caller, request: RunRequest) -> Result<RunReport, Error
     let network = airlock_jail::start_network()?;
     let (staging, disk_guard) = check(&plan)?;
     let mut turn = take_turn(&plan)?;
-    let secrets = secrets_for_turn(&plan, &mut turn)?;
-    let spec = sandbox_spec(&plan, &turn, &secrets, disk_guard);
+    let placeholders = placeholders_for_turn(&plan, &mut turn)?;
+    let spec = sandbox_spec(&plan, &turn, &placeholders, disk_guard);
     let session_id = turn.session.as_ref().map(|s| s.id.clone());
     let audit = crate::audit::log_for(plan.caller, &plan.state_dir);
     let intent = Intent {
@@ -189,8 +190,9 @@ fn run_confined(caller: &Caller, request: RunRequest) -> Result<RunReport, Error
         staging: &staging,
         intent: &intent,
         listing,
+        placeholders: &placeholders,
     };
-    let (launched, registration) = launch(&plan, launch_plan, network, &audit)?;
+    let (launched, registration, secrets) = launch(&plan, launch_plan, network, &audit)?;
     let mut supervised = supervise(
         &plan,
         launched,
@@ -434,13 +436,13 @@ fn take_turn(plan: &Plan) -> Result<Turn, Error> {
     })
 }
 
-/// Phase 3b: the profile's secrets, read now; the placeholders those of the session the run
-/// keeps its changes in, fresh for a throwaway run. A source that fails fails the run, and a
-/// session made for it (`--keep`) is not left behind.
-fn secrets_for_turn(plan: &Plan, turn: &mut Turn) -> Result<Vec<ResolvedSecret>, Error> {
+/// Phase 3b: the placeholders of the profile's secrets: those of the session the run keeps its
+/// changes in, fresh for a throwaway run. A source that fails fails the run, and a session made
+/// for it (`--keep`) is not left behind.
+fn placeholders_for_turn(plan: &Plan, turn: &mut Turn) -> Result<Vec<Placeholder>, Error> {
     let kept = turn.session.as_ref().filter(|_| !turn.throwaway);
-    match crate::secrets::for_run(&plan.profile, kept) {
-        Ok(secrets) => Ok(secrets),
+    match crate::secrets::placeholders_for_run(&plan.profile, kept) {
+        Ok(placeholders) => Ok(placeholders),
         Err(err) => {
             if let (None, Some(made)) = (&plan.session, turn.session.take()) {
                 turn.lock = None;
@@ -455,7 +457,7 @@ fn secrets_for_turn(plan: &Plan, turn: &mut Turn) -> Result<Vec<ResolvedSecret>,
 fn sandbox_spec(
     plan: &Plan,
     turn: &Turn,
-    secrets: &[ResolvedSecret],
+    placeholders: &[Placeholder],
     disk_guard: Option<airlock_jail::DiskGuard>,
 ) -> SandboxSpec {
     let profile = &plan.profile;
@@ -489,7 +491,7 @@ fn sandbox_spec(
         env: env::sandbox_env(
             profile,
             plan.env.as_deref().unwrap_or(&plan.caller.env),
-            secrets,
+            placeholders,
         ),
         cwd,
         ids: IdMapping {
@@ -554,12 +556,13 @@ fn launch(
     launch: LaunchPlan,
     network: Option<airlock_jail::PendingNetwork>,
     audit: &crate::audit::Log,
-) -> Result<(Result<Sandbox, JailError>, Option<Registration>), Error> {
+) -> Result<Launched, Error> {
     let LaunchPlan {
         spec,
         staging,
         intent,
         listing,
+        placeholders,
     } = launch;
     let intent = serde_json::to_value(intent)?;
     let cache = plan.state_dir.join("cache");
@@ -569,7 +572,16 @@ fn launch(
         Err(err) => {
             // The attempt is recorded all the same, with its result.
             crate::audit::append_deferred(audit, "run.intent", intent)?;
-            return Ok((Err(err), None));
+            return Ok((Err(err), None, Vec::new()));
+        }
+    };
+    // SECURITY: read only now that the sandbox's processes are cloned, so that none of them has a
+    // copy of this process's memory with a value in it; a source that fails stops the sandbox.
+    let secrets = match crate::secrets::for_run(&plan.profile, placeholders) {
+        Ok(secrets) => secrets,
+        Err(err) => {
+            drop(launching.refuse(err.to_string()));
+            return Err(err);
         }
     };
     // Step 12 (intent). PERF: written, and the run listed in the registry of running sandboxes
@@ -599,8 +611,15 @@ fn launch(
         Ok(()) => launching.start(),
         Err(why) => Err(launching.refuse(why)),
     };
-    Ok((started, Some(registration)))
+    Ok((started, Some(registration), secrets))
 }
+
+/// The sandbox started (or why not), its listing for the kill switch, and the run's secrets.
+type Launched = (
+    Result<Sandbox, JailError>,
+    Option<Registration>,
+    Vec<ResolvedSecret>,
+);
 
 /// Debug builds: `AIRLOCK_TEST_PAUSE=STEP` stops this process (SIGSTOP) at that step of the
 /// launch, for the tests of what another process does meanwhile.
@@ -642,6 +661,7 @@ struct LaunchPlan<'a> {
     staging: &'a Path,
     intent: &'a Intent<'a>,
     listing: Listing,
+    placeholders: &'a [Placeholder],
 }
 
 /// A run from its start to its command's end.

@@ -25,9 +25,14 @@ fn profile_with(specs: Vec<SecretSpec>) -> Profile {
     profile
 }
 
+/// A run's secrets, as a run gets them: placeholders first, then the values.
+fn resolve(profile: &Profile) -> Result<Vec<ResolvedSecret>, Error> {
+    for_run(profile, &placeholders_for_run(profile, None)?)
+}
+
 /// The error's message, checked to be the stable code and never to hold `VALUE`.
 fn failure(source: SecretSource) -> String {
-    let err = for_run(&profile_with(vec![spec("TOKEN", source)]), None).unwrap_err();
+    let err = resolve(&profile_with(vec![spec("TOKEN", source)])).unwrap_err();
     assert_eq!(err.code().0, "secret_unavailable");
     let message = err.to_string();
     assert!(message.starts_with("secret TOKEN (from "), "{message}");
@@ -45,13 +50,10 @@ fn secret_file(dir: &Path, text: &str, mode: u32) -> PathBuf {
 #[test]
 fn an_env_source_is_read_from_airlocks_own_environment() {
     std::env::set_var("AIRLOCK_TEST_SECRET_ENV_OK", VALUE);
-    let secrets = for_run(
-        &profile_with(vec![spec(
-            "GITHUB_TOKEN",
-            SecretSource::Env("AIRLOCK_TEST_SECRET_ENV_OK".into()),
-        )]),
-        None,
-    )
+    let secrets = resolve(&profile_with(vec![spec(
+        "GITHUB_TOKEN",
+        SecretSource::Env("AIRLOCK_TEST_SECRET_ENV_OK".into()),
+    )]))
     .unwrap();
     assert_eq!(secrets.len(), 1);
     assert_eq!(secrets[0].value.as_str(), VALUE);
@@ -102,18 +104,14 @@ fn a_value_of_two_lines_is_refused() {
 fn a_file_source_drops_one_trailing_newline() {
     let dir = tempfile::tempdir().unwrap();
     let path = secret_file(dir.path(), &format!("{VALUE}\n"), 0o600);
-    let secrets = for_run(
-        &profile_with(vec![spec("T", SecretSource::File(path.clone()))]),
-        None,
-    )
+    let secrets = resolve(&profile_with(vec![spec(
+        "T",
+        SecretSource::File(path.clone()),
+    )]))
     .unwrap();
     assert_eq!(secrets[0].value.as_str(), VALUE);
     std::fs::write(&path, format!("{VALUE}\r\n")).unwrap();
-    let secrets = for_run(
-        &profile_with(vec![spec("T", SecretSource::File(path))]),
-        None,
-    )
-    .unwrap();
+    let secrets = resolve(&profile_with(vec![spec("T", SecretSource::File(path))])).unwrap();
     assert_eq!(secrets[0].value.as_str(), VALUE);
 }
 
@@ -155,10 +153,10 @@ fn command(script: &str) -> SecretSource {
 
 #[test]
 fn a_command_source_is_its_output() {
-    let secrets = for_run(
-        &profile_with(vec![spec("T", command(&format!("echo {VALUE}")))]),
-        None,
-    )
+    let secrets = resolve(&profile_with(vec![spec(
+        "T",
+        command(&format!("echo {VALUE}")),
+    )]))
     .unwrap();
     assert_eq!(secrets[0].value.as_str(), VALUE);
 }
@@ -233,7 +231,7 @@ fn a_session_keeps_its_placeholders_and_another_gets_others() {
         SecretSource::Env("AIRLOCK_TEST_SECRET_SESSION".into()),
     )]);
     let first = new_session(state.path(), workspace.path());
-    let made = for_run(&profile, None).unwrap();
+    let made = for_new_session(&profile).unwrap();
     keep_for_session(&first, &made).unwrap();
     let file = first.dir.join(PLACEHOLDERS_FILE);
     let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
@@ -243,27 +241,41 @@ fn a_session_keeps_its_placeholders_and_another_gets_others() {
         text.contains(&made[0].placeholder) && !text.contains(VALUE),
         "{text}"
     );
-    let again = for_run(&profile, Some(&first)).unwrap();
-    assert_eq!(again[0].placeholder, made[0].placeholder);
-    assert_eq!(again[0].value.as_str(), VALUE);
+    let again = placeholders_for_run(&profile, Some(&first)).unwrap();
+    assert_eq!(again, made);
+    let secrets = for_run(&profile, &again).unwrap();
+    assert_eq!(secrets[0].placeholder, made[0].placeholder);
+    assert_eq!(secrets[0].value.as_str(), VALUE);
 
     let second = new_session(state.path(), workspace.path());
-    let theirs = for_run(&profile, Some(&second)).unwrap();
-    assert_ne!(theirs[0].placeholder, made[0].placeholder);
+    let theirs = placeholders_for_run(&profile, Some(&second)).unwrap();
+    assert_ne!(theirs, made);
     // Made for the first run of a session that had none, and kept for the next.
     assert_eq!(
-        for_run(&profile, Some(&second)).unwrap()[0].placeholder,
-        theirs[0].placeholder
+        placeholders_for_run(&profile, Some(&second)).unwrap(),
+        theirs
     );
-    assert_ne!(
-        for_run(&profile, None).unwrap()[0].placeholder,
-        made[0].placeholder
-    );
+    assert_ne!(placeholders_for_run(&profile, None).unwrap(), made);
+}
+
+#[test]
+fn a_kept_placeholder_needs_no_read_before_the_sandbox_but_the_values_do() {
+    let state = tempfile::tempdir().unwrap();
+    let workspace = tempfile::tempdir().unwrap();
+    std::env::set_var("AIRLOCK_TEST_SECRET_ROTATED", VALUE);
+    let profile = profile_with(vec![spec(
+        "T",
+        SecretSource::Env("AIRLOCK_TEST_SECRET_ROTATED".into()),
+    )]);
+    let session = new_session(state.path(), workspace.path());
+    keep_for_session(&session, &for_new_session(&profile).unwrap()).unwrap();
+    std::env::remove_var("AIRLOCK_TEST_SECRET_ROTATED");
+    let placeholders = placeholders_for_run(&profile, Some(&session)).unwrap();
+    let err = for_run(&profile, &placeholders).unwrap_err();
+    assert_eq!(err.code().0, "secret_unavailable");
 }
 
 #[test]
 fn a_profile_without_secrets_reads_nothing() {
-    assert!(for_run(&Profile::builtin_default(), None)
-        .unwrap()
-        .is_empty());
+    assert!(resolve(&Profile::builtin_default()).unwrap().is_empty());
 }
