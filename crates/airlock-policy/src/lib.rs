@@ -106,6 +106,7 @@ mod error;
 mod load;
 mod parse;
 mod profile;
+mod render;
 pub mod units;
 
 pub use error::PolicyError;
@@ -115,3 +116,4 @@ pub use profile::{
     ApplyPolicy, EnvPolicy, Filesystem, Injection, Limits, NetworkMode, Profile, SecretSource,
     SecretSpec, ToolConfigEntry, BASE_ENV_ALLOW, DEFAULT_PROFILE_NAME,
 };
+pub use render::to_toml;

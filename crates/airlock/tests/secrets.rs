@@ -271,3 +271,103 @@ fn the_supervisor_is_not_dumpable_while_it_holds_values() {
         "the supervisor's /proc/PID/mem belongs to uid {owner}"
     );
 }
+
+/// `policy show` prints a secret's source and hosts, never its value, even with the source set.
+#[test]
+fn policy_show_names_the_source_never_the_value() {
+    let Some(w) = World::new(Mode::User) else {
+        return;
+    };
+    let profile = secret_profile(&w);
+    let out = airlock_with_value(&w, &["policy", "show", &profile]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let shown = stdout(&out);
+    assert!(
+        !shown.contains(VALUE) && !stderr(&out).contains(VALUE),
+        "{shown}"
+    );
+    for said in [
+        "# profile profile, from ",
+        &format!("env = \"{SOURCE_VAR}\""),
+        "hosts = [\"api.github.com\"]",
+        "name = \"GITHUB_TOKEN\"",
+        "memory = 2147483648",
+    ] {
+        assert!(shown.contains(said), "{said:?} not in {shown}");
+    }
+    // What it prints is the same profile, read back.
+    let again = w.base.join("shown.toml");
+    w.write(&again, &shown);
+    let out = w
+        .airlock()
+        .args(["policy", "check"])
+        .arg(&again)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    let out = airlock_with_value(&w, &["policy", "show", &profile, "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!stdout(&out).contains(VALUE));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["profile"], "profile");
+    assert_eq!(json["policy"]["secret"][0]["from"]["env"], SOURCE_VAR);
+    assert_eq!(json["policy"]["secret"][0]["hosts"][0], "api.github.com");
+    // Without a name: the built-in default (no profiles where this user's are looked for).
+    let out = w.airlock().args(["policy", "show"]).output().unwrap();
+    assert!(
+        stdout(&out).contains("network = \"none\""),
+        "{}",
+        stdout(&out)
+    );
+}
+
+#[test]
+fn policy_check_says_valid_or_where_it_is_not() {
+    let Some(w) = World::new(Mode::User) else {
+        return;
+    };
+    let good = secret_profile(&w);
+    let check = |file: &str, json: bool| {
+        let mut cmd = w.airlock();
+        cmd.args(["policy", "check", file]);
+        if json {
+            cmd.arg("--json");
+        }
+        cmd.output().unwrap()
+    };
+    let out = check(&good, false);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out).trim(),
+        format!("{good}: valid (profile profile, 1 secret)")
+    );
+    let said: serde_json::Value = serde_json::from_slice(&check(&good, true).stdout).unwrap();
+    assert_eq!(said["valid"], true);
+    assert_eq!(said["secrets"], 1);
+    // A secret whose host [network] does not allow: line 6 names it.
+    let bad = w.base.join("bad.toml");
+    let text = std::fs::read_to_string(&good)
+        .unwrap()
+        .replace("hosts = [\"api.github.com\"]", "hosts = [\"evil.test\"]");
+    w.write(&bad, &text);
+    let bad = bad.to_str().unwrap();
+    let out = check(bad, false);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stdout(&out).is_empty());
+    assert!(
+        stderr(&out).contains(&format!("{bad}:6:")) && stderr(&out).contains("evil.test"),
+        "{}",
+        stderr(&out)
+    );
+    let out = check(bad, true);
+    assert_eq!(out.status.code(), Some(2));
+    let said: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(said["valid"], false);
+    assert_eq!(said["code"], "profile_invalid");
+    // A file that is not there is not a valid profile either.
+    let missing = w.base.join("missing.toml");
+    assert_eq!(
+        check(missing.to_str().unwrap(), false).status.code(),
+        Some(2)
+    );
+}
