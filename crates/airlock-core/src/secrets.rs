@@ -131,11 +131,16 @@ pub(crate) fn for_run(
                         "no placeholder was made for it (a bug) — run it again".into(),
                     )
                 })?;
+            let value = read_value(spec)?;
+            // Only a session's file, altered, could say so: the sandbox would hold the value.
+            if *value == placeholder.placeholder {
+                return Err(unavailable(spec, "its session's placeholder is the value itself (placeholders.json altered?) — discard the session and start a new one".into()));
+            }
             Ok(ResolvedSecret {
                 name: spec.name.clone(),
                 hosts: spec.hosts.clone(),
                 placeholder: placeholder.placeholder.clone(),
-                value: read_value(spec)?,
+                value,
                 inject: spec.inject.clone(),
             })
         })

@@ -276,6 +276,22 @@ fn a_kept_placeholder_needs_no_read_before_the_sandbox_but_the_values_do() {
 }
 
 #[test]
+fn a_placeholder_that_is_the_value_is_refused() {
+    std::env::set_var("AIRLOCK_TEST_SECRET_SAME", VALUE);
+    let profile = profile_with(vec![spec(
+        "T",
+        SecretSource::Env("AIRLOCK_TEST_SECRET_SAME".into()),
+    )]);
+    let same = [Placeholder {
+        name: "T".into(),
+        placeholder: VALUE.into(),
+    }];
+    let message = for_run(&profile, &same).unwrap_err().to_string();
+    assert!(message.contains("is the value itself"), "{message}");
+    assert!(!message.contains(VALUE), "{message}");
+}
+
+#[test]
 fn a_profile_without_secrets_reads_nothing() {
     assert!(resolve(&Profile::builtin_default()).unwrap().is_empty());
 }
