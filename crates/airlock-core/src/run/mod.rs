@@ -193,13 +193,8 @@ fn run_confined(caller: &Caller, request: RunRequest) -> Result<RunReport, Error
         placeholders: &placeholders,
     };
     let (launched, registration, secrets) = launch(&plan, launch_plan, network, &audit)?;
-    let mut supervised = supervise(
-        &plan,
-        launched,
-        registration.as_ref(),
-        session_id.clone(),
-        &secrets,
-    );
+    let session = session_id.clone();
+    let mut supervised = supervise(&plan, launched, registration.as_ref(), session, &secrets);
     // The gate's last events, and a session's layer, are only complete once no process of the
     // sandbox is left.
     if supervised.gate_log.is_some() || turn.session.is_some() {
@@ -575,15 +570,8 @@ fn launch(
             return Ok((Err(err), None, Vec::new()));
         }
     };
-    // SECURITY: read only now that the sandbox's processes are cloned, so that none of them has a
-    // copy of this process's memory with a value in it; a source that fails stops the sandbox.
-    let secrets = match crate::secrets::for_run(&plan.profile, placeholders) {
-        Ok(secrets) => secrets,
-        Err(err) => {
-            drop(launching.refuse(err.to_string()));
-            return Err(err);
-        }
-    };
+    // The sandbox is cloned and its command not started: the moment to read the values.
+    let (launching, secrets) = read_secrets(plan, placeholders, launching)?;
     // Step 12 (intent). PERF: written, and the run listed in the registry of running sandboxes
     // (which 'airlock kill/pause/disable' read), while the sandbox confines itself. SECURITY:
     // both are on disk before the go-ahead; if either fails, dropping `launching` kills the
@@ -612,6 +600,23 @@ fn launch(
         Err(why) => Err(launching.refuse(why)),
     };
     Ok((started, Some(registration), secrets))
+}
+
+/// SECURITY: the values are read only once the sandbox's processes are cloned, so that none of
+/// them has a copy of this process's memory with a value in it. A source that fails stops the
+/// sandbox before its command could start.
+fn read_secrets(
+    plan: &Plan,
+    placeholders: &[Placeholder],
+    launching: airlock_jail::Launching,
+) -> Result<(airlock_jail::Launching, Vec<ResolvedSecret>), Error> {
+    match crate::secrets::for_run(&plan.profile, placeholders) {
+        Ok(secrets) => Ok((launching, secrets)),
+        Err(err) => {
+            drop(launching.refuse(err.to_string()));
+            Err(err)
+        }
+    }
 }
 
 /// The sandbox started (or why not), its listing for the kill switch, and the run's secrets.
