@@ -66,6 +66,14 @@ pub enum Error {
     StateUntrusted { path: PathBuf, why: String },
     #[error("cannot tell the current directory — pass --workspace DIR")]
     NoWorkingDirectory,
+    /// A `[[secret]]` whose value cannot be read now: never an empty value instead, and never
+    /// the value in the message.
+    #[error("secret {secret} (from {from}): {why}")]
+    SecretUnavailable {
+        secret: String,
+        from: String,
+        why: String,
+    },
     /// A limit the profile names that the kernel cannot hold this run to.
     #[error("[limits] {limit} cannot be enforced by the kernel here ({why}); refusing to run with less than the profile asks for — run 'airlock check', or accept it explicitly with --allow-degraded={flag}")]
     LimitNotEnforced {
@@ -131,6 +139,7 @@ impl Error {
             Error::State { .. } | Error::StateUntrusted { .. } => ("state_io", Internal),
             Error::NoWorkingDirectory => ("workspace_required", Invalid),
             Error::LimitNotEnforced { .. } => ("limit_not_enforced", Unavailable),
+            Error::SecretUnavailable { .. } => ("secret_unavailable", Unavailable),
         }
     }
 }

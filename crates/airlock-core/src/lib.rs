@@ -23,13 +23,16 @@ mod ledger;
 pub mod netlog;
 mod operations;
 mod paths;
+mod policy;
 mod refusal;
 mod review;
 mod run;
+pub mod secrets;
+pub use secrets::{Placeholder, ResolvedSecret};
 mod session;
 pub mod tokens;
 
-pub use airlock_policy::DEFAULT_PROFILE_NAME;
+pub use airlock_policy::{to_toml as profile_to_toml, Profile, DEFAULT_PROFILE_NAME};
 pub use apply::{
     apply, revert, ApplyError, ApplyOptions, ApplyReport, ApplyRequest, Item as ApplyItem,
     Result as ApplyResult,
@@ -44,6 +47,7 @@ pub use operations::{
     timestamp, Collected, GcReport, GcRequest, SessionRequest, SessionSummary,
 };
 pub use paths::{state_dir, StateDirError};
+pub use policy::{check_profile_file, effective_profile};
 pub use run::{
     check_limits, check_run, run, LimitCheck, RunReport, RunRequest, EXIT_CPU_LIMIT,
     EXIT_DISK_LIMIT, EXIT_TIMED_OUT, SANDBOX_HOME, SANDBOX_USER,

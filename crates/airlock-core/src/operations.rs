@@ -102,9 +102,11 @@ pub fn create_session(caller: &Caller, request: SessionRequest) -> Result<Sessio
         crate::session::staging_dir(&state_dir)?;
         let workspace = caller.workspace(request.workspace.as_deref())?;
         let profile = request.profile.resolve(caller)?;
-        let limits = load_trusted_profile(caller, &profile, &workspace)?.limits;
+        let loaded = load_trusted_profile(caller, &profile, &workspace)?;
         crate::run::check_workspace_for(&workspace, &state_dir, caller.home().as_deref())?;
         crate::control::check_enabled(&state_dir, &profile.name)?;
+        // Every source read now: one that fails fails the session before anything of it is made.
+        let placeholders = crate::secrets::for_new_session(&loaded)?;
         let log = audit::log_for(caller, &state_dir);
         let intent = SessionIntent {
             workspace: &workspace,
@@ -117,10 +119,14 @@ pub fn create_session(caller: &Caller, request: SessionRequest) -> Result<Sessio
             workspace: &workspace,
             name: request.name.as_deref(),
             profile,
-            image: crate::run::limits::layer_image(&limits, &state_dir)?,
+            image: crate::run::limits::layer_image(&loaded.limits, &state_dir)?,
             token: caller.grant.as_ref().map(|g| g.token.clone()),
         };
         let session = Session::create(&state_dir, new)?;
+        if let Err(err) = crate::secrets::keep_for_session(&session, &placeholders) {
+            let _ = session.remove();
+            return Err(err);
+        }
         let created = SessionRecord {
             session: &session.id,
             name: Some(session.meta.name.as_deref()),

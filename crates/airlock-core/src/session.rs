@@ -7,6 +7,7 @@
 //!                               shared while a diff reads it
 //! STATE/sessions/ID/upper       the overlay's upper layer: the change set
 //! STATE/sessions/ID/work        the overlay's work dir
+//! STATE/sessions/ID/placeholders.json  its secrets' placeholders, 0600 (see crate::secrets)
 //! STATE/mnt                     the one mount point every sandbox root is mounted on
 //! ```
 

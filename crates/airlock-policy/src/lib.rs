@@ -15,7 +15,7 @@
 //! comments. Unknown keys are errors, so a typo never silently weakens a policy.
 //!
 //! ```toml
-//! network = "none"              # the only mode so far: a private loopback, nothing else
+//! network = { allow = ["api.github.com", "github.com"] }  # default "none": a private loopback
 //!
 //! [filesystem]                  # host paths, absolute, without `..`; default: none
 //! read_only = ["/opt/tools"]    # bound read-only at the same path
@@ -42,7 +42,26 @@
 //! cpus = 1.5           # CPU bandwidth, whole sandbox, 0.01..=4096  (default: all CPUs but one)
 //! disk = "10GiB"       # bytes the workspace's layer may hold; >= 4MiB (default: see below)
 //! files = 100000       # files (inodes) the layer may hold; >= 64   (default: the filesystem's)
+//!
+//! [[secret]]                                  # any number; default: none
+//! name = "GITHUB_TOKEN"                       # the variable the sandbox sees: a placeholder
+//! from = { env = "CI_BOT_GITHUB_TOKEN" }      # airlock's own environment; or
+//!                                             # { file = "/etc/airlock/secrets/gh" } (absolute,
+//!                                             # not group/world-writable) or
+//!                                             # { command = ["pass", "gh"] } (no shell, 10 s)
+//! hosts = ["api.github.com", "github.com"]    # DNS names, each allowed by [network]
+//! inject = { header = "Authorization", format = "Bearer {}" }
+//! # or inject = { basic = "x-access-token" }  Authorization: Basic base64("x-access-token:" value)
+//! # or inject = { query = "access_token" }    the request's query parameter set to the value
+//! # or inject = "placeholder"                 the placeholder replaced where the client put it
 //! ```
+//!
+//! A `[[secret]]`'s value never enters the sandbox: inside, `name` holds a placeholder of the
+//! same shape (random per session), and the network gate puts the real value on the wire only
+//! on a TLS connection to one of `hosts` whose certificate verified. Its source is read on the
+//! host when a session or a run starts; a missing, unreadable or empty source is an error then.
+//! Refused: a name that is not a variable name, or is also in [env] set; an env source that
+//! [env] allow would pass through; hosts the gate would refuse; `network = "none"`.
 //!
 //! `cpus` is enforced by the run's cgroup (v2 `cpu.max`, v1 `cpu.cfs_quota_us`). `disk` and
 //! `files` bound a throwaway run's tmpfs layer (`size=`, `nr_inodes=`; without `disk` it is
@@ -87,12 +106,14 @@ mod error;
 mod load;
 mod parse;
 mod profile;
+mod render;
 pub mod units;
 
 pub use error::PolicyError;
 pub use load::{ensure_outside_workspace, load_file, load_named, profile_search_dirs};
 pub use parse::parse_profile;
 pub use profile::{
-    ApplyPolicy, EnvPolicy, Filesystem, Limits, NetworkMode, Profile, ToolConfigEntry,
-    BASE_ENV_ALLOW, DEFAULT_PROFILE_NAME,
+    ApplyPolicy, EnvPolicy, Filesystem, Injection, Limits, NetworkMode, Profile, SecretSource,
+    SecretSpec, ToolConfigEntry, BASE_ENV_ALLOW, DEFAULT_PROFILE_NAME,
 };
+pub use render::to_toml;

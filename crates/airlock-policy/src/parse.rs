@@ -13,7 +13,7 @@ use airlock_rules::Destination;
 
 const TOP: Section = Section {
     name: None,
-    keys: &["network", "filesystem", "env", "limits", "apply"],
+    keys: &["network", "filesystem", "env", "limits", "apply", "secret"],
 };
 const NETWORK: Section = Section {
     name: Some("network"),
@@ -67,6 +67,9 @@ pub fn parse_profile(text: &str, name: &str, origin: &Path) -> Result<Profile, P
         source: Some(origin.to_path_buf()),
         ..Profile::builtin_default()
     };
+    // Judged last: a secret's hosts and name are checked against [network] and [env], which
+    // may be written after it.
+    let mut secrets = None;
     for (key, value) in doc.entries(root.get_ref(), &TOP) {
         match key.name {
             "network" => profile.network = network(&doc, value)?,
@@ -74,8 +77,12 @@ pub fn parse_profile(text: &str, name: &str, origin: &Path) -> Result<Profile, P
             "env" => env(&doc, &key, value, &mut profile.env)?,
             "limits" => limits(&doc, &key, value, &mut profile.limits)?,
             "apply" => apply::apply(&doc, &key, value, &mut profile.apply)?,
+            "secret" => secrets = Some((key, value)),
             _ => return Err(doc.unknown_key(&key)),
         }
+    }
+    if let Some((key, value)) = secrets {
+        profile.secrets = secret::secrets(&doc, &key, value, &profile)?;
     }
     Ok(profile)
 }
@@ -264,7 +271,7 @@ fn env_set(doc: &Doc, key: &Key, value: &Value) -> Result<BTreeMap<String, Strin
 
 /// A name the environment can carry: the kernel splits `NAME=value` at the first `=` and ends it
 /// at NUL, so either inside a name would silently become a different variable.
-fn check_env_name(
+pub(crate) fn check_env_name(
     doc: &Doc,
     subject: &str,
     span: Range<usize>,
@@ -435,6 +442,7 @@ fn value_as_f64(value: &DeValue) -> Option<f64> {
 }
 
 mod apply;
+mod secret;
 
 #[cfg(test)]
 mod tests;

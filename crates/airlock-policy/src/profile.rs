@@ -29,6 +29,59 @@ pub struct Profile {
     pub limits: Limits,
     pub network: NetworkMode,
     pub apply: ApplyPolicy,
+    /// Credentials the sandbox uses without seeing them: it gets a placeholder in `name`, the
+    /// network gate puts the value on the wire towards `hosts` only.
+    pub secrets: Vec<SecretSpec>,
+}
+
+/// One `[[secret]]`: where its value comes from, where it may go, and how it is put there. The
+/// value itself is never part of a profile.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SecretSpec {
+    /// The environment variable the sandbox sees, holding the placeholder.
+    pub name: String,
+    pub source: SecretSource,
+    /// Lower-case DNS names (no IPs, no wildcards), each allowed by `[network]`.
+    pub hosts: Vec<String>,
+    pub inject: Injection,
+}
+
+/// Where the supervisor reads a secret's value, on the host, when a session or a run starts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SecretSource {
+    /// A variable of airlock's own environment (not the caller's list).
+    Env(String),
+    /// An absolute path, read whole; one trailing newline is dropped.
+    File(PathBuf),
+    /// A program and its arguments, run without a shell; its stdout is the value.
+    Command(Vec<String>),
+}
+
+/// How the gate puts the value into a request to one of the secret's hosts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Injection {
+    /// The header `name` set to `format` with its one `{}` replaced by the value.
+    Header { name: String, format: String },
+    /// `Authorization: Basic base64(username ":" value)`.
+    Basic { username: String },
+    /// The request target's query parameter `param` set to the value.
+    Query { param: String },
+    /// The placeholder replaced by the value wherever the client put it in a header value.
+    Placeholder,
+}
+
+impl std::fmt::Display for SecretSource {
+    /// As a profile writes it, e.g. `env CI_TOKEN`, `file /etc/airlock/secrets/gh`,
+    /// `command ["pass", "gh"]`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SecretSource::Env(name) => write!(f, "env {name}"),
+            SecretSource::File(path) => write!(f, "file {}", path.display()),
+            SecretSource::Command(argv) => write!(f, "command {argv:?}"),
+        }
+    }
 }
 
 /// What `airlock apply` asks about beyond its built-in tables.
@@ -129,6 +182,7 @@ impl Profile {
             limits: Limits::default(),
             network: NetworkMode::None,
             apply: ApplyPolicy::default(),
+            secrets: Vec::new(),
         }
     }
 

@@ -343,6 +343,9 @@ pub enum Command {
     /// Make, list and revoke the API's tokens
     #[command(subcommand)]
     Token(TokenCommand),
+    /// Show a profile as runs apply it, or check a profile file
+    #[command(subcommand)]
+    Policy(PolicyCommand),
     /// Run Claude Code's Bash tool in airlock (see 'airlock claude-code settings --help')
     #[command(subcommand, name = "claude-code")]
     ClaudeCode(crate::claude_code::ClaudeCodeCommand),
@@ -458,6 +461,61 @@ pub struct ManArgs {
     /// Directory to write the pages into (created if missing)
     #[arg(value_name = "DIR")]
     pub dir: PathBuf,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PolicyCommand {
+    /// Print the effective profile: every default filled in, secrets by reference only
+    #[command(
+        long_about = "Print the profile a run of PROFILE applies, in profile syntax with every \
+            built-in default filled in (sizes in bytes, durations in seconds): what reaches the \
+            sandbox, what it may reach, its limits. PROFILE is a name, looked up as runs look it \
+            up (NAME.toml in $XDG_CONFIG_HOME/airlock/profiles, then /etc/airlock/profiles; \
+            without one, 'default' is the built-in default), or a path to a file when it holds a \
+            '/'. Each [[secret]] is shown by where its value comes from (a variable's name, a \
+            file's path, a command line), its hosts and how it is injected; no source is read, \
+            so no value can be shown. The output read back as a profile is the same profile.",
+        after_help = "Examples:\n  airlock policy show ci-bot\n  \
+            airlock policy show ./profiles/ci-bot.toml --json | jq '.policy.secret'\n  \
+            airlock policy show > effective.toml && airlock policy check effective.toml\n\n\
+            Exit status: 0 it was printed; 125 no such profile, it is not valid (the message \
+            names the file and line), or airlock failed."
+    )]
+    Show(PolicyShowArgs),
+    /// Check that a file is a valid profile
+    #[command(
+        long_about = "Parse and validate FILE as a profile, as a run would, without running \
+            anything or reading any secret's source: every key known, every value of its type \
+            and range, every path absolute, every [[secret]] sound (a variable name, one source, \
+            hosts [network] allows, a value that could never reach the sandbox through [env]). \
+            Prints 'FILE: valid (profile NAME, N secrets)', or the first error with its file, \
+            line and column, and what to do about it.",
+        after_help = "Examples:\n  airlock policy check /etc/airlock/profiles/ci-bot.toml\n  \
+            airlock policy check ci-bot.toml --json\n\n\
+            Exit status: 0 valid; 2 not a valid profile (the message says where and why), or \
+            it cannot be read; 125 airlock failed."
+    )]
+    Check(PolicyCheckArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct PolicyShowArgs {
+    /// A profile name, or a file's path (with a '/') [default: default]
+    #[arg(value_name = "PROFILE")]
+    pub profile: Option<String>,
+    /// Print JSON: {"profile", "source", "policy"}, the policy in the same keys as the TOML
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct PolicyCheckArgs {
+    /// The profile file to check
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    /// Print JSON: {"file", "valid", "profile", "secrets"} or {"file", "valid", "error", "code"}
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Subcommand)]

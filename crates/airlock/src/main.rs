@@ -12,6 +12,7 @@ mod codex;
 mod control;
 mod diff;
 mod log;
+mod policy;
 mod remote;
 mod run;
 mod serve;
@@ -69,6 +70,8 @@ fn main() -> ExitCode {
         Command::Token(cli::TokenCommand::Create(a)) => a.json,
         Command::Token(cli::TokenCommand::List(a)) => a.json,
         Command::Token(cli::TokenCommand::Revoke(a)) => a.json,
+        Command::Policy(cli::PolicyCommand::Show(a)) => a.json,
+        Command::Policy(cli::PolicyCommand::Check(a)) => a.json,
         Command::ClaudeCode(claude_code::ClaudeCodeCommand::Settings(a)) => a.json,
         _ => false,
     };
@@ -108,6 +111,8 @@ fn local(global: &cli::GlobalArgs, command: Command) -> anyhow::Result<ExitCode>
     match command {
         Command::Run(args) => run::run(global, args),
         Command::Check(args) => check::check(global, args),
+        Command::Policy(cli::PolicyCommand::Show(args)) => policy::show(global, args),
+        Command::Policy(cli::PolicyCommand::Check(args)) => policy::check(args),
         Command::Session(SessionCommand::New(args)) => session::new(global, args),
         Command::Sessions(args) => session::list(global, args),
         Command::Diff(args) => diff::diff(global, args),

@@ -83,6 +83,7 @@ pub fn from_args(server: Option<&str>, command: &Command) -> Result<Option<Remot
             | Command::Man(_)
             | Command::Serve(_)
             | Command::Token(_)
+            | Command::Policy(_)
             | Command::ClaudeCode(_)
             | Command::Codex(_)
     );

@@ -4,16 +4,20 @@ use std::ffi::OsString;
 
 use airlock_policy::Profile;
 
+use crate::secrets::Placeholder;
+
 /// The sandbox user's name and home, inside.
 pub const SANDBOX_USER: &str = "agent";
 pub const SANDBOX_HOME: &str = "/home/agent";
 const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 /// The environment the command gets: allowed variables of the caller, then the sandbox identity,
-/// then the profile's values.
+/// then the profile's values, then each secret's placeholder (last: nothing overrides it, so
+/// the variable never holds what the caller passed under that name).
 pub(super) fn sandbox_env(
     profile: &Profile,
     caller_env: &[(OsString, OsString)],
+    placeholders: &[Placeholder],
 ) -> Vec<(OsString, OsString)> {
     let mut env: Vec<(OsString, OsString)> = caller_env
         .iter()
@@ -52,6 +56,9 @@ pub(super) fn sandbox_env(
     for (key, value) in &profile.env.set {
         set(key, value);
     }
+    for secret in placeholders {
+        set(&secret.name, &secret.placeholder);
+    }
     env
 }
 
@@ -77,6 +84,7 @@ mod tests {
                 ("LC_ALL", "C"),
                 ("HOME", "/root"),
             ]),
+            &[],
         );
         let get = |k: &str| {
             env.iter()
@@ -88,5 +96,23 @@ mod tests {
         assert_eq!(get("LC_ALL").as_deref(), Some("C"));
         assert_eq!(get("HOME").as_deref(), Some(SANDBOX_HOME));
         assert_eq!(get("RUST_LOG").as_deref(), Some("info"));
+    }
+
+    #[test]
+    fn a_secret_holds_its_placeholder_whatever_else_sets_it() {
+        let mut profile = Profile::builtin_default();
+        profile.env.allow.push("GITHUB_TOKEN".into());
+        let secret = Placeholder {
+            name: "GITHUB_TOKEN".into(),
+            placeholder: "ghp_AiRloCk".into(),
+        };
+        let env = sandbox_env(&profile, &pairs(&[("GITHUB_TOKEN", "ghp_real")]), &[secret]);
+        let tokens: Vec<_> = env.iter().filter(|(k, _)| k == "GITHUB_TOKEN").collect();
+        assert_eq!(tokens.len(), 1);
+        assert_eq!(tokens[0].1, "ghp_AiRloCk");
+        assert_eq!(
+            env.last().map(|(k, _)| k.clone()),
+            Some("GITHUB_TOKEN".into())
+        );
     }
 }

@@ -33,7 +33,8 @@ pub(super) struct GateLog {
 }
 
 /// Start the network gate of a run whose profile allows some network. The returned log must be
-/// flushed when the run ends.
+/// flushed when the run ends. `secrets` are the run's (see [`crate::secrets::for_run`]): the
+/// sandbox holds their placeholders; the values are for the gate to inject.
 pub(super) fn start_gate(
     gate: airlock_jail::Gate,
     profile: &Profile,
@@ -41,7 +42,10 @@ pub(super) fn start_gate(
     audit: crate::audit::Log,
     state_dir: &std::path::Path,
     session: Option<String>,
+    secrets: &[crate::secrets::ResolvedSecret],
 ) -> Result<GateLog, JailError> {
+    // lead: pass these to the gate
+    let _ = secrets;
     let gate_log = GateLog {
         running: None,
         audit,

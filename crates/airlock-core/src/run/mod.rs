@@ -5,9 +5,11 @@
 //!    lives, never from the workspace), the sandbox's host identity, the layers given up;
 //! 2. [`check`] it against the rules: where a workspace may be, which profile paths open holes;
 //! 3. [`take_turn`] in the session: find or make its layer, wait for the runs before this one;
+//!    then [`placeholders_for_turn`]: what the sandbox holds in place of the profile's secrets;
 //! 4. [`sandbox_spec`]: what the jail builds;
-//! 5. [`launch`]: the kill switch is asked, the jail prepares the sandbox, and while it confines
-//!    itself the intent is written to the audit log (fsync'd) and the run listed for the kill
+//! 5. [`launch`]: the kill switch is asked, the jail prepares the sandbox, the secrets' values
+//!    are read (now that no process of the sandbox can hold a copy of them), and while it
+//!    confines itself the intent is written to the audit log (fsync'd) and the run listed for the kill
 //!    switch; only then may the command start;
 //! 6. [`supervise`]: the network gate, the wait;
 //! 7. [`record_result`], then 8. [`settle`] the session: count the run, or drop a throwaway layer.
@@ -35,6 +37,7 @@ use crate::caller::{
 };
 use crate::control::Registration;
 use crate::error::Error;
+use crate::secrets::{Placeholder, ResolvedSecret};
 use crate::session::{now, staging_dir, NewSession, ProfileRef, Session, SessionLock};
 pub(crate) use checks::check_workspace_for;
 pub use env::{SANDBOX_HOME, SANDBOX_USER};
@@ -161,7 +164,8 @@ fn run_confined(caller: &Caller, request: RunRequest) -> Result<RunReport, Error
     let network = airlock_jail::start_network()?;
     let (staging, disk_guard) = check(&plan)?;
     let mut turn = take_turn(&plan)?;
-    let spec = sandbox_spec(&plan, &turn, disk_guard);
+    let placeholders = placeholders_for_turn(&plan, &mut turn)?;
+    let spec = sandbox_spec(&plan, &turn, &placeholders, disk_guard);
     let session_id = turn.session.as_ref().map(|s| s.id.clone());
     let audit = crate::audit::log_for(plan.caller, &plan.state_dir);
     let intent = Intent {
@@ -186,9 +190,11 @@ fn run_confined(caller: &Caller, request: RunRequest) -> Result<RunReport, Error
         staging: &staging,
         intent: &intent,
         listing,
+        placeholders: &placeholders,
     };
-    let (launched, registration) = launch(&plan, launch_plan, network, &audit)?;
-    let mut supervised = supervise(&plan, launched, registration.as_ref(), session_id.clone());
+    let (launched, registration, secrets) = launch(&plan, launch_plan, network, &audit)?;
+    let session = session_id.clone();
+    let mut supervised = supervise(&plan, launched, registration.as_ref(), session, &secrets);
     // The gate's last events, and a session's layer, are only complete once no process of the
     // sandbox is left.
     if supervised.gate_log.is_some() || turn.session.is_some() {
@@ -425,10 +431,28 @@ fn take_turn(plan: &Plan) -> Result<Turn, Error> {
     })
 }
 
+/// Phase 3b: the placeholders of the profile's secrets: those of the session the run keeps its
+/// changes in, fresh for a throwaway run. A source that fails fails the run, and a session made
+/// for it (`--keep`) is not left behind.
+fn placeholders_for_turn(plan: &Plan, turn: &mut Turn) -> Result<Vec<Placeholder>, Error> {
+    let kept = turn.session.as_ref().filter(|_| !turn.throwaway);
+    match crate::secrets::placeholders_for_run(&plan.profile, kept) {
+        Ok(placeholders) => Ok(placeholders),
+        Err(err) => {
+            if let (None, Some(made)) = (&plan.session, turn.session.take()) {
+                turn.lock = None;
+                let _ = made.remove();
+            }
+            Err(err)
+        }
+    }
+}
+
 /// Phase 4: what the jail builds for this run.
 fn sandbox_spec(
     plan: &Plan,
     turn: &Turn,
+    placeholders: &[Placeholder],
     disk_guard: Option<airlock_jail::DiskGuard>,
 ) -> SandboxSpec {
     let profile = &plan.profile;
@@ -459,7 +483,11 @@ fn sandbox_spec(
     let (host_uid, host_gid) = plan.host_ids;
     SandboxSpec {
         argv: plan.argv.clone(),
-        env: env::sandbox_env(profile, plan.env.as_deref().unwrap_or(&plan.caller.env)),
+        env: env::sandbox_env(
+            profile,
+            plan.env.as_deref().unwrap_or(&plan.caller.env),
+            placeholders,
+        ),
         cwd,
         ids: IdMapping {
             inside_uid: INSIDE_ID,
@@ -523,12 +551,13 @@ fn launch(
     launch: LaunchPlan,
     network: Option<airlock_jail::PendingNetwork>,
     audit: &crate::audit::Log,
-) -> Result<(Result<Sandbox, JailError>, Option<Registration>), Error> {
+) -> Result<Launched, Error> {
     let LaunchPlan {
         spec,
         staging,
         intent,
         listing,
+        placeholders,
     } = launch;
     let intent = serde_json::to_value(intent)?;
     let cache = plan.state_dir.join("cache");
@@ -538,9 +567,11 @@ fn launch(
         Err(err) => {
             // The attempt is recorded all the same, with its result.
             crate::audit::append_deferred(audit, "run.intent", intent)?;
-            return Ok((Err(err), None));
+            return Ok((Err(err), None, Vec::new()));
         }
     };
+    // The sandbox is cloned and its command not started: the moment to read the values.
+    let (launching, secrets) = read_secrets(plan, placeholders, launching)?;
     // Step 12 (intent). PERF: written, and the run listed in the registry of running sandboxes
     // (which 'airlock kill/pause/disable' read), while the sandbox confines itself. SECURITY:
     // both are on disk before the go-ahead; if either fails, dropping `launching` kills the
@@ -568,8 +599,32 @@ fn launch(
         Ok(()) => launching.start(),
         Err(why) => Err(launching.refuse(why)),
     };
-    Ok((started, Some(registration)))
+    Ok((started, Some(registration), secrets))
 }
+
+/// SECURITY: the values are read only once the sandbox's processes are cloned, so that none of
+/// them has a copy of this process's memory with a value in it. A source that fails stops the
+/// sandbox before its command could start.
+fn read_secrets(
+    plan: &Plan,
+    placeholders: &[Placeholder],
+    launching: airlock_jail::Launching,
+) -> Result<(airlock_jail::Launching, Vec<ResolvedSecret>), Error> {
+    match crate::secrets::for_run(&plan.profile, placeholders) {
+        Ok(secrets) => Ok((launching, secrets)),
+        Err(err) => {
+            drop(launching.refuse(err.to_string()));
+            Err(err)
+        }
+    }
+}
+
+/// The sandbox started (or why not), its listing for the kill switch, and the run's secrets.
+type Launched = (
+    Result<Sandbox, JailError>,
+    Option<Registration>,
+    Vec<ResolvedSecret>,
+);
 
 /// Debug builds: `AIRLOCK_TEST_PAUSE=STEP` stops this process (SIGSTOP) at that step of the
 /// launch, for the tests of what another process does meanwhile.
@@ -611,6 +666,7 @@ struct LaunchPlan<'a> {
     staging: &'a Path,
     intent: &'a Intent<'a>,
     listing: Listing,
+    placeholders: &'a [Placeholder],
 }
 
 /// A run from its start to its command's end.
@@ -638,6 +694,7 @@ fn supervise(
     launched: Result<Sandbox, JailError>,
     registration: Option<&Registration>,
     session: Option<String>,
+    secrets: &[ResolvedSecret],
 ) -> Supervised {
     let mut supervised = Supervised {
         result: Err(JailError::Invalid("the run was not supervised".into())),
@@ -654,6 +711,7 @@ fn supervise(
                 crate::audit::log_for(plan.caller, &plan.state_dir),
                 &plan.state_dir,
                 session,
+                secrets,
             )?);
         }
         let finished = sandbox.wait();

@@ -327,7 +327,7 @@ fn unknown_keys_everywhere() {
     let (_, _, _, hint) = invalid("foo = 1\n");
     assert_eq!(
         hint,
-        "expected one of network, filesystem, env, limits, apply"
+        "expected one of network, filesystem, env, limits, apply, secret"
     );
 }
 

@@ -1,0 +1,226 @@
+//! A profile written back in its own syntax, every built-in default filled in: what
+//! `airlock policy show` prints. Read back by [`crate::parse_profile`] it is the same profile. A
+//! secret is shown by its source's reference (a variable's name, a path, a command line) and its
+//! hosts; its value is no part of a profile, so it cannot be here.
+
+use toml::{Table, Value};
+
+use crate::profile::{
+    EnvPolicy, Filesystem, Injection, Limits, NetworkMode, Profile, SecretSource, SecretSpec,
+};
+
+/// `profile` as a profile file's TOML.
+pub fn to_toml(profile: &Profile) -> Table {
+    let mut root = Table::new();
+    root.insert("network".into(), network(&profile.network));
+    root.insert("filesystem".into(), filesystem(&profile.filesystem).into());
+    root.insert("env".into(), env(&profile.env).into());
+    root.insert("limits".into(), limits(&profile.limits).into());
+    let tool_config = profile
+        .apply
+        .tool_config
+        .iter()
+        .map(|entry| {
+            let mut t = Table::new();
+            t.insert("path".into(), entry.path.clone().into());
+            t.insert("reason".into(), entry.reason.clone().into());
+            Value::Table(t)
+        })
+        .collect::<Vec<_>>();
+    let mut apply = Table::new();
+    apply.insert("tool_config".into(), tool_config.into());
+    root.insert("apply".into(), apply.into());
+    if !profile.secrets.is_empty() {
+        let secrets = profile.secrets.iter().map(secret).map(Value::Table);
+        root.insert("secret".into(), Value::Array(secrets.collect()));
+    }
+    root
+}
+
+fn strings<S: ToString>(items: &[S]) -> Value {
+    Value::Array(items.iter().map(|s| Value::String(s.to_string())).collect())
+}
+
+fn paths(items: &[std::path::PathBuf]) -> Value {
+    Value::Array(
+        items
+            .iter()
+            .map(|p| Value::String(p.to_string_lossy().into_owned()))
+            .collect(),
+    )
+}
+
+fn network(network: &NetworkMode) -> Value {
+    let (allow, deny, open) = match network {
+        NetworkMode::None => return "none".into(),
+        NetworkMode::Open { allow, deny } if allow.is_empty() && deny.is_empty() => {
+            return "open".into()
+        }
+        NetworkMode::Open { allow, deny } => (allow, deny, true),
+        NetworkMode::Allow { allow, deny } => (allow, deny, false),
+    };
+    let mut table = Table::new();
+    table.insert("allow".into(), strings(allow));
+    table.insert("deny".into(), strings(deny));
+    if open {
+        table.insert("open".into(), true.into());
+    }
+    table.into()
+}
+
+fn filesystem(fs: &Filesystem) -> Table {
+    let mut table = Table::new();
+    table.insert("read_only".into(), paths(&fs.read_only));
+    table.insert("read_write".into(), paths(&fs.read_write));
+    table.insert("hide".into(), paths(&fs.hide));
+    table
+}
+
+fn env(env: &EnvPolicy) -> Table {
+    let mut table = Table::new();
+    table.insert("allow".into(), strings(&env.allow));
+    let set = env
+        .set
+        .iter()
+        .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+        .collect::<Table>();
+    table.insert("set".into(), set.into());
+    table
+}
+
+/// Sizes in bytes and durations in seconds, as whole numbers (which the parser takes as such).
+fn limits(limits: &Limits) -> Table {
+    let number = |n: u64| Value::Integer(i64::try_from(n).unwrap_or(i64::MAX));
+    let mut table = Table::new();
+    table.insert("memory".into(), number(limits.memory_bytes));
+    table.insert("processes".into(), number(limits.processes));
+    table.insert("cpu".into(), number(limits.cpu_seconds));
+    if let Some(timeout) = limits.timeout_seconds {
+        table.insert("timeout".into(), number(timeout));
+    }
+    table.insert("tmp_size".into(), number(limits.tmp_bytes));
+    table.insert("output".into(), number(limits.output_bytes));
+    table.insert("open_files".into(), number(limits.open_files));
+    if let Some(millicpus) = limits.millicpus {
+        // Exact for every value the parser keeps (thousandths, at most 4096 CPUs).
+        table.insert("cpus".into(), Value::Float(millicpus as f64 / 1000.0));
+    }
+    if let Some(disk) = limits.disk_bytes {
+        table.insert("disk".into(), number(disk));
+    }
+    if let Some(files) = limits.files {
+        table.insert("files".into(), number(files));
+    }
+    table
+}
+
+fn secret(spec: &SecretSpec) -> Table {
+    let mut from = Table::new();
+    match &spec.source {
+        SecretSource::Env(name) => from.insert("env".into(), name.clone().into()),
+        SecretSource::File(path) => {
+            from.insert("file".into(), path.to_string_lossy().into_owned().into())
+        }
+        SecretSource::Command(argv) => from.insert("command".into(), strings(argv)),
+    };
+    let inject = match &spec.inject {
+        Injection::Placeholder => Value::String("placeholder".into()),
+        Injection::Header { name, format } => {
+            let mut t = Table::new();
+            t.insert("header".into(), name.clone().into());
+            t.insert("format".into(), format.clone().into());
+            t.into()
+        }
+        Injection::Basic { username } => {
+            let mut t = Table::new();
+            t.insert("basic".into(), username.clone().into());
+            t.into()
+        }
+        Injection::Query { param } => {
+            let mut t = Table::new();
+            t.insert("query".into(), param.clone().into());
+            t.into()
+        }
+    };
+    let mut table = Table::new();
+    table.insert("name".into(), spec.name.clone().into());
+    table.insert("from".into(), from.into());
+    table.insert("hosts".into(), strings(&spec.hosts));
+    table.insert("inject".into(), inject);
+    table
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    fn round_trip(text: &str) {
+        let origin = Path::new("/etc/airlock/profiles/p.toml");
+        let profile = crate::parse_profile(text, "p", origin).unwrap();
+        let shown = to_toml(&profile).to_string();
+        let again =
+            crate::parse_profile(&shown, "p", origin).unwrap_or_else(|e| panic!("{e}\n{shown}"));
+        assert_eq!(again, profile, "{shown}");
+    }
+
+    #[test]
+    fn the_built_in_default_reads_back_as_itself() {
+        round_trip("");
+        round_trip("network = \"open\"\n");
+    }
+
+    #[test]
+    fn every_section_reads_back_as_itself() {
+        round_trip(
+            r#"network = { allow = ["api.github.com", "github.com", "*.pypi.org:443", "10.0.0.0/8"], deny = ["evil.github.com"] }
+[filesystem]
+read_only = ["/opt/tools"]
+read_write = ["/srv/cache"]
+hide = ["/opt/tools/private"]
+[env]
+allow = ["CI", "GITHUB_*"]
+set = { RUST_LOG = "info" }
+[apply]
+tool_config = [{ path = ".toolrc", reason = "runs hooks" }]
+[limits]
+memory = "1GiB"
+processes = 64
+cpu = "10m"
+timeout = "30m"
+tmp_size = "512MiB"
+output = "16MiB"
+open_files = 1024
+cpus = 1.5
+disk = "10GiB"
+files = 100000
+
+[[secret]]
+name = "GITHUB_TOKEN"
+from = { env = "CI_BOT_GITHUB_TOKEN" }
+hosts = ["api.github.com", "github.com"]
+inject = { header = "Authorization", format = "Bearer {}" }
+
+[[secret]]
+name = "GIT_PASSWORD"
+from = { file = "/etc/airlock/secrets/gh" }
+hosts = ["github.com"]
+inject = { basic = "x-access-token" }
+
+[[secret]]
+name = "MAPS_KEY"
+from = { command = ["pass", "show", "maps"] }
+hosts = ["api.github.com"]
+inject = { query = "key" }
+
+[[secret]]
+name = "OTHER"
+from = { env = "OTHER_SOURCE" }
+hosts = ["github.com"]
+inject = "placeholder"
+"#,
+        );
+        round_trip("network = { open = true, deny = [\"10.0.0.0/8\"] }\n");
+    }
+}
