@@ -74,6 +74,10 @@ pub enum Error {
         from: String,
         why: String,
     },
+    /// The gate cannot inject a profile's secrets here (no root certificates to verify their
+    /// hosts by, the run's CA not made).
+    #[error("cannot put the profile's secrets on the wire: {why}")]
+    InjectionUnavailable { why: String },
     /// A limit the profile names that the kernel cannot hold this run to.
     #[error("[limits] {limit} cannot be enforced by the kernel here ({why}); refusing to run with less than the profile asks for — run 'airlock check', or accept it explicitly with --allow-degraded={flag}")]
     LimitNotEnforced {
@@ -140,6 +144,7 @@ impl Error {
             Error::NoWorkingDirectory => ("workspace_required", Invalid),
             Error::LimitNotEnforced { .. } => ("limit_not_enforced", Unavailable),
             Error::SecretUnavailable { .. } => ("secret_unavailable", Unavailable),
+            Error::InjectionUnavailable { .. } => ("injection_unavailable", Unavailable),
         }
     }
 }

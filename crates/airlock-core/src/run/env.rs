@@ -56,6 +56,23 @@ pub(super) fn sandbox_env(
     for (key, value) in &profile.env.set {
         set(key, value);
     }
+    if !placeholders.is_empty() {
+        // The gate terminates TLS for the secrets' hosts with the run's CA: programs with a
+        // store of their own are told where the sandbox's trust store is (the system's bundle
+        // already is it; see airlock_jail::trust). After the profile's values: a bundle the
+        // profile names would lack the CA, and the secrets' hosts would fail to verify.
+        let bundle = airlock_jail::trust::TRUST_BUNDLE;
+        for key in [
+            "SSL_CERT_FILE",
+            "REQUESTS_CA_BUNDLE",
+            "CURL_CA_BUNDLE",
+            "GIT_SSL_CAINFO",
+        ] {
+            set(key, bundle);
+        }
+        // Node adds these to its own roots.
+        set("NODE_EXTRA_CA_CERTS", airlock_jail::trust::TRUST_CA);
+    }
     for secret in placeholders {
         set(&secret.name, &secret.placeholder);
     }
@@ -110,6 +127,15 @@ mod tests {
         let tokens: Vec<_> = env.iter().filter(|(k, _)| k == "GITHUB_TOKEN").collect();
         assert_eq!(tokens.len(), 1);
         assert_eq!(tokens[0].1, "ghp_AiRloCk");
+        let get = |k: &str| env.iter().find(|(key, _)| key == k).map(|(_, v)| v.clone());
+        assert_eq!(
+            get("SSL_CERT_FILE"),
+            Some(airlock_jail::trust::TRUST_BUNDLE.into())
+        );
+        assert_eq!(
+            get("NODE_EXTRA_CA_CERTS"),
+            Some(airlock_jail::trust::TRUST_CA.into())
+        );
         assert_eq!(
             env.last().map(|(k, _)| k.clone()),
             Some("GITHUB_TOKEN".into())

@@ -33,8 +33,8 @@ pub(super) struct GateLog {
 }
 
 /// Start the network gate of a run whose profile allows some network. The returned log must be
-/// flushed when the run ends. `secrets` are the run's (see [`crate::secrets::for_run`]): the
-/// sandbox holds their placeholders; the values are for the gate to inject.
+/// flushed when the run ends. `inject`: the run's secrets (the sandbox holds their placeholders),
+/// for the gate to put on the wire to their hosts.
 pub(super) fn start_gate(
     gate: airlock_jail::Gate,
     profile: &Profile,
@@ -42,10 +42,8 @@ pub(super) fn start_gate(
     audit: crate::audit::Log,
     state_dir: &std::path::Path,
     session: Option<String>,
-    secrets: &[crate::secrets::ResolvedSecret],
+    inject: Option<Arc<airlock_egress::inject::Injector>>,
 ) -> Result<GateLog, JailError> {
-    // lead: pass these to the gate
-    let _ = secrets;
     let gate_log = GateLog {
         running: None,
         audit,
@@ -61,7 +59,7 @@ pub(super) fn start_gate(
             resolve: resolve.to_vec(),
             on_event: Box::new(move |event: &Event| events.write_event(event)),
             cut_when: Some(crate::control::cut_flag(state_dir, std::process::id())),
-            inject: None,
+            inject,
         },
     )
     .map_err(|e| JailError::Invalid(format!("cannot start the network gate: {e}")))?;

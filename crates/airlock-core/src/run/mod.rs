@@ -17,6 +17,7 @@
 mod checks;
 mod env;
 mod gate_log;
+mod injection;
 pub(crate) mod limits;
 mod limits_check;
 mod records;
@@ -24,6 +25,7 @@ mod records;
 use std::ffi::OsString;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use airlock_jail::{
@@ -37,8 +39,9 @@ use crate::caller::{
 };
 use crate::control::Registration;
 use crate::error::Error;
-use crate::secrets::{Placeholder, ResolvedSecret};
+use crate::secrets::Placeholder;
 use crate::session::{now, staging_dir, NewSession, ProfileRef, Session, SessionLock};
+use airlock_egress::inject::{Injector, SessionCa};
 pub(crate) use checks::check_workspace_for;
 pub use env::{SANDBOX_HOME, SANDBOX_USER};
 use gate_log::{start_gate, GateLog};
@@ -163,9 +166,11 @@ fn run_confined(caller: &Caller, request: RunRequest) -> Result<RunReport, Error
     // PERF: as root, the sandbox's network namespace is made on the other CPU while this prepares.
     let network = airlock_jail::start_network()?;
     let (staging, disk_guard) = check(&plan)?;
+    let ca = injection::session_ca(&plan.profile)?;
     let mut turn = take_turn(&plan)?;
     let placeholders = placeholders_for_turn(&plan, &mut turn)?;
-    let spec = sandbox_spec(&plan, &turn, &placeholders, disk_guard);
+    let trust = ca.as_ref().map(injection::trust);
+    let spec = sandbox_spec(&plan, &turn, &placeholders, trust, disk_guard);
     let session_id = turn.session.as_ref().map(|s| s.id.clone());
     let audit = crate::audit::log_for(plan.caller, &plan.state_dir);
     let intent = Intent {
@@ -191,10 +196,11 @@ fn run_confined(caller: &Caller, request: RunRequest) -> Result<RunReport, Error
         intent: &intent,
         listing,
         placeholders: &placeholders,
+        ca,
     };
-    let (launched, registration, secrets) = launch(&plan, launch_plan, network, &audit)?;
+    let (launched, registration, injector) = launch(&plan, launch_plan, network, &audit)?;
     let session = session_id.clone();
-    let mut supervised = supervise(&plan, launched, registration.as_ref(), session, &secrets);
+    let mut supervised = supervise(&plan, launched, registration.as_ref(), session, injector);
     // The gate's last events, and a session's layer, are only complete once no process of the
     // sandbox is left.
     if supervised.gate_log.is_some() || turn.session.is_some() {
@@ -453,6 +459,7 @@ fn sandbox_spec(
     plan: &Plan,
     turn: &Turn,
     placeholders: &[Placeholder],
+    trust: Option<airlock_jail::trust::Trust>,
     disk_guard: Option<airlock_jail::DiskGuard>,
 ) -> SandboxSpec {
     let profile = &plan.profile;
@@ -520,7 +527,7 @@ fn sandbox_spec(
         network_gate: profile.network != airlock_policy::NetworkMode::None,
         user_name: SANDBOX_USER.into(),
         home: PathBuf::from(SANDBOX_HOME),
-        trust: None,
+        trust,
     }
 }
 
@@ -558,6 +565,7 @@ fn launch(
         intent,
         listing,
         placeholders,
+        ca,
     } = launch;
     let intent = serde_json::to_value(intent)?;
     let cache = plan.state_dir.join("cache");
@@ -567,11 +575,11 @@ fn launch(
         Err(err) => {
             // The attempt is recorded all the same, with its result.
             crate::audit::append_deferred(audit, "run.intent", intent)?;
-            return Ok((Err(err), None, Vec::new()));
+            return Ok((Err(err), None, None));
         }
     };
     // The sandbox is cloned and its command not started: the moment to read the values.
-    let (launching, secrets) = read_secrets(plan, placeholders, launching)?;
+    let (launching, injector) = read_secrets(plan, placeholders, ca, launching)?;
     // Step 12 (intent). PERF: written, and the run listed in the registry of running sandboxes
     // (which 'airlock kill/pause/disable' read), while the sandbox confines itself. SECURITY:
     // both are on disk before the go-ahead; if either fails, dropping `launching` kills the
@@ -599,19 +607,27 @@ fn launch(
         Ok(()) => launching.start(),
         Err(why) => Err(launching.refuse(why)),
     };
-    Ok((started, Some(registration), secrets))
+    Ok((started, Some(registration), injector))
 }
 
 /// SECURITY: the values are read only once the sandbox's processes are cloned, so that none of
 /// them has a copy of this process's memory with a value in it. A source that fails stops the
-/// sandbox before its command could start.
+/// sandbox before its command could start. The values move into the gate's injector, with the
+/// CA the sandbox was given.
 fn read_secrets(
     plan: &Plan,
     placeholders: &[Placeholder],
+    ca: Option<SessionCa>,
     launching: airlock_jail::Launching,
-) -> Result<(airlock_jail::Launching, Vec<ResolvedSecret>), Error> {
-    match crate::secrets::for_run(&plan.profile, placeholders) {
-        Ok(secrets) => Ok((launching, secrets)),
+) -> Result<(airlock_jail::Launching, Option<Arc<Injector>>), Error> {
+    let injector = match ca {
+        None => Ok(None),
+        Some(ca) => crate::secrets::for_run(&plan.profile, placeholders)
+            .and_then(|secrets| injection::injector(ca, secrets))
+            .map(Some),
+    };
+    match injector {
+        Ok(injector) => Ok((launching, injector)),
         Err(err) => {
             drop(launching.refuse(err.to_string()));
             Err(err)
@@ -619,11 +635,12 @@ fn read_secrets(
     }
 }
 
-/// The sandbox started (or why not), its listing for the kill switch, and the run's secrets.
+/// The sandbox started (or why not), its listing for the kill switch, and the gate's injector of
+/// the run's secrets.
 type Launched = (
     Result<Sandbox, JailError>,
     Option<Registration>,
-    Vec<ResolvedSecret>,
+    Option<Arc<Injector>>,
 );
 
 /// Debug builds: `AIRLOCK_TEST_PAUSE=STEP` stops this process (SIGSTOP) at that step of the
@@ -667,6 +684,8 @@ struct LaunchPlan<'a> {
     intent: &'a Intent<'a>,
     listing: Listing,
     placeholders: &'a [Placeholder],
+    /// The CA the sandbox trusts, for the injector (None: the profile has no secrets).
+    ca: Option<SessionCa>,
 }
 
 /// A run from its start to its command's end.
@@ -694,7 +713,7 @@ fn supervise(
     launched: Result<Sandbox, JailError>,
     registration: Option<&Registration>,
     session: Option<String>,
-    secrets: &[ResolvedSecret],
+    injector: Option<Arc<Injector>>,
 ) -> Supervised {
     let mut supervised = Supervised {
         result: Err(JailError::Invalid("the run was not supervised".into())),
@@ -711,7 +730,7 @@ fn supervise(
                 crate::audit::log_for(plan.caller, &plan.state_dir),
                 &plan.state_dir,
                 session,
-                secrets,
+                injector,
             )?);
         }
         let finished = sandbox.wait();

@@ -1,0 +1,68 @@
+//! A run whose profile has `[[secret]]`s: the gate terminates TLS for their hosts with a CA of
+//! the run's own. The CA is made before the sandbox (whose trust store holds its certificate);
+//! the injector, which holds the values, once they are read (see [`crate::secrets::for_run`]).
+
+use std::sync::Arc;
+
+use airlock_egress::inject::{Inject, Injector, Secret, SessionCa};
+use airlock_jail::trust::Trust;
+use airlock_policy::{Injection, Profile};
+
+use crate::error::Error;
+use crate::secrets::ResolvedSecret;
+
+/// The run's CA, for its profile's secrets' hosts; None without secrets.
+pub(super) fn session_ca(profile: &Profile) -> Result<Option<SessionCa>, Error> {
+    if profile.secrets.is_empty() {
+        return Ok(None);
+    }
+    let mut hosts: Vec<String> = profile
+        .secrets
+        .iter()
+        .flat_map(|s| s.hosts.iter().cloned())
+        .collect();
+    hosts.sort();
+    hosts.dedup();
+    SessionCa::new(&hosts)
+        .map(Some)
+        .map_err(|why| Error::InjectionUnavailable { why })
+}
+
+/// What the sandbox trusts: the host's roots and the run's CA.
+pub(super) fn trust(ca: &SessionCa) -> Trust {
+    Trust::with_host_roots(ca.pem())
+}
+
+/// The gate's injector for the run's secrets (their values move into it).
+pub(super) fn injector(
+    ca: SessionCa,
+    secrets: Vec<ResolvedSecret>,
+) -> Result<Arc<Injector>, Error> {
+    let secrets = secrets.into_iter().map(for_the_gate).collect();
+    Injector::with_ca(ca, secrets)
+        .map(Arc::new)
+        .map_err(|why| Error::InjectionUnavailable { why })
+}
+
+fn for_the_gate(secret: ResolvedSecret) -> Secret {
+    let ResolvedSecret {
+        name,
+        hosts,
+        placeholder,
+        value,
+        inject,
+    } = secret;
+    let inject = match inject {
+        Injection::Header { name, format } => Inject::Header { name, format },
+        Injection::Basic { username } => Inject::Basic { username },
+        Injection::Query { param } => Inject::Query { param },
+        Injection::Placeholder => Inject::Placeholder,
+    };
+    Secret {
+        name,
+        hosts,
+        placeholder,
+        value,
+        inject,
+    }
+}
