@@ -78,13 +78,14 @@ fn from_command(argv: &[String]) -> Result<Zeroizing<String>, String> {
     let (program, args) = argv
         .split_first()
         .ok_or("the command is empty — name a program and its arguments")?;
-    // No shell; stdin closed so that it cannot wait for a person; its stderr is the person's,
-    // to see why it failed.
+    // No shell; stdin closed so that it cannot wait for a person. Its stderr goes nowhere: the
+    // caller of a run may be the agent itself (a hook, the API), and a secret store's messages
+    // are not for it; a person runs the command to see why it failed.
     let mut child = Command::new(program)
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
+        .stderr(Stdio::null())
         .spawn()
         .map_err(|e| format!("cannot start {program}: {e} — install it, or fix the command"))?;
     let deadline = Instant::now() + COMMAND_TIMEOUT;
