@@ -76,6 +76,37 @@ pub(super) fn check_profile_paths(
     Ok(())
 }
 
+/// Refuse a secret read from a file the sandbox sees (in the workspace or a bind of the profile,
+/// not hidden): the sandbox would read the value itself, whatever its placeholder. Compared by
+/// the files they are (a symlink to the workspace counts as the workspace).
+pub(super) fn check_secret_files(profile: &Profile, workspace: &Path) -> Result<(), Error> {
+    let fs = &profile.filesystem;
+    let hidden: Vec<PathBuf> = fs.hide.iter().map(|p| canonical_prefix(p)).collect();
+    let seen: Vec<PathBuf> = std::iter::once(workspace)
+        .chain(fs.read_only.iter().map(PathBuf::as_path))
+        .chain(fs.read_write.iter().map(PathBuf::as_path))
+        .map(canonical_prefix)
+        .collect();
+    for spec in &profile.secrets {
+        let airlock_policy::SecretSource::File(path) = &spec.source else {
+            continue;
+        };
+        let real = canonical_prefix(path);
+        let Some(dir) = seen.iter().find(|dir| real.starts_with(dir)) else {
+            continue;
+        };
+        if hidden.iter().any(|h| real.starts_with(h)) {
+            continue;
+        }
+        return Err(Error::SecretUnavailable {
+            secret: spec.name.clone(),
+            from: spec.source.to_string(),
+            why: format!("it lies inside {}, which the sandbox reads: its value would be the sandbox's to read — keep the file outside the workspace and the profile's binds (or hide it)", dir.display()),
+        });
+    }
+    Ok(())
+}
+
 /// `path` with its longest existing part made canonical, the rest as written.
 fn canonical_prefix(path: &Path) -> PathBuf {
     let mut existing = path;
@@ -243,5 +274,44 @@ mod tests {
         assert!(check_workspace(&home.path().join("project"), state.path(), &mine).is_ok());
         let ws = tempfile::tempdir().unwrap();
         assert!(check_workspace(ws.path(), state.path(), &homes).is_ok());
+    }
+
+    #[test]
+    fn a_secret_file_the_sandbox_sees_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        let outside = dir.path().join("outside");
+        std::fs::create_dir_all(ws.join(".secrets")).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(ws.join(".secrets/gh"), "v").unwrap();
+        std::fs::write(outside.join("gh"), "v").unwrap();
+        std::os::unix::fs::symlink(ws.join(".secrets/gh"), outside.join("link")).unwrap();
+        let check = |file: &Path, ro: &[&Path], hide: &[&Path]| {
+            let mut profile = Profile::builtin_default();
+            profile.secrets.push(airlock_policy::SecretSpec {
+                name: "GH".into(),
+                source: airlock_policy::SecretSource::File(file.to_path_buf()),
+                hosts: vec!["api.github.com".into()],
+                inject: airlock_policy::Injection::Placeholder,
+            });
+            profile.filesystem.read_only = ro.iter().map(|p| p.to_path_buf()).collect();
+            profile.filesystem.hide = hide.iter().map(|p| p.to_path_buf()).collect();
+            check_secret_files(&profile, &ws)
+        };
+        assert!(check(&outside.join("gh"), &[], &[]).is_ok());
+        let refused = check(&ws.join(".secrets/gh"), &[], &[]).unwrap_err();
+        assert!(
+            matches!(refused, Error::SecretUnavailable { .. }),
+            "{refused}"
+        );
+        assert!(
+            check(&outside.join("link"), &[], &[]).is_err(),
+            "a symlink into it"
+        );
+        assert!(
+            check(&outside.join("gh"), &[&outside], &[]).is_err(),
+            "a bind"
+        );
+        assert!(check(&ws.join(".secrets/gh"), &[], &[&ws.join(".secrets")]).is_ok());
     }
 }

@@ -366,6 +366,7 @@ fn check(plan: &Plan) -> Result<(PathBuf, Option<airlock_jail::DiskGuard>), Erro
         &plan.policy_dirs,
     )?;
     checks::check_profile_paths_exist(&plan.profile)?;
+    checks::check_secret_files(&plan.profile, &plan.workspace)?;
     // A session's own filesystem: the one it has, or the one a new session will get.
     let own_filesystem = match &plan.session {
         Some(session) => session.meta.image.is_some(),

@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use rcgen::{
-    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, GeneralSubtree, IsCa,
-    Issuer, KeyPair, KeyUsagePurpose, NameConstraints, SerialNumber,
+    BasicConstraints, CertificateParams, CidrSubnet, DnType, ExtendedKeyUsagePurpose,
+    GeneralSubtree, IsCa, Issuer, KeyPair, KeyUsagePurpose, NameConstraints, SerialNumber,
 };
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
@@ -64,13 +64,17 @@ impl SessionCa {
         params.serial_number = Some(SerialNumber::from_slice(&random::<16>()?));
         validity(&mut params);
         if !hosts.is_empty() {
-            // Even a leaked certificate of this CA could not vouch for another host.
+            // Even a leaked key of this CA could not vouch for another host. Constraints hold
+            // per type of name: DNS names alone would leave every address free.
             params.name_constraints = Some(NameConstraints {
                 permitted_subtrees: hosts
                     .iter()
                     .map(|h| GeneralSubtree::DnsName(h.clone()))
                     .collect(),
-                excluded_subtrees: Vec::new(),
+                excluded_subtrees: vec![
+                    GeneralSubtree::IpAddress(CidrSubnet::V4([0; 4], [0; 4])),
+                    GeneralSubtree::IpAddress(CidrSubnet::V6([0; 16], [0; 16])),
+                ],
             });
         }
         let cert = params.self_signed(&key).map_err(cant)?;
@@ -122,5 +126,58 @@ impl SessionCa {
         );
         leaves.insert(host, leaf.clone());
         Ok(leaf)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rustls::client::danger::ServerCertVerifier as _;
+    use rustls::client::WebPkiServerVerifier;
+    use rustls::pki_types::{ServerName, UnixTime};
+
+    /// A leaf this CA signs for `names` (DNS names or addresses), bypassing [`SessionCa::leaf`]
+    /// as a leaked key would.
+    fn signed(ca: &SessionCa, names: &[&str]) -> CertificateDer<'static> {
+        let key = KeyPair::generate().unwrap();
+        let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        let mut params = CertificateParams::new(names).unwrap();
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        validity(&mut params);
+        params.signed_by(&key, &ca.issuer).unwrap().der().clone()
+    }
+
+    fn verifies(ca: &SessionCa, leaf: &CertificateDer<'static>, name: &str) -> bool {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(ca.der.clone()).unwrap();
+        let verifier = WebPkiServerVerifier::builder_with_provider(
+            Arc::new(roots),
+            Arc::new(rustls::crypto::ring::default_provider()),
+        )
+        .build()
+        .unwrap();
+        let name = ServerName::try_from(name.to_string()).unwrap();
+        verifier
+            .verify_server_cert(leaf, &[], &name, &[], UnixTime::now())
+            .is_ok()
+    }
+
+    #[test]
+    fn the_cas_name_constraints_hold_for_any_leaf_it_signs() {
+        let ca = SessionCa::new(&["api.test".to_string()]).unwrap();
+        let (chain, _) = ca.leaf("api.test").unwrap();
+        assert!(verifies(&ca, &chain[0], "api.test"));
+        for other in ["evil.test", "test", "api.test.evil"] {
+            let leaf = signed(&ca, &[other]);
+            assert!(!verifies(&ca, &leaf, other), "a leaf for {other} verified");
+        }
+        // Names constraints are per name type: one for DNS names only leaves addresses free.
+        for address in ["127.0.0.1", "::1"] {
+            let leaf = signed(&ca, &[address]);
+            assert!(
+                !verifies(&ca, &leaf, address),
+                "a leaf for {address} verified"
+            );
+        }
     }
 }

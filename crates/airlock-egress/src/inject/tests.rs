@@ -621,3 +621,103 @@ fn a_host_header_in_http2_must_name_the_host_too() {
     assert_eq!(of_kind(&events, "fronting").len(), 1, "{events:?}");
     assert_eq!(echo.received.lock().unwrap().len(), 1);
 }
+
+#[test]
+fn a_target_that_cannot_be_passed_on_is_refused_without_the_value_in_the_answer() {
+    // `OPTIONS *`: a query secret put in makes `*?access_token=VALUE`, which no request line
+    // can carry; the gate's 502 must not say what it would have sent.
+    let inject = Inject::Query {
+        param: "access_token".into(),
+    };
+    let (echo, injector) = setup(
+        vec![secret_for("Q", HOST, PLACEHOLDER, VALUE, inject)],
+        &[HTTP11],
+    );
+    let through = Through::start(injector.clone(), echo.addr, HOST);
+    let mut client =
+        Client::connect(through.addr, injector.ca_pem(), Some(HOST), &[HTTP11]).unwrap();
+    let authority = format!("{HOST}:{}", echo.addr.port());
+    let (status, _, body) = client
+        .send("OPTIONS", &authority, "*", &[], Vec::new())
+        .unwrap();
+    let body = String::from_utf8_lossy(&body);
+    assert!(!body.contains("realVALUE"), "{status} {body}");
+    drop(client);
+    let (_, events) = through.finish();
+    assert!(!json(&events).contains("realVALUE"), "{}", json(&events));
+}
+
+/// Raw bytes over TLS to the gate (as a hand-made client would send them); all it answers
+/// until the connection ends (or stays quiet for 2 s).
+fn raw_exchange(addr: SocketAddr, ca_pem: &str, sent: &[u8]) -> String {
+    use rustls::pki_types::pem::PemObject as _;
+    use std::io::Write as _;
+    let mut roots = RootCertStore::empty();
+    roots
+        .add(rustls::pki_types::CertificateDer::from_pem_slice(ca_pem.as_bytes()).unwrap())
+        .unwrap();
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let name = rustls::pki_types::ServerName::try_from(HOST.to_string()).unwrap();
+    let connection = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
+    let tcp = TcpStream::connect(addr).unwrap();
+    tcp.set_read_timeout(Some(std::time::Duration::from_secs(2)))
+        .unwrap();
+    let mut tls = rustls::StreamOwned::new(connection, tcp);
+    tls.write_all(sent).unwrap();
+    tls.flush().unwrap();
+    let mut got = Vec::new();
+    let _ = tls.read_to_end(&mut got);
+    String::from_utf8_lossy(&got).into_owned()
+}
+
+#[test]
+fn raw_http11_tricks_reach_no_other_host() {
+    let inject = Inject::Header {
+        name: "Authorization".into(),
+        format: "Bearer {}".into(),
+    };
+    // (sent, what the upstream may have received: request lines and Host headers)
+    let cases: &[(&str, &[&str])] = &[
+        // Both lengths: hyper reads it chunked and drops Content-Length, so no server reads the
+        // smuggled request as its own.
+        (
+            "POST /a HTTP/1.1\r\nHost: api.test\r\nContent-Length: 48\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: evil.test\r\n\r\n",
+            &["POST /a HTTP/1.1\nhost: api.test\ntransfer-encoding: chunked\n"],
+        ),
+        // Pipelined: the second is checked as any.
+        (
+            "GET /a HTTP/1.1\r\nHost: api.test\r\n\r\nGET /b HTTP/1.1\r\nHost: evil.test\r\n\r\n",
+            &["GET /a HTTP/1.1\nhost: api.test\n"],
+        ),
+        ("GET /a HTTP/1.1\r\nHost: api.test.\r\n\r\n", &[]),
+        ("GET /a HTTP/1.1\r\nHost: api.test\r\nHost: evil.test\r\n\r\n", &[]),
+        ("GET http://evil.test/a HTTP/1.1\r\nHost: api.test\r\n\r\n", &[]),
+        ("GET /a HTTP/1.0\r\n\r\n", &[]),
+        (
+            "GET /a HTTP/1.1\r\nHost: api.test\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: identity\r\n\r\n0\r\n\r\n",
+            &[],
+        ),
+    ];
+    for (sent, expected) in cases {
+        let (echo, injector) = setup(
+            vec![secret_for("GH", HOST, PLACEHOLDER, VALUE, inject.clone())],
+            &[HTTP11],
+        );
+        let through = Through::start(injector.clone(), echo.addr, HOST);
+        let answer = raw_exchange(through.addr, injector.ca_pem(), sent.as_bytes());
+        let (_, events) = through.finish();
+        let received = echo.received.lock().unwrap().clone();
+        assert_eq!(received.len(), expected.len(), "{sent:?}: {received:?}");
+        for (got, head) in received.iter().zip(expected.iter()) {
+            let without_value = got.replace(&format!("authorization: Bearer {VALUE}\n"), "");
+            assert_eq!(&without_value, head, "{sent:?}");
+        }
+        assert!(!answer.contains("evil.test/") && !json(&events).contains("realVALUE"));
+    }
+}
