@@ -638,11 +638,15 @@ both_modes!(no_process_inside_holds_the_value, |w: &World| {
             .unwrap(),
     );
     let bare_pid = bare.0.id();
+    // spawn returns once the exec has begun (the vfork is released), which may be before the
+    // kernel has laid out the new stack and its environment: wait for it.
+    let environ_of_bare = || std::fs::read(format!("/proc/{bare_pid}/environ")).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !contains(&environ_of_bare(), SECRET) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(contains(&environ_of_bare(), SECRET));
     assert!(contains(&memory_of(bare_pid), SECRET));
-    assert!(contains(
-        &std::fs::read(format!("/proc/{bare_pid}/environ")).unwrap(),
-        SECRET
-    ));
     let _ = bare.0.kill();
     // Inside: a program that used the secret (the server got it) and is still alive.
     let script = format!(
