@@ -182,7 +182,9 @@ fn control_code(e: &crate::control::ControlError) -> (&'static str, ErrorKind) {
 
 fn jail_code(e: &airlock_jail::JailError) -> (&'static str, ErrorKind) {
     match e {
-        airlock_jail::JailError::Refused(_) | airlock_jail::JailError::LayerMissing { .. } => {
+        airlock_jail::JailError::Refused(_)
+        | airlock_jail::JailError::LayerMissing { .. }
+        | airlock_jail::JailError::UserNamespacesRestricted(_) => {
             ("layer_unavailable", ErrorKind::Unavailable)
         }
         airlock_jail::JailError::Invalid(_) => ("sandbox_invalid", ErrorKind::Invalid),

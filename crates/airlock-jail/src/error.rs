@@ -26,6 +26,10 @@ pub enum JailError {
         why: String,
         flag: &'static str,
     },
+    /// AppArmor keeps this process from using user namespaces (the words and the fix made by
+    /// [`crate::apparmor::UsernsRestriction::refusal`]).
+    #[error("{0}")]
+    UserNamespacesRestricted(String),
     #[error("sandbox setup failed: {0}")]
     Inside(String),
     /// What the setup process itself reported before it exited.

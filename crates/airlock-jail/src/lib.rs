@@ -22,6 +22,7 @@ macro_rules! note {
     }};
 }
 
+pub mod apparmor;
 mod beneath;
 pub mod cgroup;
 mod confine;

@@ -7,6 +7,7 @@ use nix::mount::{mount, MsFlags};
 use nix::sched::{unshare, CloneFlags};
 use nix::sys::wait::{waitpid, WaitStatus};
 
+use crate::apparmor;
 use crate::cgroup::{self, CgroupSupport};
 use crate::sys::{self, clone_fork, Forked};
 
@@ -21,6 +22,9 @@ pub struct Layer {
     pub degradable_as: Option<&'static str>,
     /// Missing but not needed (limits fall back to rlimits).
     pub optional: bool,
+    /// The commands that would provide it, one per line, when airlock knows them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
 }
 
 pub fn landlock_abi() -> i32 {
@@ -100,17 +104,30 @@ pub fn probe_layers(scratch: &Path) -> Vec<Layer> {
 }
 
 fn user_namespace(rootful: bool) -> Layer {
-    let userns = rootful || try_in_child(libc::CLONE_NEWUSER, || true);
+    // On Ubuntu 23.10+ an unconfined process still gets its user namespace, but no
+    // capabilities in it: AppArmor's verdict decides, not the clone.
+    let apparmor = apparmor::detect_here();
+    let userns = !apparmor.blocks() && (rootful || try_in_child(libc::CLONE_NEWUSER, || true));
+    let detail = if userns {
+        "the command runs as an unprivileged uid with no capabilities on the host".into()
+    } else if apparmor.blocks() {
+        String::new()
+    } else {
+        "cannot create a user namespace (sysctl user.max_user_namespaces=0, or an LSM restricts it)"
+            .into()
+    };
+    let detail = match apparmor.summary() {
+        Some(summary) if detail.is_empty() => summary,
+        Some(summary) => format!("{detail}; {summary}"),
+        None => detail,
+    };
     Layer {
         name: "user namespace",
         available: userns,
-        detail: if userns {
-            "the command runs as an unprivileged uid with no capabilities on the host".into()
-        } else {
-            "cannot create a user namespace (sysctl user.max_user_namespaces=0, or an LSM such as AppArmor restricts it)".into()
-        },
+        detail,
         degradable_as: None,
         optional: false,
+        fix: apparmor.fix(),
     }
 }
 
@@ -153,6 +170,7 @@ fn namespaces(rootful: bool) -> Vec<Layer> {
             },
             degradable_as: None,
             optional: false,
+            fix: None,
         });
     }
     layers
@@ -170,6 +188,7 @@ fn overlayfs(scratch: &Path) -> Layer {
         },
         degradable_as: None,
         optional: false,
+        fix: None,
     }
 }
 
@@ -186,6 +205,7 @@ fn landlock() -> Layer {
         },
         degradable_as: Some("landlock"),
         optional: false,
+        fix: None,
     }
 }
 
@@ -206,6 +226,7 @@ fn seccomp() -> Layer {
         },
         degradable_as: None,
         optional: false,
+        fix: None,
     }
 }
 
@@ -231,6 +252,7 @@ fn network_gate() -> Layer {
         },
         degradable_as: None,
         optional: true,
+        fix: None,
     }
 }
 
@@ -247,6 +269,7 @@ fn memory_layer() -> Layer {
         },
         degradable_as: None,
         optional: true,
+        fix: None,
     }
 }
 
@@ -290,5 +313,6 @@ fn cgroups() -> Layer {
         detail,
         degradable_as: None,
         optional: true,
+        fix: None,
     }
 }

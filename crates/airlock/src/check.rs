@@ -76,6 +76,9 @@ fn print_table(report: &Report) {
             (false, false) => "MISSING",
         };
         println!("{mark}  {:<18} {}", layer.name, layer.detail);
+        for line in layer.fix.iter().flat_map(|fix| fix.lines()) {
+            println!("{:<28}{line}", "");
+        }
     }
     println!("         {:<18} {}", "uid mapping", report.uid_mapping);
     println!();

@@ -11,6 +11,7 @@ use nix::sys::socket::{socketpair, AddressFamily, SockFlag, SockType};
 use nix::unistd::{pipe2, Pid};
 
 use super::{start_network, Launching, PendingNetwork, Sandbox};
+use crate::apparmor;
 use crate::cgroup::{self, Join, RunCgroup};
 use crate::error::{JailError, PathContext, Result, SyscallContext, UNEXPECTED};
 use crate::idmap::{self, HelperNamespace};
@@ -87,6 +88,9 @@ fn check(spec: &SandboxSpec) -> Result<Checked> {
             why: "the kernel has no Landlock or it is disabled at boot".into(),
             flag: "landlock",
         });
+    }
+    if let Some(refusal) = apparmor::detect_here().refusal() {
+        return Err(JailError::UserNamespacesRestricted(refusal));
     }
     let rootful = nix::unistd::geteuid().is_root();
     sys::default_sigchld();
