@@ -52,7 +52,8 @@ const PROXY: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(198, 19, 255,
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Event {
     /// `dns`, `connect`, `fronting`, `closed`, `failed`, `cut`; of an intercepted connection
-    /// (see [`crate::inject`]) also `tls`, `secret` and `placeholder`.
+    /// (see [`crate::inject`]) also `tls`, `secret`, `placeholder` and `tunnel` (a CONNECT or
+    /// an upgrade inside, refused).
     pub kind: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,

@@ -357,7 +357,11 @@ impl Connection {
                 self.close.notify_one();
                 answer(StatusCode::MISDIRECTED_REQUEST, &rule)
             }
-            Refused::Tunnel(rule) => answer(StatusCode::NOT_IMPLEMENTED, &rule),
+            Refused::Tunnel(rule) => {
+                // A refusal like any other: in the audit log with its reason.
+                self.log(self.scene.event("tunnel", false, rule.clone()));
+                answer(StatusCode::NOT_IMPLEMENTED, &rule)
+            }
         }
     }
 

@@ -502,6 +502,11 @@ fn connect_and_upgrades_inside_are_not_implemented() {
         .unwrap();
     assert_eq!(status, 501, "{body:?}");
     assert!(echo.received.lock().unwrap().is_empty());
+    drop(client);
+    let (_, events) = through.finish();
+    let tunnels: Vec<&Event> = events.iter().filter(|e| e.kind == "tunnel").collect();
+    assert_eq!(tunnels.len(), 2, "{events:?}");
+    assert!(tunnels.iter().all(|e| !e.allowed), "{tunnels:?}");
 }
 
 #[test]
