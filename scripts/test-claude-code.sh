@@ -76,6 +76,9 @@ converse() {
 
 # result N: the text of the Nth tool result; result_is_error N: "True"/"False".
 result() { python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))[int(sys.argv[2])]["text"])' "$work/results.json" "$1"; }
+# says N PATTERN: result N matches PATTERN. Not a pipe into grep -q: grep stops reading at the
+# first match, and the writer's broken pipe would fail the test under pipefail.
+says() { local text; text=$(result "$1") && grep -q -- "$2" <<<"$text"; }
 result_is_error() { python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))[int(sys.argv[2])]["is_error"])' "$work/results.json" "$1"; }
 
 "$airlock" claude-code settings --workspace "$ws" >"$work/settings.json"
@@ -92,11 +95,11 @@ converse "$work/settings.json" \
   fail "the first command's id -u is '$(result 0)', not the sandbox user's $sandbox_uid: $(cat "$work/results.json")"
 [ "$(result 1)" = "$ws/sub" ] ||
   fail "after 'cd sub', the next call ran in '$(result 1)', not $ws/sub: $(cat "$work/results.json")"
-[ "$(result_is_error 2)" = True ] && result 2 | grep -q Read ||
+[ "$(result_is_error 2)" = True ] && says 2 Read ||
   fail "Read was not refused: $(result 2)"
-[ "$(result_is_error 3)" = True ] && result 3 | grep -q 'background' ||
+[ "$(result_is_error 3)" = True ] && says 3 'background' ||
   fail "a background command was not refused: $(result 3)"
-result 4 | grep -q "the next command starts in $ws/sub\$" ||
+says 4 "the next command starts in $ws/sub\$" ||
   fail "a cd into a directory the host lacks is not explained: $(result 4)"
 grep -q 'in airlock session claude-' "$work/record.jsonl" ||
   fail "the SessionStart hook's word to the agent is in no request to the API"
@@ -125,7 +128,7 @@ status=0
 "$airlock" enable >/dev/null 2>&1
 [ "$status" = 125 ] && grep -q 'test: stop the agent' "$work/prefix.out" ||
   fail "the shell prefix, disabled, exited $status: $(cat "$work/prefix.out")"
-[ "$(result_is_error 0)" = True ] && result 0 | grep -q 'test: stop the agent' ||
+[ "$(result_is_error 0)" = True ] && says 0 'test: stop the agent' ||
   fail "the refusal does not give the switch's reason: $(result 0)"
 [ ! -e "$ws/marker-disabled" ] || fail "marker-disabled reached the host workspace"
 for id in $("$airlock" sessions --json | python3 -c 'import json, sys; print(" ".join(x["id"] for x in json.load(sys.stdin)))'); do
@@ -139,7 +142,7 @@ cp "$airlock" "$work/bin/airlock"
 "$work/bin/airlock" claude-code settings --workspace "$ws" >"$work/settings-gone.json"
 rm "$work/bin/airlock"
 converse "$work/settings-gone.json" --command 'touch marker-missing'
-[ "$(result_is_error 0)" = True ] && result 0 | grep -q 'No such file' ||
+[ "$(result_is_error 0)" = True ] && says 0 '[Nn]o such file' ||
   fail "the tool result does not say the prefix is missing: $(result 0)"
 [ ! -e "$ws/marker-missing" ] || fail "marker-missing was made on the host"
 say "   ok: refused ($(result 0 | tr '\n' ' ' | cut -c1-120))"

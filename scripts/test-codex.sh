@@ -105,6 +105,10 @@ converse() {
 result() { python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))[int(sys.argv[2])])' "$work/results.json" "$1"; }
 # output N: only what the command printed.
 output() { result "$1" | sed -n '/^Output:$/,$p' | tail -n +2; }
+# says N PATTERN: result N matches PATTERN. Not a pipe into grep -q: grep stops reading at the
+# first match, and the writer's broken pipe would fail the test under pipefail.
+says() { local text; text=$(result "$1") && grep -q -- "$2" <<<"$text"; }
+output_says() { local text; text=$(output "$1") && grep -q -- "$2" <<<"$text"; }
 
 no_marker_anywhere() {
   [ ! -e "$ws/$1" ] || fail "$1 reached the host workspace"
@@ -147,7 +151,7 @@ status=0
 "$airlock" enable >/dev/null 2>&1
 [ "$status" = 125 ] && grep -q 'test: stop the agent' "$work/shell.out" ||
   fail "airlock codex shell, disabled, exited $status: $(cat "$work/shell.out")"
-result 0 | grep -q 'test: stop the agent' || fail "the refusal does not give the switch's reason: $(result 0)"
+says 0 'test: stop the agent' || fail "the refusal does not give the switch's reason: $(result 0)"
 no_marker_anywhere marker-disabled
 say "   ok: refused ($(result 0 | head -n 1 | cut -c1-120)...)"
 
@@ -155,13 +159,13 @@ say "3. with the airlock binary gone, the command does not run"
 mkdir -p "$work/bin"
 cp "$airlock" "$work/bin/airlock"
 AIRLOCK_FOR=$work/bin/airlock GONE=$work/bin/airlock converse --command 'touch marker-missing'
-result 0 | grep -q "airlock's hook failed" || fail "the result does not say the hook failed: $(result 0)"
+says 0 "airlock's hook failed" || fail "the result does not say the hook failed: $(result 0)"
 no_marker_anywhere marker-missing
 say "   ok: refused ($(result 0 | tr '\n' ' ' | cut -c1-120))"
 
 say "4. with the hooks not trusted, the command runs only in Codex's read-only sandbox"
 CODEX_OPTS="-p airlock" converse --command 'echo x > marker-untrusted; echo status $?'
-result 0 | grep -q 'Read-only file system' || fail "the untrusted command was not read-only: $(result 0)"
+says 0 'Read-only file system' || fail "the untrusted command was not read-only: $(result 0)"
 no_marker_anywhere marker-untrusted
 say "   ok: $(output 0 | tr '\n' ' ' | cut -c1-120)"
 
@@ -170,7 +174,7 @@ for mode in read-only workspace-write danger-full-access; do
   NORULE=1 CODEX_OPTS="--dangerously-bypass-hook-trust -p airlock -s $mode" converse --command 'id -u'
   case $mode in
   danger-full-access) [ "$(output 0)" = "$sandbox_uid" ] || fail "$mode: not in airlock: $(result 0)" ;;
-  *) output 0 | grep -q '^airlock: error: ' || fail "$mode: airlock did not refuse: $(result 0)" ;;
+  *) output_says 0 '^airlock: error: ' || fail "$mode: airlock did not refuse: $(result 0)" ;;
   esac
   say "   $mode: $(output 0 | tr '\n' ' ' | cut -c1-140)"
 done
