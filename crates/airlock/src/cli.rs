@@ -3,12 +3,39 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// `airlock --version`: what was built and how, for a bug report or to tell two builds apart:
+/// the version, the git commit (when the build knew it: see build.rs), whether glibc is linked
+/// in statically (scripts/build.sh) or loaded at start (`cargo build`, `cargo install`), and
+/// whether it is a debug build (slower; it honours the test suite's AIRLOCK_TEST_* hooks).
+macro_rules! version_text {
+    ($linking:literal) => {
+        concat!(
+            env!("CARGO_PKG_VERSION"),
+            " (commit ",
+            env!("AIRLOCK_GIT_COMMIT"),
+            "; ",
+            $linking,
+            "; ",
+            env!("AIRLOCK_TARGET"),
+            ")"
+        )
+    };
+}
+#[cfg(all(target_feature = "crt-static", not(debug_assertions)))]
+const VERSION: &str = version_text!("statically linked; release build");
+#[cfg(all(not(target_feature = "crt-static"), not(debug_assertions)))]
+const VERSION: &str = version_text!("dynamically linked; release build");
+#[cfg(all(target_feature = "crt-static", debug_assertions))]
+const VERSION: &str = version_text!("statically linked; debug build");
+#[cfg(all(not(target_feature = "crt-static"), debug_assertions))]
+const VERSION: &str = version_text!("dynamically linked; debug build");
 
 #[derive(Debug, Parser)]
 #[command(
     name = "airlock",
-    version,
+    version = VERSION,
     about = "Run AI-agent and automation commands in a kernel-enforced sandbox.",
     long_about = "Run AI-agent and automation commands in a kernel-enforced sandbox.\n\n\
         Each command sees a minimal read-only system and your workspace through a copy-on-write \
@@ -298,6 +325,21 @@ pub enum Command {
         after_help = "Exit status: 0 written; 125 DIR could not be written."
     )]
     Man(ManArgs),
+    /// Print the shell completion script for bash, zsh or fish
+    #[command(
+        long_about = "Print the completion script of SHELL on stdout: the shell then completes \
+            airlock's commands, options and their values. The .deb package installs all three; \
+            for a binary installed otherwise, write it where the shell looks (below).",
+        after_help = "Install (system-wide as root, or for yourself):\n  \
+            bash  airlock completions bash > /usr/local/share/bash-completion/completions/airlock\n        \
+            airlock completions bash > ~/.local/share/bash-completion/completions/airlock\n  \
+            zsh   airlock completions zsh > /usr/local/share/zsh/site-functions/_airlock\n        \
+            airlock completions zsh > ~/.zfunc/_airlock  (~/.zshrc: fpath+=~/.zfunc before compinit)\n  \
+            fish  airlock completions fish > /etc/fish/completions/airlock.fish\n        \
+            airlock completions fish > ~/.config/fish/completions/airlock.fish\n\n\
+            A new shell picks it up. Exit status: 0 printed; 125 stdout could not be written."
+    )]
+    Completions(CompletionsArgs),
     /// Serve airlock's HTTP API: a token per automation
     #[command(
         long_about = "Serve airlock's HTTP API until SIGTERM or SIGINT. Every request carries a \
@@ -461,6 +503,31 @@ pub struct ManArgs {
     /// Directory to write the pages into (created if missing)
     #[arg(value_name = "DIR")]
     pub dir: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for
+    #[arg(value_enum, value_name = "SHELL")]
+    pub shell: CompletionShell,
+}
+
+/// The shells `airlock completions` writes for (clap_complete's, less those rare on Linux).
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum CompletionShell {
+    Bash,
+    Zsh,
+    Fish,
+}
+
+impl From<CompletionShell> for clap_complete::Shell {
+    fn from(shell: CompletionShell) -> Self {
+        match shell {
+            CompletionShell::Bash => Self::Bash,
+            CompletionShell::Zsh => Self::Zsh,
+            CompletionShell::Fish => Self::Fish,
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]

@@ -128,6 +128,7 @@ fn local(global: &cli::GlobalArgs, command: Command) -> anyhow::Result<ExitCode>
         Command::Enable(args) => control::enable(global, args),
         Command::Status(args) => control::status(global, args),
         Command::Man(args) => man(&args.dir),
+        Command::Completions(args) => completions(args.shell),
         Command::Serve(args) => serve::serve(global, args),
         Command::Mcp(args) => serve::mcp(global, args),
         Command::Token(command) => serve::token(global, command),
@@ -164,6 +165,26 @@ fn man(dir: &std::path::Path) -> anyhow::Result<ExitCode> {
         "airlock: wrote {written} manual pages into {}",
         dir.display()
     );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `airlock completions SHELL`: the shell's completion script, on stdout.
+fn completions(shell: cli::CompletionShell) -> anyhow::Result<ExitCode> {
+    use anyhow::Context as _;
+    use clap::CommandFactory as _;
+    use std::io::Write as _;
+    let mut script = Vec::new();
+    clap_complete::generate(
+        clap_complete::Shell::from(shell),
+        &mut Cli::command(),
+        "airlock",
+        &mut script,
+    );
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(&script)
+        .and_then(|()| stdout.flush())
+        .context("cannot write the completion script to stdout")?;
     Ok(ExitCode::SUCCESS)
 }
 

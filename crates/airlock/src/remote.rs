@@ -81,6 +81,7 @@ pub fn from_args(server: Option<&str>, command: &Command) -> Result<Option<Remot
         command,
         Command::Check(_)
             | Command::Man(_)
+            | Command::Completions(_)
             | Command::Serve(_)
             | Command::Token(_)
             | Command::Policy(_)
