@@ -59,12 +59,13 @@ fn a_full_secret_parses() {
 
 #[test]
 fn every_source_and_injection() {
-    let text = format!(
-        "{NET}[[secret]]\nname = \"A\"\nfrom = {{ file = \"/etc/airlock//secrets/./a\" }}\nhosts = [\"x.example.com\"]\ninject = {{ basic = \"x-access-token\" }}\n\
-         [[secret]]\nname = \"B\"\nfrom = {{ command = [\"pass\", \"show\", \"b\"] }}\nhosts = [\"github.com\"]\ninject = {{ query = \"access_token\" }}\n\
-         [[secret]]\nname = \"_C1\"\nfrom = {{ env = \"C\" }}\nhosts = [\"github.com\"]\ninject = \"placeholder\"\n\
-         [[secret]]\nname = \"D\"\nfrom = {{ env = \"D\" }}\nhosts = [\"github.com\"]\ninject = {{ header = \"X-Api-Key\" }}\n"
-    );
+    let secrets = [
+        "[[secret]]\nname = \"A\"\nfrom = { file = \"/etc/airlock//secrets/./a\" }\nhosts = [\"x.example.com\"]\ninject = { basic = \"x-access-token\" }\n",
+        "[[secret]]\nname = \"B\"\nfrom = { command = [\"pass\", \"show\", \"b\"] }\nhosts = [\"github.com\"]\ninject = { query = \"access_token\" }\n",
+        "[[secret]]\nname = \"_C1\"\nfrom = { env = \"C\" }\nhosts = [\"github.com\"]\ninject = \"placeholder\"\n",
+        "[[secret]]\nname = \"D\"\nfrom = { env = \"D\" }\nhosts = [\"github.com\"]\ninject = { header = \"X-Api-Key\" }\n",
+    ];
+    let text = format!("{NET}{}", secrets.concat());
     let p = parse(&text).unwrap();
     let s = &p.secrets;
     assert_eq!(

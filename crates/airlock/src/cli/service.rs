@@ -1,0 +1,195 @@
+//! The arguments of airlock as a service and of its tooling: `serve`, `mcp`, `token`, `man`,
+//! `completions`, `policy`.
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand, ValueEnum};
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// unix:PATH, an absolute socket path, or IP:PORT [default: unix socket STATE_DIR/airlock.sock]
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<String>,
+    /// TLS certificate chain (PEM), with --tls-key
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// TLS private key (PEM), with --tls-cert
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Largest request body taken, in bytes
+    #[arg(long, value_name = "BYTES", default_value_t = 1 << 20)]
+    pub max_body: usize,
+    /// Bytes of each output stream a run's answer keeps (the profile's output limit applies first)
+    #[arg(long, value_name = "BYTES", default_value_t = 8 << 20)]
+    pub max_output: u64,
+    /// Requests a second each token may make (twice that in a burst)
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    pub requests_per_second: u32,
+    /// Runs each token may have going at once
+    #[arg(long, value_name = "N", default_value_t = 8)]
+    pub runs_per_token: u32,
+    /// After SIGTERM, how long runs may go on before they are interrupted
+    #[arg(long, value_name = "DURATION", default_value = "30s")]
+    pub grace: String,
+}
+
+#[derive(Debug, Args)]
+pub struct McpArgs {
+    /// The project the agent works on [default: the working directory]
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    /// The profile its commands run under [default: default]
+    #[arg(long, short = 'p', value_name = "NAME")]
+    pub profile: Option<String>,
+    /// Go on in this session (id or name) rather than start one at the first run
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
+    /// Bytes of each output stream a run's answer keeps (the profile's output limit applies first)
+    #[arg(long, value_name = "BYTES", default_value_t = 1 << 20)]
+    pub max_output: u64,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TokenCommand {
+    /// Make a token; it is printed once, as the last line of stdout
+    #[command(
+        long_about = "Make a token for one automation, bound to a profile and a role, and print \
+            it once (the last line of stdout): airlock keeps only its hash. An agent token needs \
+            --workspace, the directory its sessions overlay; its requests may name a directory \
+            under it, never beyond. An agent token runs commands, starts and reads sessions of its \
+            own; an operator token also applies, reverts, discards, kills, pauses, resumes, \
+            disables and enables, within its profile.",
+        after_help = "Example:\n  airlock token create --profile n8n --role agent --workspace /srv/n8n-work --name n8n --expires 90d\n\n\
+            Exit status: 0 made; 125 refused (an unknown profile, a workspace no session may have, \
+            an agent without --workspace, a taken name)."
+    )]
+    Create(TokenCreateArgs),
+    /// List tokens (never the tokens themselves)
+    List(TokenListArgs),
+    /// Revoke a token by id or name: it opens nothing from the next request on
+    Revoke(TokenRevokeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct TokenCreateArgs {
+    /// The profile its requests run with
+    #[arg(long, short = 'p', value_name = "NAME", default_value = "default")]
+    pub profile: String,
+    /// agent (run, sessions, diffs) or operator (also apply, revert, discard, kill, disable)
+    #[arg(long, value_name = "ROLE", value_parser = ["agent", "operator"])]
+    pub role: String,
+    /// The workspace its sessions overlay (required for agents)
+    #[arg(long, short = 'w', value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    /// How long it lives (12h, 30d) [default: until revoked]
+    #[arg(long, value_name = "DURATION")]
+    pub expires: Option<String>,
+    /// A name to know it by
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+    /// Print the record and the token as one JSON object
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct TokenListArgs {
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct TokenRevokeArgs {
+    /// The token's id or name
+    #[arg(value_name = "ID")]
+    pub token: String,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// Directory to write the pages into (created if missing)
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for
+    #[arg(value_enum, value_name = "SHELL")]
+    pub shell: CompletionShell,
+}
+
+/// The shells `airlock completions` writes for (clap_complete's, less those rare on Linux).
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum CompletionShell {
+    Bash,
+    Zsh,
+    Fish,
+}
+
+impl From<CompletionShell> for clap_complete::Shell {
+    fn from(shell: CompletionShell) -> Self {
+        match shell {
+            CompletionShell::Bash => Self::Bash,
+            CompletionShell::Zsh => Self::Zsh,
+            CompletionShell::Fish => Self::Fish,
+        }
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PolicyCommand {
+    /// Print the effective profile: every default filled in, secrets by reference only
+    #[command(
+        long_about = "Print the profile a run of PROFILE applies, in profile syntax with every \
+            built-in default filled in (sizes in bytes, durations in seconds): what reaches the \
+            sandbox, what it may reach, its limits. PROFILE is a name, looked up as runs look it \
+            up (NAME.toml in $XDG_CONFIG_HOME/airlock/profiles, then /etc/airlock/profiles; \
+            without one, 'default' is the built-in default), or a path to a file when it holds a \
+            '/'. Each [[secret]] is shown by where its value comes from (a variable's name, a \
+            file's path, a command line), its hosts and how it is injected; no source is read, \
+            so no value can be shown. The output read back as a profile is the same profile.",
+        after_help = "Examples:\n  airlock policy show ci-bot\n  \
+            airlock policy show ./profiles/ci-bot.toml --json | jq '.policy.secret'\n  \
+            airlock policy show > effective.toml && airlock policy check effective.toml\n\n\
+            Exit status: 0 it was printed; 125 no such profile, it is not valid (the message \
+            names the file and line), or airlock failed."
+    )]
+    Show(PolicyShowArgs),
+    /// Check that a file is a valid profile
+    #[command(
+        long_about = "Parse and validate FILE as a profile, as a run would, without running \
+            anything or reading any secret's source: every key known, every value of its type \
+            and range, every path absolute, every [[secret]] sound (a variable name, one source, \
+            hosts [network] allows, a value that could never reach the sandbox through [env]). \
+            Prints 'FILE: valid (profile NAME, N secrets)', or the first error with its file, \
+            line and column, and what to do about it.",
+        after_help = "Examples:\n  airlock policy check /etc/airlock/profiles/ci-bot.toml\n  \
+            airlock policy check ci-bot.toml --json\n\n\
+            Exit status: 0 valid; 2 not a valid profile (the message says where and why), or \
+            it cannot be read; 125 airlock failed."
+    )]
+    Check(PolicyCheckArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct PolicyShowArgs {
+    /// A profile name, or a file's path (with a '/') [default: default]
+    #[arg(value_name = "PROFILE")]
+    pub profile: Option<String>,
+    /// Print JSON: {"profile", "source", "policy"}, the policy in the same keys as the TOML
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct PolicyCheckArgs {
+    /// The profile file to check
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    /// Print JSON: {"file", "valid", "profile", "secrets"} or {"file", "valid", "error", "code"}
+    #[arg(long)]
+    pub json: bool,
+}
