@@ -144,6 +144,10 @@ const DISK_FILLER: &str = "dd if=/dev/zero of=big bs=1M count=32 2>&1 && echo PW
 /// Makes 1000 files in the current directory.
 const FILE_CREATOR: &str =
     "i=0; while [ $i -lt 1000 ]; do touch f$i || exit 1; i=$((i+1)); done; echo PWNED; rm -f f*";
+/// The same, making 3,000: the inode watch's test sees the host filesystem's real free inodes
+/// move with the tests beside it (files made and removed), so its 200 must be far from enough.
+const MANY_FILES_CREATOR: &str =
+    "i=0; while [ $i -lt 3000 ]; do touch f$i || exit 1; i=$((i+1)); done; echo PWNED; rm -f f*";
 
 both_modes!(disk_filler_is_stopped_at_disk, |w: &World| {
     let profile = w.profile("[limits]\ndisk = \"8MiB\"\n");
@@ -441,9 +445,9 @@ fn session_run_with_inodes(w: &World, id: &str, inodes: u64, script: &str) -> Ou
 // free bytes saw nothing.
 both_modes!(a_session_cannot_take_the_free_inodes, |w: &World| {
     let id = new_session(w, &[]);
-    let cd_outside = format!("cd {} && {FILE_CREATOR}", w.outside.display());
+    let cd_outside = format!("cd {} && {MANY_FILES_CREATOR}", w.outside.display());
     assert!(stdout(&w.outside(&cd_outside)).contains(PWNED));
-    let out = session_run_with_inodes(w, &id, 200, FILE_CREATOR);
+    let out = session_run_with_inodes(w, &id, 200, MANY_FILES_CREATOR);
     assert!(
         !stdout(&out).contains(PWNED),
         "the free inodes did not hold"
