@@ -28,7 +28,7 @@ mod refusal;
 mod review;
 mod run;
 pub mod secrets;
-pub use secrets::{Placeholder, ResolvedSecret};
+pub use secrets::Placeholder;
 mod session;
 pub mod tokens;
 

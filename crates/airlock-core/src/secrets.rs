@@ -21,6 +21,7 @@ use std::io::Write as _;
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 
+use airlock_egress::inject::{Inject, Secret};
 use airlock_policy::{Injection, Profile, SecretSpec};
 use zeroize::Zeroizing;
 
@@ -30,29 +31,6 @@ use placeholder::Random;
 
 /// Where a session keeps its secrets' placeholders (never their values).
 const PLACEHOLDERS_FILE: &str = "placeholders.json";
-
-/// One secret, ready for a run: what the sandbox sees (`name`=`placeholder`) and what the gate
-/// puts on the wire to one of `hosts` (`value`, as `inject` says).
-pub struct ResolvedSecret {
-    pub name: String,
-    pub hosts: Vec<String>,
-    pub placeholder: String,
-    /// Zeroed when dropped. Never logged, never in an error or in Debug output.
-    pub value: Zeroizing<String>,
-    pub inject: Injection,
-}
-
-impl std::fmt::Debug for ResolvedSecret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ResolvedSecret")
-            .field("name", &self.name)
-            .field("hosts", &self.hosts)
-            .field("placeholder", &self.placeholder)
-            .field("value", &"<redacted>")
-            .field("inject", &self.inject)
-            .finish()
-    }
-}
 
 /// What the sandbox holds in place of one secret: `name`=`placeholder` in its environment.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -113,7 +91,7 @@ pub(crate) fn placeholders_for_run(
 pub(crate) fn for_run(
     profile: &Profile,
     placeholders: &[Placeholder],
-) -> Result<Vec<ResolvedSecret>, Error> {
+) -> Result<Vec<Secret>, Error> {
     if profile.secrets.is_empty() {
         return Ok(Vec::new());
     }
@@ -136,15 +114,25 @@ pub(crate) fn for_run(
             if *value == placeholder.placeholder {
                 return Err(unavailable(spec, "its session's placeholder is the value itself (placeholders.json altered?) — discard the session and start a new one".into()));
             }
-            Ok(ResolvedSecret {
+            Ok(Secret {
                 name: spec.name.clone(),
                 hosts: spec.hosts.clone(),
                 placeholder: placeholder.placeholder.clone(),
                 value,
-                inject: spec.inject.clone(),
+                inject: for_the_gate(&spec.inject),
             })
         })
         .collect()
+}
+
+/// How the gate puts a value in, as the profile says it.
+fn for_the_gate(injection: &Injection) -> Inject {
+    match injection.clone() {
+        Injection::Header { name, format } => Inject::Header { name, format },
+        Injection::Basic { username } => Inject::Basic { username },
+        Injection::Query { param } => Inject::Query { param },
+        Injection::Placeholder => Inject::Placeholder,
+    }
 }
 
 /// A new session's placeholders, each made from its value, read now: a source that fails fails

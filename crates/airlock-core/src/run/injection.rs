@@ -4,12 +4,11 @@
 
 use std::sync::Arc;
 
-use airlock_egress::inject::{Inject, Injector, Secret, SessionCa};
+use airlock_egress::inject::{Injector, Secret, SessionCa};
 use airlock_jail::trust::Trust;
-use airlock_policy::{Injection, Profile};
+use airlock_policy::Profile;
 
 use crate::error::Error;
-use crate::secrets::ResolvedSecret;
 
 /// The run's CA, for its profile's secrets' hosts; None without secrets.
 pub(super) fn session_ca(profile: &Profile) -> Result<Option<SessionCa>, Error> {
@@ -34,35 +33,8 @@ pub(super) fn trust(ca: &SessionCa) -> Trust {
 }
 
 /// The gate's injector for the run's secrets (their values move into it).
-pub(super) fn injector(
-    ca: SessionCa,
-    secrets: Vec<ResolvedSecret>,
-) -> Result<Arc<Injector>, Error> {
-    let secrets = secrets.into_iter().map(for_the_gate).collect();
+pub(super) fn injector(ca: SessionCa, secrets: Vec<Secret>) -> Result<Arc<Injector>, Error> {
     Injector::with_ca(ca, secrets)
         .map(Arc::new)
         .map_err(|why| Error::InjectionUnavailable { why })
-}
-
-fn for_the_gate(secret: ResolvedSecret) -> Secret {
-    let ResolvedSecret {
-        name,
-        hosts,
-        placeholder,
-        value,
-        inject,
-    } = secret;
-    let inject = match inject {
-        Injection::Header { name, format } => Inject::Header { name, format },
-        Injection::Basic { username } => Inject::Basic { username },
-        Injection::Query { param } => Inject::Query { param },
-        Injection::Placeholder => Inject::Placeholder,
-    };
-    Secret {
-        name,
-        hosts,
-        placeholder,
-        value,
-        inject,
-    }
 }

@@ -26,7 +26,7 @@ fn profile_with(specs: Vec<SecretSpec>) -> Profile {
 }
 
 /// A run's secrets, as a run gets them: placeholders first, then the values.
-fn resolve(profile: &Profile) -> Result<Vec<ResolvedSecret>, Error> {
+fn resolve(profile: &Profile) -> Result<Vec<airlock_egress::inject::Secret>, Error> {
     for_run(profile, &placeholders_for_run(profile, None)?)
 }
 
