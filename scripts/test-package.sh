@@ -21,21 +21,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "scripts/test-package.sh: run as root (debootstrap, dpkg in a root, chroot)" >&2; exit 1; }
 cache=${AIRLOCK_CI_CACHE:-$HOME/.cache/airlock-ci}
-base=$cache/bookworm-root
-mirror=http://deb.debian.org/debian
-
-if [ ! -e "$base/.airlock-complete" ]; then
-  command -v debootstrap >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null
-  echo "== debootstrap bookworm (once) into $base"
-  start=$SECONDS
-  rm -rf "$base.partial"
-  debootstrap --variant=minbase --include=man-db bookworm "$base.partial" "$mirror" >"$cache/debootstrap.log" 2>&1 ||
-    { tail -20 "$cache/debootstrap.log" >&2; exit 1; }
-  # A root left half-made by an interrupted run is never taken for a whole one.
-  touch "$base.partial/.airlock-complete"
-  rm -rf "$base" && mv "$base.partial" "$base"
-  echo "debootstrap: $((SECONDS - start)) s"
-fi
+# shellcheck source=scripts/lib/bookworm-root.sh
+. scripts/lib/bookworm-root.sh
+base=$(bookworm_root)
 
 deb=${1:-}
 if [ -z "$deb" ]; then
