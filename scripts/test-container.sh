@@ -156,9 +156,10 @@ nested() {
   fi
   say "b) $who: $(since "$started") ms"
 }
-nested uid-1000 --user u --tmpfs /home/u/.local/state:mode=1777
-nested uid-1000-seccomp-unconfined --user u --tmpfs /home/u/.local/state:mode=1777 \
-  --security-opt seccomp=unconfined
+# no-new-privileges: no setuid program of the image gives the user back the container's root.
+nested uid-1000 --user u --security-opt no-new-privileges --tmpfs /home/u/.local/state:mode=1777
+nested uid-1000-seccomp-unconfined --user u --security-opt no-new-privileges \
+  --tmpfs /home/u/.local/state:mode=1777 --security-opt seccomp=unconfined
 if grep -q '^containers:' /etc/subuid 2>/dev/null && grep -q '^containers:' /etc/subgid 2>/dev/null; then
   userns=(--userns=auto)
 else
