@@ -89,6 +89,19 @@ else
   fail "a session run failed: $(airlock run --session nested -- true 2>&1 | tail -n 1)"
 fi
 
-# What a run sees as its host name: the sandbox's own, or the container's where the container's
-# seccomp refuses sethostname (podman's default profile does, without CAP_SYS_ADMIN).
-echo "info: hostname in a run: $(airlock run -- hostname 2>&1); the container's: $(hostname)"
+# A run's host name: the sandbox's own, or the container's where the container's seccomp refuses
+# sethostname (podman's default profile does, without CAP_SYS_ADMIN); then check must say so, and
+# not promise an own host name on its uts line.
+run_host=$(airlock run -- hostname 2>&1)
+uts_line=$(grep -i 'uts' <<<"$out")
+if [ "$run_host" = "$(hostname)" ]; then
+  if grep -qi 'own hostname' <<<"$uts_line"; then
+    fail "a run keeps the container's host name $run_host, and check's uts line promises its own: $uts_line"
+  else
+    pass "host name: a run keeps the container's ($run_host), and check says: $uts_line"
+  fi
+elif [ -n "$run_host" ] && [[ $run_host != *error* ]]; then
+  pass "host name: a run has its own ($run_host; the container's is $(hostname))"
+else
+  fail "'airlock run -- hostname' printed: $run_host"
+fi
