@@ -90,20 +90,13 @@ fn io_at(path: &Path) -> impl FnOnce(io::Error) -> ScanError + '_ {
     }
 }
 
-/// The xattr namespace of the overlays this process mounts: `trusted.` as root, `user.` with
-/// `userxattr` otherwise (see `airlock-jail`'s workspace mount).
-fn overlay_xattr_prefix() -> &'static str {
-    if nix::unistd::geteuid().is_root() {
-        "trusted.overlay."
-    } else {
-        "user.overlay."
-    }
-}
-
 fn overlay_xattr(path: &Path, name: &str) -> Option<Vec<u8>> {
-    xattr::get(path, format!("{}{name}", overlay_xattr_prefix()))
-        .ok()
-        .flatten()
+    xattr::get(
+        path,
+        format!("{}{name}", airlock_jail::privilege::overlay_xattr_prefix()),
+    )
+    .ok()
+    .flatten()
 }
 
 /// Is `node`, found in an upper layer at `path`, a whiteout (a deletion)?

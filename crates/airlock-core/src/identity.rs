@@ -37,14 +37,23 @@ pub(crate) fn accepted_degradation(names: &[String]) -> Result<Degraded, Error> 
     Ok(degraded)
 }
 
-/// The host uid and gid of a run's sandbox user: as root, a dedicated unprivileged id (the one
-/// the caller chose, which no host user may have); unprivileged, the caller's own.
+/// The host uid and gid of a run's sandbox user: the rootful way (root with CAP_SYS_ADMIN, see
+/// [`airlock_jail::privilege`]), a dedicated unprivileged id (the one the caller chose, which no
+/// host user may have); in a user namespace, the caller's own (for a container's root, its uid 0
+/// without capabilities).
 pub(crate) fn sandbox_host_ids(chosen: Option<u32>) -> Result<(u32, u32), Error> {
-    if !nix::unistd::geteuid().is_root() {
+    if !airlock_jail::privilege::rootful() {
         if chosen.is_some() {
+            let why = if nix::unistd::geteuid().is_root() {
+                "applies only to a root with CAP_SYS_ADMIN, CAP_NET_ADMIN, CAP_SETUID and \
+                 CAP_SETGID on the host; without them (in a container) the sandbox user is this \
+                 root's own uid, in a user namespace; leave it out"
+            } else {
+                "applies to root's runs only: unprivileged, the sandbox user is you; leave it out"
+            };
             return Err(Error::Argument {
                 arg: "--sandbox-uid (or AIRLOCK_SANDBOX_UID)".into(),
-                why: "applies to root's runs only: unprivileged, the sandbox user is you; leave it out".into(),
+                why: why.into(),
             });
         }
         return Ok((

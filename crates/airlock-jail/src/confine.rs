@@ -8,7 +8,7 @@ use landlock::{
     Access, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
     RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope, ABI,
 };
-use nix::sys::resource::{setrlimit, Resource};
+use nix::sys::resource::{getrlimit, setrlimit, Resource};
 use nix::unistd::{setgroups, setresgid, setresuid, Gid, Uid};
 
 use crate::error::{JailError, Result, SyscallContext, UNEXPECTED};
@@ -139,7 +139,8 @@ pub(crate) struct Fallbacks {
 /// user namespace and uid (Linux >= 5.14), so the sandbox's count starts at zero.
 pub(crate) fn apply_rlimits(spec: &SandboxSpec, fallbacks: Fallbacks) -> Result<()> {
     let limits = &spec.limits;
-    let hint = "the limit may exceed the hard limit of the calling shell (ulimit -H)";
+    // Lowering a limit needs no privilege (see `lower_rlimit`).
+    let hint = UNEXPECTED;
     if fallbacks.cpu_by_nice {
         // Raising one's own nice needs no privilege; RLIMIT_NICE 0 keeps the command from
         // lowering it again (the kernel's ceiling is 20 - RLIMIT_NICE).
@@ -148,34 +149,34 @@ pub(crate) fn apply_rlimits(spec: &SandboxSpec, fallbacks: Fallbacks) -> Result<
             errno: nix::errno::Errno::from_raw(e.raw_os_error()),
             hint: UNEXPECTED,
         })?;
-        setrlimit(Resource::RLIMIT_NICE, 0, 0).during("keep the priority low", hint)?;
+        lower_rlimit(Resource::RLIMIT_NICE, 0, 0).during("keep the priority low", hint)?;
     }
     // A real-time class escapes the cpu cgroup's CFS quota (without RT_GROUP_SCHED) and nice
     // alike; a caller's raised RLIMIT_RTPRIO (limits.conf for audio, say) would let the
     // command take one without CAP_SYS_NICE.
-    setrlimit(Resource::RLIMIT_RTPRIO, 0, 0).during("forbid real-time scheduling", hint)?;
+    lower_rlimit(Resource::RLIMIT_RTPRIO, 0, 0).during("forbid real-time scheduling", hint)?;
     if let Some(bytes) = fallbacks.file_size_limit {
-        setrlimit(Resource::RLIMIT_FSIZE, bytes, bytes).during("limit file sizes", hint)?;
+        lower_rlimit(Resource::RLIMIT_FSIZE, bytes, bytes).during("limit file sizes", hint)?;
     }
-    setrlimit(Resource::RLIMIT_NPROC, limits.processes, limits.processes)
+    lower_rlimit(Resource::RLIMIT_NPROC, limits.processes, limits.processes)
         .during("limit the number of processes", hint)?;
     // SIGXCPU at the limit, as for the run's own limit (exit 152); SIGKILL a second later for a
     // process that ignores it (the kernel checks the hard limit first: equal ones kill at once).
-    setrlimit(
+    lower_rlimit(
         Resource::RLIMIT_CPU,
         limits.cpu_seconds,
         limits.cpu_seconds.saturating_add(1),
     )
     .during("limit CPU time", hint)?;
-    setrlimit(
+    lower_rlimit(
         Resource::RLIMIT_NOFILE,
         limits.open_files,
         limits.open_files,
     )
     .during("limit open files", hint)?;
-    setrlimit(Resource::RLIMIT_CORE, 0, 0).during("disable core dumps", hint)?;
+    lower_rlimit(Resource::RLIMIT_CORE, 0, 0).during("disable core dumps", hint)?;
     if fallbacks.memory_by_rlimit {
-        setrlimit(
+        lower_rlimit(
             Resource::RLIMIT_AS,
             limits.memory_bytes,
             limits.memory_bytes,
@@ -183,6 +184,15 @@ pub(crate) fn apply_rlimits(spec: &SandboxSpec, fallbacks: Fallbacks) -> Result<
         .during("limit address space", hint)?;
     }
     Ok(())
+}
+
+/// Set `resource` to `soft` and `hard`, or to the hard limit already in place where that is lower
+/// (a container's `--ulimit`, the calling shell's `ulimit -H`). SECURITY: never looser than asked:
+/// an inherited hard limit below the profile's is the stricter bound, and raising it would need
+/// CAP_SYS_RESOURCE, which the setup process may not have (a container's root has not).
+fn lower_rlimit(resource: Resource, soft: u64, hard: u64) -> nix::Result<()> {
+    let (_, inherited_hard) = getrlimit(resource)?;
+    setrlimit(resource, soft.min(inherited_hard), hard.min(inherited_hard))
 }
 
 pub(crate) fn drop_capabilities() -> Result<()> {

@@ -23,7 +23,7 @@ const RESERVED_INODES: u64 = 16;
 
 /// Can sessions get filesystems of their own here: root, mkfs.ext4, loop devices?
 pub fn images_supported() -> bool {
-    nix::unistd::geteuid().is_root()
+    crate::privilege::rootful()
         && MKFS.iter().any(|p| Path::new(p).exists())
         && Path::new("/dev/loop-control").exists()
 }

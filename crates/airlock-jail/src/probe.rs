@@ -52,7 +52,7 @@ fn overlay_in_user_namespace(scratch: &Path) -> bool {
     if dirs.iter().any(|d| std::fs::create_dir_all(d).is_err()) {
         return false;
     }
-    let rootful = nix::unistd::geteuid().is_root();
+    let rootful = crate::privilege::rootful();
     let (uid, gid) = (nix::unistd::geteuid(), nix::unistd::getegid());
     try_in_child(0, || {
         if !rootful {
@@ -89,10 +89,11 @@ fn overlay_in_user_namespace(scratch: &Path) -> bool {
 
 /// Probe every layer. `scratch` is an empty directory on the filesystem that holds sessions.
 pub fn probe_layers(scratch: &Path) -> Vec<Layer> {
-    let rootful = nix::unistd::geteuid().is_root();
-    let mut layers = vec![user_namespace(rootful)];
+    let rootful = crate::privilege::rootful();
+    let mut layers = vec![user_namespace()];
     layers.extend(namespaces(rootful));
     layers.extend([
+        private_proc(rootful, scratch),
         overlayfs(scratch),
         landlock(),
         seccomp(),
@@ -103,15 +104,19 @@ pub fn probe_layers(scratch: &Path) -> Vec<Layer> {
     layers
 }
 
-fn user_namespace(rootful: bool) -> Layer {
+fn user_namespace() -> Layer {
     // On Ubuntu 23.10+ an unconfined process still gets its user namespace, but no
-    // capabilities in it: AppArmor's verdict decides, not the clone.
+    // capabilities in it: AppArmor's verdict decides, not the clone. Root is asked too: the
+    // rootful way makes user namespaces as well (the sandbox user's), and a container's
+    // seccomp profile may refuse them to root as to anyone.
     let apparmor = apparmor::detect_here();
-    let userns = !apparmor.blocks() && (rootful || try_in_child(libc::CLONE_NEWUSER, || true));
+    let userns = !apparmor.blocks() && try_in_child(libc::CLONE_NEWUSER, || true);
     let detail = if userns {
         "the command runs as an unprivileged uid with no capabilities on the host".into()
     } else if apparmor.blocks() {
         String::new()
+    } else if under_outside_seccomp() {
+        format!("cannot create a user namespace: refused under {OUTSIDE_SECCOMP}")
     } else {
         "cannot create a user namespace (sysctl user.max_user_namespaces=0, or an LSM restricts it)"
             .into()
@@ -157,23 +162,97 @@ fn namespaces(rootful: bool) -> Vec<Layer> {
         ("uts namespace", libc::CLONE_NEWUTS, "own hostname"),
     ];
     let mut layers = Vec::new();
+    let user = if rootful { 0 } else { libc::CLONE_NEWUSER };
     for (name, flag, meaning) in ns_flags {
-        let user = if rootful { 0 } else { libc::CLONE_NEWUSER };
         let ok = try_in_child(user | flag, || true);
+        let detail = match (ok, flag) {
+            (true, libc::CLONE_NEWUTS) => uts_meaning(user),
+            (true, _) => meaning.into(),
+            (false, _) if under_outside_seccomp() => format!("refused under {OUTSIDE_SECCOMP}"),
+            (false, _) => "cannot be created by this user".into(),
+        };
         layers.push(Layer {
             name,
             available: ok,
-            detail: if ok {
-                meaning.into()
-            } else {
-                "cannot be created by this user".into()
-            },
+            detail,
             degradable_as: None,
             optional: false,
             fix: None,
         });
     }
     layers
+}
+
+/// What airlock's own seccomp filter is not: one this process was started under, by a container
+/// engine or a service manager.
+const OUTSIDE_SECCOMP: &str = "a seccomp filter from outside airlock (this process already runs \
+     under one: a container's profile refuses unshare without CAP_SYS_ADMIN)";
+
+/// Does this process already run under a seccomp filter? airlock's own is only ever installed
+/// in the sandbox, so one here was put there by whatever started airlock.
+fn under_outside_seccomp() -> bool {
+    std::fs::read_to_string("/proc/self/status").is_ok_and(|status| {
+        status
+            .lines()
+            .any(|l| l.split_whitespace().eq(["Seccomp:", "2"]))
+    })
+}
+
+/// A UTS namespace of the sandbox's own: its hostname, when the filter around airlock lets it
+/// set one (a run keeps the host's name otherwise, see `inside::set_hostname`).
+fn uts_meaning(user: libc::c_int) -> String {
+    let named = try_in_child(user | libc::CLONE_NEWUTS, || {
+        nix::unistd::sethostname("airlock").is_ok()
+    });
+    if named {
+        "own hostname".into()
+    } else {
+        "own namespace, but sethostname is refused under a seccomp filter from outside airlock \
+         (a container's): the sandbox keeps this machine's hostname"
+            .into()
+    }
+}
+
+/// A private /proc, as a run mounts one: in new pid and mount namespaces (and a user
+/// namespace, unprivileged). The kernel allows a new procfs only where no part of the /proc
+/// already mounted is hidden or read-only (a container masks /proc/kcore and others, and makes
+/// /proc/sys read-only).
+fn private_proc(rootful: bool, scratch: &Path) -> Layer {
+    let user = if rootful { 0 } else { libc::CLONE_NEWUSER };
+    let target = scratch.join("proc");
+    let mounted = std::fs::create_dir_all(&target).is_ok()
+        && try_in_child(user | libc::CLONE_NEWNS | libc::CLONE_NEWPID, || {
+            let private = mount(
+                None::<&str>,
+                "/",
+                None::<&str>,
+                MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+                None::<&str>,
+            );
+            private.is_ok()
+                && mount(
+                    Some("proc"),
+                    &target,
+                    Some("proc"),
+                    MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+                    None::<&str>,
+                )
+                .is_ok()
+        });
+    Layer {
+        name: "private /proc",
+        available: mounted,
+        detail: if mounted {
+            "the sandbox's own /proc: its processes only".into()
+        } else {
+            "cannot mount a new /proc: part of this one is masked or read-only (as a container \
+             does), and the kernel then allows no new one"
+                .into()
+        },
+        degradable_as: None,
+        optional: false,
+        fix: None,
+    }
 }
 
 fn overlayfs(scratch: &Path) -> Layer {
@@ -183,6 +262,13 @@ fn overlayfs(scratch: &Path) -> Layer {
         available: overlay,
         detail: if overlay {
             "workspace is copy-on-write: the host workspace is never written by a run".into()
+        } else if on_overlayfs(scratch) {
+            format!(
+                "cannot mount a writable overlay: the state directory ({}) is itself on overlayfs \
+                 (a container's root filesystem), which overlayfs cannot take as its upper layer; \
+                 give it a volume or a tmpfs",
+                scratch.parent().unwrap_or(scratch).display()
+            )
         } else {
             "cannot mount a writable overlay here (kernel < 5.11 for user namespaces, or a state dir on a filesystem without user xattrs)".into()
         },
@@ -190,6 +276,11 @@ fn overlayfs(scratch: &Path) -> Layer {
         optional: false,
         fix: None,
     }
+}
+
+fn on_overlayfs(path: &Path) -> bool {
+    nix::sys::statfs::statfs(path)
+        .is_ok_and(|fs| fs.filesystem_type() == nix::sys::statfs::OVERLAYFS_SUPER_MAGIC)
 }
 
 fn landlock() -> Layer {

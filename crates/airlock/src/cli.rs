@@ -164,9 +164,14 @@ pub enum Command {
     /// Show which protection layers this machine provides
     #[command(
         long_about = "Say which protection layers this machine provides and what 'run' will \
-            enforce here. Namespaces and overlayfs are tried in a throwaway child; the Landlock \
-            ABI is asked of the kernel; seccomp is read from /proc; cgroups are looked for where \
-            this user may create them (without them, rlimits still apply). Exit status 0 when \
+            enforce here. Namespaces, a private /proc, the hostname and overlayfs are tried in \
+            a throwaway child; the Landlock ABI is asked of the kernel; seccomp is read from \
+            /proc; cgroups are looked for where this user may create them (without them, rlimits \
+            still apply). When every required layer is there, 'airlock run -- true' itself is \
+            tried with the default profile in an empty workspace (recorded in the audit log as \
+            any run), so that check never promises what run cannot do. Inside a container it \
+            names what the container blocks and the ways forward (docs/containers.md). Exit \
+            status 0 when \
             every required layer is there, 3 when one is \
             missing: 'run' then refuses, unless the missing layer is one --allow-degraded may \
             accept (landlock) and you pass it. Then each limit ([limits] cpus, disk, files, \

@@ -443,7 +443,12 @@ fn session_run_with_inodes(w: &World, id: &str, inodes: u64, script: &str) -> Ou
 // Empty files take inodes, not bytes: a session without `files` could use up the host
 // filesystem's inodes (no new file anywhere on it, the audit log's included) while the watch on
 // free bytes saw nothing.
+/// The inode watch reads the host filesystem's real free inodes, which rise when another test
+/// deletes files: this test's other mode, run beside it, deletes its 3,000 (it failed so in CI).
+static INODE_WATCH_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 both_modes!(a_session_cannot_take_the_free_inodes, |w: &World| {
+    let _alone = INODE_WATCH_TESTS.lock().unwrap_or_else(|e| e.into_inner());
     let id = new_session(w, &[]);
     let cd_outside = format!("cd {} && {MANY_FILES_CREATOR}", w.outside.display());
     assert!(stdout(&w.outside(&cd_outside)).contains(PWNED));

@@ -88,7 +88,7 @@ fn layer_limits(memory_layer: bool) -> [LimitCheck; 3] {
             degradable_as: Some("disk"),
         }
     };
-    let session = if nix::unistd::geteuid().is_root() && airlock_jail::image::images_supported() {
+    let session = if airlock_jail::image::images_supported() {
         LimitCheck {
             name: "disk, files (session)",
             enforced_by: "kernel",

@@ -428,7 +428,7 @@ fn take_turn(plan: &Plan) -> Result<Turn, Error> {
         }
         None => None,
     };
-    if let (true, Some(session)) = (nix::unistd::geteuid().is_root(), &session) {
+    if let (true, Some(session)) = (airlock_jail::privilege::rootful(), &session) {
         session.chown_layer(plan.host_ids.0, plan.host_ids.1)?;
     }
     Ok(Turn {

@@ -40,9 +40,10 @@ pub enum Outcome {
 }
 
 /// Can a throwaway run keep its layer in memory? Unprivileged overlayfs needs user xattrs on the
-/// upper layer, which tmpfs has since Linux 6.6; root uses trusted xattrs, which it always had.
+/// upper layer, which tmpfs has since Linux 6.6; the rootful way uses trusted xattrs, which it
+/// always had.
 pub fn memory_layer_supported() -> bool {
-    if nix::unistd::geteuid().is_root() {
+    if crate::privilege::rootful() {
         return true;
     }
     let Ok(uts) = nix::sys::utsname::uname() else {
@@ -136,7 +137,7 @@ pub struct PendingNetwork(sys::NewNetwork);
 /// when unprivileged: the namespace must then belong to the sandbox's own user namespace, and
 /// [`prepare`] starts making it as soon as that exists.
 pub fn start_network() -> Result<Option<PendingNetwork>> {
-    if !nix::unistd::geteuid().is_root() {
+    if !crate::privilege::rootful() {
         return Ok(None);
     }
     sys::default_sigchld();

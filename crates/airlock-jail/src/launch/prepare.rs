@@ -92,13 +92,9 @@ fn check(spec: &SandboxSpec) -> Result<Checked> {
     if let Some(refusal) = apparmor::detect_here().refusal() {
         return Err(JailError::UserNamespacesRestricted(refusal));
     }
-    let rootful = nix::unistd::geteuid().is_root();
+    let rootful = crate::privilege::rootful();
     sys::default_sigchld();
-    if spec.ids.host_uid == 0 || spec.ids.host_gid == 0 {
-        return Err(JailError::Invalid(
-            "the sandbox user must not be root on the host".into(),
-        ));
-    }
+    check_sandbox_user(spec, rootful)?;
     let support = cgroup::detect();
     if spec.limits.cpus.explicit && !spec.degraded.cpus && !support.has_cpu() {
         return Err(JailError::LayerMissing {
@@ -111,6 +107,29 @@ fn check(spec: &SandboxSpec) -> Result<Checked> {
         });
     }
     Ok(Checked { rootful, support })
+}
+
+/// The sandbox's host ids. The rootful way gives the sandbox a dedicated unprivileged uid: root
+/// there is a mistake. The user-namespace way maps the caller itself, which for a root without
+/// CAP_SYS_ADMIN (a container's) is uid 0 with no capability: then Landlock may not be given up,
+/// as it keeps the sandbox from files that uid 0 may write by their owner's permissions alone
+/// (the files of /proc/sys are such, for the initial namespace's root).
+fn check_sandbox_user(spec: &SandboxSpec, rootful: bool) -> Result<()> {
+    let root_ids = spec.ids.host_uid == 0 || spec.ids.host_gid == 0;
+    if root_ids && rootful {
+        return Err(JailError::Invalid(
+            "the sandbox user must not be root on the host".into(),
+        ));
+    }
+    if root_ids && spec.degraded.landlock {
+        return Err(JailError::Invalid(
+            "--allow-degraded=landlock is refused for a root without CAP_SYS_ADMIN (a \
+             container's root): the sandbox's uid is then root's own, and Landlock keeps it from \
+             what that uid may write; run airlock as an unprivileged user instead"
+                .into(),
+        ));
+    }
+    Ok(())
 }
 
 /// Does a quota of `millicpus` leave the host a CPU it cannot take? On a host of one CPU no

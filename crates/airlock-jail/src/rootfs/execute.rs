@@ -282,7 +282,25 @@ fn proc_fs(staging: &Path) -> Result<()> {
         "mount a private /proc on",
         &proc_dir,
         "a new procfs needs a fully visible /proc on the host (no masked paths, as in some containers)",
-    )
+    )?;
+    // SECURITY: a third wall, behind Landlock and the sandbox user's uid: the kernel's settings
+    // and its SysRq trigger are root's to write by their owner's permissions alone, with no
+    // capability checked (a container's root, which runs the sandbox as its own uid 0, is such
+    // a root); bound read-only over themselves, and seccomp refuses the remount.
+    // A kernel without CONFIG_MAGIC_SYSRQ has no trigger.
+    for entry in ["sys", "sysrq-trigger"] {
+        let at = proc_dir.join(entry);
+        if entry != "sys" && !at.exists() {
+            continue;
+        }
+        mount(Some(&at), &at, None::<&str>, MsFlags::MS_BIND, None::<&str>).on_path(
+            "bind over itself",
+            &at,
+            UNEXPECTED,
+        )?;
+        mount_setattr(&at, SYSTEM_BIND, false).on_path("make read-only", &at, UNEXPECTED)?;
+    }
+    Ok(())
 }
 
 /// overlayfs takes ',' as the option separator and ':' between lower layers; both, and the escape
