@@ -165,6 +165,7 @@ fn session_code(e: &crate::session::SessionError) -> (&'static str, ErrorKind) {
         S::InterruptedApply { .. } => ("apply_interrupted", Conflict),
         S::WorkspaceGone { .. } | S::WorkspaceRedirected { .. } => ("workspace_gone", Conflict),
         S::Damaged { .. } => ("session_damaged", Conflict),
+        S::OtherWay { .. } => ("session_other_way", Conflict),
     }
 }
 

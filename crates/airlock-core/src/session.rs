@@ -56,6 +56,8 @@ pub enum SessionError {
     KilledWhileWaiting { id: String },
     #[error("session {id}: apply {number} was interrupted — finish it with 'airlock apply {id}', or undo it with 'airlock apply {id} --rollback'")]
     InterruptedApply { id: String, number: u32 },
+    #[error("session {id} was made {made}: its layer is read only that way (its overlay's xattrs are of that way's namespace) — run airlock for it as it was run then, or discard it and start a new session")]
+    OtherWay { id: String, made: &'static str },
     #[error("session {id}: its workspace {path} no longer exists (moved or deleted?) — put it back, or discard the session with 'airlock discard {id}'")]
     WorkspaceGone { id: String, path: PathBuf },
     #[error("session {id}: its workspace {path} now leads to {now} (replaced by a symlink, or a directory on its way moved?) — put the directory back, or discard the session with 'airlock discard {id}'")]
@@ -123,6 +125,11 @@ pub struct SessionMeta {
     /// at the machine.
     #[serde(default)]
     pub token: Option<String>,
+    /// Made the rootful way (see [`airlock_jail::privilege`]): its overlay's own xattrs are
+    /// `trusted.overlay.*`; made in a user namespace, `user.overlay.*`. None: made before this
+    /// was recorded, when root's were the rootful ones.
+    #[serde(default)]
+    pub rootful: Option<bool>,
 }
 
 /// The size of a session's own filesystem: `layer.img` in the session's directory, mounted at
@@ -364,6 +371,7 @@ impl Session {
                 ended: None,
                 image: new.image,
                 token: new.token,
+                rootful: Some(airlock_jail::privilege::rootful()),
             },
         };
         let made = session.make_layer(new.workspace);
@@ -510,6 +518,7 @@ impl Session {
     /// the rules were checked on: a directory on the way replaced by a symlink would otherwise
     /// turn the session (its runs, its diff, its apply) onto whatever the symlink names.
     pub fn existing_workspace(&self) -> Result<&Path, SessionError> {
+        self.check_same_way()?;
         let path = &self.meta.workspace;
         match path.canonicalize() {
             Ok(real) if real != *path => {
@@ -528,6 +537,28 @@ impl Session {
             });
         }
         Ok(&self.meta.workspace)
+    }
+
+    /// SECURITY: a session's layer is read (mounted, diffed, applied) only the way it was made.
+    /// The other way reads the other overlay xattrs, which the first way's sandbox may set on
+    /// its own files (`user.overlay.opaque` under a rootful overlay): taken for the overlay's,
+    /// they would make an apply delete host files the diff read the first way never showed.
+    fn check_same_way(&self) -> Result<(), SessionError> {
+        let made_rootful = self
+            .meta
+            .rootful
+            .unwrap_or_else(|| nix::unistd::geteuid().is_root());
+        if made_rootful == airlock_jail::privilege::rootful() {
+            return Ok(());
+        }
+        Err(SessionError::OtherWay {
+            id: self.id.clone(),
+            made: if made_rootful {
+                "by a root with CAP_SYS_ADMIN, CAP_NET_ADMIN, CAP_SETUID and CAP_SETGID"
+            } else {
+                "in a user namespace (unprivileged, or a root without CAP_SYS_ADMIN)"
+            },
+        })
     }
 
     /// Refuse a session whose layer is gone.

@@ -257,3 +257,159 @@ both_modes!(
         assert_eq!(report["protection"], "none");
     }
 );
+
+#[test]
+fn a_root_without_cap_sys_admin_cannot_change_the_hosts_device_nodes() {
+    let Some(w) = World::new(Mode::Root) else {
+        return;
+    };
+    // The device nodes are the host's own inodes, root's: the sandbox's uid 0 is their owner,
+    // and Landlock has no say over chmod, chown or utimes. Mode 0666 is theirs already: were it
+    // allowed, nothing would change.
+    let out = airlock_as_container_root(
+        &w,
+        &[],
+        "for dev in null zero full random urandom tty; do \
+           chmod 0666 /dev/$dev && echo changed $dev; touch /dev/$dev && echo touched $dev; \
+         done; true",
+    )
+    .output()
+    .unwrap();
+    let text = ran(&out);
+    assert!(
+        !text.contains("changed") && !text.contains("touched"),
+        "{text}"
+    );
+    assert!(
+        stderr(&out).contains("Read-only file system"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_root_without_cap_sys_admin_and_without_a_pids_cgroup_is_refused() {
+    let Some(w) = World::new(Mode::Root) else {
+        return;
+    };
+    // The kernel never holds uid 0 of the initial namespace to RLIMIT_NPROC (fork() exempts
+    // its user), so without a pids cgroup nothing would bound the sandbox's processes. An
+    // empty tmpfs over /sys/fs/cgroup, as in a container with no cgroup of its own to write.
+    let profile = w.profile("[limits]\nprocesses = 8\n");
+    let inner = format!(
+        "mount -t tmpfs none /sys/fs/cgroup && exec setpriv {CONTAINER_ROOT} -- {bin} \
+         --state-dir {state} run --profile-file {profile} --workspace {ws} -- \
+         sh -c 'for i in $(seq 1 30); do sleep 3 & done; sleep 1; ps -e --no-headers | wc -l'",
+        bin = airlock_bin().display(),
+        state = w.state.display(),
+        ws = w.workspace.display(),
+    );
+    let out = Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-c", &inner])
+        .env("PATH", TEST_PATH)
+        .env("HOME", &w.home)
+        .current_dir(&w.workspace)
+        .output()
+        .unwrap();
+    let processes: u32 = stdout(&out).trim().parse().unwrap_or(0);
+    assert!(
+        processes <= 8,
+        "{processes} processes ran under processes = 8"
+    );
+    assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+    assert!(stderr(&out).contains("RLIMIT_NPROC"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_session_is_read_only_the_way_it_was_made() {
+    let Some(w) = World::new(Mode::Root) else {
+        return;
+    };
+    std::fs::create_dir(w.workspace.join("d")).unwrap();
+    w.write(&w.workspace.join("d/keep"), "keep");
+    let id = support::sessions::new_session(&w, &[]);
+    // Made the rootful way, the overlay's own xattrs are trusted.overlay.*: user.overlay.* is
+    // the sandbox's to set, here the mark of an opaque directory.
+    let forged = support::sessions::run_in(
+        &w,
+        &id,
+        "python3 -c 'import os; os.setxattr(\"d\", \"user.overlay.opaque\", b\"y\")' \
+         && echo new >d/new && echo forged",
+    );
+    assert!(ran(&forged).contains("forged"), "{}", stderr(&forged));
+    // A root without CAP_SYS_ADMIN reads user.overlay.*: it must not take the forged mark for
+    // the overlay's, neither in the diff nor in an apply that would delete d/keep.
+    let diff = as_container_root(&w, airlock_bin())
+        .arg("--state-dir")
+        .arg(&w.state)
+        .args(["diff", &id])
+        .output()
+        .unwrap();
+    assert!(!stdout(&diff).contains("deleted file"), "{}", stdout(&diff));
+    let apply = as_container_root(&w, airlock_bin())
+        .arg("--state-dir")
+        .arg(&w.state)
+        .args(["apply", &id])
+        .output()
+        .unwrap();
+    assert!(w.workspace.join("d/keep").exists(), "{}", stderr(&apply));
+    assert_eq!(apply.status.code(), Some(125), "{}", stderr(&apply));
+    assert!(
+        stderr(&apply).contains("CAP_SYS_ADMIN"),
+        "{}",
+        stderr(&apply)
+    );
+}
+
+#[test]
+fn a_root_without_cap_sys_admin_cannot_read_what_proc_shows_only_root() {
+    let Some(w) = World::new(Mode::Root) else {
+        return;
+    };
+    // Mode 0400, root's: the kernel's memory (slabinfo, kpageflags…) and the host's processes
+    // (timer_list names them), read by owner's permission alone.
+    let out = airlock_as_container_root(
+        &w,
+        &[],
+        "for f in /proc/*; do [ -f \"$f\" ] && head -c1 \"$f\" >/dev/null 2>&1 && \
+           [ \"$(stat -c %a \"$f\")\" = 400 ] && echo \"read $f\"; done; true",
+    )
+    .output()
+    .unwrap();
+    let text = ran(&out);
+    assert!(!text.contains("read /proc/"), "{text}");
+}
+
+/// OPEN HOLE (found in review, not fixed): a sandbox whose uid is root's own owns what it writes
+/// through a `read_write` bind as root on the host, and the owner may set the setuid bit
+/// without a capability: a setuid-root program planted where any host user may run it. Nosuid
+/// holds inside only. Ways out: the sandbox mapped to a dedicated uid (a container's root
+/// has CAP_SETUID and CAP_CHOWN to map and chown to one), or seccomp refusing S_ISUID/S_ISGID
+/// in chmod, fchmod, fchmodat(2), open/openat/creat modes and openat2.
+#[test]
+#[ignore = "open hole: a container root's sandbox plants setuid-root files through read_write binds"]
+fn a_root_without_cap_sys_admin_cannot_plant_a_setuid_root_file_through_a_bind() {
+    let Some(w) = World::new(Mode::Root) else {
+        return;
+    };
+    let shared = w.base.join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    let profile = w.profile(&format!(
+        "[filesystem]\nread_write = [\"{}\"]\n",
+        shared.display()
+    ));
+    let out = airlock_as_container_root(
+        &w,
+        &["--profile-file", &profile],
+        &format!(
+            "cp /usr/bin/id {dir}/id && chmod 4755 {dir}/id; true",
+            dir = shared.display()
+        ),
+    )
+    .output()
+    .unwrap();
+    ran(&out);
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(shared.join("id")).map_or(0, |m| m.permissions().mode());
+    assert_eq!(mode & 0o6000, 0, "a setuid file on the host: {mode:o}");
+}

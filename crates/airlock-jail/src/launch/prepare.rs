@@ -96,6 +96,7 @@ fn check(spec: &SandboxSpec) -> Result<Checked> {
     sys::default_sigchld();
     check_sandbox_user(spec, rootful)?;
     let support = cgroup::detect();
+    check_processes_bounded(spec, &support)?;
     if spec.limits.cpus.explicit && !spec.degraded.cpus && !support.has_cpu() {
         return Err(JailError::LayerMissing {
             layer: "the cpus limit",
@@ -126,6 +127,23 @@ fn check_sandbox_user(spec: &SandboxSpec, rootful: bool) -> Result<()> {
             "--allow-degraded=landlock is refused for a root without CAP_SYS_ADMIN (a \
              container's root): the sandbox's uid is then root's own, and Landlock keeps it from \
              what that uid may write; run airlock as an unprivileged user instead"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
+/// SECURITY: fork() never holds the initial namespace's uid 0 to RLIMIT_NPROC (the kernel
+/// exempts its user, whatever the capabilities), so a sandbox whose host uid is root's (a
+/// container's root) has its processes bounded only by a pids cgroup: without one, refused.
+fn check_processes_bounded(spec: &SandboxSpec, support: &cgroup::CgroupSupport) -> Result<()> {
+    let root_ids = spec.ids.host_uid == 0;
+    if root_ids && matches!(support, cgroup::CgroupSupport::Unavailable { .. }) {
+        return Err(JailError::Invalid(
+            "the processes limit cannot be enforced here: no cgroup with the pids controller is \
+             writable, and the kernel does not hold uid 0 to RLIMIT_NPROC, so a sandbox whose uid \
+             is this root's own (a container's root without CAP_SYS_ADMIN) could fork without \
+             bound; give airlock a writable (delegated) cgroup, or run it as an unprivileged user"
                 .into(),
         ));
     }

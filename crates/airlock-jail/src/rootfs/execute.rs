@@ -244,7 +244,6 @@ fn device(staging: &Path, name: &str) -> Result<()> {
     let host = Path::new("/dev").join(name);
     let dst = staging.join("dev").join(name);
     fs::write(&dst, b"").map_err(|e| io_error("create", &dst, e))?;
-    // A single device file: nothing on it can be executed or setuid, so no extra flags.
     mount(
         Some(&host),
         &dst,
@@ -252,8 +251,20 @@ fn device(staging: &Path, name: &str) -> Result<()> {
         MsFlags::MS_BIND,
         None::<&str>,
     )
-    .on_path("bind device", &host, "is /dev a devtmpfs on this host?")
+    .on_path("bind device", &host, "is /dev a devtmpfs on this host?")?;
+    // SECURITY: the host's own inode, root's: a sandbox whose uid is root's (a container's root,
+    // in a user namespace) owns it, and Landlock does not cover chmod, chown or utimes. Read-only,
+    // its metadata cannot change; a device's reads and writes do not need a writable mount.
+    mount_setattr(&dst, DEVICE_BIND, false).on_path("make read-only", &dst, UNEXPECTED)
 }
+
+/// A bound device node: read-only (its metadata), and nothing on it executed or setuid.
+const DEVICE_BIND: MountAttrs = MountAttrs {
+    read_only: true,
+    no_suid: true,
+    no_dev: false,
+    no_exec: true,
+};
 
 fn devpts(staging: &Path) -> Result<()> {
     let pts = staging.join("dev/pts");
@@ -283,6 +294,7 @@ fn proc_fs(staging: &Path) -> Result<()> {
         &proc_dir,
         "a new procfs needs a fully visible /proc on the host (no masked paths, as in some containers)",
     )?;
+    hide_root_only_proc_files(staging, &proc_dir)?;
     // SECURITY: a third wall, behind Landlock and the sandbox user's uid: the kernel's settings
     // and its SysRq trigger are root's to write by their owner's permissions alone, with no
     // capability checked (a container's root, which runs the sandbox as its own uid 0, is such
@@ -299,6 +311,36 @@ fn proc_fs(staging: &Path) -> Result<()> {
             UNEXPECTED,
         )?;
         mount_setattr(&at, SYSTEM_BIND, false).on_path("make read-only", &at, UNEXPECTED)?;
+    }
+    Ok(())
+}
+
+/// SECURITY: the files of /proc that only their owner, root, may read (slabinfo, kpageflags,
+/// kpagecount, vmallocinfo, pagetypeinfo: the kernel's memory; timer_list: the host's processes by
+/// name and pid) are read by owner's permission alone, with no capability checked: a sandbox
+/// whose uid is root's (a container's root) would. /dev/null over each, read-only and nodev, so
+/// it cannot be opened. Write-only files (sysrq-trigger) are made read-only by the caller.
+fn hide_root_only_proc_files(staging: &Path, proc_dir: &Path) -> Result<()> {
+    let null = staging.join("dev/null");
+    let entries = fs::read_dir(proc_dir).map_err(|e| io_error("list", proc_dir, e))?;
+    for entry in entries {
+        let at = entry.map_err(|e| io_error("list", proc_dir, e))?.path();
+        let Ok(meta) = fs::symlink_metadata(&at) else {
+            continue; // gone (a process that ended): nothing to hide
+        };
+        let mode = meta.permissions().mode();
+        if !meta.is_file() || mode & 0o400 == 0 || mode & 0o044 != 0 {
+            continue;
+        }
+        mount(
+            Some(&null),
+            &at,
+            None::<&str>,
+            MsFlags::MS_BIND,
+            None::<&str>,
+        )
+        .on_path("hide", &at, UNEXPECTED)?;
+        mount_setattr(&at, SYSTEM_BIND, false).on_path("hide", &at, UNEXPECTED)?;
     }
     Ok(())
 }
