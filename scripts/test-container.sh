@@ -127,7 +127,8 @@ default_refusal() {
   status=0
   in_container "$work/a-$who-run.out" "$@" -- sh -c 'cd /srv/project && airlock run -- true' || status=$?
   out=$work/a-$who-run.out
-  if [ "$status" != 0 ] && grep -Eqi '/proc|overlay' "$out"; then
+  # The root of a rootful container is the host's root: refused before anything else.
+  if [ "$status" != 0 ] && grep -Eqi "/proc|overlay|the host's root" "$out"; then
     pass "a) $who, default options: 'airlock run -- true' refused (exit $status): $(tail -n 1 "$out")"
   else
     fail "a) $who, default options: 'airlock run -- true' exited $status, and its message names neither /proc nor the overlay:"

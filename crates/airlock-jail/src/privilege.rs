@@ -42,6 +42,18 @@ pub fn root_without_privilege() -> bool {
     nix::unistd::geteuid().is_root() && !rootful()
 }
 
+/// True when this process's uid 0 is the host's root: uid 0 in the initial user namespace
+/// (a rootful container without a user namespace of its own, or capabilities dropped on the
+/// host), rather than the root of a user namespace whose uid 0 is some other host uid.
+pub fn is_hosts_root() -> bool {
+    nix::unistd::geteuid().is_root()
+        && std::fs::read_to_string("/proc/self/uid_map").is_ok_and(|map| is_initial_namespace(&map))
+}
+
+fn is_initial_namespace(uid_map: &str) -> bool {
+    uid_map.split_whitespace().eq(["0", "0", "4294967295"])
+}
+
 /// The xattr namespace of the overlays this process mounts: `trusted.` the rootful way, `user.`
 /// (the `userxattr` option) in a user namespace. SECURITY: only the one in use may be read: the
 /// other is the sandbox's to set on its own files.
@@ -56,8 +68,7 @@ pub fn overlay_xattr_prefix() -> &'static str {
 /// The decision of [`rootful`], from what it reads. Without a readable uid map (no /proc) the
 /// namespace cannot be known, and the user-namespace way is the one that works anywhere.
 fn is_rootful(euid: u32, effective: CapabilitySet, uid_map: Option<&str>) -> bool {
-    let initial_namespace =
-        uid_map.is_some_and(|map| map.split_whitespace().eq(["0", "0", "4294967295"]));
+    let initial_namespace = uid_map.is_some_and(is_initial_namespace);
     euid == 0 && effective.contains(ROOTFUL_CAPABILITIES) && initial_namespace
 }
 

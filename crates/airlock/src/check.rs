@@ -154,10 +154,15 @@ fn uid_mapping() -> String {
     let uid = nix::unistd::geteuid();
     if airlock_jail::privilege::rootful() {
         format!("uid 1000 inside = host uid {DEFAULT_ROOT_SANDBOX_ID} (dedicated, unprivileged; --sandbox-uid to change)")
+    } else if airlock_jail::privilege::is_hosts_root() {
+        "none: 'airlock run' refuses the host's root without CAP_SYS_ADMIN (a rootful \
+         container's root): the sandbox would be the host's uid 0; run airlock as an \
+         unprivileged user or as a user namespace's root (docs/containers.md)"
+            .into()
     } else if uid.is_root() {
-        "uid 1000 inside = uid 0, this root's own, in a user namespace: without CAP_SYS_ADMIN, \
-         CAP_NET_ADMIN, CAP_SETUID and CAP_SETGID on the host (a container's root) airlock runs \
-         as for an unprivileged user; the sandbox has no capabilities, and Landlock is required"
+        "uid 1000 inside = uid 0, this user namespace's root (another uid on the host): without \
+         CAP_SYS_ADMIN, CAP_NET_ADMIN, CAP_SETUID and CAP_SETGID on the host airlock runs as for \
+         an unprivileged user; the sandbox has no capabilities, and Landlock is required"
             .into()
     } else {
         format!("uid 1000 inside = host uid {uid} (you)")

@@ -149,12 +149,6 @@ fn margin(state_dir: &Path) -> LimitCheck {
 
 fn memory_and_processes(support: &CgroupSupport) -> LimitCheck {
     let (enforced_by, how) = match support {
-        CgroupSupport::Unavailable { .. } if airlock_jail::privilege::root_without_privilege() => (
-            "refused",
-            "no pids cgroup, and the kernel does not hold uid 0 (the sandbox's, for a root \
-             without CAP_SYS_ADMIN) to RLIMIT_NPROC: runs are refused"
-                .to_string(),
-        ),
         CgroupSupport::Unavailable { .. } => (
             "kernel",
             "rlimits only: RLIMIT_AS per process, RLIMIT_NPROC per user namespace".to_string(),

@@ -96,7 +96,6 @@ fn check(spec: &SandboxSpec) -> Result<Checked> {
     sys::default_sigchld();
     check_sandbox_user(spec, rootful)?;
     let support = cgroup::detect();
-    check_processes_bounded(spec, &support)?;
     if spec.limits.cpus.explicit && !spec.degraded.cpus && !support.has_cpu() {
         return Err(JailError::LayerMissing {
             layer: "the cpus limit",
@@ -110,6 +109,19 @@ fn check(spec: &SandboxSpec) -> Result<Checked> {
     Ok(Checked { rootful, support })
 }
 
+/// SECURITY: the host's root without CAP_SYS_ADMIN (a rootful container's root, without a user
+/// namespace of its own) would run the sandbox as the host's uid 0: the owner of the host's files
+/// and device nodes, able to make what it writes through a writable bind setuid-root (an
+/// owner needs no capability for that, and nosuid holds only inside), and one the kernel never
+/// holds to RLIMIT_NPROC. Refused; the root of a user namespace is another host uid.
+pub const HOSTS_ROOT_WITHOUT_PRIVILEGE: &str =
+    "this is the host's root (uid 0 of the initial user \
+     namespace) without CAP_SYS_ADMIN, CAP_NET_ADMIN, CAP_SETUID and CAP_SETGID (a rootful \
+     container's root): the sandbox would run as the host's root uid, which owns the host's \
+     files — run airlock as an unprivileged user (podman/docker --user), or as the root of a \
+     user namespace (podman --userns=auto, rootless podman or Docker), or as root with those \
+     capabilities (see docs/containers.md)";
+
 /// The sandbox's host ids. The rootful way gives the sandbox a dedicated unprivileged uid: root
 /// there is a mistake. The user-namespace way maps the caller itself, which for a root without
 /// CAP_SYS_ADMIN (a container's) is uid 0 with no capability: then Landlock may not be given up,
@@ -122,28 +134,14 @@ fn check_sandbox_user(spec: &SandboxSpec, rootful: bool) -> Result<()> {
             "the sandbox user must not be root on the host".into(),
         ));
     }
+    if root_ids && crate::privilege::is_hosts_root() {
+        return Err(JailError::Invalid(HOSTS_ROOT_WITHOUT_PRIVILEGE.into()));
+    }
     if root_ids && spec.degraded.landlock {
         return Err(JailError::Invalid(
             "--allow-degraded=landlock is refused for a root without CAP_SYS_ADMIN (a \
              container's root): the sandbox's uid is then root's own, and Landlock keeps it from \
              what that uid may write; run airlock as an unprivileged user instead"
-                .into(),
-        ));
-    }
-    Ok(())
-}
-
-/// SECURITY: fork() never holds the initial namespace's uid 0 to RLIMIT_NPROC (the kernel
-/// exempts its user, whatever the capabilities), so a sandbox whose host uid is root's (a
-/// container's root) has its processes bounded only by a pids cgroup: without one, refused.
-fn check_processes_bounded(spec: &SandboxSpec, support: &cgroup::CgroupSupport) -> Result<()> {
-    let root_ids = spec.ids.host_uid == 0;
-    if root_ids && matches!(support, cgroup::CgroupSupport::Unavailable { .. }) {
-        return Err(JailError::Invalid(
-            "the processes limit cannot be enforced here: no cgroup with the pids controller is \
-             writable, and the kernel does not hold uid 0 to RLIMIT_NPROC, so a sandbox whose uid \
-             is this root's own (a container's root without CAP_SYS_ADMIN) could fork without \
-             bound; give airlock a writable (delegated) cgroup, or run it as an unprivileged user"
                 .into(),
         ));
     }
