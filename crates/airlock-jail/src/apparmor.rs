@@ -114,8 +114,7 @@ fn privileged(status: Option<String>, uid_map: Option<String>) -> bool {
         .and_then(|s| s.lines().find_map(|l| l.strip_prefix("CapEff:")))
         .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
         .is_some_and(|caps| caps & (1 << CAP_SYS_ADMIN) != 0);
-    let initial_namespace =
-        uid_map.is_some_and(|map| map.split_whitespace().eq(["0", "0", "4294967295"]));
+    let initial_namespace = uid_map.is_some_and(|map| crate::privilege::is_initial_namespace(&map));
     cap_sys_admin && initial_namespace
 }
 

@@ -36,12 +36,6 @@ pub fn rootful() -> bool {
     })
 }
 
-/// True for uid 0 without what the rootful way needs (a container's root): it takes the
-/// user-namespace way, with its own uid 0 as the sandbox's host uid.
-pub fn root_without_privilege() -> bool {
-    nix::unistd::geteuid().is_root() && !rootful()
-}
-
 /// True when this process's uid 0 is the host's root: uid 0 in the initial user namespace
 /// (a rootful container without a user namespace of its own, or capabilities dropped on the
 /// host), rather than the root of a user namespace whose uid 0 is some other host uid.
@@ -50,7 +44,8 @@ pub fn is_hosts_root() -> bool {
         && std::fs::read_to_string("/proc/self/uid_map").is_ok_and(|map| is_initial_namespace(&map))
 }
 
-fn is_initial_namespace(uid_map: &str) -> bool {
+/// Is `uid_map` (a /proc/PID/uid_map) the initial user namespace's: every uid mapped to itself?
+pub(crate) fn is_initial_namespace(uid_map: &str) -> bool {
     uid_map.split_whitespace().eq(["0", "0", "4294967295"])
 }
 
