@@ -305,11 +305,11 @@ fn hash_reader(reader: &mut impl Read) -> io::Result<(u64, String)> {
 
 /// What the session's layer holds at `path` (a path in the state dir, which no sandbox writes
 /// while an apply holds the session). A whiteout holds nothing: the session deleted the path.
-pub fn layer_entry(path: &Path) -> io::Result<Entry> {
+pub fn layer_entry(path: &Path, xattrs: crate::scan::OverlayXattrs) -> io::Result<Entry> {
     let Some(node) = Node::read(path)? else {
         return Ok(Entry::Absent);
     };
-    if crate::scan::is_whiteout(path, &node) {
+    if crate::scan::is_whiteout(path, &node, xattrs) {
         return Ok(Entry::Absent);
     }
     Ok(match node.kind {

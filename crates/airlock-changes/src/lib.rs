@@ -10,4 +10,4 @@ pub mod scan;
 pub use hazard::Hazard;
 pub use node::{Kind, Node};
 pub use patch::Roots;
-pub use scan::{scan, Change, ChangeSet, ScanError, Status};
+pub use scan::{scan, Change, ChangeSet, OverlayXattrs, ScanError, Status};

@@ -15,8 +15,8 @@
 //! was mounted in a user namespace (`userxattr`). SECURITY: only the namespace of the mount is
 //! read: as root, a `user.overlay.*` xattr is the sandbox's own writing (any file owner may set
 //! one), content rather than structure, and honouring it would show (and apply) deletions the
-//! sandbox never made. A layer is scanned by the identity that mounted it: root's sessions live
-//! in root's state directory, a user's in theirs.
+//! sandbox never made. The caller, which recorded how the layer was mounted, says which
+//! ([`OverlayXattrs`]).
 
 use std::collections::BTreeSet;
 use std::ffi::OsString;
@@ -27,6 +27,24 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::node::{same_content, Kind, Node};
+
+/// The xattr namespace an overlay keeps its whiteouts and opaque marks in: `trusted.overlay.*`
+/// when mounted in the initial user namespace (root's rootful way), `user.overlay.*` when mounted
+/// with `userxattr` in a user namespace. Only that one is read; the other is the sandbox's own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OverlayXattrs {
+    Trusted,
+    User,
+}
+
+impl OverlayXattrs {
+    fn prefix(self) -> &'static str {
+        match self {
+            OverlayXattrs::Trusted => "trusted.overlay.",
+            OverlayXattrs::User => "user.overlay.",
+        }
+    }
+}
 
 /// What happened to one path, in git's terms.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -90,26 +108,23 @@ fn io_at(path: &Path) -> impl FnOnce(io::Error) -> ScanError + '_ {
     }
 }
 
-fn overlay_xattr(path: &Path, name: &str) -> Option<Vec<u8>> {
-    xattr::get(
-        path,
-        format!("{}{name}", airlock_jail::privilege::overlay_xattr_prefix()),
-    )
-    .ok()
-    .flatten()
+fn overlay_xattr(path: &Path, xattrs: OverlayXattrs, name: &str) -> Option<Vec<u8>> {
+    xattr::get(path, format!("{}{name}", xattrs.prefix()))
+        .ok()
+        .flatten()
 }
 
 /// Is `node`, found in an upper layer at `path`, a whiteout (a deletion)?
-pub fn is_whiteout(path: &Path, node: &Node) -> bool {
+pub fn is_whiteout(path: &Path, node: &Node, xattrs: OverlayXattrs) -> bool {
     match node.kind {
         Kind::CharDevice => node.rdev == 0,
-        Kind::File if node.size == 0 => overlay_xattr(path, "whiteout").is_some(),
+        Kind::File if node.size == 0 => overlay_xattr(path, xattrs, "whiteout").is_some(),
         _ => false,
     }
 }
 
-pub fn is_opaque(path: &Path) -> bool {
-    overlay_xattr(path, "opaque").as_deref() == Some(b"y")
+pub fn is_opaque(path: &Path, xattrs: OverlayXattrs) -> bool {
+    overlay_xattr(path, xattrs, "opaque").as_deref() == Some(b"y")
 }
 
 /// Names in a directory, sorted.
@@ -126,6 +141,7 @@ fn names(dir: &Path) -> Result<Vec<OsString>, ScanError> {
 struct Scan<'a> {
     upper: &'a Path,
     lower: &'a Path,
+    xattrs: OverlayXattrs,
     changes: Vec<Change>,
 }
 
@@ -189,7 +205,7 @@ impl Scan<'_> {
             } else {
                 None
             };
-            if is_whiteout(&upper_path, &up) {
+            if is_whiteout(&upper_path, &up, self.xattrs) {
                 if let Some(host) = host {
                     self.deleted_subtree(&child, host)?;
                 }
@@ -207,7 +223,7 @@ impl Scan<'_> {
         };
         match (up.kind, host.kind) {
             (Kind::Dir, Kind::Dir) => {
-                let opaque = is_opaque(&upper_path);
+                let opaque = is_opaque(&upper_path, self.xattrs);
                 if up.mode != host.mode {
                     self.push(
                         rel.to_path_buf(),
@@ -264,11 +280,13 @@ impl Scan<'_> {
     }
 }
 
-/// Read the change set of an overlay whose upper layer is `upper` over the host directory `lower`.
-pub fn scan(upper: &Path, lower: &Path) -> Result<ChangeSet, ScanError> {
+/// Read the change set of an overlay whose upper layer is `upper` over the host directory `lower`,
+/// mounted with its marks in `xattrs`.
+pub fn scan(upper: &Path, lower: &Path, xattrs: OverlayXattrs) -> Result<ChangeSet, ScanError> {
     let mut scan = Scan {
         upper,
         lower,
+        xattrs,
         changes: Vec::new(),
     };
     let root = Node::read(upper).map_err(io_at(upper))?;
@@ -311,5 +329,72 @@ impl ChangeSet {
                 kind != Some(Kind::Dir)
             })
             .count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A host directory with two files, and a layer over it where `dir` was deleted and made
+    /// anew holding one new file: opaque, if the layer's overlay says so.
+    fn replaced_directory() -> (tempfile::TempDir, PathBuf, PathBuf) {
+        let root = tempfile::tempdir().unwrap();
+        let (host, layer) = (root.path().join("host"), root.path().join("layer"));
+        fs::create_dir_all(host.join("dir")).unwrap();
+        fs::write(host.join("dir/a"), "a").unwrap();
+        fs::write(host.join("dir/b"), "b").unwrap();
+        fs::create_dir_all(layer.join("dir")).unwrap();
+        fs::write(layer.join("dir/new"), "new").unwrap();
+        (root, host, layer)
+    }
+
+    fn paths(set: &ChangeSet) -> Vec<(String, Status)> {
+        set.changes
+            .iter()
+            .map(|c| (c.path.to_string_lossy().into_owned(), c.status))
+            .collect()
+    }
+
+    #[test]
+    fn an_opaque_mark_is_read_only_in_the_namespace_the_overlay_used() {
+        let (_root, host, layer) = replaced_directory();
+        if xattr::set(layer.join("dir"), "user.overlay.opaque", b"y").is_err() {
+            eprintln!("skipped: this filesystem takes no user xattrs");
+            return;
+        }
+        // Mounted in a user namespace, the mark is the overlay's: the host's files are gone.
+        let user = scan(&layer, &host, OverlayXattrs::User).unwrap();
+        assert_eq!(
+            paths(&user),
+            [
+                ("dir/a".to_string(), Status::Deleted),
+                ("dir/b".to_string(), Status::Deleted),
+                ("dir/new".to_string(), Status::Added),
+            ]
+        );
+        // Mounted the rootful way, a user.overlay.* xattr is what the sandbox wrote on its own
+        // directory: content, not structure. Nothing of the host's is deleted.
+        let rootful = scan(&layer, &host, OverlayXattrs::Trusted).unwrap();
+        assert_eq!(paths(&rootful), [("dir/new".to_string(), Status::Added)]);
+    }
+
+    #[test]
+    fn a_whiteout_file_is_read_only_in_the_namespace_the_overlay_used() {
+        let (_root, host, layer) = replaced_directory();
+        fs::remove_file(layer.join("dir/new")).unwrap();
+        let mark = layer.join("dir/a");
+        fs::write(&mark, "").unwrap();
+        if xattr::set(&mark, "user.overlay.whiteout", b"").is_err() {
+            eprintln!("skipped: this filesystem takes no user xattrs");
+            return;
+        }
+        let node = Node::read(&mark).unwrap().unwrap();
+        assert!(is_whiteout(&mark, &node, OverlayXattrs::User));
+        assert!(!is_whiteout(&mark, &node, OverlayXattrs::Trusted));
+        let user = scan(&layer, &host, OverlayXattrs::User).unwrap();
+        assert_eq!(paths(&user), [("dir/a".to_string(), Status::Deleted)]);
+        let rootful = scan(&layer, &host, OverlayXattrs::Trusted).unwrap();
+        assert_eq!(paths(&rootful), [("dir/a".to_string(), Status::Modified)]);
     }
 }

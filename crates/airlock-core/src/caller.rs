@@ -4,6 +4,7 @@
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
+use airlock_jail::Way;
 use airlock_policy::{Profile, DEFAULT_PROFILE_NAME};
 
 use crate::error::Error;
@@ -27,6 +28,10 @@ pub enum Role {
 #[derive(Debug, Clone)]
 pub struct Caller {
     pub role: Role,
+    /// The way this request's sandboxes are built (rootful, or in a user namespace), decided
+    /// once for the process that serves it (see [`Way::of_this_process`]) and carried from here:
+    /// into each sandbox's spec and each session's record.
+    pub way: Way,
     /// The state directory the caller named (`--state-dir`, `AIRLOCK_STATE_DIR`), if any.
     pub state_dir: Option<PathBuf>,
     /// The caller's working directory: the default workspace, and where relative paths start.
@@ -62,6 +67,7 @@ impl Caller {
     pub fn this_process(state_dir: Option<PathBuf>, on_busy: fn(&Session)) -> Caller {
         Caller {
             role: Role::Operator,
+            way: Way::of_this_process(),
             state_dir,
             cwd: std::env::current_dir().ok(),
             env: std::env::vars_os().collect(),
@@ -78,6 +84,7 @@ impl Caller {
     pub fn bare(state_dir: PathBuf, role: Role) -> Caller {
         Caller {
             role,
+            way: Way::of_this_process(),
             state_dir: Some(state_dir),
             cwd: None,
             env: Vec::new(),
@@ -96,6 +103,7 @@ impl Caller {
     ) -> Caller {
         Caller {
             role: token.role,
+            way: service.way,
             state_dir: service.state_dir.clone(),
             cwd: None,
             env: service.env.clone(),

@@ -33,16 +33,19 @@ pub struct ReadChanges {
 /// Read what `session` changed against its workspace as it is now.
 pub fn read_changes(
     session: &mut Session,
+    way: airlock_jail::Way,
     on_busy: &dyn Fn(&Session),
 ) -> Result<ReadChanges, ChangesError> {
     let lock = session.lock_shared(on_busy)?;
     session.check_active()?;
-    let workspace = session.existing_workspace()?.to_path_buf();
+    let workspace = session.existing_workspace(way)?.to_path_buf();
     let layer = session.upper();
     let changes =
-        airlock_changes::scan(&layer, &workspace).map_err(|source| ChangesError::Scan {
-            id: session.id.clone(),
-            source,
+        airlock_changes::scan(&layer, &workspace, session.overlay_xattrs()).map_err(|source| {
+            ChangesError::Scan {
+                id: session.id.clone(),
+                source,
+            }
         })?;
     Ok(ReadChanges {
         changes,

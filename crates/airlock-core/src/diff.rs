@@ -66,9 +66,9 @@ pub struct ChangeEntry {
 pub fn diff(caller: &Caller, request: &DiffRequest) -> Result<Diff, Error> {
     let state_dir = caller.state_dir()?;
     let mut session = caller.find_session(&state_dir, &request.session)?;
-    let workspace = session.existing_workspace()?.to_path_buf();
+    let workspace = session.existing_workspace(caller.way)?.to_path_buf();
     let inputs = ReviewInputs::of(caller, &session, &workspace)?;
-    let mut read = read_changes(&mut session, &caller.on_busy)?;
+    let mut read = read_changes(&mut session, caller.way, &caller.on_busy)?;
     let filters = relative_paths(&request.paths, &read.workspace, caller.cwd.as_deref())?;
     read.changes.filter(&filters);
     Ok(Diff { read, inputs })

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use airlock_jail::Degraded;
+use airlock_jail::{Degraded, Way};
 
 use crate::error::Error;
 
@@ -41,8 +41,8 @@ pub(crate) fn accepted_degradation(names: &[String]) -> Result<Degraded, Error> 
 /// [`airlock_jail::privilege`]), a dedicated unprivileged id (the one the caller chose, which no
 /// host user may have); in a user namespace, the caller's own (for a container's root, its uid 0
 /// without capabilities).
-pub(crate) fn sandbox_host_ids(chosen: Option<u32>) -> Result<(u32, u32), Error> {
-    if !airlock_jail::privilege::rootful() {
+pub(crate) fn sandbox_host_ids(way: Way, chosen: Option<u32>) -> Result<(u32, u32), Error> {
+    if !way.is_rootful() {
         if chosen.is_some() {
             let why = if nix::unistd::geteuid().is_root() {
                 "applies only to a root with CAP_SYS_ADMIN, CAP_NET_ADMIN, CAP_SETUID and \

@@ -148,6 +148,7 @@ pub fn record_after_run(session: &Session, run_started_ns: i128) -> Result<(), S
     let mut lines = Vec::new();
     walk(
         &ledger,
+        session.overlay_xattrs(),
         &upper,
         &workspace,
         Path::new(""),
@@ -195,6 +196,7 @@ fn append(session: &Session, lines: &[u8]) -> Result<(), SessionError> {
 
 fn walk(
     ledger: &Ledger,
+    xattrs: airlock_changes::OverlayXattrs,
     upper: &Path,
     workspace: &Path,
     rel: &Path,
@@ -223,8 +225,16 @@ fn walk(
         // Below a new or opaque one, nothing of the host's does; its record covers them.
         let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
         let host_dir = host.is_some_and(|h| h.kind == Kind::Dir);
-        if is_dir && host_dir && !airlock_changes::scan::is_opaque(&upper.join(&child)) {
-            walk(ledger, upper, workspace, &child, run_started_ns, lines)?;
+        if is_dir && host_dir && !airlock_changes::scan::is_opaque(&upper.join(&child), xattrs) {
+            walk(
+                ledger,
+                xattrs,
+                upper,
+                workspace,
+                &child,
+                run_started_ns,
+                lines,
+            )?;
         }
     }
     Ok(())

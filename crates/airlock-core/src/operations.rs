@@ -45,9 +45,11 @@ impl SessionSummary {
         }
         let changed_files = match status {
             SessionStatus::Idle => session
-                .existing_workspace()
+                .existing_workspace(session.meta.way)
                 .ok()
-                .and_then(|ws| airlock_changes::scan(&session.upper(), ws).ok())
+                .and_then(|ws| {
+                    airlock_changes::scan(&session.upper(), ws, session.overlay_xattrs()).ok()
+                })
                 .map(|set| set.file_count()),
             _ => None,
         };
@@ -119,8 +121,9 @@ pub fn create_session(caller: &Caller, request: SessionRequest) -> Result<Sessio
             workspace: &workspace,
             name: request.name.as_deref(),
             profile,
-            image: crate::run::limits::layer_image(&loaded.limits, &state_dir)?,
+            image: crate::run::limits::layer_image(&loaded.limits, &state_dir, caller.way)?,
             token: caller.grant.as_ref().map(|g| g.token.clone()),
+            way: caller.way,
         };
         let session = Session::create(&state_dir, new)?;
         if let Err(err) = crate::secrets::keep_for_session(&session, &placeholders) {

@@ -17,6 +17,7 @@ use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use airlock_jail::Way;
 use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
 
@@ -125,11 +126,48 @@ pub struct SessionMeta {
     /// at the machine.
     #[serde(default)]
     pub token: Option<String>,
-    /// Made the rootful way (see [`airlock_jail::privilege`]): its overlay's own xattrs are
-    /// `trusted.overlay.*`; made in a user namespace, `user.overlay.*`. None: made before this
-    /// was recorded, when root's were the rootful ones.
-    #[serde(default)]
-    pub rootful: Option<bool>,
+    /// The way it was made (see [`airlock_jail::privilege`]), which is the only way its layer is
+    /// read: the rootful way's overlay keeps its marks in `trusted.overlay.*` xattrs, the user
+    /// namespace's in `user.overlay.*`. Records of earlier versions said `"rootful": true|false`,
+    /// or nothing (made when root's sessions were the rootful ones): see [`way_on_disk`].
+    #[serde(
+        alias = "rootful",
+        default = "way_on_disk::unrecorded",
+        deserialize_with = "way_on_disk::read"
+    )]
+    pub way: Way,
+}
+
+/// How the records of earlier versions said a session's way.
+mod way_on_disk {
+    use airlock_jail::Way;
+    use serde::{Deserialize, Deserializer};
+
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Recorded {
+        Way(Way),
+        Rootful(Option<bool>),
+    }
+
+    pub(super) fn read<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Way, D::Error> {
+        Ok(match Recorded::deserialize(deserializer)? {
+            Recorded::Way(way) => way,
+            Recorded::Rootful(Some(true)) => Way::Rootful,
+            Recorded::Rootful(Some(false)) => Way::UserNamespace,
+            Recorded::Rootful(None) => unrecorded(),
+        })
+    }
+
+    /// A record from before the way was kept: root's sessions were then made the rootful way,
+    /// and a session's record lives in the state directory of the user who made it.
+    pub(super) fn unrecorded() -> Way {
+        if nix::unistd::geteuid().is_root() {
+            Way::Rootful
+        } else {
+            Way::UserNamespace
+        }
+    }
 }
 
 /// The size of a session's own filesystem: `layer.img` in the session's directory, mounted at
@@ -287,6 +325,8 @@ pub struct NewSession<'a> {
     pub image: Option<LayerImage>,
     /// The token whose request makes it.
     pub token: Option<String>,
+    /// The way its runs are made, which its layer is then always read by.
+    pub way: Way,
 }
 
 impl Session {
@@ -371,7 +411,7 @@ impl Session {
                 ended: None,
                 image: new.image,
                 token: new.token,
-                rootful: Some(airlock_jail::privilege::rootful()),
+                way: new.way,
             },
         };
         let made = session.make_layer(new.workspace);
@@ -517,8 +557,8 @@ impl Session {
     /// SECURITY: it must still be the directory the session was made for, at the canonical path
     /// the rules were checked on: a directory on the way replaced by a symlink would otherwise
     /// turn the session (its runs, its diff, its apply) onto whatever the symlink names.
-    pub fn existing_workspace(&self) -> Result<&Path, SessionError> {
-        self.check_same_way()?;
+    pub fn existing_workspace(&self, way: Way) -> Result<&Path, SessionError> {
+        self.check_same_way(way)?;
         let path = &self.meta.workspace;
         match path.canonicalize() {
             Ok(real) if real != *path => {
@@ -543,22 +583,22 @@ impl Session {
     /// The other way reads the other overlay xattrs, which the first way's sandbox may set on
     /// its own files (`user.overlay.opaque` under a rootful overlay): taken for the overlay's,
     /// they would make an apply delete host files the diff read the first way never showed.
-    fn check_same_way(&self) -> Result<(), SessionError> {
-        let made_rootful = self
-            .meta
-            .rootful
-            .unwrap_or_else(|| nix::unistd::geteuid().is_root());
-        if made_rootful == airlock_jail::privilege::rootful() {
+    fn check_same_way(&self, way: Way) -> Result<(), SessionError> {
+        if self.meta.way == way {
             return Ok(());
         }
         Err(SessionError::OtherWay {
             id: self.id.clone(),
-            made: if made_rootful {
-                "by a root with CAP_SYS_ADMIN, CAP_NET_ADMIN, CAP_SETUID and CAP_SETGID"
-            } else {
-                "in a user namespace (unprivileged, or a root without CAP_SYS_ADMIN)"
-            },
+            made: self.meta.way.describe(),
         })
+    }
+
+    /// The xattr namespace its layer's overlay keeps whiteouts and opaque marks in.
+    pub fn overlay_xattrs(&self) -> airlock_changes::OverlayXattrs {
+        match self.meta.way {
+            Way::Rootful => airlock_changes::OverlayXattrs::Trusted,
+            Way::UserNamespace => airlock_changes::OverlayXattrs::User,
+        }
     }
 
     /// Refuse a session whose layer is gone.
@@ -719,6 +759,7 @@ mod tests {
         NewSession {
             image: None,
             token: None,
+            way: Way::of_this_process(),
             workspace: ws,
             name,
             profile: ProfileRef {
@@ -726,6 +767,63 @@ mod tests {
                 file: None,
             },
         }
+    }
+
+    #[test]
+    fn a_session_keeps_its_way_and_is_read_only_that_way() {
+        let state = tempfile::tempdir().unwrap();
+        let ws = tempfile::tempdir().unwrap();
+        let ws = ws.path().canonicalize().unwrap();
+        for (made, other) in [
+            (Way::UserNamespace, Way::Rootful),
+            (Way::Rootful, Way::UserNamespace),
+        ] {
+            let mut new = new_session(&ws, None);
+            new.way = made;
+            let session = Session::create(state.path(), new).unwrap();
+            let found = Session::find(state.path(), &session.id).unwrap();
+            assert_eq!(found.meta.way, made);
+            assert_eq!(found.existing_workspace(made).unwrap(), ws);
+            let refused = found.existing_workspace(other).unwrap_err();
+            assert!(
+                matches!(&refused, SessionError::OtherWay { made: why, .. } if *why == made.describe()),
+                "{refused:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn records_of_earlier_versions_say_the_way_as_rootful() {
+        let record = |way: &str| {
+            let text = format!(
+                r#"{{"id":"abc","profile":{{"name":"default","file":null}},"workspace":"/w",
+                    "created":1,"lifecycle":"active"{way}}}"#
+            );
+            serde_json::from_str::<SessionMeta>(&text).unwrap().way
+        };
+        assert_eq!(record(r#","way":"rootful""#), Way::Rootful);
+        assert_eq!(record(r#","way":"user_namespace""#), Way::UserNamespace);
+        assert_eq!(record(r#","rootful":true"#), Way::Rootful);
+        assert_eq!(record(r#","rootful":false"#), Way::UserNamespace);
+        // Unrecorded: root's sessions were the rootful ones, and a record lives in the state
+        // directory of the user who made it.
+        let unrecorded = if nix::unistd::geteuid().is_root() {
+            Way::Rootful
+        } else {
+            Way::UserNamespace
+        };
+        assert_eq!(record(r#","rootful":null"#), unrecorded);
+        assert_eq!(record(""), unrecorded);
+        let written = serde_json::to_value(
+            serde_json::from_str::<SessionMeta>(
+                r#"{"id":"abc","profile":{"name":"default","file":null},"workspace":"/w",
+                    "created":1,"lifecycle":"active","rootful":false}"#,
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(written["way"], "user_namespace");
+        assert!(written.get("rootful").is_none());
     }
 
     #[test]

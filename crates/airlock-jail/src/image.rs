@@ -22,8 +22,8 @@ const MKFS: [&str; 2] = ["/usr/sbin/mkfs.ext4", "/sbin/mkfs.ext4"];
 const RESERVED_INODES: u64 = 16;
 
 /// Can sessions get filesystems of their own here: root, mkfs.ext4, loop devices?
-pub fn images_supported() -> bool {
-    crate::privilege::rootful()
+pub fn images_supported(way: crate::privilege::Way) -> bool {
+    way.is_rootful()
         && MKFS.iter().any(|p| Path::new(p).exists())
         && Path::new("/dev/loop-control").exists()
 }

@@ -52,6 +52,7 @@ pub use launch::{
     memory_layer_supported, prepare, start_network, Finished, Gate, Launching, Outcome,
     PendingNetwork, Sandbox, Usage,
 };
+pub use privilege::Way;
 pub use spec::{
     Bind, CpuBandwidth, Degraded, DiskGuard, IdMapping, Layer, OverlayWorkspace, ResourceLimits,
     SandboxSpec,

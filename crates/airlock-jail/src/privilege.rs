@@ -9,8 +9,6 @@
 //! CAP_SYS_ADMIN and CAP_NET_ADMIN; a rootless or `--userns` container is a user namespace of its
 //! own): it takes the user-namespace way, as an unprivileged user does.
 
-use std::sync::OnceLock;
-
 use rustix::thread::CapabilitySet;
 
 /// What the rootful way needs, all of it, in the effective set.
@@ -19,21 +17,51 @@ const ROOTFUL_CAPABILITIES: CapabilitySet = CapabilitySet::SYS_ADMIN
     .union(CapabilitySet::SETUID)
     .union(CapabilitySet::SETGID);
 
-/// True when this process builds sandboxes the rootful way: uid 0 with [`ROOTFUL_CAPABILITIES`]
-/// in the initial user namespace. Decided once per process: neither changes while it runs.
-pub fn rootful() -> bool {
-    static ROOTFUL: OnceLock<bool> = OnceLock::new();
-    *ROOTFUL.get_or_init(|| {
+/// The way a sandbox is built, decided once per request by its caller (core) and carried as a
+/// value: in the sandbox's spec, in a session's record, to the change-set scanner. Never read
+/// from a process-wide cell: a value shows where it came from, and a session keeps the way it
+/// was made even when a later request is made the other way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Way {
+    /// uid 0 with [`ROOTFUL_CAPABILITIES`] in the initial user namespace: mounts and namespaces
+    /// without a user namespace, a dedicated sandbox uid, overlay xattrs `trusted.overlay.*`.
+    Rootful,
+    /// In a user namespace of its own, as any unprivileged user (or a container's root): the
+    /// sandbox is the caller's own uid, overlay xattrs `user.overlay.*` (`userxattr`).
+    UserNamespace,
+}
+
+impl Way {
+    /// The way this process can take, from its effective uid, capabilities and user namespace.
+    /// Each call reads them afresh; the caller decides once per request and passes the value on.
+    pub fn of_this_process() -> Way {
         let effective = rustix::thread::capabilities(None)
             .map(|sets| sets.effective)
             .unwrap_or(CapabilitySet::empty());
         let uid_map = std::fs::read_to_string("/proc/self/uid_map").ok();
-        is_rootful(
+        way_from(
             nix::unistd::geteuid().as_raw(),
             effective,
             uid_map.as_deref(),
         )
-    })
+    }
+
+    pub fn is_rootful(self) -> bool {
+        self == Way::Rootful
+    }
+
+    /// Who takes this way, for a message a person reads.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Way::Rootful => {
+                "by a root with CAP_SYS_ADMIN, CAP_NET_ADMIN, CAP_SETUID and CAP_SETGID"
+            }
+            Way::UserNamespace => {
+                "in a user namespace (unprivileged, or a root without CAP_SYS_ADMIN)"
+            }
+        }
+    }
 }
 
 /// True when this process's uid 0 is the host's root: uid 0 in the initial user namespace
@@ -49,27 +77,25 @@ pub(crate) fn is_initial_namespace(uid_map: &str) -> bool {
     uid_map.split_whitespace().eq(["0", "0", "4294967295"])
 }
 
-/// The xattr namespace of the overlays this process mounts: `trusted.` the rootful way, `user.`
-/// (the `userxattr` option) in a user namespace. SECURITY: only the one in use may be read: the
-/// other is the sandbox's to set on its own files.
-pub fn overlay_xattr_prefix() -> &'static str {
-    if rootful() {
-        "trusted.overlay."
-    } else {
-        "user.overlay."
-    }
-}
-
-/// The decision of [`rootful`], from what it reads. Without a readable uid map (no /proc) the
-/// namespace cannot be known, and the user-namespace way is the one that works anywhere.
-fn is_rootful(euid: u32, effective: CapabilitySet, uid_map: Option<&str>) -> bool {
+/// The decision of [`Way::of_this_process`], from what it reads. Without a readable uid map (no
+/// /proc) the namespace cannot be known, and the user-namespace way is the one that works
+/// anywhere.
+fn way_from(euid: u32, effective: CapabilitySet, uid_map: Option<&str>) -> Way {
     let initial_namespace = uid_map.is_some_and(is_initial_namespace);
-    euid == 0 && effective.contains(ROOTFUL_CAPABILITIES) && initial_namespace
+    if euid == 0 && effective.contains(ROOTFUL_CAPABILITIES) && initial_namespace {
+        Way::Rootful
+    } else {
+        Way::UserNamespace
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn is_rootful(euid: u32, effective: CapabilitySet, uid_map: Option<&str>) -> bool {
+        way_from(euid, effective, uid_map).is_rootful()
+    }
 
     const INITIAL: &str = "         0          0 4294967295\n";
     /// What Podman's root gets by default (CHOWN, DAC_OVERRIDE, FOWNER, FSETID, KILL,

@@ -9,6 +9,7 @@ use nix::sys::wait::{waitpid, WaitStatus};
 
 use crate::apparmor;
 use crate::cgroup::{self, CgroupSupport};
+use crate::privilege::Way;
 use crate::sys::{self, clone_fork, Forked};
 
 /// One protection layer and whether this machine provides it.
@@ -47,12 +48,12 @@ fn try_in_child(flags: libc::c_int, step: impl FnOnce() -> bool) -> bool {
 }
 
 /// An overlay mount in a fresh user+mount namespace, the way an unprivileged run mounts it.
-fn overlay_in_user_namespace(scratch: &Path) -> bool {
+fn overlay_in_user_namespace(scratch: &Path, way: Way) -> bool {
     let dirs = ["lower", "upper", "work", "merged"].map(|d| scratch.join(d));
     if dirs.iter().any(|d| std::fs::create_dir_all(d).is_err()) {
         return false;
     }
-    let rootful = crate::privilege::rootful();
+    let rootful = way.is_rootful();
     let (uid, gid) = (nix::unistd::geteuid(), nix::unistd::getegid());
     try_in_child(0, || {
         if !rootful {
@@ -87,18 +88,19 @@ fn overlay_in_user_namespace(scratch: &Path) -> bool {
     })
 }
 
-/// Probe every layer. `scratch` is an empty directory on the filesystem that holds sessions.
-pub fn probe_layers(scratch: &Path) -> Vec<Layer> {
-    let rootful = crate::privilege::rootful();
+/// Probe every layer as `way` builds sandboxes. `scratch` is an empty directory on the
+/// filesystem that holds sessions.
+pub fn probe_layers(scratch: &Path, way: Way) -> Vec<Layer> {
+    let rootful = way.is_rootful();
     let mut layers = vec![user_namespace()];
     layers.extend(namespaces(rootful));
     layers.extend([
         private_proc(rootful, scratch),
-        overlayfs(scratch),
+        overlayfs(scratch, way),
         landlock(),
         seccomp(),
         network_gate(),
-        memory_layer(),
+        memory_layer(way),
         cgroups(),
     ]);
     layers
@@ -255,8 +257,8 @@ fn private_proc(rootful: bool, scratch: &Path) -> Layer {
     }
 }
 
-fn overlayfs(scratch: &Path) -> Layer {
-    let overlay = overlay_in_user_namespace(scratch);
+fn overlayfs(scratch: &Path, way: Way) -> Layer {
+    let overlay = overlay_in_user_namespace(scratch, way);
     Layer {
         name: "overlayfs",
         available: overlay,
@@ -347,8 +349,8 @@ fn network_gate() -> Layer {
     }
 }
 
-fn memory_layer() -> Layer {
-    let memory_layer = crate::launch::memory_layer_supported();
+fn memory_layer(way: Way) -> Layer {
+    let memory_layer = crate::launch::memory_layer_supported(way);
     Layer {
         name: "memory layer",
         available: memory_layer,

@@ -110,6 +110,8 @@ pub struct Degraded {
 pub struct SandboxSpec {
     /// argv[0] is looked up in the sandbox's PATH.
     pub argv: Vec<OsString>,
+    /// Rootful, or in a user namespace: the caller decided it once for the request.
+    pub way: crate::privilege::Way,
     /// The complete environment of the command; nothing else is inherited.
     pub env: Vec<(OsString, OsString)>,
     /// Working directory inside (normally inside the workspace).

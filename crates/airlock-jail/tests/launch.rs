@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use airlock_jail::{
     Bind, Degraded, IdMapping, JailError, Layer, Outcome, OverlayWorkspace, ResourceLimits,
-    SandboxSpec,
+    SandboxSpec, Way,
 };
 
 /// A scratch world: a workspace, a host directory bound read-write (where the command leaves
@@ -61,6 +61,7 @@ impl World {
         let (host_uid, host_gid) = self.host_ids;
         SandboxSpec {
             argv: vec!["/bin/sh".into(), "-c".into(), script.into()],
+            way: Way::of_this_process(),
             env: vec![
                 ("PATH".into(), "/usr/bin:/bin".into()),
                 ("MARKS".into(), self.marks.clone().into()),
@@ -192,10 +193,10 @@ fn a_setup_process_that_fails_has_its_report_returned() {
 }
 
 fn main() {
-    let rootful = nix::unistd::geteuid().is_root();
+    let rootful = Way::of_this_process().is_rootful();
     // Unprivileged, a sandbox needs user namespaces and (for the memory layer) Linux 6.6; the
     // suite's sandbox tests run as root (scripts/test.sh), where nothing is skipped.
-    if !rootful && !airlock_jail::memory_layer_supported() {
+    if !rootful && !airlock_jail::memory_layer_supported(Way::of_this_process()) {
         eprintln!("skipped: unprivileged, this kernel has no memory layer for a sandbox");
         return;
     }

@@ -252,6 +252,7 @@ impl Client {
         Job {
             state_dir: self.caller.state_dir.clone(),
             role: self.caller.role,
+            way: self.caller.way,
             profile: grant
                 .as_ref()
                 .map_or_else(|| self.profile.clone(), |g| g.profile.clone()),

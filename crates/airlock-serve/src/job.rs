@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use airlock_core::{Grant, ProfileChoice, Role, RunRequest};
+use airlock_core::{Grant, ProfileChoice, Role, RunRequest, Way};
 
 use crate::error::ApiError;
 
@@ -27,6 +27,8 @@ pub struct Job {
     /// The server's state directory, as it was told it.
     pub state_dir: Option<PathBuf>,
     pub role: Role,
+    /// The way the server builds sandboxes, decided once for it: the worker takes it as given.
+    pub way: Way,
     /// The request's token (its id): the job is bound by it. None: the person at the machine
     /// asked (through `airlock mcp` on stdio), as they would with `airlock run`.
     pub token: Option<String>,

@@ -64,6 +64,7 @@ fn caller(job: &Job) -> Caller {
         std::env::vars_os().filter(|(k, _)| k != JOB_VAR).collect();
     Caller {
         role: job.role,
+        way: job.way,
         state_dir: job.state_dir.clone(),
         cwd: None,
         env,

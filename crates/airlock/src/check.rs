@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use serde::Serialize;
 
-use airlock_core::{check_limits, LimitCheck, RunRequest, DEFAULT_ROOT_SANDBOX_ID};
+use airlock_core::{check_limits, LimitCheck, RunRequest, Way, DEFAULT_ROOT_SANDBOX_ID};
 use airlock_jail::probe::{probe_layers, Layer};
 
 use crate::cli::{CheckArgs, GlobalArgs};
@@ -42,8 +42,10 @@ pub fn check(global: &GlobalArgs, args: CheckArgs) -> Result<ExitCode> {
     let state = crate::run::state_dir(global)?;
     std::fs::create_dir_all(&state)
         .with_context(|| format!("cannot create the state directory {}", state.display()))?;
+    // The way `run` would take, as core decides it for a request of this process.
+    let way = crate::run::caller(global).way;
     let scratch = scratch_dir_in(&state)?;
-    let mut layers = probe_layers(&scratch);
+    let mut layers = probe_layers(&scratch, way);
     let _ = remove_scratch(&scratch);
     if all_required_available(&layers) {
         let accepted = degradable_missing(&layers);
@@ -64,10 +66,10 @@ pub fn check(global: &GlobalArgs, args: CheckArgs) -> Result<ExitCode> {
     };
     let report = Report {
         protection,
-        uid_mapping: uid_mapping(),
+        uid_mapping: uid_mapping(way),
         container: airlock_jail::container::detect().map(|engine| advice(engine, &layers)),
         layers,
-        limits: check_limits(&state),
+        limits: check_limits(&state, way),
     };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
@@ -150,9 +152,9 @@ fn trial_workspace() -> std::io::Result<std::path::PathBuf> {
     Ok(dir)
 }
 
-fn uid_mapping() -> String {
+fn uid_mapping(way: Way) -> String {
     let uid = nix::unistd::geteuid();
-    if airlock_jail::privilege::rootful() {
+    if way.is_rootful() {
         format!("uid 1000 inside = host uid {DEFAULT_ROOT_SANDBOX_ID} (dedicated, unprivileged; --sandbox-uid to change)")
     } else if airlock_jail::privilege::is_hosts_root() {
         "none: 'airlock run' refuses the host's root without CAP_SYS_ADMIN (a rootful \

@@ -130,7 +130,7 @@ mod tests {
         let jest = l.join("node_modules/.bin/jest");
         std::fs::write(&jest, "#!/bin/sh\n").unwrap();
         std::fs::set_permissions(&jest, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let set = crate::scan(l, h).unwrap();
+        let set = crate::scan(l, h, crate::OverlayXattrs::User).unwrap();
         let setup = Setup {
             size_limit: u64::MAX,
             ..Setup::default()

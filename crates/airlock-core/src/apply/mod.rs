@@ -11,6 +11,7 @@ use airlock_changes::apply::{
     self as engine, ApplyDir, Journal, JournalState, Op, Outcome, Workspace,
 };
 use airlock_changes::{Hazard, Status};
+use airlock_jail::Way;
 
 mod plan;
 mod records;
@@ -82,7 +83,7 @@ pub fn apply(caller: &Caller, request: &ApplyRequest) -> std::result::Result<App
         caller.must_be_operator("apply a session's changes")?;
         let state_dir = caller.state_dir()?;
         let session = caller.find_session(&state_dir, &request.session)?;
-        let workspace = session.existing_workspace()?.to_path_buf();
+        let workspace = session.existing_workspace(caller.way)?.to_path_buf();
         let cwd = caller.cwd.as_deref();
         let asked = &request.options;
         let options = ApplyOptions {
@@ -95,6 +96,7 @@ pub fn apply(caller: &Caller, request: &ApplyRequest) -> std::result::Result<App
             &state_dir,
             &crate::audit::log_for(caller, &state_dir),
             &session.id,
+            caller.way,
             &options,
             &inputs,
             &caller.on_busy,
@@ -123,6 +125,7 @@ pub fn revert(caller: &Caller, session: &str) -> std::result::Result<ApplyReport
             &state_dir,
             &log,
             &session.id,
+            caller.way,
             &caller.on_busy,
         )?)
     })
@@ -297,6 +300,7 @@ fn apply_changes(
     state_dir: &Path,
     log: &crate::audit::Log,
     id: &str,
+    way: Way,
     options: &ApplyOptions,
     inputs: &ReviewInputs,
     on_busy: &dyn Fn(&Session),
@@ -304,7 +308,7 @@ fn apply_changes(
     let mut session = Session::find(state_dir, id)?;
     let _lock = session.lock_exclusive(on_busy)?;
     check_not_discarded(&session)?;
-    let workspace_path = session.existing_workspace()?.to_path_buf();
+    let workspace_path = session.existing_workspace(way)?.to_path_buf();
     let workspace = Workspace::open(&workspace_path).map_err(io("open", &workspace_path))?;
 
     if let Some((apply_dir, mut journal)) = journals(&session)?
@@ -522,12 +526,11 @@ fn recover(
     if !options.rollback {
         // The interrupted apply may have covered only some paths: the session is applied when
         // nothing is left to write.
-        let left = airlock_changes::scan(&session.upper(), &path).map_err(|source| {
-            ChangesError::Scan {
+        let left = airlock_changes::scan(&session.upper(), &path, session.overlay_xattrs())
+            .map_err(|source| ChangesError::Scan {
                 id: session.id.clone(),
                 source,
-            }
-        })?;
+            })?;
         if left.is_empty() {
             session.meta.lifecycle = Lifecycle::Applied;
             session.meta.ended = Some(now());
@@ -549,12 +552,13 @@ fn revert_last_apply(
     state_dir: &Path,
     log: &crate::audit::Log,
     id: &str,
+    way: Way,
     on_busy: &dyn Fn(&Session),
 ) -> std::result::Result<ApplyReport, ApplyError> {
     let mut session = Session::find(state_dir, id)?;
     let _lock = session.lock_exclusive(on_busy)?;
     check_not_discarded(&session)?;
-    let workspace_path = session.existing_workspace()?.to_path_buf();
+    let workspace_path = session.existing_workspace(way)?.to_path_buf();
     let workspace = Workspace::open(&workspace_path).map_err(io("open", &workspace_path))?;
     let Some((apply_dir, mut journal)) = journals(&session)?
         .into_iter()

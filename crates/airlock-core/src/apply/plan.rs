@@ -18,6 +18,8 @@ pub(super) type PlannedOps = Vec<(Op, usize)>;
 
 /// What every change of one apply is judged against.
 struct Planner<'a> {
+    /// Where the layer's overlay keeps its whiteouts.
+    xattrs: airlock_changes::OverlayXattrs,
     workspace: &'a Workspace,
     layer: &'a Path,
     ledger: Ledger,
@@ -38,11 +40,12 @@ pub(super) fn plan_all(
     options: &ApplyOptions,
     inputs: &ReviewInputs,
 ) -> std::result::Result<(Vec<Item>, PlannedOps), ApplyError> {
-    let mut set =
-        airlock_changes::scan(layer, workspace_path).map_err(|source| ChangesError::Scan {
+    let mut set = airlock_changes::scan(layer, workspace_path, session.overlay_xattrs()).map_err(
+        |source| ChangesError::Scan {
             id: session.id.clone(),
             source,
-        })?;
+        },
+    )?;
     let review = inputs.review(layer, workspace_path, &set.changes)?;
     set.filter(&options.paths);
     let root_owner = workspace
@@ -52,6 +55,7 @@ pub(super) fn plan_all(
     let planner = Planner {
         workspace,
         layer,
+        xattrs: session.overlay_xattrs(),
         ledger: Ledger::load(session)?,
         created_ns: i128::from(session.meta.created) * 1_000_000_000,
         options,
@@ -143,7 +147,7 @@ impl Planner<'_> {
         let old = workspace
             .entry(&change.path)
             .map_err(io("read", &workspace.path().join(&change.path)))?;
-        let new = layer_entry(&layer.join(&change.path))
+        let new = layer_entry(&layer.join(&change.path), self.xattrs)
             .map_err(io("read", &layer.join(&change.path)))?;
         if old == new {
             item.result = Result::Unchanged;

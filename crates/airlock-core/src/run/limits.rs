@@ -100,10 +100,14 @@ pub(super) fn disk_guard(
 /// The filesystem of its own a new session's layer gets: as root, when the profile names
 /// `disk` or `files` (without `disk`, as large as the state directory's filesystem has room
 /// for above its margin: the image is sparse).
-pub(crate) fn layer_image(limits: &Limits, state_dir: &Path) -> Result<Option<LayerImage>, Error> {
+pub(crate) fn layer_image(
+    limits: &Limits,
+    state_dir: &Path,
+    way: airlock_jail::Way,
+) -> Result<Option<LayerImage>, Error> {
     // Without mkfs.ext4 or loop devices, the session is a directory, and its runs refuse the
     // limit unless --allow-degraded=disk.
-    if !airlock_jail::image::images_supported()
+    if !airlock_jail::image::images_supported(way)
         || (limits.disk_bytes.is_none() && limits.files.is_none())
     {
         return Ok(None);

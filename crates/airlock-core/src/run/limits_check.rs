@@ -21,13 +21,17 @@ pub struct LimitCheck {
     pub degradable_as: Option<&'static str>,
 }
 
-/// Every limit of `[limits]` that depends on this host, for a state directory at `state_dir`.
-pub fn check_limits(state_dir: &Path) -> Vec<LimitCheck> {
+/// Every limit of `[limits]` that depends on this host, for a state directory at `state_dir`
+/// and sandboxes built `way`.
+pub fn check_limits(state_dir: &Path, way: airlock_jail::Way) -> Vec<LimitCheck> {
     let support = cgroup::detect();
     let online = std::thread::available_parallelism().map_or(1, |n| n.get() as u64);
-    let memory_layer = airlock_jail::memory_layer_supported();
+    let memory_layer = airlock_jail::memory_layer_supported(way);
     let mut checks = vec![cpus(&support, online)];
-    checks.extend(layer_limits(memory_layer));
+    checks.extend(layer_limits(
+        memory_layer,
+        airlock_jail::image::images_supported(way),
+    ));
     checks.push(margin(state_dir));
     checks.push(memory_and_processes(&support));
     checks
@@ -68,7 +72,7 @@ fn cpus(support: &CgroupSupport, online: u64) -> LimitCheck {
     }
 }
 
-fn layer_limits(memory_layer: bool) -> [LimitCheck; 3] {
+fn layer_limits(memory_layer: bool, images: bool) -> [LimitCheck; 3] {
     let throwaway = if memory_layer {
         LimitCheck {
             name: "disk, files (throwaway run)",
@@ -88,7 +92,7 @@ fn layer_limits(memory_layer: bool) -> [LimitCheck; 3] {
             degradable_as: Some("disk"),
         }
     };
-    let session = if airlock_jail::image::images_supported() {
+    let session = if images {
         LimitCheck {
             name: "disk, files (session)",
             enforced_by: "kernel",

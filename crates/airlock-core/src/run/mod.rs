@@ -164,7 +164,7 @@ pub fn check_run(caller: &Caller, request: RunRequest) -> Result<(), Error> {
 fn run_confined(caller: &Caller, request: RunRequest) -> Result<RunReport, Error> {
     let plan = resolve(caller, request)?;
     // PERF: as root, the sandbox's network namespace is made on the other CPU while this prepares.
-    let network = airlock_jail::start_network()?;
+    let network = airlock_jail::start_network(caller.way)?;
     let (staging, disk_guard) = check(&plan)?;
     let ca = injection::session_ca(&plan.profile)?;
     let mut turn = take_turn(&plan)?;
@@ -265,7 +265,7 @@ fn resolve(caller: &Caller, request: RunRequest) -> Result<Plan<'_>, Error> {
         ),
         Some(id) => {
             let session = caller.find_session(&state_dir, id)?;
-            let workspace = session.existing_workspace()?.to_path_buf();
+            let workspace = session.existing_workspace(caller.way)?.to_path_buf();
             if let Some(dir) = &request.workspace {
                 session.check_workspace(&caller.workspace(Some(dir))?)?;
             }
@@ -280,7 +280,7 @@ fn resolve(caller: &Caller, request: RunRequest) -> Result<Plan<'_>, Error> {
     };
     let profile = load_trusted_profile(caller, &profile_ref, &workspace)?;
     let policy_dirs = policy_dirs(caller, &profile);
-    let host_ids = crate::identity::sandbox_host_ids(request.sandbox_uid)?;
+    let host_ids = crate::identity::sandbox_host_ids(caller.way, request.sandbox_uid)?;
     let resolve = request
         .resolve
         .iter()
@@ -370,7 +370,7 @@ fn check(plan: &Plan) -> Result<(PathBuf, Option<airlock_jail::DiskGuard>), Erro
     // A session's own filesystem: the one it has, or the one a new session will get.
     let own_filesystem = match &plan.session {
         Some(session) => session.meta.image.is_some(),
-        None => limits::layer_image(&plan.profile.limits, &state_dir)?.is_some(),
+        None => limits::layer_image(&plan.profile.limits, &state_dir, plan.caller.way)?.is_some(),
     };
     let disk_guard = limits::disk_guard(
         &plan.profile.limits,
@@ -387,7 +387,7 @@ fn check(plan: &Plan) -> Result<(PathBuf, Option<airlock_jail::DiskGuard>), Erro
 
 /// A throwaway run keeps its changes in memory when the kernel allows: no disk at all.
 fn layer_in_memory(plan: &Plan) -> bool {
-    plan.session.is_none() && !plan.keep && airlock_jail::memory_layer_supported()
+    plan.session.is_none() && !plan.keep && airlock_jail::memory_layer_supported(plan.caller.way)
 }
 
 /// The session a run uses, held for the run: runs in one session take turns.
@@ -411,8 +411,9 @@ fn take_turn(plan: &Plan) -> Result<Turn, Error> {
                 workspace: &plan.workspace,
                 name: None,
                 profile: plan.profile_ref.clone(),
-                image: limits::layer_image(&plan.profile.limits, &plan.state_dir)?,
+                image: limits::layer_image(&plan.profile.limits, &plan.state_dir, plan.caller.way)?,
                 token: plan.caller.grant.as_ref().map(|g| g.token.clone()),
+                way: plan.caller.way,
             },
         )?),
     };
@@ -428,7 +429,7 @@ fn take_turn(plan: &Plan) -> Result<Turn, Error> {
         }
         None => None,
     };
-    if let (true, Some(session)) = (airlock_jail::privilege::rootful(), &session) {
+    if let (true, Some(session)) = (plan.caller.way.is_rootful(), &session) {
         session.chown_layer(plan.host_ids.0, plan.host_ids.1)?;
     }
     Ok(Turn {
@@ -491,6 +492,7 @@ fn sandbox_spec(
     let (host_uid, host_gid) = plan.host_ids;
     SandboxSpec {
         argv: plan.argv.clone(),
+        way: plan.caller.way,
         env: env::sandbox_env(
             profile,
             plan.env.as_deref().unwrap_or(&plan.caller.env),

@@ -216,6 +216,7 @@ fn new_session(state: &Path, workspace: &Path) -> Session {
             },
             image: None,
             token: None,
+            way: airlock_jail::Way::of_this_process(),
         },
     )
     .unwrap()

@@ -30,7 +30,7 @@ impl Session {
     /// is never read as empty. Only root can, and only root's sessions have one.
     pub(super) fn mount_layer(&self) -> Result<(), SessionError> {
         let active = self.meta.lifecycle != Lifecycle::Discarded;
-        if self.meta.image.is_some() && active && airlock_jail::privilege::rootful() {
+        if self.meta.image.is_some() && active && self.meta.way.is_rootful() {
             airlock_jail::image::mount_image(&self.image_path(), &self.layer_root())
                 .map_err(self.image_error())?;
         }

@@ -20,6 +20,7 @@ use crate::cgroup::RunCgroup;
 use crate::error::{JailError, Result, SyscallContext};
 use crate::idmap::HelperNamespace;
 use crate::output::OutputRelay;
+use crate::privilege::Way;
 use crate::protocol::{self, Message, Peer};
 use crate::sys;
 
@@ -42,8 +43,8 @@ pub enum Outcome {
 /// Can a throwaway run keep its layer in memory? Unprivileged overlayfs needs user xattrs on the
 /// upper layer, which tmpfs has since Linux 6.6; the rootful way uses trusted xattrs, which it
 /// always had.
-pub fn memory_layer_supported() -> bool {
-    if crate::privilege::rootful() {
+pub fn memory_layer_supported(way: Way) -> bool {
+    if way.is_rootful() {
         return true;
     }
     let Ok(uts) = nix::sys::utsname::uname() else {
@@ -136,8 +137,8 @@ pub struct PendingNetwork(sys::NewNetwork);
 /// caller prepares the run: it is the costliest step of a sandbox's setup (~0.65 ms here). None
 /// when unprivileged: the namespace must then belong to the sandbox's own user namespace, and
 /// [`prepare`] starts making it as soon as that exists.
-pub fn start_network() -> Result<Option<PendingNetwork>> {
-    if !crate::privilege::rootful() {
+pub fn start_network(way: Way) -> Result<Option<PendingNetwork>> {
+    if !way.is_rootful() {
         return Ok(None);
     }
     sys::default_sigchld();

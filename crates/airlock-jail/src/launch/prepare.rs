@@ -92,7 +92,7 @@ fn check(spec: &SandboxSpec) -> Result<Checked> {
     if let Some(refusal) = apparmor::detect_here().refusal() {
         return Err(JailError::UserNamespacesRestricted(refusal));
     }
-    let rootful = crate::privilege::rootful();
+    let rootful = spec.way.is_rootful();
     sys::default_sigchld();
     check_sandbox_user(spec, rootful)?;
     let support = cgroup::detect();
@@ -204,7 +204,7 @@ fn prepare_clone(
         libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWIPC | libc::CLONE_NEWUTS;
     let network = match network {
         Some(network) if rootful => Some(network),
-        _ if rootful => start_network()?,
+        _ if rootful => start_network(spec.way)?,
         _ => {
             flags |= libc::CLONE_NEWUSER;
             None

@@ -341,6 +341,7 @@ mod tests {
     fn spec(binds: &[(&str, bool)], hide: &[&str]) -> SandboxSpec {
         SandboxSpec {
             argv: vec!["true".into()],
+            way: crate::privilege::Way::Rootful,
             env: Vec::new(),
             cwd: PathBuf::from("/work/app"),
             ids: IdMapping {

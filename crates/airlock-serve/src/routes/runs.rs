@@ -90,6 +90,7 @@ fn job_of(
     Ok(Job {
         state_dir: app.service.state_dir.clone(),
         role: authed.caller.role,
+        way: authed.caller.way,
         token: Some(grant.token),
         profile: grant.profile,
         workspace: grant.workspace,
