@@ -34,6 +34,9 @@ pub enum Error {
     /// (an option, a field) as the caller gave it.
     #[error("{arg}: {why}")]
     Argument { arg: String, why: String },
+    /// What only a throwaway run takes, asked of a run in a session.
+    #[error("{what} is for throwaway runs: a session keeps its layer already; leave it out, or leave out the session")]
+    NotForSessions { what: &'static str },
     #[error("session {id} runs with profile {profile}; omit -p/--profile-file, or start a new session for another profile")]
     ProfileOfSession { id: String, profile: String },
     #[error("cannot encode an audit record: {0}")]
@@ -135,6 +138,7 @@ impl Error {
             Error::Workspace { .. } => ("workspace_refused", Invalid),
             Error::ProfilePath { .. } => ("profile_path_refused", Invalid),
             Error::Argument { .. } => ("bad_argument", Invalid),
+            Error::NotForSessions { .. } => ("not_for_sessions", Invalid),
             Error::ProfileOfSession { .. } => ("profile_of_session", Invalid),
             Error::Record(_) => ("record_failed", Internal),
             Error::NothingAtPaths { .. } => ("nothing_at_paths", Invalid),

@@ -50,8 +50,9 @@ pub use operations::{
 pub use paths::{state_dir, StateDirError};
 pub use policy::{check_profile_file, effective_profile};
 pub use run::{
-    check_limits, check_run, run, LimitCheck, RunReport, RunRequest, EXIT_CPU_LIMIT,
-    EXIT_DISK_LIMIT, EXIT_TIMED_OUT, SANDBOX_HOME, SANDBOX_USER,
+    check_limits, check_run, run, Limit, LimitCheck, RunAnswer, RunBody, RunEnd, RunEvent,
+    RunReport, RunRequest, RunResult, EXIT_CPU_LIMIT, EXIT_DISK_LIMIT, EXIT_TIMED_OUT,
+    SANDBOX_HOME, SANDBOX_USER,
 };
 pub use session::{
     LayerImage, Lifecycle, ProfileRef, Session, SessionError, SessionMeta, SessionStatus,

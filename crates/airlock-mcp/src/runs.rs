@@ -27,6 +27,9 @@ pub struct RunResult {
     pub duration_ms: u64,
     /// The limit that ended the run: timeout, cpu, disk, memory or kill_switch; null if none.
     pub limit: Option<String>,
+    /// What airlock says of the run beyond its output (a limit reached, output dropped, a kill),
+    /// in the words every front end uses.
+    pub notes: Vec<String>,
     /// The airlock session the command ran in: its file changes stay there.
     pub session: String,
     /// What happens to the changes: a person reviews and applies them; the agent cannot.
@@ -76,6 +79,7 @@ fn result_of(
         } => (ran, duration, totals),
         Finished::Refused(error) => return Err(error),
     };
+    let notes = ran.notes();
     let session = ran.session.unwrap_or_else(|| session.to_string());
     Ok(RunResult {
         exit_code: ran.exit_code,
@@ -84,7 +88,8 @@ fn result_of(
         stdout_truncated: totals.0 > passed.0 || ran.output_dropped > 0,
         stderr_truncated: totals.1 > passed.1 || ran.output_dropped > 0,
         duration_ms: duration.as_millis() as u64,
-        limit: ran.limit,
+        limit: ran.limit.map(|limit| limit.as_str().to_string()),
+        notes,
         review: review_note(&session),
         session,
     })

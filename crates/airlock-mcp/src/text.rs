@@ -30,6 +30,9 @@ fn stream(out: &mut String, name: &str, text: &str, truncated: bool) {
 pub fn run(result: &RunResult) -> String {
     let mut out = status_line(result);
     out.push('\n');
+    for note in &result.notes {
+        out.push_str(&format!("airlock: {note}\n"));
+    }
     stream(&mut out, "stdout", &result.stdout, result.stdout_truncated);
     stream(&mut out, "stderr", &result.stderr, result.stderr_truncated);
     out.push_str(&result.review);

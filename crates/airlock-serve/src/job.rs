@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use airlock_core::{Grant, ProfileChoice, Role, RunRequest, Way};
+use airlock_core::{Grant, ProfileChoice, Role, RunEnd, RunRequest, Way};
 
 use crate::error::ApiError;
 
@@ -91,28 +91,13 @@ impl Job {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
-    Ran(Ran),
+    /// A run core carried out (the output itself came through the pipes).
+    Ran(RunEnd),
     Refused {
         code: String,
         kind: airlock_core::ErrorKind,
         message: String,
     },
-}
-
-/// A run core carried out (the output itself came through the pipes).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Ran {
-    /// As `airlock run` exits: the command's status, or 124 (timeout), 152 (CPU), 153 (disk).
-    pub exit_code: i32,
-    /// The limit that ended it: `timeout`, `cpu`, `disk`; or `memory` when the kernel killed a
-    /// process for it; or `kill_switch`.
-    pub limit: Option<String>,
-    pub session: Option<String>,
-    pub kept: bool,
-    pub output_dropped: u64,
-    pub oom_kills: u64,
-    pub killed_by_switch: Option<String>,
-    pub audit_error: Option<String>,
 }
 
 /// The command a request gives, as the program and its arguments: a shell line (`command`, run

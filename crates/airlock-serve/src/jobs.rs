@@ -15,7 +15,9 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 use tokio::sync::mpsc;
 
-use crate::job::{Job, Outcome, Ran, JOB_VAR};
+use airlock_core::RunEnd;
+
+use crate::job::{Job, Outcome, JOB_VAR};
 
 /// What a run sends its client, in order: output as it comes, then the result (or a refusal).
 #[derive(Debug)]
@@ -35,7 +37,7 @@ pub enum Stream {
 #[derive(Debug)]
 pub enum Finished {
     Ran {
-        ran: Ran,
+        ran: RunEnd,
         duration: Duration,
         /// Bytes each stream carried (stdout, stderr), kept or not.
         totals: (u64, u64),

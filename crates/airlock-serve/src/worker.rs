@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use airlock_core::{Caller, Session};
 
-use crate::job::{Job, Outcome, Ran, JOB_VAR};
+use crate::job::{Job, Outcome, JOB_VAR};
 
 fn nothing_to_tell(_: &Session) {}
 
@@ -77,16 +77,7 @@ fn caller(job: &Job) -> Caller {
 fn run(job: &Job) -> Outcome {
     let request = job.request();
     match airlock_core::run(&caller(job), request) {
-        Ok(report) => Outcome::Ran(Ran {
-            exit_code: report.exit_status(),
-            limit: report.limit().map(str::to_string),
-            session: report.session_id.clone(),
-            kept: report.kept,
-            output_dropped: report.output_dropped,
-            oom_kills: report.oom_kills,
-            killed_by_switch: report.killed_by_switch.clone(),
-            audit_error: report.audit_error.clone(),
-        }),
+        Ok(report) => Outcome::Ran(report.end()),
         Err(err) => {
             let (code, kind) = err.code();
             Outcome::Refused {

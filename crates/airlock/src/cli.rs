@@ -661,7 +661,7 @@ pub struct RunArgs {
     pub session: Option<String>,
     /// Keep the run's changes in a new session, and say its id on stderr (stdout is the
     /// command's; scripts: 'airlock session new' prints the id alone, then run --session ID)
-    #[arg(long, conflicts_with = "session")]
+    #[arg(long)]
     pub keep: bool,
     /// Run even though these are missing: landlock; cpus (a cpus limit without a cpu cgroup:
     /// nice 19 only); disk (a disk or files limit on a session: a watch on free space only)

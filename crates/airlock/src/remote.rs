@@ -6,6 +6,7 @@ use std::io::{IsTerminal, Read, Write};
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use airlock_core::{RunBody, RunEvent};
 use anyhow::{bail, Context, Result};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -312,42 +313,40 @@ async fn run(remote: &Remote, args: crate::cli::RunArgs) -> Result<ExitCode> {
                 .context("an argument is not UTF-8, which the API cannot carry")
         })
         .collect::<Result<_>>()?;
-    let mut body = json!({ "argv": argv });
+    let mut body = RunBody {
+        argv: Some(argv),
+        workspace: args.choice.workspace.clone(),
+        keep: args.keep,
+        ..RunBody::default()
+    };
     if !std::io::stdin().is_terminal() {
         let mut input = String::new();
         std::io::stdin()
             .read_to_string(&mut input)
             .context("cannot read stdin (the API takes it as UTF-8 text)")?;
-        body["stdin"] = Value::String(input);
+        body.stdin = Some(input);
     }
+    // The server judges keep and workspace with a session as a local run would (core's rule).
     let path = match &args.session {
         Some(id) => format!("/v1/sessions/{}/runs/stream", encode(id)),
-        None => {
-            if let Some(dir) = &args.choice.workspace {
-                body["workspace"] = json!(dir);
-            }
-            body["keep"] = json!(args.keep);
-            "/v1/runs/stream".into()
-        }
+        None => "/v1/runs/stream".into(),
     };
     let mut exit = None;
     let mut failure = None;
     let mut each = |line: &[u8]| -> Result<()> {
-        let event: Value =
-            serde_json::from_slice(line).context("the server sent a line that is not JSON")?;
-        let data = event["data"].as_str().unwrap_or_default().as_bytes();
-        match event["type"].as_str() {
-            Some("stdout") => std::io::stdout().write_all(data)?,
-            Some("stderr") => std::io::stderr().write_all(data)?,
-            Some("result") => exit = event["exit_code"].as_i64(),
-            Some("error") => {
-                failure = Some(format!(
-                    "{}: {}",
-                    event["code"].as_str().unwrap_or("?"),
-                    event["message"].as_str().unwrap_or("")
-                ))
+        let event: RunEvent = serde_json::from_slice(line)
+            .context("the server sent a line that is not a run's event")?;
+        match event {
+            RunEvent::Stdout { data } => std::io::stdout().write_all(data.as_bytes())?,
+            RunEvent::Stderr { data } => std::io::stderr().write_all(data.as_bytes())?,
+            RunEvent::Result(result) => {
+                // What a local run says of its end, said the same way.
+                for line in result.end.notes() {
+                    eprintln!("airlock: {line}");
+                }
+                exit = Some(result.end.exit_code);
             }
-            _ => {}
+            RunEvent::Error { code, message } => failure = Some(format!("{code}: {message}")),
         }
         Ok(())
     };
@@ -355,7 +354,7 @@ async fn run(remote: &Remote, args: crate::cli::RunArgs) -> Result<ExitCode> {
         .send(
             Method::POST,
             &path,
-            Some(body),
+            Some(serde_json::to_value(body)?),
             "application/x-ndjson",
             Some(&mut each),
         )

@@ -48,28 +48,9 @@ pub fn run(global: &GlobalArgs, args: RunArgs) -> Result<ExitCode> {
         env: None,
         timeout: None,
     };
-    let keep = request.keep && request.session.is_none();
     let report = airlock_core::run(&caller(global), request)?;
-    if let Some(error) = &report.audit_error {
-        note!("airlock: warning: the run's result could not be written to the audit log: {error}");
-    }
-    if report.output_dropped > 0 {
-        note!(
-            "airlock: the output limit was reached: {} bytes were dropped (raise [limits] output in the profile)",
-            report.output_dropped
-        );
-    }
-    if let (true, Some(id)) = (keep, &report.session_id) {
-        note!("airlock: session {id} kept: 'airlock diff {id}' shows its changes");
-    }
-    if report.oom_kills > 0 {
-        note!(
-            "airlock: the memory limit was reached: the kernel killed {} process(es) of the sandbox (raise [limits] memory in the profile)",
-            report.oom_kills
-        );
-    }
-    if let Some(why) = &report.killed_by_switch {
-        note!("airlock: the sandbox was killed ({why})");
+    for line in report.end().notes() {
+        note!("airlock: {line}");
     }
     // A reader that went away (EPIPE) is a closed pipe to the command too, as in a plain
     // pipeline: nothing to say. Output lost otherwise (a full disk) is airlock's failure to
@@ -83,23 +64,8 @@ pub fn run(global: &GlobalArgs, args: RunArgs) -> Result<ExitCode> {
             );
         }
     }
-    match report.outcome {
-        Outcome::Exited(0) if undelivered => return Ok(ExitCode::from(crate::EXIT_AIRLOCK_ERROR)),
-        Outcome::Exited(_) => {}
-        Outcome::TimedOut => {
-            note!("airlock: the command passed its time limit; every process of the sandbox was killed");
-        }
-        Outcome::CpuLimitReached => {
-            note!(
-                "airlock: the sandbox used up its CPU time limit ({}), all its processes together; every one was killed (raise [limits] cpu in the profile)",
-                humantime::format_duration(report.cpu_limit)
-            );
-        }
-        Outcome::DiskLimitReached => {
-            note!(
-                "airlock: the session's layer reached what it may take of the state directory's filesystem (its free margin, or the profile's disk); every process of the sandbox was killed (free some space, or raise [limits] disk)"
-            );
-        }
+    if undelivered && report.outcome == Outcome::Exited(0) {
+        return Ok(ExitCode::from(crate::EXIT_AIRLOCK_ERROR));
     }
     let status = report.exit_status();
     Ok(ExitCode::from(

@@ -183,3 +183,74 @@ both_modes!(
         assert!(!w.workspace.join("ran-here").exists());
     }
 );
+
+/// The lines airlock itself writes on stderr (the command's own are the rest).
+fn airlock_lines(out: &std::process::Output) -> Vec<String> {
+    stderr(out)
+        .lines()
+        .filter(|l| l.starts_with("airlock: "))
+        .map(str::to_string)
+        .collect()
+}
+
+both_modes!(
+    a_run_ends_and_is_refused_in_the_same_words_here_and_through_the_server,
+    |w: &World| {
+        let config = w.home.join(".config");
+        let profiles = config.join("airlock/profiles");
+        std::fs::create_dir_all(&profiles).unwrap();
+        for dir in [&config, &config.join("airlock"), &profiles] {
+            w.give(dir);
+        }
+        w.write(&profiles.join("timed.toml"), "[limits]\ntimeout = \"1s\"\n");
+        let served = serve(w);
+        let made = w
+            .airlock()
+            .args(["token", "create", "--role", "agent", "--profile", "timed"])
+            .arg("--workspace")
+            .arg(&w.workspace)
+            .output()
+            .unwrap();
+        assert!(made.status.success(), "{}", stderr(&made));
+        let timed_token = stdout(&made).lines().last().unwrap().to_string();
+
+        // The time limit ends both, and airlock says so in the same words.
+        let here = w
+            .airlock()
+            .args(["run", "-p", "timed", "--", "sleep", "30"])
+            .output()
+            .unwrap();
+        let there = served
+            .cli(w, &["run", "--", "sleep", "30"])
+            .env("AIRLOCK_TOKEN", &timed_token)
+            .output()
+            .unwrap();
+        assert_eq!(here.status.code(), Some(124), "{}", stderr(&here));
+        assert_eq!(there.status.code(), Some(124), "{}", stderr(&there));
+        assert!(
+            stderr(&here).contains("passed its time limit"),
+            "{}",
+            stderr(&here)
+        );
+        assert_eq!(airlock_lines(&here), airlock_lines(&there));
+
+        // keep is for throwaway runs: core refuses it with a session, whichever door.
+        let here = w
+            .airlock()
+            .args(["run", "--keep", "--session", "nosuch", "--", "true"])
+            .output()
+            .unwrap();
+        let there = served
+            .cli(w, &["run", "--keep", "--session", "nosuch", "--", "true"])
+            .output()
+            .unwrap();
+        for out in [&here, &there] {
+            assert_ne!(out.status.code(), Some(0));
+            assert!(
+                stderr(out).contains("keep is for throwaway runs"),
+                "{}",
+                stderr(out)
+            );
+        }
+    }
+);

@@ -14,6 +14,7 @@
 //! 6. [`supervise`]: the network gate, the wait;
 //! 7. [`record_result`], then 8. [`settle`] the session: count the run, or drop a throwaway layer.
 
+mod answer;
 mod checks;
 mod env;
 mod gate_log;
@@ -42,11 +43,12 @@ use crate::error::Error;
 use crate::secrets::Placeholder;
 use crate::session::{now, staging_dir, NewSession, ProfileRef, Session, SessionLock};
 use airlock_egress::inject::{Injector, SessionCa};
+pub use answer::{Limit, RunAnswer, RunBody, RunEnd, RunEvent, RunResult};
 pub(crate) use checks::check_workspace_for;
 pub use env::{SANDBOX_HOME, SANDBOX_USER};
 use gate_log::{start_gate, GateLog};
 pub use limits_check::{check_limits, LimitCheck};
-use records::{Intent, RunResult};
+use records::{Intent, ResultRecord};
 
 /// The sandbox user's uid and gid inside.
 const INSIDE_ID: u32 = 1000;
@@ -86,7 +88,7 @@ pub struct RunReport {
     pub outcome: Outcome,
     /// The session the run used; None for a throwaway run kept in memory.
     pub session_id: Option<String>,
-    /// The session's layer survives the run (named session or `--keep`).
+    /// A throwaway run's layer was kept (`--keep`) as the new session `session_id`.
     pub kept: bool,
     /// Bytes of output dropped past the output limit.
     pub output_dropped: u64,
@@ -118,19 +120,6 @@ impl RunReport {
             Outcome::TimedOut => EXIT_TIMED_OUT,
             Outcome::CpuLimitReached => EXIT_CPU_LIMIT,
             Outcome::DiskLimitReached => EXIT_DISK_LIMIT,
-        }
-    }
-
-    /// The limit that ended the run, as the audit log names it: `timeout`, `cpu`, `disk`;
-    /// `memory` when the kernel killed a process for it, `kill_switch` when that killed it.
-    pub fn limit(&self) -> Option<&'static str> {
-        match self.outcome {
-            Outcome::TimedOut => Some("timeout"),
-            Outcome::CpuLimitReached => Some("cpu"),
-            Outcome::DiskLimitReached => Some("disk"),
-            Outcome::Exited(_) if self.killed_by_switch.is_some() => Some("kill_switch"),
-            Outcome::Exited(_) if self.oom_kills > 0 => Some("memory"),
-            Outcome::Exited(_) => None,
         }
     }
 }
@@ -214,7 +203,8 @@ fn run_confined(caller: &Caller, request: RunRequest) -> Result<RunReport, Error
     // only when nothing of the sandbox remains.
     drop(registration);
     supervised.reap();
-    let kept = !turn.throwaway;
+    // A session named by the request was the caller's already: kept is a throwaway's news.
+    let kept = !turn.throwaway && plan.session.is_none();
     settle(&mut turn, &clock)?;
     let finished = supervised.result?;
     Ok(RunReport {
@@ -263,6 +253,7 @@ fn resolve(caller: &Caller, request: RunRequest) -> Result<Plan<'_>, Error> {
             chosen,
             None,
         ),
+        Some(_) if request.keep => return Err(Error::NotForSessions { what: "keep" }),
         Some(id) => {
             let session = caller.find_session(&state_dir, id)?;
             let workspace = session.existing_workspace(caller.way)?.to_path_buf();
@@ -763,7 +754,7 @@ fn record_result(
             airlock_jail::Usage::of_children()
         }
     };
-    let record = RunResult::new(session_id.as_deref(), profile, clock.clock.elapsed(), usage);
+    let record = ResultRecord::new(session_id.as_deref(), profile, clock.clock.elapsed(), usage);
     let record = match &supervised.result {
         Ok(finished) => record.finished(finished, supervised.killed_by_switch.clone()),
         Err(err) => record.failed(err.to_string()),

@@ -60,7 +60,7 @@ impl<'a> Intent<'a> {
 
 /// `run.result`: how the run ended, what it used, and which limit (if any) ended it.
 #[derive(Serialize, Default)]
-pub(super) struct RunResult<'a> {
+pub(super) struct ResultRecord<'a> {
     pub session: Option<&'a str>,
     pub profile: &'a str,
     pub duration_ms: u64,
@@ -88,20 +88,20 @@ pub(super) struct RunResult<'a> {
     error: Option<String>,
 }
 
-impl<'a> RunResult<'a> {
+impl<'a> ResultRecord<'a> {
     pub(super) fn new(
         session: Option<&'a str>,
         profile: &'a Profile,
         duration: std::time::Duration,
         usage: Option<Usage>,
-    ) -> RunResult<'a> {
-        RunResult {
+    ) -> ResultRecord<'a> {
+        ResultRecord {
             session,
             profile: &profile.name,
             duration_ms: duration.as_millis() as u64,
             cpu_ms: usage.map(|u| u.cpu.as_millis() as u64),
             peak_rss_bytes: usage.map(|u| u.max_rss_bytes),
-            ..RunResult::default()
+            ..ResultRecord::default()
         }
     }
 

@@ -1,18 +1,17 @@
 //! Runs: in a session or throwaway; answered once the run ends, or streamed as NDJSON (output as
 //! it comes, then the result).
 
-use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use airlock_core::{RunAnswer, RunBody, RunEvent, RunResult};
 use axum::body::Body as HttpBody;
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use bytes::Bytes;
-use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
 use super::{Body, SessionId};
@@ -20,48 +19,6 @@ use crate::app::{blocking, Authed, Shared};
 use crate::error::{ApiError, ApiResult};
 use crate::job::Job;
 use crate::jobs::{Event, Finished, Launch, Stream};
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RunBody {
-    /// A shell command line, run by `/bin/sh -c`.
-    command: Option<String>,
-    /// The program and its arguments, run as they are.
-    argv: Option<Vec<String>>,
-    /// Given to the command as its standard input (none: it reads end of file).
-    stdin: Option<String>,
-    /// Seconds: a time limit shorter than the profile's.
-    timeout: Option<f64>,
-    /// Variables the command gets, those the profile's `[env] allow` lets through.
-    #[serde(default)]
-    env: BTreeMap<String, String>,
-    /// A throwaway run's workspace: a directory within the token's (default: the token's).
-    workspace: Option<PathBuf>,
-    /// Keep a throwaway run's layer, as a new session of this token.
-    #[serde(default)]
-    keep: bool,
-}
-
-/// The answer to a finished run.
-#[derive(Debug, Serialize)]
-pub struct RunAnswer {
-    exit_code: i32,
-    stdout: String,
-    stderr: String,
-    stdout_truncated: bool,
-    stderr_truncated: bool,
-    /// Bytes the profile's output limit dropped before the server saw them.
-    output_dropped: u64,
-    duration_ms: u64,
-    /// `timeout`, `cpu`, `disk`, `memory`, `kill_switch`, or null.
-    limit: Option<String>,
-    session: Option<String>,
-    kept: bool,
-    killed_by_switch: Option<String>,
-    oom_kills: u64,
-    /// The result could not be written to the audit log (the intent was).
-    audit_error: Option<String>,
-}
 
 fn argv_of(body: &RunBody) -> Result<Vec<String>, ApiError> {
     crate::job::argv_of(body.command.as_deref(), body.argv.as_deref())
@@ -84,9 +41,6 @@ fn job_of(
         .grant
         .clone()
         .ok_or_else(|| ApiError::internal("a request without a token reached a run"))?;
-    if session.is_some() && (body.keep || body.workspace.is_some()) {
-        return Err(ApiError::bad_request("not_for_sessions", "keep and workspace are for throwaway runs (POST /v1/runs); a session has its workspace"));
-    }
     Ok(Job {
         state_dir: app.service.state_dir.clone(),
         role: authed.caller.role,
@@ -225,8 +179,11 @@ async fn answer(started: Started) -> ApiResult<Response> {
             } => err.extend_from_slice(&data),
             Event::Done(finished) => {
                 let kept = (out.len() as u64, err.len() as u64);
-                let (out, err) = (lossy(out), lossy(err));
-                let answer = result(*finished, out, err, kept)?;
+                let answer = RunAnswer {
+                    result: result(*finished, kept)?,
+                    stdout: lossy(out),
+                    stderr: lossy(err),
+                };
                 return Ok(holding(slot, Json(answer).into_response()));
             }
         }
@@ -240,73 +197,56 @@ fn lossy(bytes: Vec<u8>) -> String {
     String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
-/// The answer, from how the run ended, its output, and the bytes of each stream kept.
-fn result(
-    finished: Finished,
-    stdout: String,
-    stderr: String,
-    kept: (u64, u64),
-) -> ApiResult<RunAnswer> {
-    let (ran, duration, totals) = match finished {
+/// How the run ended, from the worker's end, what the server saw, and the bytes of each stream
+/// kept.
+fn result(finished: Finished, kept: (u64, u64)) -> ApiResult<RunResult> {
+    match finished {
         Finished::Ran {
             ran,
             duration,
             totals,
-        } => (ran, duration, totals),
-        Finished::Refused(error) => return Err(error),
-    };
-    Ok(RunAnswer {
-        exit_code: ran.exit_code,
-        stdout,
-        stderr,
-        stdout_truncated: totals.0 > kept.0,
-        stderr_truncated: totals.1 > kept.1,
-        output_dropped: ran.output_dropped,
-        duration_ms: duration.as_millis() as u64,
-        limit: ran.limit,
-        session: ran.session,
-        kept: ran.kept,
-        killed_by_switch: ran.killed_by_switch,
-        oom_kills: ran.oom_kills,
-        audit_error: ran.audit_error,
-    })
+        } => Ok(RunResult {
+            end: ran,
+            stdout_truncated: totals.0 > kept.0,
+            stderr_truncated: totals.1 > kept.1,
+            duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
+        }),
+        Finished::Refused(error) => Err(error),
+    }
 }
 
-/// The run's events as NDJSON lines: `{"type":"stdout","data":…}`, `{"type":"stderr",…}`, then
-/// `{"type":"result",…}` or `{"type":"error","code":…,"message":…}`.
+/// The run's events as NDJSON lines, each a [`RunEvent`]: `stdout` and `stderr` as they come,
+/// then `result` or `error`.
 fn streamed(started: Started) -> Response {
     let Started { events, slot } = started;
     let lines = futures_util::stream::unfold(
         (events, (0u64, 0u64), slot),
         |(mut events, mut kept, slot)| async move {
-            let event = events.recv().await?;
-            let line = match event {
+            let line = match events.recv().await? {
                 Event::Output { stream, data } => {
-                    // Only a count is kept, for the truncation flags of the result.
+                    // Only a count of the bytes is kept, for the truncation flags of the result.
+                    let bytes = data.len() as u64;
+                    let data = String::from_utf8_lossy(&data).into_owned();
                     match stream {
-                        Stream::Stdout => kept.0 += data.len() as u64,
-                        Stream::Stderr => kept.1 += data.len() as u64,
-                    }
-                    serde_json::json!({ "type": stream, "data": String::from_utf8_lossy(&data) })
-                }
-                Event::Done(finished) => {
-                    match result(*finished, String::new(), String::new(), kept) {
-                        Ok(answer) => {
-                            let mut value = serde_json::to_value(answer).unwrap_or_default();
-                            if let Some(map) = value.as_object_mut() {
-                                map.remove("stdout");
-                                map.remove("stderr");
-                                map.insert("type".into(), "result".into());
-                            }
-                            value
+                        Stream::Stdout => {
+                            kept.0 += bytes;
+                            RunEvent::Stdout { data }
                         }
-                        Err(error) => {
-                            serde_json::json!({ "type": "error", "code": error.code, "message": error.message })
+                        Stream::Stderr => {
+                            kept.1 += bytes;
+                            RunEvent::Stderr { data }
                         }
                     }
                 }
+                Event::Done(finished) => match result(*finished, kept) {
+                    Ok(result) => RunEvent::Result(result),
+                    Err(error) => RunEvent::Error {
+                        code: error.code.to_string(),
+                        message: error.message,
+                    },
+                },
             };
-            let mut text = line.to_string();
+            let mut text = serde_json::to_string(&line).unwrap_or_default();
             text.push('\n');
             Some((
                 Ok::<Bytes, Infallible>(Bytes::from(text)),
