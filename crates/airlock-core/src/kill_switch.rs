@@ -118,8 +118,26 @@ pub fn act(caller: &Caller, request: &ControlRequest) -> Result<ControlReport, E
     crate::refusal::audited(caller, &refusal, session, || act_on_target(caller, request))
 }
 
+/// SECURITY: a reason is shown to others as it was written (the run it killed prints it on its
+/// terminal, `status` and every refusal too): a control character would be a terminal escape
+/// sequence in someone else's terminal.
+fn check_reason(reason: &str) -> Result<(), Error> {
+    if reason.chars().any(char::is_control) {
+        return Err(Error::Argument {
+            arg: "--reason".into(),
+            why: "holds a control character (a newline, tab or terminal escape): say it in one \
+                  line of printable text"
+                .into(),
+        });
+    }
+    Ok(())
+}
+
 fn act_on_target(caller: &Caller, request: &ControlRequest) -> Result<ControlReport, Error> {
     caller.must_be_operator(&format!("{} sandboxes", request.action.name()))?;
+    if let Some(reason) = &request.reason {
+        check_reason(reason)?;
+    }
     let state_dir = caller.state_dir()?;
     let action = match request.action {
         Action::Kill if request.network_only => Action::CutNetwork,
@@ -170,6 +188,7 @@ fn switch_off(
             why: "is empty: say why (everyone who is refused reads it)".into(),
         });
     }
+    check_reason(reason)?;
     let profile = caller.profile_scope(profile)?;
     let state_dir = caller.state_dir()?;
     let acted = control::disable(

@@ -13,7 +13,7 @@
 
 use std::fs;
 use std::io::Write as _;
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -448,6 +448,7 @@ impl Session {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
+        check_own_directory(&id, &dir)?;
         let path = dir.join("meta.json");
         let text = fs::read(&path).map_err(io("read", &path))?;
         let meta: SessionMeta =
@@ -748,6 +749,30 @@ fn remove_tree(dir: &Path) -> Result<(), SessionError> {
     fs::remove_dir_all(dir).map_err(io("remove", dir))
 }
 
+/// SECURITY: a session's record says what its loader mounts (a rootful image) and how its
+/// layer is read: only the user who made it may have written it. A session directory of another
+/// uid (another user's state directory named with --state-dir), or a symlink, is not loaded.
+fn check_own_directory(id: &str, dir: &Path) -> Result<(), SessionError> {
+    let meta = fs::symlink_metadata(dir).map_err(io("inspect", dir))?;
+    let euid = nix::unistd::geteuid().as_raw();
+    let why = if !meta.is_dir() {
+        "it is not a directory (a symlink?)".to_string()
+    } else if meta.uid() != euid {
+        format!(
+            "it belongs to uid {}, not to this user (uid {euid}): a session is read only by the \
+             user who made it, from their own state directory",
+            meta.uid()
+        )
+    } else {
+        return Ok(());
+    };
+    Err(SessionError::Damaged {
+        id: id.to_string(),
+        path: dir.to_path_buf(),
+        why,
+    })
+}
+
 mod image;
 pub use image::Unfinished;
 
@@ -790,6 +815,55 @@ mod tests {
                 "{refused:?}"
             );
         }
+    }
+
+    /// Root only (chown); fails rather than skips where CI says the tests run as root.
+    fn as_root() -> bool {
+        let root = nix::unistd::geteuid().is_root();
+        assert!(
+            root || std::env::var_os("AIRLOCK_TEST_REQUIRE_ROOT").is_none(),
+            "this test needs root"
+        );
+        root
+    }
+
+    #[test]
+    fn a_record_another_user_could_write_is_not_loaded_nor_mounted_through() {
+        if !as_root() {
+            return;
+        }
+        let state = tempfile::tempdir().unwrap();
+        let ws = tempfile::tempdir().unwrap();
+        let mut new = new_session(ws.path(), None);
+        new.way = Way::Rootful;
+        let session = Session::create(state.path(), new).unwrap();
+        // Another uid's session directory (a user's state directory named to root).
+        std::os::unix::fs::chown(&session.dir, Some(4242), Some(4242)).unwrap();
+        let refused = Session::find(state.path(), &session.id).unwrap_err();
+        assert!(
+            matches!(&refused, SessionError::Damaged { why, .. } if why.contains("uid 4242")),
+            "{refused:?}"
+        );
+        std::os::unix::fs::chown(&session.dir, Some(0), Some(0)).unwrap();
+        // A record that says it has an image, with its layer a symlink elsewhere: mount(2)
+        // would follow it; nothing is mounted.
+        let elsewhere = tempfile::tempdir().unwrap();
+        let mut meta = session.meta.clone();
+        meta.image = Some(LayerImage {
+            bytes: 8 << 20,
+            files: None,
+        });
+        fs::write(
+            session.dir.join("meta.json"),
+            serde_json::to_vec(&meta).unwrap(),
+        )
+        .unwrap();
+        std::os::unix::fs::symlink(elsewhere.path(), session.dir.join("layer")).unwrap();
+        let refused = Session::find(state.path(), &session.id).unwrap_err();
+        assert!(
+            matches!(&refused, SessionError::Damaged { why, .. } if why.contains("symlink")),
+            "{refused:?}"
+        );
     }
 
     #[test]

@@ -237,6 +237,27 @@ fn the_kill_switch_needs_a_reason_and_network_goes_with_kill_only() {
     let s = setup();
     let refused = kill_switch::disable(&s.caller, None, "  ").unwrap_err();
     assert!(refused.to_string().contains("--reason"), "{refused}");
+    // A reason is printed on other people's terminals: no escape sequence gets there.
+    let escape = "\u{1b}]0;PWNED\u{7}\u{1b}[2K\rinjected";
+    let refused = kill_switch::disable(&s.caller, None, escape).unwrap_err();
+    assert!(
+        refused.to_string().contains("control character"),
+        "{refused}"
+    );
+    let kill_with_escape = ControlRequest {
+        action: Action::Kill,
+        target: TargetChoice {
+            all: true,
+            ..TargetChoice::default()
+        },
+        network_only: false,
+        reason: Some(escape.into()),
+    };
+    let refused = kill_switch::act(&s.caller, &kill_with_escape).unwrap_err();
+    assert!(
+        refused.to_string().contains("control character"),
+        "{refused}"
+    );
     let pause_network = ControlRequest {
         action: Action::Pause,
         target: TargetChoice {

@@ -35,6 +35,15 @@ pub fn main() -> ExitCode {
     if nix::unistd::getppid().as_raw() != job.server_pid {
         return ExitCode::from(125);
     }
+    // The server decided the way for its process; this one has the same credentials, and a
+    // job that says otherwise was not written by it.
+    if job.way != airlock_core::Way::of_this_process() {
+        airlock_jail::note!(
+            "airlock: __serve-worker: the job's way ({:?}) is not this process's: not run",
+            job.way
+        );
+        return ExitCode::from(125);
+    }
     let outcome = run(&job);
     let written = serde_json::to_vec(&outcome)
         .map_err(std::io::Error::other)

@@ -340,13 +340,15 @@ async fn run(remote: &Remote, args: crate::cli::RunArgs) -> Result<ExitCode> {
             RunEvent::Stdout { data } => std::io::stdout().write_all(data.as_bytes())?,
             RunEvent::Stderr { data } => std::io::stderr().write_all(data.as_bytes())?,
             RunEvent::Result(result) => {
-                // What a local run says of its end, said the same way.
+                // What a local run says of its end, said the same way (and no escape sequence
+                // the server's strings might hold reaches the terminal).
                 for line in result.end.notes() {
-                    eprintln!("airlock: {line}");
+                    eprintln!("airlock: {}", crate::shown::printable(&line));
                 }
                 exit = Some(result.end.exit_code);
             }
             RunEvent::Error { code, message } => failure = Some(format!("{code}: {message}")),
+            RunEvent::Unknown => {}
         }
         Ok(())
     };

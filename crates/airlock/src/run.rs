@@ -50,7 +50,7 @@ pub fn run(global: &GlobalArgs, args: RunArgs) -> Result<ExitCode> {
     };
     let report = airlock_core::run(&caller(global), request)?;
     for line in report.end().notes() {
-        note!("airlock: {line}");
+        note!("airlock: {}", crate::shown::printable(&line));
     }
     // A reader that went away (EPIPE) is a closed pipe to the command too, as in a plain
     // pipeline: nothing to say. Output lost otherwise (a full disk) is airlock's failure to

@@ -47,6 +47,9 @@ pub enum Limit {
     Memory,
     /// An operator killed it, or disabled its profile.
     KillSwitch,
+    /// A limit a newer airlock names, read from its answer: the run still ended.
+    #[serde(other)]
+    Other,
 }
 
 impl Limit {
@@ -58,6 +61,7 @@ impl Limit {
             Limit::Disk => "disk",
             Limit::Memory => "memory",
             Limit::KillSwitch => "kill_switch",
+            Limit::Other => "other",
         }
     }
 }
@@ -123,6 +127,9 @@ pub enum RunEvent {
         code: String,
         message: String,
     },
+    /// A line of a kind a newer airlock sends: a reader passes over it (never sent by this one).
+    #[serde(other)]
+    Unknown,
 }
 
 impl RunReport {
@@ -204,7 +211,7 @@ impl RunEnd {
                 "the session's layer reached what it may take of the state directory's filesystem (its free margin, or the profile's disk); every process of the sandbox was killed (free some space, or raise [limits] disk)"
                     .into(),
             ),
-            Some(Limit::Memory | Limit::KillSwitch) | None => {}
+            Some(Limit::Memory | Limit::KillSwitch | Limit::Other) | None => {}
         }
         notes
     }
@@ -280,5 +287,18 @@ mod tests {
         assert_eq!(serde_json::from_value::<RunEvent>(line).unwrap(), result);
         let output: RunEvent = serde_json::from_str(r#"{"type":"stderr","data":"x"}"#).unwrap();
         assert_eq!(output, RunEvent::Stderr { data: "x".into() });
+        // What a newer server adds is passed over, not a broken stream.
+        let newer: RunEvent = serde_json::from_str(r#"{"type":"progress","done":3}"#).unwrap();
+        assert_eq!(newer, RunEvent::Unknown);
+        let newer: RunEvent = serde_json::from_value(serde_json::json!({
+            "type": "result", "exit_code": 1, "limit": "gpu", "session": null, "kept": false,
+            "output_dropped": 0, "oom_kills": 0, "killed_by_switch": null, "audit_error": null,
+            "stdout_truncated": false, "stderr_truncated": false, "duration_ms": 3,
+        }))
+        .unwrap();
+        assert!(
+            matches!(&newer, RunEvent::Result(r) if r.end.limit == Some(Limit::Other)),
+            "{newer:?}"
+        );
     }
 }

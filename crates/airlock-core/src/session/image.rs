@@ -31,6 +31,15 @@ impl Session {
     pub(super) fn mount_layer(&self) -> Result<(), SessionError> {
         let active = self.meta.lifecycle != Lifecycle::Discarded;
         if self.meta.image.is_some() && active && self.meta.way.is_rootful() {
+            // mount(2) follows a symlink: the image goes on the session's own directory only.
+            let at = self.layer_root();
+            if fs::symlink_metadata(&at).is_ok_and(|m| m.file_type().is_symlink()) {
+                return Err(SessionError::Damaged {
+                    id: self.id.clone(),
+                    path: at,
+                    why: "its layer is a symlink: discard the session".into(),
+                });
+            }
             airlock_jail::image::mount_image(&self.image_path(), &self.layer_root())
                 .map_err(self.image_error())?;
         }
