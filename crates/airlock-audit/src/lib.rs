@@ -113,17 +113,13 @@ struct Head {
 /// The chain's first `prev`.
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// The hash a record carries: SHA-256 of its JSON without the `hash` field, keys in the order
 /// written.
 pub fn record_hash(record: &Map<String, Value>) -> String {
     let mut without = record.clone();
     without.remove("hash");
     let text = serde_json::to_string(&Value::Object(without)).unwrap_or_default();
-    hex(&Sha256::digest(text.as_bytes()))
+    hex::encode(Sha256::digest(text.as_bytes()))
 }
 
 /// RFC 3339 with milliseconds, UTC.
@@ -208,7 +204,7 @@ impl AuditLog {
                 .map_err(|e| self.append_error(e))?;
             let fields = serde_json::json!({
                 "torn_bytes": torn.bytes.len(),
-                "torn_sha256": hex(&Sha256::digest(&torn.bytes)),
+                "torn_sha256": hex::encode(Sha256::digest(&torn.bytes)),
                 "summary": "a record cut short by a crash was removed",
             });
             let appended =

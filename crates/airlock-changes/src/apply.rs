@@ -300,7 +300,7 @@ fn entry_at(dir: &OwnedFd, name: &OsStr) -> io::Result<Entry> {
 fn hash_reader(reader: &mut impl Read) -> io::Result<(u64, String)> {
     let mut hasher = Sha256::new();
     let size = io::copy(reader, &mut hasher)?;
-    Ok((size, crate::patch::hex(&hasher.finalize())))
+    Ok((size, hex::encode(hasher.finalize())))
 }
 
 /// What the session's layer holds at `path` (a path in the state dir, which no sandbox writes
@@ -404,7 +404,7 @@ pub fn keep_backups(
             hasher: Sha256::new(),
         };
         io::copy(&mut source, &mut hasher)?;
-        let got = crate::patch::hex(&hasher.hasher.finalize());
+        let got = hex::encode(hasher.hasher.finalize());
         copy.sync_all()?;
         if &got != sha256 {
             conflicts.push((
@@ -482,7 +482,7 @@ fn make_temp(
                 hasher: Sha256::new(),
             };
             io::copy(&mut { from }, &mut writer)?;
-            let got = crate::patch::hex(&writer.hasher.finalize());
+            let got = hex::encode(writer.hasher.finalize());
             if &got != sha256 {
                 return Err(io::Error::other(
                     "its source changed since the apply was planned",

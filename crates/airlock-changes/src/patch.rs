@@ -51,11 +51,7 @@ pub fn git_blob_id(data: &[u8]) -> String {
     let mut hasher = Sha1::new();
     hasher.update(format!("blob {}\0", data.len()).as_bytes());
     hasher.update(data);
-    hex(&hasher.finalize())
-}
-
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    hex::encode(hasher.finalize())
 }
 
 const NULL_ID: &str = "0000000000000000000000000000000000000000";

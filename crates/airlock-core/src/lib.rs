@@ -35,8 +35,8 @@ pub mod tokens;
 pub use airlock_jail::Way;
 pub use airlock_policy::{to_toml as profile_to_toml, Profile, DEFAULT_PROFILE_NAME};
 pub use apply::{
-    apply, revert, ApplyError, ApplyOptions, ApplyReport, ApplyRequest, Item as ApplyItem,
-    Result as ApplyResult,
+    apply, revert, ApplyError, ApplyOptions, ApplyReport, ApplyRequest, ApplyResult,
+    Item as ApplyItem,
 };
 pub use caller::{describe_profile, Caller, Grant, ProfileChoice, Role};
 pub use changes::{ChangesError, MAX_FILE_BYTES};

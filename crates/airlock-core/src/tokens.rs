@@ -231,15 +231,11 @@ fn random_hex(bytes: usize) -> Result<String, Error> {
     fs::File::open(source)
         .and_then(|mut f| f.read_exact(&mut buf))
         .map_err(io_error("read", source))?;
-    Ok(hex(&buf))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    Ok(hex::encode(&buf))
 }
 
 fn hash(token: &str) -> String {
-    hex(&Sha256::digest(token.as_bytes()))
+    hex::encode(Sha256::digest(token.as_bytes()))
 }
 
 /// Equal without telling, by how long it took, how much of the two was.

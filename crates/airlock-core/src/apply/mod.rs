@@ -154,7 +154,7 @@ pub struct ApplyOptions {
 /// What happened to one path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Result {
+pub enum ApplyResult {
     Applied,
     /// `--dry-run`: would be applied.
     WouldApply,
@@ -176,7 +176,7 @@ pub enum Result {
 pub struct Item {
     pub path: String,
     pub status: Option<Status>,
-    pub result: Result,
+    pub result: ApplyResult,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub hazards: Vec<Hazard>,
     /// `git status` will not show it: the repository's ignore rules hide it.
@@ -208,7 +208,7 @@ impl ApplyReport {
             .filter(|i| {
                 matches!(
                     i.result,
-                    Result::Conflict | Result::Hazard | Result::Refused
+                    ApplyResult::Conflict | ApplyResult::Hazard | ApplyResult::Refused
                 )
             })
             .count()
@@ -268,7 +268,7 @@ pub(crate) fn check_no_interrupted_apply(
     }
 }
 
-fn item(op: &Op, result: Result, reason: Option<String>) -> Item {
+fn item(op: &Op, result: ApplyResult, reason: Option<String>) -> Item {
     Item {
         path: engine::display_path(&op.path),
         status: None,
@@ -279,7 +279,7 @@ fn item(op: &Op, result: Result, reason: Option<String>) -> Item {
     }
 }
 
-fn outcome_items(journal: &Journal, outcome: &Outcome, done: Result) -> Vec<Item> {
+fn outcome_items(journal: &Journal, outcome: &Outcome, done: ApplyResult) -> Vec<Item> {
     let mut items: Vec<Item> = outcome
         .done
         .iter()
@@ -289,7 +289,7 @@ fn outcome_items(journal: &Journal, outcome: &Outcome, done: Result) -> Vec<Item
         outcome
             .conflicts
             .iter()
-            .map(|(i, why)| item(&journal.ops[*i], Result::Conflict, Some(why.clone()))),
+            .map(|(i, why)| item(&journal.ops[*i], ApplyResult::Conflict, Some(why.clone()))),
     );
     items.sort_by(|a, b| a.path.cmp(&b.path));
     items
@@ -398,7 +398,7 @@ fn write_all(
         writes: ops.len(),
         skipped: items
             .iter()
-            .filter(|i| i.result != Result::WouldApply)
+            .filter(|i| i.result != ApplyResult::WouldApply)
             .count(),
     };
     ApplyRecord::of(session, number, intent).append(log, "apply.intent")?;
@@ -429,11 +429,14 @@ fn write_all(
         stale.into_iter().chain(outcome.conflicts.clone()).collect();
     for (index, why) in &conflicts {
         let item = &mut items[item_of_op[*index]];
-        item.result = Result::Conflict;
+        item.result = ApplyResult::Conflict;
         item.reason = Some(why.clone());
     }
-    for item in items.iter_mut().filter(|i| i.result == Result::WouldApply) {
-        item.result = Result::Applied;
+    for item in items
+        .iter_mut()
+        .filter(|i| i.result == ApplyResult::WouldApply)
+    {
+        item.result = ApplyResult::Applied;
     }
     let mut logged = Outcome {
         done: outcome.done,
@@ -447,7 +450,10 @@ fn write_all(
             .filter(|i| {
                 matches!(
                     i.result,
-                    Result::Conflict | Result::Hazard | Result::Refused | Result::Ignored
+                    ApplyResult::Conflict
+                        | ApplyResult::Hazard
+                        | ApplyResult::Refused
+                        | ApplyResult::Ignored
                 )
             })
             .map(|i| Skipped {
@@ -470,7 +476,7 @@ fn finish(
     let complete = options.paths.is_empty()
         && items
             .iter()
-            .all(|i| matches!(i.result, Result::Applied | Result::Unchanged));
+            .all(|i| matches!(i.result, ApplyResult::Applied | ApplyResult::Unchanged));
     if complete {
         session.meta.lifecycle = Lifecycle::Applied;
         session.meta.ended = Some(now());
@@ -499,11 +505,11 @@ fn recover(
     let (outcome, done, state) = if options.rollback {
         let outcome =
             engine::undo(workspace, &apply_dir, journal).map_err(io("roll back in", &path))?;
-        (outcome, Result::Undone, JournalState::RolledBack)
+        (outcome, ApplyResult::Undone, JournalState::RolledBack)
     } else {
         let outcome = engine::commit(workspace, &session.upper(), journal, &[])
             .map_err(io("apply to", &path))?;
-        (outcome, Result::Applied, JournalState::Committed)
+        (outcome, ApplyResult::Applied, JournalState::Committed)
     };
     journal.state = state;
     apply_dir
@@ -599,7 +605,7 @@ fn revert_last_apply(
         workspace: session.meta.workspace.clone(),
         number: Some(journal.number),
         recovered: false,
-        items: outcome_items(&journal, &outcome, Result::Undone),
+        items: outcome_items(&journal, &outcome, ApplyResult::Undone),
         lifecycle: session.meta.lifecycle,
     })
 }

@@ -7,7 +7,7 @@ use airlock_changes::apply::{layer_entry, Entry, Op, Owner, Workspace};
 use airlock_changes::hazard::{Review, Verdict};
 use airlock_changes::{Change, Kind};
 
-use super::{io, ApplyError, ApplyOptions, Item, Result};
+use super::{io, ApplyError, ApplyOptions, ApplyResult, Item};
 use crate::changes::ChangesError;
 use crate::ledger::Ledger;
 use crate::review::ReviewInputs;
@@ -95,7 +95,7 @@ impl Planner<'_> {
         let mut item = Item {
             path: change.path.to_string_lossy().into_owned(),
             status: Some(change.status),
-            result: Result::WouldApply,
+            result: ApplyResult::WouldApply,
             hazards: hazards.clone(),
             ignored,
             reason: None,
@@ -110,14 +110,18 @@ impl Planner<'_> {
             .as_ref()
             .is_some_and(|n| matches!(n.kind, Kind::Socket | Kind::CharDevice | Kind::BlockDevice));
         if let Some(never) = hazards.iter().find(|h| h.never_written()) {
-            return skip(item, Result::Refused, never.describe().into());
+            return skip(item, ApplyResult::Refused, never.describe().into());
         }
         if socket {
-            return skip(item, Result::Refused, "a socket is never applied".into());
+            return skip(
+                item,
+                ApplyResult::Refused,
+                "a socket is never applied".into(),
+            );
         }
         if ignored && self.options.no_ignored {
             let why = "not shown by git status (the repository ignores it): --no-ignored";
-            return skip(item, Result::Ignored, why.into());
+            return skip(item, ApplyResult::Ignored, why.into());
         }
         if !hazards.is_empty() && !self.named(change) {
             let what: Vec<&str> = hazards.iter().map(|h| h.describe()).collect();
@@ -127,7 +131,7 @@ impl Planner<'_> {
             }
             return skip(
                 item,
-                Result::Hazard,
+                ApplyResult::Hazard,
                 format!("{why} — name it with --allow-hazard to apply it"),
             );
         }
@@ -138,7 +142,7 @@ impl Planner<'_> {
             if let Some(why) = conflict {
                 return skip(
                     item,
-                    Result::Conflict,
+                    ApplyResult::Conflict,
                     format!("{why} — --force overwrites it"),
                 );
             }
@@ -150,7 +154,7 @@ impl Planner<'_> {
         let new = layer_entry(&layer.join(&change.path), self.xattrs)
             .map_err(io("read", &layer.join(&change.path)))?;
         if old == new {
-            item.result = Result::Unchanged;
+            item.result = ApplyResult::Unchanged;
             return Ok((None, item));
         }
         let old_owner = match self.root_owner {

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use airlock_changes::apply::{self as engine, Entry, Journal, Outcome};
 use serde::Serialize;
 
-use super::{ApplyError, Result};
+use super::{ApplyError, ApplyResult};
 use crate::session::Session;
 
 /// An entry's content hash for the log: sha256 of a file, or the target of a symlink.
@@ -131,6 +131,6 @@ pub(super) struct ApplyOutcome<'a> {
 #[derive(Serialize)]
 pub(super) struct Skipped<'a> {
     pub(super) path: &'a str,
-    pub(super) result: Result,
+    pub(super) result: ApplyResult,
     pub(super) reason: &'a Option<String>,
 }

@@ -38,10 +38,6 @@ fn random<const N: usize>() -> Result<[u8; N], String> {
     Ok(bytes)
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// From an hour ago (clocks differ) to [`VALIDITY`] on.
 fn validity(params: &mut CertificateParams) {
     let now = time::OffsetDateTime::now_utc();
@@ -57,7 +53,7 @@ impl SessionCa {
         let mut params = CertificateParams::default();
         params.distinguished_name.push(
             DnType::CommonName,
-            format!("airlock session CA {}", hex(&random::<8>()?)),
+            format!("airlock session CA {}", hex::encode(random::<8>()?)),
         );
         params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
         params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
