@@ -224,7 +224,7 @@ pub fn log(global: &GlobalArgs, args: LogArgs) -> Result<ExitCode> {
         denied: args.denied,
         token: args.token,
     };
-    let mut records = log.records()?;
+    let (mut records, filter) = airlock_core::audit::records(&crate::run::caller(global), filter)?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     loop {

@@ -437,6 +437,48 @@ both_modes!(discard_drops_the_changes_and_gc_the_record, |w: &World| {
     refused(&gone, "no session");
 });
 
+both_modes!(a_session_name_works_wherever_its_id_does, |w: &World| {
+    let id = new_session(w, &["--name", "fix"]);
+    ran(&run_in(w, "fix", "echo x > made.txt"));
+    // The log's records carry the id; a name finds them all the same.
+    let by_name = airlock(w, &["log", "--session", "fix", "--action", "run"]);
+    assert!(by_name.status.success(), "{}", stderr(&by_name));
+    let lines = stdout(&by_name);
+    assert_eq!(
+        lines.lines().count(),
+        2,
+        "the run's intent and result: {lines}"
+    );
+    assert!(lines.lines().all(|l| l.contains(&id)), "{lines}");
+    let by_id = airlock(w, &["log", "--session", &id, "--action", "run"]);
+    assert_eq!(stdout(&by_id), lines);
+    let diff = airlock(w, &["diff", "fix", "--json"]);
+    assert!(diff.status.success(), "{}", stderr(&diff));
+    assert!(stdout(&diff).contains("made.txt"), "{}", stdout(&diff));
+    for step in ["kill", "apply", "revert", "discard"] {
+        let out = airlock(w, &[step, "fix"]);
+        assert_eq!(out.status.code(), Some(0), "{step} fix: {}", stderr(&out));
+    }
+    let discarded = airlock(
+        w,
+        &[
+            "log",
+            "--session",
+            "fix",
+            "--action",
+            "session.discard",
+            "--json",
+        ],
+    );
+    assert_eq!(
+        stdout(&discarded).lines().count(),
+        1,
+        "{}",
+        stdout(&discarded)
+    );
+    assert!(stdout(&discarded).contains(&id), "{}", stdout(&discarded));
+});
+
 both_modes!(
     bad_input_is_refused_clearly_and_changes_nothing,
     |w: &World| {
