@@ -723,6 +723,58 @@ both_modes!(
     }
 );
 
+both_modes!(
+    the_same_bytes_on_the_host_are_not_a_conflict,
+    |w: &World| {
+        let names = ["touched", "rewritten", "reverted", "edited", "chmoded"];
+        for name in names {
+            w.write(&w.workspace.join(format!("{name}.txt")), "host v1\n");
+        }
+        let first = new_session(w, &[]);
+        let second = new_session(w, &[]);
+        ran(&run_in(w, &first, "echo first >> reverted.txt"));
+        ran(&run_in(
+            w,
+            &second,
+            "for f in *.txt; do echo second >> $f; done",
+        ));
+        // After the second session touched them, the host gives some the same bytes with other
+        // times or another inode, and changes others for real: bytes of the same size, a mode.
+        let host = w.outside(
+            "touch touched.txt && cp rewritten.txt copy && mv copy rewritten.txt \
+         && printf 'host v2\n' > edited.txt && chmod 600 chmoded.txt",
+        );
+        assert!(host.status.success(), "{}", stderr(&host));
+        // The first session's apply, taken back, leaves its file as it was, in a new inode.
+        assert_eq!(apply(w, &first, &[]).status.code(), Some(0));
+        assert_eq!(airlock(w, &["revert", &first]).status.code(), Some(0));
+
+        let out = apply(w, &second, &[]);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{}\n{}",
+            stderr(&out),
+            stdout(&out)
+        );
+        let report = stdout(&out);
+        for same in ["touched", "rewritten", "reverted"] {
+            assert!(
+                report.contains(&format!("applied     M {same}.txt")),
+                "{report}"
+            );
+            let now = std::fs::read_to_string(w.workspace.join(format!("{same}.txt"))).unwrap();
+            assert_eq!(now, "host v1\nsecond\n");
+        }
+        for changed in ["edited", "chmoded"] {
+            assert!(
+                report.contains(&format!("CONFLICT    M {changed}.txt")),
+                "{report}"
+            );
+        }
+    }
+);
+
 both_modes!(hazards_are_applied_only_when_named, |w: &World| {
     let id = new_session(w, &[]);
     ran(&run_in(
