@@ -55,8 +55,8 @@ pub fn run(global: &GlobalArgs, args: RunArgs) -> Result<ExitCode> {
     }
     if report.output_dropped > 0 {
         note!(
-            "airlock: the output limit was reached: {} bytes were dropped (raise [limits] output in the profile)",
-            report.output_dropped
+            "airlock: the output limit was reached: {} dropped (raise [limits] output in the profile)",
+            crate::shown::counted(report.output_dropped, "byte was", "bytes were")
         );
     }
     if let (true, Some(id)) = (keep, &report.session_id) {
@@ -64,8 +64,8 @@ pub fn run(global: &GlobalArgs, args: RunArgs) -> Result<ExitCode> {
     }
     if report.oom_kills > 0 {
         note!(
-            "airlock: the memory limit was reached: the kernel killed {} process(es) of the sandbox (raise [limits] memory in the profile)",
-            report.oom_kills
+            "airlock: the memory limit was reached: the kernel killed {} of the sandbox (raise [limits] memory in the profile)",
+            crate::shown::counted(report.oom_kills, "process", "processes")
         );
     }
     if let Some(why) = &report.killed_by_switch {

@@ -138,8 +138,12 @@ pub fn gc(global: &GlobalArgs, args: GcArgs) -> Result<ExitCode> {
         }
     }
     note!(
-        "airlock: {verb} {} discarded, applied or unfinished session(s)",
-        report.sessions.len()
+        "airlock: {verb} {}",
+        crate::shown::counted(
+            report.sessions.len() as u64,
+            "discarded, applied or unfinished session",
+            "discarded, applied or unfinished sessions"
+        )
     );
     Ok(ExitCode::SUCCESS)
 }

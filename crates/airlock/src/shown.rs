@@ -42,6 +42,11 @@ pub fn command_line<S: AsRef<str>>(argv: &[S]) -> String {
         .join(" ")
 }
 
+/// `n` and the noun that counts it, in the number it takes: `1 path`, `3 paths`, `0 paths`.
+pub fn counted(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 fn quoted(arg: &str) -> String {
     let plain = |ch: char| ch.is_alphanumeric() || "_@%+=:,./-".contains(ch);
     if !arg.is_empty() && arg.chars().all(plain) {
@@ -72,6 +77,13 @@ mod tests {
         assert_eq!(printable("plain text é"), "plain text é");
         assert_eq!(printable("a\nb\x1b[2J\\n\u{9b}"), "a\\nb\\e[2J\\n\\x9b");
         assert!(!printable("x\r\n\x07\u{85}").chars().any(char::is_control));
+    }
+
+    #[test]
+    fn one_of_a_thing_is_singular() {
+        assert_eq!(counted(1, "path", "paths"), "1 path");
+        assert_eq!(counted(0, "path", "paths"), "0 paths");
+        assert_eq!(counted(2, "process", "processes"), "2 processes");
     }
 
     #[test]

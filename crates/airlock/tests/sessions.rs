@@ -479,6 +479,33 @@ both_modes!(a_session_name_works_wherever_its_id_does, |w: &World| {
     assert!(stdout(&discarded).contains(&id), "{}", stdout(&discarded));
 });
 
+both_modes!(one_path_is_counted_in_the_singular, |w: &World| {
+    let id = new_session(w, &[]);
+    ran(&run_in(w, &id, "echo x > one.txt"));
+    let dry = apply(w, &id, &["--dry-run"]);
+    assert!(
+        stderr(&dry).contains("dry run: 1 path would be applied"),
+        "{}",
+        stderr(&dry)
+    );
+    let out = apply(w, &id, &[]);
+    assert!(
+        stderr(&out).contains("applied 1 path of session"),
+        "{}",
+        stderr(&out)
+    );
+    let out = airlock(w, &["revert", &id]);
+    assert!(
+        stderr(&out).contains(": 1 path restored"),
+        "{}",
+        stderr(&out)
+    );
+    let log = stdout(&airlock(w, &["log", "--action", "apply.result"]));
+    assert!(log.contains("1 path written"), "{log}");
+    let verified = stdout(&airlock(w, &["log", "verify"]));
+    assert!(!verified.contains(" 1 records"), "{verified}");
+});
+
 both_modes!(
     bad_input_is_refused_clearly_and_changes_nothing,
     |w: &World| {
