@@ -32,7 +32,7 @@ pub use secrets::Placeholder;
 mod session;
 pub mod tokens;
 
-pub use airlock_policy::{to_toml as profile_to_toml, Profile, DEFAULT_PROFILE_NAME};
+pub use airlock_policy::{to_toml as profile_to_toml, units, Profile, DEFAULT_PROFILE_NAME};
 pub use apply::{
     apply, revert, ApplyError, ApplyOptions, ApplyReport, ApplyRequest, Item as ApplyItem,
     Result as ApplyResult,

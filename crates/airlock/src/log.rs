@@ -18,9 +18,9 @@ use crate::shown::counted;
 const EXIT_BROKEN: u8 = 2;
 
 fn since(text: &str) -> Result<String> {
-    let at = if let Ok(ago) = humantime::parse_duration(text) {
+    let at = if let Ok(ago) = airlock_core::units::parse_duration(text) {
         SystemTime::now()
-            .checked_sub(ago)
+            .checked_sub(std::time::Duration::from_secs(ago))
             .unwrap_or(SystemTime::UNIX_EPOCH)
     } else {
         humantime::parse_rfc3339_weak(text).with_context(|| {

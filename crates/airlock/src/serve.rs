@@ -20,8 +20,9 @@ pub fn serve(global: &GlobalArgs, args: ServeArgs) -> Result<ExitCode> {
         (Some(cert), Some(key)) => Some(airlock_serve::TlsFiles { cert, key }),
         _ => None,
     };
-    let grace = humantime::parse_duration(&args.grace)
-        .with_context(|| format!("--grace {:?}: not a duration (try 30s, 5m)", args.grace))?;
+    let grace = airlock_core::units::parse_duration(&args.grace)
+        .map(std::time::Duration::from_secs)
+        .with_context(|| format!("--grace {:?}", args.grace))?;
     airlock_serve::serve(airlock_serve::ServeConfig {
         listen,
         tls,

@@ -410,6 +410,15 @@ both_modes!(discard_drops_the_changes_and_gc_the_record, |w: &World| {
     // A discarded session takes no more runs, and has no diff.
     refused(&run_in(w, &id, "true"), "was discarded");
     refused(&airlock(w, &["diff", &id]), "was discarded");
+    // Durations as a profile writes them; a session discarded just now is not 7 days old.
+    let out = airlock(w, &["gc", "--older-than", "7d", "--dry-run", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let kept: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(kept["sessions"], serde_json::json!([]), "{kept}");
+    refused(
+        &airlock(w, &["gc", "--older-than", "7days"]),
+        "--older-than \"7days\"",
+    );
     // A dry run lists it and removes nothing; gc lists what it removed, logged first.
     let out = airlock(w, &["gc", "--dry-run", "--json"]);
     let listed: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
