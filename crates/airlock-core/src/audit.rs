@@ -101,7 +101,8 @@ pub fn append_deferred(log: &Log, action: &str, fields: Value) -> Result<(), Aud
 }
 
 /// The audit log's records a caller may read, through `filter`: an agent's token reads only the
-/// records of its own requests.
+/// records of its own requests. The filter's session may be a session's name, as everywhere a
+/// session is named: records carry only its id.
 pub fn records(
     caller: &Caller,
     mut filter: airlock_audit::Filter,
@@ -112,7 +113,22 @@ pub fn records(
         }
     }
     let state_dir = caller.state_dir()?;
+    if let Some(named) = filter.session.take() {
+        filter.session = Some(session_id(caller, &state_dir, named)?);
+    }
     Ok((log(&state_dir).records()?, filter))
+}
+
+/// The id of the session `named` names. A session gone from the state dir (removed by 'airlock
+/// gc') or one the caller's token does not reach is taken as an id as it is: its records are
+/// still in the log, and the token filter keeps a token to its own.
+fn session_id(caller: &Caller, state_dir: &Path, named: String) -> Result<String, crate::Error> {
+    use crate::session::SessionError;
+    match caller.find_session(state_dir, &named) {
+        Ok(session) => Ok(session.id),
+        Err(crate::Error::Session(err @ SessionError::Ambiguous { .. })) => Err(err.into()),
+        Err(_) => Ok(named),
+    }
 }
 
 /// `run.abandoned`: a run its client stopped waiting for (it went away, or the server stopped),

@@ -8,7 +8,6 @@ use serde::Serialize;
 use crate::caller::Caller;
 use crate::control::{self, Acted, Action, Running, Switches, Target};
 use crate::error::Error;
-use crate::session::Session;
 
 /// Which running sandboxes a request names: everything, a profile's, a pid's, or a session's
 /// (by id or name), in that order of precedence.
@@ -70,7 +69,7 @@ fn target(caller: &Caller, state_dir: &Path, choice: &TargetChoice) -> Result<Ta
         return Ok(Target::Pid(pid));
     }
     let name = choice.session.as_deref().unwrap_or_default();
-    match Session::find(state_dir, name) {
+    match caller.find_session(state_dir, name) {
         Ok(session) => Ok(Target::Session(session.id)),
         Err(_)
             if control::running(state_dir)
@@ -79,7 +78,7 @@ fn target(caller: &Caller, state_dir: &Path, choice: &TargetChoice) -> Result<Ta
         {
             Ok(Target::Session(name.to_string()))
         }
-        Err(err) => Err(err.into()),
+        Err(err) => Err(err),
     }
 }
 

@@ -33,7 +33,7 @@ mod session;
 pub mod tokens;
 
 pub use airlock_jail::Way;
-pub use airlock_policy::{to_toml as profile_to_toml, Profile, DEFAULT_PROFILE_NAME};
+pub use airlock_policy::{to_toml as profile_to_toml, units, Profile, DEFAULT_PROFILE_NAME};
 pub use apply::{
     apply, revert, ApplyError, ApplyOptions, ApplyReport, ApplyRequest, ApplyResult,
     Item as ApplyItem,

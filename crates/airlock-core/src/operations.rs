@@ -223,10 +223,12 @@ pub fn gc(caller: &Caller, request: GcRequest) -> Result<GcReport, Error> {
     caller.must_be_operator("remove sessions")?;
     let state_dir = caller.state_dir()?;
     let min_age = match &request.older_than {
-        Some(text) => humantime::parse_duration(text).map_err(|_| Error::Argument {
-            arg: format!("--older-than {text:?}"),
-            why: "not a duration (try 30m, 12h, 7d)".into(),
-        })?,
+        Some(text) => airlock_policy::units::parse_duration(text)
+            .map(Duration::from_secs)
+            .map_err(|e| Error::Argument {
+                arg: format!("--older-than {text:?}"),
+                why: e.to_string(),
+            })?,
         None => Duration::ZERO,
     };
     let now = std::time::SystemTime::now()

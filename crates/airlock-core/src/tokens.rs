@@ -360,14 +360,17 @@ pub fn create_token(caller: &Caller, request: TokenRequest) -> Result<CreatedTok
 }
 
 fn parse_lifetime(text: &str) -> Result<u64, Error> {
-    humantime::parse_duration(text)
-        .ok()
-        .filter(|d| d.as_secs() > 0)
-        .map(|d| d.as_secs())
-        .ok_or_else(|| Error::Argument {
-            arg: format!("--expires {text:?}"),
-            why: "not a duration (try 12h, 30d)".into(),
-        })
+    let refused = |why: String| Error::Argument {
+        arg: format!("--expires {text:?}"),
+        why,
+    };
+    match airlock_policy::units::parse_duration(text) {
+        Ok(0) => Err(refused(
+            "a token must live at least a second (try 12h, 30d)".into(),
+        )),
+        Ok(seconds) => Ok(seconds),
+        Err(e) => Err(refused(e.to_string())),
+    }
 }
 
 /// Every token (operators at the machine only): none is shown, only what it is bound to.

@@ -8,6 +8,7 @@ use toml::{Table, Value};
 use crate::profile::{
     EnvPolicy, Filesystem, Injection, Limits, NetworkMode, Profile, SecretSource, SecretSpec,
 };
+use crate::units::{format_duration, format_size};
 
 /// `profile` as a profile file's TOML.
 pub fn to_toml(profile: &Profile) -> Table {
@@ -88,25 +89,27 @@ fn env(env: &EnvPolicy) -> Table {
     table
 }
 
-/// Sizes in bytes and durations in seconds, as whole numbers (which the parser takes as such).
+/// Sizes and durations as a profile writes them (`"2GiB"`, `"1h"`), counts as numbers.
 fn limits(limits: &Limits) -> Table {
     let number = |n: u64| Value::Integer(i64::try_from(n).unwrap_or(i64::MAX));
+    let size = |n: u64| Value::String(format_size(n));
+    let duration = |n: u64| Value::String(format_duration(n));
     let mut table = Table::new();
-    table.insert("memory".into(), number(limits.memory_bytes));
+    table.insert("memory".into(), size(limits.memory_bytes));
     table.insert("processes".into(), number(limits.processes));
-    table.insert("cpu".into(), number(limits.cpu_seconds));
+    table.insert("cpu".into(), duration(limits.cpu_seconds));
     if let Some(timeout) = limits.timeout_seconds {
-        table.insert("timeout".into(), number(timeout));
+        table.insert("timeout".into(), duration(timeout));
     }
-    table.insert("tmp_size".into(), number(limits.tmp_bytes));
-    table.insert("output".into(), number(limits.output_bytes));
+    table.insert("tmp_size".into(), size(limits.tmp_bytes));
+    table.insert("output".into(), size(limits.output_bytes));
     table.insert("open_files".into(), number(limits.open_files));
     if let Some(millicpus) = limits.millicpus {
         // Exact for every value the parser keeps (thousandths, at most 4096 CPUs).
         table.insert("cpus".into(), Value::Float(millicpus as f64 / 1000.0));
     }
     if let Some(disk) = limits.disk_bytes {
-        table.insert("disk".into(), number(disk));
+        table.insert("disk".into(), size(disk));
     }
     if let Some(files) = limits.files {
         table.insert("files".into(), number(files));
@@ -163,6 +166,22 @@ mod tests {
         let again =
             crate::parse_profile(&shown, "p", origin).unwrap_or_else(|e| panic!("{e}\n{shown}"));
         assert_eq!(again, profile, "{shown}");
+    }
+
+    #[test]
+    fn sizes_and_durations_are_shown_as_written() {
+        let origin = Path::new("/etc/airlock/profiles/p.toml");
+        let text = "[limits]\nmemory = \"2GiB\"\ntimeout = \"1h\"\ncpu = \"7d\"\n";
+        let profile = crate::parse_profile(text, "p", origin).unwrap();
+        let shown = to_toml(&profile);
+        let limits = shown["limits"].as_table().unwrap();
+        assert_eq!(limits["memory"].as_str(), Some("2GiB"));
+        assert_eq!(limits["timeout"].as_str(), Some("1h"));
+        assert_eq!(limits["cpu"].as_str(), Some("7d"));
+        assert_eq!(
+            limits["processes"].as_integer(),
+            Some(profile.limits.processes as i64)
+        );
     }
 
     #[test]

@@ -2,6 +2,11 @@
 //!
 //! Only whole numbers are accepted: a limit is enforced exactly, so `"1.5G"` would have to be
 //! rounded somewhere, and we would rather the file say the number that is enforced.
+//!
+//! A duration has this one grammar wherever airlock takes one: a profile's limits and the
+//! command line's `gc --older-than`, `log --since`, `token create --expires`, `serve --grace`.
+//! [`format_size`] and [`format_duration`] write a value back the way a person would, in a form
+//! these parsers read as the same number.
 
 use std::fmt;
 
@@ -54,7 +59,7 @@ const SIZE_UNITS: &[(&str, u64)] = &[
     ("tb", 1_000_000_000_000),
 ];
 
-const DURATION_UNITS: &[(&str, u64)] = &[("", 1), ("s", 1), ("m", 60), ("h", 3600)];
+const DURATION_UNITS: &[(&str, u64)] = &[("", 1), ("s", 1), ("m", 60), ("h", 3600), ("d", 86_400)];
 
 /// Parses a byte size: `"4096"`, `"512MiB"`, `"2 G"`, `"10MB"`.
 pub fn parse_size(text: &str) -> Result<u64, UnitError> {
@@ -67,14 +72,47 @@ pub fn parse_size(text: &str) -> Result<u64, UnitError> {
     )
 }
 
-/// Parses a duration in whole seconds: `"90"`, `"90s"`, `"10m"`, `"2h"`.
+/// Parses a duration in whole seconds: `"90"`, `"90s"`, `"10m"`, `"2h"`, `"7d"`.
 pub fn parse_duration(text: &str) -> Result<u64, UnitError> {
     parse_with_units(
         text,
         DURATION_UNITS,
         "duration",
-        "write whole seconds or a number with s, m or h, e.g. \"90s\", \"10m\", \"2h\"",
+        "write whole seconds or a number with s, m, h or d, e.g. \"90s\", \"10m\", \"2h\", \"7d\"",
     )
+}
+
+/// `bytes` as a person writes a size: in the largest binary unit that holds it exactly
+/// (`"2GiB"`, `"512MiB"`), else the largest decimal one (`"10MB"`), else in bytes (`"4097"`).
+pub fn format_size(bytes: u64) -> String {
+    const UNITS: [(&str, u64); 8] = [
+        ("TiB", KIB * KIB * KIB * KIB),
+        ("GiB", KIB * KIB * KIB),
+        ("MiB", KIB * KIB),
+        ("KiB", KIB),
+        ("TB", 1_000_000_000_000),
+        ("GB", 1_000_000_000),
+        ("MB", 1_000_000),
+        ("KB", 1_000),
+    ];
+    format_in(bytes, &UNITS)
+}
+
+/// `seconds` as a person writes a duration: in the largest unit that holds it exactly (`"1h"`,
+/// `"90m"`, `"7d"`), else in seconds (`"61s"`).
+pub fn format_duration(seconds: u64) -> String {
+    const UNITS: [(&str, u64); 4] = [("d", 86_400), ("h", 3600), ("m", 60), ("s", 1)];
+    format_in(seconds, &UNITS)
+}
+
+fn format_in(value: u64, units: &[(&str, u64)]) -> String {
+    units
+        .iter()
+        .find(|(_, factor)| value != 0 && value.is_multiple_of(*factor))
+        .map_or_else(
+            || value.to_string(),
+            |(unit, factor)| format!("{}{unit}", value / factor),
+        )
 }
 
 fn parse_with_units(
@@ -163,11 +201,36 @@ mod tests {
         assert_eq!(parse_duration("10m"), Ok(600));
         assert_eq!(parse_duration("2h"), Ok(7200));
         assert_eq!(parse_duration("2 H"), Ok(7200));
+        assert_eq!(parse_duration("7d"), Ok(7 * 86_400));
+    }
+
+    #[test]
+    fn sizes_and_durations_are_written_back_as_people_write_them() {
+        assert_eq!(format_size(2 << 30), "2GiB");
+        assert_eq!(format_size(512 << 20), "512MiB");
+        assert_eq!(format_size(1536 << 20), "1536MiB");
+        assert_eq!(format_size(10_000_000), "10MB");
+        assert_eq!(format_size(4097), "4097");
+        assert_eq!(format_size(0), "0");
+        assert_eq!(format_duration(3600), "1h");
+        assert_eq!(format_duration(5400), "90m");
+        assert_eq!(format_duration(7 * 86_400), "7d");
+        assert_eq!(format_duration(61), "61s");
+        assert_eq!(format_duration(0), "0");
+    }
+
+    #[test]
+    fn what_is_written_back_reads_as_the_same_number() {
+        let values = [0, 1, 59, 60, 1000, 1024, 4097, 86_400, 3 << 40, u64::MAX];
+        for value in values {
+            assert_eq!(parse_size(&format_size(value)), Ok(value));
+            assert_eq!(parse_duration(&format_duration(value)), Ok(value));
+        }
     }
 
     #[test]
     fn duration_errors() {
-        for bad in ["", "m", "1d", "1h30m", "1.5h", "-5s", "10ms"] {
+        for bad in ["", "m", "1w", "1h30m", "1.5h", "-5s", "10ms", "7days"] {
             assert!(parse_duration(bad).is_err(), "{bad:?} should be refused");
         }
         assert!(parse_duration("5124095576030432h").is_err());

@@ -9,6 +9,7 @@ use airlock_core::{ApplyItem, ApplyOptions, ApplyReport, ApplyRequest, ApplyResu
 
 use crate::cli::{ApplyArgs, GlobalArgs, RevertArgs};
 use crate::run::caller;
+use crate::shown::counted;
 
 /// Exit status when some paths were left out (conflicts, hazards, refusals).
 const EXIT_PARTIAL: u8 = 1;
@@ -45,8 +46,12 @@ fn print_items(items: &[ApplyItem]) {
     }
 }
 
-fn count(report: &ApplyReport, result: ApplyResult) -> usize {
-    report.items.iter().filter(|i| i.result == result).count()
+fn count(report: &ApplyReport, result: ApplyResult) -> u64 {
+    report.items.iter().filter(|i| i.result == result).count() as u64
+}
+
+fn paths(n: u64) -> String {
+    counted(n, "path", "paths")
 }
 
 fn exit(report: &ApplyReport) -> ExitCode {
@@ -84,22 +89,22 @@ pub fn apply(global: &GlobalArgs, args: ApplyArgs) -> Result<ExitCode> {
             "finished"
         };
         note!(
-            "airlock: apply {} of session {} had been interrupted; {what} it ({} paths)",
+            "airlock: apply {} of session {} had been interrupted; {what} it ({})",
             report.number.unwrap_or(0),
             report.session,
-            report.items.len()
+            paths(report.items.len() as u64)
         );
     } else if args.dry_run {
         note!(
-            "airlock: dry run: {} paths would be applied, {skipped} left out; nothing was written",
-            count(&report, ApplyResult::WouldApply)
+            "airlock: dry run: {} would be applied, {skipped} left out; nothing was written",
+            paths(count(&report, ApplyResult::WouldApply))
         );
     } else if report.items.is_empty() {
         note!("airlock: session {} changed nothing", report.session);
     } else {
         note!(
-            "airlock: applied {} paths of session {} to {}{}",
-            count(&report, ApplyResult::Applied),
+            "airlock: applied {} of session {} to {}{}",
+            paths(count(&report, ApplyResult::Applied)),
             report.session,
             report.workspace.display(),
             if skipped > 0 {
@@ -127,10 +132,10 @@ pub fn revert(global: &GlobalArgs, args: RevertArgs) -> Result<ExitCode> {
     print_items(&report.items);
     let skipped = report.skipped();
     note!(
-        "airlock: reverted apply {} of session {}: {} paths restored{}",
+        "airlock: reverted apply {} of session {}: {} restored{}",
         report.number.unwrap_or(0),
         report.session,
-        count(&report, ApplyResult::Undone),
+        paths(count(&report, ApplyResult::Undone)),
         if skipped > 0 {
             format!("; {skipped} changed on the host since, left alone (see above)")
         } else {

@@ -12,14 +12,15 @@ use airlock_audit::Filter;
 
 use crate::cli::{GlobalArgs, LogArgs, LogCommand};
 use crate::run::state_dir;
+use crate::shown::counted;
 
 /// Exit status when the chain is broken.
 const EXIT_BROKEN: u8 = 2;
 
 fn since(text: &str) -> Result<String> {
-    let at = if let Ok(ago) = humantime::parse_duration(text) {
+    let at = if let Ok(ago) = airlock_core::units::parse_duration(text) {
         SystemTime::now()
-            .checked_sub(ago)
+            .checked_sub(std::time::Duration::from_secs(ago))
             .unwrap_or(SystemTime::UNIX_EPOCH)
     } else {
         humantime::parse_rfc3339_weak(text).with_context(|| {
@@ -33,6 +34,14 @@ fn since(text: &str) -> Result<String> {
 
 fn field<'a>(record: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
     record.get(key).filter(|v| !v.is_null())
+}
+
+/// A count the record holds, with its noun; as it is written when it is not a number.
+fn counted_field(record: &Map<String, Value>, key: &str, one: &str, many: &str) -> String {
+    match field(record, key).and_then(Value::as_u64) {
+        Some(n) => counted(n, one, many),
+        None => format!("{} {many}", text(record, key)),
+    }
 }
 
 fn text(record: &Map<String, Value>, key: &str) -> String {
@@ -87,8 +96,9 @@ fn summary(record: &Map<String, Value>) -> String {
                 .and_then(Value::as_array)
                 .map_or(0, Vec::len);
             format!(
-                "apply {}: {done} paths written, {skipped} left out",
-                text(record, "number")
+                "apply {}: {} written, {skipped} left out",
+                text(record, "number"),
+                counted(done as u64, "path", "paths")
             )
         }
         "session.create" => format!(
@@ -96,8 +106,8 @@ fn summary(record: &Map<String, Value>) -> String {
             text(record, "workspace")
         ),
         "net.suppressed" => format!(
-            "{} events counted, not written one by one ({} refused)",
-            text(record, "suppressed"),
+            "{} counted, not written one by one ({} refused)",
+            counted_field(record, "suppressed", "event", "events"),
             text(record, "denied_count")
         ),
         _ if action.starts_with("net.") => {
@@ -116,9 +126,9 @@ fn summary(record: &Map<String, Value>) -> String {
                 format!("{what}: {}", text(record, "rule"))
             } else if action == "net.closed" {
                 format!(
-                    "{what}: closed after {} ms, {} bytes out, {} in",
+                    "{what}: closed after {} ms, {} out, {} in",
                     text(record, "duration_ms"),
-                    text(record, "bytes_out"),
+                    counted_field(record, "bytes_out", "byte", "bytes"),
                     text(record, "bytes_in")
                 )
             } else {
@@ -198,15 +208,15 @@ pub fn log(global: &GlobalArgs, args: LogArgs) -> Result<ExitCode> {
             );
         } else if let Some(problem) = &verdict.problem {
             note!(
-                "airlock: {}: BROKEN after {} intact records: {problem}",
+                "airlock: {}: BROKEN after {}: {problem}",
                 log.path().display(),
-                verdict.records
+                counted(verdict.records, "intact record", "intact records")
             );
         } else {
             println!(
-                "{}: intact, {} records; last hash {}",
+                "{}: intact, {}; last hash {}",
                 log.path().display(),
-                verdict.records,
+                counted(verdict.records, "record", "records"),
                 verdict.head.as_deref().unwrap_or("-")
             );
         }
@@ -224,7 +234,7 @@ pub fn log(global: &GlobalArgs, args: LogArgs) -> Result<ExitCode> {
         denied: args.denied,
         token: args.token,
     };
-    let mut records = log.records()?;
+    let (mut records, filter) = airlock_core::audit::records(&crate::run::caller(global), filter)?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     loop {

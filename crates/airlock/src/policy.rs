@@ -35,7 +35,7 @@ pub fn show(global: &GlobalArgs, args: PolicyShowArgs) -> Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&shown)?);
     } else {
         println!("# profile {}, {}", profile.name, origin(&profile));
-        println!("# every default filled in; sizes in bytes, durations in seconds");
+        println!("# every default filled in");
         print!("{policy}");
     }
     Ok(ExitCode::SUCCESS)

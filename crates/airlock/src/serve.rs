@@ -20,8 +20,9 @@ pub fn serve(global: &GlobalArgs, args: ServeArgs) -> Result<ExitCode> {
         (Some(cert), Some(key)) => Some(airlock_serve::TlsFiles { cert, key }),
         _ => None,
     };
-    let grace = humantime::parse_duration(&args.grace)
-        .with_context(|| format!("--grace {:?}: not a duration (try 30s, 5m)", args.grace))?;
+    let grace = airlock_core::units::parse_duration(&args.grace)
+        .map(std::time::Duration::from_secs)
+        .with_context(|| format!("--grace {:?}", args.grace))?;
     airlock_serve::serve(airlock_serve::ServeConfig {
         listen,
         tls,
@@ -49,11 +50,21 @@ pub fn mcp(global: &GlobalArgs, args: McpArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn line(token: &TokenSummary) -> String {
+/// The columns of `token list`, the workspace (a path, the longest) last.
+const TOKEN_COLUMNS: [&str; 7] = [
+    "ID",
+    "STATE",
+    "ROLE",
+    "PROFILE",
+    "NAME",
+    "EXPIRES (UTC)",
+    "WORKSPACE",
+];
+
+fn cells(token: &TokenSummary) -> [String; 7] {
     let record = &token.record;
-    format!(
-        "{}  {:<8}  {:<9} {:<12} {:<16} {}  {}",
-        record.id,
+    [
+        record.id.clone(),
         serde_json::to_value(token.state)
             .ok()
             .and_then(|v| v.as_str().map(str::to_string))
@@ -61,15 +72,19 @@ fn line(token: &TokenSummary) -> String {
         match record.role {
             Role::Agent => "agent",
             Role::Operator => "operator",
-        },
-        record.profile,
-        record.name.as_deref().unwrap_or("-"),
+        }
+        .to_string(),
+        record.profile.clone(),
+        record.name.clone().unwrap_or_else(|| "-".into()),
+        token
+            .expires_at
+            .clone()
+            .unwrap_or_else(|| "no expiry".into()),
         record
             .workspace
             .as_ref()
             .map_or_else(|| "-".into(), |w| w.display().to_string()),
-        token.expires_at.as_deref().unwrap_or("no expiry"),
-    )
+    ]
 }
 
 pub fn token(global: &GlobalArgs, command: TokenCommand) -> Result<ExitCode> {
@@ -103,10 +118,14 @@ pub fn token(global: &GlobalArgs, command: TokenCommand) -> Result<ExitCode> {
             let tokens = airlock_core::tokens::list_tokens(&caller)?;
             if args.json {
                 println!("{}", serde_json::to_string_pretty(&tokens)?);
+            } else if tokens.is_empty() {
+                airlock_jail::note!(
+                    "no tokens in {} — 'airlock token create' makes one",
+                    caller.state_dir()?.display()
+                );
             } else {
-                for token in &tokens {
-                    println!("{}", line(token));
-                }
+                let rows: Vec<[String; 7]> = tokens.iter().map(cells).collect();
+                print!("{}", crate::shown::table(TOKEN_COLUMNS, &rows));
             }
         }
         TokenCommand::Revoke(args) => {
@@ -114,7 +133,7 @@ pub fn token(global: &GlobalArgs, command: TokenCommand) -> Result<ExitCode> {
             if args.json {
                 println!("{}", serde_json::to_string(&revoked)?);
             } else {
-                println!("revoked {}", line(&revoked));
+                println!("revoked {}", cells(&revoked).join("  "));
             }
         }
     }

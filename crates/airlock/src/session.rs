@@ -73,27 +73,7 @@ pub fn list(global: &GlobalArgs, args: SessionsArgs) -> Result<ExitCode> {
         "LAST RUN (UTC)",
         "WORKSPACE",
     ];
-    let mut widths = header.map(str::len);
-    for row in &rows {
-        for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.chars().count());
-        }
-    }
-    let print_row = |cells: &[String]| {
-        let mut line = String::new();
-        for (i, cell) in cells.iter().enumerate() {
-            if i + 1 == cells.len() {
-                line.push_str(cell);
-            } else {
-                line.push_str(&format!("{cell:<width$}  ", width = widths[i]));
-            }
-        }
-        println!("{}", line.trim_end());
-    };
-    print_row(&header.map(String::from));
-    for row in &rows {
-        print_row(row);
-    }
+    print!("{}", crate::shown::table(header, &rows));
     Ok(ExitCode::SUCCESS)
 }
 
@@ -138,8 +118,12 @@ pub fn gc(global: &GlobalArgs, args: GcArgs) -> Result<ExitCode> {
         }
     }
     note!(
-        "airlock: {verb} {} discarded, applied or unfinished session(s)",
-        report.sessions.len()
+        "airlock: {verb} {}",
+        crate::shown::counted(
+            report.sessions.len() as u64,
+            "discarded, applied or unfinished session",
+            "discarded, applied or unfinished sessions"
+        )
     );
     Ok(ExitCode::SUCCESS)
 }

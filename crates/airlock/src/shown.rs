@@ -42,6 +42,39 @@ pub fn command_line<S: AsRef<str>>(argv: &[S]) -> String {
         .join(" ")
 }
 
+/// Rows under a header, one line each, every column as wide as its widest cell (the last one,
+/// often a path, is not padded): `airlock sessions`, `airlock token list`.
+pub fn table<const N: usize>(header: [&str; N], rows: &[[String; N]]) -> String {
+    let mut widths = header.map(|h| h.chars().count());
+    for row in rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let header = header.map(String::from);
+    for cells in std::iter::once(&header).chain(rows) {
+        let mut line = String::new();
+        for (i, cell) in cells.iter().enumerate() {
+            if i + 1 == N {
+                line.push_str(cell);
+            } else {
+                let pad = widths[i].saturating_sub(cell.chars().count());
+                line.push_str(cell);
+                line.push_str(&" ".repeat(pad + 2));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// `n` and the noun that counts it, in the number it takes: `1 path`, `3 paths`, `0 paths`.
+pub fn counted(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 fn quoted(arg: &str) -> String {
     let plain = |ch: char| ch.is_alphanumeric() || "_@%+=:,./-".contains(ch);
     if !arg.is_empty() && arg.chars().all(plain) {
@@ -72,6 +105,31 @@ mod tests {
         assert_eq!(printable("plain text é"), "plain text é");
         assert_eq!(printable("a\nb\x1b[2J\\n\u{9b}"), "a\\nb\\e[2J\\n\\x9b");
         assert!(!printable("x\r\n\x07\u{85}").chars().any(char::is_control));
+    }
+
+    #[test]
+    fn a_table_lines_up_under_its_header() {
+        let rows = [
+            ["t1".to_string(), "agent".to_string(), "/srv/a".to_string()],
+            [
+                "token-2".to_string(),
+                "operator".to_string(),
+                "-".to_string(),
+            ],
+        ];
+        assert_eq!(
+            table(["ID", "ROLE", "WORKSPACE"], &rows),
+            "ID       ROLE      WORKSPACE\n\
+             t1       agent     /srv/a\n\
+             token-2  operator  -\n"
+        );
+    }
+
+    #[test]
+    fn one_of_a_thing_is_singular() {
+        assert_eq!(counted(1, "path", "paths"), "1 path");
+        assert_eq!(counted(0, "path", "paths"), "0 paths");
+        assert_eq!(counted(2, "process", "processes"), "2 processes");
     }
 
     #[test]

@@ -16,7 +16,7 @@ use support::api::{
     agent_token, assert_ok, assert_refused, audit_log, audit_of, free_port, make_token,
     operator_token, Client, Server,
 };
-use support::{is_root, process_running, stderr, Mode, World, TEST_UID};
+use support::{is_root, process_running, stderr, stdout, Mode, World, TEST_UID};
 
 /// A string no other test's processes carry on their command line.
 fn marker(w: &World, tag: &str) -> String {
@@ -648,6 +648,27 @@ fn a_token_reaches_only_its_sessions_profile_and_workspace(w: &World) {
         "bad_request_body",
     );
 }
+
+both_modes!(token_list_has_a_header_over_its_columns, |w: &World| {
+    let list = || stdout(&w.airlock().args(["token", "list"]).output().unwrap());
+    assert_eq!(list(), "", "no token: nothing on stdout");
+    let agent = agent_token(w);
+    let listed = list();
+    let lines: Vec<&str> = listed.lines().collect();
+    assert_eq!(lines.len(), 2, "{listed}");
+    let (header, row) = (lines[0], lines[1]);
+    assert!(header.starts_with("ID "), "{listed}");
+    assert!(row.starts_with(&agent.id), "{listed}");
+    // Each value starts under its column's name.
+    for (column, value) in [
+        ("ROLE", "agent"),
+        ("PROFILE", "default"),
+        ("STATE", "valid"),
+    ] {
+        assert_eq!(header.find(column), row.find(value), "{column}: {listed}");
+    }
+    assert!(row.ends_with(w.workspace.to_str().unwrap()), "{listed}");
+});
 
 both_modes!(tokens_missing_wrong_revoked_or_expired_open_nothing);
 /// 401 with its code for a missing token (with WWW-Authenticate), a wrong one, a revoked one

@@ -630,6 +630,34 @@ both_modes!(
     }
 );
 
+/// `cd ~ && airlock run -- true` as a user: the home is the workspace, and airlock's state
+/// directory is in it by default. The refusal names the home, not the state directory.
+#[test]
+fn a_home_as_the_workspace_is_refused_as_a_home() {
+    let Some(w) = World::new(Mode::User) else {
+        return;
+    };
+    let out = w
+        .command(airlock_bin())
+        .env("HOME", &w.workspace)
+        .args(["run", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+    let said = stderr(&out);
+    let workspace = w.workspace.display().to_string();
+    assert!(
+        said.contains(&format!("workspace {workspace}: is a home directory")),
+        "{said}"
+    );
+    assert!(said.contains(".local/state/airlock"), "{said}");
+    assert!(
+        said.contains("run airlock in a project directory"),
+        "{said}"
+    );
+    assert!(!said.contains("--state-dir"), "{said}");
+}
+
 both_modes!(a_state_dir_owned_by_someone_else_is_refused, |w: &World| {
     if support::skip_unless_root("needs root to make a directory owned by someone else") {
         return;

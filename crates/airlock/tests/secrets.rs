@@ -291,7 +291,8 @@ fn policy_show_names_the_source_never_the_value() {
         &format!("env = \"{SOURCE_VAR}\""),
         "hosts = [\"api.github.com\"]",
         "name = \"GITHUB_TOKEN\"",
-        "memory = 2147483648",
+        // As a profile writes it, not in bytes.
+        "memory = \"2GiB\"",
     ] {
         assert!(shown.contains(said), "{said:?} not in {shown}");
     }

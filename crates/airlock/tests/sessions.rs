@@ -410,6 +410,15 @@ both_modes!(discard_drops_the_changes_and_gc_the_record, |w: &World| {
     // A discarded session takes no more runs, and has no diff.
     refused(&run_in(w, &id, "true"), "was discarded");
     refused(&airlock(w, &["diff", &id]), "was discarded");
+    // Durations as a profile writes them; a session discarded just now is not 7 days old.
+    let out = airlock(w, &["gc", "--older-than", "7d", "--dry-run", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let kept: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(kept["sessions"], serde_json::json!([]), "{kept}");
+    refused(
+        &airlock(w, &["gc", "--older-than", "7days"]),
+        "--older-than \"7days\"",
+    );
     // A dry run lists it and removes nothing; gc lists what it removed, logged first.
     let out = airlock(w, &["gc", "--dry-run", "--json"]);
     let listed: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
@@ -435,6 +444,75 @@ both_modes!(discard_drops_the_changes_and_gc_the_record, |w: &World| {
     assert!(log.contains(&id), "{log}");
     let gone = airlock(w, &["diff", &id]);
     refused(&gone, "no session");
+});
+
+both_modes!(a_session_name_works_wherever_its_id_does, |w: &World| {
+    let id = new_session(w, &["--name", "fix"]);
+    ran(&run_in(w, "fix", "echo x > made.txt"));
+    // The log's records carry the id; a name finds them all the same.
+    let by_name = airlock(w, &["log", "--session", "fix", "--action", "run"]);
+    assert!(by_name.status.success(), "{}", stderr(&by_name));
+    let lines = stdout(&by_name);
+    assert_eq!(
+        lines.lines().count(),
+        2,
+        "the run's intent and result: {lines}"
+    );
+    assert!(lines.lines().all(|l| l.contains(&id)), "{lines}");
+    let by_id = airlock(w, &["log", "--session", &id, "--action", "run"]);
+    assert_eq!(stdout(&by_id), lines);
+    let diff = airlock(w, &["diff", "fix", "--json"]);
+    assert!(diff.status.success(), "{}", stderr(&diff));
+    assert!(stdout(&diff).contains("made.txt"), "{}", stdout(&diff));
+    for step in ["kill", "apply", "revert", "discard"] {
+        let out = airlock(w, &[step, "fix"]);
+        assert_eq!(out.status.code(), Some(0), "{step} fix: {}", stderr(&out));
+    }
+    let discarded = airlock(
+        w,
+        &[
+            "log",
+            "--session",
+            "fix",
+            "--action",
+            "session.discard",
+            "--json",
+        ],
+    );
+    assert_eq!(
+        stdout(&discarded).lines().count(),
+        1,
+        "{}",
+        stdout(&discarded)
+    );
+    assert!(stdout(&discarded).contains(&id), "{}", stdout(&discarded));
+});
+
+both_modes!(one_path_is_counted_in_the_singular, |w: &World| {
+    let id = new_session(w, &[]);
+    ran(&run_in(w, &id, "echo x > one.txt"));
+    let dry = apply(w, &id, &["--dry-run"]);
+    assert!(
+        stderr(&dry).contains("dry run: 1 path would be applied"),
+        "{}",
+        stderr(&dry)
+    );
+    let out = apply(w, &id, &[]);
+    assert!(
+        stderr(&out).contains("applied 1 path of session"),
+        "{}",
+        stderr(&out)
+    );
+    let out = airlock(w, &["revert", &id]);
+    assert!(
+        stderr(&out).contains(": 1 path restored"),
+        "{}",
+        stderr(&out)
+    );
+    let log = stdout(&airlock(w, &["log", "--action", "apply.result"]));
+    assert!(log.contains("1 path written"), "{log}");
+    let verified = stdout(&airlock(w, &["log", "verify"]));
+    assert!(!verified.contains(" 1 records"), "{verified}");
 });
 
 both_modes!(
@@ -678,6 +756,58 @@ both_modes!(
         );
         assert_eq!(read("both.txt"), "host v2\n");
         assert_eq!(read("added.txt"), "host again\n");
+    }
+);
+
+both_modes!(
+    the_same_bytes_on_the_host_are_not_a_conflict,
+    |w: &World| {
+        let names = ["touched", "rewritten", "reverted", "edited", "chmoded"];
+        for name in names {
+            w.write(&w.workspace.join(format!("{name}.txt")), "host v1\n");
+        }
+        let first = new_session(w, &[]);
+        let second = new_session(w, &[]);
+        ran(&run_in(w, &first, "echo first >> reverted.txt"));
+        ran(&run_in(
+            w,
+            &second,
+            "for f in *.txt; do echo second >> $f; done",
+        ));
+        // After the second session touched them, the host gives some the same bytes with other
+        // times or another inode, and changes others for real: bytes of the same size, a mode.
+        let host = w.outside(
+            "touch touched.txt && cp rewritten.txt copy && mv copy rewritten.txt \
+         && printf 'host v2\n' > edited.txt && chmod 600 chmoded.txt",
+        );
+        assert!(host.status.success(), "{}", stderr(&host));
+        // The first session's apply, taken back, leaves its file as it was, in a new inode.
+        assert_eq!(apply(w, &first, &[]).status.code(), Some(0));
+        assert_eq!(airlock(w, &["revert", &first]).status.code(), Some(0));
+
+        let out = apply(w, &second, &[]);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{}\n{}",
+            stderr(&out),
+            stdout(&out)
+        );
+        let report = stdout(&out);
+        for same in ["touched", "rewritten", "reverted"] {
+            assert!(
+                report.contains(&format!("applied     M {same}.txt")),
+                "{report}"
+            );
+            let now = std::fs::read_to_string(w.workspace.join(format!("{same}.txt"))).unwrap();
+            assert_eq!(now, "host v1\nsecond\n");
+        }
+        for changed in ["edited", "chmoded"] {
+            assert!(
+                report.contains(&format!("CONFLICT    M {changed}.txt")),
+                "{report}"
+            );
+        }
     }
 );
 

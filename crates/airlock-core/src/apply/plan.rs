@@ -136,9 +136,13 @@ impl Planner<'_> {
             );
         }
         if !self.options.force {
-            let conflict = self
-                .ledger
-                .conflict(&change.path, change.old.as_ref(), self.created_ns);
+            let entry_now = || self.workspace.entry(&change.path).ok();
+            let conflict = self.ledger.conflict(
+                &change.path,
+                change.old.as_ref(),
+                self.created_ns,
+                &entry_now,
+            );
             if let Some(why) = conflict {
                 return skip(
                     item,

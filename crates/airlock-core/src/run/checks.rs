@@ -204,11 +204,23 @@ pub(super) fn check_workspace(
             return refuse("is a system directory — pass --workspace with a project directory");
         }
     }
-    if workspace.starts_with(state_dir) || state_dir.starts_with(workspace) {
-        return refuse("contains or lies inside airlock's state directory, which no sandbox may reach — pass --state-dir elsewhere");
+    // A home first: it holds airlock's own state directory by default, and "pass --state-dir
+    // elsewhere" would be the wrong advice for `cd ~ && airlock run`: the workspace is the
+    // mistake, not where the state lives.
+    let holds_state = state_dir.starts_with(workspace);
+    let state = if holds_state {
+        format!(" and airlock's state directory ({})", state_dir.display())
+    } else {
+        String::new()
+    };
+    if homes.iter().any(|home| home == workspace) {
+        return refuse(&format!("is a home directory: it holds its user's keys and credentials{state}, which no sandbox may reach — run airlock in a project directory under it (cd ~/src/app), or pass --workspace with one"));
     }
-    if homes.iter().any(|home| home.starts_with(workspace)) {
-        return refuse("is or contains a home directory, with its keys and credentials — run airlock in a project directory, or pass --workspace with one");
+    if let Some(home) = homes.iter().find(|home| home.starts_with(workspace)) {
+        return refuse(&format!("contains the home directory {}, with its keys and credentials{state} — run airlock in a project directory, or pass --workspace with one", home.display()));
+    }
+    if workspace.starts_with(state_dir) || holds_state {
+        return refuse("contains or lies inside airlock's state directory, which no sandbox may reach — pass --state-dir elsewhere");
     }
     Ok(())
 }
@@ -265,13 +277,30 @@ mod tests {
         assert!(check_workspace(state.path(), &state.path().join("x"), &homes).is_err());
         assert!(check_workspace(Path::new("/home"), state.path(), &homes).is_err());
         let home = tempfile::tempdir().unwrap();
-        let mine = super::homes(Some(home.path()));
+        let home = home.path().canonicalize().unwrap();
+        let mine = super::homes(Some(&home));
         assert!(
-            check_workspace(home.path(), state.path(), &mine).is_err(),
+            check_workspace(&home, state.path(), &mine).is_err(),
             "the caller's home"
         );
-        std::fs::create_dir(home.path().join("project")).unwrap();
-        assert!(check_workspace(&home.path().join("project"), state.path(), &mine).is_ok());
+        // With airlock's state in it, as it is by default: the home is what is wrong.
+        let refused = check_workspace(&home, &home.join(".local/state/airlock"), &mine)
+            .unwrap_err()
+            .to_string();
+        assert!(refused.contains("is a home directory"), "{refused}");
+        assert!(refused.contains(".local/state/airlock"), "{refused}");
+        assert!(
+            refused.contains("run airlock in a project directory"),
+            "{refused}"
+        );
+        assert!(!refused.contains("--state-dir"), "{refused}");
+        let parent = home.parent().unwrap();
+        let refused = check_workspace(parent, state.path(), &mine)
+            .unwrap_err()
+            .to_string();
+        assert!(refused.contains("contains the home directory"), "{refused}");
+        std::fs::create_dir(home.join("project")).unwrap();
+        assert!(check_workspace(&home.join("project"), state.path(), &mine).is_ok());
         let ws = tempfile::tempdir().unwrap();
         assert!(check_workspace(ws.path(), state.path(), &homes).is_ok());
     }

@@ -174,6 +174,12 @@ fn integers_and_strings_both_work_for_sizes_and_durations() {
 }
 
 #[test]
+fn durations_take_days_as_the_command_line_does() {
+    let p = parse("[limits]\ntimeout = \"7d\"\n").unwrap();
+    assert_eq!(p.limits.timeout_seconds, Some(7 * 86_400));
+}
+
+#[test]
 fn zero_timeout_means_none() {
     for text in [
         "[limits]\ntimeout = 0\n",
@@ -486,10 +492,10 @@ fn unit_errors_in_strings() {
         "`tmp_size` in [limits]: unknown size unit `XB` in `2XB`",
     );
     assert_invalid(
-        "[limits]\ntimeout = \"1d\"\n",
+        "[limits]\ntimeout = \"1w\"\n",
         2,
         11,
-        "`timeout` in [limits]: unknown duration unit `d` in `1d`",
+        "`timeout` in [limits]: unknown duration unit `w` in `1w`",
     );
     assert_invalid(
         "[limits]\ncpu = \"99999999999999999999h\"\n",

@@ -138,11 +138,12 @@ fn session_end(caller: &Caller, target: &Target, input: &Value) -> Option<Value>
         .and_then(super::session_name)
         .ok()?;
     let summary = airlock_core::session_summary(caller, &session).ok()?;
-    let changed = summary
-        .changed_files
-        .map_or_else(|| "its".to_string(), |n| n.to_string());
+    let changed = summary.changed_files.map_or_else(
+        || "its changed files".to_string(),
+        |n| crate::shown::counted(n as u64, "changed file", "changed files"),
+    );
     let message = format!(
-        "airlock: session {session} keeps {changed} changed file(s) over {} for review: \
+        "airlock: session {session} keeps {changed} over {} for review: \
          'airlock diff {session}', then 'airlock apply {session}' (or 'airlock discard {session}')",
         target.workspace.display()
     );

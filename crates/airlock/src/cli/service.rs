@@ -144,7 +144,7 @@ pub enum PolicyCommand {
     /// Print the effective profile: every default filled in, secrets by reference only
     #[command(
         long_about = "Print the profile a run of PROFILE applies, in profile syntax with every \
-            built-in default filled in (sizes in bytes, durations in seconds): what reaches the \
+            built-in default filled in (sizes and durations as a profile writes them: 2GiB, 1h): what reaches the \
             sandbox, what it may reach, its limits. PROFILE is a name, looked up as runs look it \
             up (NAME.toml in $XDG_CONFIG_HOME/airlock/profiles, then /etc/airlock/profiles; \
             without one, 'default' is the built-in default), or a path to a file when it holds a \
