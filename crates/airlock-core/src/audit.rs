@@ -74,10 +74,7 @@ fn with_actor(mut fields: Value, token: Option<&str>) -> Value {
 pub fn policy_digest(profile: &Profile) -> String {
     match &profile.source {
         Some(path) => match std::fs::read(path) {
-            Ok(bytes) => Sha256::digest(&bytes)
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect(),
+            Ok(bytes) => hex::encode(Sha256::digest(&bytes)),
             Err(_) => "unreadable".into(),
         },
         None => "builtin".into(),

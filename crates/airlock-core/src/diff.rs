@@ -183,13 +183,7 @@ fn side(root: &Path, change: &Change, node: &Option<Node>) -> io::Result<Option<
         let mut file = airlock_changes::node::open_regular(&root.join(&change.path))?;
         let mut hasher = Sha256::new();
         io::copy(&mut file, &mut hasher)?;
-        Some(
-            hasher
-                .finalize()
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect(),
-        )
+        Some(hex::encode(hasher.finalize()))
     } else {
         None
     };

@@ -240,7 +240,7 @@ fn new_id() -> Result<String, SessionError> {
     fs::File::open(source)
         .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes))
         .map_err(io("read", source))?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    Ok(hex::encode(bytes))
 }
 
 /// Ids and names become directory names and command-line words: keep them plain.
