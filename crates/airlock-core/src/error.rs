@@ -34,6 +34,8 @@ pub enum Error {
     /// (an option, a field) as the caller gave it.
     #[error("{arg}: {why}")]
     Argument { arg: String, why: String },
+    #[error(transparent)]
+    Command(#[from] CommandError),
     /// What only a throwaway run takes, asked of a run in a session.
     #[error("{what} is for throwaway runs: a session keeps its layer already; leave it out, or leave out the session")]
     NotForSessions { what: &'static str },
@@ -116,6 +118,62 @@ pub enum ErrorKind {
     Unavailable,
     /// airlock's own state or the system failed: not the caller's fault.
     Internal,
+    /// The caller's credentials do not, or no longer, open the door (a token revoked, expired).
+    Unauthenticated,
+    /// The caller has as much going on as it may (its runs, its requests): wait and ask again.
+    Busy,
+    /// The caller went away or cancelled what it asked: nothing more was done.
+    Cancelled,
+}
+
+/// A refusal as every front end passes it on: the stable code, its kind, and the message that
+/// says what to do. What a server's worker hands back, what MCP's tools answer with, what the API
+/// turns into a status and a body.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, thiserror::Error)]
+#[error("{message}")]
+pub struct Refusal {
+    pub code: String,
+    pub kind: ErrorKind,
+    pub message: String,
+}
+
+impl Refusal {
+    pub fn new(kind: ErrorKind, code: impl Into<String>, message: impl Into<String>) -> Refusal {
+        Refusal {
+            code: code.into(),
+            kind,
+            message: message.into(),
+        }
+    }
+
+    /// airlock failed itself: the message says what, and to report it.
+    pub fn internal(message: impl Into<String>) -> Refusal {
+        Refusal::new(ErrorKind::Internal, "internal", message)
+    }
+}
+
+impl From<Error> for Refusal {
+    fn from(err: Error) -> Refusal {
+        let (code, kind) = err.code();
+        Refusal::new(kind, code, err.to_string())
+    }
+}
+
+/// A command a request gives that no program could be run as.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CommandError {
+    #[error("give command (a shell line) or argv (a program and its arguments)")]
+    Missing,
+    #[error("give either command (a shell line) or argv (a program and its arguments), not both")]
+    Both,
+    #[error("argv is empty: give the program and its arguments")]
+    EmptyArgv,
+    #[error("an argument holds a NUL byte, which no program can receive")]
+    Nul,
+    #[error("the command is {size} bytes; at most {max}: put long input in stdin")]
+    TooLong { size: usize, max: usize },
+    #[error("timeout is seconds, more than 0")]
+    BadTimeout,
 }
 
 impl Error {
@@ -139,6 +197,7 @@ impl Error {
             Error::ProfilePath { .. } => ("profile_path_refused", Invalid),
             Error::Argument { .. } => ("bad_argument", Invalid),
             Error::NotForSessions { .. } => ("not_for_sessions", Invalid),
+            Error::Command(e) => command_code(e),
             Error::ProfileOfSession { .. } => ("profile_of_session", Invalid),
             Error::Record(_) => ("record_failed", Internal),
             Error::NothingAtPaths { .. } => ("nothing_at_paths", Invalid),
@@ -170,6 +229,17 @@ fn session_code(e: &crate::session::SessionError) -> (&'static str, ErrorKind) {
         S::WorkspaceGone { .. } | S::WorkspaceRedirected { .. } => ("workspace_gone", Conflict),
         S::Damaged { .. } => ("session_damaged", Conflict),
         S::OtherWay { .. } => ("session_other_way", Conflict),
+    }
+}
+
+fn command_code(e: &CommandError) -> (&'static str, ErrorKind) {
+    use ErrorKind::Invalid;
+    match e {
+        CommandError::Missing => ("no_command", Invalid),
+        CommandError::Both => ("command_and_argv", Invalid),
+        CommandError::EmptyArgv | CommandError::Nul => ("bad_argv", Invalid),
+        CommandError::TooLong { .. } => ("command_too_long", Invalid),
+        CommandError::BadTimeout => ("bad_timeout", Invalid),
     }
 }
 

@@ -41,7 +41,7 @@ pub use apply::{
 pub use caller::{describe_profile, Caller, Grant, ProfileChoice, Role};
 pub use changes::{ChangesError, MAX_FILE_BYTES};
 pub use diff::{diff, ChangeEntry, Diff, DiffRequest, Side};
-pub use error::{Error, ErrorKind};
+pub use error::{CommandError, Error, ErrorKind, Refusal};
 pub use identity::DEFAULT_ROOT_SANDBOX_ID;
 pub use operations::{
     create_session, discard_session, gc, list_sessions, session_summary, tidy_after_crash,
@@ -50,9 +50,9 @@ pub use operations::{
 pub use paths::{state_dir, StateDirError};
 pub use policy::{check_profile_file, effective_profile};
 pub use run::{
-    check_limits, check_run, run, Limit, LimitCheck, RunAnswer, RunBody, RunEnd, RunEvent,
-    RunReport, RunRequest, RunResult, EXIT_CPU_LIMIT, EXIT_DISK_LIMIT, EXIT_TIMED_OUT,
-    SANDBOX_HOME, SANDBOX_USER,
+    check_limits, check_run, command_argv, run, timeout_ms, Limit, LimitCheck, RunAnswer, RunBody,
+    RunEnd, RunEvent, RunReport, RunRequest, RunResult, EXIT_CPU_LIMIT, EXIT_DISK_LIMIT,
+    EXIT_TIMED_OUT, MAX_COMMAND_BYTES, SANDBOX_HOME, SANDBOX_USER,
 };
 pub use session::{
     LayerImage, Lifecycle, ProfileRef, Session, SessionError, SessionMeta, SessionStatus,

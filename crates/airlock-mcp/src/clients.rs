@@ -1,7 +1,6 @@
 //! Who a tool call comes from: on stdio, the one client of the person at the machine; over HTTP,
 //! the request's token (each token a client of its own, whatever MCP session it speaks in).
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -9,14 +8,14 @@ use anyhow::Context as _;
 use rmcp::service::RequestContext;
 use rmcp::RoleServer;
 
+use airlock_core::Refusal;
 use airlock_core::{Caller, Role};
-use airlock_serve::error::ApiError;
 
-use crate::host::{runner, Client, Runner, Standing, StdioConfig, TokenUse};
+use crate::host::{runner, Client, Runner, Standing, StdioConfig};
 
 pub trait Clients: Send + Sync + 'static {
     /// The client a call comes from.
-    fn client(&self, context: &RequestContext<RoleServer>) -> Result<Client, ApiError>;
+    fn client(&self, context: &RequestContext<RoleServer>) -> Result<Client, Refusal>;
 }
 
 /// The person at the machine, on stdio: one client, its caller and standing made once.
@@ -54,7 +53,9 @@ impl Local {
         }
         Ok(Local {
             runner: Arc::new(runner(&caller, config.keep_output)?),
-            profile: config.profile.unwrap_or_else(|| "default".into()),
+            profile: config
+                .profile
+                .unwrap_or_else(|| airlock_core::DEFAULT_PROFILE_NAME.into()),
             caller,
             workspace,
             standing,
@@ -63,81 +64,13 @@ impl Local {
 }
 
 impl Clients for Local {
-    fn client(&self, _: &RequestContext<RoleServer>) -> Result<Client, ApiError> {
+    fn client(&self, _: &RequestContext<RoleServer>) -> Result<Client, Refusal> {
         Ok(Client {
             caller: self.caller.clone(),
             profile: self.profile.clone(),
             workspace: Some(self.workspace.clone()),
             token: None,
             standing: self.standing.clone(),
-            runner: self.runner.clone(),
-        })
-    }
-}
-
-/// A request's token, as the HTTP layer checked it (see [`crate::http`]).
-#[derive(Clone)]
-pub struct Authorized {
-    pub caller: Caller,
-    pub token: String,
-}
-
-/// Over HTTP: the token of each request is its client.
-pub struct OverHttp {
-    pub app: airlock_serve::app::Shared,
-    pub runner: Arc<Runner>,
-    standings: std::sync::Mutex<HashMap<String, Arc<Standing>>>,
-}
-
-impl OverHttp {
-    pub fn new(app: airlock_serve::app::Shared) -> OverHttp {
-        let runner = Arc::new(Runner {
-            exe: app.exe.clone(),
-            results_dir: app.results_dir.clone(),
-            jobs: app.jobs.clone(),
-            keep_output: app.keep_output,
-        });
-        OverHttp {
-            app,
-            runner,
-            standings: std::sync::Mutex::new(HashMap::new()),
-        }
-    }
-
-    fn standing_of(&self, token: &str) -> Result<Arc<Standing>, ApiError> {
-        let mut standings = self
-            .standings
-            .lock()
-            .map_err(|_| ApiError::internal("the clients' table was lost — please report it"))?;
-        Ok(standings.entry(token.to_string()).or_default().clone())
-    }
-}
-
-impl Clients for OverHttp {
-    fn client(&self, context: &RequestContext<RoleServer>) -> Result<Client, ApiError> {
-        // Put there by the HTTP layer for every request it let through: none comes without.
-        let authorized = context
-            .extensions
-            .get::<axum::http::request::Parts>()
-            .and_then(|parts| parts.extensions.get::<Authorized>())
-            .cloned()
-            .ok_or_else(|| ApiError::internal("an MCP request without its token reached a tool"))?;
-        let (app, id) = (self.app.clone(), authorized.token.clone());
-        let valid = Arc::new(move || app.tokens.is_valid(&id));
-        let (app, id) = (self.app.clone(), authorized.token.clone());
-        let run_slot = Box::new(move || app.limiter.run_slot(&id));
-        let (app, id) = (self.app.clone(), authorized.token.clone());
-        let request_slot = Box::new(move || app.limiter.request_slot(&id));
-        Ok(Client {
-            standing: self.standing_of(&authorized.token)?,
-            caller: authorized.caller,
-            profile: String::new(),
-            workspace: None,
-            token: Some(TokenUse {
-                run_slot,
-                request_slot,
-                valid,
-            }),
             runner: self.runner.clone(),
         })
     }

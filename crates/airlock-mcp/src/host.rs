@@ -14,9 +14,8 @@ use anyhow::Context as _;
 use tokio::sync::{mpsc, Mutex, OwnedSemaphorePermit, Semaphore};
 
 use airlock_core::{Caller, ProfileChoice, SessionRequest};
-use airlock_serve::error::{ApiError, StatusCode};
-use airlock_serve::job::Job;
-use airlock_serve::jobs::{Event, Jobs, Launch, Recorder};
+use airlock_core::{ErrorKind, Refusal};
+use airlock_runner::{Event, Job, Jobs, Launch, Recorder};
 
 use crate::runs::{Background, PollAnswer};
 
@@ -70,8 +69,8 @@ impl Default for Standing {
 /// A client's token, for its runs: a place among its runs, a place among its requests in
 /// progress (held while core works for a tool), and whether it still opens the door.
 pub struct TokenUse {
-    pub run_slot: Box<dyn Fn() -> Result<OwnedSemaphorePermit, ApiError> + Send + Sync>,
-    pub request_slot: Box<dyn Fn() -> Result<OwnedSemaphorePermit, ApiError> + Send + Sync>,
+    pub run_slot: Box<dyn Fn() -> Result<OwnedSemaphorePermit, Refusal> + Send + Sync>,
+    pub request_slot: Box<dyn Fn() -> Result<OwnedSemaphorePermit, Refusal> + Send + Sync>,
     pub valid: Arc<dyn Fn() -> bool + Send + Sync>,
 }
 
@@ -94,7 +93,7 @@ pub fn runner(service: &Caller, keep_output: u64) -> anyhow::Result<Runner> {
     Ok(Runner {
         exe: std::env::current_exe()
             .context("cannot tell where this program is (/proc/self/exe)")?,
-        results_dir: airlock_serve::jobs::results_dir(&state_dir)?,
+        results_dir: airlock_runner::results_dir(&state_dir)?,
         jobs: Arc::new(Jobs::default()),
         keep_output,
     })
@@ -102,7 +101,7 @@ pub fn runner(service: &Caller, keep_output: u64) -> anyhow::Result<Runner> {
 
 impl Client {
     /// The client's session: the one it has, or a new one over the workspace.
-    pub async fn session(&self) -> Result<String, ApiError> {
+    pub async fn session(&self) -> Result<String, Refusal> {
         let mut held = self.standing.session.lock().await;
         if let Some(id) = held.as_ref() {
             return Ok(id.clone());
@@ -113,7 +112,7 @@ impl Client {
     }
 
     /// Replace the client's session `ended` (applied or discarded by a person) by a new one.
-    pub async fn session_after(&self, ended: &str) -> Result<String, ApiError> {
+    pub async fn session_after(&self, ended: &str) -> Result<String, Refusal> {
         let mut held = self.standing.session.lock().await;
         if let Some(id) = held.as_ref().filter(|id| id.as_str() != ended) {
             return Ok(id.clone());
@@ -128,7 +127,7 @@ impl Client {
         self.standing.session.lock().await.clone()
     }
 
-    async fn new_session(&self) -> Result<String, ApiError> {
+    async fn new_session(&self) -> Result<String, Refusal> {
         let caller = self.caller.clone();
         let request = match caller.grant {
             // The token's profile and workspace.
@@ -150,7 +149,7 @@ impl Client {
 
     /// Judge the run as core will, before it starts (a session applied or discarded meanwhile, a
     /// disabled profile): what `start` says at once rather than at the first poll.
-    pub async fn check(&self, session: &str, ask: &RunAsk) -> Result<(), ApiError> {
+    pub async fn check(&self, session: &str, ask: &RunAsk) -> Result<(), Refusal> {
         let request = self.job(session, ask).request();
         let caller = self.caller.clone();
         self.core(move || airlock_core::check_run(&caller, request))
@@ -165,7 +164,7 @@ impl Client {
     pub async fn core<T: Send + 'static>(
         &self,
         work: impl FnOnce() -> Result<T, airlock_core::Error> + Send + 'static,
-    ) -> Result<T, ApiError> {
+    ) -> Result<T, Refusal> {
         let slot = self
             .token
             .as_ref()
@@ -185,10 +184,10 @@ impl Client {
         &self,
         session: &str,
         ask: RunAsk,
-    ) -> Result<(mpsc::Receiver<Event>, OwnedSemaphorePermit), ApiError> {
+    ) -> Result<(mpsc::Receiver<Event>, OwnedSemaphorePermit), Refusal> {
         let place = self.standing.places.clone().try_acquire_owned().map_err(|_| {
-            ApiError::new(
-                StatusCode::TOO_MANY_REQUESTS,
+            Refusal::new(
+                ErrorKind::Busy,
                 "too_many_runs",
                 format!("{MAX_RUNS} runs of this client are going on or waiting to be polled: poll one to its end first"),
             )
@@ -215,7 +214,7 @@ impl Client {
             let record: Recorder = Arc::new(move |why: &str| {
                 airlock_core::audit::record_abandoned(&caller, Some(&session), why)
             });
-            airlock_serve::jobs::execute(launch, job, events, record).await;
+            airlock_runner::execute(launch, job, events, record).await;
             drop(token_slot);
         });
         Ok((receiver, place))
@@ -231,11 +230,11 @@ impl Client {
     }
 
     /// Poll a started run; once its end is told, it is forgotten.
-    pub async fn poll(&self, id: &str, wait: Duration) -> Result<PollAnswer, ApiError> {
+    pub async fn poll(&self, id: &str, wait: Duration) -> Result<PollAnswer, Refusal> {
         let found = self.standing.background.lock().await.get(id).cloned();
         let run = found.ok_or_else(|| {
-            ApiError::new(
-                StatusCode::NOT_FOUND,
+            Refusal::new(
+                ErrorKind::NotFound,
                 "no_such_run",
                 format!("no run {id} is going on or waiting to be polled: start answers a run's id, and its end is told once"),
             )
@@ -282,10 +281,10 @@ pub struct RunAsk {
 /// Carry out a core operation on a blocking thread (core reads and writes files, takes locks).
 pub async fn core<T: Send + 'static>(
     work: impl FnOnce() -> Result<T, airlock_core::Error> + Send + 'static,
-) -> Result<T, ApiError> {
+) -> Result<T, Refusal> {
     match tokio::task::spawn_blocking(work).await {
         Ok(answer) => Ok(answer?),
-        Err(e) => Err(ApiError::internal(format!(
+        Err(e) => Err(Refusal::internal(format!(
             "an operation ended before its answer: {e}"
         ))),
     }

@@ -2,8 +2,8 @@
 //! Codex, n8n's MCP Client, any MCP SDK) gets tools to run commands in airlock's sandbox over the
 //! workspace — in one session of its own, made at its first run — and to see what they changed
 //! and what the audit log holds. No tool applies, reverts, discards, kills or changes policy: a
-//! person reviews and applies. Every decision is core's; runs are carried out by `airlock serve`'s
-//! workers, so that no sandbox is forked from this multi-threaded process.
+//! person reviews and applies. Every decision is core's; runs are carried out by
+//! airlock-runner's workers, so that no sandbox is forked from this multi-threaded process.
 #![forbid(unsafe_code)]
 
 mod clients;
@@ -20,7 +20,8 @@ use std::time::Duration;
 use anyhow::Context as _;
 use rmcp::ServiceExt as _;
 
-pub use host::StdioConfig;
+pub use clients::Clients;
+pub use host::{Client, Runner, Standing, StdioConfig, TokenUse};
 pub use http::router;
 
 /// How long runs still going when the client goes away get to end, once interrupted, before

@@ -4,7 +4,7 @@
 use std::collections::VecDeque;
 
 use airlock_core::DiffRequest;
-use airlock_serve::error::ApiError;
+use airlock_core::Refusal;
 
 use crate::host::Client;
 use crate::runs::review_note;
@@ -13,7 +13,7 @@ use crate::tools::{Changes, Log};
 /// Changed files a page of `changes` lists, with their patch.
 const PAGE: usize = 50;
 
-pub async fn changes(host: &Client, page: usize) -> Result<Changes, ApiError> {
+pub async fn changes(host: &Client, page: usize) -> Result<Changes, Refusal> {
     let page = page.max(1);
     let Some(session) = host.current_session().await else {
         return Ok(Changes {
@@ -71,7 +71,7 @@ pub async fn changes(host: &Client, page: usize) -> Result<Changes, ApiError> {
 }
 
 /// The session's latest `limit` audit records, oldest first.
-pub async fn log(host: &Client, limit: usize) -> Result<Log, ApiError> {
+pub async fn log(host: &Client, limit: usize) -> Result<Log, Refusal> {
     let Some(session) = host.current_session().await else {
         return Ok(Log {
             session: None,

@@ -10,8 +10,8 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit};
 
-use airlock_serve::error::ApiError;
-use airlock_serve::jobs::{Event, Finished, Stream};
+use airlock_core::Refusal;
+use airlock_runner::{Event, Finished, Stream};
 
 /// A finished run, as `run` and `poll` answer it.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -70,7 +70,7 @@ fn result_of(
     output: Output,
     passed: (u64, u64),
     session: &str,
-) -> Result<RunResult, ApiError> {
+) -> Result<RunResult, Refusal> {
     let (ran, duration, totals) = match finished {
         Finished::Ran {
             ran,
@@ -121,7 +121,7 @@ pub async fn collect(
     mut events: mpsc::Receiver<Event>,
     progress: Option<Progress>,
     session: &str,
-) -> Result<RunResult, ApiError> {
+) -> Result<RunResult, Refusal> {
     let mut output = Output::default();
     let mut passed = (0u64, 0u64);
     while let Some(event) = events.recv().await {
@@ -146,8 +146,8 @@ fn count(passed: &mut (u64, u64), stream: Stream, bytes: usize) {
     }
 }
 
-fn ended_without_result() -> ApiError {
-    ApiError::internal("the run ended without a result — please report it")
+fn ended_without_result() -> Refusal {
+    Refusal::internal("the run ended without a result — please report it")
 }
 
 /// A run started with `start`: its output not yet polled, and its end once it came.
@@ -165,7 +165,7 @@ struct Kept {
     unread: Output,
     passed: (u64, u64),
     /// The run's end; the output it carried was passed on before it.
-    ended: Option<Result<RunResult, ApiError>>,
+    ended: Option<Result<RunResult, Refusal>>,
 }
 
 /// What `poll` answers: the output since the last poll, and the result once the run ended.
@@ -232,7 +232,7 @@ impl Background {
         }
     }
 
-    fn end(&self, result: Result<RunResult, ApiError>) {
+    fn end(&self, result: Result<RunResult, Refusal>) {
         if let Ok(mut kept) = self.state.lock() {
             kept.ended.get_or_insert(result);
         }
@@ -241,7 +241,7 @@ impl Background {
 
     /// Wait up to `wait` for output or the end, then say what there is. The run's end, once
     /// told, is its last answer (the caller forgets the run).
-    pub async fn poll(&self, id: &str, wait: Duration) -> Result<PollAnswer, ApiError> {
+    pub async fn poll(&self, id: &str, wait: Duration) -> Result<PollAnswer, Refusal> {
         let waited = self.changed.notified();
         if self.is_quiet() {
             let _ = tokio::time::timeout(wait, waited).await;
@@ -249,7 +249,7 @@ impl Background {
         let mut kept = self
             .state
             .lock()
-            .map_err(|_| ApiError::internal("a run's output was lost — please report it"))?;
+            .map_err(|_| Refusal::internal("a run's output was lost — please report it"))?;
         let unread = std::mem::take(&mut kept.unread);
         let result = kept.ended.take().transpose()?;
         Ok(PollAnswer {

@@ -14,7 +14,7 @@ use rmcp::{tool, tool_handler, tool_router, RoleServer, ServerHandler};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use airlock_serve::error::ApiError;
+use airlock_core::Refusal;
 
 use crate::clients::Clients;
 use crate::host::{Client, RunAsk};
@@ -160,7 +160,7 @@ impl Airlock {
             let (session, events, place) = start_in_session(&client, ask).await?;
             let run = Background::follow(session.clone(), events, place);
             let id = client.remember(run).await;
-            Ok::<_, ApiError>(Started { run: id, session })
+            Ok::<_, Refusal>(Started { run: id, session })
         };
         match answer.await {
             Ok(started) => {
@@ -259,10 +259,10 @@ async fn start_in_session(
 ) -> Result<
     (
         String,
-        tokio::sync::mpsc::Receiver<airlock_serve::jobs::Event>,
+        tokio::sync::mpsc::Receiver<airlock_runner::Event>,
         tokio::sync::OwnedSemaphorePermit,
     ),
-    ApiError,
+    Refusal,
 > {
     let session = client.session().await?;
     let session = match client.check(&session, &ask).await {
@@ -285,17 +285,18 @@ impl ServerHandler for Airlock {
     }
 }
 
-fn ask_of(params: &RunParams) -> Result<RunAsk, ApiError> {
+fn ask_of(params: &RunParams) -> Result<RunAsk, Refusal> {
     Ok(RunAsk {
-        argv: airlock_serve::job::argv_of(params.command.as_deref(), params.argv.as_deref())?,
+        argv: airlock_core::command_argv(params.command.as_deref(), params.argv.as_deref())
+            .map_err(airlock_core::Error::from)?,
         stdin: params.stdin.clone(),
-        timeout_ms: airlock_serve::job::timeout_of(params.timeout)?,
+        timeout_ms: airlock_core::timeout_ms(params.timeout).map_err(airlock_core::Error::from)?,
     })
 }
 
-fn cancelled() -> ApiError {
-    ApiError::new(
-        airlock_serve::error::StatusCode::REQUEST_TIMEOUT,
+fn cancelled() -> Refusal {
+    Refusal::new(
+        airlock_core::ErrorKind::Cancelled,
         "cancelled",
         "the client cancelled the call: the command was interrupted, then killed",
     )
@@ -309,7 +310,7 @@ fn structured(value: &impl Serialize, text: String) -> CallToolResult {
 }
 
 /// A refusal, as a tool error the model reads: what was refused, why, and the stable code.
-fn refused(error: &ApiError) -> CallToolResult {
+fn refused(error: &Refusal) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(format!(
         "airlock refused: {} ({})",
         error.message, error.code

@@ -12,8 +12,8 @@ use airlock_core::tokens::{TokenRecord, Tokens};
 use airlock_core::Caller;
 
 use crate::error::ApiError;
-use crate::jobs::Jobs;
 use crate::limits::Limiter;
+use airlock_runner::Jobs;
 
 pub struct App {
     /// The server as core's caller: its state directory and environment. Each request's caller

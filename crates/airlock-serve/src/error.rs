@@ -6,7 +6,7 @@ use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-use airlock_core::ErrorKind;
+use airlock_core::{ErrorKind, Refusal};
 
 #[derive(Debug, Serialize)]
 pub struct ApiError {
@@ -50,6 +50,36 @@ pub fn status_of(kind: ErrorKind) -> StatusCode {
         ErrorKind::Conflict => StatusCode::CONFLICT,
         ErrorKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
         ErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        ErrorKind::Unauthenticated => StatusCode::UNAUTHORIZED,
+        ErrorKind::Busy => StatusCode::TOO_MANY_REQUESTS,
+        ErrorKind::Cancelled => StatusCode::REQUEST_TIMEOUT,
+    }
+}
+
+/// The kind of failure a status says, for a refusal passed on beyond HTTP (to MCP's tools).
+pub fn kind_of(status: StatusCode) -> ErrorKind {
+    match status {
+        StatusCode::BAD_REQUEST | StatusCode::PAYLOAD_TOO_LARGE => ErrorKind::Invalid,
+        StatusCode::UNAUTHORIZED => ErrorKind::Unauthenticated,
+        StatusCode::FORBIDDEN => ErrorKind::Forbidden,
+        StatusCode::NOT_FOUND => ErrorKind::NotFound,
+        StatusCode::CONFLICT => ErrorKind::Conflict,
+        StatusCode::TOO_MANY_REQUESTS => ErrorKind::Busy,
+        StatusCode::REQUEST_TIMEOUT => ErrorKind::Cancelled,
+        StatusCode::SERVICE_UNAVAILABLE => ErrorKind::Unavailable,
+        _ => ErrorKind::Internal,
+    }
+}
+
+impl From<Refusal> for ApiError {
+    fn from(refusal: Refusal) -> ApiError {
+        ApiError::new(status_of(refusal.kind), refusal.code, refusal.message)
+    }
+}
+
+impl From<ApiError> for Refusal {
+    fn from(error: ApiError) -> Refusal {
+        Refusal::new(kind_of(error.status), error.code, error.message)
     }
 }
 

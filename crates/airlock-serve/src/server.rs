@@ -19,9 +19,9 @@ use airlock_core::{Caller, Session};
 
 use crate::activation::Passed;
 use crate::app::App;
-use crate::jobs::Jobs;
 use crate::limits::{Limiter, Quotas};
 use crate::listen::{choose_source, tls_config, Listen, Source, TlsFiles};
+use airlock_runner::Jobs;
 
 #[derive(Debug, Clone)]
 pub struct ServeConfig {
@@ -34,9 +34,6 @@ pub struct ServeConfig {
     pub quotas: Quotas,
     /// How long runs may go on after SIGTERM before they are interrupted.
     pub grace: Duration,
-    /// More endpoints, beside the API's (the MCP server's `/mcp`): made from the server's state
-    /// and the largest body a request may carry.
-    pub mount: Option<fn(crate::app::Shared, usize) -> axum::Router>,
 }
 
 fn no_one_to_tell(_: &Session) {}
@@ -56,7 +53,7 @@ pub fn serve(config: ServeConfig) -> Result<()> {
     service.cwd = None;
     service.asked = Vec::new();
     let state_dir = service.state_dir()?;
-    let results_dir = crate::jobs::results_dir(&state_dir)?;
+    let results_dir = airlock_runner::results_dir(&state_dir)?;
     let source = choose_source(
         config.listen.clone(),
         passed,
@@ -161,10 +158,8 @@ async fn run(
 ) -> Result<()> {
     let passed = matches!(source, Source::Passed(_));
     let bound = bind(source).await?;
-    let mut router = crate::routes::router(app.clone(), config.max_body);
-    if let Some(mount) = config.mount {
-        router = router.merge(mount(app.clone(), config.max_body));
-    }
+    let router = crate::routes::router(app.clone(), config.max_body)
+        .merge(crate::mcp::router(app.clone(), config.max_body));
     let mut terminate = signal(SignalKind::terminate()).context("cannot watch for SIGTERM")?;
     let mut interrupt = signal(SignalKind::interrupt()).context("cannot watch for SIGINT")?;
     let graceful = GracefulShutdown::new();

@@ -191,6 +191,9 @@ fn status_of_kind(kind: &str) -> &'static str {
         "Conflict" => "409",
         "Unavailable" => "503",
         "Internal" => "500",
+        "Unauthenticated" => "401",
+        "Busy" => "429",
+        "Cancelled" => "408",
         other => panic!("an ErrorKind this test does not know: {other}"),
     }
 }
@@ -251,6 +254,25 @@ fn codes_in_sources() -> BTreeMap<String, BTreeSet<String>> {
     for (at, _) in tokens.match_indices("=>\"token_") {
         add(code_at(&tokens[at + 3..]).expect("a token code"), "401");
     }
+    // The runs' own refusals (a worker that cannot start, a token that ended mid-run), which
+    // the API says with the status of their kind.
+    for file in sources_of("../airlock-runner/src") {
+        let text = compact(std::fs::read_to_string(&file).expect("a source file"));
+        for (at, _) in text.match_indices("Refusal::new(ErrorKind::") {
+            let rest = &text[at + "Refusal::new(ErrorKind::".len()..];
+            let kind: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric())
+                .collect();
+            let literal = rest[kind.len()..].strip_prefix(",\"").and_then(code_at);
+            if let Some(code) = literal {
+                add(code, status_of_kind(&kind));
+            }
+        }
+        if text.contains("Refusal::internal(") {
+            add("internal", "500");
+        }
+    }
     for file in serve_sources() {
         let text = compact(std::fs::read_to_string(&file).expect("a source file"));
         for (at, _) in text.match_indices("ApiError::bad_request(\"") {
@@ -277,8 +299,13 @@ fn codes_in_sources() -> BTreeMap<String, BTreeSet<String>> {
 }
 
 fn serve_sources() -> Vec<PathBuf> {
+    sources_of("src")
+}
+
+/// The Rust files under `dir`, relative to this crate.
+fn sources_of(dir: &str) -> Vec<PathBuf> {
     let mut files = Vec::new();
-    let mut dirs = vec![Path::new(env!("CARGO_MANIFEST_DIR")).join("src")];
+    let mut dirs = vec![Path::new(env!("CARGO_MANIFEST_DIR")).join(dir)];
     while let Some(dir) = dirs.pop() {
         for entry in std::fs::read_dir(&dir).expect("src is readable") {
             let path = entry.expect("an entry").path();

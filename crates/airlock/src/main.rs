@@ -32,12 +32,12 @@ fn main() -> ExitCode {
     if cfg!(target_feature = "crt-static") {
         airlock_jail::nss::use_built_in_services_only();
     }
-    // A run for `airlock serve`, in a process of its own (see airlock_serve::job).
+    // A run for `airlock serve`, in a process of its own (see airlock_runner::job).
     if std::env::args_os()
         .nth(1)
         .is_some_and(|a| a == "__serve-worker")
     {
-        return airlock_serve::worker::main();
+        return airlock_runner::worker::main();
     }
     let cli = match Cli::from_args() {
         Ok(cli) => cli,

@@ -34,7 +34,6 @@ pub fn serve(global: &GlobalArgs, args: ServeArgs) -> Result<ExitCode> {
             runs_per_token: args.runs_per_token.max(1),
         },
         grace,
-        mount: Some(airlock_mcp::router),
     })?;
     Ok(ExitCode::SUCCESS)
 }

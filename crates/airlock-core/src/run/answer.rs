@@ -9,6 +9,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::{Outcome, RunReport};
+use crate::error::CommandError;
 
 /// A run as the HTTP API takes it (and the remote CLI sends it): exactly one of `command` and
 /// `argv`. Every object the API takes is closed: a field it does not know is refused.
@@ -31,6 +32,58 @@ pub struct RunBody {
     /// Keep a throwaway run's layer, as a new session of this token.
     #[serde(default)]
     pub keep: bool,
+}
+
+/// The longest command line a request may carry (as `ARG_MAX` would refuse a longer one).
+pub const MAX_COMMAND_BYTES: usize = 64 * 1024;
+
+impl RunBody {
+    /// The program and its arguments the body names (see [`command_argv`]).
+    pub fn program(&self) -> Result<Vec<String>, CommandError> {
+        command_argv(self.command.as_deref(), self.argv.as_deref())
+    }
+
+    /// The body's time limit in milliseconds (see [`timeout_ms`]).
+    pub fn timeout_ms(&self) -> Result<Option<u64>, CommandError> {
+        timeout_ms(self.timeout)
+    }
+}
+
+/// The command a request gives, as the program and its arguments: a shell line (`command`, run
+/// by `/bin/sh -c`) or `argv`, exactly one, within what `execve` takes.
+pub fn command_argv(
+    command: Option<&str>,
+    argv: Option<&[String]>,
+) -> Result<Vec<String>, CommandError> {
+    let argv = match (command, argv) {
+        (Some(command), None) => vec!["/bin/sh".into(), "-c".into(), command.to_string()],
+        (None, Some(argv)) if !argv.is_empty() => argv.to_vec(),
+        (None, Some(_)) => return Err(CommandError::EmptyArgv),
+        (Some(_), Some(_)) => return Err(CommandError::Both),
+        (None, None) => return Err(CommandError::Missing),
+    };
+    let size: usize = argv.iter().map(|a| a.len() + 1).sum();
+    if size > MAX_COMMAND_BYTES {
+        return Err(CommandError::TooLong {
+            size,
+            max: MAX_COMMAND_BYTES,
+        });
+    }
+    if argv.iter().any(|a| a.contains('\0')) {
+        return Err(CommandError::Nul);
+    }
+    Ok(argv)
+}
+
+/// A request's time limit in seconds, as milliseconds (rounded up).
+pub fn timeout_ms(seconds: Option<f64>) -> Result<Option<u64>, CommandError> {
+    match seconds {
+        None => Ok(None),
+        Some(seconds) if seconds.is_finite() && seconds > 0.0 && seconds <= 1e9 => {
+            Ok(Some((seconds * 1000.0).ceil() as u64))
+        }
+        Some(_) => Err(CommandError::BadTimeout),
+    }
 }
 
 /// The limit that ended a run.

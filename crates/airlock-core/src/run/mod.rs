@@ -43,7 +43,10 @@ use crate::error::Error;
 use crate::secrets::Placeholder;
 use crate::session::{now, staging_dir, NewSession, ProfileRef, Session, SessionLock};
 use airlock_egress::inject::{Injector, SessionCa};
-pub use answer::{Limit, RunAnswer, RunBody, RunEnd, RunEvent, RunResult};
+pub use answer::{
+    command_argv, timeout_ms, Limit, RunAnswer, RunBody, RunEnd, RunEvent, RunResult,
+    MAX_COMMAND_BYTES,
+};
 pub(crate) use checks::check_workspace_for;
 pub use env::{SANDBOX_HOME, SANDBOX_USER};
 use gate_log::{start_gate, GateLog};

@@ -17,15 +17,14 @@ use tokio::sync::mpsc;
 use super::{Body, SessionId};
 use crate::app::{blocking, Authed, Shared};
 use crate::error::{ApiError, ApiResult};
-use crate::job::Job;
-use crate::jobs::{Event, Finished, Launch, Stream};
+use airlock_runner::{Event, Finished, Job, Launch, Stream};
 
 fn argv_of(body: &RunBody) -> Result<Vec<String>, ApiError> {
-    crate::job::argv_of(body.command.as_deref(), body.argv.as_deref())
+    Ok(body.program().map_err(airlock_core::Error::from)?)
 }
 
 fn timeout_of(body: &RunBody) -> Result<Option<u64>, ApiError> {
-    crate::job::timeout_of(body.timeout)
+    Ok(body.timeout_ms().map_err(airlock_core::Error::from)?)
 }
 
 /// The job for the worker, from the request and the token: the binding is core's to judge.
@@ -134,10 +133,10 @@ fn start(
             keep_bytes: app.keep_output,
             token_valid,
         };
-        let record: crate::jobs::Recorder = Arc::new(move |why: &str| {
+        let record: airlock_runner::Recorder = Arc::new(move |why: &str| {
             airlock_core::audit::record_abandoned(&caller, session.as_deref(), why)
         });
-        crate::jobs::execute(launch, job, events, record).await;
+        airlock_runner::execute(launch, job, events, record).await;
         drop(run_holds);
     });
     Ok(Started {
@@ -211,7 +210,7 @@ fn result(finished: Finished, kept: (u64, u64)) -> ApiResult<RunResult> {
             stderr_truncated: totals.1 > kept.1,
             duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
         }),
-        Finished::Refused(error) => Err(error),
+        Finished::Refused(refusal) => Err(refusal.into()),
     }
 }
 

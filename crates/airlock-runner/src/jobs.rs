@@ -1,5 +1,5 @@
-//! The server's side of a run: start a worker process, pass the command's output on as it comes,
-//! read the outcome; kill the run if its client goes away or the server stops.
+//! The front end's side of a run: start a worker process, pass the command's output on as it
+//! comes, read the outcome; kill the run if its client goes away or the front end stops.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -15,7 +15,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 use tokio::sync::mpsc;
 
-use airlock_core::RunEnd;
+use airlock_core::{ErrorKind, Refusal, RunEnd};
 
 use crate::job::{Job, Outcome, JOB_VAR};
 
@@ -42,7 +42,7 @@ pub enum Finished {
         /// Bytes each stream carried (stdout, stderr), kept or not.
         totals: (u64, u64),
     },
-    Refused(crate::error::ApiError),
+    Refused(Refusal),
 }
 
 /// Writes `run.abandoned` for a run, saying why.
@@ -206,14 +206,7 @@ fn finished(outcome: Outcome, duration: Duration, totals: (u64, u64)) -> Finishe
             duration,
             totals,
         },
-        Outcome::Refused {
-            code,
-            kind,
-            message,
-        } => {
-            let status = crate::error::status_of(kind);
-            Finished::Refused(crate::error::ApiError::new(status, code, message))
-        }
+        Outcome::Refused(refusal) => Finished::Refused(refusal),
     }
 }
 
@@ -224,7 +217,7 @@ async fn run_worker(
     job: &Job,
     events: &mpsc::Sender<Event>,
     recorder: Recorder,
-) -> Result<Option<(Outcome, (u64, u64))>, crate::error::ApiError> {
+) -> Result<Option<(Outcome, (u64, u64))>, Refusal> {
     let job_file = job.result_file.with_extension("job.json");
     write_job(&job_file, job)?;
     let started = Command::new(launch.exe)
@@ -241,7 +234,7 @@ async fn run_worker(
         .spawn();
     let mut child = started.map_err(|e| {
         let _ = std::fs::remove_file(&job_file);
-        crate::error::ApiError::internal(format!(
+        Refusal::internal(format!(
             "cannot start {} __serve-worker: {e}",
             launch.exe.display()
         ))
@@ -300,9 +293,9 @@ async fn token_ended(token_valid: &(dyn Fn() -> bool + Send + Sync)) {
     }
 }
 
-fn token_ended_error() -> crate::error::ApiError {
-    crate::error::ApiError::new(
-        axum::http::StatusCode::UNAUTHORIZED,
+fn token_ended_error() -> Refusal {
+    Refusal::new(
+        ErrorKind::Unauthenticated,
         "token_ended",
         "the token was revoked, or expired, while the run went on: the run was interrupted, then killed",
     )
@@ -310,11 +303,11 @@ fn token_ended_error() -> crate::error::ApiError {
 
 /// The job, for the worker to read, in a file only this user may read (it names the token's id,
 /// its workspace, the command and its environment).
-fn write_job(path: &Path, job: &Job) -> Result<(), crate::error::ApiError> {
+fn write_job(path: &Path, job: &Job) -> Result<(), Refusal> {
     use std::io::Write as _;
     use std::os::unix::fs::OpenOptionsExt as _;
     let text = serde_json::to_vec(job)
-        .map_err(|e| crate::error::ApiError::internal(format!("cannot encode the job: {e}")))?;
+        .map_err(|e| Refusal::internal(format!("cannot encode the job: {e}")))?;
     std::fs::OpenOptions::new()
         .write(true)
         .create(true)
@@ -323,16 +316,16 @@ fn write_job(path: &Path, job: &Job) -> Result<(), crate::error::ApiError> {
         .open(path)
         .and_then(|mut file| file.write_all(&text))
         .map_err(|e| {
-            crate::error::ApiError::internal(format!(
+            Refusal::internal(format!(
                 "cannot write the run's job {}: {e}",
                 path.display()
             ))
         })
 }
 
-fn stopping() -> crate::error::ApiError {
-    crate::error::ApiError::new(
-        axum::http::StatusCode::SERVICE_UNAVAILABLE,
+fn stopping() -> Refusal {
+    Refusal::new(
+        ErrorKind::Unavailable,
         "server_stopping",
         "the server is stopping: it starts no new runs; ask again once it is back",
     )
@@ -376,16 +369,16 @@ async fn pass_on(
 fn read_outcome(
     path: &Path,
     status: std::io::Result<std::process::ExitStatus>,
-) -> Result<Outcome, crate::error::ApiError> {
+) -> Result<Outcome, Refusal> {
     let text = std::fs::read(path).map_err(|e| {
-        crate::error::ApiError::internal(format!(
+        Refusal::internal(format!(
             "the run's worker ended ({}) without a result in {}: {e}",
             status.map_or_else(|e| e.to_string(), |s| s.to_string()),
             path.display()
         ))
     })?;
     serde_json::from_slice(&text).map_err(|e| {
-        crate::error::ApiError::internal(format!(
+        Refusal::internal(format!(
             "the run's result {} is not valid: {e}",
             path.display()
         ))

@@ -87,13 +87,6 @@ fn run(job: &Job) -> Outcome {
     let request = job.request();
     match airlock_core::run(&caller(job), request) {
         Ok(report) => Outcome::Ran(report.end()),
-        Err(err) => {
-            let (code, kind) = err.code();
-            Outcome::Refused {
-                code: code.to_string(),
-                kind,
-                message: err.to_string(),
-            }
-        }
+        Err(err) => Outcome::Refused(err.into()),
     }
 }

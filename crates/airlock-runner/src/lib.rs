@@ -1,0 +1,13 @@
+//! Runs for airlock's multi-threaded front ends. A run forks its sandbox, which a threaded
+//! process must not do: each is carried out by a fresh `airlock __serve-worker` process
+//! (single-threaded, as `airlock run` is) that calls core exactly as the CLI does. `airlock
+//! serve`, `airlock mcp` and the agent-sandbox runtime start their runs here, and pass on what
+//! comes back in their own terms; none of them decides anything about a run.
+#![forbid(unsafe_code)]
+
+pub mod job;
+pub mod jobs;
+pub mod worker;
+
+pub use job::{Job, Outcome, JOB_VAR};
+pub use jobs::{execute, results_dir, Event, Finished, Jobs, Launch, Recorder, Stream};
