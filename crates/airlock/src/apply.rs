@@ -8,6 +8,7 @@ use anyhow::Result;
 use airlock_core::{ApplyItem, ApplyOptions, ApplyReport, ApplyRequest, ApplyResult};
 
 use crate::cli::{ApplyArgs, GlobalArgs, RevertArgs};
+use crate::progress::Progress;
 use crate::run::caller;
 use crate::shown::counted;
 
@@ -75,7 +76,9 @@ pub fn apply(global: &GlobalArgs, args: ApplyArgs) -> Result<ExitCode> {
             rollback: args.rollback,
         },
     };
+    let progress = Progress::start(format!("applying session {}", args.session), args.json);
     let report = airlock_core::apply(&caller(global), &request)?;
+    drop(progress);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(exit(&report));
@@ -124,7 +127,9 @@ pub fn apply(global: &GlobalArgs, args: ApplyArgs) -> Result<ExitCode> {
 }
 
 pub fn revert(global: &GlobalArgs, args: RevertArgs) -> Result<ExitCode> {
+    let progress = Progress::start(format!("reverting session {}", args.session), args.json);
     let report = airlock_core::revert(&caller(global), &args.session)?;
+    drop(progress);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(exit(&report));

@@ -12,15 +12,100 @@ use crate::cli::{CheckArgs, GlobalArgs};
 
 /// Exit status when a required layer is missing.
 const EXIT_LAYER_MISSING: u8 = 3;
+/// Exit status when `run` works here with less than full protection: an optional layer is
+/// partial, or a limit a profile may name is refused.
+const EXIT_PARTIAL: u8 = 4;
+
+/// How one line of the report stands. The verdict is the worst of them ([`protection`]), and each
+/// line's mark is its standing: the closing line cannot say more than the lines above it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Standing {
+    Ok,
+    /// Missing but not needed: `run` works with a fallback (rlimits for cgroups), or refuses
+    /// only a profile that names the limit.
+    Partial,
+    /// Missing; `run` refuses unless --allow-degraded accepts it.
+    Degraded,
+    /// Missing and required: `run` refuses.
+    Missing,
+}
+
+impl Standing {
+    fn of_layer(layer: &Layer) -> Standing {
+        match (layer.available, layer.optional, layer.degradable_as) {
+            (true, _, _) => Standing::Ok,
+            (false, true, _) => Standing::Partial,
+            (false, false, Some(_)) => Standing::Degraded,
+            (false, false, None) => Standing::Missing,
+        }
+    }
+
+    fn of_limit(limit: &LimitCheck) -> Standing {
+        if limit.enforced_by == "refused" {
+            Standing::Partial
+        } else {
+            Standing::Ok
+        }
+    }
+
+    /// The mark at the start of a layer's line.
+    fn mark(self) -> &'static str {
+        match self {
+            Standing::Ok => "ok     ",
+            Standing::Partial => "partial",
+            Standing::Degraded | Standing::Missing => "MISSING",
+        }
+    }
+}
+
+/// What `run` can promise here, from every line of the report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+enum Protection {
+    /// Every layer there, every limit enforced.
+    Full,
+    /// `run` works, with less on the lines marked partial (layers) or refused (limits).
+    Partial,
+    /// A layer is missing that --allow-degraded can accept.
+    Degraded,
+    /// A required layer is missing: run refuses.
+    None,
+}
+
+fn protection(layers: &[Layer], limits: &[LimitCheck]) -> Protection {
+    let worst = layers
+        .iter()
+        .map(Standing::of_layer)
+        .chain(limits.iter().map(Standing::of_limit))
+        .max()
+        .unwrap_or(Standing::Ok);
+    match worst {
+        Standing::Ok => Protection::Full,
+        Standing::Partial => Protection::Partial,
+        Standing::Degraded => Protection::Degraded,
+        Standing::Missing => Protection::None,
+    }
+}
+
+impl Protection {
+    fn exit_code(self) -> ExitCode {
+        match self {
+            Protection::Full => ExitCode::SUCCESS,
+            Protection::Partial => ExitCode::from(EXIT_PARTIAL),
+            Protection::Degraded | Protection::None => ExitCode::from(EXIT_LAYER_MISSING),
+        }
+    }
+}
 
 #[derive(Serialize)]
 struct Report {
-    /// "full", "degraded" (a layer is missing that --allow-degraded can accept) or "none" (a
-    /// required layer is missing: run refuses).
-    protection: &'static str,
+    /// "full", "partial" (run works, with less on a line marked partial or refused), "degraded"
+    /// (a layer is missing that --allow-degraded can accept) or "none" (a required layer is
+    /// missing: run refuses): the worst of the lines.
+    protection: Protection,
     uid_mapping: String,
     layers: Vec<Layer>,
-    /// Each limit and how it is enforced here (does not change `protection`).
+    /// Each limit and how it is enforced here.
     limits: Vec<LimitCheck>,
     /// Inside a container: what it blocks and the ways forward.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -51,36 +136,20 @@ pub fn check(global: &GlobalArgs, args: CheckArgs) -> Result<ExitCode> {
         let accepted = degradable_missing(&layers);
         layers.push(trial_run(global, accepted));
     }
-    let missing_required = layers
-        .iter()
-        .any(|l| !l.available && !l.optional && l.degradable_as.is_none());
-    let missing_degradable = layers
-        .iter()
-        .any(|l| !l.available && l.degradable_as.is_some());
-    let protection = if missing_required {
-        "none"
-    } else if missing_degradable {
-        "degraded"
-    } else {
-        "full"
-    };
+    let limits = check_limits(&state, way);
     let report = Report {
-        protection,
+        protection: protection(&layers, &limits),
         uid_mapping: uid_mapping(way),
         container: airlock_jail::container::detect().map(|engine| advice(engine, &layers)),
         layers,
-        limits: check_limits(&state, way),
+        limits,
     };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        print_table(&report);
+        print!("{}", table(&report));
     }
-    Ok(if protection == "full" {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(EXIT_LAYER_MISSING)
-    })
+    Ok(report.protection.exit_code())
 }
 
 fn all_required_available(layers: &[Layer]) -> bool {
@@ -213,60 +282,76 @@ fn nesting_options(engine: &str) -> String {
     )
 }
 
-fn print_table(report: &Report) {
+/// The report as a person reads it: a line per layer and per limit, then the verdict.
+fn table(report: &Report) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
     for layer in &report.layers {
-        let mark = match (layer.available, layer.optional) {
-            (true, _) => "ok     ",
-            (false, true) => "partial",
-            (false, false) => "MISSING",
-        };
-        println!("{mark}  {:<18} {}", layer.name, layer.detail);
+        let mark = Standing::of_layer(layer).mark();
+        let _ = writeln!(out, "{mark}  {:<18} {}", layer.name, layer.detail);
         for line in layer.fix.iter().flat_map(|fix| fix.lines()) {
-            println!("{:<28}{line}", "");
+            let _ = writeln!(out, "{:<28}{line}", "");
         }
     }
-    println!("         {:<18} {}", "uid mapping", report.uid_mapping);
-    println!();
-    println!("limits ([limits] in a profile; how this host enforces each):");
+    let _ = writeln!(out, "         {:<18} {}", "uid mapping", report.uid_mapping);
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "limits ([limits] in a profile; how this host enforces each):"
+    );
     for limit in &report.limits {
-        println!("{:<10} {:<28} {}", limit.enforced_by, limit.name, limit.how);
+        let _ = writeln!(
+            out,
+            "{:<10} {:<28} {}",
+            limit.enforced_by, limit.name, limit.how
+        );
     }
-    println!();
+    let _ = writeln!(out);
     if let Some(container) = &report.container {
-        print_container(container);
+        container_lines(&mut out, container);
     }
-    match report.protection {
-        "full" => println!("protection: full — 'airlock run' enforces every layer above."),
-        "degraded" => {
-            println!(
-                "protection: degraded — 'airlock run' refuses unless you accept it with --allow-degraded={}",
-                degradable_missing(&report.layers).join(",")
-            );
+    let verdict = match report.protection {
+        Protection::Full => {
+            "protection: full — 'airlock run' enforces every layer and limit above.".to_string()
         }
-        _ => println!(
-            "protection: none — 'airlock run' refuses: a required layer is missing (see above)."
+        Protection::Partial => {
+            "protection: partial — 'airlock run' works, with less than the full protection on \
+             the lines marked partial or refused above (each says what stands in for it)."
+                .to_string()
+        }
+        Protection::Degraded => format!(
+            "protection: degraded — 'airlock run' refuses unless you accept it with --allow-degraded={}",
+            degradable_missing(&report.layers).join(",")
         ),
-    }
+        Protection::None => {
+            "protection: none — 'airlock run' refuses: a required layer is missing (see above)."
+                .to_string()
+        }
+    };
+    let _ = writeln!(out, "{verdict}");
+    out
 }
 
-fn print_container(container: &ContainerAdvice) {
+fn container_lines(out: &mut String, container: &ContainerAdvice) {
+    use std::fmt::Write as _;
     if container.blocked.is_empty() {
-        println!(
-            "inside a container ({}): airlock nests here.",
+        let _ = writeln!(
+            out,
+            "inside a container ({}): airlock nests here.\n",
             container.engine
         );
-        println!();
         return;
     }
-    println!(
+    let _ = writeln!(
+        out,
         "inside a container ({}): it blocks {}.",
         container.engine,
         container.blocked.join(", ")
     );
     for way in &container.ways_forward {
-        println!("  - {way}");
+        let _ = writeln!(out, "  - {way}");
     }
-    println!();
+    let _ = writeln!(out);
 }
 
 fn scratch_dir_in(state: &std::path::Path) -> Result<std::path::PathBuf> {
@@ -283,4 +368,105 @@ fn remove_scratch(dir: &std::path::Path) -> std::io::Result<()> {
         std::fs::Permissions::from_mode(0o700),
     );
     std::fs::remove_dir_all(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn layer(available: bool, optional: bool, degradable_as: Option<&'static str>) -> Layer {
+        Layer {
+            name: "layer",
+            available,
+            detail: "what it is".into(),
+            degradable_as,
+            optional,
+            fix: None,
+        }
+    }
+
+    fn limit(enforced_by: &'static str) -> LimitCheck {
+        LimitCheck {
+            name: "limit",
+            enforced_by,
+            how: "how".into(),
+            degradable_as: None,
+        }
+    }
+
+    /// Every mix of lines: the verdict is full exactly when no line says less, its exit status
+    /// is 0 exactly then, and the printed verdict is the one computed.
+    #[test]
+    fn the_verdict_never_says_more_than_its_lines() {
+        let layers = [
+            layer(true, false, None),
+            layer(false, true, None),
+            layer(false, false, Some("landlock")),
+            layer(false, false, None),
+        ];
+        let limits = [limit("kernel"), limit("supervisor"), limit("refused")];
+        for mask in 0..(1u32 << (layers.len() + limits.len())) {
+            let chosen = |i: usize| mask & (1 << i) != 0;
+            let some_layers: Vec<Layer> = (0..layers.len())
+                .filter(|&i| chosen(i))
+                .map(|i| layers[i].clone())
+                .collect();
+            let some_limits: Vec<LimitCheck> = (0..limits.len())
+                .filter(|&i| chosen(layers.len() + i))
+                .map(|i| limits[i].clone())
+                .collect();
+            let report = Report {
+                protection: protection(&some_layers, &some_limits),
+                uid_mapping: "mapping".into(),
+                layers: some_layers,
+                limits: some_limits,
+                container: None,
+            };
+            let text = table(&report);
+            let says_less = text.lines().any(|line| {
+                line.starts_with("partial")
+                    || line.starts_with("MISSING")
+                    || line.starts_with("refused")
+            });
+            let verdict = text.lines().last().unwrap_or_default();
+            assert_eq!(report.protection == Protection::Full, !says_less, "{text}");
+            assert_eq!(
+                verdict.starts_with("protection: full"),
+                !says_less,
+                "{text}"
+            );
+            assert_eq!(
+                report.protection.exit_code() == ExitCode::SUCCESS,
+                !says_less,
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_worst_line_decides() {
+        let partial = [layer(true, false, None), layer(false, true, None)];
+        assert_eq!(
+            protection(&partial, &[limit("kernel")]),
+            Protection::Partial
+        );
+        assert_eq!(
+            protection(&partial[..1], &[limit("refused")]),
+            Protection::Partial
+        );
+        let degraded = [
+            layer(false, true, None),
+            layer(false, false, Some("landlock")),
+        ];
+        assert_eq!(protection(&degraded, &[]), Protection::Degraded);
+        let none = [
+            layer(false, false, Some("landlock")),
+            layer(false, false, None),
+        ];
+        assert_eq!(protection(&none, &[limit("refused")]), Protection::None);
+        assert_eq!(
+            protection(&partial[..1], &[limit("kernel")]),
+            Protection::Full
+        );
+    }
 }

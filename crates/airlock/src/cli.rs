@@ -170,14 +170,15 @@ pub enum Command {
             still apply). When every required layer is there, 'airlock run -- true' itself is \
             tried with the default profile in an empty workspace (recorded in the audit log as \
             any run), so that check never promises what run cannot do. Inside a container it \
-            names what the container blocks and the ways forward (docs/containers.md). Exit \
-            status 0 when \
-            every required layer is there, 3 when one is \
+            names what the container blocks and the ways forward (docs/containers.md). Then each \
+            limit ([limits] cpus, disk, files, the free margin, memory, processes) and how it is \
+            enforced here; a limit the kernel cannot enforce is refused by 'run' when a profile \
+            names it (--allow-degraded=cpus or =disk accepts less). The closing verdict is the \
+            worst of the lines. Exit status 0 when every layer is there and every limit \
+            enforced (protection: full); 4 when 'run' works with less: a layer is partial (cgroups: \
+            rlimits stand in) or a limit is refused (protection: partial); 3 when a layer is \
             missing: 'run' then refuses, unless the missing layer is one --allow-degraded may \
-            accept (landlock) and you pass it. Then each limit ([limits] cpus, disk, files, \
-            the free margin, memory, processes) and how it is enforced here; a limit the kernel \
-            cannot enforce is refused by 'run' when a profile names it (--allow-degraded=cpus \
-            or =disk accepts less), and does not change the exit status."
+            accept (landlock) and you pass it."
     )]
     Check(CheckArgs),
     /// Start a session (see 'airlock session new --help')

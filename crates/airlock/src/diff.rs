@@ -10,6 +10,7 @@ use airlock_changes::{Change, Kind};
 use airlock_core::DiffRequest;
 
 use crate::cli::{ColorWhen, DiffArgs, GlobalArgs};
+use crate::progress::Progress;
 
 /// Colours of git's default diff palette.
 const BOLD: &str = "\x1b[1m";
@@ -91,6 +92,10 @@ fn emit(text: &[u8], page: bool) -> Result<()> {
 }
 
 pub fn diff(global: &GlobalArgs, args: DiffArgs) -> Result<ExitCode> {
+    let progress = Progress::start(
+        format!("reading the changes of session {}", args.session),
+        args.json,
+    );
     let request = DiffRequest {
         session: args.session,
         paths: args.paths,
@@ -105,13 +110,20 @@ pub fn diff(global: &GlobalArgs, args: DiffArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let mut text = Vec::new();
-    note_not_shown_by_git(&diff)?;
     if args.name_status {
         diff.write_name_status(&mut text)?;
+        drop(progress);
+        note_not_shown_by_git(&diff)?;
     } else if args.stat {
         diff.write_stat(&mut text)?;
+        drop(progress);
+        note_not_shown_by_git(&diff)?;
     } else {
-        for change in diff.write_patch(&mut text)? {
+        let unexpressed = diff.write_patch(&mut text)?;
+        // The line is gone before anything else is said on stderr.
+        drop(progress);
+        note_not_shown_by_git(&diff)?;
+        for change in unexpressed {
             note!(
                 "airlock: {}: a {} cannot be expressed in a git patch; see 'airlock diff --json'",
                 change.path.display(),

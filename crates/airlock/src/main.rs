@@ -13,6 +13,7 @@ mod control;
 mod diff;
 mod log;
 mod policy;
+mod progress;
 mod remote;
 mod run;
 mod serve;

@@ -515,6 +515,66 @@ both_modes!(one_path_is_counted_in_the_singular, |w: &World| {
     assert!(!verified.contains(" 1 records"), "{verified}");
 });
 
+both_modes!(progress_shows_on_a_terminal_never_in_a_pipe, |w: &World| {
+    let id = new_session(w, &[]);
+    ran(&run_in(
+        w,
+        &id,
+        "for n in $(seq 1 200); do echo $n > f$n; done",
+    ));
+    // The debug build draws the line at once with this hook, not after a second: in a pipe it
+    // must still draw nothing.
+    let piped = |args: &[&str]| {
+        w.airlock_with_test_hooks()
+            .env("AIRLOCK_TEST_PROGRESS_AFTER_MS", "0")
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = piped(&["diff", &id]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stderr(&out), "", "diff in a pipe");
+    assert!(stdout(&out).starts_with("diff --git"), "{}", stdout(&out));
+    let out = piped(&["apply", &id]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        !stderr(&out).contains('\r'),
+        "apply in a pipe: {:?}",
+        stderr(&out)
+    );
+    assert!(
+        stderr(&out).starts_with("airlock: applied 200 paths"),
+        "{}",
+        stderr(&out)
+    );
+    let out = piped(&["revert", &id]);
+    assert!(
+        !stderr(&out).contains('\r'),
+        "revert in a pipe: {:?}",
+        stderr(&out)
+    );
+    // On a terminal (script(1) gives it one), the line is drawn, then erased.
+    let on_terminal = format!(
+        "AIRLOCK_TEST_PROGRESS_AFTER_MS=0 {} --state-dir {} diff {id} >/dev/null",
+        support::airlock_bin_with_test_hooks().display(),
+        w.state.display()
+    );
+    let out = w
+        .command("script")
+        .args(["-qec", &on_terminal, "/dev/null"])
+        .output()
+        .unwrap();
+    let shown = stdout(&out);
+    assert!(out.status.success(), "{shown}{}", stderr(&out));
+    assert!(
+        shown.contains(&format!(
+            "airlock: reading the changes of session {id}… 0 s"
+        )),
+        "{shown:?}"
+    );
+    assert!(shown.ends_with("\r\x1b[K"), "{shown:?}");
+});
+
 both_modes!(
     bad_input_is_refused_clearly_and_changes_nothing,
     |w: &World| {
