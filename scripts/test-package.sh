@@ -66,7 +66,8 @@ case $version in
   *) echo "FAILED: the package's airlock is not the static build: $version" >&2; exit 1 ;;
 esac
 echo "== airlock check"
-inside airlock check
+# 0: every layer; 4: run works with less (a stand-in, such as rlimits for cgroups); 3 fails.
+inside airlock check || [ $? = 4 ]
 echo "== airlock run -- sh -c 'id -u; echo ok'"
 # In a project directory: airlock refuses a home directory as the workspace.
 ran=$(inside sh -c 'mkdir -p /srv/project && cd /srv/project && airlock run -- sh -c "id -u; echo ok"')
