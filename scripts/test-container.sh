@@ -8,7 +8,7 @@
 #      the container and what it blocks (the masked /proc, the overlay root under the state
 #      directory); `airlock run -- true` is refused with the same reason.
 #   b) the nesting options of docs/containers.md, as uid 1000 (podman's default seccomp, and
-#      seccomp=unconfined) and as root in a user namespace: `airlock check` says protection full,
+#      seccomp=unconfined) and as root in a user namespace: `airlock check` says protection full or partial,
 #      and scripts/container/attacks.sh shows each attack working without airlock in the
 #      container and failing in a run (a file outside the workspace, the container's processes,
 #      its loopback, the workspace before apply).
