@@ -21,8 +21,8 @@ pub struct SessionRequest {
     pub name: Option<String>,
 }
 
-/// One session as a listing shows it.
-#[derive(Debug, Clone, Serialize)]
+/// One session as a listing shows it (and the remote CLI reads it back from the API).
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct SessionSummary {
     #[serde(flatten)]
     pub meta: SessionMeta,

@@ -186,7 +186,7 @@ pub struct Session {
 }
 
 /// What a session is doing, for people and scripts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SessionStatus {
     Idle,

@@ -372,3 +372,107 @@ fn every_error_code_is_documented_under_its_status_and_no_other() {
         wrong.join("\n")
     );
 }
+
+/// The properties a schema documents, with those of the schemas its `allOf` names.
+fn documented_properties(doc: &Value, name: &str) -> BTreeSet<String> {
+    let schema = &doc["components"]["schemas"][name];
+    let mut names: BTreeSet<String> = schema["properties"]
+        .as_object()
+        .map(|p| p.keys().cloned().collect())
+        .unwrap_or_default();
+    for part in schema["allOf"].as_array().into_iter().flatten() {
+        if let Some(reference) = part["$ref"].as_str() {
+            let inner = reference.rsplit('/').next().unwrap();
+            names.extend(documented_properties(doc, inner));
+        }
+    }
+    names
+}
+
+/// The fields a value of one of core's types has on the wire.
+fn fields(value: &impl serde::Serialize) -> BTreeSet<String> {
+    serde_json::to_value(value)
+        .unwrap()
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect()
+}
+
+fn a_run_result() -> airlock_core::RunResult {
+    airlock_core::RunResult {
+        end: airlock_core::RunEnd {
+            exit_code: 152,
+            limit: Some(airlock_core::Limit::Cpu),
+            session: Some("k3v9x2".into()),
+            kept: true,
+            output_dropped: 1,
+            oom_kills: 1,
+            killed_by_switch: Some("why".into()),
+            audit_error: Some("why".into()),
+            cpu_limit_ms: Some(1000),
+        },
+        stdout_truncated: false,
+        stderr_truncated: false,
+        duration_ms: 1,
+    }
+}
+
+// The answers are core's types, serialized: what the document says of them must be what they
+// are, field for field, or a field added to a type (or to the document) alone fails here.
+#[test]
+fn the_run_types_on_the_wire_are_the_documented_schemas() {
+    use airlock_core::{Limit, RunAnswer, RunBody, RunEvent};
+    let doc = document();
+    let result = a_run_result();
+    assert_eq!(fields(&result), documented_properties(&doc, "RunResult"));
+    let answer = RunAnswer {
+        result: result.clone(),
+        stdout: String::new(),
+        stderr: String::new(),
+    };
+    assert_eq!(fields(&answer), documented_properties(&doc, "RunAnswer"));
+    assert_eq!(
+        fields(&RunEvent::Result(result)),
+        documented_properties(&doc, "ResultEvent")
+    );
+    assert_eq!(
+        fields(&RunEvent::Stdout { data: "x".into() }),
+        documented_properties(&doc, "OutputEvent")
+    );
+    assert_eq!(
+        fields(&RunEvent::Error {
+            code: "c".into(),
+            message: "m".into()
+        }),
+        documented_properties(&doc, "ErrorEvent")
+    );
+    // What a request may say is what core reads, no more and no less.
+    assert_eq!(
+        fields(&RunBody::default()),
+        documented_properties(&doc, "RunBody")
+    );
+    assert_eq!(
+        fields(&RunBody::default()),
+        documented_properties(&doc, "SessionRunBody")
+    );
+    // Every limit core names is documented (Other is only read, from a newer server).
+    let documented: BTreeSet<String> = doc["components"]["schemas"]["Limit"]["enum"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v.as_str().map(str::to_string))
+        .collect();
+    let named: BTreeSet<String> = [
+        Limit::Timeout,
+        Limit::Cpu,
+        Limit::Disk,
+        Limit::Memory,
+        Limit::KillSwitch,
+    ]
+    .iter()
+    .map(|l| l.as_str().to_string())
+    .collect();
+    assert_eq!(named, documented);
+}

@@ -242,7 +242,7 @@ async fn carry_out(remote: &Remote, command: Command) -> Result<ExitCode> {
             json!({ "workspace": args.choice.workspace, "name": args.name }),
             "application/json",
         ),
-        Command::Sessions(_) => (Method::GET, "/v1/sessions".into(), Value::Null, "application/json"),
+        Command::Sessions(args) => return sessions(remote, args.json).await,
         Command::Diff(args) if args.json => (Method::GET, format!("{}/diff", session(&args.session)), Value::Null, "application/json"),
         Command::Diff(args) => (Method::GET, format!("{}/diff", session(&args.session)), Value::Null, "text/x-diff"),
         Command::Apply(args) => (
@@ -271,6 +271,27 @@ async fn carry_out(remote: &Remote, command: Command) -> Result<ExitCode> {
         println!();
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The token's sessions, shown as `airlock sessions` shows them here: a table, or `--json`.
+async fn sessions(remote: &Remote, json: bool) -> Result<ExitCode> {
+    #[derive(serde::Deserialize)]
+    struct Listed {
+        sessions: Vec<airlock_core::SessionSummary>,
+    }
+    let (status, answer) = remote
+        .send(Method::GET, "/v1/sessions", None, "application/json", None)
+        .await?;
+    if !status.is_success() {
+        return Err(refusal(status, &answer));
+    }
+    let listed: Listed = serde_json::from_slice(&answer)
+        .context("the server's list of sessions is not what this airlock reads")?;
+    crate::session::show_list(
+        &listed.sessions,
+        json,
+        "no sessions for this token — 'airlock session new' starts one",
+    )
 }
 
 /// Kill, pause or resume a session's sandboxes: through the server, a token names its session.

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 
-use airlock_core::{describe_profile, GcRequest, SessionRequest};
+use airlock_core::{describe_profile, GcRequest, SessionRequest, SessionSummary};
 
 use crate::cli::{DiscardArgs, GcArgs, GlobalArgs, SessionNewArgs, SessionsArgs};
 use crate::run::{caller, profile_choice};
@@ -34,15 +34,22 @@ fn short_time(seconds: u64) -> String {
 pub fn list(global: &GlobalArgs, args: SessionsArgs) -> Result<ExitCode> {
     let caller = caller(global);
     let listed = airlock_core::list_sessions(&caller)?;
-    if args.json {
+    let empty = format!(
+        "no sessions in {} — 'airlock session new' starts one",
+        caller.state_dir()?.display()
+    );
+    show_list(&listed, args.json, &empty)
+}
+
+/// The sessions as `airlock sessions` shows them, here or from a server: a table, or with `json`
+/// the array; `empty` is said when there is none.
+pub fn show_list(listed: &[SessionSummary], json: bool, empty: &str) -> Result<ExitCode> {
+    if json {
         println!("{}", serde_json::to_string_pretty(&listed)?);
         return Ok(ExitCode::SUCCESS);
     }
     if listed.is_empty() {
-        note!(
-            "no sessions in {} — 'airlock session new' starts one",
-            caller.state_dir()?.display()
-        );
+        note!("{empty}");
         return Ok(ExitCode::SUCCESS);
     }
     let rows: Vec<[String; 9]> = listed

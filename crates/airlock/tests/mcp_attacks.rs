@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use support::api::{agent_token, Client, Reply, Server};
+use support::api::{agent_token, assert_ok, assert_refused, make_token, Client, Reply, Server};
 use support::*;
 
 const REVISION: &str = "2025-11-25";
@@ -304,3 +304,78 @@ both_modes!(a_run_ends_with_its_connection, |w: &World| {
         std::thread::sleep(Duration::from_millis(100));
     }
 });
+
+// One model (issue 27): the same run asked through the CLI, the API and MCP ends the same way
+// and is told in the same words, and the same refusal comes back for the same reason.
+both_modes!(
+    the_cli_the_api_and_mcp_answer_a_run_and_a_refusal_alike,
+    |w: &World| {
+        let config = w.home.join(".config");
+        let profiles = config.join("airlock/profiles");
+        std::fs::create_dir_all(&profiles).unwrap();
+        for dir in [&config, &config.join("airlock"), &profiles] {
+            w.give(dir);
+        }
+        w.write(&profiles.join("timed.toml"), "[limits]\ntimeout = \"1s\"\n");
+        let workspace = w.workspace.to_str().unwrap();
+        let token = make_token(
+            w,
+            "agent",
+            &["--profile", "timed", "--workspace", workspace],
+        );
+        let server = Server::start(w, &[]);
+        let api = server.client(&token.token);
+        let mut mcp = Mcp::open(&server, &token.token);
+
+        // The time limit ends it: exit status 124, limit `timeout`, the same notes.
+        let cli = w
+            .airlock()
+            .args(["run", "-p", "timed", "--", "sh", "-c", "sleep 30"])
+            .output()
+            .unwrap();
+        let over_api = assert_ok(&api.post("/v1/runs", &json!({"command": "sleep 30"})));
+        let over_mcp = ok(&mcp.call("run", json!({"command": "sleep 30"}))).clone();
+        assert_eq!(cli.status.code(), Some(124), "{}", stderr(&cli));
+        assert_eq!(over_api["exit_code"], 124, "{over_api}");
+        assert_eq!(over_mcp["exit_code"], 124, "{over_mcp}");
+        assert_eq!(over_api["limit"], "timeout", "{over_api}");
+        assert_eq!(over_mcp["limit"], "timeout", "{over_mcp}");
+        let cli_notes: Vec<String> = stderr(&cli)
+            .lines()
+            .filter_map(|l| l.strip_prefix("airlock: "))
+            .map(str::to_string)
+            .collect();
+        assert!(!cli_notes.is_empty(), "{}", stderr(&cli));
+        assert_eq!(over_mcp["notes"], json!(cli_notes), "{over_mcp}");
+
+        // The profile disabled: each door refuses with core's code and core's words.
+        let disabled = w
+            .airlock()
+            .args([
+                "disable",
+                "--profile",
+                "timed",
+                "--reason",
+                "maintenance window",
+            ])
+            .output()
+            .unwrap();
+        assert!(disabled.status.success(), "{}", stderr(&disabled));
+        let cli = w
+            .airlock()
+            .args(["run", "-p", "timed", "--", "true"])
+            .output()
+            .unwrap();
+        let over_api = assert_refused(
+            &api.post("/v1/runs", &json!({"command": "true"})),
+            403,
+            "disabled",
+        );
+        let over_mcp = refusal(&mcp.call("run", json!({"command": "true"})));
+        let message = over_api["message"].as_str().unwrap();
+        assert!(message.contains("maintenance window"), "{message}");
+        assert_ne!(cli.status.code(), Some(0));
+        assert!(stderr(&cli).contains(message), "{}", stderr(&cli));
+        assert_eq!(over_mcp, format!("airlock refused: {message} (disabled)"));
+    }
+);

@@ -105,6 +105,15 @@ both_modes!(
         assert!(made.status.success(), "{}", stderr(&made));
         let session: serde_json::Value = serde_json::from_slice(&made.stdout).unwrap();
         let id = session["id"].as_str().unwrap().to_string();
+        // Listed as here: the table people read, and with --json the array scripts read.
+        let listed = served.cli(w, &["sessions"]).output().unwrap();
+        assert!(listed.status.success(), "{}", stderr(&listed));
+        let table = stdout(&listed);
+        assert!(table.starts_with("ID "), "{table}");
+        assert!(table.lines().any(|l| l.starts_with(&id)), "{table}");
+        let listed = served.cli(w, &["sessions", "--json"]).output().unwrap();
+        let array: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+        assert_eq!(array[0]["id"], id.as_str(), "{array}");
         let out = served
             .cli(
                 w,
