@@ -54,6 +54,6 @@ pub use launch::{
 };
 pub use privilege::Way;
 pub use spec::{
-    Bind, CpuBandwidth, Degraded, DiskGuard, IdMapping, Layer, OverlayWorkspace, ResourceLimits,
-    SandboxSpec,
+    Bind, ChangeLayer, CpuBandwidth, Degraded, DiskGuard, IdMapping, OverlayWorkspace,
+    ResourceLimits, SandboxSpec,
 };

@@ -11,7 +11,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use airlock_jail::{
-    Bind, Degraded, IdMapping, JailError, Layer, Outcome, OverlayWorkspace, ResourceLimits,
+    Bind, ChangeLayer, Degraded, IdMapping, JailError, Outcome, OverlayWorkspace, ResourceLimits,
     SandboxSpec, Way,
 };
 
@@ -75,7 +75,7 @@ impl World {
             },
             workspace: OverlayWorkspace {
                 lower: self.workspace.clone(),
-                layer: Layer::Memory {
+                layer: ChangeLayer::Memory {
                     inodes: None,
                     size_bytes: 16 << 20,
                 },

@@ -30,7 +30,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use airlock_jail::{
-    Bind, Degraded, Finished, IdMapping, JailError, Layer, Outcome, OverlayWorkspace,
+    Bind, ChangeLayer, Degraded, Finished, IdMapping, JailError, Outcome, OverlayWorkspace,
     ResourceLimits, Sandbox, SandboxSpec,
 };
 use airlock_policy::Profile;
@@ -460,7 +460,7 @@ fn sandbox_spec(
 ) -> SandboxSpec {
     let profile = &plan.profile;
     let layer = match &turn.session {
-        Some(session) => Layer::Disk {
+        Some(session) => ChangeLayer::Disk {
             upper: session.upper(),
             work: session.work(),
         },

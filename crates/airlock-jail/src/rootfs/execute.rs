@@ -14,7 +14,7 @@ use super::plan::{HostFacts, MountStep, SystemDir};
 use super::{io_error, Places, SYSTEM_BIND};
 use crate::beneath::{fd_path, relative, Kind, Tree};
 use crate::error::{JailError, PathContext, Result, UNEXPECTED};
-use crate::spec::Layer;
+use crate::spec::ChangeLayer;
 use crate::sys::{self, mount_setattr, MountAttrs};
 
 /// The host as it is, for [`super::plan`].
@@ -368,7 +368,7 @@ fn workspace_overlay(
     places: &Places,
     tree: &Tree,
     workspace: &Path,
-    layer: &Layer,
+    layer: &ChangeLayer,
     userxattr: bool,
     lower_idmap: Option<&OwnedFd>,
 ) -> Result<()> {
@@ -381,8 +381,8 @@ fn workspace_overlay(
     };
     let lower = idmapped_lower.unwrap_or_else(|| workspace.to_path_buf());
     let (upper, work) = match layer {
-        Layer::Disk { upper, work } => (upper.clone(), work.clone()),
-        Layer::Memory { size_bytes, inodes } => {
+        ChangeLayer::Disk { upper, work } => (upper.clone(), work.clone()),
+        ChangeLayer::Memory { size_bytes, inodes } => {
             let dir = memory_layer(places, workspace, *size_bytes, *inodes)?;
             (dir.join("upper"), dir.join("work"))
         }
