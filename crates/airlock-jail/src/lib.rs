@@ -13,8 +13,8 @@
 //! through the same list.
 
 /// `eprintln!` that cannot panic: a message to a stderr that is gone (closed, full) is lost,
-/// and the caller goes on to its exit status. For every airlock crate's messages to people.
-#[macro_export]
+/// and pid 1 or the supervisor goes on to its exit status. Defined before the modules, which
+/// see it by textual scope; other crates have their own.
 macro_rules! note {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
