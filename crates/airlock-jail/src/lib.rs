@@ -47,7 +47,7 @@ mod spec;
 mod sys;
 pub mod trust;
 
-pub use error::{JailError, Result};
+pub use error::{JailError, Peer, Result};
 pub use launch::{
     memory_layer_supported, prepare, start_network, Finished, Gate, Launching, Outcome,
     PendingNetwork, Sandbox, Usage,

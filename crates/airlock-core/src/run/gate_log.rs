@@ -65,7 +65,7 @@ pub(super) fn start_gate(
             inject,
         },
     )
-    .map_err(|e| JailError::Invalid(format!("cannot start the network gate: {e}")))?;
+    .map_err(|e| JailError::Caller(format!("cannot start the network gate: {e}")))?;
     Ok(GateLog {
         running: Some(Arc::new(running)),
         ..gate_log

@@ -713,7 +713,7 @@ fn supervise(
     injector: Option<Arc<Injector>>,
 ) -> Supervised {
     let mut supervised = Supervised {
-        result: Err(JailError::Invalid("the run was not supervised".into())),
+        result: Err(JailError::Caller("the run was not supervised".into())),
         gate_log: None,
         killed_by_switch: None,
         ending: None,

@@ -348,11 +348,8 @@ fn hide_root_only_proc_files(staging: &Path, proc_dir: &Path) -> Result<()> {
 /// overlayfs takes ',' as the option separator and ':' between lower layers; both, and the escape
 /// character itself, must be escaped in paths.
 fn overlay_escape(path: &Path) -> Result<String> {
-    let text = path.to_str().ok_or_else(|| {
-        JailError::Invalid(format!(
-            "workspace path {} is not valid UTF-8",
-            path.display()
-        ))
+    let text = path.to_str().ok_or_else(|| JailError::NotUtf8 {
+        path: path.to_owned(),
     })?;
     let mut out = String::with_capacity(text.len());
     for ch in text.chars() {
