@@ -380,7 +380,7 @@ pub fn act(
 fn cut_network(state_dir: &Path, run: &Running) -> Result<(), airlock_jail::JailError> {
     let flag = cut_flag(state_dir, run.supervisor);
     fs::write(&flag, b"cut\n").map_err(|e| {
-        airlock_jail::JailError::Invalid(format!("cannot write {}: {e}", flag.display()))
+        airlock_jail::JailError::Caller(format!("cannot write {}: {e}", flag.display()))
     })
 }
 

@@ -256,14 +256,41 @@ fn control_code(e: &crate::control::ControlError) -> (&'static str, ErrorKind) {
 }
 
 fn jail_code(e: &airlock_jail::JailError) -> (&'static str, ErrorKind) {
+    use airlock_jail::JailError as J;
+    // Every variant named, so that a new one is given its code here.
     match e {
-        airlock_jail::JailError::Refused(_)
-        | airlock_jail::JailError::LayerMissing { .. }
-        | airlock_jail::JailError::UserNamespacesRestricted(_) => {
+        J::Refused(_) | J::LayerMissing { .. } | J::UserNamespacesRestricted(_) => {
             ("layer_unavailable", ErrorKind::Unavailable)
         }
-        airlock_jail::JailError::Invalid(_) => ("sandbox_invalid", ErrorKind::Invalid),
-        _ => ("sandbox_failed", ErrorKind::Internal),
+        J::NoCommand
+        | J::SandboxUserIsRoot
+        | J::HostsRootWithoutPrivilege
+        | J::LandlockRequiredForRoot
+        | J::NotUtf8 { .. }
+        | J::NotBeneath { .. }
+        | J::EtcCacheUnstable { .. }
+        | J::NoMkfs
+        | J::MkfsFailed { .. }
+        | J::SandboxEnded { .. }
+        | J::StopOutpaced
+        | J::FreezerStuck { .. }
+        | J::DiskLow { .. }
+        | J::InodesLow { .. }
+        | J::Caller(_) => ("sandbox_invalid", ErrorKind::Invalid),
+        J::Path { .. }
+        | J::Syscall { .. }
+        | J::UnexpectedMessage { .. }
+        | J::MalformedMessage { .. }
+        | J::UnknownMessage { .. }
+        | J::TooManyDescriptors { .. }
+        | J::NoUserNamespaces { .. }
+        | J::SendFailed { .. }
+        | J::ReceiveFailed { .. }
+        | J::PeerGone { .. }
+        | J::SetupReported(_)
+        | J::NoGateSocket { .. }
+        | J::Landlock(_)
+        | J::UnexpectedWaitStatus(_) => ("sandbox_failed", ErrorKind::Internal),
     }
 }
 

@@ -47,10 +47,9 @@ pub(crate) fn relative(path: &Path) -> Result<PathBuf> {
             Component::RootDir | Component::CurDir => {}
             Component::Normal(part) => out.push(part),
             Component::ParentDir | Component::Prefix(_) => {
-                return Err(JailError::Invalid(format!(
-                    "path {} must be absolute and free of '..'",
-                    path.display()
-                )))
+                return Err(JailError::NotBeneath {
+                    path: path.to_owned(),
+                })
             }
         }
     }

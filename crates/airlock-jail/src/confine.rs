@@ -11,7 +11,7 @@ use landlock::{
 use nix::sys::resource::{getrlimit, setrlimit, Resource};
 use nix::unistd::{setgroups, setresgid, setresuid, Gid, Uid};
 
-use crate::error::{JailError, Result, SyscallContext, UNEXPECTED};
+use crate::error::{JailError, PathContext, Result, SyscallContext, UNEXPECTED};
 use crate::spec::SandboxSpec;
 use crate::sys;
 
@@ -53,11 +53,7 @@ pub(crate) fn apply_landlock(spec: &SandboxSpec, relay_port: Option<u16>) -> Res
     let abi = LANDLOCK_ABI;
     let read = AccessFs::from_read(abi);
     let all = AccessFs::from_all(abi);
-    let fail = |e: landlock::RulesetError| {
-        JailError::Inside(format!(
-            "landlock: {e} — run 'airlock check', or accept running without it: --allow-degraded=landlock"
-        ))
-    };
+    let fail = JailError::Landlock;
 
     let mut readable: Vec<&Path> = vec![Path::new("/")];
     let mut writable: Vec<&Path> = vec![
@@ -96,13 +92,11 @@ pub(crate) fn apply_landlock(spec: &SandboxSpec, relay_port: Option<u16>) -> Res
         .create()
         .map_err(fail)?;
     for path in readable {
-        let fd = PathFd::new(path)
-            .map_err(|e| JailError::Inside(format!("landlock rule for {}: {e}", path.display())))?;
+        let fd = PathFd::new(path).on_path("open for a Landlock rule", path, UNEXPECTED)?;
         created = created.add_rule(PathBeneath::new(fd, read)).map_err(fail)?;
     }
     for path in writable {
-        let fd = PathFd::new(path)
-            .map_err(|e| JailError::Inside(format!("landlock rule for {}: {e}", path.display())))?;
+        let fd = PathFd::new(path).on_path("open for a Landlock rule", path, UNEXPECTED)?;
         let access = if std::fs::metadata(path).map(|m| m.is_dir()).unwrap_or(false) {
             all
         } else {
@@ -118,7 +112,7 @@ pub(crate) fn apply_landlock(spec: &SandboxSpec, relay_port: Option<u16>) -> Res
     if required && status.ruleset == RulesetStatus::NotEnforced {
         return Err(JailError::LayerMissing {
             layer: "Landlock",
-            why: "the kernel enforced none of the ruleset".into(),
+            why: "the kernel enforced none of the ruleset",
             flag: "landlock",
         });
     }

@@ -71,10 +71,7 @@ impl SandboxId {
         if self.is_alive() {
             Ok(())
         } else {
-            Err(JailError::Invalid(format!(
-                "sandbox {} has already ended",
-                self.pid
-            )))
+            Err(JailError::SandboxEnded { pid: self.pid })
         }
     }
 
@@ -193,9 +190,7 @@ impl SandboxId {
                 return Ok(());
             }
             if Instant::now() > deadline {
-                return Err(JailError::Invalid(
-                    "the sandbox kept starting processes faster than they could be stopped; kill it instead".into(),
-                ));
+                return Err(JailError::StopOutpaced);
             }
             std::thread::sleep(Duration::from_millis(2));
         }
@@ -214,7 +209,7 @@ impl SandboxId {
     }
 }
 
-fn freeze_v1(dir: &std::path::Path, state: &str) -> Result<()> {
+fn freeze_v1(dir: &std::path::Path, state: &'static str) -> Result<()> {
     let file = dir.join("freezer.state");
     fs::write(&file, state).on_path("write", &file, "run 'airlock check'")?;
     // FREEZING becomes FROZEN once every task has stopped.
@@ -225,10 +220,10 @@ fn freeze_v1(dir: &std::path::Path, state: &str) -> Result<()> {
         }
         std::thread::sleep(Duration::from_millis(2));
     }
-    Err(JailError::Invalid(format!(
-        "{} did not become {state} within 5 s",
-        file.display()
-    )))
+    Err(JailError::FreezerStuck {
+        file,
+        wanted: state,
+    })
 }
 
 fn freeze_v2(dir: &std::path::Path, frozen: bool) -> Result<()> {
@@ -247,8 +242,8 @@ fn freeze_v2(dir: &std::path::Path, frozen: bool) -> Result<()> {
         }
         std::thread::sleep(Duration::from_millis(2));
     }
-    Err(JailError::Invalid(format!(
-        "{} did not report '{want}' within 5 s",
-        events.display()
-    )))
+    Err(JailError::FreezerStuck {
+        file: events,
+        wanted: want,
+    })
 }

@@ -4,6 +4,10 @@
 use std::path::PathBuf;
 
 use nix::errno::Errno;
+use nix::sys::wait::WaitStatus;
+
+use crate::apparmor::UsernsRestriction;
+pub use crate::protocol::Peer;
 
 #[derive(Debug, thiserror::Error)]
 pub enum JailError {
@@ -23,24 +27,116 @@ pub enum JailError {
     #[error("{layer} is not available on this kernel ({why}); refusing to run with less protection than asked for — run 'airlock check', or accept it explicitly with --allow-degraded={flag}")]
     LayerMissing {
         layer: &'static str,
-        why: String,
+        why: &'static str,
         flag: &'static str,
     },
-    /// AppArmor keeps this process from using user namespaces (the words and the fix made by
-    /// [`crate::apparmor::UsernsRestriction::refusal`]).
-    #[error("{0}")]
-    UserNamespacesRestricted(String),
+    /// AppArmor keeps this process from using user namespaces: the restriction found, whose
+    /// words and fix are [`UsernsRestriction::refusal`]'s.
+    #[error("{}", .0.refusal().unwrap_or_else(|| "cannot build a sandbox: AppArmor restricts user namespaces".into()))]
+    UserNamespacesRestricted(UsernsRestriction),
+
+    // The setup protocol (see `protocol.rs`): the two sides disagree on a step, or one is gone.
+    // Each is a bug or a dead process; the setup process's own report, when there is one, says
+    // more and is returned instead.
+    /// A message came where another was due.
+    #[error("sandbox setup failed: unexpected message {received} from {from} (wanted {expected})")]
+    UnexpectedMessage {
+        expected: &'static str,
+        received: &'static str,
+        from: Peer,
+    },
+    /// A known message with a number of descriptors it never carries.
+    #[error("sandbox setup failed: {from} sent {message} with {fds} descriptors (a bug: please report it)")]
+    MalformedMessage {
+        message: &'static str,
+        fds: usize,
+        from: Peer,
+    },
+    /// A tag no message has (the control socket's, or the report pipe's first byte).
+    #[error("sandbox setup failed: unknown message {tag:#x} from {from}")]
+    UnknownMessage { tag: u8, from: Peer },
+    #[error("sandbox setup failed: {from} sent more descriptors than any message carries (a bug: please report it)")]
+    TooManyDescriptors { from: Peer },
+    /// As root, NAMESPACES came without the user namespaces the setup process enters.
+    #[error("sandbox setup failed: {from} sent no user namespaces (a bug: please report it)")]
+    NoUserNamespaces { from: Peer },
+    #[error("sandbox setup failed: sending to {to}: {errno}", errno = errno.desc())]
+    SendFailed { to: Peer, errno: Errno },
+    #[error("sandbox setup failed: reading from {from}: {errno}", errno = errno.desc())]
+    ReceiveFailed { from: Peer, errno: Errno },
+    /// End of file where a message was due: the other side exited (or was killed).
+    #[error("sandbox setup failed: {peer} went away during setup")]
+    PeerGone { peer: Peer },
+    /// What the setup process reported before it exited: its own error, as text, as it came
+    /// over the report pipe from that other process.
     #[error("sandbox setup failed: {0}")]
-    Inside(String),
-    /// What the setup process itself reported before it exited.
-    #[error("sandbox setup failed: {0}")]
-    Reported(String),
+    SetupReported(String),
+    /// A gated sandbox's socket that the setup process opened at step 8 was not there at step 15.
+    #[error("sandbox setup failed: no {socket} for the network gate ({UNEXPECTED})")]
+    NoGateSocket { socket: &'static str },
+    #[error("sandbox setup failed: landlock: {0} — run 'airlock check', or accept running without it: --allow-degraded=landlock")]
+    Landlock(landlock::RulesetError),
+    /// The sandbox's pid 1 neither exited nor was killed, as far as waitpid says.
+    #[error("sandbox setup failed: unexpected wait status {0:?}")]
+    UnexpectedWaitStatus(WaitStatus),
+
+    // The request, or the state of the host it meets, cannot make a sandbox.
+    #[error("invalid sandbox request: no command given")]
+    NoCommand,
+    #[error("invalid sandbox request: the sandbox user must not be root on the host")]
+    SandboxUserIsRoot,
+    #[error("invalid sandbox request: {HOSTS_ROOT_WITHOUT_PRIVILEGE}")]
+    HostsRootWithoutPrivilege,
+    #[error("invalid sandbox request: --allow-degraded=landlock is refused for a root without CAP_SYS_ADMIN (a container's root): the sandbox's uid is then root's own, and Landlock keeps it from what that uid may write; run airlock as an unprivileged user instead")]
+    LandlockRequiredForRoot,
+    /// overlayfs takes its options as a string.
+    #[error("invalid sandbox request: workspace path {} is not valid UTF-8", path.display())]
+    NotUtf8 { path: PathBuf },
+    /// A path inside the sandbox that is relative or has `..`.
+    #[error("invalid sandbox request: path {} must be absolute and free of '..'", path.display())]
+    NotBeneath { path: PathBuf },
+    #[error("invalid sandbox request: the /etc cache entry {} keeps being removed while in use; is another airlock cleaning {}?", entry.display(), cache.display())]
+    EtcCacheUnstable { entry: PathBuf, cache: PathBuf },
+    #[error("invalid sandbox request: a session with [limits] disk or files needs mkfs.ext4 (Debian: apt-get install e2fsprogs); or accept a watch on free space instead: --allow-degraded=disk")]
+    NoMkfs,
+    /// mkfs.ext4 failed; `stderr` is what it said.
+    #[error("invalid sandbox request: mkfs.ext4 {}: {} — is [limits] disk large enough for files? (at least 4MiB)", image.display(), stderr.trim())]
+    MkfsFailed { image: PathBuf, stderr: String },
+    #[error("invalid sandbox request: sandbox {pid} has already ended")]
+    SandboxEnded { pid: i32 },
+    #[error("invalid sandbox request: the sandbox kept starting processes faster than they could be stopped; kill it instead")]
+    StopOutpaced,
+    /// The cgroup freezer's `file` did not say `wanted` within 5 s.
+    #[error("invalid sandbox request: {} did not report '{wanted}' within 5 s", file.display())]
+    FreezerStuck { file: PathBuf, wanted: &'static str },
+    #[error("invalid sandbox request: the filesystem of {} has {} MiB free, below the {} MiB airlock keeps free there (so that the audit log can always be written): free some space, or move the state directory (--state-dir)", path.display(), free_bytes >> 20, keep_free_bytes >> 20)]
+    DiskLow {
+        path: PathBuf,
+        free_bytes: u64,
+        keep_free_bytes: u64,
+    },
+    #[error("invalid sandbox request: the filesystem of {} has {free_inodes} inodes free, at or below the {keep_free_inodes} airlock keeps free there (so that files can still be made on it): remove some files, or move the state directory (--state-dir)", path.display())]
+    InodesLow {
+        path: PathBuf,
+        free_inodes: u64,
+        keep_free_inodes: u64,
+    },
+    /// A failure of the caller's own around the sandbox (core's: its network gate, the flag
+    /// that cuts a run's network), in its words.
     #[error("invalid sandbox request: {0}")]
-    Invalid(String),
+    Caller(String),
     /// The caller's last check before the command starts said no (its message).
     #[error("{0}")]
     Refused(String),
 }
+
+/// Why the host's root without privilege is refused (see `launch::prepare`'s check), and what to do.
+const HOSTS_ROOT_WITHOUT_PRIVILEGE: &str = "this is the host's root (uid 0 of the initial user \
+     namespace) without CAP_SYS_ADMIN, CAP_NET_ADMIN, CAP_SETUID and CAP_SETGID (a rootful \
+     container's root): the sandbox would run as the host's root uid, which owns the host's \
+     files — run airlock as an unprivileged user (podman/docker --user), or as the root of a \
+     user namespace (podman --userns=auto, rootless podman or Docker), or as root with those \
+     capabilities (see docs/containers.md)";
 
 pub type Result<T, E = JailError> = std::result::Result<T, E>;
 
@@ -74,6 +170,16 @@ impl HasErrno for std::io::Error {
     }
 }
 
+/// landlock's error for a path it could not open: the errno of its `open`.
+impl HasErrno for landlock::PathFdError {
+    fn errno(self) -> Errno {
+        let io = std::error::Error::source(&self)
+            .and_then(|source| source.downcast_ref::<std::io::Error>())
+            .and_then(std::io::Error::raw_os_error);
+        Errno::from_raw(io.unwrap_or(libc::EIO))
+    }
+}
+
 impl<T, E: HasErrno> PathContext<T> for std::result::Result<T, E> {
     fn on_path(
         self,
@@ -94,11 +200,11 @@ pub(crate) trait SyscallContext<T> {
     fn during(self, action: &'static str, hint: &'static str) -> Result<T>;
 }
 
-impl<T> SyscallContext<T> for nix::Result<T> {
+impl<T, E: HasErrno> SyscallContext<T> for std::result::Result<T, E> {
     fn during(self, action: &'static str, hint: &'static str) -> Result<T> {
-        self.map_err(|errno| JailError::Syscall {
+        self.map_err(|e| JailError::Syscall {
             action,
-            errno,
+            errno: e.errno(),
             hint,
         })
     }

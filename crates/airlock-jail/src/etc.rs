@@ -119,11 +119,10 @@ pub(crate) fn prepare(cache_root: &Path, spec: &SandboxSpec) -> Result<PreparedE
             return Ok(PreparedEtc { dir, _in_use: lock });
         }
     }
-    Err(JailError::Invalid(format!(
-        "the /etc cache entry {} keeps being removed while in use; is another airlock cleaning {}?",
-        dir.display(),
-        cache_root.display()
-    )))
+    Err(JailError::EtcCacheUnstable {
+        entry: dir,
+        cache: cache_root.to_owned(),
+    })
 }
 
 fn build_entry(cache_root: &Path, dir: &Path, spec: &SandboxSpec) -> Result<()> {

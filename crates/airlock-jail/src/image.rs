@@ -35,13 +35,7 @@ pub fn create_image(path: &Path, bytes: u64, files: Option<u64>) -> Result<()> {
         .iter()
         .map(Path::new)
         .find(|p| p.exists())
-        .ok_or_else(|| {
-            JailError::Invalid(
-                "a session with [limits] disk or files needs mkfs.ext4 (Debian: apt-get install \
-                 e2fsprogs); or accept a watch on free space instead: --allow-degraded=disk"
-                    .into(),
-            )
-        })?;
+        .ok_or(JailError::NoMkfs)?;
     let file = OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -79,11 +73,10 @@ pub fn create_image(path: &Path, bytes: u64, files: Option<u64>) -> Result<()> {
     )?;
     if !out.status.success() {
         let _ = std::fs::remove_file(path);
-        return Err(JailError::Invalid(format!(
-            "mkfs.ext4 {}: {} — is [limits] disk large enough for files? (at least 4MiB)",
-            path.display(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        )));
+        return Err(JailError::MkfsFailed {
+            image: path.to_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        });
     }
     Ok(())
 }

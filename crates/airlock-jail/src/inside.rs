@@ -190,9 +190,9 @@ fn enter_network_namespace(
     drop(network);
     match (rootful, users) {
         (true, Some(users)) => Ok(Some(users)),
-        (true, None) => Err(JailError::Inside(
-            "the supervisor sent no user namespaces".into(),
-        )),
+        (true, None) => Err(JailError::NoUserNamespaces {
+            from: Peer::Supervisor,
+        }),
         (false, _) => Ok(None),
     }
 }
@@ -212,9 +212,8 @@ struct GateSockets {
 impl GateSockets {
     fn open(spec: &SandboxSpec) -> Result<GateSockets> {
         let (dns, relay) = if spec.network_gate {
-            let relay = std::net::TcpListener::bind("0.0.0.0:0").map_err(|e| {
-                JailError::Inside(format!("cannot open the network gate's relay: {e}"))
-            })?;
+            let relay = std::net::TcpListener::bind("0.0.0.0:0")
+                .during("open the network gate's relay", UNEXPECTED)?;
             (Some(dns_socket()?), Some(relay))
         } else {
             (None, None)
@@ -223,7 +222,7 @@ impl GateSockets {
             Some(listener) => Some(
                 listener
                     .local_addr()
-                    .map_err(|e| JailError::Inside(e.to_string()))?
+                    .during("read the network gate's relay port", UNEXPECTED)?
                     .port(),
             ),
             None => None,
@@ -314,12 +313,12 @@ fn confine_self(
     confine::drop_capabilities()?;
     if spec.network_gate {
         let listener = confine::apply_seccomp_gated()?;
-        let dns = gate
-            .dns
-            .ok_or_else(|| JailError::Inside("no DNS socket".into()))?;
+        let dns = gate.dns.ok_or(JailError::NoGateSocket {
+            socket: "DNS socket",
+        })?;
         let relay = gate
             .relay
-            .ok_or_else(|| JailError::Inside("no relay".into()))?;
+            .ok_or(JailError::NoGateSocket { socket: "relay" })?;
         protocol::send(
             channel.control.as_fd(),
             &Message::Gate {
@@ -372,9 +371,5 @@ fn close_inherited_fds(channel: &SetupChannel, for_init: &ForInit) -> Result<()>
 fn dns_socket() -> Result<OwnedFd> {
     std::net::UdpSocket::bind("127.0.0.53:53")
         .map(OwnedFd::from)
-        .map_err(|e| {
-            JailError::Inside(format!(
-                "cannot bind the sandbox's DNS socket to 127.0.0.53:53: {e}"
-            ))
-        })
+        .during("bind the sandbox's DNS socket to 127.0.0.53:53", UNEXPECTED)
 }

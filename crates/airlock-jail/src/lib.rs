@@ -13,8 +13,8 @@
 //! through the same list.
 
 /// `eprintln!` that cannot panic: a message to a stderr that is gone (closed, full) is lost,
-/// and the caller goes on to its exit status. For every airlock crate's messages to people.
-#[macro_export]
+/// and pid 1 or the supervisor goes on to its exit status. Defined before the modules, which
+/// see it by textual scope; other crates have their own.
 macro_rules! note {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
@@ -47,13 +47,13 @@ mod spec;
 mod sys;
 pub mod trust;
 
-pub use error::{JailError, Result};
+pub use error::{JailError, Peer, Result};
 pub use launch::{
     memory_layer_supported, prepare, start_network, Finished, Gate, Launching, Outcome,
     PendingNetwork, Sandbox, Usage,
 };
 pub use privilege::Way;
 pub use spec::{
-    Bind, CpuBandwidth, Degraded, DiskGuard, IdMapping, Layer, OverlayWorkspace, ResourceLimits,
-    SandboxSpec,
+    Bind, ChangeLayer, CpuBandwidth, Degraded, DiskGuard, IdMapping, OverlayWorkspace,
+    ResourceLimits, SandboxSpec,
 };

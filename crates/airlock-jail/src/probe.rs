@@ -14,7 +14,7 @@ use crate::sys::{self, clone_fork, Forked};
 
 /// One protection layer and whether this machine provides it.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct Layer {
+pub struct LayerReport {
     pub name: &'static str,
     pub available: bool,
     /// What it is and what it means for `run` here.
@@ -90,7 +90,7 @@ fn overlay_in_user_namespace(scratch: &Path, way: Way) -> bool {
 
 /// Probe every layer as `way` builds sandboxes. `scratch` is an empty directory on the
 /// filesystem that holds sessions.
-pub fn probe_layers(scratch: &Path, way: Way) -> Vec<Layer> {
+pub fn probe_layers(scratch: &Path, way: Way) -> Vec<LayerReport> {
     let rootful = way.is_rootful();
     let mut layers = vec![user_namespace()];
     layers.extend(namespaces(rootful));
@@ -106,7 +106,7 @@ pub fn probe_layers(scratch: &Path, way: Way) -> Vec<Layer> {
     layers
 }
 
-fn user_namespace() -> Layer {
+fn user_namespace() -> LayerReport {
     // On Ubuntu 23.10+ an unconfined process still gets its user namespace, but no
     // capabilities in it: AppArmor's verdict decides, not the clone. Root is asked too: the
     // rootful way makes user namespaces as well (the sandbox user's), and a container's
@@ -128,7 +128,7 @@ fn user_namespace() -> Layer {
         Some(summary) => format!("{detail}; {summary}"),
         None => detail,
     };
-    Layer {
+    LayerReport {
         name: "user namespace",
         available: userns,
         detail,
@@ -139,7 +139,7 @@ fn user_namespace() -> Layer {
 }
 
 /// The other namespaces of a run, each made in a child (in a user namespace when unprivileged).
-fn namespaces(rootful: bool) -> Vec<Layer> {
+fn namespaces(rootful: bool) -> Vec<LayerReport> {
     let ns_flags = [
         (
             "mount namespace",
@@ -173,7 +173,7 @@ fn namespaces(rootful: bool) -> Vec<Layer> {
             (false, _) if under_outside_seccomp() => format!("refused under {OUTSIDE_SECCOMP}"),
             (false, _) => "cannot be created by this user".into(),
         };
-        layers.push(Layer {
+        layers.push(LayerReport {
             name,
             available: ok,
             detail,
@@ -219,7 +219,7 @@ fn uts_meaning(user: libc::c_int) -> String {
 /// namespace, unprivileged). The kernel allows a new procfs only where no part of the /proc
 /// already mounted is hidden or read-only (a container masks /proc/kcore and others, and makes
 /// /proc/sys read-only).
-fn private_proc(rootful: bool, scratch: &Path) -> Layer {
+fn private_proc(rootful: bool, scratch: &Path) -> LayerReport {
     let user = if rootful { 0 } else { libc::CLONE_NEWUSER };
     let target = scratch.join("proc");
     let mounted = std::fs::create_dir_all(&target).is_ok()
@@ -241,7 +241,7 @@ fn private_proc(rootful: bool, scratch: &Path) -> Layer {
                 )
                 .is_ok()
         });
-    Layer {
+    LayerReport {
         name: "private /proc",
         available: mounted,
         detail: if mounted {
@@ -257,9 +257,9 @@ fn private_proc(rootful: bool, scratch: &Path) -> Layer {
     }
 }
 
-fn overlayfs(scratch: &Path, way: Way) -> Layer {
+fn overlayfs(scratch: &Path, way: Way) -> LayerReport {
     let overlay = overlay_in_user_namespace(scratch, way);
-    Layer {
+    LayerReport {
         name: "overlayfs",
         available: overlay,
         detail: if overlay {
@@ -285,9 +285,9 @@ fn on_overlayfs(path: &Path) -> bool {
         .is_ok_and(|fs| fs.filesystem_type() == nix::sys::statfs::OVERLAYFS_SUPER_MAGIC)
 }
 
-fn landlock() -> Layer {
+fn landlock() -> LayerReport {
     let abi = landlock_abi();
-    Layer {
+    LayerReport {
         name: "landlock",
         available: abi > 0,
         detail: match abi {
@@ -302,14 +302,14 @@ fn landlock() -> Layer {
     }
 }
 
-fn seccomp() -> Layer {
+fn seccomp() -> LayerReport {
     let seccomp = std::fs::read_to_string("/proc/self/status")
         .map(|s| {
             s.lines()
                 .any(|l| l.starts_with("Seccomp_filters:") || l.starts_with("Seccomp:"))
         })
         .unwrap_or(false);
-    Layer {
+    LayerReport {
         name: "seccomp",
         available: seccomp,
         detail: if seccomp {
@@ -323,7 +323,7 @@ fn seccomp() -> Layer {
     }
 }
 
-fn network_gate() -> Layer {
+fn network_gate() -> LayerReport {
     // The network gate answers connects through seccomp user notifications (Linux 5.0): it
     // copies the connecting socket with pidfd_getfd (5.6), checks with
     // SECCOMP_IOCTL_NOTIF_ID_VALID that the thread still waits before it reads or rewrites its
@@ -334,7 +334,7 @@ fn network_gate() -> Layer {
     // 5.0 to 5.8 kernel without those backports passes, though its gate cannot let a connect
     // out (which fails closed: the sandbox's own namespace reaches nothing).
     let gate = crate::sys::seccomp_notify_supported();
-    Layer {
+    LayerReport {
         name: "network gate",
         available: gate,
         detail: if gate {
@@ -349,9 +349,9 @@ fn network_gate() -> Layer {
     }
 }
 
-fn memory_layer(way: Way) -> Layer {
+fn memory_layer(way: Way) -> LayerReport {
     let memory_layer = crate::launch::memory_layer_supported(way);
-    Layer {
+    LayerReport {
         name: "memory layer",
         available: memory_layer,
         detail: if memory_layer {
@@ -366,7 +366,7 @@ fn memory_layer(way: Way) -> Layer {
     }
 }
 
-fn cgroups() -> Layer {
+fn cgroups() -> LayerReport {
     let cgroups = cgroup::detect();
     let (available, detail) = match &cgroups {
         CgroupSupport::V2 { parent, .. } => (
@@ -400,7 +400,7 @@ fn cgroups() -> Layer {
             ),
         ),
     };
-    Layer {
+    LayerReport {
         name: "cgroups",
         available,
         detail,

@@ -72,7 +72,7 @@ use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 use nix::errno::Errno;
 use nix::sys::socket::{recvmsg, sendmsg, ControlMessage, ControlMessageOwned, MsgFlags};
 
-use crate::error::{JailError, Result};
+use crate::error::{HasErrno as _, JailError, Result};
 
 /// One message on the control socket. `Fd` is what the sender lends ([`BorrowedFd`]: it keeps
 /// its own copy) or what the receiver owns ([`OwnedFd`]).
@@ -114,19 +114,20 @@ pub(crate) struct UserNamespaces<Fd> {
 /// cpu).
 const MAX_FDS: usize = 10;
 
-/// Which side of the control socket a message comes from, for errors.
+/// A side of the setup channel, named in its errors ([`JailError::UnexpectedMessage`] and the
+/// others).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Peer {
+pub enum Peer {
     Supervisor,
     SetupProcess,
 }
 
-impl Peer {
-    fn name(self) -> &'static str {
-        match self {
+impl std::fmt::Display for Peer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
             Peer::Supervisor => "the supervisor",
             Peer::SetupProcess => "the setup process",
-        }
+        })
     }
 }
 
@@ -163,12 +164,12 @@ impl<Fd> Message<Fd> {
 
     /// The error for a message that came where `wanted` was due: the peers disagree on the
     /// step, a bug.
-    pub(crate) fn unexpected(&self, wanted: &str) -> JailError {
-        JailError::Inside(format!(
-            "unexpected message {} from {} (wanted {wanted})",
-            self.name(),
-            self.sender().name()
-        ))
+    pub(crate) fn unexpected(&self, expected: &'static str) -> JailError {
+        JailError::UnexpectedMessage {
+            expected,
+            received: self.name(),
+            from: self.sender(),
+        }
     }
 }
 
@@ -211,10 +212,10 @@ pub(crate) fn send(socket: BorrowedFd, message: &Message<BorrowedFd>) -> Result<
             errno,
             hint: "the setup process died; see above",
         }),
-        (Err(errno), Peer::SetupProcess) => Err(JailError::Inside(format!(
-            "sending to the supervisor: {}",
-            errno.desc()
-        ))),
+        (Err(errno), Peer::SetupProcess) => Err(JailError::SendFailed {
+            to: Peer::Supervisor,
+            errno,
+        }),
     }
 }
 
@@ -229,30 +230,22 @@ pub(crate) fn receive(socket: BorrowedFd, from: Peer) -> Result<Message<OwnedFd>
         Some(&mut space),
         MsgFlags::MSG_CMSG_CLOEXEC,
     )
-    .map_err(|errno| {
-        JailError::Inside(format!("reading from {}: {}", from.name(), errno.desc()))
-    })?;
+    .map_err(|errno| JailError::ReceiveFailed { from, errno })?;
     // Owned before anything else is looked at, so that every error below closes them.
     let mut fds = Vec::new();
     for cmsg in received
         .cmsgs()
-        .map_err(|errno| JailError::Inside(format!("reading from {}: {errno}", from.name())))?
+        .map_err(|errno| JailError::ReceiveFailed { from, errno })?
     {
         if let ControlMessageOwned::ScmRights(raw) = cmsg {
             fds.extend(raw.into_iter().map(owned_fd));
         }
     }
     if received.bytes != 1 {
-        return Err(JailError::Inside(format!(
-            "{} went away during setup",
-            from.name()
-        )));
+        return Err(JailError::PeerGone { peer: from });
     }
     if received.flags.contains(MsgFlags::MSG_CTRUNC) {
-        return Err(JailError::Inside(format!(
-            "{} sent more descriptors than any message carries (a bug: please report it)",
-            from.name()
-        )));
+        return Err(JailError::TooManyDescriptors { from });
     }
     decode(tag[0], fds, from)
 }
@@ -260,11 +253,10 @@ pub(crate) fn receive(socket: BorrowedFd, from: Peer) -> Result<Message<OwnedFd>
 /// A message from its tag and fds; what does not fit its step is refused.
 fn decode(tag: u8, mut fds: Vec<OwnedFd>, from: Peer) -> Result<Message<OwnedFd>> {
     let count = fds.len();
-    let malformed = |name: &str| {
-        JailError::Inside(format!(
-            "{} sent {name} with {count} descriptors (a bug: please report it)",
-            from.name()
-        ))
+    let malformed = |message: &'static str| JailError::MalformedMessage {
+        message,
+        fds: count,
+        from,
     };
     let message = match tag {
         b'g' if count == 0 => Message::Go,
@@ -301,12 +293,7 @@ fn decode(tag: u8, mut fds: Vec<OwnedFd>, from: Peer) -> Result<Message<OwnedFd>
         }
         b'g' => return Err(malformed("GO")),
         b's' => return Err(malformed("START")),
-        other => {
-            return Err(JailError::Inside(format!(
-                "unknown message {other:#x} from {}",
-                from.name()
-            )))
-        }
+        tag => return Err(JailError::UnknownMessage { tag, from }),
     };
     Ok(message)
 }
@@ -400,11 +387,11 @@ pub(crate) fn report(pipe: BorrowedFd, report: &Report) -> Result<()> {
         match nix::unistd::write(pipe, rest) {
             Ok(n) => rest = &rest[n..],
             Err(Errno::EINTR) => continue,
-            Err(e) => {
-                return Err(JailError::Inside(format!(
-                    "reporting to the supervisor: {}",
-                    e.desc()
-                )))
+            Err(errno) => {
+                return Err(JailError::SendFailed {
+                    to: Peer::Supervisor,
+                    errno,
+                })
             }
         }
     }
@@ -414,22 +401,24 @@ pub(crate) fn report(pipe: BorrowedFd, report: &Report) -> Result<()> {
 /// Step 16, the supervisor's side: READY, or the error the setup process reported.
 pub(crate) fn read_launch_report(pipe: &mut std::fs::File) -> Result<()> {
     let mut byte = [0u8; 1];
-    let n = pipe
-        .read(&mut byte)
-        .map_err(|e| JailError::Inside(e.to_string()))?;
+    let n = pipe.read(&mut byte).map_err(|e| JailError::ReceiveFailed {
+        from: Peer::SetupProcess,
+        errno: e.errno(),
+    })?;
     match (n, byte[0]) {
-        (0, _) => Err(JailError::Inside(
-            "the setup process died before it was ready".into(),
-        )),
+        (0, _) => Err(JailError::PeerGone {
+            peer: Peer::SetupProcess,
+        }),
         (_, READY) => Ok(()),
         (_, FAILED) => {
             let mut text = String::new();
             let _ = pipe.read_to_string(&mut text);
-            Err(JailError::Reported(text))
+            Err(JailError::SetupReported(text))
         }
-        (_, other) => Err(JailError::Inside(format!(
-            "unexpected message {other:#x} from the setup process"
-        ))),
+        (_, tag) => Err(JailError::UnknownMessage {
+            tag,
+            from: Peer::SetupProcess,
+        }),
     }
 }
 
@@ -539,7 +528,14 @@ mod tests {
         };
         let raw = [file.as_raw_fd()];
         let rights = [ControlMessage::ScmRights(&raw)];
-        for tag in [b's', b'g', b'G', b'c', b'?'] {
+        let wrong = [
+            (b's', Some("START")),
+            (b'g', Some("GO")),
+            (b'G', Some("GATE")),
+            (b'c', Some("CGROUP")),
+            (b'?', None),
+        ];
+        for (tag, name) in wrong {
             let iov = [IoSlice::new(std::slice::from_ref(&tag))];
             sendmsg::<()>(
                 supervisor.as_raw_fd(),
@@ -549,7 +545,24 @@ mod tests {
                 None,
             )
             .unwrap();
-            assert!(receive(setup.as_fd(), Peer::Supervisor).is_err(), "{tag}");
+            match (receive(setup.as_fd(), Peer::Supervisor), name) {
+                (
+                    Err(JailError::MalformedMessage {
+                        message,
+                        fds: 1,
+                        from: Peer::Supervisor,
+                    }),
+                    Some(name),
+                ) => assert_eq!(message, name),
+                (
+                    Err(JailError::UnknownMessage {
+                        tag: unknown,
+                        from: Peer::Supervisor,
+                    }),
+                    None,
+                ) => assert_eq!(unknown, tag),
+                (other, _) => panic!("{tag}: {:?}", other.err()),
+            }
         }
         send(supervisor.as_fd(), &gate).unwrap();
         assert!(matches!(
@@ -557,7 +570,29 @@ mod tests {
             Message::Gate { .. }
         ));
         drop(supervisor);
-        assert!(receive(setup.as_fd(), Peer::Supervisor).is_err());
+        assert!(matches!(
+            receive(setup.as_fd(), Peer::Supervisor),
+            Err(JailError::PeerGone {
+                peer: Peer::Supervisor
+            })
+        ));
+    }
+
+    #[test]
+    fn a_message_out_of_step_names_both_messages_and_its_sender() {
+        let err = Message::<BorrowedFd>::Start.unexpected("GATE");
+        assert!(matches!(
+            err,
+            JailError::UnexpectedMessage {
+                expected: "GATE",
+                received: "START",
+                from: Peer::Supervisor,
+            }
+        ));
+        assert_eq!(
+            err.to_string(),
+            "sandbox setup failed: unexpected message START from the supervisor (wanted GATE)"
+        );
     }
 
     #[test]
@@ -569,7 +604,7 @@ mod tests {
         report(write.as_fd(), &Report::Failed("cannot mount".into())).unwrap();
         drop(write);
         match read_launch_report(&mut read) {
-            Err(JailError::Reported(text)) => assert_eq!(text, "cannot mount"),
+            Err(JailError::SetupReported(text)) => assert_eq!(text, "cannot mount"),
             other => panic!("{other:?}"),
         }
     }

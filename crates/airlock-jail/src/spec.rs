@@ -18,12 +18,12 @@ pub struct IdMapping {
 pub struct OverlayWorkspace {
     /// The host workspace; never written.
     pub lower: PathBuf,
-    pub layer: Layer,
+    pub layer: ChangeLayer,
 }
 
 /// Where the workspace's changes are kept.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Layer {
+pub enum ChangeLayer {
     /// In a session on disk, surviving the run.
     Disk {
         /// Must be owned by the host uid of the mapping.

@@ -11,7 +11,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use airlock_jail::{
-    Bind, Degraded, IdMapping, JailError, Layer, Outcome, OverlayWorkspace, ResourceLimits,
+    Bind, ChangeLayer, Degraded, IdMapping, JailError, Outcome, OverlayWorkspace, ResourceLimits,
     SandboxSpec, Way,
 };
 
@@ -75,7 +75,7 @@ impl World {
             },
             workspace: OverlayWorkspace {
                 lower: self.workspace.clone(),
-                layer: Layer::Memory {
+                layer: ChangeLayer::Memory {
                     inodes: None,
                     size_bytes: 16 << 20,
                 },
@@ -183,7 +183,7 @@ fn a_setup_process_that_fails_has_its_report_returned() {
     let launched = airlock_jail::prepare(&spec, &world.staging, &world.cache, None)
         .and_then(airlock_jail::Launching::start);
     match launched {
-        Err(JailError::Reported(text)) => {
+        Err(JailError::SetupReported(text)) => {
             assert!(text.contains(&*missing.to_string_lossy()), "{text}")
         }
         Err(other) => panic!("failed with {other:?}, not the setup process's report"),

@@ -1,6 +1,9 @@
 //! `airlock __serve-worker`: one run for the server, in a process of its own (see [`crate::job`]).
 
 use std::ffi::OsString;
+// writeln! to stderr rather than eprintln!, which panics when stderr is closed: the worker must
+// still exit with its status.
+use std::io::Write as _;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -18,7 +21,8 @@ pub fn main() -> ExitCode {
         return ExitCode::from(125);
     }
     let Some(path) = std::env::var_os(JOB_VAR) else {
-        airlock_jail::note!(
+        let _ = writeln!(
+            std::io::stderr(),
             "airlock: __serve-worker is airlock serve's, not for people: run 'airlock run' instead"
         );
         return ExitCode::from(125);
@@ -26,7 +30,7 @@ pub fn main() -> ExitCode {
     let job = match read_job(Path::new(&path)) {
         Ok(job) => job,
         Err(e) => {
-            airlock_jail::note!("airlock: __serve-worker: {e}");
+            let _ = writeln!(std::io::stderr(), "airlock: __serve-worker: {e}");
             return ExitCode::from(125);
         }
     };
@@ -38,7 +42,8 @@ pub fn main() -> ExitCode {
     // The server decided the way for its process; this one has the same credentials, and a
     // job that says otherwise was not written by it.
     if job.way != airlock_core::Way::of_this_process() {
-        airlock_jail::note!(
+        let _ = writeln!(
+            std::io::stderr(),
             "airlock: __serve-worker: the job's way ({:?}) is not this process's: not run",
             job.way
         );
@@ -51,7 +56,11 @@ pub fn main() -> ExitCode {
     match written {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            airlock_jail::note!("airlock: cannot write {}: {e}", job.result_file.display());
+            let _ = writeln!(
+                std::io::stderr(),
+                "airlock: cannot write {}: {e}",
+                job.result_file.display()
+            );
             ExitCode::from(125)
         }
     }

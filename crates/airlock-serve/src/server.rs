@@ -1,6 +1,9 @@
 //! The server's life: bind, serve connections, and on SIGTERM or SIGINT drain: stop accepting,
 //! let runs finish for a grace period, then interrupt and record the rest.
 
+// writeln! to stderr rather than eprintln!, which panics when stderr is closed (a server whose
+// terminal went away must go on serving).
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -163,7 +166,8 @@ async fn run(
     let mut terminate = signal(SignalKind::terminate()).context("cannot watch for SIGTERM")?;
     let mut interrupt = signal(SignalKind::interrupt()).context("cannot watch for SIGINT")?;
     let graceful = GracefulShutdown::new();
-    airlock_jail::note!(
+    let _ = writeln!(
+        std::io::stderr(),
         "airlock: serving on {}",
         described(&bound, tls.is_some(), passed)
     );
@@ -278,7 +282,8 @@ async fn drain(app: Arc<App>, bound: Bound, graceful: GracefulShutdown, grace: D
         }
         Bound::Tcp(listener) => drop(listener),
     }
-    airlock_jail::note!(
+    let _ = writeln!(
+        std::io::stderr(),
         "airlock: stopping: no new connections; {} run(s) going, {} s to finish",
         app.jobs.count(),
         grace.as_secs()
@@ -288,7 +293,8 @@ async fn drain(app: Arc<App>, bound: Bound, graceful: GracefulShutdown, grace: D
         .await
         .is_ok();
     if !finished {
-        airlock_jail::note!(
+        let _ = writeln!(
+            std::io::stderr(),
             "airlock: the grace period is over: interrupting {} run(s)",
             app.jobs.count()
         );
@@ -297,7 +303,7 @@ async fn drain(app: Arc<App>, bound: Bound, graceful: GracefulShutdown, grace: D
     }
     // Answers of the runs just ended, and other requests in flight, get a moment to go out.
     let _ = tokio::time::timeout(Duration::from_secs(2), graceful.shutdown()).await;
-    airlock_jail::note!("airlock: stopped");
+    let _ = writeln!(std::io::stderr(), "airlock: stopped");
 }
 
 async fn wait_for_runs(jobs: &Jobs) {

@@ -1,6 +1,5 @@
 //! `airlock apply` and `airlock revert`: print what happened to each path, and a summary.
 
-use airlock_jail::note;
 use std::process::ExitCode;
 
 use anyhow::Result;
@@ -10,7 +9,7 @@ use airlock_core::{ApplyItem, ApplyOptions, ApplyReport, ApplyRequest, ApplyResu
 use crate::cli::{ApplyArgs, GlobalArgs, RevertArgs};
 use crate::progress::Progress;
 use crate::run::caller;
-use crate::shown::counted;
+use crate::shown::{counted, note};
 
 /// Exit status when some paths were left out (conflicts, hazards, refusals).
 const EXIT_PARTIAL: u8 = 1;

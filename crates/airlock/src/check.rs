@@ -6,7 +6,7 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 
 use airlock_core::{check_limits, LimitCheck, RunRequest, Way, DEFAULT_ROOT_SANDBOX_ID};
-use airlock_jail::probe::{probe_layers, Layer};
+use airlock_jail::probe::{probe_layers, LayerReport};
 
 use crate::cli::{CheckArgs, GlobalArgs};
 
@@ -31,7 +31,7 @@ enum Standing {
 }
 
 impl Standing {
-    fn of_layer(layer: &Layer) -> Standing {
+    fn of_layer(layer: &LayerReport) -> Standing {
         match (layer.available, layer.optional, layer.degradable_as) {
             (true, _, _) => Standing::Ok,
             (false, true, _) => Standing::Partial,
@@ -72,7 +72,7 @@ enum Protection {
     None,
 }
 
-fn protection(layers: &[Layer], limits: &[LimitCheck]) -> Protection {
+fn protection(layers: &[LayerReport], limits: &[LimitCheck]) -> Protection {
     let worst = layers
         .iter()
         .map(Standing::of_layer)
@@ -104,7 +104,7 @@ struct Report {
     /// missing: run refuses): the worst of the lines.
     protection: Protection,
     uid_mapping: String,
-    layers: Vec<Layer>,
+    layers: Vec<LayerReport>,
     /// Each limit and how it is enforced here.
     limits: Vec<LimitCheck>,
     /// Inside a container: what it blocks and the ways forward.
@@ -152,7 +152,7 @@ pub fn check(global: &GlobalArgs, args: CheckArgs) -> Result<ExitCode> {
     Ok(report.protection.exit_code())
 }
 
-fn all_required_available(layers: &[Layer]) -> bool {
+fn all_required_available(layers: &[LayerReport]) -> bool {
     layers
         .iter()
         .all(|l| l.available || l.optional || l.degradable_as.is_some())
@@ -163,7 +163,7 @@ fn all_required_available(layers: &[Layer]) -> bool {
 /// do (a container's filters refuse things no probe foresaw). Recorded in the audit log as any
 /// run is.
 /// The `--allow-degraded` flags that would accept the layers missing here.
-fn degradable_missing(layers: &[Layer]) -> Vec<String> {
+fn degradable_missing(layers: &[LayerReport]) -> Vec<String> {
     layers
         .iter()
         .filter(|l| !l.available)
@@ -174,7 +174,7 @@ fn degradable_missing(layers: &[Layer]) -> Vec<String> {
 
 /// With `accepted`, the layers missing that --allow-degraded may accept: the run tried is the
 /// one the report offers.
-fn trial_run(global: &GlobalArgs, accepted: Vec<String>) -> Layer {
+fn trial_run(global: &GlobalArgs, accepted: Vec<String>) -> LayerReport {
     let tried = match accepted.as_slice() {
         [] => "'airlock run -- true'".to_string(),
         flags => format!("'airlock run --allow-degraded={} -- true'", flags.join(",")),
@@ -199,7 +199,7 @@ fn trial_run(global: &GlobalArgs, accepted: Vec<String>) -> Layer {
         }
         Err(err) => Some(format!("cannot make its workspace: {err}")),
     };
-    Layer {
+    LayerReport {
         name: "trial run",
         available: failure.is_none(),
         detail: match failure {
@@ -241,7 +241,7 @@ fn uid_mapping(way: Way) -> String {
 }
 
 /// Inside a container: the layers it blocks, and what to do about them for `engine`.
-fn advice(engine: String, layers: &[Layer]) -> ContainerAdvice {
+fn advice(engine: String, layers: &[LayerReport]) -> ContainerAdvice {
     let blocked: Vec<&'static str> = layers
         .iter()
         .filter(|l| !l.available && !l.optional)
@@ -374,8 +374,8 @@ fn remove_scratch(dir: &std::path::Path) -> std::io::Result<()> {
 mod tests {
     use super::*;
 
-    fn layer(available: bool, optional: bool, degradable_as: Option<&'static str>) -> Layer {
-        Layer {
+    fn layer(available: bool, optional: bool, degradable_as: Option<&'static str>) -> LayerReport {
+        LayerReport {
             name: "layer",
             available,
             detail: "what it is".into(),
@@ -407,7 +407,7 @@ mod tests {
         let limits = [limit("kernel"), limit("supervisor"), limit("refused")];
         for mask in 0..(1u32 << (layers.len() + limits.len())) {
             let chosen = |i: usize| mask & (1 << i) != 0;
-            let some_layers: Vec<Layer> = (0..layers.len())
+            let some_layers: Vec<LayerReport> = (0..layers.len())
                 .filter(|&i| chosen(i))
                 .map(|i| layers[i].clone())
                 .collect();

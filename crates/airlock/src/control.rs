@@ -1,6 +1,5 @@
 //! `airlock kill`, `pause`, `resume`, `disable`, `enable`, `status`.
 
-use airlock_jail::note;
 use std::process::ExitCode;
 
 use anyhow::Result;
@@ -10,6 +9,7 @@ use airlock_core::kill_switch::{self, ControlReport, ControlRequest, TargetChoic
 
 use crate::cli::{ControlArgs, DisableArgs, EnableArgs, GlobalArgs, StatusArgs};
 use crate::run::caller;
+use crate::shown::note;
 
 /// Exit status when some targets could not be acted on.
 const EXIT_PARTIAL: u8 = 1;

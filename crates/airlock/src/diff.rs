@@ -1,6 +1,5 @@
 //! `airlock diff`: a session's change set as a git patch, a summary, or JSON.
 
-use airlock_jail::note;
 use std::io::{self, IsTerminal, Write};
 use std::process::{Command, ExitCode, Stdio};
 
@@ -11,6 +10,7 @@ use airlock_core::DiffRequest;
 
 use crate::cli::{ColorWhen, DiffArgs, GlobalArgs};
 use crate::progress::Progress;
+use crate::shown::note;
 
 /// Colours of git's default diff palette.
 const BOLD: &str = "\x1b[1m";

@@ -1,6 +1,5 @@
 //! `airlock log` and `airlock log verify`.
 
-use airlock_jail::note;
 use std::io::Write;
 use std::process::ExitCode;
 use std::time::SystemTime;
@@ -12,7 +11,7 @@ use airlock_audit::Filter;
 
 use crate::cli::{GlobalArgs, LogArgs, LogCommand};
 use crate::run::state_dir;
-use crate::shown::counted;
+use crate::shown::{counted, note};
 
 /// Exit status when the chain is broken.
 const EXIT_BROKEN: u8 = 2;

@@ -1,7 +1,7 @@
 //! The airlock command line: parse, call the core, print, exit with a code that means something.
 #![forbid(unsafe_code)]
 
-use airlock_jail::note;
+use crate::shown::note;
 
 mod agent;
 mod apply;

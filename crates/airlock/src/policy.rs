@@ -64,7 +64,7 @@ pub fn check(args: PolicyCheckArgs) -> Result<ExitCode> {
         }
         Err(err @ airlock_core::Error::Policy(_)) => {
             // The message names the file, the line and column, and what to do.
-            airlock_jail::note!("airlock: {err}");
+            crate::shown::note!("airlock: {err}");
             if args.json {
                 let said = json!({ "file": file, "valid": false, "error": err.to_string(), "code": err.code().0 });
                 println!("{said}");

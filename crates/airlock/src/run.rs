@@ -1,7 +1,6 @@
 //! `airlock run`: the arguments as a request to core, and its report as messages and an exit
 //! status.
 
-use airlock_jail::note;
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
@@ -11,6 +10,7 @@ use airlock_core::{Caller, ProfileChoice, RunRequest, Session};
 use airlock_jail::Outcome;
 
 use crate::cli::{GlobalArgs, ProfileAndWorkspace, RunArgs};
+use crate::shown::note;
 
 fn tell_busy(session: &Session) {
     note!(

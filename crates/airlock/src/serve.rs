@@ -105,7 +105,7 @@ pub fn token(global: &GlobalArgs, command: TokenCommand) -> Result<ExitCode> {
             if args.json {
                 println!("{}", serde_json::to_string(&created)?);
             } else {
-                airlock_jail::note!(
+                crate::shown::note!(
                     "airlock: token {} made; it is shown once, below — keep it where the automation reads its secrets",
                     created.summary.record.id
                 );
@@ -118,7 +118,7 @@ pub fn token(global: &GlobalArgs, command: TokenCommand) -> Result<ExitCode> {
             if args.json {
                 println!("{}", serde_json::to_string_pretty(&tokens)?);
             } else if tokens.is_empty() {
-                airlock_jail::note!(
+                crate::shown::note!(
                     "no tokens in {} — 'airlock token create' makes one",
                     caller.state_dir()?.display()
                 );

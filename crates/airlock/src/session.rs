@@ -1,6 +1,5 @@
 //! `airlock session new`, `airlock sessions`, `airlock discard`, `airlock gc`.
 
-use airlock_jail::note;
 use std::process::ExitCode;
 
 use anyhow::Result;
@@ -9,6 +8,7 @@ use airlock_core::{describe_profile, GcRequest, SessionRequest, SessionSummary};
 
 use crate::cli::{DiscardArgs, GcArgs, GlobalArgs, SessionNewArgs, SessionsArgs};
 use crate::run::{caller, profile_choice};
+use crate::shown::note;
 
 pub fn new(global: &GlobalArgs, args: SessionNewArgs) -> Result<ExitCode> {
     let request = SessionRequest {

@@ -4,6 +4,16 @@
 
 use std::fmt::Write as _;
 
+/// `eprintln!` that cannot panic: a message to a stderr that is gone (closed, full) is lost, and
+/// the command goes on to its exit status, which is what a caller in a pipe reads.
+macro_rules! note {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+pub(crate) use note;
+
 /// `text` with every control character (C0, DEL, C1) shown as an escape: `\n`, `\t`, `\r`,
 /// `\e`, else `\xHH` (`\u{HHHH}` above U+00FF). Everything else is left as it is.
 pub fn printable(text: &str) -> String {

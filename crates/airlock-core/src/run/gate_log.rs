@@ -2,10 +2,13 @@
 //! that the person sees why a tool failed; a flood of them is counted rather than written (see
 //! [`crate::netlog`]).
 
+// writeln! to stderr rather than eprintln!, which panics when stderr is closed: a refused
+// connection is noted, never a reason for the gate to die.
+use std::io::Write as _;
 use std::sync::{Arc, Mutex};
 
 use airlock_egress::gate::Event;
-use airlock_jail::{note, JailError};
+use airlock_jail::JailError;
 use airlock_policy::Profile;
 use serde::Serialize;
 
@@ -62,7 +65,7 @@ pub(super) fn start_gate(
             inject,
         },
     )
-    .map_err(|e| JailError::Invalid(format!("cannot start the network gate: {e}")))?;
+    .map_err(|e| JailError::Caller(format!("cannot start the network gate: {e}")))?;
     Ok(GateLog {
         running: Some(Arc::new(running)),
         ..gate_log
@@ -100,7 +103,8 @@ impl GateLog {
                 (None, Some(ip), Some(port)) => std::net::SocketAddr::new(ip, port).to_string(),
                 _ => "(destination not read)".into(),
             };
-            note!(
+            let _ = writeln!(
+                std::io::stderr(),
                 "airlock: network: {} {what} refused: {}",
                 event.kind,
                 event.rule
@@ -111,7 +115,8 @@ impl GateLog {
 
     fn write_summary(&self, summary: &Summary) {
         if summary.denied > 0 {
-            note!(
+            let _ = writeln!(
+            std::io::stderr(),
                 "airlock: network: {} more refused attempts not shown one by one ('airlock log --action net.suppressed')",
                 summary.denied
             );

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use airlock_jail::{CpuBandwidth, Degraded, DiskGuard, Layer};
+use airlock_jail::{ChangeLayer, CpuBandwidth, Degraded, DiskGuard};
 use airlock_policy::Limits;
 
 use crate::error::Error;
@@ -46,8 +46,8 @@ pub(super) fn cpu_bandwidth(limits: &Limits) -> CpuBandwidth {
 
 /// A throwaway run's layer in memory: a tmpfs of `disk` bytes (else `tmp_size`) and `files`
 /// inodes, both held by the kernel as root and unprivileged.
-pub(super) fn memory_layer(limits: &Limits) -> Layer {
-    Layer::Memory {
+pub(super) fn memory_layer(limits: &Limits) -> ChangeLayer {
+    ChangeLayer::Memory {
         size_bytes: limits.disk_bytes.unwrap_or(limits.tmp_bytes),
         inodes: limits.files,
     }
@@ -168,14 +168,14 @@ mod tests {
         };
         assert_eq!(
             memory_layer(&limits),
-            Layer::Memory {
+            ChangeLayer::Memory {
                 size_bytes: 8 << 20,
                 inodes: Some(100)
             }
         );
         assert_eq!(
             memory_layer(&Limits::default()),
-            Layer::Memory {
+            ChangeLayer::Memory {
                 size_bytes: Limits::default().tmp_bytes,
                 inodes: None
             }

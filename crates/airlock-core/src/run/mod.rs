@@ -30,7 +30,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use airlock_jail::{
-    Bind, Degraded, Finished, IdMapping, JailError, Layer, Outcome, OverlayWorkspace,
+    Bind, ChangeLayer, Degraded, Finished, IdMapping, JailError, Outcome, OverlayWorkspace,
     ResourceLimits, Sandbox, SandboxSpec,
 };
 use airlock_policy::Profile;
@@ -460,7 +460,7 @@ fn sandbox_spec(
 ) -> SandboxSpec {
     let profile = &plan.profile;
     let layer = match &turn.session {
-        Some(session) => Layer::Disk {
+        Some(session) => ChangeLayer::Disk {
             upper: session.upper(),
             work: session.work(),
         },
@@ -713,7 +713,7 @@ fn supervise(
     injector: Option<Arc<Injector>>,
 ) -> Supervised {
     let mut supervised = Supervised {
-        result: Err(JailError::Invalid("the run was not supervised".into())),
+        result: Err(JailError::Caller("the run was not supervised".into())),
         gate_log: None,
         killed_by_switch: None,
         ending: None,

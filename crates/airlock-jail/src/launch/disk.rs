@@ -68,24 +68,18 @@ pub(crate) fn file_size_limit(guard: &DiskGuard) -> Result<u64> {
     let free = free(guard)?;
     let room = free.bytes.saturating_sub(guard.keep_free_bytes);
     if room == 0 {
-        return Err(JailError::Invalid(format!(
-            "the filesystem of {} has {} MiB free, below the {} MiB airlock keeps free there \
-             (so that the audit log can always be written): free some space, or move the state \
-             directory (--state-dir)",
-            guard.path.display(),
-            free.bytes >> 20,
-            guard.keep_free_bytes >> 20
-        )));
+        return Err(JailError::DiskLow {
+            path: guard.path.clone(),
+            free_bytes: free.bytes,
+            keep_free_bytes: guard.keep_free_bytes,
+        });
     }
     if guard.keep_free_inodes > 0 && free.inodes <= guard.keep_free_inodes {
-        return Err(JailError::Invalid(format!(
-            "the filesystem of {} has {} inodes free, at or below the {} airlock keeps free \
-             there (so that files can still be made on it): remove some files, or move the \
-             state directory (--state-dir)",
-            guard.path.display(),
-            free.inodes,
-            guard.keep_free_inodes
-        )));
+        return Err(JailError::InodesLow {
+            path: guard.path.clone(),
+            free_inodes: free.inodes,
+            keep_free_inodes: guard.keep_free_inodes,
+        });
     }
     Ok(guard.budget_bytes.map_or(room, |budget| budget.min(room)))
 }

@@ -214,7 +214,7 @@ impl Launching {
             // than the broken socket we found.
             sandbox.kill();
             return Err(match protocol::read_launch_report(&mut report) {
-                Err(reported @ JailError::Reported(_)) => reported,
+                Err(reported @ JailError::SetupReported(_)) => reported,
                 _ => err,
             });
         }
@@ -228,7 +228,7 @@ impl Launching {
     pub fn refuse(mut self, refusal: String) -> JailError {
         self.sandbox.kill();
         match protocol::read_launch_report(&mut self.report) {
-            Err(reported @ JailError::Reported(_)) => reported,
+            Err(reported @ JailError::SetupReported(_)) => reported,
             _ => JailError::Refused(refusal),
         }
     }

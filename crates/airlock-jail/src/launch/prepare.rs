@@ -56,7 +56,7 @@ pub fn prepare(
             // error returned.
             sandbox.kill();
             match protocol::read_launch_report(&mut report) {
-                Err(reported @ JailError::Reported(_)) => reported,
+                Err(reported @ JailError::SetupReported(_)) => reported,
                 _ => err,
             }
         })
@@ -80,17 +80,18 @@ struct Checked {
 fn check(spec: &SandboxSpec) -> Result<Checked> {
     // Step 1 (checks).
     if spec.argv.is_empty() {
-        return Err(JailError::Invalid("no command given".into()));
+        return Err(JailError::NoCommand);
     }
     if !spec.degraded.landlock && probe::landlock_abi() == 0 {
         return Err(JailError::LayerMissing {
             layer: "Landlock",
-            why: "the kernel has no Landlock or it is disabled at boot".into(),
+            why: "the kernel has no Landlock or it is disabled at boot",
             flag: "landlock",
         });
     }
-    if let Some(refusal) = apparmor::detect_here().refusal() {
-        return Err(JailError::UserNamespacesRestricted(refusal));
+    let restriction = apparmor::detect_here();
+    if restriction.blocks() {
+        return Err(JailError::UserNamespacesRestricted(restriction));
     }
     let rootful = spec.way.is_rootful();
     sys::default_sigchld();
@@ -101,26 +102,12 @@ fn check(spec: &SandboxSpec) -> Result<Checked> {
             layer: "the cpus limit",
             why: "no cgroup with the cpu controller is writable by this user here (the kernel \
                   bounds CPU bandwidth only by cgroups); without it the sandbox would run at \
-                  nice 19, which yields to other work but takes every idle CPU"
-                .into(),
+                  nice 19, which yields to other work but takes every idle CPU",
             flag: "cpus",
         });
     }
     Ok(Checked { rootful, support })
 }
-
-/// SECURITY: the host's root without CAP_SYS_ADMIN (a rootful container's root, without a user
-/// namespace of its own) would run the sandbox as the host's uid 0: the owner of the host's files
-/// and device nodes, able to make what it writes through a writable bind setuid-root (an
-/// owner needs no capability for that, and nosuid holds only inside), and one the kernel never
-/// holds to RLIMIT_NPROC. Refused; the root of a user namespace is another host uid.
-pub const HOSTS_ROOT_WITHOUT_PRIVILEGE: &str =
-    "this is the host's root (uid 0 of the initial user \
-     namespace) without CAP_SYS_ADMIN, CAP_NET_ADMIN, CAP_SETUID and CAP_SETGID (a rootful \
-     container's root): the sandbox would run as the host's root uid, which owns the host's \
-     files — run airlock as an unprivileged user (podman/docker --user), or as the root of a \
-     user namespace (podman --userns=auto, rootless podman or Docker), or as root with those \
-     capabilities (see docs/containers.md)";
 
 /// The sandbox's host ids. The rootful way gives the sandbox a dedicated unprivileged uid: root
 /// there is a mistake. The user-namespace way maps the caller itself, which for a root without
@@ -130,20 +117,19 @@ pub const HOSTS_ROOT_WITHOUT_PRIVILEGE: &str =
 fn check_sandbox_user(spec: &SandboxSpec, rootful: bool) -> Result<()> {
     let root_ids = spec.ids.host_uid == 0 || spec.ids.host_gid == 0;
     if root_ids && rootful {
-        return Err(JailError::Invalid(
-            "the sandbox user must not be root on the host".into(),
-        ));
+        return Err(JailError::SandboxUserIsRoot);
     }
+    // SECURITY: the host's root without CAP_SYS_ADMIN (a rootful container's root, without a
+    // user namespace of its own) would run the sandbox as the host's uid 0: the owner of the
+    // host's files and device nodes, able to make what it writes through a writable bind
+    // setuid-root (an owner needs no capability for that, and nosuid holds only inside), and one
+    // the kernel never holds to RLIMIT_NPROC. Refused; the root of a user namespace is another
+    // host uid.
     if root_ids && crate::privilege::is_hosts_root() {
-        return Err(JailError::Invalid(HOSTS_ROOT_WITHOUT_PRIVILEGE.into()));
+        return Err(JailError::HostsRootWithoutPrivilege);
     }
     if root_ids && spec.degraded.landlock {
-        return Err(JailError::Invalid(
-            "--allow-degraded=landlock is refused for a root without CAP_SYS_ADMIN (a \
-             container's root): the sandbox's uid is then root's own, and Landlock keeps it from \
-             what that uid may write; run airlock as an unprivileged user instead"
-                .into(),
-        ));
+        return Err(JailError::LandlockRequiredForRoot);
     }
     Ok(())
 }
@@ -361,11 +347,12 @@ fn map_helper_namespaces(
     // open; it makes itself undumpable at step 14.
     match network {
         Some(network) => Ok(NetworkPlan::Started(network)),
-        None => std::fs::File::open(format!("/proc/{}/ns/user", sandbox.pid))
-            .map(|user_namespace| NetworkPlan::InUserNamespace(user_namespace.into()))
-            .map_err(|e| {
-                JailError::Inside(format!("cannot open the sandbox's user namespace: {e}"))
-            }),
+        None => {
+            let path = format!("/proc/{}/ns/user", sandbox.pid);
+            std::fs::File::open(&path)
+                .map(|user_namespace| NetworkPlan::InUserNamespace(user_namespace.into()))
+                .on_path("open the sandbox's user namespace", path, UNEXPECTED)
+        }
     }
 }
 

@@ -197,9 +197,7 @@ impl Sandbox {
                 .and_then(|status| match status {
                     WaitStatus::Exited(_, code) => Ok(code),
                     WaitStatus::Signaled(_, sig, _) => Ok(128 + sig as i32),
-                    other => Err(JailError::Inside(format!(
-                        "unexpected wait status {other:?}"
-                    ))),
+                    other => Err(JailError::UnexpectedWaitStatus(other)),
                 }),
         };
         let memory = self.cgroup.as_ref().map(|group| group.memory_stats());

@@ -14,7 +14,7 @@ use super::plan::{HostFacts, MountStep, SystemDir};
 use super::{io_error, Places, SYSTEM_BIND};
 use crate::beneath::{fd_path, relative, Kind, Tree};
 use crate::error::{JailError, PathContext, Result, UNEXPECTED};
-use crate::spec::Layer;
+use crate::spec::ChangeLayer;
 use crate::sys::{self, mount_setattr, MountAttrs};
 
 /// The host as it is, for [`super::plan`].
@@ -348,11 +348,8 @@ fn hide_root_only_proc_files(staging: &Path, proc_dir: &Path) -> Result<()> {
 /// overlayfs takes ',' as the option separator and ':' between lower layers; both, and the escape
 /// character itself, must be escaped in paths.
 fn overlay_escape(path: &Path) -> Result<String> {
-    let text = path.to_str().ok_or_else(|| {
-        JailError::Invalid(format!(
-            "workspace path {} is not valid UTF-8",
-            path.display()
-        ))
+    let text = path.to_str().ok_or_else(|| JailError::NotUtf8 {
+        path: path.to_owned(),
     })?;
     let mut out = String::with_capacity(text.len());
     for ch in text.chars() {
@@ -368,7 +365,7 @@ fn workspace_overlay(
     places: &Places,
     tree: &Tree,
     workspace: &Path,
-    layer: &Layer,
+    layer: &ChangeLayer,
     userxattr: bool,
     lower_idmap: Option<&OwnedFd>,
 ) -> Result<()> {
@@ -381,8 +378,8 @@ fn workspace_overlay(
     };
     let lower = idmapped_lower.unwrap_or_else(|| workspace.to_path_buf());
     let (upper, work) = match layer {
-        Layer::Disk { upper, work } => (upper.clone(), work.clone()),
-        Layer::Memory { size_bytes, inodes } => {
+        ChangeLayer::Disk { upper, work } => (upper.clone(), work.clone()),
+        ChangeLayer::Memory { size_bytes, inodes } => {
             let dir = memory_layer(places, workspace, *size_bytes, *inodes)?;
             (dir.join("upper"), dir.join("work"))
         }

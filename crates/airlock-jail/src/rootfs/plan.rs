@@ -10,7 +10,7 @@ use super::{MounterIds, DEVICES, SYSTEM_BIND, SYSTEM_DIRS};
 use crate::beneath::Kind;
 use crate::error::Result;
 use crate::etc::ETC_BOUND;
-use crate::spec::{Bind, Layer, SandboxSpec};
+use crate::spec::{Bind, ChangeLayer, SandboxSpec};
 use crate::sys::MountAttrs;
 use crate::trust::Trust;
 
@@ -64,7 +64,7 @@ pub(crate) enum MountStep {
     /// new root; its layers are attached outside the new root (scratch).
     Workspace {
         lower: PathBuf,
-        layer: Layer,
+        layer: ChangeLayer,
         userxattr: bool,
     },
     /// The path made empty, if it exists (resolved beneath the new root): an empty read-only
@@ -352,7 +352,7 @@ mod tests {
             },
             workspace: OverlayWorkspace {
                 lower: PathBuf::from("/work/app"),
-                layer: Layer::Memory {
+                layer: ChangeLayer::Memory {
                     inodes: None,
                     size_bytes: 1 << 20,
                 },
