@@ -15,7 +15,7 @@ use tokio::sync::{mpsc, Mutex, OwnedSemaphorePermit, Semaphore};
 
 use airlock_core::{Caller, ProfileChoice, SessionRequest};
 use airlock_core::{ErrorKind, Refusal};
-use airlock_runner::{Event, Job, Jobs, Launch, Recorder};
+use airlock_runner::{Job, JobEvent, Jobs, Launch, Recorder};
 
 use crate::runs::{Background, PollAnswer};
 
@@ -184,7 +184,7 @@ impl Client {
         &self,
         session: &str,
         ask: RunAsk,
-    ) -> Result<(mpsc::Receiver<Event>, OwnedSemaphorePermit), Refusal> {
+    ) -> Result<(mpsc::Receiver<JobEvent>, OwnedSemaphorePermit), Refusal> {
         let place = self.standing.places.clone().try_acquire_owned().map_err(|_| {
             Refusal::new(
                 ErrorKind::Busy,

@@ -11,7 +11,7 @@ use serde::Serialize;
 use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit};
 
 use airlock_core::Refusal;
-use airlock_runner::{Event, Finished, Stream};
+use airlock_runner::{JobEnd, JobEvent, Stream};
 
 /// A finished run, as `run` and `poll` answer it.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -66,18 +66,18 @@ fn lossy(bytes: Vec<u8>) -> String {
 /// The result of a run that ended, with the output the answer carries, and how many bytes of
 /// each stream were passed on in all (to say whether the run's output was cut).
 fn result_of(
-    finished: Finished,
+    finished: JobEnd,
     output: Output,
     passed: (u64, u64),
     session: &str,
 ) -> Result<RunResult, Refusal> {
     let (ran, duration, totals) = match finished {
-        Finished::Ran {
+        JobEnd::Ran {
             ran,
             duration,
             totals,
         } => (ran, duration, totals),
-        Finished::Refused(error) => return Err(error),
+        JobEnd::Refused(error) => return Err(error),
     };
     let notes = ran.notes();
     let session = ran.session.unwrap_or_else(|| session.to_string());
@@ -118,7 +118,7 @@ impl Progress {
 /// Wait for the run to end: its result, the output in it. Dropping this future (the client
 /// cancelled the call) drops `events`, which interrupts the run.
 pub async fn collect(
-    mut events: mpsc::Receiver<Event>,
+    mut events: mpsc::Receiver<JobEvent>,
     progress: Option<Progress>,
     session: &str,
 ) -> Result<RunResult, Refusal> {
@@ -126,14 +126,14 @@ pub async fn collect(
     let mut passed = (0u64, 0u64);
     while let Some(event) = events.recv().await {
         match event {
-            Event::Output { stream, data } => {
+            JobEvent::Output { stream, data } => {
                 count(&mut passed, stream, data.len());
                 if let Some(progress) = &progress {
                     progress.tell(passed.0 + passed.1, stream, &data).await;
                 }
                 output.take(stream, &data);
             }
-            Event::Done(finished) => return result_of(*finished, output, passed, session),
+            JobEvent::Done(finished) => return result_of(*finished, output, passed, session),
         }
     }
     Err(ended_without_result())
@@ -185,7 +185,7 @@ impl Background {
     /// Keep the run's events as they come, on a task of its own.
     pub fn follow(
         session: String,
-        mut events: mpsc::Receiver<Event>,
+        mut events: mpsc::Receiver<JobEvent>,
         place: OwnedSemaphorePermit,
     ) -> std::sync::Arc<Self> {
         let run = std::sync::Arc::new(Background {
@@ -209,17 +209,17 @@ impl Background {
     }
 
     /// Keep one event; whether it was the last.
-    fn keep(&self, event: Event) -> bool {
+    fn keep(&self, event: JobEvent) -> bool {
         let Ok(mut kept) = self.state.lock() else {
             return true;
         };
         match event {
-            Event::Output { stream, data } => {
+            JobEvent::Output { stream, data } => {
                 count(&mut kept.passed, stream, data.len());
                 kept.unread.take(stream, &data);
                 false
             }
-            Event::Done(finished) => {
+            JobEvent::Done(finished) => {
                 let passed = kept.passed;
                 kept.ended = Some(result_of(
                     *finished,

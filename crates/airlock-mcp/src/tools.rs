@@ -259,7 +259,7 @@ async fn start_in_session(
 ) -> Result<
     (
         String,
-        tokio::sync::mpsc::Receiver<airlock_runner::Event>,
+        tokio::sync::mpsc::Receiver<airlock_runner::JobEvent>,
         tokio::sync::OwnedSemaphorePermit,
     ),
     Refusal,

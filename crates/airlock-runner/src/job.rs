@@ -37,7 +37,7 @@ pub struct Job {
     pub keep: bool,
     pub env: Vec<(String, String)>,
     pub timeout_ms: Option<u64>,
-    /// Where the worker writes its [`Outcome`].
+    /// Where the worker writes its [`WorkerReport`].
     pub result_file: PathBuf,
     /// The server's pid: a worker whose parent is no longer it does not start the run.
     pub server_pid: i32,
@@ -83,7 +83,7 @@ impl Job {
 /// What the worker reports: a finished run, or why none ran.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Outcome {
+pub enum WorkerReport {
     /// A run core carried out (the output itself came through the pipes).
     Ran(RunEnd),
     Refused(Refusal),

@@ -17,13 +17,13 @@ use tokio::sync::mpsc;
 
 use airlock_core::{ErrorKind, Refusal, RunEnd};
 
-use crate::job::{Job, Outcome, JOB_VAR};
+use crate::job::{Job, WorkerReport, JOB_VAR};
 
 /// What a run sends its client, in order: output as it comes, then the result (or a refusal).
 #[derive(Debug)]
-pub enum Event {
+pub enum JobEvent {
     Output { stream: Stream, data: Vec<u8> },
-    Done(Box<Finished>),
+    Done(Box<JobEnd>),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -35,7 +35,7 @@ pub enum Stream {
 
 /// How a run ended, as the server saw it.
 #[derive(Debug)]
-pub enum Finished {
+pub enum JobEnd {
     Ran {
         ran: RunEnd,
         duration: Duration,
@@ -174,7 +174,7 @@ enum Relay {
 pub async fn execute(
     launch: Launch<'_>,
     mut job: Job,
-    events: mpsc::Sender<Event>,
+    events: mpsc::Sender<JobEvent>,
     abandoned: Recorder,
 ) {
     let started = Instant::now();
@@ -190,23 +190,23 @@ pub async fn execute(
             let _ = std::fs::remove_file(&job.result_file);
             return;
         }
-        Err(err) => Finished::Refused(err),
+        Err(err) => JobEnd::Refused(err),
     };
-    let _ = events.send(Event::Done(Box::new(finished))).await;
+    let _ = events.send(JobEvent::Done(Box::new(finished))).await;
     // The answer goes out first: removing the file is no part of it. The request's task was woken
     // to this thread's next turn, which this task keeps until it yields.
     tokio::task::yield_now().await;
     let _ = std::fs::remove_file(&job.result_file);
 }
 
-fn finished(outcome: Outcome, duration: Duration, totals: (u64, u64)) -> Finished {
+fn finished(outcome: WorkerReport, duration: Duration, totals: (u64, u64)) -> JobEnd {
     match outcome {
-        Outcome::Ran(ran) => Finished::Ran {
+        WorkerReport::Ran(ran) => JobEnd::Ran {
             ran,
             duration,
             totals,
         },
-        Outcome::Refused(refusal) => Finished::Refused(refusal),
+        WorkerReport::Refused(refusal) => JobEnd::Refused(refusal),
     }
 }
 
@@ -215,9 +215,9 @@ fn finished(outcome: Outcome, duration: Duration, totals: (u64, u64)) -> Finishe
 async fn run_worker(
     launch: &Launch<'_>,
     job: &Job,
-    events: &mpsc::Sender<Event>,
+    events: &mpsc::Sender<JobEvent>,
     recorder: Recorder,
-) -> Result<Option<(Outcome, (u64, u64))>, Refusal> {
+) -> Result<Option<(WorkerReport, (u64, u64))>, Refusal> {
     let job_file = job.result_file.with_extension("job.json");
     write_job(&job_file, job)?;
     let started = Command::new(launch.exe)
@@ -336,7 +336,7 @@ fn stopping() -> Refusal {
 async fn pass_on(
     from: Option<impl AsyncRead + Unpin>,
     stream: Stream,
-    events: &mpsc::Sender<Event>,
+    events: &mpsc::Sender<JobEvent>,
     keep: u64,
 ) -> Option<u64> {
     let Some(mut from) = from else {
@@ -355,7 +355,7 @@ async fn pass_on(
         let room = keep.saturating_sub(carried).min(n as u64) as usize;
         carried += n as u64;
         if room > 0 {
-            let event = Event::Output {
+            let event = JobEvent::Output {
                 stream,
                 data: buf[..room].to_vec(),
             };
@@ -369,7 +369,7 @@ async fn pass_on(
 fn read_outcome(
     path: &Path,
     status: std::io::Result<std::process::ExitStatus>,
-) -> Result<Outcome, Refusal> {
+) -> Result<WorkerReport, Refusal> {
     let text = std::fs::read(path).map_err(|e| {
         Refusal::internal(format!(
             "the run's worker ended ({}) without a result in {}: {e}",

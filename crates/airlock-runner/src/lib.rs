@@ -9,5 +9,5 @@ pub mod job;
 pub mod jobs;
 pub mod worker;
 
-pub use job::{Job, Outcome, JOB_VAR};
-pub use jobs::{execute, results_dir, Event, Finished, Jobs, Launch, Recorder, Stream};
+pub use job::{Job, WorkerReport, JOB_VAR};
+pub use jobs::{execute, results_dir, JobEnd, JobEvent, Jobs, Launch, Recorder, Stream};

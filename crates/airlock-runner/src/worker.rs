@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 use airlock_core::{Caller, Session};
 
-use crate::job::{Job, Outcome, JOB_VAR};
+use crate::job::{Job, WorkerReport, JOB_VAR};
 
 fn nothing_to_tell(_: &Session) {}
 
@@ -92,10 +92,10 @@ fn caller(job: &Job) -> Caller {
     }
 }
 
-fn run(job: &Job) -> Outcome {
+fn run(job: &Job) -> WorkerReport {
     let request = job.request();
     match airlock_core::run(&caller(job), request) {
-        Ok(report) => Outcome::Ran(report.end()),
-        Err(err) => Outcome::Refused(err.into()),
+        Ok(report) => WorkerReport::Ran(report.end()),
+        Err(err) => WorkerReport::Refused(err.into()),
     }
 }

@@ -17,7 +17,7 @@ use tokio::sync::mpsc;
 use super::{Body, SessionId};
 use crate::app::{blocking, Authed, Shared};
 use crate::error::{ApiError, ApiResult};
-use airlock_runner::{Event, Finished, Job, Launch, Stream};
+use airlock_runner::{Job, JobEnd, JobEvent, Launch, Stream};
 
 fn argv_of(body: &RunBody) -> Result<Vec<String>, ApiError> {
     Ok(body.program().map_err(airlock_core::Error::from)?)
@@ -95,7 +95,7 @@ type RunSlot = Arc<tokio::sync::OwnedSemaphorePermit>;
 
 /// The run's events, and its place.
 struct Started {
-    events: mpsc::Receiver<Event>,
+    events: mpsc::Receiver<JobEvent>,
     slot: RunSlot,
 }
 
@@ -168,15 +168,15 @@ async fn answer(started: Started) -> ApiResult<Response> {
     let mut err = Vec::new();
     while let Some(event) = events.recv().await {
         match event {
-            Event::Output {
+            JobEvent::Output {
                 stream: Stream::Stdout,
                 data,
             } => out.extend_from_slice(&data),
-            Event::Output {
+            JobEvent::Output {
                 stream: Stream::Stderr,
                 data,
             } => err.extend_from_slice(&data),
-            Event::Done(finished) => {
+            JobEvent::Done(finished) => {
                 let kept = (out.len() as u64, err.len() as u64);
                 let answer = RunAnswer {
                     result: result(*finished, kept)?,
@@ -198,9 +198,9 @@ fn lossy(bytes: Vec<u8>) -> String {
 
 /// How the run ended, from the worker's end, what the server saw, and the bytes of each stream
 /// kept.
-fn result(finished: Finished, kept: (u64, u64)) -> ApiResult<RunResult> {
+fn result(finished: JobEnd, kept: (u64, u64)) -> ApiResult<RunResult> {
     match finished {
-        Finished::Ran {
+        JobEnd::Ran {
             ran,
             duration,
             totals,
@@ -210,7 +210,7 @@ fn result(finished: Finished, kept: (u64, u64)) -> ApiResult<RunResult> {
             stderr_truncated: totals.1 > kept.1,
             duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
         }),
-        Finished::Refused(refusal) => Err(refusal.into()),
+        JobEnd::Refused(refusal) => Err(refusal.into()),
     }
 }
 
@@ -222,7 +222,7 @@ fn streamed(started: Started) -> Response {
         (events, (0u64, 0u64), slot),
         |(mut events, mut kept, slot)| async move {
             let line = match events.recv().await? {
-                Event::Output { stream, data } => {
+                JobEvent::Output { stream, data } => {
                     // Only a count of the bytes is kept, for the truncation flags of the result.
                     let bytes = data.len() as u64;
                     let data = String::from_utf8_lossy(&data).into_owned();
@@ -237,7 +237,7 @@ fn streamed(started: Started) -> Response {
                         }
                     }
                 }
-                Event::Done(finished) => match result(*finished, kept) {
+                JobEvent::Done(finished) => match result(*finished, kept) {
                     Ok(result) => RunEvent::Result(result),
                     Err(error) => RunEvent::Error {
                         code: error.code.to_string(),
