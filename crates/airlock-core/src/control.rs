@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use airlock_jail::control::SandboxId;
 
 use crate::audit;
+use crate::io_failure::io;
 use crate::session::now;
 
 #[derive(Debug, thiserror::Error)]
@@ -43,16 +44,7 @@ pub enum ControlError {
     Record(#[from] serde_json::Error),
 }
 
-fn io<'a>(
-    action: &'static str,
-    path: &'a Path,
-) -> impl FnOnce(std::io::Error) -> ControlError + 'a {
-    move |source| ControlError::Io {
-        action,
-        path: path.to_path_buf(),
-        source,
-    }
-}
+crate::io_failure::io_variant!(ControlError, Io);
 
 /// One running sandbox, as the registry records it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -145,7 +137,8 @@ impl Registration {
         }
         text.resize(ENTRY_BYTES, b' ');
         std::os::unix::fs::FileExt::write_all_at(&self.file, &text, 0)
-            .map_err(io("write", &self.path))
+            .map_err(io("write", &self.path))?;
+        Ok(())
     }
 }
 
@@ -419,7 +412,7 @@ pub fn switches(state_dir: &Path) -> Result<Switches, ControlError> {
             ))
         }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Switches::default()),
-        Err(e) => Err(io("read", &path)(e)),
+        Err(e) => Err(io("read", &path)(e).into()),
     }
 }
 
@@ -452,7 +445,8 @@ fn save_switches(state_dir: &Path, switches: &Switches) -> Result<(), ControlErr
     fs::rename(&temp, &path).map_err(io("write", &path))?;
     fs::File::open(state_dir)
         .and_then(|d| d.sync_all())
-        .map_err(io("sync", state_dir))
+        .map_err(io("sync", state_dir))?;
+    Ok(())
 }
 
 /// Refuse if airlock is disabled for `profile` (or entirely).

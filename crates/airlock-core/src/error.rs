@@ -92,6 +92,8 @@ pub enum Error {
     },
 }
 
+crate::io_failure::io_variant!(Error, State);
+
 /// Paths a person typed, one after another, with control characters escaped.
 fn shown_paths(paths: &[PathBuf]) -> String {
     paths

@@ -27,6 +27,7 @@ use airlock_changes::{Kind, Node};
 use serde::{Deserialize, Serialize};
 
 use crate::changes::MAX_FILE_BYTES;
+use crate::io_failure::io;
 use crate::session::{Session, SessionError};
 
 /// A host entry's identity.
@@ -117,17 +118,6 @@ fn ledger_path(session: &Session) -> PathBuf {
     session.dir.join("baseline.jsonl")
 }
 
-fn io<'a>(
-    action: &'static str,
-    path: &'a Path,
-) -> impl FnOnce(std::io::Error) -> SessionError + 'a {
-    move |source| SessionError::Io {
-        action,
-        path: path.to_path_buf(),
-        source,
-    }
-}
-
 pub fn now_ns() -> i128 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -143,7 +133,7 @@ impl Ledger {
         let file = match fs::File::open(&path) {
             Ok(file) => file,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Ledger { records }),
-            Err(e) => return Err(io("read", &path)(e)),
+            Err(e) => return Err(io("read", &path)(e).into()),
         };
         for line in std::io::BufReader::new(file).lines() {
             let line = line.map_err(io("read", &path))?;
@@ -247,7 +237,8 @@ fn append(session: &Session, lines: &[u8]) -> Result<(), SessionError> {
         .map_err(io("open", &path))?;
     file.write_all(lines)
         .and_then(|()| file.sync_data())
-        .map_err(io("append to", &path))
+        .map_err(io("append to", &path))?;
+    Ok(())
 }
 
 /// One walk of a session's layer after a run, recording the host's entries.

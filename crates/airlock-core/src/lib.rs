@@ -18,6 +18,7 @@ pub mod control;
 mod diff;
 mod error;
 mod identity;
+mod io_failure;
 pub mod kill_switch;
 mod ledger;
 pub mod netlog;

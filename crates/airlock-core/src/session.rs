@@ -20,6 +20,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use airlock_jail::Way;
 use nix::fcntl::{Flock, FlockArg};
 
+use crate::io_failure::io;
+
 #[derive(Debug, Clone)]
 pub struct Session {
     pub id: String,
@@ -31,17 +33,6 @@ pub struct Session {
 #[derive(Debug)]
 pub struct SessionLock {
     _lock: Flock<fs::File>,
-}
-
-fn io<'a>(
-    action: &'static str,
-    path: &'a Path,
-) -> impl FnOnce(std::io::Error) -> SessionError + 'a {
-    move |source| SessionError::Io {
-        action,
-        path: path.to_path_buf(),
-        source,
-    }
 }
 
 pub(crate) fn now() -> u64 {
@@ -88,7 +79,7 @@ fn make_private_dir(path: &Path) -> Result<(), SessionError> {
                 .create(path)
                 .map_err(io("create", path))?;
         }
-        Err(e) => return Err(io("create", path)(e)),
+        Err(e) => return Err(io("create", path)(e).into()),
     }
     let meta = fs::symlink_metadata(path).map_err(io("inspect", path))?;
     // Someone else's directory (or a symlink to anywhere) would hand them our layers and caches.
@@ -129,7 +120,8 @@ fn write_atomically(path: &Path, data: &[u8]) -> Result<(), SessionError> {
     file.write_all(data)
         .and_then(|()| file.sync_all())
         .map_err(io("write", &temp))?;
-    fs::rename(&temp, path).map_err(io("replace", path))
+    fs::rename(&temp, path).map_err(io("replace", path))?;
+    Ok(())
 }
 
 /// What `Session::create` needs to know.
@@ -342,7 +334,7 @@ impl Session {
         let entries = match fs::read_dir(&dir) {
             Ok(entries) => entries,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(io("read", &dir)(e)),
+            Err(e) => return Err(io("read", &dir)(e).into()),
         };
         let mut sessions: Vec<Session> = entries
             .flatten()
@@ -465,9 +457,9 @@ impl Session {
                 on_wait(self);
                 Flock::lock(open()?, blocking)
                     .map(|lock| SessionLock { _lock: lock })
-                    .map_err(|(_, errno)| io("lock", &path)(errno.into()))
+                    .map_err(|(_, errno)| io("lock", &path)(errno.into()).into())
             }
-            Err((_, errno)) => Err(io("lock", &path)(errno.into())),
+            Err((_, errno)) => Err(io("lock", &path)(errno.into()).into()),
         }
     }
 
@@ -563,7 +555,8 @@ fn remove_tree(dir: &Path) -> Result<(), SessionError> {
         }
     }
     open_up(dir);
-    fs::remove_dir_all(dir).map_err(io("remove", dir))
+    fs::remove_dir_all(dir).map_err(io("remove", dir))?;
+    Ok(())
 }
 
 /// SECURITY: a session's record says what its loader mounts (a rootful image) and how its

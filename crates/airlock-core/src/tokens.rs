@@ -20,6 +20,7 @@ use sha2::{Digest, Sha256};
 
 use crate::caller::{load_trusted_profile, Caller, Grant, ProfileChoice, Role};
 use crate::error::Error;
+use crate::io_failure::io;
 use crate::session::now;
 
 const PREFIX: &str = "airlock_";
@@ -150,14 +151,6 @@ fn store(state_dir: &Path) -> PathBuf {
     state_dir.join("tokens.json")
 }
 
-fn io_error<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> Error + 'a {
-    move |source| Error::State {
-        action,
-        path: path.to_path_buf(),
-        source,
-    }
-}
-
 fn untrusted(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
     move |why| Error::StateUntrusted {
         path: path.to_path_buf(),
@@ -170,15 +163,14 @@ fn read_records(path: &Path) -> Result<Vec<TokenRecord>, Error> {
     let mut file = match fs::File::open(path) {
         Ok(file) => file,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(io_error("read", path)(e)),
+        Err(e) => return Err(io("read", path)(e).into()),
     };
     // Checked on the file opened, not on the path, which could be another file by now.
-    let meta = file.metadata().map_err(io_error("read", path))?;
+    let meta = file.metadata().map_err(io("read", path))?;
     crate::paths::check_private(path, &meta, "whoever can write it can add tokens")
         .map_err(untrusted(path))?;
     let mut text = Vec::new();
-    file.read_to_end(&mut text)
-        .map_err(io_error("read", path))?;
+    file.read_to_end(&mut text).map_err(io("read", path))?;
     serde_json::from_slice(&text).map_err(|e| Error::State {
         action: "parse",
         path: path.to_path_buf(),
@@ -195,7 +187,7 @@ fn update<T>(
 ) -> Result<T, Error> {
     crate::session::staging_dir(state_dir)?;
     let lock_path = state_dir.join("tokens.lock");
-    let lock = crate::paths::lock_exclusive(&lock_path).map_err(io_error("lock", &lock_path))?;
+    let lock = crate::paths::lock_exclusive(&lock_path).map_err(io("lock", &lock_path))?;
     // Another user's lock could be held for ever, and tell of a store not this user's own.
     lock.metadata()
         .and_then(|meta| {
@@ -216,12 +208,12 @@ fn update<T>(
         .write(true)
         .mode(0o600)
         .open(&temp)
-        .map_err(io_error("write", &temp))?;
+        .map_err(io("write", &temp))?;
     let text = serde_json::to_vec_pretty(&records)?;
     file.write_all(&text)
         .and_then(|()| file.sync_all())
-        .map_err(io_error("write", &temp))?;
-    fs::rename(&temp, &path).map_err(io_error("replace", &path))?;
+        .map_err(io("write", &temp))?;
+    fs::rename(&temp, &path).map_err(io("replace", &path))?;
     Ok(answer)
 }
 
@@ -230,7 +222,7 @@ fn random_hex(bytes: usize) -> Result<String, Error> {
     let source = Path::new("/dev/urandom");
     fs::File::open(source)
         .and_then(|mut f| f.read_exact(&mut buf))
-        .map_err(io_error("read", source))?;
+        .map_err(io("read", source))?;
     Ok(hex::encode(&buf))
 }
 

@@ -25,6 +25,7 @@ use records::{
 use crate::caller::Caller;
 use crate::changes::{relative_paths, ChangesError};
 use crate::error::Error;
+use crate::io_failure::io;
 use crate::ledger;
 use crate::review::ReviewInputs;
 use crate::session::{now, Lifecycle, Session, SessionError};
@@ -57,13 +58,7 @@ pub enum ApplyError {
     NothingToRollBack(String),
 }
 
-fn io<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> ApplyError + 'a {
-    move |source| ApplyError::Io {
-        action,
-        path: path.to_path_buf(),
-        source,
-    }
-}
+crate::io_failure::io_variant!(ApplyError, Io);
 
 /// An apply as a front end asks for it: the options with paths as the caller typed them
 /// (relative to the caller's working directory when it lies in the workspace, else to the
@@ -225,7 +220,7 @@ fn journals(session: &Session) -> std::result::Result<Vec<(ApplyDir, Journal)>, 
     let entries = match std::fs::read_dir(&dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(io("read", &dir)(e)),
+        Err(e) => return Err(io("read", &dir)(e).into()),
     };
     let mut found = Vec::new();
     for entry in entries.flatten() {

@@ -57,3 +57,5 @@ pub enum SessionError {
         why: String,
     },
 }
+
+crate::io_failure::io_variant!(SessionError, Io);

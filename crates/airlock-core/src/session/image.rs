@@ -4,7 +4,8 @@
 use std::fs;
 use std::path::PathBuf;
 
-use super::{io, make_private_dir, LayerImage, Lifecycle, Session, SessionError};
+use super::{make_private_dir, LayerImage, Lifecycle, Session, SessionError};
+use crate::io_failure::io;
 
 impl Session {
     pub(super) fn image_path(&self) -> PathBuf {
@@ -54,7 +55,7 @@ impl Session {
         airlock_jail::image::unmount_image(&self.layer_root()).map_err(self.image_error())?;
         match fs::remove_file(self.image_path()) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                Err(io("remove", &self.image_path())(e))
+                Err(io("remove", &self.image_path())(e).into())
             }
             _ => Ok(()),
         }
