@@ -1,0 +1,269 @@
+//! Phases 5 to 8 of a run (see [`super`]): launch the sandbox once its intent is on disk, supervise
+//! it, record its result, settle its session.
+
+use super::*;
+
+/// When a run started, by the three clocks its records use.
+pub(super) struct Started {
+    /// Seconds since the epoch: the session's `last_run`, the registry's entry.
+    pub(super) seconds: u64,
+    /// Nanoseconds since the epoch: what the ledger compares host changes with.
+    pub(super) nanos: i128,
+    pub(super) clock: std::time::Instant,
+}
+
+impl Started {
+    pub(super) fn now() -> Started {
+        Started {
+            seconds: now(),
+            nanos: crate::ledger::now_ns(),
+            clock: std::time::Instant::now(),
+        }
+    }
+}
+
+/// Phase 5: nothing of the command runs before its intent is on disk and it is listed where the
+/// kill switch finds it. An error here stopped the sandbox before its command could start.
+/// A sandbox that could not be built is returned as its error, its attempt recorded all the same.
+pub(super) fn launch(
+    plan: &Plan,
+    launch: LaunchPlan,
+    network: Option<airlock_jail::PendingNetwork>,
+    audit: &crate::audit::Log,
+) -> Result<Launched, Error> {
+    let LaunchPlan {
+        spec,
+        staging,
+        intent,
+        listing,
+        placeholders,
+        ca,
+    } = launch;
+    let intent = serde_json::to_value(intent)?;
+    let cache = plan.state_dir.join("cache");
+    // Steps 1 to 11 of the jail's protocol: the sandbox is built up to its go-ahead.
+    let launching = match airlock_jail::prepare(spec, staging, &cache, network) {
+        Ok(launching) => launching,
+        Err(err) => {
+            // The attempt is recorded all the same, with its result.
+            crate::audit::append_deferred(audit, "run.intent", intent)?;
+            return Ok((Err(err), None, None));
+        }
+    };
+    // The sandbox is cloned and its command not started: the moment to read the values.
+    let (launching, injector) = read_secrets(plan, placeholders, ca, launching)?;
+    // Step 12 (intent). PERF: written, and the run listed in the registry of running sandboxes
+    // (which 'airlock kill/pause/disable' read), while the sandbox confines itself. SECURITY:
+    // both are on disk before the go-ahead; if either fails, dropping `launching` kills the
+    // sandbox before its command could start. (A full disk refuses the run here.)
+    crate::audit::append_deferred(audit, "run.intent", intent)?;
+    let registration = crate::control::reserve(&plan.state_dir)?;
+    test_pause("reserved");
+    registration.fill(&listing.entry(plan, launching.id()))?;
+    test_pause("listed");
+    // SECURITY: asked again now that the kill switch can see the run: an 'airlock disable'
+    // from here on kills it, and one before is seen here; either way its command never starts.
+    if let Err(disabled) = crate::control::check_enabled(&plan.state_dir, &plan.profile.name) {
+        drop(launching.refuse(disabled.to_string()));
+        return Err(disabled.into());
+    }
+    let synced =
+        if cfg!(debug_assertions) && std::env::var("AIRLOCK_TEST_FAULT").as_deref() == Ok("gate") {
+            // Debug builds: AIRLOCK_TEST_FAULT=gate makes the last check fail, for the tests.
+            Err("the audit log could not be synced (test fault)".to_string())
+        } else {
+            audit.sync().map_err(|e| e.to_string())
+        };
+    // Step 16 (go-ahead), or the sandbox stopped for the reason the intent is not durable.
+    let started = match synced {
+        Ok(()) => launching.start(),
+        Err(why) => Err(launching.refuse(why)),
+    };
+    Ok((started, Some(registration), injector))
+}
+
+/// SECURITY: the values are read only once the sandbox's processes are cloned, so that none of
+/// them has a copy of this process's memory with a value in it. A source that fails stops the
+/// sandbox before its command could start. The values move into the gate's injector, with the
+/// CA the sandbox was given.
+pub(super) fn read_secrets(
+    plan: &Plan,
+    placeholders: &[Placeholder],
+    ca: Option<SessionCa>,
+    launching: airlock_jail::Launching,
+) -> Result<(airlock_jail::Launching, Option<Arc<Injector>>), Error> {
+    let injector = match ca {
+        None => Ok(None),
+        Some(ca) => crate::secrets::for_run(&plan.profile, placeholders)
+            .and_then(|secrets| injection::injector(ca, secrets))
+            .map(Some),
+    };
+    match injector {
+        Ok(injector) => Ok((launching, injector)),
+        Err(err) => {
+            drop(launching.refuse(err.to_string()));
+            Err(err)
+        }
+    }
+}
+
+/// The sandbox started (or why not), its listing for the kill switch, and the gate's injector of
+/// the run's secrets.
+type Launched = (
+    Result<Sandbox, JailError>,
+    Option<Registration>,
+    Option<Arc<Injector>>,
+);
+
+/// Debug builds: `AIRLOCK_TEST_PAUSE=STEP` stops this process (SIGSTOP) at that step of the
+/// launch, for the tests of what another process does meanwhile.
+pub(super) fn test_pause(step: &str) {
+    if cfg!(debug_assertions) && std::env::var("AIRLOCK_TEST_PAUSE").as_deref() == Ok(step) {
+        let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP);
+    }
+}
+
+/// What the kill switch's registry says of a run.
+pub(super) struct Listing {
+    pub(super) session: Option<String>,
+    pub(super) argv: Vec<String>,
+    pub(super) started: u64,
+}
+
+impl Listing {
+    pub(super) fn entry(
+        self,
+        plan: &Plan,
+        sandbox: airlock_jail::control::SandboxId,
+    ) -> crate::control::Running {
+        crate::control::Running {
+            supervisor: std::process::id(),
+            sandbox,
+            session: self.session,
+            profile: plan.profile.name.clone(),
+            argv: self.argv,
+            uid: nix::unistd::getuid().as_raw(),
+            started: self.started,
+            token: plan.caller.grant.as_ref().map(|g| g.token.clone()),
+        }
+    }
+}
+
+/// What phase 5 builds and records.
+pub(super) struct LaunchPlan<'a> {
+    pub(super) spec: &'a SandboxSpec,
+    pub(super) staging: &'a Path,
+    pub(super) intent: &'a Intent<'a>,
+    pub(super) listing: Listing,
+    pub(super) placeholders: &'a [Placeholder],
+    /// The CA the sandbox trusts, for the injector (None: the profile has no secrets).
+    pub(super) ca: Option<SessionCa>,
+}
+
+/// A run from its start to its command's end.
+pub(super) struct Supervised {
+    pub(super) result: Result<Finished, JailError>,
+    pub(super) gate_log: Option<GateLog>,
+    pub(super) killed_by_switch: Option<String>,
+    /// PERF: once its command has ended, the sandbox is reaped as late as it can be: the kernel
+    /// tears its namespaces down meanwhile, in parallel with the bookkeeping.
+    pub(super) ending: Option<Sandbox>,
+}
+
+impl Supervised {
+    /// Wait until nothing of the sandbox is left (once; each step that needs it gone calls this).
+    pub(super) fn reap(&mut self) {
+        if let Some(sandbox) = self.ending.take() {
+            sandbox.reap();
+        }
+    }
+}
+
+/// Phase 6: the gate, and the wait for the command to end.
+pub(super) fn supervise(
+    plan: &Plan,
+    launched: Result<Sandbox, JailError>,
+    registration: Option<&Registration>,
+    session: Option<String>,
+    injector: Option<Arc<Injector>>,
+) -> Supervised {
+    let mut supervised = Supervised {
+        result: Err(JailError::Caller("the run was not supervised".into())),
+        gate_log: None,
+        killed_by_switch: None,
+        ending: None,
+    };
+    supervised.result = launched.and_then(|mut sandbox| {
+        if let Some(gate) = sandbox.take_gate() {
+            supervised.gate_log = Some(start_gate(
+                gate,
+                &plan.profile,
+                &plan.resolve,
+                crate::audit::log_for(plan.caller, &plan.state_dir),
+                &plan.state_dir,
+                session,
+                injector,
+            )?);
+        }
+        let finished = sandbox.wait();
+        supervised.killed_by_switch =
+            registration.and_then(crate::control::Registration::killed_by_switch);
+        supervised.ending = Some(sandbox);
+        finished
+    });
+    supervised
+}
+
+/// Phase 7: `run.result`. The command ran: a result that cannot be written is reported, not the
+/// run's failure. PERF: it is not waited for: the next record's fsync (or the kernel) makes it
+/// durable.
+pub(super) fn record_result(
+    audit: &crate::audit::Log,
+    profile: &Profile,
+    clock: &Started,
+    supervised: &mut Supervised,
+    session_id: &Option<String>,
+) -> Option<String> {
+    let usage = match supervised.result.as_ref().ok().and_then(|f| f.usage) {
+        Some(usage) => Some(usage),
+        // Pid 1 had no word (killed, timed out): once reaped, it is among our children.
+        None => {
+            supervised.reap();
+            airlock_jail::Usage::of_children()
+        }
+    };
+    let record = ResultRecord::new(session_id.as_deref(), profile, clock.clock.elapsed(), usage);
+    let record = match &supervised.result {
+        Ok(finished) => record.finished(finished, supervised.killed_by_switch.clone()),
+        Err(err) => record.failed(err.to_string()),
+    };
+    match serde_json::to_value(record) {
+        Ok(fields) => crate::audit::append_deferred(audit, "run.result", fields)
+            .err()
+            .map(|e| e.to_string()),
+        Err(e) => Some(e.to_string()),
+    }
+}
+
+/// Phase 8: a throwaway layer goes; a kept session counts the run and remembers what the host
+/// had at each path the run touched first.
+pub(super) fn settle(turn: &mut Turn, clock: &Started) -> Result<(), Error> {
+    let Some(session) = turn.session.take() else {
+        return Ok(());
+    };
+    if turn.throwaway {
+        // The layer of a throwaway session is garbage whatever happened; a failure to delete
+        // it is not the command's failure.
+        turn.lock = None;
+        let _ = session.remove();
+        return Ok(());
+    }
+    let mut session = session;
+    session.meta.last_run = Some(clock.seconds);
+    session.meta.runs += 1;
+    session.save()?;
+    // For apply's conflict check. Without it apply judges by the session's start, more
+    // strictly: not worth the command's exit status.
+    let _ = crate::ledger::record_after_run(&session, clock.nanos);
+    Ok(())
+}
