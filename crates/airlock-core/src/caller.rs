@@ -305,7 +305,7 @@ fn lexically_normal(path: &Path) -> PathBuf {
 }
 
 /// How a request chose its profile: by name (default: `default`), or as a file.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ProfileChoice {
     pub name: Option<String>,
     pub file: Option<PathBuf>,

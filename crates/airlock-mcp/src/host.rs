@@ -13,7 +13,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use tokio::sync::{mpsc, Mutex, OwnedSemaphorePermit, Semaphore};
 
-use airlock_core::{Caller, ProfileChoice, SessionRequest};
+use airlock_core::{Caller, ProfileChoice, RunRequest, SessionRequest};
 use airlock_core::{ErrorKind, Refusal};
 use airlock_runner::{Job, JobEvent, Jobs, Launch, Recorder};
 
@@ -248,6 +248,11 @@ impl Client {
 
     fn job(&self, session: &str, ask: &RunAsk) -> Job {
         let grant = self.caller.grant.clone();
+        // With a token, its profile (core sees to it); without, the one the person named.
+        let profile = ProfileChoice {
+            name: grant.is_none().then(|| self.profile.clone()),
+            file: None,
+        };
         Job {
             state_dir: self.caller.state_dir.clone(),
             role: self.caller.role,
@@ -258,12 +263,16 @@ impl Client {
             workspace: grant.as_ref().and_then(|g| g.workspace.clone()),
             token: grant.map(|g| g.token),
             asked: format!("mcp run: {}", ask.argv.join(" ")),
-            argv: ask.argv.clone(),
-            session: Some(session.to_string()),
-            workspace_asked: None,
-            keep: false,
-            env: Vec::new(),
-            timeout_ms: ask.timeout_ms,
+            cwd: None,
+            run: RunRequest {
+                argv: ask.argv.iter().map(Into::into).collect(),
+                profile,
+                session: Some(session.to_string()),
+                limit_output: true,
+                env: Some(Vec::new()),
+                timeout: ask.timeout_ms.map(Duration::from_millis),
+                ..RunRequest::default()
+            },
             result_file: PathBuf::new(),
             server_pid: std::process::id() as i32,
         }

@@ -4,13 +4,11 @@
 //! command line of control characters is six times that in JSON), the result goes to a file the
 //! front end names.
 
-use std::ffi::OsString;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use airlock_core::{Grant, ProfileChoice, Refusal, Role, RunEnd, RunRequest, Way};
+use airlock_core::{Grant, Refusal, Role, RunEnd, RunRequest, Way};
 
 /// The environment variable naming the file the job is in (the worker removes it once read).
 pub const JOB_VAR: &str = "AIRLOCK_SERVE_JOB";
@@ -31,12 +29,12 @@ pub struct Job {
     pub workspace: Option<PathBuf>,
     /// The request line, for refusal records.
     pub asked: String,
-    pub argv: Vec<String>,
-    pub session: Option<String>,
-    pub workspace_asked: Option<PathBuf>,
-    pub keep: bool,
-    pub env: Vec<(String, String)>,
-    pub timeout_ms: Option<u64>,
+    /// The caller's working directory, where its relative paths start: the CLI's; None for a
+    /// server's request, whose paths must be absolute.
+    #[serde(default)]
+    pub cwd: Option<PathBuf>,
+    /// The run, exactly as the front end asked core for it.
+    pub run: RunRequest,
     /// Where the worker writes its [`WorkerReport`].
     pub result_file: PathBuf,
     /// The server's pid: a worker whose parent is no longer it does not start the run.
@@ -52,31 +50,9 @@ impl Job {
         })
     }
 
-    /// The run core is asked for: with a token, its profile (core sees to it); without, the
-    /// profile named.
+    /// The run core is asked for, as the front end put it.
     pub fn request(&self) -> RunRequest {
-        let profile = ProfileChoice {
-            name: self.token.is_none().then(|| self.profile.clone()),
-            file: None,
-        };
-        RunRequest {
-            argv: self.argv.iter().map(OsString::from).collect(),
-            profile,
-            workspace: self.workspace_asked.clone(),
-            session: self.session.clone(),
-            keep: self.keep,
-            limit_output: true,
-            env: Some(self.env()),
-            timeout: self.timeout_ms.map(Duration::from_millis),
-            ..RunRequest::default()
-        }
-    }
-
-    pub fn env(&self) -> Vec<(OsString, OsString)> {
-        self.env
-            .iter()
-            .map(|(k, v)| (OsString::from(k), OsString::from(v)))
-            .collect()
+        self.run.clone()
     }
 }
 

@@ -15,7 +15,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::Command;
 use tokio::sync::mpsc;
 
-use airlock_core::{ErrorKind, Refusal, RunEnd};
+use airlock_core::{ErrorKind, Refusal, RunAnswer, RunEnd, RunResult};
 
 use crate::job::{Job, WorkerReport, JOB_VAR};
 
@@ -383,4 +383,56 @@ fn read_outcome(
             path.display()
         ))
     })
+}
+
+/// How the run ended, from the worker's end, what the front end saw, and the bytes of each
+/// stream it kept.
+pub fn result_of(end: JobEnd, kept: (u64, u64)) -> Result<RunResult, Refusal> {
+    match end {
+        JobEnd::Ran {
+            ran,
+            duration,
+            totals,
+        } => Ok(RunResult {
+            end: ran,
+            stdout_truncated: totals.0 > kept.0,
+            stderr_truncated: totals.1 > kept.1,
+            duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
+        }),
+        JobEnd::Refused(refusal) => Err(refusal),
+    }
+}
+
+/// A run's events gathered into one answer, as the API gives it (and `airlock run --json`).
+pub async fn collect(events: &mut mpsc::Receiver<JobEvent>) -> Result<RunAnswer, Refusal> {
+    let mut out = Vec::new();
+    let mut err = Vec::new();
+    while let Some(event) = events.recv().await {
+        match event {
+            JobEvent::Output {
+                stream: Stream::Stdout,
+                data,
+            } => out.extend_from_slice(&data),
+            JobEvent::Output {
+                stream: Stream::Stderr,
+                data,
+            } => err.extend_from_slice(&data),
+            JobEvent::Done(end) => {
+                let kept = (out.len() as u64, err.len() as u64);
+                return Ok(RunAnswer {
+                    result: result_of(*end, kept)?,
+                    stdout: lossy(out),
+                    stderr: lossy(err),
+                });
+            }
+        }
+    }
+    Err(Refusal::internal(
+        "the run ended without a result — please report it",
+    ))
+}
+
+/// UTF-8, each byte that is not becoming U+FFFD.
+fn lossy(bytes: Vec<u8>) -> String {
+    String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }

@@ -10,4 +10,6 @@ pub mod jobs;
 pub mod worker;
 
 pub use job::{Job, WorkerReport, JOB_VAR};
-pub use jobs::{execute, results_dir, JobEnd, JobEvent, Jobs, Launch, Recorder, Stream};
+pub use jobs::{
+    collect, execute, result_of, results_dir, JobEnd, JobEvent, Jobs, Launch, Recorder, Stream,
+};

@@ -84,7 +84,7 @@ fn caller(job: &Job) -> Caller {
         role: job.role,
         way: job.way,
         state_dir: job.state_dir.clone(),
-        cwd: None,
+        cwd: job.cwd.clone(),
         env,
         asked: vec![job.asked.clone()],
         on_busy: nothing_to_tell,

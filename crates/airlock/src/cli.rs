@@ -676,6 +676,11 @@ pub struct RunArgs {
     /// user of this host has); refused when not root, where the sandbox user is you
     #[arg(long, value_name = "ID", env = "AIRLOCK_SANDBOX_UID")]
     pub sandbox_uid: Option<u32>,
+    /// Print one JSON object when the run ends, the answer 'airlock serve' gives to POST /v1/runs
+    /// (exit_code, stdout, stderr, limit, session, …), instead of passing the output on; exits
+    /// with the command's status all the same
+    #[arg(long)]
+    pub json: bool,
     /// The command and its arguments
     #[arg(required = true, trailing_var_arg = true, value_name = "COMMAND")]
     pub command: Vec<OsString>,

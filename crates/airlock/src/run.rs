@@ -4,7 +4,7 @@
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
-use anyhow::Result;
+use anyhow::{Context as _, Result};
 
 use airlock_core::{Caller, ProfileChoice, RunRequest, Session};
 use airlock_jail::Outcome;
@@ -48,6 +48,9 @@ pub fn run(global: &GlobalArgs, args: RunArgs) -> Result<ExitCode> {
         env: None,
         timeout: None,
     };
+    if args.json {
+        return run_for_json(global, request);
+    }
     let report = airlock_core::run(&caller(global), request)?;
     for line in report.end().notes() {
         note!("airlock: {}", crate::shown::printable(&line));
@@ -76,4 +79,64 @@ pub fn run(global: &GlobalArgs, args: RunArgs) -> Result<ExitCode> {
 /// The state directory this process's arguments and environment name.
 pub fn state_dir(global: &GlobalArgs) -> Result<std::path::PathBuf> {
     Ok(caller(global).state_dir()?)
+}
+
+/// `airlock run --json`: the run carried out as the API carries out one (by a worker process of
+/// airlock-runner, its output gathered), and its answer printed in the API's shape.
+fn run_for_json(global: &GlobalArgs, mut request: RunRequest) -> Result<ExitCode> {
+    use std::io::Read as _;
+    let caller = caller(global);
+    // Gathered output is kept output: relayed, and held to the profile's limit.
+    request.limit_output = true;
+    let mut stdin = Vec::new();
+    if !std::io::stdin().is_terminal() {
+        std::io::stdin()
+            .read_to_end(&mut stdin)
+            .context("cannot read stdin to pass it on to the command")?;
+    }
+    let state_dir = caller.state_dir()?;
+    let job = airlock_runner::Job {
+        state_dir: global.state_dir.clone(),
+        role: caller.role,
+        way: caller.way,
+        token: None,
+        profile: request
+            .profile
+            .name
+            .clone()
+            .unwrap_or_else(|| airlock_core::DEFAULT_PROFILE_NAME.into()),
+        workspace: None,
+        asked: caller.asked.join(" "),
+        cwd: caller.cwd.clone(),
+        run: request,
+        result_file: std::path::PathBuf::new(),
+        server_pid: std::process::id() as i32,
+    };
+    let exe =
+        std::env::current_exe().context("cannot tell where this program is (/proc/self/exe)")?;
+    let results_dir = airlock_runner::results_dir(&state_dir)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the run's runtime")?;
+    let answer = runtime.block_on(async {
+        let (events, mut received) = tokio::sync::mpsc::channel(16);
+        let launch = airlock_runner::Launch {
+            exe: &exe,
+            results_dir: &results_dir,
+            jobs: std::sync::Arc::new(airlock_runner::Jobs::default()),
+            stdin: Some(stdin),
+            keep_bytes: u64::MAX,
+            token_valid: std::sync::Arc::new(|| true),
+        };
+        let abandoned: airlock_runner::Recorder = std::sync::Arc::new(|_: &str| {});
+        let run = airlock_runner::execute(launch, job, events, abandoned);
+        let (_, answer) = tokio::join!(run, airlock_runner::collect(&mut received));
+        answer
+    });
+    let answer = answer.map_err(|refusal| anyhow::anyhow!("{refusal}"))?;
+    println!("{}", serde_json::to_string(&answer)?);
+    Ok(ExitCode::from(
+        u8::try_from(answer.result.end.exit_code).unwrap_or(crate::EXIT_AIRLOCK_ERROR),
+    ))
 }

@@ -47,6 +47,21 @@ impl RunBody {
     pub fn timeout_ms(&self) -> Result<Option<u64>, CommandError> {
         timeout_ms(self.timeout)
     }
+
+    /// The run core is asked for, in `session` or throwaway: the profile is the token's (core
+    /// sees to it), the output relayed and held to the profile's limit.
+    pub fn request(&self, session: Option<String>) -> Result<super::RunRequest, CommandError> {
+        Ok(super::RunRequest {
+            argv: self.program()?.into_iter().map(Into::into).collect(),
+            workspace: self.workspace.clone(),
+            session,
+            keep: self.keep,
+            limit_output: true,
+            env: Some(self.env.iter().map(|(k, v)| (k.into(), v.into())).collect()),
+            timeout: self.timeout_ms()?.map(Duration::from_millis),
+            ..super::RunRequest::default()
+        })
+    }
 }
 
 /// The command a request gives, as the program and its arguments: a shell line (`command`, run

@@ -59,7 +59,8 @@ use records::{Intent, ResultRecord};
 const INSIDE_ID: u32 = 1000;
 
 /// One command to run confined, as a front end asks for it. Core resolves and judges each field.
-#[derive(Debug, Clone, Default)]
+/// A threaded front end hands it to a worker process as it is (see airlock-runner's `Job`).
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct RunRequest {
     /// The command and its arguments.
     pub argv: Vec<OsString>,

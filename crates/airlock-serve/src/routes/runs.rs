@@ -5,7 +5,7 @@ use std::convert::Infallible;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use airlock_core::{RunAnswer, RunBody, RunEvent, RunResult};
+use airlock_core::{RunBody, RunEvent};
 use axum::body::Body as HttpBody;
 use axum::extract::State;
 use axum::http::{header, StatusCode};
@@ -17,15 +17,7 @@ use tokio::sync::mpsc;
 use super::{Body, SessionId};
 use crate::app::{blocking, Authed, Shared};
 use crate::error::{ApiError, ApiResult};
-use airlock_runner::{Job, JobEnd, JobEvent, Launch, Stream};
-
-fn argv_of(body: &RunBody) -> Result<Vec<String>, ApiError> {
-    Ok(body.program().map_err(airlock_core::Error::from)?)
-}
-
-fn timeout_of(body: &RunBody) -> Result<Option<u64>, ApiError> {
-    Ok(body.timeout_ms().map_err(airlock_core::Error::from)?)
-}
+use airlock_runner::{Job, JobEvent, Launch, Stream};
 
 /// The job for the worker, from the request and the token: the binding is core's to judge.
 fn job_of(
@@ -48,16 +40,8 @@ fn job_of(
         profile: grant.profile,
         workspace: grant.workspace,
         asked,
-        argv: argv_of(body)?,
-        session,
-        workspace_asked: body.workspace.clone(),
-        keep: body.keep,
-        env: body
-            .env
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect(),
-        timeout_ms: timeout_of(body)?,
+        cwd: None,
+        run: body.request(session).map_err(airlock_core::Error::from)?,
         result_file: PathBuf::new(),
         server_pid: std::process::id() as i32,
     })
@@ -164,54 +148,8 @@ fn holding(slot: RunSlot, response: Response) -> Response {
 /// Collect the run's events into one answer.
 async fn answer(started: Started) -> ApiResult<Response> {
     let Started { mut events, slot } = started;
-    let mut out = Vec::new();
-    let mut err = Vec::new();
-    while let Some(event) = events.recv().await {
-        match event {
-            JobEvent::Output {
-                stream: Stream::Stdout,
-                data,
-            } => out.extend_from_slice(&data),
-            JobEvent::Output {
-                stream: Stream::Stderr,
-                data,
-            } => err.extend_from_slice(&data),
-            JobEvent::Done(finished) => {
-                let kept = (out.len() as u64, err.len() as u64);
-                let answer = RunAnswer {
-                    result: result(*finished, kept)?,
-                    stdout: lossy(out),
-                    stderr: lossy(err),
-                };
-                return Ok(holding(slot, Json(answer).into_response()));
-            }
-        }
-    }
-    Err(ApiError::internal(
-        "the run ended without a result — please report it",
-    ))
-}
-
-fn lossy(bytes: Vec<u8>) -> String {
-    String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
-}
-
-/// How the run ended, from the worker's end, what the server saw, and the bytes of each stream
-/// kept.
-fn result(finished: JobEnd, kept: (u64, u64)) -> ApiResult<RunResult> {
-    match finished {
-        JobEnd::Ran {
-            ran,
-            duration,
-            totals,
-        } => Ok(RunResult {
-            end: ran,
-            stdout_truncated: totals.0 > kept.0,
-            stderr_truncated: totals.1 > kept.1,
-            duration_ms: u64::try_from(duration.as_millis()).unwrap_or(u64::MAX),
-        }),
-        JobEnd::Refused(refusal) => Err(refusal.into()),
-    }
+    let answer = airlock_runner::collect(&mut events).await?;
+    Ok(holding(slot, Json(answer).into_response()))
 }
 
 /// The run's events as NDJSON lines, each a [`RunEvent`]: `stdout` and `stderr` as they come,
@@ -237,7 +175,7 @@ fn streamed(started: Started) -> Response {
                         }
                     }
                 }
-                JobEvent::Done(finished) => match result(*finished, kept) {
+                JobEvent::Done(finished) => match airlock_runner::result_of(*finished, kept) {
                     Ok(result) => RunEvent::Result(result),
                     Err(error) => RunEvent::Error {
                         code: error.code.to_string(),
