@@ -39,7 +39,7 @@ pub(super) struct GateLog {
 /// flushed when the run ends. `inject`: the run's secrets (the sandbox holds their placeholders),
 /// for the gate to put on the wire to their hosts.
 pub(super) fn start_gate(
-    gate: airlock_jail::Gate,
+    sockets: airlock_jail::GateSockets,
     profile: &Profile,
     resolve: &[(String, std::net::IpAddr)],
     audit: crate::audit::Log,
@@ -56,7 +56,7 @@ pub(super) fn start_gate(
     };
     let events = gate_log.clone();
     let running = airlock_egress::gate::start(
-        gate,
+        sockets,
         airlock_egress::gate::Config {
             egress: profile.network.clone(),
             resolve: resolve.to_vec(),

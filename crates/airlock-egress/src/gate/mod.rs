@@ -1,4 +1,6 @@
-//! The supervisor's network gate for one sandbox.
+//! The supervisor's network gate for one sandbox: what decides and relays. The jail's part is
+//! the seccomp listener and the two sockets in the sandbox's network namespace that [`start`]
+//! takes ([`airlock_jail::GateSockets`]; the listener's safe face is [`airlock_jail::gate`]).
 //!
 //! - **DNS** (`dns.rs`): the sandbox's resolver (127.0.0.53 in its own namespace) is answered
 //!   here: a name the profile allows gets synthetic addresses that map back to the name; any
@@ -185,12 +187,12 @@ impl Running {
 }
 
 /// Start the gate's threads; they end with the sandbox.
-pub fn start(gate: airlock_jail::Gate, config: Config) -> io::Result<Running> {
+pub fn start(sockets: airlock_jail::GateSockets, config: Config) -> io::Result<Running> {
     // The relay listens in the sandbox's own namespace (the setup process opened it there).
-    let relay = TcpListener::from(gate.relay);
+    let relay = TcpListener::from(sockets.relay);
     let relay_port = relay.local_addr()?.port();
     let state = Arc::new(State::new(config, host_addresses()?, relay::max_open()));
-    let dns_socket = UdpSocket::from(gate.dns);
+    let dns_socket = UdpSocket::from(sockets.dns);
     let dns_state = state.clone();
     std::thread::spawn(move || dns::serve(dns_socket, dns_state));
     let relay_state = state.clone();
@@ -199,7 +201,7 @@ pub fn start(gate: airlock_jail::Gate, config: Config) -> io::Result<Running> {
         let watch_state = state.clone();
         std::thread::spawn(move || watch_cut(&flag, &watch_state));
     }
-    let notifier = gate.notifier;
+    let notifier = sockets.notifier;
     let connects_state = state.clone();
     std::thread::spawn(move || connect::serve(notifier, connects_state, relay_port));
     Ok(Running(state))
