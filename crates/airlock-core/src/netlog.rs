@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::time::{Duration, Instant};
 
-use airlock_egress::gate::Event;
+use airlock_egress::gate::{NetEvent, NetEventKind};
 use serde_json::{json, Value};
 
 /// The most network records one run writes in a second; more are counted.
@@ -87,7 +87,7 @@ impl NetLog {
     }
 
     /// Decide for `event`, seen at `now`.
-    pub fn admit(&mut self, event: &Event, now: Instant) -> Admitted {
+    pub fn admit(&mut self, event: &NetEvent, now: Instant) -> Admitted {
         let summary = match self.started {
             Some(started) if now.duration_since(started) < WINDOW => None,
             _ => {
@@ -100,7 +100,7 @@ impl NetLog {
         // What the event was, without what differs between two alike: a closed connection's
         // bytes and duration are its own, so closes are never taken for one another.
         let what = json!({
-            "kind": event.kind,
+            "kind": event.kind.as_str(),
             "name": event.name,
             "ip": event.ip,
             "port": event.port,
@@ -110,7 +110,7 @@ impl NetLog {
             "sni": event.sni,
         });
         let key = what.to_string();
-        let repeat = event.kind != "closed" && self.seen.contains(&key);
+        let repeat = event.kind != NetEventKind::Closed && self.seen.contains(&key);
         let write = !repeat && self.written < RECORDS_PER_SECOND;
         if write {
             self.written += 1;
@@ -145,8 +145,8 @@ impl NetLog {
 mod tests {
     use super::*;
 
-    fn event(kind: &'static str, port: u16, allowed: bool) -> Event {
-        Event {
+    fn event(kind: NetEventKind, port: u16, allowed: bool) -> NetEvent {
+        NetEvent {
             kind,
             name: Some("denied.test".into()),
             ip: None,
@@ -169,14 +169,14 @@ mod tests {
         let mut written = 0;
         for i in 0..1000 {
             let admitted = log.admit(
-                &event("connect", 80, false),
+                &event(NetEventKind::Connect, 80, false),
                 start + Duration::from_micros(i),
             );
             assert_eq!(admitted.summary, None);
             written += u64::from(admitted.write);
         }
         assert_eq!(written, 1, "one record for a thousand alike");
-        let next = log.admit(&event("connect", 80, false), start + WINDOW);
+        let next = log.admit(&event(NetEventKind::Connect, 80, false), start + WINDOW);
         assert!(next.write, "a new second writes again");
         let summary = next.summary.unwrap();
         assert_eq!((summary.suppressed, summary.denied), (999, 999));
@@ -192,7 +192,12 @@ mod tests {
         let now = Instant::now();
         let total = RECORDS_PER_SECOND as u64 + 250;
         let written: u64 = (0..total)
-            .map(|port| u64::from(log.admit(&event("connect", port as u16, false), now).write))
+            .map(|port| {
+                u64::from(
+                    log.admit(&event(NetEventKind::Connect, port as u16, false), now)
+                        .write,
+                )
+            })
             .sum();
         assert_eq!(written, u64::from(RECORDS_PER_SECOND));
         let summary = log.take_summary().unwrap();
@@ -205,7 +210,7 @@ mod tests {
         let mut log = NetLog::new();
         let now = Instant::now();
         for _ in 0..3 {
-            assert!(log.admit(&event("closed", 80, true), now).write);
+            assert!(log.admit(&event(NetEventKind::Closed, 80, true), now).write);
         }
     }
 }

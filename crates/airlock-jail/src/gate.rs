@@ -4,7 +4,9 @@
 //! relay listener, which lives in that same namespace, and only the supervisor, outside, talks
 //! to the destination. No socket of the host's namespace is ever handed into the sandbox.
 //!
-//! This module gives that listener a safe face; deciding is `airlock-egress`'s job.
+//! This module gives that listener a safe face ([`Notifier`]); the caller receives it with the
+//! DNS socket and the relay listener as [`crate::GateSockets`]. Deciding and relaying, the
+//! gate itself, is `airlock_egress::gate`'s job.
 
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};

@@ -102,7 +102,7 @@ fn setup(spec: &SandboxSpec, channel: &SetupChannel, mode: &SetupMode) -> Result
     let mounts = rootfs::plan(spec, owner, !rootful, &rootfs::Host)?;
     rootfs::execute(&mounts.base, &places, None)?;
     let users = enter_network_namespace(channel, rootful)?;
-    let gate = GateSockets::open(spec)?;
+    let dns_and_relay = DnsAndRelay::open(spec)?;
     // Steps 9 (workspace) and 10 (pivot): SECURITY: on return `/` is the new root, read-only.
     rootfs::execute(
         &mounts.workspace,
@@ -113,7 +113,7 @@ fn setup(spec: &SandboxSpec, channel: &SetupChannel, mode: &SetupMode) -> Result
     let for_init = enter_cgroup(channel, mode)?;
     enter_sandbox_user_namespace(users)?;
     become_sandbox_user(spec, rootful)?;
-    confine_self(spec, channel, mode, gate)?;
+    confine_self(spec, channel, mode, dns_and_relay)?;
     go_ahead(channel, mode)?;
     close_inherited_fds(channel, &for_init)?;
     Ok(for_init)
@@ -201,16 +201,17 @@ fn enter_network_namespace(
 /// SECURITY: the sandbox's DNS server address, bound while this process may still bind port
 /// 53; the supervisor answers on it. And the gate's relay: a listener in this namespace that
 /// allowed connections are sent to, so that no socket of the host's namespace is ever handed
-/// into the sandbox. All None without a gate.
-struct GateSockets {
+/// into the sandbox. All None without a gate. Sent to the supervisor at step 15 with the
+/// seccomp listener; the caller takes the three as [`crate::GateSockets`].
+struct DnsAndRelay {
     dns: Option<OwnedFd>,
     relay: Option<std::net::TcpListener>,
     /// The relay's port, which Landlock lets the sandbox connect to.
     relay_port: Option<u16>,
 }
 
-impl GateSockets {
-    fn open(spec: &SandboxSpec) -> Result<GateSockets> {
+impl DnsAndRelay {
+    fn open(spec: &SandboxSpec) -> Result<DnsAndRelay> {
         let (dns, relay) = if spec.network_gate {
             let relay = std::net::TcpListener::bind("0.0.0.0:0")
                 .during("open the network gate's relay", UNEXPECTED)?;
@@ -227,7 +228,7 @@ impl GateSockets {
             ),
             None => None,
         };
-        Ok(GateSockets {
+        Ok(DnsAndRelay {
             dns,
             relay,
             relay_port,
@@ -298,10 +299,10 @@ fn confine_self(
     spec: &SandboxSpec,
     channel: &SetupChannel,
     mode: &SetupMode,
-    gate: GateSockets,
+    dns_and_relay: DnsAndRelay,
 ) -> Result<()> {
     confine::set_no_new_privs()?;
-    confine::apply_landlock(spec, gate.relay_port)?;
+    confine::apply_landlock(spec, dns_and_relay.relay_port)?;
     confine::apply_rlimits(
         spec,
         confine::Fallbacks {
@@ -313,10 +314,10 @@ fn confine_self(
     confine::drop_capabilities()?;
     if spec.network_gate {
         let listener = confine::apply_seccomp_gated()?;
-        let dns = gate.dns.ok_or(JailError::NoGateSocket {
+        let dns = dns_and_relay.dns.ok_or(JailError::NoGateSocket {
             socket: "DNS socket",
         })?;
-        let relay = gate
+        let relay = dns_and_relay
             .relay
             .ok_or(JailError::NoGateSocket { socket: "relay" })?;
         protocol::send(

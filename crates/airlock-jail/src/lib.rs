@@ -49,7 +49,7 @@ pub mod trust;
 
 pub use error::{JailError, Peer, Result};
 pub use launch::{
-    memory_layer_supported, prepare, start_network, Finished, Gate, Launching, Outcome,
+    memory_layer_supported, prepare, start_network, Finished, GateSockets, Launching, Outcome,
     PendingNetwork, Sandbox, Usage,
 };
 pub use privilege::Way;

@@ -868,23 +868,37 @@ both_modes!(bad_network_rules_are_named_where_they_stand, |w: &World| {
 // `airlock run --json`: the answer the API gives to POST /v1/runs, for scripts.
 both_modes!(run_json_answers_as_the_api_does, |w: &World| {
     let out = w
-        .airlock_sh(&["--json"], "echo out; echo err >&2; echo made > made.txt; exit 3")
+        .airlock_sh(
+            &["--json"],
+            "echo out; echo err >&2; echo made > made.txt; exit 3",
+        )
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
-    let answer: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", stdout(&out)));
+    let answer: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", stdout(&out)));
     assert_eq!(answer["exit_code"], 3, "{answer}");
     assert_eq!(answer["stdout"], "out\n", "{answer}");
     assert_eq!(answer["stderr"], "err\n", "{answer}");
     assert_eq!(answer["limit"], serde_json::Value::Null, "{answer}");
     assert_eq!(answer["kept"], false, "{answer}");
     assert!(answer["duration_ms"].is_u64(), "{answer}");
-    assert!(!w.workspace.join("made.txt").exists(), "a throwaway run wrote the host");
+    assert!(
+        !w.workspace.join("made.txt").exists(),
+        "a throwaway run wrote the host"
+    );
     // Refused: no answer on stdout, the reason on stderr, airlock's own status.
     let refused = w
         .airlock()
-        .args(["run", "--json", "--keep", "--session", "nosuch", "--", "true"])
+        .args([
+            "run",
+            "--json",
+            "--keep",
+            "--session",
+            "nosuch",
+            "--",
+            "true",
+        ])
         .output()
         .unwrap();
     assert_eq!(refused.status.code(), Some(125), "{}", stderr(&refused));

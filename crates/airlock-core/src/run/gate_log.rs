@@ -7,7 +7,7 @@
 use std::io::Write as _;
 use std::sync::{Arc, Mutex};
 
-use airlock_egress::gate::Event;
+use airlock_egress::gate::NetEvent;
 use airlock_jail::JailError;
 use airlock_policy::Profile;
 use serde::Serialize;
@@ -39,7 +39,7 @@ pub(super) struct GateLog {
 /// flushed when the run ends. `inject`: the run's secrets (the sandbox holds their placeholders),
 /// for the gate to put on the wire to their hosts.
 pub(super) fn start_gate(
-    gate: airlock_jail::Gate,
+    sockets: airlock_jail::GateSockets,
     profile: &Profile,
     resolve: &[(String, std::net::IpAddr)],
     audit: crate::audit::Log,
@@ -56,11 +56,11 @@ pub(super) fn start_gate(
     };
     let events = gate_log.clone();
     let running = airlock_egress::gate::start(
-        gate,
+        sockets,
         airlock_egress::gate::Config {
             egress: profile.network.clone(),
             resolve: resolve.to_vec(),
-            on_event: Box::new(move |event: &Event| events.write_event(event)),
+            on_event: Box::new(move |event: &NetEvent| events.write_event(event)),
             cut_when: Some(crate::control::cut_flag(state_dir, std::process::id())),
             inject,
         },
@@ -85,7 +85,7 @@ impl GateLog {
         }
     }
 
-    fn write_event(&self, event: &Event) {
+    fn write_event(&self, event: &NetEvent) {
         let admitted = match self.limiter.lock() {
             Ok(mut limiter) => limiter.admit(event, std::time::Instant::now()),
             Err(_) => return,
@@ -106,11 +106,15 @@ impl GateLog {
             let _ = writeln!(
                 std::io::stderr(),
                 "airlock: network: {} {what} refused: {}",
-                event.kind,
+                event.kind.as_str(),
                 event.rule
             );
         }
-        self.append(&format!("net.{}", event.kind), event, !event.allowed);
+        self.append(
+            &format!("net.{}", event.kind.as_str()),
+            event,
+            !event.allowed,
+        );
     }
 
     fn write_summary(&self, summary: &Summary) {

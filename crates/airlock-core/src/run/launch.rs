@@ -194,9 +194,9 @@ pub(super) fn supervise(
         ending: None,
     };
     supervised.result = launched.and_then(|mut sandbox| {
-        if let Some(gate) = sandbox.take_gate() {
+        if let Some(sockets) = sandbox.take_gate_sockets() {
             supervised.gate_log = Some(start_gate(
-                gate,
+                sockets,
                 &plan.profile,
                 &plan.resolve,
                 crate::audit::log_for(plan.caller, &plan.state_dir),

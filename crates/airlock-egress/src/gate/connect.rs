@@ -15,7 +15,7 @@ use airlock_jail::gate::{socket_info, Connection, Memory, Notification, Notifier
 use super::handover::hand_over;
 use super::relay::Target;
 use super::upstream::{self, Early};
-use super::{deny, lookup, Event, Rules, State, PROXY};
+use super::{deny, lookup, NetEvent, NetEventKind, Rules, State, PROXY};
 
 /// How long a non-blocking connect waits for the destination before it goes on (the program's
 /// event loop waits meanwhile): enough for a nearby host's refusal to come back as one.
@@ -154,7 +154,7 @@ fn refuse_unread(notifier: &Notifier, state: &State, n: &Notification, err: &io:
     let decision = deny(format!(
         "the gate could not read or answer this connect: {err}"
     ));
-    state.log(&Event::new("connect", &decision));
+    state.log(&NetEvent::new(NetEventKind::Connect, &decision));
     let _ = notifier.fail(n.id, libc::ECONNREFUSED);
 }
 
@@ -245,7 +245,7 @@ fn under_bound(state: &State, target: &Target) -> bool {
     if state.connections() < state.max_open {
         return true;
     }
-    state.log(&target.event("connect", &state.too_many()));
+    state.log(&target.event(NetEventKind::Connect, &state.too_many()));
     false
 }
 
@@ -255,7 +255,7 @@ pub(super) fn decide(
     attempt: &Attempt,
     rules: Rules<'_>,
     resolve: impl FnOnce(&str, u16) -> io::Result<(SocketAddr, bool)>,
-) -> (Answer, Option<Event>) {
+) -> (Answer, Option<NetEvent>) {
     let Attempt { dest, stream, name } = attempt;
     if *stream && crate::ip::canonical(dest.ip()) == PROXY.ip() && dest.port() == PROXY.port() {
         let proxy = Target {
@@ -273,8 +273,11 @@ pub(super) fn decide(
             return (Answer::Refuse(libc::ENETUNREACH), None);
         }
         let decision = deny("UDP leaves the sandbox only as DNS to its own resolver");
-        let mut e =
-            Event::new("connect", &decision).about(None, Some(dest.ip()), Some(dest.port()));
+        let mut e = NetEvent::new(NetEventKind::Connect, &decision).about(
+            None,
+            Some(dest.ip()),
+            Some(dest.port()),
+        );
         e.protocol = "udp";
         return (Answer::Refuse(libc::ENETUNREACH), Some(e));
     }
@@ -288,7 +291,7 @@ pub(super) fn decide(
         },
         None => (rules.decide(None, *dest, false), Some(*dest)),
     };
-    let e = Event::new("connect", &decision).about(
+    let e = NetEvent::new(NetEventKind::Connect, &decision).about(
         name.clone(),
         target.map(|t| t.ip()),
         Some(dest.port()),

@@ -5,7 +5,7 @@ use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use super::{cut_decision, deny, lookup, Event, State};
+use super::{cut_decision, deny, lookup, NetEvent, NetEventKind, State};
 use crate::dns::{self, Query};
 use crate::rules::Decision;
 
@@ -71,7 +71,8 @@ fn answer(socket: &UdpSocket, state: &State, query: &Query, decision: &Decision,
         dns::nxdomain(query)
     };
     // One event per name and type asked, allowed or not.
-    let mut e = Event::new("dns", decision).about(Some(query.name.clone()), None, None);
+    let mut e =
+        NetEvent::new(NetEventKind::Dns, decision).about(Some(query.name.clone()), None, None);
     e.protocol = "dns";
     state.log(&e);
     let _ = socket.send_to(&reply, from);

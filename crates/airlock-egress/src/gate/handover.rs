@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use super::connect::Held;
 use super::relay::Target;
 use super::upstream::Early;
-use super::State;
+use super::{NetEventKind, State};
 
 /// A connect sent on to the relay, not yet accepted there.
 pub(super) struct Pending {
@@ -44,7 +44,7 @@ pub(super) fn hand_over(
         let open = state.open.lock().map_or(0, |open| open.len());
         if open + pending.len() >= state.max_open {
             drop(pending);
-            state.log(&target.event("connect", &state.too_many()));
+            state.log(&target.event(NetEventKind::Connect, &state.too_many()));
             return call.fail(libc::EAGAIN);
         }
         let since = Instant::now();

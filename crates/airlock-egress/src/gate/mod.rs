@@ -1,4 +1,6 @@
-//! The supervisor's network gate for one sandbox.
+//! The supervisor's network gate for one sandbox: what decides and relays. The jail's part is
+//! the seccomp listener and the two sockets in the sandbox's network namespace that [`start`]
+//! takes ([`airlock_jail::GateSockets`]; the listener's safe face is [`airlock_jail::gate`]).
 //!
 //! - **DNS** (`dns.rs`): the sandbox's resolver (127.0.0.53 in its own namespace) is answered
 //!   here: a name the profile allows gets synthetic addresses that map back to the name; any
@@ -19,11 +21,12 @@
 //! - **proxy** (`proxy.rs`): airlock's HTTP proxy, for programs that honour HTTP_PROXY: its
 //!   request is decided as a connection would be, then relayed as one.
 //!
-//! Every attempt is an [`Event`] for the caller (the audit log, a notice on stderr).
+//! Every attempt is a [`NetEvent`] for the caller (the audit log, a notice on stderr).
 
 mod connect;
 mod copy;
 mod dns;
+mod event;
 mod fronting;
 mod handover;
 mod lookup;
@@ -38,77 +41,15 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering}
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
-
 use crate::dns::Synthetic;
 use crate::rules::{Decision, Egress};
+
+pub use event::{NetEvent, NetEventKind};
 
 /// Where the sandbox finds airlock's HTTP proxy (set as HTTP_PROXY and friends): an address
 /// of the synthetic range that no name is given, answered by this gate.
 pub const PROXY_URL: &str = "http://198.19.255.254:3128";
 const PROXY: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(198, 19, 255, 254)), 3128);
-
-/// One attempt, as the caller logs it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Event {
-    /// `dns`, `connect`, `fronting`, `closed`, `failed`, `cut`; of an intercepted connection
-    /// (see [`crate::inject`]) also `tls`, `secret`, `placeholder` and `tunnel` (a CONNECT or
-    /// an upgrade inside, refused).
-    pub kind: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ip: Option<IpAddr>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub port: Option<u16>,
-    pub protocol: &'static str,
-    pub allowed: bool,
-    pub rule: String,
-    /// What the first bytes named (TLS SNI or HTTP Host).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub sni: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub bytes_out: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub bytes_in: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub duration_ms: Option<u64>,
-    /// The secret an injecting connection put on the wire, or whose placeholder it saw
-    /// (kinds `secret` and `placeholder`): its name, never its value.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub secret: Option<String>,
-}
-
-impl Event {
-    /// A TCP event of `kind` for `decision`, about no destination yet.
-    pub(crate) fn new(kind: &'static str, decision: &Decision) -> Event {
-        Event {
-            kind,
-            name: None,
-            ip: None,
-            port: None,
-            protocol: "tcp",
-            allowed: decision.allowed,
-            rule: decision.rule.clone(),
-            sni: None,
-            bytes_out: None,
-            bytes_in: None,
-            duration_ms: None,
-            secret: None,
-        }
-    }
-
-    /// The same event, about the destination `name` / `ip` / `port`.
-    pub(crate) fn about(
-        mut self,
-        name: Option<String>,
-        ip: Option<IpAddr>,
-        port: Option<u16>,
-    ) -> Event {
-        (self.name, self.ip, self.port) = (name, ip, port);
-        self
-    }
-}
 
 /// What the gate needs besides the sandbox.
 pub struct Config {
@@ -116,7 +57,7 @@ pub struct Config {
     /// Names resolved to these addresses instead of through the host's resolver; taken as the
     /// user's own word, so a loopback or private address given here is not refused.
     pub resolve: Vec<(String, IpAddr)>,
-    pub on_event: Box<dyn Fn(&Event) + Send + Sync>,
+    pub on_event: Box<dyn Fn(&NetEvent) + Send + Sync>,
     /// When this file appears, the network is cut: open connections are closed, new ones and
     /// DNS refused (`airlock kill --network`).
     pub cut_when: Option<std::path::PathBuf>,
@@ -193,7 +134,7 @@ impl State {
         }
     }
 
-    fn log(&self, event: &Event) {
+    fn log(&self, event: &NetEvent) {
         (self.config.on_event)(event);
     }
 
@@ -246,12 +187,12 @@ impl Running {
 }
 
 /// Start the gate's threads; they end with the sandbox.
-pub fn start(gate: airlock_jail::Gate, config: Config) -> io::Result<Running> {
+pub fn start(sockets: airlock_jail::GateSockets, config: Config) -> io::Result<Running> {
     // The relay listens in the sandbox's own namespace (the setup process opened it there).
-    let relay = TcpListener::from(gate.relay);
+    let relay = TcpListener::from(sockets.relay);
     let relay_port = relay.local_addr()?.port();
     let state = Arc::new(State::new(config, host_addresses()?, relay::max_open()));
-    let dns_socket = UdpSocket::from(gate.dns);
+    let dns_socket = UdpSocket::from(sockets.dns);
     let dns_state = state.clone();
     std::thread::spawn(move || dns::serve(dns_socket, dns_state));
     let relay_state = state.clone();
@@ -260,7 +201,7 @@ pub fn start(gate: airlock_jail::Gate, config: Config) -> io::Result<Running> {
         let watch_state = state.clone();
         std::thread::spawn(move || watch_cut(&flag, &watch_state));
     }
-    let notifier = gate.notifier;
+    let notifier = sockets.notifier;
     let connects_state = state.clone();
     std::thread::spawn(move || connect::serve(notifier, connects_state, relay_port));
     Ok(Running(state))
@@ -288,7 +229,7 @@ fn watch_cut(flag: &std::path::Path, state: &State) {
     }
     state.cut.store(true, Ordering::SeqCst);
     state.close_all();
-    state.log(&Event::new("cut", &cut_decision()));
+    state.log(&NetEvent::new(NetEventKind::Cut, &cut_decision()));
 }
 
 fn cut_decision() -> Decision {

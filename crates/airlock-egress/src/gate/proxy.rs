@@ -8,7 +8,7 @@ use std::net::{IpAddr, SocketAddr, TcpStream};
 
 use super::relay::{first_bytes, relay_with, FirstBytes, Listed, Target};
 use super::upstream::{self, Early};
-use super::{deny, lookup, Event, Rules, State};
+use super::{deny, lookup, NetEvent, NetEventKind, Rules, State};
 use crate::rules::Decision;
 use crate::sni::{self, Peek};
 
@@ -88,7 +88,7 @@ pub(super) fn serve(mut client: TcpStream, state: &State, listed: &Listed) {
     let (decision, addr) = decide_request(&asked, state.rules(), |name, port| {
         lookup::resolve(state, name, port)
     });
-    let mut e = Event::new("connect", &decision).about(
+    let mut e = NetEvent::new(NetEventKind::Connect, &decision).about(
         Some(asked.host.clone()),
         addr.map(|a| a.ip()),
         Some(asked.port),

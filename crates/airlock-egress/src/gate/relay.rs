@@ -14,7 +14,7 @@ use super::copy::Watch;
 use super::fronting::{self, Verdict, FIRST_WORD};
 use super::handover::{relay_id, Pending};
 use super::upstream::{self, Early};
-use super::{deny, proxy, Event, State};
+use super::{deny, proxy, NetEvent, NetEventKind, State};
 use crate::http1::{FirstAnswer, Refusal, Requests};
 use crate::rules::Decision;
 use crate::sni::{self, Peek, MAX_PEEK};
@@ -35,8 +35,8 @@ pub(super) struct Target {
 
 impl Target {
     /// An event of `kind` about this target.
-    pub(super) fn event(&self, kind: &'static str, decision: &Decision) -> Event {
-        Event::new(kind, decision).about(
+    pub(super) fn event(&self, kind: NetEventKind, decision: &Decision) -> NetEvent {
+        NetEvent::new(kind, decision).about(
             self.name.clone(),
             Some(self.addr.ip()),
             Some(self.addr.port()),
@@ -225,7 +225,7 @@ pub(super) fn relay_with(
     }
     let verdict = fronting::verdict(target.name.as_deref(), &first, client_closed, server_first);
     if let Some(rule) = &verdict.refusal {
-        let mut e = target.event("fronting", &deny(rule.clone()));
+        let mut e = target.event(NetEventKind::Fronting, &deny(rule.clone()));
         e.sni.clone_from(&verdict.asked);
         state.log(&e);
         return;
@@ -265,7 +265,7 @@ fn admit(state: &State, target: &Target) -> bool {
         return false;
     }
     if state.open.lock().map_or(0, |open| open.len()) > state.max_open {
-        state.log(&target.event("connect", &state.too_many()));
+        state.log(&target.event(NetEventKind::Connect, &state.too_many()));
         return false;
     }
     true
@@ -308,7 +308,8 @@ fn pass_on(
     verdict: Verdict,
     started: Instant,
 ) {
-    let fronting = |refusal: Refusal| target.event("fronting", &deny(refusal.to_string()));
+    let fronting =
+        |refusal: Refusal| target.event(NetEventKind::Fronting, &deny(refusal.to_string()));
     // Plain HTTP: every request on the connection is checked, not just the first (a kept-alive
     // connection could carry the next one for another host).
     let first_answer = Arc::new(FirstAnswer::default());
@@ -381,7 +382,7 @@ fn closed(
         allowed: true,
         rule: "closed".into(),
     };
-    let mut e = target.event("closed", &decision);
+    let mut e = target.event(NetEventKind::Closed, &decision);
     e.sni = asked;
     (e.bytes_out, e.bytes_in, e.duration_ms) = (
         Some(bytes_out),

@@ -5,7 +5,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::sync::mpsc::Receiver;
 use std::time::Duration;
 
-use super::{lookup, Event, State};
+use super::{lookup, NetEvent, NetEventKind, State};
 use crate::rules::Decision;
 
 /// The connection to the destination, begun while the sandbox's connect waited.
@@ -59,7 +59,7 @@ pub(super) fn connect(
                         allowed: true,
                         rule: format!("{} (after {}: {first})", decision.rule, addr.ip()),
                     };
-                    let e = Event::new("connect", &decision).about(
+                    let e = NetEvent::new(NetEventKind::Connect, &decision).about(
                         Some(name.to_string()),
                         Some(ip),
                         Some(addr.port()),
@@ -79,7 +79,7 @@ pub(super) fn connect(
         allowed: true,
         rule: why.clone(),
     };
-    let e = Event::new("failed", &decision).about(
+    let e = NetEvent::new(NetEventKind::Failed, &decision).about(
         name.map(str::to_string),
         Some(addr.ip()),
         Some(addr.port()),

@@ -25,7 +25,7 @@ use super::request::{self, Put, Refused};
 use super::secret::Secret;
 use super::tls::{self, Client, Counts, H2, HTTP11};
 use super::Injector;
-use crate::gate::Event;
+use crate::gate::{NetEvent, NetEventKind};
 use crate::rules::Decision;
 
 /// How much went each way on the sandbox's side of a served connection (TLS bytes).
@@ -47,8 +47,8 @@ struct Scene {
 }
 
 impl Scene {
-    fn event(&self, kind: &'static str, allowed: bool, rule: String) -> Event {
-        Event::new(kind, &Decision { allowed, rule }).about(
+    fn event(&self, kind: NetEventKind, allowed: bool, rule: String) -> NetEvent {
+        NetEvent::new(kind, &Decision { allowed, rule }).about(
             Some(self.host.clone()),
             self.ip,
             Some(self.port),
@@ -73,9 +73,9 @@ struct Connection {
     secrets: Arc<[Secret]>,
     upstream: Upstream,
     /// Events for the connection's own loop to log: requests may be served on other tasks.
-    notes: UnboundedSender<Event>,
+    notes: UnboundedSender<NetEvent>,
     /// (kind, secret) already logged: once per connection each.
-    logged: Mutex<HashSet<(&'static str, String)>>,
+    logged: Mutex<HashSet<(NetEventKind, String)>>,
     /// Told when the connection must end (a request refused, the upstream gone).
     close: Arc<Notify>,
     /// A request named another host: the connection is ending, and requests that crossed
@@ -96,7 +96,7 @@ impl Injector {
         first: Vec<u8>,
         host: &str,
         port: u16,
-        events: &dyn Fn(&Event),
+        events: &dyn Fn(&NetEvent),
     ) -> Served {
         let scene = Scene {
             host: host.to_ascii_lowercase(),
@@ -108,7 +108,11 @@ impl Injector {
             .enable_all()
             .build();
         let Ok(runtime) = runtime else {
-            events(&scene.event("tls", false, "cannot start serving the connection".into()));
+            events(&scene.event(
+                NetEventKind::Tls,
+                false,
+                "cannot start serving the connection".into(),
+            ));
             return Served::default();
         };
         runtime.block_on(async {
@@ -131,7 +135,7 @@ impl Injector {
         client: Client,
         upstream: TcpStream,
         scene: Scene,
-        events: &dyn Fn(&Event),
+        events: &dyn Fn(&NetEvent),
     ) {
         let acceptor = tokio_rustls::LazyConfigAcceptor::new(Default::default(), client);
         let Ok(start) = acceptor.await else {
@@ -153,7 +157,7 @@ impl Injector {
         let chosen = match &upstream {
             Ok(upstream) => upstream.get_ref().1.alpn_protocol(),
             Err(why) => {
-                events(&scene.event("tls", false, why.clone()));
+                events(&scene.event(NetEventKind::Tls, false, why.clone()));
                 None
             }
         };
@@ -164,7 +168,7 @@ impl Injector {
             .and_then(|leaf| tls::terminating(leaf, alpn));
         let config = match config {
             Ok(config) => config,
-            Err(why) => return events(&scene.event("tls", false, why)),
+            Err(why) => return events(&scene.event(NetEventKind::Tls, false, why)),
         };
         let Ok(client) = start.into_stream(config).await else {
             return; // the sandbox's client did not take the session CA's certificate
@@ -211,13 +215,13 @@ impl Injector {
 }
 
 /// The event of a hello that did not name the connection's host.
-fn misnamed(scene: &Scene, asked: Option<String>) -> Event {
+fn misnamed(scene: &Scene, asked: Option<String>) -> NetEvent {
     let rule = format!(
         "connected to {} but asked for {}: refused (domain fronting)",
         scene.host,
         asked.as_deref().unwrap_or("no name")
     );
-    let mut e = scene.event("fronting", false, rule);
+    let mut e = scene.event(NetEventKind::Fronting, false, rule);
     e.sni = asked;
     e
 }
@@ -282,8 +286,8 @@ async fn upstream_http(
 async fn serve_requests(
     client: tokio_rustls::server::TlsStream<Client>,
     connection: Arc<Connection>,
-    mut noted: UnboundedReceiver<Event>,
-    events: &dyn Fn(&Event),
+    mut noted: UnboundedReceiver<NetEvent>,
+    events: &dyn Fn(&NetEvent),
 ) {
     let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
     let shared = connection.clone();
@@ -341,7 +345,7 @@ async fn handle(
 }
 
 impl Connection {
-    fn log(&self, event: Event) {
+    fn log(&self, event: NetEvent) {
         let _ = self.notes.send(event);
     }
 
@@ -350,7 +354,9 @@ impl Connection {
     fn refuse(&self, refused: Refused) -> Response<Reply> {
         match refused {
             Refused::OtherHost { rule, asked } => {
-                let mut e = self.scene.event("fronting", false, rule.clone());
+                let mut e = self
+                    .scene
+                    .event(NetEventKind::Fronting, false, rule.clone());
                 e.sni = asked;
                 self.log(e);
                 self.misdirected.store(true, Ordering::SeqCst);
@@ -359,7 +365,7 @@ impl Connection {
             }
             Refused::Tunnel(rule) => {
                 // A refusal like any other: in the audit log with its reason.
-                self.log(self.scene.event("tunnel", false, rule.clone()));
+                self.log(self.scene.event(NetEventKind::Tunnel, false, rule.clone()));
                 answer(StatusCode::NOT_IMPLEMENTED, &rule)
             }
         }
@@ -373,7 +379,7 @@ impl Connection {
             .iter()
             .map(|name| {
                 (
-                    "secret",
+                    NetEventKind::Secret,
                     *name,
                     true,
                     format!("secret {name} injected for host {host}"),
@@ -382,7 +388,7 @@ impl Connection {
             .chain(put.unreplaced.iter().map(|name| {
                 let rule =
                     format!("placeholder of secret {name} sent to host {host}: not replaced");
-                ("placeholder", *name, false, rule)
+                (NetEventKind::Placeholder, *name, false, rule)
             }));
         for (kind, name, allowed, rule) in notes {
             let first = self

@@ -67,7 +67,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::Mutex;
 
 use super::testing::{hash, pattern, Client, Echo, TestCa, H2, HASH_START, HTTP11};
-use crate::gate::Event;
+use crate::gate::{NetEvent, NetEventKind};
 
 const PLACEHOLDER: &str = "ghp_airlockPLACEHOLDER";
 const VALUE: &str = "ghp_realVALUEthatmustnotshow";
@@ -87,7 +87,7 @@ fn secret_for(name: &str, host: &str, placeholder: &str, value: &str, inject: In
 struct Through {
     addr: SocketAddr,
     done: std::thread::JoinHandle<Served>,
-    events: Arc<Mutex<Vec<Event>>>,
+    events: Arc<Mutex<Vec<NetEvent>>>,
 }
 
 impl Through {
@@ -108,14 +108,14 @@ impl Through {
             }
             let port = upstream.port();
             let upstream = TcpStream::connect(upstream).unwrap();
-            let log = |e: &Event| logged.lock().unwrap().push(e.clone());
+            let log = |e: &NetEvent| logged.lock().unwrap().push(e.clone());
             injector.serve(client, upstream, first, &host, port, &log)
         });
         Through { addr, done, events }
     }
 
     /// The connection's events, once it has ended.
-    fn finish(self) -> (Served, Vec<Event>) {
+    fn finish(self) -> (Served, Vec<NetEvent>) {
         let served = self.done.join().unwrap();
         (served, self.events.lock().unwrap().clone())
     }
@@ -130,7 +130,7 @@ fn setup(secrets: Vec<Secret>, alpn: &[&[u8]]) -> (Echo, Arc<Injector>) {
     (echo, Arc::new(injector))
 }
 
-fn json(events: &[Event]) -> String {
+fn json(events: &[NetEvent]) -> String {
     events
         .iter()
         .map(|e| serde_json::to_string(e).unwrap())
@@ -138,7 +138,7 @@ fn json(events: &[Event]) -> String {
         .join("\n")
 }
 
-fn of_kind<'e>(events: &'e [Event], kind: &str) -> Vec<&'e Event> {
+fn of_kind(events: &[NetEvent], kind: NetEventKind) -> Vec<&NetEvent> {
     events.iter().filter(|e| e.kind == kind).collect()
 }
 
@@ -179,12 +179,15 @@ fn a_header_secret_is_set_on_every_request_and_logged_once() {
         drop(client);
         let (served, events) = through.finish();
         assert!(served.bytes_out > 0 && served.bytes_in > 0);
-        let injected = of_kind(&events, "secret");
+        let injected = of_kind(&events, NetEventKind::Secret);
         assert_eq!(injected.len(), 1, "once per connection: {events:?}");
         assert_eq!(injected[0].rule, "secret GH injected for host api.test");
         assert_eq!(injected[0].secret.as_deref(), Some("GH"));
         assert!(injected[0].allowed);
-        assert!(of_kind(&events, "placeholder").is_empty(), "{events:?}");
+        assert!(
+            of_kind(&events, NetEventKind::Placeholder).is_empty(),
+            "{events:?}"
+        );
         assert!(!json(&events).contains("realVALUE"), "{}", json(&events));
     }
 }
@@ -238,7 +241,11 @@ fn basic_and_query_secrets_are_put_in_their_place() {
         );
         drop(client);
         let (_, events) = through.finish();
-        assert_eq!(of_kind(&events, "secret").len(), 2, "{events:?}");
+        assert_eq!(
+            of_kind(&events, NetEventKind::Secret).len(),
+            2,
+            "{events:?}"
+        );
         let json = json(&events);
         assert!(
             !json.contains("s3cret") && !json.contains("q/value"),
@@ -291,14 +298,14 @@ fn placeholders_are_replaced_in_headers_and_basic_and_others_left_and_logged() {
         assert!(!body.contains(VALUE), "{body}");
         drop(client);
         let (_, events) = through.finish();
-        let unreplaced = of_kind(&events, "placeholder");
+        let unreplaced = of_kind(&events, NetEventKind::Placeholder);
         assert_eq!(unreplaced.len(), 1, "{events:?}");
         assert_eq!(
             unreplaced[0].rule,
             "placeholder of secret OTHER sent to host api.test: not replaced"
         );
         assert_eq!(unreplaced[0].secret.as_deref(), Some("OTHER"));
-        assert_eq!(of_kind(&events, "secret").len(), 1);
+        assert_eq!(of_kind(&events, NetEventKind::Secret).len(), 1);
         assert!(!json(&events).contains("REAL"), "{}", json(&events));
     }
 }
@@ -337,7 +344,7 @@ fn another_host_on_a_kept_alive_connection_is_misdirected_and_closes_it() {
         assert!(closed, "{after:?}");
         drop(client);
         let (_, events) = through.finish();
-        let fronting = of_kind(&events, "fronting");
+        let fronting = of_kind(&events, NetEventKind::Fronting);
         assert_eq!(fronting.len(), 1, "{events:?}");
         assert!(!fronting[0].allowed);
         assert!(
@@ -409,11 +416,11 @@ fn an_upstream_that_does_not_verify_gets_nothing_and_the_client_a_502() {
             );
             drop(client);
             let (_, events) = through.finish();
-            let tls = of_kind(&events, "tls");
+            let tls = of_kind(&events, NetEventKind::Tls);
             assert_eq!(tls.len(), 1, "{events:?}");
             assert!(!tls[0].allowed);
             assert!(tls[0].rule.contains(why), "{}", tls[0].rule);
-            assert!(of_kind(&events, "secret").is_empty());
+            assert!(of_kind(&events, NetEventKind::Secret).is_empty());
         }
         assert!(
             echo.received.lock().unwrap().is_empty(),
@@ -438,7 +445,7 @@ fn a_hello_without_the_hosts_name_is_refused() {
         let through = Through::start(injector.clone(), echo.addr, HOST);
         assert!(Client::connect(through.addr, injector.ca_pem(), sni, &[HTTP11]).is_err());
         let (_, events) = through.finish();
-        let fronting = of_kind(&events, "fronting");
+        let fronting = of_kind(&events, NetEventKind::Fronting);
         assert_eq!(fronting.len(), 1, "{events:?}");
         assert_eq!(fronting[0].sni.as_deref(), sni);
     }
@@ -504,7 +511,10 @@ fn connect_and_upgrades_inside_are_not_implemented() {
     assert!(echo.received.lock().unwrap().is_empty());
     drop(client);
     let (_, events) = through.finish();
-    let tunnels: Vec<&Event> = events.iter().filter(|e| e.kind == "tunnel").collect();
+    let tunnels: Vec<&NetEvent> = events
+        .iter()
+        .filter(|e| e.kind == NetEventKind::Tunnel)
+        .collect();
     assert_eq!(tunnels.len(), 2, "{events:?}");
     assert!(tunnels.iter().all(|e| !e.allowed), "{tunnels:?}");
 }
@@ -623,7 +633,11 @@ fn a_host_header_in_http2_must_name_the_host_too() {
     assert_eq!(status, 421, "{body}");
     drop(client);
     let (_, events) = through.finish();
-    assert_eq!(of_kind(&events, "fronting").len(), 1, "{events:?}");
+    assert_eq!(
+        of_kind(&events, NetEventKind::Fronting).len(),
+        1,
+        "{events:?}"
+    );
     assert_eq!(echo.received.lock().unwrap().len(), 1);
 }
 

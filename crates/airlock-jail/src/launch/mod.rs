@@ -123,8 +123,8 @@ pub struct Sandbox {
     output: Option<OutputRelay>,
     /// Held until the run ends, so no cleanup removes the /etc it uses.
     _etc: crate::etc::PreparedEtc,
-    /// A gated sandbox's listener and DNS socket, until the caller takes them.
-    gate: Option<Gate>,
+    /// A gated sandbox's sockets for the network gate, until the caller takes them.
+    gate_sockets: Option<GateSockets>,
     deadline: Option<Instant>,
     /// The watch on the free space under a session's layer, when it has one (see `disk`).
     disk_watch: Option<disk::DiskWatch>,
@@ -161,7 +161,7 @@ pub struct Launching {
     sandbox: Sandbox,
     control: OwnedFd,
     report: std::fs::File,
-    /// A gated sandbox hands over its gate before START (see [`Launching::start`]).
+    /// A gated sandbox hands over its gate sockets before START (see [`Launching::start`]).
     gated: bool,
 }
 
@@ -172,7 +172,7 @@ impl Launching {
     }
 
     /// Give the go-ahead: the command may start. Waits for the setup process's report (READY, or
-    /// the error it hit, which is returned) and, in a gated sandbox, takes its gate.
+    /// the error it hit, which is returned) and, in a gated sandbox, takes its gate sockets.
     pub fn start(self) -> Result<Sandbox> {
         let Launching {
             mut sandbox,
@@ -183,7 +183,7 @@ impl Launching {
         // Step 16 (go-ahead). PERF: START is sent now, before the setup process says it is
         // ready: it takes it as soon as it is, rather than waiting for us to hear of it and
         // answer (a round trip between the two CPUs, ~0.1 ms here). SECURITY: a gated sandbox
-        // first hands over its gate (GATE), whose listener must be ours before its command runs.
+        // first hands over its gate sockets (GATE), whose seccomp listener must be ours before its command runs.
         // On any error, the sandbox's drop kills it.
         let handed_over = (|| {
             if !gated {
@@ -197,7 +197,7 @@ impl Launching {
                         listener,
                         relay,
                     } => {
-                        sandbox.gate = Some(Gate {
+                        sandbox.gate_sockets = Some(GateSockets {
                             notifier: crate::gate::Notifier::new(listener),
                             dns,
                             relay,
@@ -234,8 +234,11 @@ impl Launching {
     }
 }
 
-/// A gated sandbox's seccomp listener and DNS socket (see [`crate::gate`]).
-pub struct Gate {
+/// What a gated sandbox hands the network gate (`airlock_egress::gate`), which decides and
+/// relays for it: the seccomp listener its every `connect` stops at (see [`crate::gate`]), and
+/// the two sockets the setup process opened in its network namespace. Not the gate: the caller
+/// starts that with these.
+pub struct GateSockets {
     pub notifier: crate::gate::Notifier,
     /// UDP, bound to 127.0.0.53:53 in the sandbox's network namespace.
     pub dns: OwnedFd,
@@ -245,9 +248,9 @@ pub struct Gate {
 }
 
 impl Sandbox {
-    /// A gated sandbox's listener and DNS socket, for the caller's gate (once).
-    pub fn take_gate(&mut self) -> Option<Gate> {
-        self.gate.take()
+    /// A gated sandbox's sockets, for the caller's network gate (once).
+    pub fn take_gate_sockets(&mut self) -> Option<GateSockets> {
+        self.gate_sockets.take()
     }
 
     /// How another process can find this sandbox again (to kill or pause it).

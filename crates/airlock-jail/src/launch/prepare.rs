@@ -312,7 +312,7 @@ fn clone_setup_process(
         helper_namespaces,
         output,
         _etc: etc,
-        gate: None,
+        gate_sockets: None,
         deadline: spec.limits.timeout.map(|t| Instant::now() + t),
         disk_watch: spec
             .limits

@@ -38,7 +38,7 @@ fn no_lookup(name: &str, _: u16) -> io::Result<(SocketAddr, bool)> {
 fn decide_with(
     attempt: &Attempt,
     resolve: impl FnOnce(&str, u16) -> io::Result<(SocketAddr, bool)>,
-) -> (Answer, Option<Event>) {
+) -> (Answer, Option<NetEvent>) {
     let egress = egress();
     let host = ["45.45.45.45".parse().unwrap()];
     let rules = Rules {
@@ -63,7 +63,7 @@ fn an_allowed_name_goes_to_the_relay_at_the_hosts_address() {
         })
     );
     let event = event.unwrap();
-    assert_eq!((event.kind, event.protocol), ("connect", "tcp"));
+    assert_eq!((event.kind, event.protocol), (NetEventKind::Connect, "tcp"));
     assert!(event.allowed);
     assert_eq!(event.rule, "allow github.com");
     assert_eq!(event.name.as_deref(), Some("github.com"));
@@ -156,7 +156,7 @@ fn udp_is_unreachable_and_a_resolvers_probe_is_not_logged() {
     let event = event.unwrap();
     assert_eq!(
         (event.kind, event.protocol, event.allowed),
-        ("connect", "udp", false)
+        (NetEventKind::Connect, "udp", false)
     );
     assert_eq!(event.ip, Some("8.8.8.8".parse().unwrap()));
 }
@@ -218,7 +218,7 @@ impl Held for Fake {
 const RELAY_PORT: u16 = 4242;
 
 /// A gate over `egress` with the user's `resolve` mappings, and the events it logs.
-fn gate(egress: Egress, resolve: &[(&str, &str)]) -> (Arc<State>, Arc<Mutex<Vec<Event>>>) {
+fn gate(egress: Egress, resolve: &[(&str, &str)]) -> (Arc<State>, Arc<Mutex<Vec<NetEvent>>>) {
     gate_bounded(egress, resolve, 64)
 }
 
@@ -227,7 +227,7 @@ fn gate_bounded(
     egress: Egress,
     resolve: &[(&str, &str)],
     max_open: usize,
-) -> (Arc<State>, Arc<Mutex<Vec<Event>>>) {
+) -> (Arc<State>, Arc<Mutex<Vec<NetEvent>>>) {
     let events = Arc::new(Mutex::new(Vec::new()));
     let logged = events.clone();
     let config = super::super::Config {
@@ -236,7 +236,7 @@ fn gate_bounded(
             .iter()
             .map(|(name, ip)| (name.to_string(), ip.parse().unwrap()))
             .collect(),
-        on_event: Box::new(move |e: &Event| logged.lock().unwrap().push(e.clone())),
+        on_event: Box::new(move |e: &NetEvent| logged.lock().unwrap().push(e.clone())),
         cut_when: None,
         inject: None,
     };
@@ -362,7 +362,10 @@ fn a_destination_that_is_not_there_fails_the_connect_as_directly() {
     // Allowed, and then nothing answered: both are logged.
     let events = events.lock().unwrap();
     let kinds: Vec<_> = events.iter().map(|e| (e.kind, e.allowed)).collect();
-    assert_eq!(kinds, [("connect", true), ("failed", true)]);
+    assert_eq!(
+        kinds,
+        [(NetEventKind::Connect, true), (NetEventKind::Failed, true)]
+    );
     assert!(
         events[1].rule.contains("did not take the connection"),
         "{}",

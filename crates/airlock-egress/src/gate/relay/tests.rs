@@ -14,7 +14,7 @@ const VALUE: &str = "ghp_realGATEvalue";
 
 /// A gate whose injector holds a placeholder secret for api.test, trusting `ca`; and its
 /// events.
-fn gate(ca: &TestCa) -> (Arc<State>, Arc<Injector>, Arc<Mutex<Vec<Event>>>) {
+fn gate(ca: &TestCa) -> (Arc<State>, Arc<Injector>, Arc<Mutex<Vec<NetEvent>>>) {
     let secret = Secret {
         name: "GH".into(),
         hosts: vec!["api.test".into()],
@@ -32,7 +32,7 @@ fn gate(ca: &TestCa) -> (Arc<State>, Arc<Injector>, Arc<Mutex<Vec<Event>>>) {
             deny: Vec::new(),
         },
         resolve: vec![("api.test".into(), "127.0.0.1".parse().unwrap())],
-        on_event: Box::new(move |e: &Event| logged.lock().unwrap().push(e.clone())),
+        on_event: Box::new(move |e: &NetEvent| logged.lock().unwrap().push(e.clone())),
         cut_when: None,
         inject: Some(injector.clone()),
     };
@@ -59,7 +59,7 @@ fn by_name(name: &str, addr: SocketAddr) -> Target {
     }
 }
 
-fn kinds(events: &Mutex<Vec<Event>>) -> Vec<&'static str> {
+fn kinds(events: &Mutex<Vec<NetEvent>>) -> Vec<NetEventKind> {
     events.lock().unwrap().iter().map(|e| e.kind).collect()
 }
 
@@ -80,7 +80,15 @@ fn a_connection_to_a_host_with_a_secret_is_served_by_the_injector() {
         drop(client);
         relay.join().unwrap();
     }
-    assert_eq!(kinds(&events), ["secret", "closed", "secret", "closed"]);
+    assert_eq!(
+        kinds(&events),
+        [
+            NetEventKind::Secret,
+            NetEventKind::Closed,
+            NetEventKind::Secret,
+            NetEventKind::Closed
+        ]
+    );
     let closed = &events.lock().unwrap()[1];
     assert_eq!(closed.sni.as_deref(), Some("api.test"));
     assert!(closed.bytes_out.unwrap() > 0 && closed.bytes_in.unwrap() > 0);
@@ -105,7 +113,7 @@ fn a_host_without_a_secret_is_relayed_as_it_is() {
     assert!(body.contains(PLACEHOLDER), "{body}");
     drop(client);
     relay.join().unwrap();
-    assert_eq!(kinds(&events), ["closed", "closed"]);
+    assert_eq!(kinds(&events), [NetEventKind::Closed, NetEventKind::Closed]);
 }
 
 #[test]
@@ -138,7 +146,14 @@ fn a_proxy_tunnel_to_a_host_with_a_secret_is_served_by_the_injector() {
     assert!(body.contains(&format!("x-token: {VALUE}\n")), "{body}");
     drop(client);
     relay.join().unwrap();
-    assert_eq!(kinds(&events), ["connect", "secret", "closed"]);
+    assert_eq!(
+        kinds(&events),
+        [
+            NetEventKind::Connect,
+            NetEventKind::Secret,
+            NetEventKind::Closed
+        ]
+    );
 }
 
 #[test]
