@@ -56,6 +56,7 @@ fn main() -> ExitCode {
     // With --json, a failure is JSON on stdout too (scripts read stdout), besides the message.
     let json = match &cli.command {
         Command::Check(a) => a.json,
+        Command::Run(a) => a.json,
         Command::Session(SessionCommand::New(a)) => a.json,
         Command::Sessions(a) => a.json,
         Command::Diff(a) => a.json,
@@ -99,6 +100,9 @@ fn main() -> ExitCode {
                 // branch on; none for a failure of this front end's own (an argument).
                 if let Some(core) = err.downcast_ref::<airlock_core::Error>() {
                     failure["code"] = core.code().0.into();
+                }
+                if let Some(refusal) = err.downcast_ref::<airlock_core::Refusal>() {
+                    failure["code"] = refusal.code.as_str().into();
                 }
                 println!("{failure}");
             }

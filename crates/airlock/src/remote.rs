@@ -273,6 +273,23 @@ async fn carry_out(remote: &Remote, command: Command) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `airlock run --json` through the server: its answer to the run, printed as it came.
+async fn run_for_json(remote: &Remote, path: &str, body: RunBody) -> Result<ExitCode> {
+    let body = serde_json::to_value(body)?;
+    let (status, answer) = remote
+        .send(Method::POST, path, Some(body), "application/json", None)
+        .await?;
+    if !status.is_success() {
+        return Err(refusal(status, &answer));
+    }
+    let answer: airlock_core::RunAnswer = serde_json::from_slice(&answer)
+        .context("the server's answer to the run is not what this airlock reads")?;
+    println!("{}", serde_json::to_string(&answer)?);
+    Ok(ExitCode::from(
+        u8::try_from(answer.result.end.exit_code).unwrap_or(crate::EXIT_AIRLOCK_ERROR),
+    ))
+}
+
 /// The token's sessions, shown as `airlock sessions` shows them here: a table, or `--json`.
 async fn sessions(remote: &Remote, json: bool) -> Result<ExitCode> {
     #[derive(serde::Deserialize)]
@@ -348,10 +365,14 @@ async fn run(remote: &Remote, args: crate::cli::RunArgs) -> Result<ExitCode> {
         body.stdin = Some(input);
     }
     // The server judges keep and workspace with a session as a local run would (core's rule).
-    let path = match &args.session {
-        Some(id) => format!("/v1/sessions/{}/runs/stream", encode(id)),
-        None => "/v1/runs/stream".into(),
+    let runs = match &args.session {
+        Some(id) => format!("/v1/sessions/{}/runs", encode(id)),
+        None => "/v1/runs".into(),
     };
+    if args.json {
+        return run_for_json(remote, &runs, body).await;
+    }
+    let path = format!("{runs}/stream");
     let mut exit = None;
     let mut failure = None;
     let mut each = |line: &[u8]| -> Result<()> {

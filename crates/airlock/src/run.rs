@@ -134,7 +134,7 @@ fn run_for_json(global: &GlobalArgs, mut request: RunRequest) -> Result<ExitCode
         let (_, answer) = tokio::join!(run, airlock_runner::collect(&mut received));
         answer
     });
-    let answer = answer.map_err(|refusal| anyhow::anyhow!("{refusal}"))?;
+    let answer = answer?;
     println!("{}", serde_json::to_string(&answer)?);
     Ok(ExitCode::from(
         u8::try_from(answer.result.end.exit_code).unwrap_or(crate::EXIT_AIRLOCK_ERROR),

@@ -902,7 +902,9 @@ both_modes!(run_json_answers_as_the_api_does, |w: &World| {
         .output()
         .unwrap();
     assert_eq!(refused.status.code(), Some(125), "{}", stderr(&refused));
-    assert!(stdout(&refused).is_empty(), "{}", stdout(&refused));
+    let failure: serde_json::Value = serde_json::from_slice(&refused.stdout).unwrap();
+    assert_eq!(failure["code"], "not_for_sessions", "{failure}");
+    assert_eq!(failure["exit_status"], 125, "{failure}");
     assert!(
         stderr(&refused).contains("keep is for throwaway runs"),
         "{}",

@@ -94,6 +94,15 @@ both_modes!(
             .unwrap();
         let out = cat.wait_with_output().unwrap();
         assert_eq!(stdout(&out), "given on stdin\n", "{}", stderr(&out));
+        // --json: the server's answer as it is, the command's status as airlock's.
+        let out = served
+            .cli(w, &["run", "--json", "--", "sh", "-c", "echo hi; exit 4"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+        let answer: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(answer["stdout"], "hi\n", "{answer}");
+        assert_eq!(answer["exit_code"], 4, "{answer}");
     }
 );
 
