@@ -45,8 +45,9 @@ pub use diff::{diff, ChangeEntry, Diff, DiffRequest, Side};
 pub use error::{CommandError, Error, ErrorKind, Refusal};
 pub use identity::DEFAULT_ROOT_SANDBOX_ID;
 pub use operations::{
-    create_session, discard_session, gc, list_sessions, session_summary, tidy_after_crash,
-    timestamp, Collected, GcReport, GcRequest, SessionRequest, SessionSummary,
+    create_session, discard_session, gc, list_sessions, names_for_completion, session_summary,
+    tidy_after_crash, timestamp, Collected, GcReport, GcRequest, NameKind, SessionRequest,
+    SessionSummary,
 };
 pub use paths::{state_dir, StateDirError};
 pub use policy::{check_profile_file, effective_profile};

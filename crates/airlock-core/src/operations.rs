@@ -159,6 +159,37 @@ pub fn tidy_after_crash() {
     airlock_jail::cgroup::remove_orphaned_runs(&airlock_jail::cgroup::detect());
 }
 
+/// What a person may type where a session or a profile is asked for (shell completion): the
+/// names and ids of the caller's sessions still alive, or the profiles the caller can name.
+/// Nothing when the state cannot be read: completion says nothing rather than fail.
+pub fn names_for_completion(caller: &Caller, what: NameKind) -> Vec<String> {
+    match what {
+        NameKind::Profiles => airlock_policy::profile_names(&caller.profile_search_dirs()),
+        NameKind::Sessions => {
+            let Ok(state_dir) = caller.state_dir() else {
+                return Vec::new();
+            };
+            let alive = Session::list(&state_dir)
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|s| s.meta.lifecycle != crate::session::Lifecycle::Discarded);
+            let mut names: Vec<String> = alive
+                .flat_map(|s| s.meta.name.clone().into_iter().chain([s.id.clone()]))
+                .collect();
+            names.sort();
+            names.dedup();
+            names
+        }
+    }
+}
+
+/// What [`names_for_completion`] lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NameKind {
+    Sessions,
+    Profiles,
+}
+
 /// One session, if the caller reaches it.
 pub fn session_summary(caller: &Caller, id: &str) -> Result<SessionSummary, Error> {
     let state_dir = caller.state_dir()?;

@@ -110,7 +110,9 @@ mod render;
 pub mod units;
 
 pub use error::PolicyError;
-pub use load::{ensure_outside_workspace, load_file, load_named, profile_search_dirs};
+pub use load::{
+    ensure_outside_workspace, load_file, load_named, profile_names, profile_search_dirs,
+};
 pub use parse::parse_profile;
 pub use profile::{
     ApplyPolicy, EnvPolicy, Filesystem, Injection, Limits, NetworkMode, Profile, SecretSource,

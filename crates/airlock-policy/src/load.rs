@@ -38,6 +38,26 @@ pub fn profile_search_dirs(xdg_config_home: Option<&OsStr>, home: Option<&OsStr>
         .collect()
 }
 
+/// The names a profile can be asked for by: every `NAME.toml` of `search_dirs` with a valid
+/// name, and `default`; sorted, each once. For completion and listings: a directory that cannot
+/// be read adds nothing (loading the profile then says why).
+pub fn profile_names(search_dirs: &[PathBuf]) -> Vec<String> {
+    let mut names: Vec<String> = search_dirs
+        .iter()
+        .filter_map(|dir| std::fs::read_dir(dir).ok())
+        .flat_map(|entries| entries.flatten())
+        .filter_map(|entry| {
+            let name = entry.file_name().into_string().ok()?;
+            let stem = name.strip_suffix(".toml")?;
+            is_valid_name(stem).then(|| stem.to_string())
+        })
+        .chain([DEFAULT_PROFILE_NAME.to_string()])
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
 /// Resolves a profile name: the first of `search_dirs` containing `NAME.toml` wins. When no
 /// file is found, `"default"` is the built-in profile and any other name is an error.
 pub fn load_named(name: &str, search_dirs: &[PathBuf]) -> Result<Profile, PolicyError> {

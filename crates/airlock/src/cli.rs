@@ -346,9 +346,14 @@ pub enum Command {
             airlock completions zsh > ~/.zfunc/_airlock  (~/.zshrc: fpath+=~/.zfunc before compinit)\n  \
             fish  airlock completions fish > /etc/fish/completions/airlock.fish\n        \
             airlock completions fish > ~/.config/fish/completions/airlock.fish\n\n\
-            A new shell picks it up. Exit status: 0 printed; 125 stdout could not be written."
+            A new shell picks it up; bash and fish then also complete the names of your sessions \
+            (diff, apply, revert, discard, --session) and profiles (-p, policy show), asking \
+            'airlock __complete'. Exit status: 0 printed; 125 stdout could not be written."
     )]
     Completions(CompletionsArgs),
+    /// The names a shell completes: sessions or profiles, one a line (for the completion scripts)
+    #[command(name = "__complete", hide = true)]
+    Complete(CompleteArgs),
     /// Serve airlock's HTTP API: a token per automation
     #[command(
         long_about = "Serve airlock's HTTP API until SIGTERM or SIGINT. Every request carries a \

@@ -9,6 +9,7 @@ mod check;
 mod claude_code;
 mod cli;
 mod codex;
+mod completion;
 mod control;
 mod diff;
 mod log;
@@ -134,6 +135,16 @@ fn local(global: &cli::GlobalArgs, command: Command) -> anyhow::Result<ExitCode>
         Command::Status(args) => control::status(global, args),
         Command::Man(args) => man(&args.dir),
         Command::Completions(args) => completions(args.shell),
+        Command::Complete(args) => {
+            let what = match args.what {
+                cli::CompleteWhat::Sessions => airlock_core::NameKind::Sessions,
+                cli::CompleteWhat::Profiles => airlock_core::NameKind::Profiles,
+            };
+            for name in airlock_core::names_for_completion(&run::caller(global), what) {
+                println!("{name}");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Serve(args) => serve::serve(global, args),
         Command::Mcp(args) => serve::mcp(global, args),
         Command::Token(command) => serve::token(global, command),
@@ -185,6 +196,7 @@ fn completions(shell: cli::CompletionShell) -> anyhow::Result<ExitCode> {
         "airlock",
         &mut script,
     );
+    script.extend_from_slice(completion::names_hook(shell).as_bytes());
     let mut stdout = std::io::stdout().lock();
     stdout
         .write_all(&script)

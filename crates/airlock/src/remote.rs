@@ -83,6 +83,7 @@ pub fn from_args(server: Option<&str>, command: &Command) -> Result<Option<Remot
         Command::Check(_)
             | Command::Man(_)
             | Command::Completions(_)
+            | Command::Complete(_)
             | Command::Serve(_)
             | Command::Token(_)
             | Command::Policy(_)

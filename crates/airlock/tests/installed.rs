@@ -174,3 +174,92 @@ fn fish_completion_parses_and_completes_commands() {
     );
     assert_offers_commands("fish", &words);
 }
+
+/// A state directory with a session named `tab-me`, and a config home with a profile `ci-tab`.
+struct Names {
+    _root: tempfile::TempDir,
+    state: std::path::PathBuf,
+    config: std::path::PathBuf,
+}
+
+fn names() -> Names {
+    let root = tempfile::tempdir().unwrap();
+    let (state, workspace) = (root.path().join("state"), root.path().join("ws"));
+    let config = root.path().join("config");
+    std::fs::create_dir_all(config.join("airlock/profiles")).unwrap();
+    std::fs::write(config.join("airlock/profiles/ci-tab.toml"), "").unwrap();
+    std::fs::create_dir_all(&workspace).unwrap();
+    let made = Command::new(airlock_bin())
+        .arg("--state-dir")
+        .arg(&state)
+        .args(["session", "new", "--name", "tab-me", "-w"])
+        .arg(&workspace)
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", stderr(&made));
+    Names {
+        _root: root,
+        state,
+        config,
+    }
+}
+
+// The scripts complete the user's own names too, asked of `airlock __complete` (core lists them).
+#[test]
+fn bash_and_fish_complete_session_and_profile_names() {
+    let n = names();
+    let listed = |what: &str| {
+        let out = Command::new(airlock_bin())
+            .env("AIRLOCK_STATE_DIR", &n.state)
+            .env("XDG_CONFIG_HOME", &n.config)
+            .args(["__complete", what])
+            .output()
+            .unwrap();
+        String::from_utf8(out.stdout).unwrap()
+    };
+    assert!(listed("sessions").lines().any(|l| l == "tab-me"));
+    assert!(listed("profiles").lines().any(|l| l == "ci-tab"));
+    assert!(listed("profiles").lines().any(|l| l == "default"));
+    let bin = airlock_bin().display().to_string();
+    if let Some(mut bash) = shell("bash") {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("airlock");
+        std::fs::write(&file, airlock(&["completions", "bash"])).unwrap();
+        let ask = |bash: &mut Command, words: &str, cword: usize| {
+            completed(
+                bash.env("AIRLOCK_STATE_DIR", &n.state)
+                    .env("XDG_CONFIG_HOME", &n.config)
+                    .arg("-c")
+                    .arg(format!(
+                        "source {}; COMP_WORDS=({bin} {words}); COMP_CWORD={cword}; \
+                         _airlock_names; printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+                        file.display()
+                    )),
+            )
+        };
+        assert_eq!(ask(&mut bash, "diff ta", 2), ["tab-me"]);
+        let mut bash = Command::new("bash");
+        assert_eq!(ask(&mut bash, "run -p ci", 3), ["ci-tab"]);
+        let mut bash = Command::new("bash");
+        assert_eq!(ask(&mut bash, "run --session t", 3), ["tab-me"]);
+    }
+    if let Some(mut fish) = shell("fish") {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("airlock.fish");
+        std::fs::write(&file, airlock(&["completions", "fish"])).unwrap();
+        // The script asks `airlock` on PATH, as an installed one is.
+        std::os::unix::fs::symlink(airlock_bin(), dir.path().join("airlock")).unwrap();
+        let words = completed(
+            fish.env("HOME", dir.path())
+                .env("AIRLOCK_STATE_DIR", &n.state)
+                .env("XDG_CONFIG_HOME", &n.config)
+                .env("PATH", format!("{}:/usr/bin:/bin", dir.path().display()))
+                .arg("-c")
+                .arg(format!(
+                    "source {}; complete -C 'airlock diff '",
+                    file.display()
+                )),
+        );
+        assert!(words.iter().any(|w| w == "tab-me"), "{words:?}");
+    }
+}

@@ -121,6 +121,18 @@ pub struct CompletionsArgs {
     pub shell: CompletionShell,
 }
 
+#[derive(Debug, Args)]
+pub struct CompleteArgs {
+    #[arg(value_enum)]
+    pub what: CompleteWhat,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum CompleteWhat {
+    Sessions,
+    Profiles,
+}
+
 /// The shells `airlock completions` writes for (clap_complete's, less those rare on Linux).
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum CompletionShell {
