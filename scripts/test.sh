@@ -4,7 +4,8 @@
 # As root on Debian, installs what the tests use inside the sandbox first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-needed=(python3 python3-requests git procps util-linux openssl curl iproute2 postgresql-client bash-completion zsh fish)
+needed=(python3 python3-requests git procps util-linux openssl curl iproute2 postgresql-client zsh fish)
+# zsh and fish: the completion scripts are parsed and asked by the shells they are for.
 # Node's fetch is one of the clients a secret is injected for; any node will do.
 command -v node >/dev/null || needed+=(nodejs)
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
