@@ -12,6 +12,7 @@
 
 mod apply;
 pub mod audit;
+pub mod bodies;
 mod caller;
 mod changes;
 pub mod control;

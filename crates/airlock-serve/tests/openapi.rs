@@ -476,3 +476,21 @@ fn the_run_types_on_the_wire_are_the_documented_schemas() {
     .collect();
     assert_eq!(named, documented);
 }
+
+// The bodies the API takes are core's types: each documented schema has exactly their fields.
+#[test]
+fn the_request_bodies_are_the_documented_schemas() {
+    use airlock_core::bodies::{ApplyBody, ControlBody, NewSessionBody, NoFields, SwitchBody};
+    let doc = document();
+    let pairs = [
+        (fields(&NewSessionBody::default()), "NewSession"),
+        (fields(&ApplyBody::default()), "Apply"),
+        (fields(&ControlBody::default()), "Why"),
+        (fields(&ControlBody::default()), "PauseOrResume"),
+        (fields(&SwitchBody::default()), "Switch"),
+        (fields(&NoFields::default()), "NoFields"),
+    ];
+    for (fields, schema) in pairs {
+        assert_eq!(fields, documented_properties(&doc, schema), "{schema}");
+    }
+}

@@ -6,13 +6,14 @@ use std::io::{IsTerminal, Read, Write};
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use airlock_core::bodies::{ApplyBody, ControlBody, NewSessionBody, NoFields, SwitchBody};
 use airlock_core::{RunBody, RunEvent};
 use anyhow::{bail, Context, Result};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::{Method, Request, StatusCode};
 use hyper_util::rt::TokioIo;
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_rustls::rustls;
 
@@ -240,7 +241,10 @@ async fn carry_out(remote: &Remote, command: Command) -> Result<ExitCode> {
         Command::Session(crate::cli::SessionCommand::New(args)) => (
             Method::POST,
             "/v1/sessions".to_string(),
-            json!({ "workspace": args.choice.workspace, "name": args.name }),
+            body(NewSessionBody {
+                workspace: args.choice.workspace,
+                name: args.name,
+            })?,
             "application/json",
         ),
         Command::Sessions(args) => return sessions(remote, args.json).await,
@@ -249,17 +253,22 @@ async fn carry_out(remote: &Remote, command: Command) -> Result<ExitCode> {
         Command::Apply(args) => (
             Method::POST,
             format!("{}/apply", session(&args.session)),
-            json!({ "paths": args.paths, "force": args.force, "allow_hazards": args.allow_hazard, "dry_run": args.dry_run }),
+            body(ApplyBody {
+                paths: args.paths,
+                force: args.force,
+                allow_hazards: args.allow_hazard,
+                dry_run: args.dry_run,
+            })?,
             "application/json",
         ),
-        Command::Revert(args) => (Method::POST, format!("{}/revert", session(&args.session)), json!({}), "application/json"),
-        Command::Discard(args) => (Method::POST, format!("{}/discard", session(&args.session)), json!({}), "application/json"),
+        Command::Revert(args) => (Method::POST, format!("{}/revert", session(&args.session)), body(NoFields {})?, "application/json"),
+        Command::Discard(args) => (Method::POST, format!("{}/discard", session(&args.session)), body(NoFields {})?, "application/json"),
         Command::Kill(args) => control(&session, args, "kill")?,
         Command::Pause(args) => control(&session, args, "pause")?,
         Command::Resume(args) => control(&session, args, "resume")?,
         Command::Status(_) => (Method::GET, "/v1/status".into(), Value::Null, "application/json"),
-        Command::Disable(args) => (Method::POST, "/v1/disable".into(), json!({ "reason": args.reason }), "application/json"),
-        Command::Enable(_) => (Method::POST, "/v1/enable".into(), json!({}), "application/json"),
+        Command::Disable(args) => (Method::POST, "/v1/disable".into(), body(SwitchBody { reason: Some(args.reason) })?, "application/json"),
+        Command::Enable(_) => (Method::POST, "/v1/enable".into(), body(SwitchBody::default())?, "application/json"),
         _ => bail!("this command works on this machine only: unset AIRLOCK_URL (or drop --server) to run it here"),
     };
     let body = (!body.is_null()).then_some(body);
@@ -321,13 +330,21 @@ fn control(
     let Some(id) = &args.session else {
         bail!("with --server, name the session (--session ID): a token acts on its own sessions");
     };
-    let body = json!({ "reason": args.reason, "network_only": args.network });
+    let body = body(ControlBody {
+        reason: args.reason,
+        network_only: args.network,
+    })?;
     Ok((
         Method::POST,
         format!("{}/{action}", session(id)),
         body,
         "application/json",
     ))
+}
+
+/// A request body as the server reads it: core's type, as JSON.
+fn body(body: impl serde::Serialize) -> Result<Value> {
+    Ok(serde_json::to_value(body)?)
 }
 
 /// Path segments as the server's router takes them.

@@ -1,38 +1,18 @@
 //! The kill switch: kill, pause, resume a session's sandboxes; disable and enable the token's
 //! profile; status.
 
+use airlock_core::bodies::{ControlBody, SwitchBody};
+use airlock_core::control::Action;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde::Deserialize;
-
-use airlock_core::control::Action;
-use airlock_core::kill_switch::{ControlRequest, TargetChoice};
 
 use super::{Body, SessionId};
 use crate::app::{blocking, Authed};
 use crate::error::ApiResult;
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Why {
-    /// Why, for the audit log (required to disable).
-    reason: Option<String>,
-    /// With kill: cut the sandboxes' network instead, leaving their processes.
-    #[serde(default)]
-    network_only: bool,
-}
-
-async fn act(authed: Authed, id: String, body: Why, action: Action) -> ApiResult<Response> {
+async fn act(authed: Authed, id: String, body: ControlBody, action: Action) -> ApiResult<Response> {
     let (caller, slot) = (authed.caller, authed.slot);
-    let request = ControlRequest {
-        action,
-        target: TargetChoice {
-            session: Some(id),
-            ..TargetChoice::default()
-        },
-        network_only: body.network_only,
-        reason: body.reason,
-    };
+    let request = body.request(action, id);
     let report = blocking(slot, move || {
         airlock_core::kill_switch::act(&caller, &request)
     })
@@ -43,7 +23,7 @@ async fn act(authed: Authed, id: String, body: Why, action: Action) -> ApiResult
 pub async fn kill(
     authed: Authed,
     SessionId(id): SessionId,
-    Body(body): Body<Why>,
+    Body(body): Body<ControlBody>,
 ) -> ApiResult<Response> {
     act(authed, id, body, Action::Kill).await
 }
@@ -51,7 +31,7 @@ pub async fn kill(
 pub async fn pause(
     authed: Authed,
     SessionId(id): SessionId,
-    Body(body): Body<Why>,
+    Body(body): Body<ControlBody>,
 ) -> ApiResult<Response> {
     act(authed, id, body, Action::Pause).await
 }
@@ -59,19 +39,13 @@ pub async fn pause(
 pub async fn resume(
     authed: Authed,
     SessionId(id): SessionId,
-    Body(body): Body<Why>,
+    Body(body): Body<ControlBody>,
 ) -> ApiResult<Response> {
     act(authed, id, body, Action::Resume).await
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Switch {
-    reason: Option<String>,
-}
-
 /// Disable the token's profile: every entry point refuses it, its sandboxes are killed.
-pub async fn disable(authed: Authed, Body(body): Body<Switch>) -> ApiResult<Response> {
+pub async fn disable(authed: Authed, Body(body): Body<SwitchBody>) -> ApiResult<Response> {
     let (caller, slot) = (authed.caller, authed.slot);
     let reason = body.reason.unwrap_or_default();
     let report = blocking(slot, move || {
@@ -81,7 +55,7 @@ pub async fn disable(authed: Authed, Body(body): Body<Switch>) -> ApiResult<Resp
     Ok(Json(report).into_response())
 }
 
-pub async fn enable(authed: Authed, Body(_): Body<Switch>) -> ApiResult<Response> {
+pub async fn enable(authed: Authed, Body(_): Body<SwitchBody>) -> ApiResult<Response> {
     let (caller, slot) = (authed.caller, authed.slot);
     let report = blocking(slot, move || {
         airlock_core::kill_switch::enable(&caller, None)

@@ -1,38 +1,23 @@
 //! Sessions: create, list, get, diff, apply, revert, discard.
 
-use std::path::PathBuf;
-
+use airlock_core::bodies::{ApplyBody, NewSessionBody, NoFields};
+use airlock_core::DiffRequest;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde::Deserialize;
-
-use airlock_core::{ApplyOptions, ApplyRequest, DiffRequest, SessionRequest};
 
 use super::{Body, SessionId};
 use crate::app::{blocking, Authed, Shared};
 use crate::error::{ApiError, ApiResult};
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct NewSession {
-    /// A directory within the token's workspace (default: the token's workspace).
-    workspace: Option<PathBuf>,
-    name: Option<String>,
-}
-
 pub async fn create(
     State(_): State<Shared>,
     authed: Authed,
-    Body(body): Body<NewSession>,
+    Body(body): Body<NewSessionBody>,
 ) -> ApiResult<Response> {
     let (caller, slot) = (authed.caller, authed.slot);
-    let request = SessionRequest {
-        workspace: body.workspace,
-        name: body.name,
-        ..SessionRequest::default()
-    };
+    let request = body.request();
     let summary = blocking(slot, move || airlock_core::create_session(&caller, request)).await?;
     Ok((StatusCode::CREATED, Json(summary)).into_response())
 }
@@ -119,39 +104,13 @@ pub async fn diff(
     })
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Apply {
-    /// Only changes at or under these paths (relative to the workspace).
-    #[serde(default)]
-    paths: Vec<PathBuf>,
-    /// Overwrite what the host changed meanwhile.
-    #[serde(default)]
-    force: bool,
-    /// Write these hazardous paths anyway.
-    #[serde(default)]
-    allow_hazards: Vec<PathBuf>,
-    /// Say what would be written; write nothing.
-    #[serde(default)]
-    dry_run: bool,
-}
-
 pub async fn apply(
     authed: Authed,
     SessionId(id): SessionId,
-    Body(body): Body<Apply>,
+    Body(body): Body<ApplyBody>,
 ) -> ApiResult<Response> {
     let (caller, slot) = (authed.caller, authed.slot);
-    let request = ApplyRequest {
-        session: id,
-        options: ApplyOptions {
-            paths: body.paths,
-            force: body.force,
-            allowed_hazards: body.allow_hazards,
-            dry_run: body.dry_run,
-            ..ApplyOptions::default()
-        },
-    };
+    let request = body.request(id);
     let report = blocking(slot, move || airlock_core::apply(&caller, &request)).await?;
     // Something left out (a conflict, a hazard) is the client's to look at: 409, with the report.
     let status = if report.skipped() == 0 {
@@ -161,12 +120,6 @@ pub async fn apply(
     };
     Ok((status, Json(report)).into_response())
 }
-
-/// Revert and discard take no field: a body is still JSON, and an object (`{}` or none), so that
-/// a client's mistake is said rather than the request carried out without what it meant.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct NoFields {}
 
 pub async fn revert(
     authed: Authed,
