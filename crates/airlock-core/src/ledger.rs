@@ -262,7 +262,16 @@ impl Walk<'_> {
             let host_path = self.workspace.join(&child);
             let host = Node::read(&host_path).map_err(io("inspect", &host_path))?;
             if !self.ledger.records.contains_key(child.as_os_str()) {
-                let record = Record::of(&child, self.run_started_ns, host.as_ref(), self.ws);
+                let mut record = Record::of(&child, self.run_started_ns, host.as_ref(), self.ws);
+                // The bytes were read after the stamp, in an open of their own: a host edit in
+                // between would be taken for the starting point, and a later apply would write
+                // over it unseen. Kept only if the stamp still holds; else metadata alone.
+                if record.content.is_some() {
+                    let again = Node::read(&host_path).ok().flatten();
+                    if again.as_ref().map(Stamp::of) != record.host {
+                        record.content = None;
+                    }
+                }
                 if let Ok(line) = serde_json::to_vec(&record) {
                     lines.extend_from_slice(&line);
                     lines.push(b'\n');

@@ -207,7 +207,9 @@ impl Client {
                 exe: &runner.exe,
                 results_dir: &runner.results_dir,
                 jobs: runner.jobs.clone(),
-                stdin: ask.stdin.map(String::into_bytes),
+                stdin: ask.stdin.map_or(airlock_runner::Input::Nothing, |text| {
+                    airlock_runner::Input::Bytes(text.into_bytes())
+                }),
                 keep_bytes: runner.keep_output,
                 token_valid,
             };
@@ -262,7 +264,7 @@ impl Client {
                 .map_or_else(|| self.profile.clone(), |g| g.profile.clone()),
             workspace: grant.as_ref().and_then(|g| g.workspace.clone()),
             token: grant.map(|g| g.token),
-            asked: format!("mcp run: {}", ask.argv.join(" ")),
+            asked: vec![format!("mcp run: {}", ask.argv.join(" "))],
             cwd: None,
             run: RunRequest {
                 argv: ask.argv.iter().map(Into::into).collect(),

@@ -28,7 +28,7 @@ pub struct Job {
     /// The token's workspace (canonical).
     pub workspace: Option<PathBuf>,
     /// The request line, for refusal records.
-    pub asked: String,
+    pub asked: Vec<String>,
     /// The caller's working directory, where its relative paths start: the CLI's; None for a
     /// server's request, whose paths must be absolute.
     #[serde(default)]

@@ -95,6 +95,21 @@ impl Jobs {
     pub fn close(&self) {
         self.closed.store(true, Ordering::SeqCst);
     }
+
+    /// Pass `signal` on to every worker, which passes it on to its command as `airlock run` does
+    /// (a second interrupt or termination kills the sandbox).
+    pub fn signal_all(&self, signal: Signal) {
+        let pids: Vec<u32> = self
+            .running
+            .lock()
+            .map(|r| r.values().map(|(pid, _)| *pid).collect())
+            .unwrap_or_default();
+        for pid in pids {
+            if let Ok(pid) = i32::try_from(pid) {
+                let _ = kill(Pid::from_raw(pid), signal);
+            }
+        }
+    }
 }
 
 /// End a worker's run the way a person at a terminal would: an interrupt (passed on to the
@@ -112,14 +127,8 @@ async fn interrupt(pid: u32) {
 /// Where workers leave their results (`STATE/serve`, this user's alone), made ready: what the
 /// workers of a server killed outright left there is removed, and their runs' cgroups (empty).
 pub fn results_dir(state_dir: &Path) -> anyhow::Result<PathBuf> {
-    use anyhow::Context as _;
-    use std::os::unix::fs::DirBuilderExt as _;
     let dir = state_dir.join("serve");
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&dir)
-        .with_context(|| format!("cannot create {}", dir.display()))?;
+    crate::files::private_dir(&dir)?;
     airlock_core::tidy_after_crash();
     remove_results(&dir);
     Ok(dir)
@@ -145,12 +154,24 @@ fn remove_results(dir: &Path) {
     }
 }
 
+/// What the command reads on its stdin.
+#[derive(Debug, Clone)]
+pub enum Input {
+    /// End of file at once.
+    Nothing,
+    /// These bytes (a request's body), written beside the run.
+    Bytes(Vec<u8>),
+    /// The front end's own stdin, handed to the worker as it is (`airlock run --json`): read as
+    /// the command reads it, never gathered first.
+    Inherit,
+}
+
 /// What starting a worker needs from the server.
 pub struct Launch<'a> {
     pub exe: &'a Path,
     pub results_dir: &'a Path,
     pub jobs: Arc<Jobs>,
-    pub stdin: Option<Vec<u8>>,
+    pub stdin: Input,
     /// Bytes of each stream passed on; the rest is counted, not kept.
     pub keep_bytes: u64,
     /// Whether the request's token still opens the door: once revoked or expired, its run is
@@ -219,15 +240,22 @@ async fn run_worker(
     recorder: Recorder,
 ) -> Result<Option<(WorkerReport, (u64, u64))>, Refusal> {
     let job_file = job.result_file.with_extension("job.json");
+    // What a process of the same pid left (unlink does not follow a symlink): the files are then
+    // made anew, and a name planted meanwhile fails the run rather than being written through.
+    let _ = std::fs::remove_file(&job_file);
+    let _ = std::fs::remove_file(&job.result_file);
     write_job(&job_file, job)?;
     let started = Command::new(launch.exe)
         .arg("__serve-worker")
         .env(JOB_VAR, &job_file)
-        .stdin(if launch.stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
+        .stdin(match launch.stdin {
+            Input::Nothing => Stdio::null(),
+            Input::Bytes(_) => Stdio::piped(),
+            Input::Inherit => Stdio::inherit(),
         })
+        // A group of its own: a terminal's Ctrl-C reaches the front end, which passes it on
+        // (see [`Jobs::signal_all`]), never the worker twice.
+        .process_group(0)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(false)
@@ -245,7 +273,7 @@ async fn run_worker(
         let _ = child.wait().await;
         return Err(stopping());
     };
-    if let (Some(mut stdin), Some(data)) = (child.stdin.take(), launch.stdin.clone()) {
+    if let (Some(mut stdin), Input::Bytes(data)) = (child.stdin.take(), launch.stdin.clone()) {
         // Written beside the run: a command that reads nothing must not block on a full pipe.
         tokio::spawn(async move {
             let _ = stdin.write_all(&data).await;
@@ -305,15 +333,9 @@ fn token_ended_error() -> Refusal {
 /// its workspace, the command and its environment).
 fn write_job(path: &Path, job: &Job) -> Result<(), Refusal> {
     use std::io::Write as _;
-    use std::os::unix::fs::OpenOptionsExt as _;
     let text = serde_json::to_vec(job)
         .map_err(|e| Refusal::internal(format!("cannot encode the job: {e}")))?;
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)
+    crate::files::create_private(path)
         .and_then(|mut file| file.write_all(&text))
         .map_err(|e| {
             Refusal::internal(format!(
@@ -370,7 +392,7 @@ fn read_outcome(
     path: &Path,
     status: std::io::Result<std::process::ExitStatus>,
 ) -> Result<WorkerReport, Refusal> {
-    let text = std::fs::read(path).map_err(|e| {
+    let text = crate::files::read_private(path).map_err(|e| {
         Refusal::internal(format!(
             "the run's worker ended ({}) without a result in {}: {e}",
             status.map_or_else(|e| e.to_string(), |s| s.to_string()),

@@ -5,11 +5,13 @@
 //! comes back in their own terms; none of them decides anything about a run.
 #![forbid(unsafe_code)]
 
+mod files;
 pub mod job;
 pub mod jobs;
 pub mod worker;
 
 pub use job::{Job, WorkerReport, JOB_VAR};
 pub use jobs::{
-    collect, execute, result_of, results_dir, JobEnd, JobEvent, Jobs, Launch, Recorder, Stream,
+    collect, execute, result_of, results_dir, Input, JobEnd, JobEvent, Jobs, Launch, Recorder,
+    Stream,
 };

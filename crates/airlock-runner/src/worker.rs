@@ -52,7 +52,10 @@ pub fn main() -> ExitCode {
     let outcome = run(&job);
     let written = serde_json::to_vec(&outcome)
         .map_err(std::io::Error::other)
-        .and_then(|text| std::fs::write(&job.result_file, text));
+        .and_then(|text| {
+            crate::files::create_private(&job.result_file)
+                .and_then(|mut file| std::io::Write::write_all(&mut file, &text))
+        });
     match written {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -68,8 +71,8 @@ pub fn main() -> ExitCode {
 
 /// The job in the file the server wrote, which is removed once read.
 fn read_job(path: &Path) -> Result<Job, String> {
-    let text =
-        std::fs::read(path).map_err(|e| format!("cannot read the job {}: {e}", path.display()))?;
+    let text = crate::files::read_private(path)
+        .map_err(|e| format!("cannot read the job {}: {e}", path.display()))?;
     let _ = std::fs::remove_file(path);
     serde_json::from_slice(&text)
         .map_err(|e| format!("the job {} is not valid: {e}", path.display()))
@@ -86,7 +89,7 @@ fn caller(job: &Job) -> Caller {
         state_dir: job.state_dir.clone(),
         cwd: job.cwd.clone(),
         env,
-        asked: vec![job.asked.clone()],
+        asked: job.asked.clone(),
         on_busy: nothing_to_tell,
         grant: job.grant(),
     }

@@ -82,19 +82,15 @@ pub fn state_dir(global: &GlobalArgs) -> Result<std::path::PathBuf> {
 }
 
 /// `airlock run --json`: the run carried out as the API carries out one (by a worker process of
-/// airlock-runner, its output gathered), and its answer printed in the API's shape.
+/// airlock-runner, its output gathered), and its answer printed in the API's shape. The command
+/// reads this process's stdin as it goes, and gets the signals this process gets, as with a
+/// plain `airlock run` (a second interrupt kills the sandbox).
 fn run_for_json(global: &GlobalArgs, mut request: RunRequest) -> Result<ExitCode> {
-    use std::io::Read as _;
     let caller = caller(global);
     // Gathered output is kept output: relayed, and held to the profile's limit.
     request.limit_output = true;
-    let mut stdin = Vec::new();
-    if !std::io::stdin().is_terminal() {
-        std::io::stdin()
-            .read_to_end(&mut stdin)
-            .context("cannot read stdin to pass it on to the command")?;
-    }
     let state_dir = caller.state_dir()?;
+    let session = request.session.clone();
     let job = airlock_runner::Job {
         state_dir: global.state_dir.clone(),
         role: caller.role,
@@ -106,7 +102,7 @@ fn run_for_json(global: &GlobalArgs, mut request: RunRequest) -> Result<ExitCode
             .clone()
             .unwrap_or_else(|| airlock_core::DEFAULT_PROFILE_NAME.into()),
         workspace: None,
-        asked: caller.asked.join(" "),
+        asked: caller.asked.clone(),
         cwd: caller.cwd.clone(),
         run: request,
         result_file: std::path::PathBuf::new(),
@@ -120,23 +116,58 @@ fn run_for_json(global: &GlobalArgs, mut request: RunRequest) -> Result<ExitCode
         .build()
         .context("cannot start the run's runtime")?;
     let answer = runtime.block_on(async {
+        let jobs = std::sync::Arc::new(airlock_runner::Jobs::default());
         let (events, mut received) = tokio::sync::mpsc::channel(16);
         let launch = airlock_runner::Launch {
             exe: &exe,
             results_dir: &results_dir,
-            jobs: std::sync::Arc::new(airlock_runner::Jobs::default()),
-            stdin: Some(stdin),
+            jobs: jobs.clone(),
+            stdin: airlock_runner::Input::Inherit,
             keep_bytes: u64::MAX,
             token_valid: std::sync::Arc::new(|| true),
         };
-        let abandoned: airlock_runner::Recorder = std::sync::Arc::new(|_: &str| {});
+        let recorded = caller.clone();
+        let abandoned: airlock_runner::Recorder = std::sync::Arc::new(move |why: &str| {
+            airlock_core::audit::record_abandoned(&recorded, session.as_deref(), why)
+        });
         let run = airlock_runner::execute(launch, job, events, abandoned);
-        let (_, answer) = tokio::join!(run, airlock_runner::collect(&mut received));
-        answer
+        let collected = airlock_runner::collect(&mut received);
+        tokio::select! {
+            (_, answer) = async { tokio::join!(run, collected) } => answer,
+            // Never ends by itself: only by the run's end above.
+            signalled = pass_signals_on(&jobs) => signalled,
+        }
     });
     let answer = answer?;
     println!("{}", serde_json::to_string(&answer)?);
     Ok(ExitCode::from(
         u8::try_from(answer.result.end.exit_code).unwrap_or(crate::EXIT_AIRLOCK_ERROR),
     ))
+}
+
+/// Pass the signals a person or a supervisor sends this process on to the run's worker, as the
+/// worker's own group does not get a terminal's (see airlock-runner's `execute`). Ends only if
+/// the signals cannot be watched, with that refusal.
+async fn pass_signals_on(
+    jobs: &airlock_runner::Jobs,
+) -> std::result::Result<airlock_core::RunAnswer, airlock_core::Refusal> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let watch = |kind| {
+        signal(kind).map_err(|e| {
+            airlock_core::Refusal::internal(format!("cannot watch for signals to pass on: {e}"))
+        })
+    };
+    let mut interrupt = watch(SignalKind::interrupt())?;
+    let mut terminate = watch(SignalKind::terminate())?;
+    let mut hangup = watch(SignalKind::hangup())?;
+    let mut quit = watch(SignalKind::quit())?;
+    loop {
+        let passed = tokio::select! {
+            _ = interrupt.recv() => nix::sys::signal::Signal::SIGINT,
+            _ = terminate.recv() => nix::sys::signal::Signal::SIGTERM,
+            _ = hangup.recv() => nix::sys::signal::Signal::SIGHUP,
+            _ = quit.recv() => nix::sys::signal::Signal::SIGQUIT,
+        };
+        jobs.signal_all(passed);
+    }
 }

@@ -911,3 +911,77 @@ both_modes!(run_json_answers_as_the_api_does, |w: &World| {
         stderr(&refused)
     );
 });
+
+/// A profile with a 30 s time limit and `marks`, a directory outside the workspace the command
+/// may write: its files tell the test where the command is.
+fn marked(w: &World) -> (String, std::path::PathBuf) {
+    let marks = w.base.join("marks");
+    std::fs::create_dir_all(&marks).unwrap();
+    w.give(&marks);
+    // As root the sandbox is a uid of its own, which must be able to write here too.
+    std::fs::set_permissions(&marks, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    // In a directory of its own: a profile's directory and what lies under it take no bind.
+    let policy = w.base.join("policy");
+    std::fs::create_dir_all(&policy).unwrap();
+    w.give(&policy);
+    let profile = policy.join("marked.toml");
+    w.write(
+        &profile,
+        &format!(
+            "[limits]\ntimeout = \"30s\"\n[filesystem]\nread_write = [\"{}\"]\n",
+            marks.display()
+        ),
+    );
+    (profile.to_str().unwrap().to_string(), marks)
+}
+
+fn wait_for(path: &std::path::Path) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !path.exists() {
+        assert!(std::time::Instant::now() < deadline, "{path:?} never came");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+// `run --json` passes its signals on to the command as a plain run does, and the run ends with
+// its answer (not a killed CLI, an orphaned worker, an intent without a result).
+both_modes!(run_json_passes_signals_on, |w: &World| {
+    let (profile, marks) = marked(w);
+    let script = format!(
+        "trap 'echo got-term; exit 7' TERM; touch {}/ready; while :; do sleep 0.1; done",
+        marks.display()
+    );
+    let child = w
+        .airlock_sh(&["--json", "--profile-file", &profile], &script)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for(&marks.join("ready"));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(7), "{}", stderr(&out));
+    let answer: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(answer["stdout"], "got-term\n", "{answer}");
+});
+
+// `run --json` hands its stdin to the command as it comes: a command that reads one line ends
+// while the writer still holds the pipe open (stdin is never gathered first).
+both_modes!(run_json_streams_stdin, |w: &World| {
+    let mut child = w
+        .airlock_sh(&["--json"], "head -n 1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    std::io::Write::write_all(&mut stdin, b"first\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    drop(stdin);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let answer: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(answer["stdout"], "first\n", "{answer}");
+});

@@ -39,7 +39,7 @@ fn job_of(
         token: Some(grant.token),
         profile: grant.profile,
         workspace: grant.workspace,
-        asked,
+        asked: vec![asked],
         cwd: None,
         run: body.request(session).map_err(airlock_core::Error::from)?,
         result_file: PathBuf::new(),
@@ -103,7 +103,9 @@ fn start(
     let (events, receiver) = mpsc::channel(16);
     let app = app.clone();
     let caller = authed.caller;
-    let stdin = body.stdin.map(String::into_bytes);
+    let stdin = body.stdin.map_or(airlock_runner::Input::Nothing, |text| {
+        airlock_runner::Input::Bytes(text.into_bytes())
+    });
     let token_valid = {
         let (app, id) = (app.clone(), authed.token.id.clone());
         Arc::new(move || app.tokens.is_valid(&id))
