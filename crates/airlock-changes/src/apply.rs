@@ -113,9 +113,9 @@ pub struct Journal {
     pub ops: Vec<Op>,
 }
 
-/// Paths an apply did not change, and why.
+/// Which of an apply's ops were carried out, and which were left alone and why.
 #[derive(Debug, Clone, Default)]
-pub struct Outcome {
+pub struct OpsDone {
     /// Indexes of ops that are now in the state asked for.
     pub done: Vec<usize>,
     /// Ops left alone: index and reason.
@@ -642,10 +642,10 @@ pub fn commit(
     layer: &Path,
     journal: &Journal,
     skip: &[usize],
-) -> io::Result<Outcome> {
+) -> io::Result<OpsDone> {
     clear_temps(ws, journal);
     let mut fault = Fault::for_phase("commit");
-    let mut outcome = Outcome::default();
+    let mut outcome = OpsDone::default();
     let mut touched = Vec::new();
     for (index, op) in journal.ops.iter().enumerate() {
         if skip.contains(&index) {
@@ -693,10 +693,10 @@ pub fn commit(
 
 /// Take every op of `journal` back, last first: each path that is `new` becomes `old` again
 /// (old files from the backups). A path that is neither was changed since: a conflict.
-pub fn undo(ws: &Workspace, apply: &ApplyDir, journal: &Journal) -> io::Result<Outcome> {
+pub fn undo(ws: &Workspace, apply: &ApplyDir, journal: &Journal) -> io::Result<OpsDone> {
     clear_temps(ws, journal);
     let mut fault = Fault::for_phase("undo");
-    let mut outcome = Outcome::default();
+    let mut outcome = OpsDone::default();
     let mut touched = Vec::new();
     for (index, op) in journal.ops.iter().enumerate().rev() {
         let now = ws.entry(op.path())?;

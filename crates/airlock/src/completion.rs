@@ -8,13 +8,57 @@ use crate::cli::CompletionShell;
 /// The commands whose first argument is a session (id or name).
 const SESSION_COMMANDS: [&str; 4] = ["diff", "apply", "revert", "discard"];
 
-/// The script that follows clap_complete's for `shell`: empty where there is none (zsh).
-pub fn names_hook(shell: CompletionShell) -> String {
+/// clap_complete's script for `shell` with the names of sessions and profiles completed too.
+pub fn with_names(shell: CompletionShell, script: String) -> String {
     match shell {
-        CompletionShell::Bash => bash(),
-        CompletionShell::Fish => fish(),
-        CompletionShell::Zsh => String::new(),
+        CompletionShell::Bash => script + &bash(),
+        CompletionShell::Fish => script + &fish(),
+        CompletionShell::Zsh => zsh(&script),
     }
+}
+
+/// zsh completes each option's value by the function its spec names: clap_complete names
+/// `_default` (files) for every one; the session's and the profile's are pointed at functions
+/// that ask airlock, defined before the script registers itself.
+fn zsh(script: &str) -> String {
+    const NAMES: &str = r#"
+# airlock: names of sessions and profiles, from 'airlock __complete'.
+(( $+functions[_airlock_session_names] )) ||
+_airlock_session_names() {
+    local -a names; names=(${(f)"$(airlock __complete sessions 2>/dev/null)"})
+    compadd -a names
+}
+(( $+functions[_airlock_profile_names] )) ||
+_airlock_profile_names() {
+    local -a names; names=(${(f)"$(airlock __complete profiles 2>/dev/null)"})
+    compadd -a names
+}
+
+"#;
+    let lines: Vec<String> = script
+        .lines()
+        .map(|line| {
+            let session_option = line.contains("'--session=[") && line.contains("]:ID:_default'");
+            let session_argument = line.contains("':session -- ") && line.contains(":_default'");
+            let profile_option = (line.contains("-p+[Profile to apply")
+                || line.contains("--profile=[Profile to apply"))
+                && line.contains("]:NAME:_default'");
+            if session_option || session_argument {
+                line.replacen(":_default'", ":_airlock_session_names'", 1)
+            } else if profile_option {
+                line.replacen(":_default'", ":_airlock_profile_names'", 1)
+            } else {
+                line.to_string()
+            }
+        })
+        .collect();
+    let mut script = lines.join("\n");
+    script.push('\n');
+    match script.rfind("\nif [ \"$funcstack[1]\" = \"_airlock\" ]; then") {
+        Some(at) => script.insert_str(at + 1, NAMES.trim_start()),
+        None => script.push_str(NAMES),
+    }
+    script
 }
 
 fn bash() -> String {

@@ -196,10 +196,10 @@ fn completions(shell: cli::CompletionShell) -> anyhow::Result<ExitCode> {
         "airlock",
         &mut script,
     );
-    script.extend_from_slice(completion::names_hook(shell).as_bytes());
+    let script = completion::with_names(shell, String::from_utf8_lossy(&script).into_owned());
     let mut stdout = std::io::stdout().lock();
     stdout
-        .write_all(&script)
+        .write_all(script.as_bytes())
         .and_then(|()| stdout.flush())
         .context("cannot write the completion script to stdout")?;
     Ok(ExitCode::SUCCESS)

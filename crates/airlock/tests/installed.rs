@@ -263,3 +263,44 @@ fn bash_and_fish_complete_session_and_profile_names() {
         assert!(words.iter().any(|w| w == "tab-me"), "{words:?}");
     }
 }
+
+// zsh: the session's and profile's values are completed by functions that ask airlock.
+#[test]
+fn zsh_completes_session_and_profile_names() {
+    let script = airlock(&["completions", "zsh"]);
+    assert!(
+        script.contains("]:ID:_airlock_session_names'"),
+        "--session not completed by name"
+    );
+    assert!(
+        script.contains(":_airlock_profile_names'"),
+        "-p not completed"
+    );
+    assert!(
+        script.contains("':session -- Session id or name:_airlock_session_names'"),
+        "diff's session not completed by name"
+    );
+    let Some(mut zsh) = shell("zsh") else {
+        return;
+    };
+    let n = names();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("_airlock");
+    std::fs::write(&file, &script).unwrap();
+    std::os::unix::fs::symlink(airlock_bin(), dir.path().join("airlock")).unwrap();
+    // compadd only works inside completion: a stand-in prints what it is given.
+    let offered = completed(
+        zsh.env("HOME", dir.path())
+            .env("AIRLOCK_STATE_DIR", &n.state)
+            .env("XDG_CONFIG_HOME", &n.config)
+            .env("PATH", format!("{}:/usr/bin:/bin", dir.path().display()))
+            .arg("-fc")
+            .arg(format!(
+                "compdef() {{ :; }}; compadd() {{ print -l -- ${{(P)2}}; }}; source {}; \
+                 _airlock_session_names; _airlock_profile_names",
+                file.display()
+            )),
+    );
+    assert!(offered.iter().any(|w| w == "tab-me"), "{offered:?}");
+    assert!(offered.iter().any(|w| w == "ci-tab"), "{offered:?}");
+}

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use airlock_changes::apply::{
-    self as engine, ApplyDir, Journal, JournalState, Op, Outcome, Workspace,
+    self as engine, ApplyDir, Journal, JournalState, Op, OpsDone, Workspace,
 };
 use airlock_changes::{Hazard, Status};
 use airlock_jail::Way;
@@ -274,7 +274,7 @@ fn item(op: &Op, result: ApplyResult, reason: Option<String>) -> Item {
     }
 }
 
-fn outcome_items(journal: &Journal, outcome: &Outcome, done: ApplyResult) -> Vec<Item> {
+fn outcome_items(journal: &Journal, outcome: &OpsDone, done: ApplyResult) -> Vec<Item> {
     let mut items: Vec<Item> = outcome
         .done
         .iter()
@@ -433,7 +433,7 @@ fn write_all(
     {
         item.result = ApplyResult::Applied;
     }
-    let mut logged = Outcome {
+    let mut logged = OpsDone {
         done: outcome.done,
         conflicts,
     };

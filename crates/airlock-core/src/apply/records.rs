@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use airlock_changes::apply::{self as engine, Entry, Journal, Outcome};
+use airlock_changes::apply::{self as engine, Entry, Journal, OpsDone};
 use serde::Serialize;
 
 use super::{ApplyError, ApplyResult};
@@ -86,7 +86,7 @@ pub(super) struct InWorkspace<'a> {
 }
 
 /// Every path an apply, recovery or revert touched, with old and new content and what happened.
-pub(super) fn logged_paths(journal: &Journal, outcome: &Outcome) -> Vec<LoggedPath> {
+pub(super) fn logged_paths(journal: &Journal, outcome: &OpsDone) -> Vec<LoggedPath> {
     let conflict = |i: usize| {
         outcome
             .conflicts
