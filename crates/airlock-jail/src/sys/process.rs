@@ -106,9 +106,24 @@ impl Drop for VmChild {
 }
 
 /// A process that does nothing but wait to be killed: it only holds a namespace that `flags`
-/// created until the caller has opened it.
+/// created until the caller has opened it. It dies with the caller: a helper that outlived a
+/// supervisor killed outright would hold its namespace (with every capability in it) for good.
 pub(crate) fn clone_idle(flags: libc::c_int) -> nix::Result<VmChild> {
-    extern "C" fn wait_to_be_killed(_: *mut libc::c_void) -> libc::c_int {
+    /// `parent` is the caller's pid, carried as the pointer's address: never dereferenced.
+    extern "C" fn wait_to_be_killed(parent: *mut libc::c_void) -> libc::c_int {
+        // SAFETY: raw prctl(2), getppid(2) and exit(2) take integers and touch no memory; none of
+        // them writes errno unless it fails, which these cannot do here.
+        unsafe {
+            libc::syscall(
+                libc::SYS_prctl,
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGKILL as libc::c_ulong,
+            );
+            // The caller died before the signal was set: this process has another parent now.
+            if libc::syscall(libc::SYS_getppid) as usize != parent.addr() {
+                libc::syscall(libc::SYS_exit, 0);
+            }
+        }
         loop {
             // SAFETY: pause(2) takes no arguments and touches no memory; the raw syscall does
             // not write errno unless a signal handler ran, and the signals this process handles
@@ -116,8 +131,9 @@ pub(crate) fn clone_idle(flags: libc::c_int) -> nix::Result<VmChild> {
             unsafe { libc::syscall(libc::SYS_pause) };
         }
     }
-    // SAFETY: `wait_to_be_killed` touches no memory at all.
-    unsafe { VmChild::start(wait_to_be_killed, std::ptr::null_mut(), flags, 16 * 1024) }
+    let parent = std::ptr::without_provenance_mut(std::process::id() as usize);
+    // SAFETY: `wait_to_be_killed` touches no memory at all (its argument is a number).
+    unsafe { VmChild::start(wait_to_be_killed, parent, flags, 16 * 1024) }
 }
 
 /// Let `helper` run on any allowed CPU but the one we are on. A small machine's scheduler may
@@ -250,4 +266,70 @@ pub(crate) fn wait_for_signal(
     // `timeout` is a valid timespec that outlives the call.
     let signal = unsafe { libc::sigtimedwait(set.as_ref(), std::ptr::null_mut(), &timeout) };
     nix::sys::signal::Signal::try_from(signal).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    const PLAY_SUPERVISOR: &str = "AIRLOCK_TEST_IDLE_HELPER_PARENT";
+
+    /// Whether `pid` is gone, or a zombie waiting for init to reap it: dead either way.
+    fn dead(pid: i32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|stat| {
+                stat.rsplit(')')
+                    .next()
+                    .unwrap_or("")
+                    .trim_start()
+                    .starts_with('Z')
+            })
+            .unwrap_or(true)
+    }
+
+    // A supervisor killed outright (SIGKILL: no Drop, no reaping) must not leave its idle helper
+    // behind. This test runs itself again as that supervisor, which starts a helper, says its
+    // pid, and waits to be killed.
+    #[test]
+    fn an_idle_helper_dies_with_its_supervisor() {
+        if std::env::var_os(PLAY_SUPERVISOR).is_some() {
+            let helper = clone_idle(0).unwrap();
+            println!("helper {}", helper.pid.as_raw());
+            std::mem::forget(helper);
+            std::thread::sleep(std::time::Duration::from_secs(60));
+            return;
+        }
+        let mut supervisor = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "sys::process::tests::an_idle_helper_dies_with_its_supervisor",
+            ])
+            .args(["--nocapture", "--test-threads=1"])
+            .env(PLAY_SUPERVISOR, "1")
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut out = std::io::BufReader::new(supervisor.stdout.take().unwrap());
+        let helper = loop {
+            let mut line = String::new();
+            let read = std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+            assert!(read > 0, "the supervisor named no helper");
+            // After libtest's "test NAME ... " on the same line.
+            if let Some((_, pid)) = line.trim().rsplit_once("helper ") {
+                break pid.parse::<i32>().unwrap();
+            }
+        };
+        assert!(!dead(helper), "the helper did not start");
+        supervisor.kill().unwrap();
+        supervisor.wait().unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !dead(helper) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "helper {helper} outlived its supervisor"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
 }
