@@ -47,14 +47,14 @@ pub use error::{CommandError, Error, ErrorKind, Refusal};
 pub use identity::DEFAULT_ROOT_SANDBOX_ID;
 pub use operations::{
     create_session, discard_session, gc, list_sessions, names_for_completion, session_summary,
-    tidy_after_crash, timestamp, Collected, GcReport, GcRequest, NameKind, SessionRequest,
-    SessionSummary,
+    tidy_after_crash, timestamp, Collected, GcReport, GcRequest, NameKind, SessionList,
+    SessionRequest, SessionSummary,
 };
 pub use paths::{state_dir, StateDirError};
 pub use policy::{check_profile_file, effective_profile};
 pub use run::{
-    check_limits, check_run, command_argv, run, timeout_ms, Limit, LimitCheck, RunAnswer, RunBody,
-    RunEnd, RunEvent, RunReport, RunRequest, RunResult, EXIT_CPU_LIMIT, EXIT_DISK_LIMIT,
+    check_limits, check_run, command_argv, counted, run, timeout_ms, Limit, LimitCheck, RunAnswer,
+    RunBody, RunEnd, RunEvent, RunReport, RunRequest, RunResult, EXIT_CPU_LIMIT, EXIT_DISK_LIMIT,
     EXIT_TIMED_OUT, MAX_COMMAND_BYTES, SANDBOX_HOME, SANDBOX_USER,
 };
 pub use session::{

@@ -63,6 +63,12 @@ impl SessionSummary {
     }
 }
 
+/// `GET /v1/sessions`: the sessions a caller reaches, as the API answers and the remote CLI reads.
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+pub struct SessionList {
+    pub sessions: Vec<SessionSummary>,
+}
+
 /// RFC 3339, to the second, UTC.
 pub fn timestamp(seconds: u64) -> String {
     humantime::format_rfc3339_seconds(UNIX_EPOCH + Duration::from_secs(seconds)).to_string()

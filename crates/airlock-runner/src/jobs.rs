@@ -81,15 +81,18 @@ impl Jobs {
     /// Stop taking runs, and interrupt every worker (see [`interrupt`]), recording why.
     pub fn close_and_interrupt(&self) {
         self.closed.store(true, Ordering::SeqCst);
-        let running: Vec<(u32, Recorder)> = self
-            .running
-            .lock()
-            .map(|r| r.values().cloned().collect())
-            .unwrap_or_default();
-        for (pid, recorder) in running {
+        for (pid, recorder) in self.running_now() {
             recorder("the server stopped and its grace period ended: the run was interrupted, then killed");
             tokio::spawn(interrupt(pid));
         }
+    }
+
+    /// The workers running now (a copy: signalling them must not hold the table).
+    fn running_now(&self) -> Vec<(u32, Recorder)> {
+        self.running
+            .lock()
+            .map(|r| r.values().cloned().collect())
+            .unwrap_or_default()
     }
 
     pub fn close(&self) {
@@ -99,12 +102,7 @@ impl Jobs {
     /// Pass `signal` on to every worker, which passes it on to its command as `airlock run` does
     /// (a second interrupt or termination kills the sandbox).
     pub fn signal_all(&self, signal: Signal) {
-        let pids: Vec<u32> = self
-            .running
-            .lock()
-            .map(|r| r.values().map(|(pid, _)| *pid).collect())
-            .unwrap_or_default();
-        for pid in pids {
+        for (pid, _) in self.running_now() {
             if let Ok(pid) = i32::try_from(pid) {
                 let _ = kill(Pid::from_raw(pid), signal);
             }

@@ -302,17 +302,13 @@ async fn run_for_json(remote: &Remote, path: &str, body: RunBody) -> Result<Exit
 
 /// The token's sessions, shown as `airlock sessions` shows them here: a table, or `--json`.
 async fn sessions(remote: &Remote, json: bool) -> Result<ExitCode> {
-    #[derive(serde::Deserialize)]
-    struct Listed {
-        sessions: Vec<airlock_core::SessionSummary>,
-    }
     let (status, answer) = remote
         .send(Method::GET, "/v1/sessions", None, "application/json", None)
         .await?;
     if !status.is_success() {
         return Err(refusal(status, &answer));
     }
-    let listed: Listed = serde_json::from_slice(&answer)
+    let listed: airlock_core::SessionList = serde_json::from_slice(&answer)
         .context("the server's list of sessions is not what this airlock reads")?;
     crate::session::show_list(
         &listed.sessions,

@@ -80,10 +80,8 @@ pub fn table<const N: usize>(header: [&str; N], rows: &[[String; N]]) -> String 
     out
 }
 
-/// `n` and the noun that counts it, in the number it takes: `1 path`, `3 paths`, `0 paths`.
-pub fn counted(n: u64, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
-}
+/// `n` and the noun that counts it, in the number it takes (core's, which its notes use).
+pub use airlock_core::counted;
 
 fn quoted(arg: &str) -> String {
     let plain = |ch: char| ch.is_alphanumeric() || "_@%+=:,./-".contains(ch);

@@ -979,6 +979,15 @@ both_modes!(run_json_streams_stdin, |w: &World| {
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
     std::io::Write::write_all(&mut stdin, b"first\n").unwrap();
+    // Ends while stdin is still open; gathered first, it would wait for an end that never comes.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("run --json waited for stdin to end before it ran the command");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     let out = child.wait_with_output().unwrap();
     drop(stdin);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));

@@ -310,13 +310,7 @@ both_modes!(a_run_ends_with_its_connection, |w: &World| {
 both_modes!(
     the_cli_the_api_and_mcp_answer_a_run_and_a_refusal_alike,
     |w: &World| {
-        let config = w.home.join(".config");
-        let profiles = config.join("airlock/profiles");
-        std::fs::create_dir_all(&profiles).unwrap();
-        for dir in [&config, &config.join("airlock"), &profiles] {
-            w.give(dir);
-        }
-        w.write(&profiles.join("timed.toml"), "[limits]\ntimeout = \"1s\"\n");
+        w.named_profile("timed", "[limits]\ntimeout = \"1s\"\n");
         let workspace = w.workspace.to_str().unwrap();
         let token = make_token(
             w,

@@ -214,13 +214,7 @@ fn airlock_lines(out: &std::process::Output) -> Vec<String> {
 both_modes!(
     a_run_ends_and_is_refused_in_the_same_words_here_and_through_the_server,
     |w: &World| {
-        let config = w.home.join(".config");
-        let profiles = config.join("airlock/profiles");
-        std::fs::create_dir_all(&profiles).unwrap();
-        for dir in [&config, &config.join("airlock"), &profiles] {
-            w.give(dir);
-        }
-        w.write(&profiles.join("timed.toml"), "[limits]\ntimeout = \"1s\"\n");
+        w.named_profile("timed", "[limits]\ntimeout = \"1s\"\n");
         let served = serve(w);
         let made = w
             .airlock()

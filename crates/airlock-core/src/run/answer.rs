@@ -245,7 +245,7 @@ impl RunEnd {
         if self.output_dropped > 0 {
             notes.push(format!(
                 "the output limit was reached: {} dropped (raise [limits] output in the profile)",
-                count(self.output_dropped, "byte was", "bytes were")
+                counted(self.output_dropped, "byte was", "bytes were")
             ));
         }
         if let (true, Some(id)) = (self.kept, &self.session) {
@@ -256,7 +256,7 @@ impl RunEnd {
         if self.oom_kills > 0 {
             notes.push(format!(
                 "the memory limit was reached: the kernel killed {} of the sandbox (raise [limits] memory in the profile)",
-                count(self.oom_kills, "process", "processes")
+                counted(self.oom_kills, "process", "processes")
             ));
         }
         if let Some(why) = &self.killed_by_switch {
@@ -285,9 +285,10 @@ impl RunEnd {
     }
 }
 
-/// `n` and the word for one or for several.
-fn count(n: u64, one: &str, several: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { several })
+/// `n` and the noun that counts it, in the number it takes: `1 path`, `3 paths`, `0 paths`. The
+/// CLI's counts and the notes about a run say numbers alike.
+pub fn counted(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 #[cfg(test)]

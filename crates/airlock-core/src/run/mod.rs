@@ -45,7 +45,7 @@ use crate::secrets::Placeholder;
 use crate::session::{now, staging_dir, NewSession, ProfileRef, Session, SessionLock};
 use airlock_egress::inject::{Injector, SessionCa};
 pub use answer::{
-    command_argv, timeout_ms, Limit, RunAnswer, RunBody, RunEnd, RunEvent, RunResult,
+    command_argv, counted, timeout_ms, Limit, RunAnswer, RunBody, RunEnd, RunEvent, RunResult,
     MAX_COMMAND_BYTES,
 };
 pub(crate) use checks::check_workspace_for;

@@ -25,7 +25,7 @@ pub async fn create(
 pub async fn list(authed: Authed) -> ApiResult<Response> {
     let (caller, slot) = (authed.caller, authed.slot);
     let sessions = blocking(slot, move || airlock_core::list_sessions(&caller)).await?;
-    Ok(Json(serde_json::json!({ "sessions": sessions })).into_response())
+    Ok(Json(airlock_core::SessionList { sessions }).into_response())
 }
 
 pub async fn get(authed: Authed, SessionId(id): SessionId) -> ApiResult<Response> {

@@ -207,6 +207,18 @@ impl World {
         self.command("sh").args(["-c", script]).output().unwrap()
     }
 
+    /// A profile named `name`, where the identity under test looks profiles up by name
+    /// (`$HOME/.config/airlock/profiles`): for `-p NAME` and tokens bound to it.
+    pub fn named_profile(&self, name: &str, toml: &str) {
+        let config = self.home.join(".config");
+        let profiles = config.join("airlock/profiles");
+        std::fs::create_dir_all(&profiles).unwrap();
+        for dir in [&config, &config.join("airlock"), &profiles] {
+            self.give(dir);
+        }
+        self.write(&profiles.join(format!("{name}.toml")), toml);
+    }
+
     /// A profile file outside the workspace.
     pub fn profile(&self, toml: &str) -> String {
         let path = self.base.join("profile.toml");
