@@ -290,7 +290,6 @@ fn jail_code(e: &airlock_jail::JailError) -> (&'static str, ErrorKind) {
         | J::ReceiveFailed { .. }
         | J::PeerGone { .. }
         | J::SetupReported(_)
-        | J::NoGateSocket { .. }
         | J::Landlock(_)
         | J::UnexpectedWaitStatus(_) => ("sandbox_failed", ErrorKind::Internal),
     }

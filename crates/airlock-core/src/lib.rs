@@ -53,9 +53,9 @@ pub use operations::{
 pub use paths::{state_dir, StateDirError};
 pub use policy::{check_profile_file, effective_profile};
 pub use run::{
-    check_limits, check_run, command_argv, counted, run, timeout_ms, Limit, LimitCheck, RunAnswer,
-    RunBody, RunEnd, RunEvent, RunReport, RunRequest, RunResult, EXIT_CPU_LIMIT, EXIT_DISK_LIMIT,
-    EXIT_TIMED_OUT, MAX_COMMAND_BYTES, SANDBOX_HOME, SANDBOX_USER,
+    check_limits, check_run, command_argv, counted, run, timeout_ms, Limit, LimitCheck,
+    RefusedDestination, RunAnswer, RunBody, RunEnd, RunEvent, RunReport, RunRequest, RunResult,
+    EXIT_CPU_LIMIT, EXIT_DISK_LIMIT, EXIT_TIMED_OUT, MAX_COMMAND_BYTES, SANDBOX_HOME, SANDBOX_USER,
 };
 pub use session::{
     LayerImage, Lifecycle, ProfileRef, Session, SessionError, SessionMeta, SessionStatus,

@@ -152,6 +152,7 @@ mod tests {
             ip: None,
             port: Some(port),
             protocol: "tcp",
+            qtype: None,
             allowed,
             rule: "no allow entry names it".into(),
             sni: None,

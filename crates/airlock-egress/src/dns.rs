@@ -90,6 +90,26 @@ fn header(query: &Query, rcode: u16, answers: u16) -> Vec<u8> {
     out
 }
 
+/// The name of a query type, as the audit log writes it ("A", "AAAA", "HTTPS"…; "other" for
+/// a type a stub resolver does not ask).
+pub fn type_name(qtype: u16) -> &'static str {
+    match qtype {
+        TYPE_A => "A",
+        TYPE_AAAA => "AAAA",
+        2 => "NS",
+        5 => "CNAME",
+        6 => "SOA",
+        12 => "PTR",
+        15 => "MX",
+        16 => "TXT",
+        33 => "SRV",
+        64 => "SVCB",
+        65 => "HTTPS",
+        255 => "ANY",
+        _ => "other",
+    }
+}
+
 /// NXDOMAIN: no such name (for the sandbox).
 pub fn nxdomain(query: &Query) -> Vec<u8> {
     header(query, 3, 0)

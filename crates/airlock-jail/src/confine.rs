@@ -5,14 +5,17 @@
 use std::path::Path;
 
 use landlock::{
-    Access, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
+    Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, PathBeneath, PathFd, Ruleset,
     RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope, ABI,
 };
 use nix::sys::resource::{getrlimit, setrlimit, Resource};
 use nix::unistd::{setgroups, setresgid, setresuid, Gid, Uid};
 
 use crate::error::{JailError, PathContext, Result, SyscallContext, UNEXPECTED};
-use crate::spec::SandboxSpec;
+use crate::spec::{NetworkGate, SandboxSpec};
+
+/// The port of the sandbox's resolver (127.0.0.53), over UDP and TCP.
+pub(crate) const DNS_PORT: u16 = 53;
 use crate::sys;
 
 include!(concat!(env!("OUT_DIR"), "/seccomp_filters.rs"));
@@ -44,11 +47,13 @@ pub(crate) fn set_no_new_privs() -> Result<()> {
 
 /// Landlock as a second wall behind the mount namespace: read and execute the system, read and
 /// write only the workspace and the private tmpfs mounts; no abstract unix sockets or signals
-/// outside the sandbox; and, without a network gate (`relay_port` None), no TCP at all.
-/// With a gate, TCP is left to the network namespace, which has only the sandbox's own
-/// loopback, and to the gate, which decides every connect: programs may serve and reach each
-/// other on that loopback (a test suite's local server), as on any machine.
-pub(crate) fn apply_landlock(spec: &SandboxSpec, relay_port: Option<u16>) -> Result<()> {
+/// outside the sandbox; and, without a relaying network gate, no TCP at all but a connect to the
+/// resolver's port when the refusing gate answers there (the network namespace has only the
+/// sandbox's own loopback, and that gate refuses every connect leaving it).
+/// With a relaying gate, TCP is left to the network namespace and to the gate, which decides
+/// every connect: programs may serve and reach each other on that loopback (a test suite's
+/// local server), as on any machine.
+pub(crate) fn apply_landlock(spec: &SandboxSpec) -> Result<()> {
     let required = !spec.degraded.landlock;
     let abi = LANDLOCK_ABI;
     let read = AccessFs::from_read(abi);
@@ -81,7 +86,7 @@ pub(crate) fn apply_landlock(spec: &SandboxSpec, relay_port: Option<u16>) -> Res
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(all)
         .map_err(fail)?;
-    if relay_port.is_none() {
+    if spec.network_gate != NetworkGate::Relaying {
         ruleset = ruleset
             .handle_access(AccessNet::from_all(abi))
             .map_err(fail)?;
@@ -104,6 +109,11 @@ pub(crate) fn apply_landlock(spec: &SandboxSpec, relay_port: Option<u16>) -> Res
         };
         created = created
             .add_rule(PathBeneath::new(fd, access))
+            .map_err(fail)?;
+    }
+    if spec.network_gate == NetworkGate::Refusing {
+        created = created
+            .add_rule(NetPort::new(DNS_PORT, AccessNet::ConnectTcp))
             .map_err(fail)?;
     }
     let status = created.restrict_self().map_err(fail)?;

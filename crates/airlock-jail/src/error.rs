@@ -71,9 +71,6 @@ pub enum JailError {
     /// over the report pipe from that other process.
     #[error("sandbox setup failed: {0}")]
     SetupReported(String),
-    /// A gated sandbox's socket that the setup process opened at step 8 was not there at step 15.
-    #[error("sandbox setup failed: no {socket} for the network gate ({UNEXPECTED})")]
-    NoGateSocket { socket: &'static str },
     #[error("sandbox setup failed: landlock: {0} — run 'airlock check', or accept running without it: --allow-degraded=landlock")]
     Landlock(landlock::RulesetError),
     /// The sandbox's pid 1 neither exited nor was killed, as far as waitpid says.

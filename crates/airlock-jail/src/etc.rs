@@ -59,7 +59,7 @@ fn generated(spec: &SandboxSpec) -> Vec<(&'static str, String)> {
         ("hosts", format!("127.0.0.1\tlocalhost {h}\n::1\tlocalhost ip6-localhost {h}\n", h = spec.hostname)),
         (
             "resolv.conf",
-            if spec.network_gate {
+            if spec.network_gate.gated() {
                 // The supervisor answers here (see `gate`).
                 "nameserver 127.0.0.53\noptions edns0\n".to_string()
             } else {

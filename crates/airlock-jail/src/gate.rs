@@ -14,6 +14,12 @@ use std::os::unix::fs::FileExt;
 
 use crate::sys;
 
+/// Can this kernel gate a sandbox's connects (seccomp user notifications)? See `airlock check`
+/// for which kernels can relay through the gate as well.
+pub fn supported() -> bool {
+    sys::seccomp_notify_supported()
+}
+
 /// The supervisor's end of a gated sandbox's seccomp listener.
 pub struct Notifier {
     listener: OwnedFd,

@@ -16,7 +16,7 @@ use crate::error::{JailError, Result, SyscallContext, UNEXPECTED};
 use crate::init;
 use crate::protocol::{self, Message, Peer, Report, UserNamespaces};
 use crate::rootfs::{self, MounterIds, Places};
-use crate::spec::SandboxSpec;
+use crate::spec::{NetworkGate, SandboxSpec};
 use crate::sys;
 
 /// How the setup process talks to the supervisor (see [`crate::protocol`]).
@@ -102,7 +102,7 @@ fn setup(spec: &SandboxSpec, channel: &SetupChannel, mode: &SetupMode) -> Result
     let mounts = rootfs::plan(spec, owner, !rootful, &rootfs::Host)?;
     rootfs::execute(&mounts.base, &places, None)?;
     let users = enter_network_namespace(channel, rootful)?;
-    let dns_and_relay = DnsAndRelay::open(spec)?;
+    let gate_ends = GateEnds::open(spec)?;
     // Steps 9 (workspace) and 10 (pivot): SECURITY: on return `/` is the new root, read-only.
     rootfs::execute(
         &mounts.workspace,
@@ -113,7 +113,7 @@ fn setup(spec: &SandboxSpec, channel: &SetupChannel, mode: &SetupMode) -> Result
     let for_init = enter_cgroup(channel, mode)?;
     enter_sandbox_user_namespace(users)?;
     become_sandbox_user(spec, rootful)?;
-    confine_self(spec, channel, mode, dns_and_relay)?;
+    confine_self(spec, channel, mode, gate_ends)?;
     go_ahead(channel, mode)?;
     close_inherited_fds(channel, &for_init)?;
     Ok(for_init)
@@ -198,43 +198,46 @@ fn enter_network_namespace(
 }
 
 /// What the network gate needs of the sandbox's network namespace, opened in it at step 8.
-/// SECURITY: the sandbox's DNS server address, bound while this process may still bind port
-/// 53; the supervisor answers on it. And the gate's relay: a listener in this namespace that
-/// allowed connections are sent to, so that no socket of the host's namespace is ever handed
-/// into the sandbox. All None without a gate. Sent to the supervisor at step 15 with the
-/// seccomp listener; the caller takes the three as [`crate::GateSockets`].
-struct DnsAndRelay {
-    dns: Option<OwnedFd>,
-    relay: Option<std::net::TcpListener>,
-    /// The relay's port, which Landlock lets the sandbox connect to.
-    relay_port: Option<u16>,
+/// SECURITY: the sandbox's resolver address (UDP and TCP), bound while this process may still
+/// bind port 53; the supervisor answers on it. And a relaying gate's relay: a listener in this
+/// namespace that allowed connections are sent to, so that no socket of the host's namespace is
+/// ever handed into the sandbox. Sent to the supervisor at step 15 with the seccomp listener;
+/// the caller takes them as [`crate::GateSockets`].
+struct GateEnds {
+    dns: OwnedFd,
+    dns_tcp: OwnedFd,
+    relay: Option<OwnedFd>,
 }
 
-impl DnsAndRelay {
-    fn open(spec: &SandboxSpec) -> Result<DnsAndRelay> {
-        let (dns, relay) = if spec.network_gate {
-            let relay = std::net::TcpListener::bind("0.0.0.0:0")
-                .during("open the network gate's relay", UNEXPECTED)?;
-            (Some(dns_socket()?), Some(relay))
-        } else {
-            (None, None)
-        };
-        let relay_port = match &relay {
-            Some(listener) => Some(
-                listener
-                    .local_addr()
-                    .during("read the network gate's relay port", UNEXPECTED)?
-                    .port(),
+impl GateEnds {
+    /// None without a gate.
+    fn open(spec: &SandboxSpec) -> Result<Option<GateEnds>> {
+        let relay = match spec.network_gate {
+            NetworkGate::Absent => return Ok(None),
+            NetworkGate::Refusing => None,
+            NetworkGate::Relaying => Some(
+                std::net::TcpListener::bind("0.0.0.0:0")
+                    .map(OwnedFd::from)
+                    .during("open the network gate's relay", UNEXPECTED)?,
             ),
-            None => None,
         };
-        Ok(DnsAndRelay {
-            dns,
+        Ok(Some(GateEnds {
+            dns: std::net::UdpSocket::bind(RESOLVER)
+                .map(OwnedFd::from)
+                .during("bind the sandbox's DNS socket to 127.0.0.53:53", UNEXPECTED)?,
+            dns_tcp: std::net::TcpListener::bind(RESOLVER)
+                .map(OwnedFd::from)
+                .during("listen for DNS over TCP on 127.0.0.53:53", UNEXPECTED)?,
             relay,
-            relay_port,
-        })
+        }))
     }
 }
+
+/// The sandbox's resolver, in its own network namespace (its /etc/resolv.conf names it).
+const RESOLVER: std::net::SocketAddr = std::net::SocketAddr::new(
+    std::net::IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 0, 53)),
+    crate::confine::DNS_PORT,
+);
 
 /// Step 11 (cgroup), and the cgroup namespace after it; returns what pid 1 keeps of the run's
 /// cgroup. SECURITY: into the run's cgroup, which the supervisor made while we mounted, before
@@ -299,10 +302,10 @@ fn confine_self(
     spec: &SandboxSpec,
     channel: &SetupChannel,
     mode: &SetupMode,
-    dns_and_relay: DnsAndRelay,
+    gate_ends: Option<GateEnds>,
 ) -> Result<()> {
     confine::set_no_new_privs()?;
-    confine::apply_landlock(spec, dns_and_relay.relay_port)?;
+    confine::apply_landlock(spec)?;
     confine::apply_rlimits(
         spec,
         confine::Fallbacks {
@@ -312,24 +315,20 @@ fn confine_self(
         },
     )?;
     confine::drop_capabilities()?;
-    if spec.network_gate {
-        let listener = confine::apply_seccomp_gated()?;
-        let dns = dns_and_relay.dns.ok_or(JailError::NoGateSocket {
-            socket: "DNS socket",
-        })?;
-        let relay = dns_and_relay
-            .relay
-            .ok_or(JailError::NoGateSocket { socket: "relay" })?;
-        protocol::send(
-            channel.control.as_fd(),
-            &Message::Gate {
-                dns: dns.as_fd(),
-                listener: listener.as_fd(),
-                relay: relay.as_fd(),
-            },
-        )?;
-    } else {
-        confine::apply_seccomp()?;
+    match gate_ends {
+        Some(ends) => {
+            let listener = confine::apply_seccomp_gated()?;
+            protocol::send(
+                channel.control.as_fd(),
+                &Message::Gate {
+                    dns: ends.dns.as_fd(),
+                    dns_tcp: ends.dns_tcp.as_fd(),
+                    listener: listener.as_fd(),
+                    relay: ends.relay.as_ref().map(AsFd::as_fd),
+                },
+            )?;
+        }
+        None => confine::apply_seccomp()?,
     }
     Ok(())
 }
@@ -366,11 +365,4 @@ fn close_inherited_fds(channel: &SetupChannel, for_init: &ForInit) -> Result<()>
         .collect();
     sys::close_fds_from_except(3, &kept).during("close inherited file descriptors", UNEXPECTED)?;
     Ok(())
-}
-
-/// A UDP socket on 127.0.0.53:53 in the sandbox's network namespace.
-fn dns_socket() -> Result<OwnedFd> {
-    std::net::UdpSocket::bind("127.0.0.53:53")
-        .map(OwnedFd::from)
-        .during("bind the sandbox's DNS socket to 127.0.0.53:53", UNEXPECTED)
 }

@@ -54,6 +54,6 @@ pub use launch::{
 };
 pub use privilege::Way;
 pub use spec::{
-    Bind, ChangeLayer, CpuBandwidth, Degraded, DiskGuard, IdMapping, OverlayWorkspace,
+    Bind, ChangeLayer, CpuBandwidth, Degraded, DiskGuard, IdMapping, NetworkGate, OverlayWorkspace,
     ResourceLimits, SandboxSpec,
 };

@@ -95,8 +95,14 @@ pub(crate) enum Message<Fd> {
     /// `cpuacct.usage`, v2's `cpu.stat`), or none when the hierarchy has no such count.
     CpuUsage(Option<Fd>),
     /// Step 15, setup process → supervisor, in a gated sandbox: its seccomp listener, whose
-    /// every `connect` the supervisor answers, the DNS socket and the relay listener.
-    Gate { dns: Fd, listener: Fd, relay: Fd },
+    /// every `connect` the supervisor answers, the resolver's UDP socket and TCP listener, and
+    /// a relaying gate's relay listener.
+    Gate {
+        dns: Fd,
+        dns_tcp: Fd,
+        listener: Fd,
+        relay: Option<Fd>,
+    },
     /// Step 16, supervisor → setup process: the caller's intent is written; start the command
     /// once ready.
     Start,
@@ -189,9 +195,14 @@ impl<Fd: AsRawFd> Message<Fd> {
             Message::CpuUsage(usage) => usage.iter().map(AsRawFd::as_raw_fd).collect(),
             Message::Gate {
                 dns,
+                dns_tcp,
                 listener,
                 relay,
-            } => vec![dns.as_raw_fd(), listener.as_raw_fd(), relay.as_raw_fd()],
+            } => [dns, dns_tcp, listener]
+                .into_iter()
+                .chain(relay)
+                .map(AsRawFd::as_raw_fd)
+                .collect(),
         }
     }
 }
@@ -282,9 +293,10 @@ fn decode(tag: u8, mut fds: Vec<OwnedFd>, from: Peer) -> Result<Message<OwnedFd>
         b'u' => return Err(malformed("CPU_USAGE")),
         b'G' => {
             let mut fds = fds.into_iter();
-            match (fds.next(), fds.next(), fds.next(), fds.next()) {
-                (Some(dns), Some(listener), Some(relay), None) => Message::Gate {
+            match (fds.next(), fds.next(), fds.next(), fds.next(), fds.next()) {
+                (Some(dns), Some(dns_tcp), Some(listener), relay, None) => Message::Gate {
                     dns,
+                    dns_tcp,
                     listener,
                     relay,
                 },
@@ -520,11 +532,13 @@ mod tests {
     fn a_message_with_the_wrong_fds_for_its_step_is_refused() {
         let (supervisor, setup) = pair();
         let file = tempfile::tempfile().unwrap();
-        // One fd is wrong for each: START and GO carry none, GATE three, CGROUP an even number.
+        // One fd is wrong for each: START and GO carry none, GATE three or four, CGROUP an
+        // even number.
         let gate = Message::Gate {
             dns: file.as_fd(),
+            dns_tcp: file.as_fd(),
             listener: file.as_fd(),
-            relay: file.as_fd(),
+            relay: Some(file.as_fd()),
         };
         let raw = [file.as_raw_fd()];
         let rights = [ControlMessage::ScmRights(&raw)];

@@ -127,10 +127,31 @@ pub struct SandboxSpec {
     pub hostname: String,
     pub user_name: String,
     pub home: PathBuf,
-    /// Route every `connect` through the supervisor's gate (see `gate`), and give the sandbox a
-    /// DNS server the supervisor answers. False: loopback only.
-    pub network_gate: bool,
+    /// Who answers the sandbox's network beyond its own loopback.
+    pub network_gate: NetworkGate,
     /// Certificates trusted inside beyond the host's (the run's CA when the gate injects
     /// secrets); None: the host's alone.
     pub trust: Option<crate::trust::Trust>,
+}
+
+/// Who answers a sandbox's network beyond its own loopback. In both gated kinds every `connect`
+/// stops at the supervisor's gate (see `gate`) and the sandbox's resolver (127.0.0.53, UDP and
+/// TCP) is the supervisor's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NetworkGate {
+    /// Nobody: a loopback of its own, TCP refused by Landlock, no resolver. A lookup fails as a
+    /// temporary error and nothing is recorded (the jail's own tests).
+    Absent,
+    /// The gate refuses everything that leaves the loopback, at once, and says what was asked
+    /// for (a profile with no network). Landlock still refuses TCP, but to the resolver's port.
+    Refusing,
+    /// The gate decides and relays (a profile with network rules): TCP is the gate's to decide.
+    Relaying,
+}
+
+impl NetworkGate {
+    /// Does a supervisor's gate answer for this sandbox?
+    pub fn gated(self) -> bool {
+        self != NetworkGate::Absent
+    }
 }

@@ -107,7 +107,7 @@ impl World {
             hostname: "airlock".into(),
             user_name: "agent".into(),
             home: PathBuf::from("/home/agent"),
-            network_gate: false,
+            network_gate: airlock_jail::NetworkGate::Absent,
             trust: None,
         }
     }

@@ -30,6 +30,9 @@ pub struct RunResult {
     /// What airlock says of the run beyond its output (a limit reached, output dropped, a kill),
     /// in the words every front end uses.
     pub notes: Vec<String>,
+    /// What the network gate refused during the run, a destination each (the notes say it in
+    /// words).
+    pub refused: Vec<airlock_core::RefusedDestination>,
     /// The airlock session the command ran in: its file changes stay there.
     pub session: String,
     /// What happens to the changes: a person reviews and applies them; the agent cannot.
@@ -80,6 +83,7 @@ fn result_of(
         JobEnd::Refused(error) => return Err(error),
     };
     let notes = ran.notes();
+    let refused = ran.refused;
     let session = ran.session.unwrap_or_else(|| session.to_string());
     Ok(RunResult {
         exit_code: ran.exit_code,
@@ -90,6 +94,7 @@ fn result_of(
         duration_ms: duration.as_millis() as u64,
         limit: ran.limit.map(|limit| limit.as_str().to_string()),
         notes,
+        refused,
         review: review_note(&session),
         session,
     })

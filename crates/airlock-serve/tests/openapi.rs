@@ -412,6 +412,14 @@ fn a_run_result() -> airlock_core::RunResult {
             killed_by_switch: Some("why".into()),
             audit_error: Some("why".into()),
             cpu_limit_ms: Some(1000),
+            refused: vec![airlock_core::RefusedDestination {
+                host: "registry.npmjs.org".into(),
+                port: Some(443),
+                attempts: 3,
+                rule: "network = \"none\"".into(),
+                why: "profile 'default' allows no network".into(),
+            }],
+            refused_unlisted: 0,
         },
         stdout_truncated: false,
         stderr_truncated: false,
@@ -427,6 +435,10 @@ fn the_run_types_on_the_wire_are_the_documented_schemas() {
     let doc = document();
     let result = a_run_result();
     assert_eq!(fields(&result), documented_properties(&doc, "RunResult"));
+    assert_eq!(
+        fields(&result.end.refused[0]),
+        documented_properties(&doc, "RefusedDestination")
+    );
     let answer = RunAnswer {
         result: result.clone(),
         stdout: String::new(),

@@ -220,6 +220,106 @@ both_modes!(network_none_still_has_no_network, |w: &World| {
     let _ = Mode::Root;
 });
 
+// Under network = "none" a lookup gets "no such name" at once, over UDP and TCP, and a connect
+// "network unreachable": answers a resolver and a tool take as final. Without the gate's
+// answer a lookup failed as a temporary error (EAI_AGAIN), which npm retried for 71 s, and
+// nothing said why; now the run ends naming each host, and its result record lists them.
+both_modes!(
+    with_no_network_each_refusal_is_final_at_once_and_named_at_the_end,
+    |w: &World| {
+        let script = r#"
+for opts in '' use-vc; do
+  RES_OPTIONS="$opts" /usr/bin/python3 -c '
+import socket, sys
+try: socket.getaddrinfo(sys.argv[1], 443); print(sys.argv[1], "resolved")
+except socket.gaierror as e: print(sys.argv[1], "gaierror", e.errno)
+' "lookup${opts:+-tcp}.example.test"
+done
+/usr/bin/python3 -c '
+import socket
+try: socket.create_connection(("203.0.113.9", 8443), timeout=3); print("connected")
+except OSError as e: print("connect errno", e.errno)
+'
+"#;
+        let out = w.inside(script);
+        let said = ran(&out);
+        // -2: EAI_NONAME ("Name or service not known"), not -3: EAI_AGAIN (try again).
+        for name in ["lookup.example.test", "lookup-tcp.example.test"] {
+            assert!(
+                said.contains(&format!("{name} gaierror -2")),
+                "{said}\n{}",
+                stderr(&out)
+            );
+        }
+        assert!(said.contains("connect errno 101"), "{said}"); // ENETUNREACH
+        let notes = stderr(&out);
+        for line in [
+            "airlock: refused lookup.example.test (1×) — profile 'default' allows no network",
+            "airlock: refused lookup-tcp.example.test (1×) — profile 'default' allows no network",
+            "airlock: refused 203.0.113.9:8443 (1×) — profile 'default' allows no network",
+        ] {
+            assert!(notes.contains(line), "{line}:\n{notes}");
+        }
+        assert!(
+            notes
+                .trim_end()
+                .lines()
+                .last()
+                .unwrap_or("")
+                .contains("[network] allow"),
+            "{notes}"
+        );
+        // The run's result record lists them; each lookup has its own record.
+        let log = |action: &str| -> Vec<serde_json::Value> {
+            stdout(
+                &w.airlock()
+                    .args(["log", "--action", action, "--json"])
+                    .output()
+                    .unwrap(),
+            )
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect()
+        };
+        let results = log("run.result");
+        let refused = &results.last().unwrap()["refused"];
+        assert_eq!(refused.as_array().map(Vec::len), Some(3), "{refused}");
+        assert_eq!(refused[2]["host"], "203.0.113.9", "{refused}");
+        assert_eq!(refused[2]["port"], 8443, "{refused}");
+        let lookups = log("net.dns");
+        assert!(
+            lookups
+                .iter()
+                .any(|r| r["name"] == "lookup-tcp.example.test"
+                    && r["qtype"] == "A"
+                    && r["denied"] == true),
+            "{lookups:?}"
+        );
+        // `--json` answers the same list.
+        let json = w
+            .airlock()
+            .args([
+                "run",
+                "--json",
+                "--",
+                "getent",
+                "hosts",
+                "json.example.test",
+            ])
+            .output()
+            .unwrap();
+        let answer: serde_json::Value = serde_json::from_str(&stdout(&json)).unwrap();
+        assert_eq!(
+            answer["refused"][0]["host"], "json.example.test",
+            "{answer}"
+        );
+        assert_eq!(
+            answer["refused"][0]["rule"], "network = \"none\"",
+            "{answer}"
+        );
+    }
+);
+
 both_modes!(
     proxy_users_and_proxy_ignorers_get_the_same_decisions,
     |w: &World| {
@@ -800,13 +900,16 @@ both_modes!(
                   print('refused', refused)\n";
         let out = run_python(w, &profile, script);
         assert!(ran(&out).contains("refused 3000"), "{}", stderr(&out));
-        let notices = stderr(&out)
+        // Said once, at the end, with the count.
+        let said = stderr(&out);
+        let notices: Vec<&str> = said
             .lines()
-            .filter(|line| line.contains("10.9.9.9:80 refused"))
-            .count();
-        assert!(
-            (1..50).contains(&notices),
-            "{notices} notices: {}",
+            .filter(|line| line.contains("10.9.9.9:80"))
+            .collect();
+        assert_eq!(
+            notices,
+            ["airlock: refused 10.9.9.9:80 (3000×) — private address 10.9.9.9: allowed only when an allow entry names it"],
+            "{}",
             stderr(&out)
         );
         // Every attempt is accounted for: written one by one, or counted in a summary.

@@ -321,14 +321,21 @@ both_modes!(
         let api = server.client(&token.token);
         let mut mcp = Mcp::open(&server, &token.token);
 
-        // The time limit ends it: exit status 124, limit `timeout`, the same notes.
+        // The time limit ends it: exit status 124, limit `timeout`, the same notes; and the
+        // name it looked up, which the profile's network (none) refused, listed alike.
+        let command = "getent hosts npm.example.test; sleep 30";
         let cli = w
             .airlock()
-            .args(["run", "-p", "timed", "--", "sh", "-c", "sleep 30"])
+            .args(["run", "-p", "timed", "--", "sh", "-c", command])
             .output()
             .unwrap();
-        let over_api = assert_ok(&api.post("/v1/runs", &json!({"command": "sleep 30"})));
-        let over_mcp = ok(&mcp.call("run", json!({"command": "sleep 30"}))).clone();
+        let over_api = assert_ok(&api.post("/v1/runs", &json!({ "command": command })));
+        let over_mcp = ok(&mcp.call("run", json!({ "command": command }))).clone();
+        assert_eq!(
+            over_api["refused"][0]["host"], "npm.example.test",
+            "{over_api}"
+        );
+        assert_eq!(over_api["refused"], over_mcp["refused"], "{over_mcp}");
         assert_eq!(cli.status.code(), Some(124), "{}", stderr(&cli));
         assert_eq!(over_api["exit_code"], 124, "{over_api}");
         assert_eq!(over_mcp["exit_code"], 124, "{over_mcp}");

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::refused::RefusedDestination;
 use super::{Outcome, RunReport};
 use crate::error::CommandError;
 
@@ -156,6 +157,13 @@ pub struct RunEnd {
     /// The CPU time limit, when it is what ended the run (for the message that says so).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_limit_ms: Option<u64>,
+    /// What the network gate refused, a destination each, in the order first refused (at most
+    /// [`super::refused::MAX_LISTED`]).
+    #[serde(default)]
+    pub refused: Vec<RefusedDestination>,
+    /// Refused attempts at destinations past that list.
+    #[serde(default)]
+    pub refused_unlisted: u64,
 }
 
 /// A finished run without its output: [`RunEnd`] and what the server saw of its output and time.
@@ -215,6 +223,8 @@ impl RunReport {
             audit_error: self.audit_error.clone(),
             cpu_limit_ms: (limit == Some(Limit::Cpu))
                 .then(|| u64::try_from(self.cpu_limit.as_millis()).unwrap_or(u64::MAX)),
+            refused: self.refused.clone(),
+            refused_unlisted: self.refused_unlisted,
         }
     }
 
@@ -281,6 +291,14 @@ impl RunEnd {
             ),
             Some(Limit::Memory | Limit::KillSwitch | Limit::Other) | None => {}
         }
+        notes.extend(self.refused.iter().map(RefusedDestination::line));
+        if self.refused_unlisted > 0 {
+            notes.push(format!(
+                "refused {} at other destinations too",
+                counted(self.refused_unlisted, "attempt", "attempts")
+            ));
+        }
+        notes.extend(super::refused::advice(&self.refused));
         notes
     }
 }
@@ -306,6 +324,8 @@ mod tests {
             killed_by_switch: None,
             audit_error: None,
             cpu_limit_ms: None,
+            refused: Vec::new(),
+            refused_unlisted: 0,
         }
     }
 

@@ -9,6 +9,12 @@ use crate::secrets::Placeholder;
 /// The sandbox user's name and home, inside.
 pub const SANDBOX_USER: &str = "agent";
 pub const SANDBOX_HOME: &str = "/home/agent";
+/// Package managers' retry counts, zero unless the profile's network is open.
+const NO_RETRIES: [(&str, &str); 3] = [
+    ("PIP_RETRIES", "0"),
+    ("npm_config_fetch_retries", "0"),
+    ("CARGO_NET_RETRY", "0"),
+];
 const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 /// The environment the command gets: allowed variables of the caller, then the sandbox identity,
@@ -51,6 +57,15 @@ pub(super) fn sandbox_env(
         }
         for key in ["NO_PROXY", "no_proxy"] {
             set(key, "localhost,127.0.0.1,::1");
+        }
+    }
+    if !matches!(profile.network, airlock_policy::NetworkMode::Open { .. }) {
+        // What the gate refuses stays refused, so a tool's retries only wait: pip retries a
+        // refused lookup or proxy request five times (~8 s), cargo three (~11 s), npm a refused
+        // lookup twice (~70 s). The person reads why at once instead. (A profile that wants
+        // retries for its allowed hosts sets these in [env] set.)
+        for (key, value) in NO_RETRIES {
+            set(key, value);
         }
     }
     for (key, value) in &profile.env.set {

@@ -1,10 +1,7 @@
-//! A run's network gate and where its events go: the audit log, and each refusal to stderr so
-//! that the person sees why a tool failed; a flood of them is counted rather than written (see
-//! [`crate::netlog`]).
+//! A run's network gate and where its events go: the audit log, where a flood of them is counted
+//! rather than written (see [`crate::netlog`]); and each refusal to the run's tally (see
+//! [`super::refused`]), which the run's answer lists so that the person sees why a tool failed.
 
-// writeln! to stderr rather than eprintln!, which panics when stderr is closed: a refused
-// connection is noted, never a reason for the gate to die.
-use std::io::Write as _;
 use std::sync::{Arc, Mutex};
 
 use airlock_egress::gate::NetEvent;
@@ -12,6 +9,7 @@ use airlock_jail::JailError;
 use airlock_policy::Profile;
 use serde::Serialize;
 
+use super::refused::{RefusalTally, RefusedDestination};
 use crate::netlog::{NetLog, Summary};
 
 /// One network record: the gate's event (or a summary of counted ones) and whose run it was.
@@ -31,12 +29,13 @@ pub(super) struct GateLog {
     running: Option<Arc<airlock_egress::gate::Running>>,
     audit: crate::audit::Log,
     limiter: Arc<Mutex<NetLog>>,
+    refusals: Arc<Mutex<RefusalTally>>,
     session: Option<String>,
     profile: String,
 }
 
-/// Start the network gate of a run whose profile allows some network. The returned log must be
-/// flushed when the run ends. `inject`: the run's secrets (the sandbox holds their placeholders),
+/// Start the network gate of a run: it decides by the profile's network (with none, it refuses
+/// everything, and says what). The returned log must be flushed when the run ends. `inject`: the run's secrets (the sandbox holds their placeholders),
 /// for the gate to put on the wire to their hosts.
 pub(super) fn start_gate(
     sockets: airlock_jail::GateSockets,
@@ -51,6 +50,7 @@ pub(super) fn start_gate(
         running: None,
         audit,
         limiter: Arc::new(Mutex::new(NetLog::new())),
+        refusals: Arc::new(Mutex::new(RefusalTally::default())),
         session,
         profile: profile.name.clone(),
     };
@@ -86,6 +86,11 @@ impl GateLog {
     }
 
     fn write_event(&self, event: &NetEvent) {
+        if !event.allowed {
+            if let Ok(mut refusals) = self.refusals.lock() {
+                refusals.add(event);
+            }
+        }
         let admitted = match self.limiter.lock() {
             Ok(mut limiter) => limiter.admit(event, std::time::Instant::now()),
             Err(_) => return,
@@ -93,38 +98,16 @@ impl GateLog {
         if let Some(summary) = admitted.summary {
             self.write_summary(&summary);
         }
-        if !admitted.write {
-            return;
-        }
-        if !event.allowed {
-            let what = match (&event.name, event.ip, event.port) {
-                (Some(name), _, Some(port)) => format!("{name}:{port}"),
-                (Some(name), _, None) => name.clone(),
-                (None, Some(ip), Some(port)) => std::net::SocketAddr::new(ip, port).to_string(),
-                _ => "(destination not read)".into(),
-            };
-            let _ = writeln!(
-                std::io::stderr(),
-                "airlock: network: {} {what} refused: {}",
-                event.kind.as_str(),
-                event.rule
+        if admitted.write {
+            self.append(
+                &format!("net.{}", event.kind.as_str()),
+                event,
+                !event.allowed,
             );
         }
-        self.append(
-            &format!("net.{}", event.kind.as_str()),
-            event,
-            !event.allowed,
-        );
     }
 
     fn write_summary(&self, summary: &Summary) {
-        if summary.denied > 0 {
-            let _ = writeln!(
-            std::io::stderr(),
-                "airlock: network: {} more refused attempts not shown one by one ('airlock log --action net.suppressed')",
-                summary.denied
-            );
-        }
         self.append("net.suppressed", summary.fields(), summary.denied > 0);
     }
 
@@ -138,5 +121,12 @@ impl GateLog {
         if let Some(summary) = summary {
             self.write_summary(&summary);
         }
+    }
+
+    /// What the gate refused, by destination, and the attempts past that list (once flushed).
+    pub(super) fn refused(&self) -> (Vec<RefusedDestination>, u64) {
+        self.refusals
+            .lock()
+            .map_or_else(|_| (Vec::new(), 0), |tally| tally.finish(&self.profile))
     }
 }

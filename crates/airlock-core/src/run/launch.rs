@@ -223,6 +223,7 @@ pub(super) fn record_result(
     clock: &Started,
     supervised: &mut Supervised,
     session_id: &Option<String>,
+    refused: &(Vec<super::RefusedDestination>, u64),
 ) -> Option<String> {
     let usage = match supervised.result.as_ref().ok().and_then(|f| f.usage) {
         Some(usage) => Some(usage),
@@ -232,7 +233,9 @@ pub(super) fn record_result(
             airlock_jail::Usage::of_children()
         }
     };
-    let record = ResultRecord::new(session_id.as_deref(), profile, clock.clock.elapsed(), usage);
+    let mut record =
+        ResultRecord::new(session_id.as_deref(), profile, clock.clock.elapsed(), usage);
+    (record.refused, record.refused_unlisted) = (&refused.0, refused.1);
     let record = match &supervised.result {
         Ok(finished) => record.finished(finished, supervised.killed_by_switch.clone()),
         Err(err) => record.failed(err.to_string()),

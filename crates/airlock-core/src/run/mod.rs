@@ -23,6 +23,7 @@ mod launch;
 pub(crate) mod limits;
 mod limits_check;
 mod records;
+mod refused;
 
 use std::ffi::OsString;
 use std::net::IpAddr;
@@ -54,6 +55,7 @@ use gate_log::{start_gate, GateLog};
 use launch::{launch, record_result, settle, supervise, LaunchPlan, Listing, Started};
 pub use limits_check::{check_limits, LimitCheck};
 use records::{Intent, ResultRecord};
+pub use refused::RefusedDestination;
 
 /// The sandbox user's uid and gid inside.
 const INSIDE_ID: u32 = 1000;
@@ -108,6 +110,10 @@ pub struct RunReport {
     pub audit_error: Option<String>,
     /// The profile's CPU time limit, all processes together (to explain [`Outcome::CpuLimitReached`]).
     pub cpu_limit: Duration,
+    /// What the network gate refused, by destination (see [`RunEnd::refused`]).
+    pub refused: Vec<RefusedDestination>,
+    /// Refused attempts at destinations past that list.
+    pub refused_unlisted: u64,
 }
 
 /// Exit status when the wall-clock limit ended the run, as timeout(1) uses.
@@ -201,10 +207,21 @@ fn run_confined(caller: &Caller, request: RunRequest) -> Result<RunReport, Error
     if supervised.gate_log.is_some() || turn.session.is_some() {
         supervised.reap();
     }
-    if let Some(gate_log) = &supervised.gate_log {
-        gate_log.flush();
-    }
-    let audit_error = record_result(&audit, &plan.profile, &clock, &mut supervised, &session_id);
+    let refused = match &supervised.gate_log {
+        Some(gate_log) => {
+            gate_log.flush();
+            gate_log.refused()
+        }
+        None => (Vec::new(), 0),
+    };
+    let audit_error = record_result(
+        &audit,
+        &plan.profile,
+        &clock,
+        &mut supervised,
+        &session_id,
+        &refused,
+    );
     // The run leaves the registry of running sandboxes once its result is written, then returns
     // only when nothing of the sandbox remains.
     drop(registration);
@@ -223,7 +240,23 @@ fn run_confined(caller: &Caller, request: RunRequest) -> Result<RunReport, Error
         kept,
         audit_error,
         cpu_limit: Duration::from_secs(plan.profile.limits.cpu_seconds),
+        refused: refused.0,
+        refused_unlisted: refused.1,
     })
+}
+
+/// Who answers the sandbox's network: the gate decides and relays for a profile with network
+/// rules; with none it refuses every lookup and connect at once and says what was asked for,
+/// where the kernel lets it (seccomp user notifications), else the sandbox has its loopback
+/// alone and nothing answers.
+fn network_gate(network: &airlock_policy::NetworkMode) -> airlock_jail::NetworkGate {
+    match network {
+        airlock_policy::NetworkMode::None if airlock_jail::gate::supported() => {
+            airlock_jail::NetworkGate::Refusing
+        }
+        airlock_policy::NetworkMode::None => airlock_jail::NetworkGate::Absent,
+        _ => airlock_jail::NetworkGate::Relaying,
+    }
 }
 
 /// A request made concrete: every path canonical, the profile loaded, the identity chosen.
@@ -524,7 +557,7 @@ fn sandbox_spec(
         },
         degraded: plan.degraded,
         hostname: "airlock".into(),
-        network_gate: profile.network != airlock_policy::NetworkMode::None,
+        network_gate: network_gate(&profile.network),
         user_name: SANDBOX_USER.into(),
         home: PathBuf::from(SANDBOX_HOME),
         trust,

@@ -86,6 +86,15 @@ pub(super) struct ResultRecord<'a> {
     /// Why the run could not be carried out, when it could not.
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<String>,
+    /// What the network gate refused, by destination (each attempt has its own `net.*` record).
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub refused: &'a [super::RefusedDestination],
+    #[serde(skip_serializing_if = "is_zero")]
+    pub refused_unlisted: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl<'a> ResultRecord<'a> {

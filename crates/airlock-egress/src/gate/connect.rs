@@ -16,6 +16,7 @@ use super::handover::hand_over;
 use super::relay::Target;
 use super::upstream::{self, Early};
 use super::{deny, lookup, NetEvent, NetEventKind, Rules, State, PROXY};
+use crate::rules::Egress;
 
 /// How long a non-blocking connect waits for the destination before it goes on (the program's
 /// event loop waits meanwhile): enough for a nearby host's refusal to come back as one.
@@ -110,7 +111,8 @@ pub(super) enum Answer {
     Relay(Target),
 }
 
-pub(super) fn serve(notifier: Notifier, state: Arc<State>, relay: u16) {
+/// `relay`: the relay's port; None for a gate that relays nothing (network = "none").
+pub(super) fn serve(notifier: Notifier, state: Arc<State>, relay: Option<u16>) {
     let notifier = Arc::new(notifier);
     loop {
         let Ok(n) = notifier.recv() else {
@@ -197,7 +199,12 @@ fn inside_the_sandbox(ip: IpAddr) -> bool {
 }
 
 /// Answer one connect to `dest`, outside the sandbox.
-fn handle(call: &impl Held, state: &Arc<State>, relay: u16, dest: SocketAddr) -> io::Result<()> {
+fn handle(
+    call: &impl Held,
+    state: &Arc<State>,
+    relay: Option<u16>,
+    dest: SocketAddr,
+) -> io::Result<()> {
     if state.is_cut() {
         return call.fail(libc::ENETUNREACH);
     }
@@ -225,12 +232,17 @@ fn handle(call: &impl Held, state: &Arc<State>, relay: u16, dest: SocketAddr) ->
     if let Some(event) = event {
         state.log(&event);
     }
+    let (answer, relay) = match (answer, relay) {
+        (Answer::Refuse(errno), _) => return call.fail(errno),
+        (Answer::Relay(target), Some(relay)) => (target, relay),
+        // Nothing is relayed without a relay (decide never lets a connect through then).
+        (Answer::Relay(_), None) => return call.fail(libc::ENETUNREACH),
+    };
     match answer {
-        Answer::Refuse(errno) => call.fail(errno),
         // airlock's proxy: the request on the connection is decided, not the connection.
-        Answer::Relay(target) if target.proxy => hand_over(state, relay, call, dest, target, None),
-        Answer::Relay(target) if !under_bound(state, &target) => call.fail(libc::EAGAIN),
-        Answer::Relay(target) => match connect_early(state, &target, socket.nonblocking) {
+        target if target.proxy => hand_over(state, relay, call, dest, target, None),
+        target if !under_bound(state, &target) => call.fail(libc::EAGAIN),
+        target => match connect_early(state, &target, socket.nonblocking) {
             Ok(early) => hand_over(state, relay, call, dest, target, Some(early)),
             Err(errno) => call.fail(errno),
         },
@@ -257,6 +269,20 @@ pub(super) fn decide(
     resolve: impl FnOnce(&str, u16) -> io::Result<(SocketAddr, bool)>,
 ) -> (Answer, Option<NetEvent>) {
     let Attempt { dest, stream, name } = attempt;
+    if rules.egress == &Egress::None {
+        // No network: nothing leaves, not even to airlock's proxy; the kernel would answer
+        // ENETUNREACH (tools take it as final, where ECONNREFUSED is retried).
+        let decision = rules.decide(None, *dest, false);
+        let mut e = NetEvent::new(NetEventKind::Connect, &decision).about(
+            None,
+            Some(dest.ip()),
+            Some(dest.port()),
+        );
+        if !stream {
+            e.protocol = "udp";
+        }
+        return (Answer::Refuse(libc::ENETUNREACH), Some(e));
+    }
     if *stream && crate::ip::canonical(dest.ip()) == PROXY.ip() && dest.port() == PROXY.port() {
         let proxy = Target {
             name: None,

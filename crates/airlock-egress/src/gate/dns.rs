@@ -1,9 +1,13 @@
-//! Answering the sandbox's DNS queries: an allowed name gets the synthetic addresses that stand
-//! for it (once the host could resolve it), any other NXDOMAIN. Nothing is forwarded.
+//! Answering the sandbox's DNS queries, over UDP and TCP: an allowed name gets the synthetic
+//! addresses that stand for it (once the host could resolve it), any other NXDOMAIN at once —
+//! "no such name" is final, where a resolver that gets no answer or an error retries and tools
+//! take it as a temporary failure and try again for seconds. Nothing is forwarded.
 
-use std::net::{SocketAddr, UdpSocket};
-use std::sync::atomic::Ordering;
+use std::io::{Read as _, Write as _};
+use std::net::{TcpListener, TcpStream, UdpSocket};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::{cut_decision, deny, lookup, NetEvent, NetEventKind, State};
 use crate::dns::{self, Query};
@@ -23,40 +27,115 @@ pub(super) fn serve(socket: UdpSocket, state: Arc<State>) {
         let Some(query) = dns::parse_query(&buf[..len]) else {
             continue;
         };
-        let decision = if state.is_cut() {
-            cut_decision()
-        } else {
-            state.config.egress.may_resolve(&query.name)
-        };
+        let decision = decide(&state, &query);
         // An allowed name the user did not --resolve is looked up on the host before it is
         // answered, on a thread of its own: the program's resolver waits, not its connect.
-        let look_up_first = decision.allowed
-            && matches!(query.qtype, dns::TYPE_A | dns::TYPE_AAAA)
-            && !lookup::overridden(&state, &query.name)
-            && state
-                .lookups_running
-                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
-                    (n < MAX_LOOKUPS_RUNNING).then_some(n + 1)
-                })
-                .is_ok();
-        if look_up_first {
+        if needs_host_lookup(&state, &query, &decision) && lookup_slot(&state) {
             let (socket, state) = (socket.clone(), state.clone());
             std::thread::spawn(move || {
-                let decision = match state.lookups.get(&query.name) {
-                    Ok(_) => decision,
-                    Err(e) => deny(format!("the host cannot resolve {}: {e}", query.name)),
-                };
-                answer(&socket, &state, &query, &decision, from);
+                let decision = look_up(&state, &query, decision);
                 state.lookups_running.fetch_sub(1, Ordering::SeqCst);
+                let _ = socket.send_to(&answer(&state, &query, &decision), from);
             });
         } else {
-            answer(&socket, &state, &query, &decision, from);
+            let _ = socket.send_to(&answer(&state, &query, &decision), from);
         }
     }
 }
 
-/// Answer one DNS query as `decision` says, and log it.
-fn answer(socket: &UdpSocket, state: &State, query: &Query, decision: &Decision, from: SocketAddr) {
+/// DNS over TCP (RFC 7766: each message after its two-byte length), which resolvers use when
+/// told to (`options use-vc`, `dig +tcp`) or when an answer was truncated: each connection on
+/// a thread of its own, at most [`MAX_TCP_CONNECTIONS`] at once, each query answered as over
+/// UDP.
+pub(super) fn serve_tcp(listener: &TcpListener, state: &Arc<State>) {
+    let open = Arc::new(AtomicUsize::new(0));
+    loop {
+        let Ok((stream, _)) = listener.accept() else {
+            return;
+        };
+        let admitted = open
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < MAX_TCP_CONNECTIONS).then_some(n + 1)
+            })
+            .is_ok();
+        if !admitted {
+            continue; // dropped: closed at once
+        }
+        let (open, state) = (open.clone(), state.clone());
+        std::thread::spawn(move || {
+            let _ = answer_tcp(stream, &state);
+            open.fetch_sub(1, Ordering::SeqCst);
+        });
+    }
+}
+
+/// DNS over TCP connections served at once, at most; past that a connection is closed.
+const MAX_TCP_CONNECTIONS: usize = 16;
+
+/// How long a DNS-over-TCP connection may sit idle or half-sent.
+const TCP_IDLE: Duration = Duration::from_secs(5);
+
+/// Answer the queries of one DNS-over-TCP connection until it closes, idles or sends what is
+/// not a query.
+fn answer_tcp(mut stream: TcpStream, state: &State) -> std::io::Result<()> {
+    stream.set_read_timeout(Some(TCP_IDLE))?;
+    stream.set_write_timeout(Some(TCP_IDLE))?;
+    loop {
+        let mut length = [0u8; 2];
+        stream.read_exact(&mut length)?;
+        let mut message = vec![0u8; usize::from(u16::from_be_bytes(length))];
+        stream.read_exact(&mut message)?;
+        let Some(query) = dns::parse_query(&message) else {
+            return Ok(());
+        };
+        let mut decision = decide(state, &query);
+        if needs_host_lookup(state, &query, &decision) {
+            decision = look_up(state, &query, decision);
+        }
+        let reply = answer(state, &query, &decision);
+        let mut framed = (reply.len() as u16).to_be_bytes().to_vec();
+        framed.extend_from_slice(&reply);
+        stream.write_all(&framed)?;
+    }
+}
+
+/// What the profile says of a query's name (everything is refused once the network is cut).
+fn decide(state: &State, query: &Query) -> Decision {
+    if state.is_cut() {
+        cut_decision()
+    } else {
+        state.config.egress.may_resolve(&query.name)
+    }
+}
+
+/// An allowed address query for a name the user did not `--resolve` is answered once the host
+/// could resolve the name.
+fn needs_host_lookup(state: &State, query: &Query, decision: &Decision) -> bool {
+    decision.allowed
+        && matches!(query.qtype, dns::TYPE_A | dns::TYPE_AAAA)
+        && !lookup::overridden(state, &query.name)
+}
+
+/// Take one of the [`MAX_LOOKUPS_RUNNING`] places for a host lookup on a thread of its own.
+fn lookup_slot(state: &State) -> bool {
+    state
+        .lookups_running
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+            (n < MAX_LOOKUPS_RUNNING).then_some(n + 1)
+        })
+        .is_ok()
+}
+
+/// `decision`, unless the host cannot resolve the name.
+fn look_up(state: &State, query: &Query, decision: Decision) -> Decision {
+    match state.lookups.get(&query.name) {
+        Ok(_) => decision,
+        Err(e) => deny(format!("the host cannot resolve {}: {e}", query.name)),
+    }
+}
+
+/// The answer to one DNS query as `decision` says; the query is logged.
+fn answer(state: &State, query: &Query, decision: &Decision) -> Vec<u8> {
     let reply = if decision.allowed {
         let addrs = state
             .synthetic
@@ -74,6 +153,7 @@ fn answer(socket: &UdpSocket, state: &State, query: &Query, decision: &Decision,
     let mut e =
         NetEvent::new(NetEventKind::Dns, decision).about(Some(query.name.clone()), None, None);
     e.protocol = "dns";
+    e.qtype = Some(dns::type_name(query.qtype));
     state.log(&e);
-    let _ = socket.send_to(&reply, from);
+    reply
 }

@@ -85,6 +85,9 @@ pub struct NetEvent {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub port: Option<u16>,
     pub protocol: &'static str,
+    /// A DNS query's type ("A", "AAAA"…; see [`crate::dns::type_name`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub qtype: Option<&'static str>,
     pub allowed: bool,
     pub rule: String,
     /// What the first bytes named (TLS SNI or HTTP Host).
@@ -111,6 +114,7 @@ impl NetEvent {
             ip: None,
             port: None,
             protocol: "tcp",
+            qtype: None,
             allowed: decision.allowed,
             rule: decision.rule.clone(),
             sni: None,

@@ -186,18 +186,36 @@ impl Running {
     }
 }
 
-/// Start the gate's threads; they end with the sandbox.
+/// Start the gate's threads; they end with the sandbox. A sandbox without a relay (its profile
+/// has no network) gets a gate that answers its resolver and refuses every connect that leaves
+/// its loopback, and says so.
 pub fn start(sockets: airlock_jail::GateSockets, config: Config) -> io::Result<Running> {
-    // The relay listens in the sandbox's own namespace (the setup process opened it there).
-    let relay = TcpListener::from(sockets.relay);
-    let relay_port = relay.local_addr()?.port();
-    let state = Arc::new(State::new(config, host_addresses()?, relay::max_open()));
+    let relaying = config.egress != Egress::None;
+    // Nothing is allowed without a network: the host's addresses decide nothing then.
+    let host_addresses = if relaying {
+        host_addresses()?
+    } else {
+        Vec::new()
+    };
+    let state = Arc::new(State::new(config, host_addresses, relay::max_open()));
+    let relay_port = match sockets.relay {
+        // The relay listens in the sandbox's own namespace (the setup process opened it there).
+        Some(relay) if relaying => {
+            let relay = TcpListener::from(relay);
+            let port = relay.local_addr()?.port();
+            let relay_state = state.clone();
+            std::thread::spawn(move || relay::serve(&relay, &relay_state));
+            Some(port)
+        }
+        _ => None,
+    };
     let dns_socket = UdpSocket::from(sockets.dns);
     let dns_state = state.clone();
     std::thread::spawn(move || dns::serve(dns_socket, dns_state));
-    let relay_state = state.clone();
-    std::thread::spawn(move || relay::serve(&relay, &relay_state));
-    if let Some(flag) = state.config.cut_when.clone() {
+    let dns_listener = TcpListener::from(sockets.dns_tcp);
+    let dns_tcp_state = state.clone();
+    std::thread::spawn(move || dns::serve_tcp(&dns_listener, &dns_tcp_state));
+    if let Some(flag) = state.config.cut_when.clone().filter(|_| relaying) {
         let watch_state = state.clone();
         std::thread::spawn(move || watch_cut(&flag, &watch_state));
     }

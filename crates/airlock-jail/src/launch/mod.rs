@@ -194,12 +194,14 @@ impl Launching {
                 match protocol::receive(control.as_fd(), Peer::SetupProcess)? {
                     Message::Gate {
                         dns,
+                        dns_tcp,
                         listener,
                         relay,
                     } => {
                         sandbox.gate_sockets = Some(GateSockets {
                             notifier: crate::gate::Notifier::new(listener),
                             dns,
+                            dns_tcp,
                             relay,
                         })
                     }
@@ -242,9 +244,13 @@ pub struct GateSockets {
     pub notifier: crate::gate::Notifier,
     /// UDP, bound to 127.0.0.53:53 in the sandbox's network namespace.
     pub dns: OwnedFd,
-    /// A TCP listener on 0.0.0.0:PORT in the sandbox's network namespace: allowed connections
-    /// are made to it (see `airlock_egress::gate`).
-    pub relay: OwnedFd,
+    /// TCP, listening on 127.0.0.53:53 there (resolvers ask over TCP when told to, or when an
+    /// answer was too long for UDP).
+    pub dns_tcp: OwnedFd,
+    /// A relaying gate's TCP listener on 0.0.0.0:PORT in the sandbox's network namespace:
+    /// allowed connections are made to it (see `airlock_egress::gate`). None: the gate refuses
+    /// everything.
+    pub relay: Option<OwnedFd>,
 }
 
 impl Sandbox {

@@ -66,7 +66,7 @@ pub fn prepare(
         sandbox,
         control,
         report,
-        gated: spec.network_gate,
+        gated: spec.network_gate.gated(),
     })
 }
 

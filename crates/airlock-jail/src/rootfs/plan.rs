@@ -383,7 +383,7 @@ mod tests {
             hostname: "airlock".into(),
             user_name: "agent".into(),
             home: PathBuf::from("/home/agent"),
-            network_gate: false,
+            network_gate: crate::NetworkGate::Absent,
             trust: None,
         }
     }
