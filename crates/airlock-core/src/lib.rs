@@ -51,7 +51,7 @@ pub use operations::{
     SessionRequest, SessionSummary,
 };
 pub use paths::{state_dir, StateDirError};
-pub use policy::{check_profile_file, effective_profile};
+pub use policy::{check_profile_file, effective_profile, learn, Learned};
 pub use run::{
     check_limits, check_run, command_argv, counted, run, timeout_ms, Limit, LimitCheck,
     RefusedDestination, RunAnswer, RunBody, RunEnd, RunEvent, RunReport, RunRequest, RunResult,

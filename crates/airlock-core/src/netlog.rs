@@ -159,6 +159,7 @@ mod tests {
             bytes_out: None,
             bytes_in: None,
             duration_ms: None,
+            program: None,
             secret: None,
         }
     }

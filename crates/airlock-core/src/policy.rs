@@ -23,3 +23,74 @@ pub fn effective_profile(caller: &Caller, choice: &ProfileChoice) -> Result<Prof
 pub fn check_profile_file(path: &Path) -> Result<Profile, Error> {
     Ok(airlock_policy::load_file(path)?)
 }
+
+/// What only an operator may ask, in the words of the refusal.
+pub(crate) const LEARNING: &str =
+    "run a learning run (airlock learn opens the network to every public host)";
+
+/// What `airlock learn` gives: the run's report, and the profile proposed from what it used.
+#[derive(Debug)]
+pub struct Learned {
+    pub report: crate::RunReport,
+    /// The proposed profile's text (see [`airlock_policy::learn::propose`]).
+    pub proposal: String,
+    /// The proposal read back, as a run would read it.
+    pub profile: Profile,
+    /// What was learned, a line each, for the person: the hosts reached, the limits proposed.
+    pub summary: Vec<String>,
+}
+
+/// A learning run of `request`'s command (see [`crate::RunRequest::learn`]) and the profile
+/// proposed from it: the request's profile with the network the command used and limits with
+/// headroom; or, with `extend`, that profile (learned before) with this run's needs added.
+/// The proposal is validated as a run would read it.
+pub fn learn(
+    caller: &Caller,
+    mut request: crate::RunRequest,
+    extend: Option<&Path>,
+) -> Result<Learned, Error> {
+    request.learn = true;
+    // Before any file is read for it (the run asks again, as for any run).
+    crate::refusal::audited(caller, "run.refused", None, || {
+        caller.must_be_operator(LEARNING)
+    })?;
+    let base = effective_profile(caller, &request.profile)?;
+    let extended = extend.map(check_profile_file).transpose()?;
+    let command: Vec<String> = request.argv.iter().map(crate::audit::text).collect();
+    let report = crate::run(caller, request)?;
+    let observed = report.learned.clone().unwrap_or_default();
+    let when = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+    let origin = airlock_policy::learn::Origin {
+        base: &base,
+        command: &command.join(" "),
+        when: &when,
+    };
+    let proposal = airlock_policy::learn::propose(&origin, &observed, extended.as_ref());
+    let name = extend
+        .and_then(|p| p.file_stem())
+        .map_or_else(|| "learned".into(), |s| s.to_string_lossy().into_owned());
+    let profile = airlock_policy::parse_profile(&proposal, &name, Path::new("(learned)"))?;
+    let hosts: Vec<String> = observed
+        .destinations
+        .keys()
+        .map(|(host, port)| format!("{host}:{port}"))
+        .collect();
+    let mut summary = vec![match hosts.len() {
+        0 => "the command reached no host".to_string(),
+        n => format!(
+            "{} reached: {}",
+            crate::counted(n as u64, "host", "hosts"),
+            hosts.join(", ")
+        ),
+    }];
+    summary.extend(airlock_policy::learn::describe_limits(
+        &observed,
+        &profile.limits,
+    ));
+    Ok(Learned {
+        report,
+        proposal,
+        profile,
+        summary,
+    })
+}

@@ -408,6 +408,11 @@ fn an_agent_cannot_approve_its_own_changes_nor_widen_its_run() {
             allow_degraded: vec!["landlock".into()],
             ..run_request(&s.workspace)
         },
+        // A learning run opens the network: an agent must never turn its own on.
+        RunRequest {
+            learn: true,
+            ..run_request(&s.workspace)
+        },
     ] {
         not_permitted(airlock_core::run(&agent, widen).map(drop));
     }

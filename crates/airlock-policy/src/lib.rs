@@ -103,6 +103,7 @@
 
 mod doc;
 mod error;
+pub mod learn;
 mod load;
 mod parse;
 mod profile;

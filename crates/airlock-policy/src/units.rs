@@ -82,6 +82,11 @@ pub fn parse_duration(text: &str) -> Result<u64, UnitError> {
     )
 }
 
+/// A small size for a person: `1 byte`, `368 bytes`.
+pub fn counted_bytes(bytes: u64) -> String {
+    format!("{bytes} byte{}", if bytes == 1 { "" } else { "s" })
+}
+
 /// `bytes` as a person writes a size: in the largest binary unit that holds it exactly
 /// (`"2GiB"`, `"512MiB"`), else the largest decimal one (`"10MB"`), else in bytes (`"4097"`).
 pub fn format_size(bytes: u64) -> String {

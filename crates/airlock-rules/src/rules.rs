@@ -160,7 +160,8 @@ impl Destination {
         })
     }
 
-    fn port_matches(&self, port: u16) -> bool {
+    /// Does this entry take `port` (an entry without a port takes every one)?
+    pub fn port_matches(&self, port: u16) -> bool {
         match self {
             Destination::Name { port: p, .. } | Destination::Net { port: p, .. } => {
                 p.is_none_or(|p| p == port)

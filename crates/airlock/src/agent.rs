@@ -140,6 +140,7 @@ pub fn check_command(caller: &Caller, target: &Target, session: &str, command: &
         limit_output: true,
         env: None,
         timeout: None,
+        learn: false,
     };
     Ok(airlock_core::check_run(caller, request)?)
 }

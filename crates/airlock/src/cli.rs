@@ -161,6 +161,35 @@ pub enum Command {
             the command could not be executed; 127 it was not found."
     )]
     Run(RunArgs),
+    /// Learn a profile from a trial run: the hosts a command reaches, and what it uses
+    #[command(
+        long_about = "Run COMMAND once with the network open, watch what it reaches and uses, \
+            and write a profile that allows exactly that: the hosts and ports it connected to \
+            (each with how many connections and which program), and limits from its peak \
+            memory, CPU time and the files it wrote, with headroom. Everything else of the \
+            base profile (-p/--profile-file, default: the built-in default) applies: the \
+            filesystem, the environment, the other limits, every protection layer.\n\n\
+            A learning run lets the command reach ANY public host: it is a person's act, \
+            for a command you trust to show what it needs (your build, your test suite), \
+            never one an agent made up. Private, loopback, link-local and cloud-metadata \
+            addresses stay refused unless the base profile names them, what it denies stays \
+            denied, and its secrets are not given (their variables are unset). Agents cannot \
+            ask for it: an agent token, MCP and the hooks are refused. The run is audited \
+            like any run, its intent as a 'run.learn' record; its changes are kept in a new \
+            session for you to review or discard.\n\n\
+            The profile goes to stdout, or to --out FILE (not overwritten: choose a new name); \
+            --extend FILE adds this run's hosts and needs to a profile learned before and \
+            writes it back. Read it, then try it: 'airlock policy check FILE' and 'airlock run \
+            --profile-file FILE -- COMMAND'.",
+        after_help = "Examples:\n  airlock learn --out ~/.config/airlock/profiles/pip.toml -- pip download -d /tmp/d six\n  \
+            airlock learn --extend ~/.config/airlock/profiles/pip.toml -- pip download -d /tmp/d requests\n\n\
+            Not seen: which host paths the command looked for and did not find (the kernel does \
+            not tell the supervisor; strace does), and the most processes at once (cgroup v1 \
+            has no peak): the base profile's stand.\n\n\
+            Exit status: the command's (the profile is written all the same, with a warning \
+            when it failed: what it needs may be more); 125 airlock refused or failed."
+    )]
+    Learn(LearnArgs),
     /// Show which protection layers this machine provides
     #[command(
         long_about = "Say which protection layers this machine provides and what 'run' will \
@@ -686,6 +715,25 @@ pub struct RunArgs {
     /// with the command's status all the same
     #[arg(long)]
     pub json: bool,
+    /// The command and its arguments
+    #[arg(required = true, trailing_var_arg = true, value_name = "COMMAND")]
+    pub command: Vec<OsString>,
+}
+
+#[derive(Debug, Args)]
+pub struct LearnArgs {
+    #[command(flatten)]
+    pub choice: ProfileAndWorkspace,
+    /// Write the learned profile to FILE (a new file) instead of stdout
+    #[arg(long, value_name = "FILE", conflicts_with = "extend")]
+    pub out: Option<PathBuf>,
+    /// Add what this run needs to FILE, a profile learned before, and write it back
+    #[arg(long, value_name = "FILE")]
+    pub extend: Option<PathBuf>,
+    /// Resolve NAME to IP in the network gate instead of asking the host (repeatable; trusted:
+    /// a loopback or private address given here is reached)
+    #[arg(long, value_name = "NAME=IP")]
+    pub resolve: Vec<String>,
     /// The command and its arguments
     #[arg(required = true, trailing_var_arg = true, value_name = "COMMAND")]
     pub command: Vec<OsString>,

@@ -12,6 +12,7 @@ mod codex;
 mod completion;
 mod control;
 mod diff;
+mod learn;
 mod log;
 mod policy;
 mod progress;
@@ -116,6 +117,7 @@ fn main() -> ExitCode {
 fn local(global: &cli::GlobalArgs, command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Run(args) => run::run(global, args),
+        Command::Learn(args) => learn::learn(global, args),
         Command::Check(args) => check::check(global, args),
         Command::Policy(cli::PolicyCommand::Show(args)) => policy::show(global, args),
         Command::Policy(cli::PolicyCommand::Check(args)) => policy::check(args),

@@ -47,6 +47,7 @@ pub fn run(global: &GlobalArgs, args: RunArgs) -> Result<ExitCode> {
         limit_output: !(std::io::stdout().is_terminal() && std::io::stderr().is_terminal()),
         env: None,
         timeout: None,
+        learn: false,
     };
     if args.json {
         return run_for_json(global, request);

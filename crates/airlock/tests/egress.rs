@@ -1573,3 +1573,112 @@ attempt("plain", lambda: send(b"GET / HTTP/1.1\r\nHost: allowed.test\r\nConnecti
         );
     }
 );
+
+// `airlock learn`: a trial run with the network open, recorded; the profile it writes lets the
+// same command through and refuses any other host, which the default profile (no network) and
+// an open one (everything) do not tell apart. A learning run keeps private and metadata
+// addresses refused; --extend adds a second run's host.
+both_modes!(
+    a_learned_profile_lets_that_command_through_and_nothing_else,
+    |w: &World| {
+        let http = server(None);
+        let port = http.port;
+        let fetch = |host: &str| {
+            format!(
+                "{ATTEMPT}\nattempt(\"{host}\", lambda: urllib.request.urlopen(\"http://{host}:{port}/\", timeout=5).read())\n"
+            )
+        };
+        let metadata = "attempt(\"metadata\", lambda: socket.create_connection((\"169.254.169.254\", 80), timeout=3))\n";
+        let resolving = [
+            "--resolve",
+            "pkgs.test=127.0.0.1",
+            "--resolve",
+            "other.test=127.0.0.1",
+        ];
+        // Under the default profile the fetch is refused: there is something to learn.
+        let before = w
+            .airlock()
+            .args(["run"])
+            .args(resolving)
+            .args(["--", "/usr/bin/python3", "-c", &fetch("pkgs.test")])
+            .output()
+            .unwrap();
+        assert!(
+            ran(&before).contains("pkgs.test blocked"),
+            "{}",
+            ran(&before)
+        );
+
+        let learned = w.outside.join("learned.toml");
+        let learn = |extra: &[&str], script: &str| {
+            w.airlock()
+                .arg("learn")
+                .args(resolving)
+                .args(extra)
+                .args(["--", "/usr/bin/python3", "-c", script])
+                .output()
+                .unwrap()
+        };
+        let out = learn(
+            &["--out", learned.to_str().unwrap()],
+            &format!("{}{metadata}", fetch("pkgs.test")),
+        );
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(ran(&out).contains("pkgs.test REACHED"), "{}", ran(&out));
+        assert!(ran(&out).contains("metadata blocked"), "{}", ran(&out));
+        let text = std::fs::read_to_string(&learned).unwrap();
+        assert!(
+            text.contains(&format!("\"pkgs.test:{port}\", # 1 connection by python3")),
+            "{text}"
+        );
+        assert!(!text.contains("\"169.254"), "{text}");
+        assert!(
+            stderr(&out).contains("learned: 1 host reached"),
+            "{}",
+            stderr(&out)
+        );
+        let check = w
+            .airlock()
+            .args(["policy", "check", learned.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(check.status.success(), "{}", stderr(&check));
+        // --out never overwrites.
+        let again = learn(&["--out", learned.to_str().unwrap()], "pass");
+        assert_eq!(again.status.code(), Some(125), "{}", stderr(&again));
+
+        let under = |host: &str| {
+            let out = w
+                .airlock()
+                .args(["run", "--profile-file", learned.to_str().unwrap()])
+                .args(resolving)
+                .args(["--", "/usr/bin/python3", "-c", &fetch(host)])
+                .output()
+                .unwrap();
+            ran(&out)
+        };
+        assert!(under("pkgs.test").contains("pkgs.test REACHED"));
+        assert!(under("other.test").contains("other.test blocked"));
+
+        // A second run extends it.
+        let out = learn(
+            &["--extend", learned.to_str().unwrap()],
+            &fetch("other.test"),
+        );
+        assert!(out.status.success(), "{}", stderr(&out));
+        let text = std::fs::read_to_string(&learned).unwrap();
+        assert!(text.contains(&format!("\"pkgs.test:{port}\"")), "{text}");
+        assert!(text.contains(&format!("\"other.test:{port}\"")), "{text}");
+        assert!(under("other.test").contains("other.test REACHED"));
+
+        // Each learning run is on record as such, its network open.
+        let log = stdout(
+            &w.airlock()
+                .args(["log", "--action", "run.learn", "--json"])
+                .output()
+                .unwrap(),
+        );
+        assert_eq!(log.lines().count(), 2, "{log}"); // the refused --out ran nothing
+        assert!(log.contains("\"mode\":\"open\""), "{log}");
+    }
+);

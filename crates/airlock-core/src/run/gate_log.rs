@@ -6,11 +6,12 @@ use std::sync::{Arc, Mutex};
 
 use airlock_egress::gate::NetEvent;
 use airlock_jail::JailError;
-use airlock_policy::Profile;
 use serde::Serialize;
 
 use super::refused::{RefusalTally, RefusedDestination};
 use crate::netlog::{NetLog, Summary};
+use airlock_egress::gate::NetEventKind;
+use airlock_policy::learn::Observed;
 
 /// One network record: the gate's event (or a summary of counted ones) and whose run it was.
 #[derive(Serialize)]
@@ -30,27 +31,31 @@ pub(super) struct GateLog {
     audit: crate::audit::Log,
     limiter: Arc<Mutex<NetLog>>,
     refusals: Arc<Mutex<RefusalTally>>,
+    /// A learning run's: the destinations let through (see [`super::RunRequest::learn`]).
+    observed: Option<Arc<Mutex<Observed>>>,
     session: Option<String>,
     profile: String,
 }
 
-/// Start the network gate of a run: it decides by the profile's network (with none, it refuses
-/// everything, and says what). The returned log must be flushed when the run ends. `inject`: the run's secrets (the sandbox holds their placeholders),
-/// for the gate to put on the wire to their hosts.
+/// Start the network gate of `plan`'s run: it decides by the profile's network (with none, it
+/// refuses everything, and says what). The returned log must be flushed when the run ends.
+/// `inject`: the run's secrets (the sandbox holds their placeholders), for the gate to put on
+/// the wire to their hosts.
 pub(super) fn start_gate(
     sockets: airlock_jail::GateSockets,
-    profile: &Profile,
-    resolve: &[(String, std::net::IpAddr)],
-    audit: crate::audit::Log,
-    state_dir: &std::path::Path,
+    plan: &super::Plan,
     session: Option<String>,
     inject: Option<Arc<airlock_egress::inject::Injector>>,
 ) -> Result<GateLog, JailError> {
+    let profile = &plan.profile;
     let gate_log = GateLog {
         running: None,
-        audit,
+        audit: crate::audit::log_for(plan.caller, &plan.state_dir),
         limiter: Arc::new(Mutex::new(NetLog::new())),
         refusals: Arc::new(Mutex::new(RefusalTally::default())),
+        observed: plan
+            .learning
+            .then(|| Arc::new(Mutex::new(Observed::default()))),
         session,
         profile: profile.name.clone(),
     };
@@ -59,9 +64,12 @@ pub(super) fn start_gate(
         sockets,
         airlock_egress::gate::Config {
             egress: profile.network.clone(),
-            resolve: resolve.to_vec(),
+            resolve: plan.resolve.clone(),
             on_event: Box::new(move |event: &NetEvent| events.write_event(event)),
-            cut_when: Some(crate::control::cut_flag(state_dir, std::process::id())),
+            cut_when: Some(crate::control::cut_flag(
+                &plan.state_dir,
+                std::process::id(),
+            )),
             inject,
         },
     )
@@ -90,6 +98,9 @@ impl GateLog {
             if let Ok(mut refusals) = self.refusals.lock() {
                 refusals.add(event);
             }
+        }
+        if let Some(observed) = &self.observed {
+            observe(observed, event);
         }
         let admitted = match self.limiter.lock() {
             Ok(mut limiter) => limiter.admit(event, std::time::Instant::now()),
@@ -123,10 +134,32 @@ impl GateLog {
         }
     }
 
+    /// What a learning run's gate let through (once flushed); None for another run.
+    pub(super) fn observed(&self) -> Option<Observed> {
+        let observed = self.observed.as_ref()?;
+        observed.lock().ok().map(|observed| observed.clone())
+    }
+
     /// What the gate refused, by destination, and the attempts past that list (once flushed).
     pub(super) fn refused(&self) -> (Vec<RefusedDestination>, u64) {
         self.refusals
             .lock()
             .map_or_else(|_| (Vec::new(), 0), |tally| tally.finish(&self.profile))
+    }
+}
+
+/// Count a connection a learning run was let through: by the name it asked for (or the address
+/// it connected to by address) and its port, with the program that connected.
+fn observe(observed: &Mutex<Observed>, event: &NetEvent) {
+    if !event.allowed || event.kind != NetEventKind::Connect {
+        return;
+    }
+    let host = match (&event.name, event.ip) {
+        (Some(name), _) => name.clone(),
+        (None, Some(ip)) => ip.to_string(),
+        (None, None) => return,
+    };
+    if let (Some(port), Ok(mut observed)) = (event.port, observed.lock()) {
+        observed.connected(&host, port, event.program.as_deref());
     }
 }

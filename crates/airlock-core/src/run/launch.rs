@@ -40,13 +40,19 @@ pub(super) fn launch(
         ca,
     } = launch;
     let intent = serde_json::to_value(intent)?;
+    // A learning run's intent says so in its action: its network was open.
+    let action = if plan.learning {
+        "run.learn"
+    } else {
+        "run.intent"
+    };
     let cache = plan.state_dir.join("cache");
     // Steps 1 to 11 of the jail's protocol: the sandbox is built up to its go-ahead.
     let launching = match airlock_jail::prepare(spec, staging, &cache, network) {
         Ok(launching) => launching,
         Err(err) => {
             // The attempt is recorded all the same, with its result.
-            crate::audit::append_deferred(audit, "run.intent", intent)?;
+            crate::audit::append_deferred(audit, action, intent)?;
             return Ok((Err(err), None, None));
         }
     };
@@ -56,7 +62,7 @@ pub(super) fn launch(
     // (which 'airlock kill/pause/disable' read), while the sandbox confines itself. SECURITY:
     // both are on disk before the go-ahead; if either fails, dropping `launching` kills the
     // sandbox before its command could start. (A full disk refuses the run here.)
-    crate::audit::append_deferred(audit, "run.intent", intent)?;
+    crate::audit::append_deferred(audit, action, intent)?;
     let registration = crate::control::reserve(&plan.state_dir)?;
     test_pause("reserved");
     registration.fill(&listing.entry(plan, launching.id()))?;
@@ -195,15 +201,7 @@ pub(super) fn supervise(
     };
     supervised.result = launched.and_then(|mut sandbox| {
         if let Some(sockets) = sandbox.take_gate_sockets() {
-            supervised.gate_log = Some(start_gate(
-                sockets,
-                &plan.profile,
-                &plan.resolve,
-                crate::audit::log_for(plan.caller, &plan.state_dir),
-                &plan.state_dir,
-                session,
-                injector,
-            )?);
+            supervised.gate_log = Some(start_gate(sockets, plan, session, injector)?);
         }
         let finished = sandbox.wait();
         supervised.killed_by_switch =
@@ -215,7 +213,8 @@ pub(super) fn supervise(
 }
 
 /// Phase 7: `run.result`. The command ran: a result that cannot be written is reported, not the
-/// run's failure. PERF: it is not waited for: the next record's fsync (or the kernel) makes it
+/// run's failure. Also returned: its CPU time in milliseconds and the most memory it held (its
+/// memory cgroup's peak), when known. PERF: it is not waited for: the next record's fsync (or the kernel) makes it
 /// durable.
 pub(super) fn record_result(
     audit: &crate::audit::Log,
@@ -224,7 +223,7 @@ pub(super) fn record_result(
     supervised: &mut Supervised,
     session_id: &Option<String>,
     refused: &(Vec<super::RefusedDestination>, u64),
-) -> Option<String> {
+) -> (Option<String>, (Option<u64>, Option<u64>)) {
     let usage = match supervised.result.as_ref().ok().and_then(|f| f.usage) {
         Some(usage) => Some(usage),
         // Pid 1 had no word (killed, timed out): once reaped, it is among our children.
@@ -240,12 +239,14 @@ pub(super) fn record_result(
         Ok(finished) => record.finished(finished, supervised.killed_by_switch.clone()),
         Err(err) => record.failed(err.to_string()),
     };
-    match serde_json::to_value(record) {
+    let measured = (record.cpu_ms, record.peak_memory_bytes);
+    let error = match serde_json::to_value(record) {
         Ok(fields) => crate::audit::append_deferred(audit, "run.result", fields)
             .err()
             .map(|e| e.to_string()),
         Err(e) => Some(e.to_string()),
-    }
+    };
+    (error, measured)
 }
 
 /// Phase 8: a throwaway layer goes; a kept session counts the run and remembers what the host

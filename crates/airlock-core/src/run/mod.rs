@@ -89,6 +89,12 @@ pub struct RunRequest {
     pub env: Option<Vec<(OsString, OsString)>>,
     /// A wall-clock limit shorter than the profile's (a longer one is held to the profile's).
     pub timeout: Option<Duration>,
+    /// A learning run (`airlock learn`): the profile's network is open to every public address
+    /// (what it denies, and the private addresses it does not name, stay refused) and what the
+    /// command reaches is gathered, with what it uses, for [`RunReport::learned`]; its secrets
+    /// are not given. Kept as a session; an operator's act only: an agent must never turn its
+    /// own network on by asking to learn.
+    pub learn: bool,
 }
 
 #[derive(Debug)]
@@ -114,6 +120,8 @@ pub struct RunReport {
     pub refused: Vec<RefusedDestination>,
     /// Refused attempts at destinations past that list.
     pub refused_unlisted: u64,
+    /// What a learning run used (see [`RunRequest::learn`]).
+    pub learned: Option<airlock_policy::learn::Observed>,
 }
 
 /// Exit status when the wall-clock limit ended the run, as timeout(1) uses.
@@ -207,14 +215,14 @@ fn run_confined(caller: &Caller, request: RunRequest) -> Result<RunReport, Error
     if supervised.gate_log.is_some() || turn.session.is_some() {
         supervised.reap();
     }
-    let refused = match &supervised.gate_log {
+    let (refused, observed) = match &supervised.gate_log {
         Some(gate_log) => {
             gate_log.flush();
-            gate_log.refused()
+            (gate_log.refused(), gate_log.observed())
         }
-        None => (Vec::new(), 0),
+        None => ((Vec::new(), 0), None),
     };
-    let audit_error = record_result(
+    let (audit_error, measured) = record_result(
         &audit,
         &plan.profile,
         &clock,
@@ -222,6 +230,11 @@ fn run_confined(caller: &Caller, request: RunRequest) -> Result<RunReport, Error
         &session_id,
         &refused,
     );
+    let learned = observed.map(|mut observed| {
+        (observed.cpu_ms, observed.peak_memory_bytes) = measured;
+        observed.layer_bytes = turn.session.as_ref().map(|s| layer_bytes(&s.upper()));
+        observed
+    });
     // The run leaves the registry of running sandboxes once its result is written, then returns
     // only when nothing of the sandbox remains.
     drop(registration);
@@ -242,7 +255,23 @@ fn run_confined(caller: &Caller, request: RunRequest) -> Result<RunReport, Error
         cpu_limit: Duration::from_secs(plan.profile.limits.cpu_seconds),
         refused: refused.0,
         refused_unlisted: refused.1,
+        learned,
     })
+}
+
+/// The bytes of the files under `dir` (not following links): what a learning run wrote.
+fn layer_bytes(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|entry| match entry.metadata() {
+            Ok(meta) if meta.is_dir() => layer_bytes(&entry.path()),
+            Ok(meta) => meta.len(),
+            Err(_) => 0,
+        })
+        .sum()
 }
 
 /// Who answers the sandbox's network: the gate decides and relays for a profile with network
@@ -278,6 +307,8 @@ struct Plan<'a> {
     limit_output: bool,
     env: Option<Vec<(OsString, OsString)>>,
     timeout: Option<Duration>,
+    /// See [`RunRequest::learn`].
+    learning: bool,
 }
 
 /// Phase 1: the request's places, policy and identity, each judged by core.
@@ -293,6 +324,7 @@ fn resolve(caller: &Caller, request: RunRequest) -> Result<Plan<'_>, Error> {
             None,
         ),
         Some(_) if request.keep => return Err(Error::NotForSessions { what: "keep" }),
+        Some(_) if request.learn => return Err(Error::NotForSessions { what: "learn" }),
         Some(id) => {
             let session = caller.find_session(&state_dir, id)?;
             let workspace = session.existing_workspace(caller.way)?.to_path_buf();
@@ -308,7 +340,10 @@ fn resolve(caller: &Caller, request: RunRequest) -> Result<Plan<'_>, Error> {
             (workspace, session.meta.profile.clone(), Some(session))
         }
     };
-    let profile = load_trusted_profile(caller, &profile_ref, &workspace)?;
+    let mut profile = load_trusted_profile(caller, &profile_ref, &workspace)?;
+    if request.learn {
+        learning_profile(&mut profile);
+    }
     let policy_dirs = policy_dirs(caller, &profile);
     let host_ids = crate::identity::sandbox_host_ids(caller.way, request.sandbox_uid)?;
     let resolve = request
@@ -328,9 +363,10 @@ fn resolve(caller: &Caller, request: RunRequest) -> Result<Plan<'_>, Error> {
         degraded,
         resolve,
         argv: request.argv,
-        keep: request.keep,
+        keep: request.keep || request.learn,
         env: request.env,
         timeout: request.timeout,
+        learning: request.learn,
         // An agent's output is always kept within the profile's limit.
         limit_output: request.limit_output || caller.role == Role::Agent,
     })
@@ -356,7 +392,24 @@ fn check_role(caller: &Caller, request: &RunRequest) -> Result<(), Error> {
     if !request.allow_degraded.is_empty() {
         caller.must_be_operator("give up a protection layer (--allow-degraded)")?;
     }
+    if request.learn {
+        caller.must_be_operator(crate::policy::LEARNING)?;
+    }
     Ok(())
+}
+
+/// A learning run's profile: all of `profile` but its network, which is open but for what it
+/// denies (private, loopback, link-local and metadata addresses stay refused unless it names
+/// them), and its secrets, which a learning run never gives (a host reached with a secret would
+/// be a host the secret reached).
+fn learning_profile(profile: &mut Profile) {
+    let (allow, deny) = match &profile.network {
+        airlock_policy::NetworkMode::None => (Vec::new(), Vec::new()),
+        airlock_policy::NetworkMode::Allow { allow, deny }
+        | airlock_policy::NetworkMode::Open { allow, deny } => (allow.clone(), deny.clone()),
+    };
+    profile.network = airlock_policy::NetworkMode::Open { allow, deny };
+    profile.secrets.clear();
 }
 
 /// `NAME=IP`, the name in the form the gate compares: lower case, no trailing dot.

@@ -76,7 +76,7 @@ pub(super) struct ResultRecord<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     output_dropped_bytes: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    peak_memory_bytes: Option<u64>,
+    pub peak_memory_bytes: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     oom_kills: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -135,12 +135,19 @@ fn why(rule: &str, profile: &str) -> String {
     }
 }
 
-/// The line after the list: what to do about it.
+/// The line after the list: what to do about it, when an allow entry would have let one in
+/// (not for a name the host cannot resolve, say).
 pub(super) fn advice(refused: &[RefusedDestination]) -> Option<String> {
-    let first = refused.first()?;
+    let first = refused.iter().find(|r| {
+        r.rule == "network = \"none\""
+            || r.rule == "no allow entry names it"
+            || r.rule
+                .ends_with("allowed only when an allow entry names it")
+            || (r.rule.starts_with("port ") && r.rule.ends_with(" is not allowed"))
+    })?;
     let host = &first.host;
     Some(format!(
-        "to let a command reach a host, name it in its profile: [network] allow = [\"{host}\"] (docs/network.md); 'airlock log --action net' has every attempt"
+        "to let a command reach a host, name it in its profile's [network] allow = [\"{host}\"]; 'airlock learn -- COMMAND' finds every host a command needs (docs/network.md)"
     ))
 }
 
@@ -172,6 +179,7 @@ mod tests {
             bytes_out: None,
             bytes_in: None,
             duration_ms: None,
+            program: None,
             secret: None,
         }
     }

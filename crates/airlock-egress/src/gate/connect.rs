@@ -49,6 +49,8 @@ pub(super) trait Held {
     fn pass(&self) -> io::Result<()>;
     /// The connect fails with `errno`.
     fn fail(&self, errno: i32) -> io::Result<()>;
+    /// The name of the program that connects (see [`NetEvent::program`]).
+    fn program(&self) -> Option<String>;
 }
 
 /// A connect the sandbox waits in: the notification, the memory of its process, and the
@@ -89,6 +91,11 @@ impl Held for Call<'_> {
 
     fn fail(&self, errno: i32) -> io::Result<()> {
         self.notifier.fail(self.n.id, errno)
+    }
+
+    fn program(&self) -> Option<String> {
+        let comm = std::fs::read(format!("/proc/{}/comm", self.n.pid)).ok()?;
+        program_name(&comm)
     }
 }
 
@@ -192,6 +199,19 @@ fn parse_sockaddr(raw: &[u8]) -> Option<SocketAddr> {
     }
 }
 
+/// A process's `comm` as a name to show: the sandbox chose it, so what is not printable ASCII
+/// is dropped (it ends up in comments of a learned profile and in the audit log).
+fn program_name(comm: &[u8]) -> Option<String> {
+    let name: String = comm
+        .iter()
+        .map(|&b| char::from(b))
+        .filter(|c| c.is_ascii_graphic() || *c == ' ')
+        .collect::<String>()
+        .trim()
+        .to_string();
+    (!name.is_empty()).then_some(name)
+}
+
 /// The sandbox's own loopback (and "any"): connecting there stays inside it.
 fn inside_the_sandbox(ip: IpAddr) -> bool {
     let ip = crate::ip::canonical(ip);
@@ -229,12 +249,14 @@ fn handle(
     let (answer, event) = decide(&attempt, state.rules(), |name, port| {
         lookup::resolve(state, name, port)
     });
-    if let Some(event) = event {
+    let program = call.program();
+    if let Some(mut event) = event {
+        event.program = program.clone();
         state.log(&event);
     }
     let (answer, relay) = match (answer, relay) {
         (Answer::Refuse(errno), _) => return call.fail(errno),
-        (Answer::Relay(target), Some(relay)) => (target, relay),
+        (Answer::Relay(target), Some(relay)) => (Target { program, ..target }, relay),
         // Nothing is relayed without a relay (decide never lets a connect through then).
         (Answer::Relay(_), None) => return call.fail(libc::ENETUNREACH),
     };
@@ -289,6 +311,7 @@ pub(super) fn decide(
             addr: PROXY,
             proxy: true,
             forwarded: false,
+            program: None,
         };
         return (Answer::Relay(proxy), None);
     }
@@ -328,6 +351,7 @@ pub(super) fn decide(
             addr,
             proxy: false,
             forwarded: false,
+            program: None,
         }),
         None => Answer::Refuse(libc::ECONNREFUSED),
     };

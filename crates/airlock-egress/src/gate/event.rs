@@ -99,6 +99,11 @@ pub struct NetEvent {
     pub bytes_in: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub duration_ms: Option<u64>,
+    /// The program that connected (its `comm`, as the kernel names the process), when the gate
+    /// saw the connect: a person's clue to which tool needs the host, not proof (a process
+    /// names itself).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub program: Option<String>,
     /// The secret an injecting connection put on the wire, or whose placeholder it saw
     /// (kinds `secret` and `placeholder`): its name, never its value.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -121,6 +126,7 @@ impl NetEvent {
             bytes_out: None,
             bytes_in: None,
             duration_ms: None,
+            program: None,
             secret: None,
         }
     }

@@ -73,7 +73,13 @@ pub(super) fn decide_request(
 }
 
 /// Serve one connection to the proxy.
-pub(super) fn serve(mut client: TcpStream, state: &State, listed: &Listed) {
+/// `program`: the program that connected to the proxy, if the gate saw it.
+pub(super) fn serve(
+    mut client: TcpStream,
+    state: &State,
+    listed: &Listed,
+    program: Option<String>,
+) {
     let FirstBytes {
         bytes: head,
         closed,
@@ -94,6 +100,7 @@ pub(super) fn serve(mut client: TcpStream, state: &State, listed: &Listed) {
         Some(asked.port),
     );
     e.protocol = "http-proxy";
+    e.program = program.clone();
     state.log(&e);
     let Some(addr) = addr.filter(|_| decision.allowed) else {
         return refuse(&mut client, "403 Forbidden", &decision);
@@ -127,6 +134,7 @@ pub(super) fn serve(mut client: TcpStream, state: &State, listed: &Listed) {
         addr,
         proxy: false,
         forwarded: !asked.tunnel,
+        program,
     };
     relay_with(
         client,

@@ -31,16 +31,20 @@ pub(super) struct Target {
     /// another host is then the client reusing its proxy connection, not fronting: the
     /// connection is closed without a word, and the client's next one is decided afresh.
     pub(super) forwarded: bool,
+    /// The program whose connect this is (see [`NetEvent::program`]).
+    pub(super) program: Option<String>,
 }
 
 impl Target {
     /// An event of `kind` about this target.
     pub(super) fn event(&self, kind: NetEventKind, decision: &Decision) -> NetEvent {
-        NetEvent::new(kind, decision).about(
+        let mut e = NetEvent::new(kind, decision).about(
             self.name.clone(),
             Some(self.addr.ip()),
             Some(self.addr.port()),
-        )
+        );
+        e.program = self.program.clone();
+        e
     }
 }
 
@@ -123,7 +127,7 @@ fn relay(client: TcpStream, target: Target, early: Option<Early>, state: &State)
     // Listed while it is open, so that cutting the network, or the run's end, can close it.
     let listed = Listed::new(state, &client);
     if target.proxy {
-        return proxy::serve(client, state, &listed);
+        return proxy::serve(client, state, &listed, target.program);
     }
     relay_with(client, target, state, Vec::new(), early, &listed)
 }

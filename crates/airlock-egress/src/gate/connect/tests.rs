@@ -60,6 +60,7 @@ fn an_allowed_name_goes_to_the_relay_at_the_hosts_address() {
             addr: at("140.82.112.3:443"),
             proxy: false,
             forwarded: false,
+            program: None,
         })
     );
     let event = event.unwrap();
@@ -213,6 +214,20 @@ impl Held for Fake {
         *self.answered.lock().unwrap() = Some(Err(errno));
         Ok(())
     }
+
+    fn program(&self) -> Option<String> {
+        Some("fake".into())
+    }
+}
+
+#[test]
+fn a_program_name_keeps_what_is_printable() {
+    assert_eq!(program_name(b"pip\n").as_deref(), Some("pip"));
+    assert_eq!(
+        program_name(b"\x1b[31mevil\x07\n").as_deref(),
+        Some("[31mevil")
+    );
+    assert_eq!(program_name(b"\n"), None);
 }
 
 const RELAY_PORT: Option<u16> = Some(4242);
@@ -337,6 +352,8 @@ fn an_allowed_name_is_connected_before_its_connect_returns() {
             addr: SocketAddr::new("127.0.0.1".parse().unwrap(), port),
             proxy: false,
             forwarded: false,
+            // The program that connected goes with it, for the relay's events.
+            program: Some("fake".into()),
         }]
     );
     let pending = state.pending.lock().unwrap();

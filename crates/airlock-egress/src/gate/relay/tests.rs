@@ -56,6 +56,7 @@ fn by_name(name: &str, addr: SocketAddr) -> Target {
         addr,
         proxy: false,
         forwarded: false,
+        program: None,
     }
 }
 
@@ -126,6 +127,7 @@ fn a_proxy_tunnel_to_a_host_with_a_secret_is_served_by_the_injector() {
         addr: super::super::PROXY,
         proxy: true,
         forwarded: false,
+        program: None,
     };
     let (mut sandbox, relay) = relayed(&state, proxy);
     let port = echo.addr.port();
