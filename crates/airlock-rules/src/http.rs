@@ -78,12 +78,15 @@ impl RequestRule {
         let segments = read_path(path).map_err(|why| bad(&why))?;
         let last = segments.len() - 1;
         let mut rule = Vec::with_capacity(segments.len());
-        for (i, segment) in segments.into_iter().enumerate() {
-            rule.push(match &segment[..] {
-                b"*" => Segment::One,
-                b"**" if i == last => Segment::Rest,
-                b"**" => return Err(bad("`**` (the rest of the path) may only end a path")),
-                s if s.contains(&b'*') => return Err(bad(
+        // As written, not decoded: `%2A` is a literal `*`. One for each decoded segment, as
+        // read_path refuses an escaped `/`.
+        let raw_segments = path.split('/').skip(1);
+        for (i, (segment, raw)) in segments.into_iter().zip(raw_segments).enumerate() {
+            rule.push(match raw {
+                "*" => Segment::One,
+                "**" if i == last => Segment::Rest,
+                "**" => return Err(bad("`**` (the rest of the path) may only end a path")),
+                s if s.contains('*') => return Err(bad(
                     "`*` stands for a whole segment (`/repos/*/issues`); it cannot be part of one",
                 )),
                 _ => Segment::Literal(segment),
@@ -235,6 +238,7 @@ fn decode(segment: &str) -> Result<Vec<u8>, String> {
             }
             b'\\' => return Err("a `\\`, which servers may read as `/`".into()),
             b'#' => return Err("a fragment (`#`)".into()),
+            b'?' => return Err("a `?`, which starts the query".into()),
             c if c <= 0x20 || c >= 0x7f => return Err("a byte a path cannot hold unescaped".into()),
             c => {
                 out.push(c);

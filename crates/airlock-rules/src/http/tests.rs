@@ -96,6 +96,10 @@ fn paths_servers_could_read_otherwise_are_refused_whatever_the_rules() {
     assert!(allowed(&r, "GET", "/repos/acme/x/%69ssues"));
     assert!(allowed(&r, "GET", "/repos/acme/%C3%A9/issues"));
     assert!(allowed(&r, "GET", "/repos/acme/...x/issues"));
+    // An escaped `*` in a rule is a literal one.
+    let r = rules(&["GET /files/%2A"]);
+    assert!(allowed(&r, "GET", "/files/*") && allowed(&r, "GET", "/files/%2a"));
+    assert!(!allowed(&r, "GET", "/files/x"));
 }
 
 #[test]
