@@ -159,6 +159,8 @@ mod tests {
             bytes_in: None,
             duration_ms: None,
             secret: None,
+            method: None,
+            path: None,
         }
     }
 
