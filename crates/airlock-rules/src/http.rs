@@ -129,7 +129,51 @@ impl Serialize for RequestRule {
     }
 }
 
+/// Headers by which servers let a request stand for another method (Rails, Laravel, Express's
+/// method-override, Google's APIs…), lower case.
+const METHOD_OVERRIDES: [&str; 3] = [
+    "x-http-method-override",
+    "x-http-method",
+    "x-method-override",
+];
+
 impl HttpRules {
+    /// [`HttpRules::decide`] for a request's head: `target` is its path and query, `headers` its
+    /// header names. Where rules apply, a request that names another method for the servers
+    /// that read one there (a method-override header, a `_method` query parameter) is refused:
+    /// its method would not be the one matched.
+    pub fn decide_head<'h>(
+        &self,
+        method: &str,
+        target: &str,
+        headers: impl IntoIterator<Item = &'h str>,
+    ) -> Decision {
+        let (path, query) = target.split_once('?').unwrap_or((target, ""));
+        if self.allow.is_some() {
+            let request = format!("{method} {}", shown(path));
+            let header = headers.into_iter().find(|name| {
+                METHOD_OVERRIDES
+                    .iter()
+                    .any(|o| o.eq_ignore_ascii_case(name))
+            });
+            if let Some(header) = header {
+                return Decision::deny(format!(
+                    "{request}: refused, a {header} header (servers may take it for the method)"
+                ));
+            }
+            let overrides = query.split('&').any(|pair| {
+                let key = pair.split('=').next().unwrap_or_default();
+                decode(key).is_ok_and(|key| key.eq_ignore_ascii_case(b"_method"))
+            });
+            if overrides {
+                return Decision::deny(format!(
+                    "{request}: refused, a _method query parameter (servers may take it for the method)"
+                ));
+            }
+        }
+        self.decide(method, path)
+    }
+
     /// May the request `method` `path` go on? `path` is the request's path: without the query
     /// (anything from a `?` on is left out here all the same). The decision's rule names the
     /// request (its path cut at 256 bytes), and the rule that allowed it or why none did.

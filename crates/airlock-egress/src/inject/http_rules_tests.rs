@@ -354,3 +354,26 @@ fn raw_http11_tricks_get_nothing_past_the_rules() {
         );
     }
 }
+
+#[test]
+fn a_method_named_by_a_header_or_the_query_is_refused_where_rules_apply() {
+    let override_header = [("x-http-method-override", "DELETE")];
+    for (http, reached) in [(vec![rules(&ALLOW)], false), (Vec::new(), true)] {
+        let (echo, injector) = setup(Vec::new(), http);
+        for (target, headers) in [
+            ("/repos/acme/x/issues", &override_header[..]),
+            ("/repos/acme/x/issues?_method=DELETE", &[][..]),
+        ] {
+            let (addr, finish) = through(&injector, echo.addr);
+            let mut client =
+                Client::connect(addr, injector.ca_pem(), Some(HOST), &[HTTP11]).unwrap();
+            let (status, _, _) = client
+                .send("POST", HOST, target, headers, b"{}".to_vec())
+                .unwrap();
+            assert_eq!(status, if reached { 200 } else { 403 }, "{target}");
+            drop(client);
+            finish.events();
+        }
+        assert_eq!(request_lines(&echo).len(), if reached { 2 } else { 0 });
+    }
+}

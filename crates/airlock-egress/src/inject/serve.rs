@@ -401,7 +401,8 @@ impl Connection {
                 ),
             }
         } else {
-            rules.decide(method, path)
+            let target = parts.uri.path_and_query().map_or(path, |p| p.as_str());
+            rules.decide_head(method, target, parts.headers.keys().map(|k| k.as_str()))
         };
         let mut e = self.scene.event(
             NetEventKind::Request,

@@ -163,3 +163,43 @@ fn rules_that_cannot_mean_what_they_say_do_not_parse() {
     );
     assert!(RequestRule::parse("M-SEARCH /").is_ok());
 }
+
+#[test]
+fn a_request_that_names_another_method_is_refused_where_rules_apply() {
+    let r = rules(&["POST /repos/acme/*/issues"]);
+    let target = "/repos/acme/x/issues";
+    assert!(
+        r.decide_head("POST", target, ["content-type", "accept"])
+            .allowed
+    );
+    for header in [
+        "X-HTTP-Method-Override",
+        "x-http-method",
+        "X-Method-Override",
+    ] {
+        let d = r.decide_head("POST", target, ["accept", header]);
+        assert!(!d.allowed, "{header}");
+        assert!(d.rule.contains(header), "{}", d.rule);
+    }
+    for query in ["_method=DELETE", "a=1&_METHOD=delete", "%5Fmethod=DELETE"] {
+        let d = r.decide_head("POST", &format!("{target}?{query}"), []);
+        assert!(!d.allowed, "{query}");
+    }
+    assert!(
+        r.decide_head("POST", &format!("{target}?method=x&a_method=y"), [])
+            .allowed
+    );
+    // The query is left out of the path matched, and of the decision's words.
+    let d = r.decide_head("POST", &format!("{target}?token=abc"), []);
+    assert!(d.allowed && !d.rule.contains("abc"), "{}", d.rule);
+    // Inspected only: nothing is refused.
+    let inspected = HttpRules {
+        host: "example.org".into(),
+        allow: None,
+    };
+    assert!(
+        inspected
+            .decide_head("DELETE", "/?_method=PUT", ["x-http-method"])
+            .allowed
+    );
+}
