@@ -131,19 +131,20 @@ s.serve_forever()
     }
 }
 
-/// Each request the script makes, `LABEL STATUS` on a line: curl through airlock's proxy and
-/// without it, the path as written (`--path-as-is`), and Python's http.client over one kept-alive
-/// connection whose second request breaks the rules.
+/// Each request the script makes, `LABEL STATUS` on a line (and curl's HTTP version): curl
+/// through airlock's proxy and without it, HTTP/2 and HTTP/1.1, the path as written
+/// (`--path-as-is`), and Python's http.client over one kept-alive connection whose second
+/// request breaks the rules.
 fn script(port: u16) -> String {
     let api = format!("https://{API}:{port}");
     format!(
         r#"set -u
-code() {{ label=$1; shift; echo "$label $(curl -sS -m 10 -o /dev/null -w '%{{http_code}}' "$@")"; }}
-code get-allowed "{api}/repos/acme/widgets?page=2"
+code() {{ label=$1; shift; echo "$label $(curl -sS -m 10 -o /dev/null -w '%{{http_code}} HTTP/%{{http_version}}' "$@")"; }}
+code get-allowed --http1.1 "{api}/repos/acme/widgets?page=2"
 code post-allowed --noproxy '*' -X POST -d '{{}}' {api}/repos/acme/widgets/issues
-code delete -X DELETE {api}/repos/acme/widgets
+code delete --http1.1 -X DELETE {api}/repos/acme/widgets
 code other-path --noproxy '*' {api}/repos/other/widgets
-code dotdot --path-as-is {api}/repos/acme/../other/widgets
+code dotdot --http1.1 --path-as-is {api}/repos/acme/../other/widgets
 code encoded-dotdot --path-as-is --noproxy '*' {api}/repos/acme/%2e%2e/other/widgets
 code encoded-slash --path-as-is {api}/repos/acme/x%2f..%2f..%2fother
 /usr/bin/python3 - <<'PY'
@@ -184,11 +185,13 @@ fn run(w: &World, pki: &std::path::Path, profile: &str, script: &str) -> Output 
         .unwrap()
 }
 
-/// `LABEL STATUS` lines as pairs.
+/// `LABEL STATUS [VERSION]` lines as (label, status) pairs.
 fn statuses(said: &str) -> Vec<(String, String)> {
     said.lines()
-        .filter_map(|line| line.split_once(' '))
-        .map(|(label, status)| (label.to_string(), status.to_string()))
+        .filter_map(|line| {
+            let mut words = line.split(' ');
+            Some((words.next()?.to_string(), words.next()?.to_string()))
+        })
         .collect()
 }
 
@@ -236,6 +239,10 @@ allow = ["GET /repos/acme/*", "POST /repos/acme/*/issues"]
     ));
     let out = run(w, &pki, &with, &script);
     let said = ran(&out);
+    // curl spoke HTTP/2 to the gate where it was not told otherwise.
+    for version in ["HTTP/1.1", "HTTP/2"] {
+        assert!(said.contains(version), "{version}: {said}");
+    }
     let judged = statuses(&said);
     assert_eq!(judged.len(), 9, "{said}\n{}", stderr(&out));
     for (label, status) in &judged {
