@@ -396,7 +396,7 @@ impl Connection {
             Decision {
                 allowed: false,
                 rule: format!(
-                    "{method} {}: refused, an earlier request on this connection was",
+                    "{method} {}: refused, the connection is closing after an earlier refusal",
                     shown(path)
                 ),
             }
