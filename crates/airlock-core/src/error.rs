@@ -79,9 +79,9 @@ pub enum Error {
         from: String,
         why: String,
     },
-    /// The gate cannot inject a profile's secrets here (no root certificates to verify their
-    /// hosts by, the run's CA not made).
-    #[error("cannot put the profile's secrets on the wire: {why}")]
+    /// The gate cannot terminate TLS for a profile's secrets' hosts or `[[network.http]]` hosts
+    /// here (no root certificates to verify them by, the run's CA not made).
+    #[error("cannot read the HTTPS of the profile's secrets' and [[network.http]] hosts: {why}")]
     InjectionUnavailable { why: String },
     /// A limit the profile names that the kernel cannot hold this run to.
     #[error("[limits] {limit} cannot be enforced by the kernel here ({why}); refusing to run with less than the profile asks for — run 'airlock check', or accept it explicitly with --allow-degraded={flag}")]

@@ -161,6 +161,8 @@ mod tests {
             duration_ms: None,
             program: None,
             secret: None,
+            method: None,
+            path: None,
         }
     }
 

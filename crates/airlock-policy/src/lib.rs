@@ -15,7 +15,14 @@
 //! comments. Unknown keys are errors, so a typo never silently weakens a policy.
 //!
 //! ```toml
-//! network = { allow = ["api.github.com", "github.com"] }  # default "none": a private loopback
+//! [network]                                  # default network = "none": a private loopback
+//! allow = ["api.github.com", "github.com"]
+//!
+//! [[network.http]]                            # any number, one per host; default: none
+//! host = "api.github.com"                     # a DNS name [network] allows
+//! allow = ["GET /repos/acme/*", "POST /repos/acme/*/issues"]  # METHOD PATH (* any method);
+//!                                             # * one whole segment, a last ** the rest
+//! # or inspect = true                         # no rules: every request let through, recorded
 //!
 //! [filesystem]                  # host paths, absolute, without `..`; default: none
 //! read_only = ["/opt/tools"]    # bound read-only at the same path
@@ -116,7 +123,7 @@ pub use load::{
 };
 pub use parse::parse_profile;
 pub use profile::{
-    ApplyPolicy, EnvPolicy, Filesystem, Injection, Limits, NetworkMode, Profile, SecretSource,
-    SecretSpec, ToolConfigEntry, BASE_ENV_ALLOW, DEFAULT_PROFILE_NAME,
+    ApplyPolicy, EnvPolicy, Filesystem, HttpRules, Injection, Limits, NetworkMode, Profile,
+    RequestRule, SecretSource, SecretSpec, ToolConfigEntry, BASE_ENV_ALLOW, DEFAULT_PROFILE_NAME,
 };
 pub use render::to_toml;

@@ -9,7 +9,7 @@ use toml::de::DeValue;
 use crate::doc::{Doc, Key, Section, Value};
 use crate::error::PolicyError;
 use crate::profile::{EnvPolicy, Filesystem, Limits, NetworkMode, Profile};
-use airlock_rules::Destination;
+use airlock_rules::{Destination, HttpRules};
 
 const TOP: Section = Section {
     name: None,
@@ -17,7 +17,7 @@ const TOP: Section = Section {
 };
 const NETWORK: Section = Section {
     name: Some("network"),
-    keys: &["allow", "deny", "open"],
+    keys: &["allow", "deny", "open", "http"],
 };
 const FILESYSTEM: Section = Section {
     name: Some("filesystem"),
@@ -72,7 +72,7 @@ pub fn parse_profile(text: &str, name: &str, origin: &Path) -> Result<Profile, P
     let mut secrets = None;
     for (key, value) in doc.entries(root.get_ref(), &TOP) {
         match key.name {
-            "network" => profile.network = network(&doc, value)?,
+            "network" => (profile.network, profile.http) = network(&doc, value)?,
             "filesystem" => filesystem(&doc, &key, value, &mut profile.filesystem)?,
             "env" => env(&doc, &key, value, &mut profile.env)?,
             "limits" => limits(&doc, &key, value, &mut profile.limits)?,
@@ -87,17 +87,20 @@ pub fn parse_profile(text: &str, name: &str, origin: &Path) -> Result<Profile, P
     Ok(profile)
 }
 
-/// `network = "none"`, `network = "open"`, or a table: `allow = [...]`, `deny = [...]`, and
-/// `open = true` for everything but what `deny` names.
-fn network(doc: &Doc, value: &Value) -> Result<NetworkMode, PolicyError> {
+/// `network = "none"`, `network = "open"`, or a table: `allow = [...]`, `deny = [...]`,
+/// `open = true` for everything but what `deny` names, and `[[network.http]]` rules.
+fn network(doc: &Doc, value: &Value) -> Result<(NetworkMode, Vec<HttpRules>), PolicyError> {
     const HINT: &str = "write network = \"none\", network = \"open\", or network = { allow = [\"github.com\", \"*.pypi.org:443\"] }";
     if let toml::de::DeValue::String(mode) = value.get_ref() {
         return match mode.as_ref() {
-            "none" => Ok(NetworkMode::None),
-            "open" => Ok(NetworkMode::Open {
-                allow: Vec::new(),
-                deny: Vec::new(),
-            }),
+            "none" => Ok((NetworkMode::None, Vec::new())),
+            "open" => Ok((
+                NetworkMode::Open {
+                    allow: Vec::new(),
+                    deny: Vec::new(),
+                },
+                Vec::new(),
+            )),
             other => Err(doc.error(
                 value.span(),
                 format!(
@@ -112,8 +115,11 @@ fn network(doc: &Doc, value: &Value) -> Result<NetworkMode, PolicyError> {
         return Err(doc.wrong_type_of("`network`", value, "a string or a table", HINT));
     };
     let (mut allow, mut deny, mut open) = (Vec::new(), Vec::new(), false);
+    // Judged last: a rule's host must be allowed by the keys around it.
+    let mut rules = None;
     for (key, value) in doc.entries(table, &NETWORK) {
         match key.name {
+            "http" => rules = Some((key, value)),
             "allow" => allow = destinations(doc, &key, value)?,
             "deny" => deny = destinations(doc, &key, value)?,
             "open" => match value.get_ref() {
@@ -125,11 +131,16 @@ fn network(doc: &Doc, value: &Value) -> Result<NetworkMode, PolicyError> {
             _ => return Err(doc.unknown_key(&key)),
         }
     }
-    Ok(if open {
+    let mode = if open {
         NetworkMode::Open { allow, deny }
     } else {
         NetworkMode::Allow { allow, deny }
-    })
+    };
+    let rules = match rules {
+        Some((key, value)) => http::http(doc, &key, value, &mode)?,
+        None => Vec::new(),
+    };
+    Ok((mode, rules))
 }
 
 /// Hosts (`github.com`, `*.pypi.org`, with `:PORT`), addresses and networks.
@@ -442,6 +453,7 @@ fn value_as_f64(value: &DeValue) -> Option<f64> {
 }
 
 mod apply;
+mod http;
 mod secret;
 
 #[cfg(test)]

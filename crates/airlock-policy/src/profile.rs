@@ -28,6 +28,9 @@ pub struct Profile {
     pub env: EnvPolicy,
     pub limits: Limits,
     pub network: NetworkMode,
+    /// `[[network.http]]`: hosts whose requests the gate reads (it terminates their TLS) and
+    /// lets through by method and path, each allowed by `network`, one entry per host.
+    pub http: Vec<HttpRules>,
     pub apply: ApplyPolicy,
     /// Credentials the sandbox uses without seeing them: it gets a placeholder in `name`, the
     /// network gate puts the value on the wire towards `hosts` only.
@@ -151,6 +154,9 @@ pub struct Limits {
 /// What network the sandbox gets.
 pub type NetworkMode = airlock_rules::Egress;
 
+/// One `[[network.http]]`: a host's requests, by method and path.
+pub use airlock_rules::{HttpRules, RequestRule};
+
 impl Default for Limits {
     /// Generous enough for a build or a test suite, small enough that a runaway command cannot
     /// take the machine down with it.
@@ -181,6 +187,7 @@ impl Profile {
             env: EnvPolicy::default(),
             limits: Limits::default(),
             network: NetworkMode::None,
+            http: Vec::new(),
             apply: ApplyPolicy::default(),
             secrets: Vec::new(),
         }

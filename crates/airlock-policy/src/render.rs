@@ -6,14 +6,15 @@
 use toml::{Table, Value};
 
 use crate::profile::{
-    EnvPolicy, Filesystem, Injection, Limits, NetworkMode, Profile, SecretSource, SecretSpec,
+    EnvPolicy, Filesystem, HttpRules, Injection, Limits, NetworkMode, Profile, SecretSource,
+    SecretSpec,
 };
 use crate::units::{format_duration, format_size};
 
 /// `profile` as a profile file's TOML.
 pub fn to_toml(profile: &Profile) -> Table {
     let mut root = Table::new();
-    root.insert("network".into(), network(&profile.network));
+    root.insert("network".into(), network(&profile.network, &profile.http));
     root.insert("filesystem".into(), filesystem(&profile.filesystem).into());
     root.insert("env".into(), env(&profile.env).into());
     root.insert("limits".into(), limits(&profile.limits).into());
@@ -51,10 +52,12 @@ fn paths(items: &[std::path::PathBuf]) -> Value {
     )
 }
 
-fn network(network: &NetworkMode) -> Value {
+fn network(network: &NetworkMode, http: &[HttpRules]) -> Value {
     let (allow, deny, open) = match network {
         NetworkMode::None => return "none".into(),
-        NetworkMode::Open { allow, deny } if allow.is_empty() && deny.is_empty() => {
+        NetworkMode::Open { allow, deny }
+            if allow.is_empty() && deny.is_empty() && http.is_empty() =>
+        {
             return "open".into()
         }
         NetworkMode::Open { allow, deny } => (allow, deny, true),
@@ -65,6 +68,18 @@ fn network(network: &NetworkMode) -> Value {
     table.insert("deny".into(), strings(deny));
     if open {
         table.insert("open".into(), true.into());
+    }
+    if !http.is_empty() {
+        let entries = http.iter().map(|rules| {
+            let mut entry = Table::new();
+            entry.insert("host".into(), rules.host.clone().into());
+            match &rules.allow {
+                Some(allow) => entry.insert("allow".into(), strings(allow)),
+                None => entry.insert("inspect".into(), true.into()),
+            };
+            Value::Table(entry)
+        });
+        table.insert("http".into(), Value::Array(entries.collect()));
     }
     table.into()
 }
@@ -241,5 +256,23 @@ inject = "placeholder"
 "#,
         );
         round_trip("network = { open = true, deny = [\"10.0.0.0/8\"] }\n");
+    }
+
+    #[test]
+    fn http_rules_read_back_as_themselves() {
+        round_trip(
+            r#"[network]
+allow = ["api.github.com", "example.org"]
+[[network.http]]
+host = "api.github.com"
+allow = ["GET /repos/acme/*", "* /repos/acme/*/issues/**"]
+[[network.http]]
+host = "example.org"
+inspect = true
+"#,
+        );
+        round_trip(
+            "[network]\nopen = true\n[[network.http]]\nhost = \"example.org\"\ninspect = true\n",
+        );
     }
 }

@@ -1,8 +1,11 @@
 //! What a profile's `[network]` allows: destinations by name or address, the decision for one
-//! attempt, and the classes of address the host must be protected from. Pure: the policy crate
-//! parses profiles into these types, and the network gate decides by them.
+//! attempt, the classes of address the host must be protected from, and the requests a host
+//! whose connections the gate reads may carry. Pure: the policy crate parses profiles into
+//! these types, and the network gate decides by them.
 
+pub mod http;
 pub mod ip;
 pub mod rules;
 
+pub use http::{HttpRules, RequestRule};
 pub use rules::{Decision, Destination, Egress, RuleError};

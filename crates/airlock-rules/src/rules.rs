@@ -268,13 +268,13 @@ pub struct Decision {
 }
 
 impl Decision {
-    fn allow(rule: impl Into<String>) -> Decision {
+    pub(crate) fn allow(rule: impl Into<String>) -> Decision {
         Decision {
             allowed: true,
             rule: rule.into(),
         }
     }
-    fn deny(rule: impl Into<String>) -> Decision {
+    pub(crate) fn deny(rule: impl Into<String>) -> Decision {
         Decision {
             allowed: false,
             rule: rule.into(),

@@ -101,7 +101,7 @@ pub(super) fn read_secrets(
     let injector = match ca {
         None => Ok(None),
         Some(ca) => crate::secrets::for_run(&plan.profile, placeholders)
-            .and_then(|secrets| injection::injector(ca, secrets))
+            .and_then(|secrets| injection::injector(ca, secrets, &plan.profile))
             .map(Some),
     };
     match injector {

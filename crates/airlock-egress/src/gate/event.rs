@@ -33,12 +33,16 @@ pub enum NetEventKind {
     Placeholder,
     /// A CONNECT or an upgrade inside an intercepted connection, refused.
     Tunnel,
+    /// A request to a host with `[[network.http]]` rules: let through or refused (with its
+    /// method and path, never its query); or a connection to such a host that is not TLS, so
+    /// that its requests could not be read, refused.
+    Request,
 }
 
 impl NetEventKind {
     /// Every kind, for the tests that hold the words fixed.
     #[cfg(test)]
-    pub(crate) const ALL: [NetEventKind; 10] = [
+    pub(crate) const ALL: [NetEventKind; 11] = [
         NetEventKind::Dns,
         NetEventKind::Connect,
         NetEventKind::Fronting,
@@ -49,6 +53,7 @@ impl NetEventKind {
         NetEventKind::Secret,
         NetEventKind::Placeholder,
         NetEventKind::Tunnel,
+        NetEventKind::Request,
     ];
 
     /// The kind's word, as the audit log writes it.
@@ -64,6 +69,7 @@ impl NetEventKind {
             NetEventKind::Secret => "secret",
             NetEventKind::Placeholder => "placeholder",
             NetEventKind::Tunnel => "tunnel",
+            NetEventKind::Request => "request",
         }
     }
 }
@@ -108,6 +114,12 @@ pub struct NetEvent {
     /// (kinds `secret` and `placeholder`): its name, never its value.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub secret: Option<String>,
+    /// A request's method and path (kind `request`): the path without its query, which may
+    /// carry a credential, and cut at 256 bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub method: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
 }
 
 impl NetEvent {
@@ -128,6 +140,8 @@ impl NetEvent {
             duration_ms: None,
             program: None,
             secret: None,
+            method: None,
+            path: None,
         }
     }
 
@@ -164,7 +178,8 @@ mod tests {
                 "tls",
                 "secret",
                 "placeholder",
-                "tunnel"
+                "tunnel",
+                "request"
             ]
         );
         for kind in NetEventKind::ALL {

@@ -45,6 +45,7 @@ use crate::dns::Synthetic;
 use crate::rules::{Decision, Egress};
 
 pub use event::{NetEvent, NetEventKind};
+pub(crate) use proxy::json_string;
 
 /// Where the sandbox finds airlock's HTTP proxy (set as HTTP_PROXY and friends): an address
 /// of the synthetic range that no name is given, answered by this gate.

@@ -147,7 +147,7 @@ pub(super) fn serve(
 }
 
 /// Answer the client with an error `status`, naming the rule that refused it.
-fn refuse(client: &mut TcpStream, status: &str, decision: &Decision) {
+pub(super) fn refuse(client: &mut TcpStream, status: &str, decision: &Decision) {
     let body = format!(
         "{{\"error\":\"refused by airlock\",\"rule\":{}}}\n",
         json_string(&decision.rule)
@@ -227,7 +227,8 @@ fn origin_form(head: &[u8]) -> Vec<u8> {
     out
 }
 
-fn json_string(text: &str) -> String {
+/// `text` as a JSON string, quotes and all.
+pub(crate) fn json_string(text: &str) -> String {
     let mut out = String::from("\"");
     for c in text.chars() {
         match c {

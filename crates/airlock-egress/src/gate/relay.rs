@@ -234,6 +234,9 @@ pub(super) fn relay_with(
         state.log(&e);
         return;
     }
+    if unreadable(state, &target, &verdict) {
+        return refuse_unread(client, &target, state, &verdict);
+    }
     if let Some(injector) = intercepting(state, &target, &verdict) {
         let host = target.name.as_deref().unwrap_or_default();
         let port = target.addr.port();
@@ -261,6 +264,33 @@ fn intercepting<'s>(
     let injector = state.config.inject.as_deref()?;
     let name = target.name.as_deref()?;
     (matches!(verdict.peeked, Peek::Tls { .. }) && injector.intercepts(name)).then_some(injector)
+}
+
+/// A connection to a host with `[[network.http]]` rules that is not TLS (plain HTTP, another
+/// protocol, TLS after a preamble): the injector cannot read its requests, so it cannot hold
+/// them to the rules.
+fn unreadable(state: &State, target: &Target, verdict: &Verdict) -> bool {
+    let (Some(injector), Some(name)) = (state.config.inject.as_deref(), target.name.as_deref())
+    else {
+        return false;
+    };
+    injector.http_rules(name).is_some() && !matches!(verdict.peeked, Peek::Tls { .. })
+}
+
+/// Refuse a connection [`unreadable`] found: recorded, and a plain-HTTP client told why (403).
+fn refuse_unread(mut client: TcpStream, target: &Target, state: &State, verdict: &Verdict) {
+    let name = target.name.as_deref().unwrap_or_default();
+    let decision = deny(format!(
+        "a connection to {name}:{} that is not TLS: refused ([[network.http]] rules hold for HTTPS, whose requests the gate reads)",
+        target.addr.port()
+    ));
+    if let Peek::Http { method, .. } = &verdict.peeked {
+        let mut e = target.event(NetEventKind::Request, &decision);
+        e.method = Some(method.clone());
+        state.log(&e);
+        return proxy::refuse(&mut client, "403 Forbidden", &decision);
+    }
+    state.log(&target.event(NetEventKind::Request, &decision));
 }
 
 /// May a connection to `target` be relayed at all: the network not cut, and not too many open?

@@ -1,6 +1,8 @@
 //! Secrets the sandbox can use but never see (issue 17): for a host the profile holds a secret
 //! for, the gate terminates the sandbox's TLS with a per-session CA, connects upstream with
-//! real certificate verification, and puts the secret into the requests it passes on.
+//! real certificate verification, and puts the secret into the requests it passes on. The same
+//! for a host with `[[network.http]]` rules (issue 28): each request is let through or refused
+//! by its method and path, and recorded.
 //!
 //! - `secret.rs`: what a secret is and how it goes into a request ([`Secret`], [`Inject`]).
 //! - `ca.rs`: the session CA (its key only in memory) and the leaf certificate of each host.
@@ -16,6 +18,7 @@ mod tls;
 
 use std::sync::Arc;
 
+use airlock_rules::HttpRules;
 use rustls::RootCertStore;
 
 pub use ca::SessionCa;
@@ -26,6 +29,8 @@ pub use serve::Served;
 /// upstream servers by.
 pub struct Injector {
     secrets: Arc<[Secret]>,
+    /// The hosts whose requests are read and decided by method and path.
+    http: Arc<[HttpRules]>,
     ca: ca::SessionCa,
     /// Upstream servers are verified against these (the system's, or a test's).
     roots: Arc<RootCertStore>,
@@ -70,8 +75,22 @@ impl Injector {
         Ok(Injector {
             ca,
             secrets: secrets.into(),
+            http: Arc::new([]),
             roots: Arc::new(roots),
         })
+    }
+
+    /// The same injector, reading the requests to `http`'s hosts too and deciding each by
+    /// their rules (the session CA must have been made for those hosts).
+    pub fn with_http(mut self, http: Vec<HttpRules>) -> Result<Injector, String> {
+        if let Some(rules) = http.iter().find(|rules| !self.ca.covers(&rules.host)) {
+            return Err(format!(
+                "the session CA was made without {}, a host of [[network.http]]",
+                rules.host
+            ));
+        }
+        self.http = http.into();
+        Ok(self)
     }
 
     /// The session CA's certificate, PEM: what the sandbox's trust store gets.
@@ -79,9 +98,18 @@ impl Injector {
         self.ca.pem()
     }
 
-    /// Does a connection to `host` get terminated here (some secret is for it)?
+    /// Does a connection to `host` get terminated here (some secret is for it, or it has
+    /// `[[network.http]]` rules)?
     pub fn intercepts(&self, host: &str) -> bool {
-        self.secrets.iter().any(|s| s.is_for(host))
+        self.secrets.iter().any(|s| s.is_for(host)) || self.http_rules(host).is_some()
+    }
+
+    /// The `[[network.http]]` rules of `host`, if it has any: its requests must be read (a
+    /// connection to it that is not TLS is refused).
+    pub fn http_rules(&self, host: &str) -> Option<&HttpRules> {
+        self.http
+            .iter()
+            .find(|rules| rules.host.eq_ignore_ascii_case(host))
     }
 }
 
@@ -106,6 +134,8 @@ pub fn system_roots() -> Result<RootCertStore, String> {
     Ok(roots)
 }
 
+#[cfg(test)]
+mod http_rules_tests;
 #[cfg(test)]
 pub(crate) mod testing;
 #[cfg(test)]

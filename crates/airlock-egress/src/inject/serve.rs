@@ -21,11 +21,14 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tokio::sync::Notify;
 
+use airlock_rules::http::shown;
+use airlock_rules::HttpRules;
+
 use super::request::{self, Put, Refused};
 use super::secret::Secret;
 use super::tls::{self, Client, Counts, H2, HTTP11};
 use super::Injector;
-use crate::gate::{NetEvent, NetEventKind};
+use crate::gate::{json_string, NetEvent, NetEventKind};
 use crate::rules::Decision;
 
 /// How much went each way on the sandbox's side of a served connection (TLS bytes).
@@ -71,6 +74,9 @@ enum Upstream {
 struct Connection {
     scene: Scene,
     secrets: Arc<[Secret]>,
+    /// The host's `[[network.http]]` rules: every request is recorded, and let through only
+    /// if they allow it.
+    rules: Option<HttpRules>,
     upstream: Upstream,
     /// Events for the connection's own loop to log: requests may be served on other tasks.
     notes: UnboundedSender<NetEvent>,
@@ -81,6 +87,9 @@ struct Connection {
     /// A request named another host: the connection is ending, and requests that crossed
     /// its end (HTTP/2's GOAWAY takes a round trip) are refused too.
     misdirected: AtomicBool,
+    /// A request was refused by `rules`: the connection is ending, and the requests that
+    /// crossed its end are refused too.
+    forbidden: AtomicBool,
 }
 
 impl Injector {
@@ -180,6 +189,7 @@ impl Injector {
         };
         let (notes, noted) = unbounded_channel();
         let connection = Connection {
+            rules: self.http_rules(&scene.host).cloned(),
             scene,
             secrets: self.secrets.clone(),
             upstream,
@@ -187,6 +197,7 @@ impl Injector {
             logged: Mutex::new(HashSet::new()),
             close,
             misdirected: AtomicBool::new(false),
+            forbidden: AtomicBool::new(false),
         };
         serve_requests(client, Arc::new(connection), noted, events).await;
     }
@@ -333,6 +344,9 @@ async fn handle(
     if let Err(refused) = request::check(&parts, &host, connection.scene.port) {
         return Ok(connection.refuse(refused));
     }
+    if let Some(forbidden) = connection.judge(&parts) {
+        return Ok(forbidden);
+    }
     let put = match request::inject(&mut parts, &connection.secrets, &host) {
         Ok(put) => put,
         Err(why) => return Ok(answer(StatusCode::BAD_GATEWAY, &why)),
@@ -369,6 +383,41 @@ impl Connection {
                 answer(StatusCode::NOT_IMPLEMENTED, &rule)
             }
         }
+    }
+
+    /// A request to a host with `[[network.http]]` rules: recorded (its method and path, never
+    /// its query), and, unless they allow it, answered 403 and the connection closed (its body
+    /// is not read: nothing after it on the connection is taken for a request).
+    fn judge(&self, parts: &Parts) -> Option<Response<Reply>> {
+        let rules = self.rules.as_ref()?;
+        let method = parts.method.as_str();
+        let path = parts.uri.path();
+        let decision = if self.forbidden.load(Ordering::SeqCst) {
+            Decision {
+                allowed: false,
+                rule: format!(
+                    "{method} {}: refused, the connection is closing after an earlier refusal",
+                    shown(path)
+                ),
+            }
+        } else {
+            let target = parts.uri.path_and_query().map_or(path, |p| p.as_str());
+            rules.decide_head(method, target, parts.headers.keys().map(|k| k.as_str()))
+        };
+        let mut e = self.scene.event(
+            NetEventKind::Request,
+            decision.allowed,
+            decision.rule.clone(),
+        );
+        (e.method, e.path) = (Some(method.to_string()), Some(shown(path)));
+        self.log(e);
+        if decision.allowed {
+            return None;
+        }
+        self.forbidden.store(true, Ordering::SeqCst);
+        self.close.notify_one();
+        let head = parts.method == hyper::Method::HEAD;
+        Some(forbidden(&rules.host, &decision.rule, head))
     }
 
     /// Log what putting the secrets in did, once per connection and secret.
@@ -465,6 +514,30 @@ fn to_upstream_form(parts: &mut Parts, h2: bool, host: &str) -> Result<(), Strin
         parts.version = Version::HTTP_11;
     }
     Ok(())
+}
+
+/// A request `[[network.http]]` refused: 403, and why as JSON (the rule set, the rule; no
+/// body for a HEAD, which HTTP/2 would otherwise send). The connection is not kept.
+fn forbidden(host: &str, rule: &str, head: bool) -> Response<Reply> {
+    let body = if head {
+        String::new()
+    } else {
+        format!(
+            "{{\"error\":\"refused by airlock\",\"rules\":{},\"rule\":{}}}\n",
+            json_string(&format!("[[network.http]] for {host}")),
+            json_string(rule)
+        )
+    };
+    let mut response = Response::new(
+        Full::new(Bytes::from(body))
+            .map_err(|never| match never {})
+            .boxed(),
+    );
+    *response.status_mut() = StatusCode::FORBIDDEN;
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.insert(CONNECTION, HeaderValue::from_static("close"));
+    response
 }
 
 /// The gate's own answer: `status`, and `why` as its text body. The connection is not kept.

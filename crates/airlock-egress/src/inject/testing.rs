@@ -235,6 +235,26 @@ impl Client {
         sni: Option<&str>,
         alpn: &[&[u8]],
     ) -> Result<Client, String> {
+        Client::speaking(tcp, ca_pem, sni, alpn, false)
+    }
+
+    /// [`Client::connect`] offering no ALPN and speaking HTTP/2 all the same (prior knowledge).
+    pub(crate) fn connect_h2_unannounced(
+        addr: SocketAddr,
+        ca_pem: &str,
+        sni: Option<&str>,
+    ) -> Result<Client, String> {
+        let tcp = std::net::TcpStream::connect(addr).map_err(|e| e.to_string())?;
+        Client::speaking(tcp, ca_pem, sni, &[], true)
+    }
+
+    fn speaking(
+        tcp: std::net::TcpStream,
+        ca_pem: &str,
+        sni: Option<&str>,
+        alpn: &[&[u8]],
+        h2_regardless: bool,
+    ) -> Result<Client, String> {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -261,7 +281,7 @@ impl Client {
                 .map_err(|e| e.to_string())?;
             let alpn = tls.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
             let io = TokioIo::new(tls);
-            let sender = if alpn.as_deref() == Some(H2) {
+            let sender = if h2_regardless || alpn.as_deref() == Some(H2) {
                 let (sender, driver) = http2::handshake(TokioExecutor::new(), io)
                     .await
                     .map_err(|e| e.to_string())?;

@@ -15,6 +15,14 @@ const VALUE: &str = "ghp_realGATEvalue";
 /// A gate whose injector holds a placeholder secret for api.test, trusting `ca`; and its
 /// events.
 fn gate(ca: &TestCa) -> (Arc<State>, Arc<Injector>, Arc<Mutex<Vec<NetEvent>>>) {
+    gate_with(ca, Vec::new())
+}
+
+/// [`gate`], with `[[network.http]]` rules.
+fn gate_with(
+    ca: &TestCa,
+    http: Vec<airlock_rules::HttpRules>,
+) -> (Arc<State>, Arc<Injector>, Arc<Mutex<Vec<NetEvent>>>) {
     let secret = Secret {
         name: "GH".into(),
         hosts: vec!["api.test".into()],
@@ -22,7 +30,8 @@ fn gate(ca: &TestCa) -> (Arc<State>, Arc<Injector>, Arc<Mutex<Vec<NetEvent>>>) {
         value: zeroize::Zeroizing::new(VALUE.into()),
         inject: Inject::Placeholder,
     };
-    let injector = Arc::new(Injector::with_roots(vec![secret], ca.roots()).unwrap());
+    let injector = Injector::with_roots(vec![secret], ca.roots()).unwrap();
+    let injector = Arc::new(injector.with_http(http).unwrap());
     let events = Arc::new(Mutex::new(Vec::new()));
     let logged = events.clone();
     let d = |text: &str| Destination::parse(text).unwrap();
@@ -155,6 +164,58 @@ fn a_proxy_tunnel_to_a_host_with_a_secret_is_served_by_the_injector() {
             NetEventKind::Secret,
             NetEventKind::Closed
         ]
+    );
+}
+
+#[test]
+fn a_host_with_http_rules_is_reached_by_tls_only_and_its_requests_judged() {
+    let ca = TestCa::new("upstream");
+    let echo = Echo::start(ca.server("api.test", &[HTTP11]));
+    let rules = airlock_rules::HttpRules {
+        host: "api.test".into(),
+        allow: Some(vec![airlock_rules::RequestRule::parse("GET /ok").unwrap()]),
+    };
+    let (state, injector, events) = gate_with(&ca, vec![rules]);
+    let (sandbox, relay) = relayed(&state, by_name("api.test", echo.addr));
+    let mut client = Client::over(sandbox, injector.ca_pem(), Some("api.test"), &[HTTP11]).unwrap();
+    assert_eq!(client.get("api.test", "/ok", &[]).unwrap().0, 200);
+    assert_eq!(client.get("api.test", "/other", &[]).unwrap().0, 403);
+    drop(client);
+    relay.join().unwrap();
+    // Plain HTTP to it (here, to a server that counts what it is sent): refused before a byte
+    // goes on, with a 403 that says why.
+    let plain = TcpListener::bind("127.0.0.1:0").unwrap();
+    let plain_addr = plain.local_addr().unwrap();
+    let counted = std::thread::spawn(move || {
+        let (mut upstream, _) = plain.accept().unwrap();
+        let mut got = Vec::new();
+        let _ = upstream.read_to_end(&mut got);
+        got.len()
+    });
+    let (mut sandbox, relay) = relayed(&state, by_name("api.test", plain_addr));
+    sandbox
+        .write_all(b"GET /ok HTTP/1.1\r\nHost: api.test\r\n\r\n")
+        .unwrap();
+    let mut answer = String::new();
+    sandbox.read_to_string(&mut answer).unwrap();
+    relay.join().unwrap();
+    assert!(answer.starts_with("HTTP/1.1 403 Forbidden\r\n"), "{answer}");
+    assert!(answer.contains("not TLS"), "{answer}");
+    assert_eq!(counted.join().unwrap(), 0, "nothing reached the server");
+    let events = events.lock().unwrap();
+    let judged: Vec<(bool, Option<&str>)> = events
+        .iter()
+        .filter(|e| e.kind == NetEventKind::Request)
+        .map(|e| (e.allowed, e.method.as_deref()))
+        .collect();
+    assert_eq!(
+        judged,
+        [
+            (true, Some("GET")),
+            (false, Some("GET")),
+            (false, Some("GET"))
+        ],
+        "{events:?}"
     );
 }
 

@@ -1,0 +1,205 @@
+use super::*;
+
+fn rules(allow: &[&str]) -> HttpRules {
+    HttpRules {
+        host: "api.github.com".into(),
+        allow: Some(
+            allow
+                .iter()
+                .map(|r| RequestRule::parse(r).unwrap())
+                .collect(),
+        ),
+    }
+}
+
+fn allowed(rules: &HttpRules, method: &str, path: &str) -> bool {
+    rules.decide(method, path).allowed
+}
+
+#[test]
+fn a_star_is_one_whole_segment_and_a_double_star_the_rest() {
+    let r = rules(&["GET /repos/acme/*", "POST /repos/acme/*/issues"]);
+    for (method, path) in [
+        ("GET", "/repos/acme/widgets"),
+        ("GET", "/repos/acme/widgets?page=2&x=/../y"),
+        ("POST", "/repos/acme/widgets/issues"),
+        ("GET", "/repos/acme/a;b"),
+    ] {
+        assert!(allowed(&r, method, path), "{method} {path}");
+    }
+    for (method, path) in [
+        // Another method, another path, deeper, shallower, a trailing slash.
+        ("DELETE", "/repos/acme/widgets"),
+        ("HEAD", "/repos/acme/widgets"),
+        ("GET", "/repos/other/widgets"),
+        ("GET", "/repos/acme/widgets/issues"),
+        ("GET", "/repos/acme"),
+        ("GET", "/repos/acme/"),
+        ("GET", "/repos/acme/widgets/"),
+        ("GET", "/repos/acmeX/widgets"),
+        ("POST", "/repos/acme/widgets/issues/1"),
+        // Methods are case-sensitive tokens.
+        ("get", "/repos/acme/widgets"),
+        ("Get", "/repos/acme/widgets"),
+        ("GET", "/REPOS/acme/widgets"),
+    ] {
+        assert!(!allowed(&r, method, path), "{method} {path}");
+    }
+    let rest = rules(&["* /repos/acme/**", "GET /"]);
+    for path in ["/repos/acme", "/repos/acme/", "/repos/acme/a/b/c"] {
+        assert!(allowed(&rest, "PATCH", path), "{path}");
+    }
+    assert!(allowed(&rest, "GET", "/"));
+    assert!(!allowed(&rest, "POST", "/"));
+    assert!(!allowed(&rest, "GET", "/repos/acmeX"));
+    assert!(!allowed(&rest, "GET", "/repos"));
+}
+
+#[test]
+fn paths_servers_could_read_otherwise_are_refused_whatever_the_rules() {
+    let r = rules(&["* /**"]);
+    for path in [
+        "/repos/acme/../other",
+        "/repos/acme/..",
+        "/repos/acme/./x",
+        "/repos/acme/%2e%2e/other",
+        "/repos/acme/%2E%2e/other",
+        "/repos/acme/.%2e/other",
+        "/repos/acme/..;/other",
+        "/repos/acme/%2e%2e;x=1/other",
+        "/repos/acme/a%2fb",
+        "/repos/acme/a%2F..%2Fb",
+        "/repos/acme/a%5cb",
+        "/repos/acme/a\\..\\b",
+        "/repos/acme//x",
+        "//evil.test/x",
+        "/repos/acme/%252e%252e/x",
+        "/repos/acme/%c0%ae%c0%ae/x",
+        "/repos/acme/%00",
+        "/repos/acme/%0d%0aX:y",
+        "/repos/acme/%zz",
+        "/repos/acme/%2",
+        "/repos/acme/x#frag",
+        "/repos/acme/a b",
+        "/repos/acme/\u{e9}",
+        "*",
+        "",
+        "repos/acme",
+        "https://api.github.com/repos",
+    ] {
+        let decision = r.decide("GET", path);
+        assert!(!decision.allowed, "{path:?}: {decision:?}");
+        assert!(decision.rule.contains("refused"), "{path:?}: {decision:?}");
+    }
+    // Escapes of anything else are read as what they stand for, on both sides.
+    let r = rules(&["GET /repos/%61cme/*/issues"]);
+    assert!(allowed(&r, "GET", "/repos/acme/x/%69ssues"));
+    assert!(allowed(&r, "GET", "/repos/acme/%C3%A9/issues"));
+    assert!(allowed(&r, "GET", "/repos/acme/...x/issues"));
+    // An escaped `*` in a rule is a literal one.
+    let r = rules(&["GET /files/%2A"]);
+    assert!(allowed(&r, "GET", "/files/*") && allowed(&r, "GET", "/files/%2a"));
+    assert!(!allowed(&r, "GET", "/files/x"));
+}
+
+#[test]
+fn decisions_name_the_request_and_the_rule() {
+    let r = rules(&["GET /repos/acme/*"]);
+    assert_eq!(
+        r.decide("GET", "/repos/acme/x?token=placeholder").rule,
+        "GET /repos/acme/x: allowed by \"GET /repos/acme/*\""
+    );
+    assert_eq!(
+        r.decide("DELETE", "/repos/acme/x").rule,
+        "DELETE /repos/acme/x: no rule of [[network.http]] for api.github.com allows it"
+    );
+    let refused = r.decide("GET", "/repos/acme/%2e%2e/y").rule;
+    assert!(
+        refused.starts_with("GET /repos/acme/%2e%2e/y: refused, a `..` segment"),
+        "{refused}"
+    );
+    let long = format!("/repos/acme/{}", "x".repeat(1000));
+    let rule = r.decide("GET", &long).rule;
+    assert!(rule.len() < 400 && rule.contains('…'), "{rule}");
+    let inspected = HttpRules {
+        host: "example.org".into(),
+        allow: None,
+    };
+    let d = inspected.decide("DELETE", "/anything/../at/all");
+    assert!(d.allowed);
+    assert_eq!(
+        d.rule,
+        "DELETE /anything/../at/all: inspected (example.org has no rules)"
+    );
+}
+
+#[test]
+fn rules_that_cannot_mean_what_they_say_do_not_parse() {
+    for (text, why) in [
+        ("GET", "a method and a path"),
+        ("GET /a /b", "a method and a path"),
+        ("/repos GET", "not an HTTP method"),
+        ("get /repos", "case-sensitive"),
+        ("G(T /repos", "not an HTTP method"),
+        ("CONNECT /", "tunnels"),
+        ("GET /repos?x=1", "query"),
+        ("GET /repos#x", "query"),
+        ("GET /repos/**/issues", "may only end"),
+        ("GET /repos/acme*", "whole segment"),
+        ("GET /repos/../x", "`..` segment"),
+        ("GET /repos//x", "empty segment"),
+        ("GET /repos/%2f", "separator"),
+        ("GET repos", "does not start with `/`"),
+    ] {
+        let err = RequestRule::parse(text).unwrap_err().to_string();
+        assert!(err.contains(why), "{text}: {err}");
+        assert!(err.starts_with(&format!("{text:?}")), "{err}");
+    }
+    let rule = RequestRule::parse("  POST   /repos/acme/*/issues ").unwrap();
+    assert_eq!(rule.to_string(), "POST /repos/acme/*/issues");
+    assert_eq!(
+        serde_json::to_value(&rule).unwrap(),
+        "POST /repos/acme/*/issues"
+    );
+    assert!(RequestRule::parse("M-SEARCH /").is_ok());
+}
+
+#[test]
+fn a_request_that_names_another_method_is_refused_where_rules_apply() {
+    let r = rules(&["POST /repos/acme/*/issues"]);
+    let target = "/repos/acme/x/issues";
+    assert!(
+        r.decide_head("POST", target, ["content-type", "accept"])
+            .allowed
+    );
+    for header in [
+        "X-HTTP-Method-Override",
+        "x-http-method",
+        "X-Method-Override",
+    ] {
+        let d = r.decide_head("POST", target, ["accept", header]);
+        assert!(!d.allowed, "{header}");
+        assert!(d.rule.contains(header), "{}", d.rule);
+    }
+    for query in ["_method=DELETE", "a=1&_METHOD=delete", "%5Fmethod=DELETE"] {
+        let d = r.decide_head("POST", &format!("{target}?{query}"), []);
+        assert!(!d.allowed, "{query}");
+    }
+    assert!(
+        r.decide_head("POST", &format!("{target}?method=x&a_method=y"), [])
+            .allowed
+    );
+    // The query is left out of the path matched, and of the decision's words.
+    let d = r.decide_head("POST", &format!("{target}?token=abc"), []);
+    assert!(d.allowed && !d.rule.contains("abc"), "{}", d.rule);
+    // Inspected only: nothing is refused.
+    let inspected = HttpRules {
+        host: "example.org".into(),
+        allow: None,
+    };
+    assert!(
+        inspected
+            .decide_head("DELETE", "/?_method=PUT", ["x-http-method"])
+            .allowed
+    );
+}
