@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 
 use airlock_rules::{Destination, Egress};
 
-use crate::profile::{Limits, Profile};
+use crate::profile::{HttpRules, Limits, Profile, RequestRule};
 use crate::render;
 use crate::units::format_size;
 
@@ -27,6 +27,9 @@ pub struct Observed {
     pub peak_memory_bytes: Option<u64>,
     /// What its layer held at the end (the files it wrote).
     pub layer_bytes: Option<u64>,
+    /// The requests the gate read on hosts the base profile inspects (`[[network.http]]`), by
+    /// host: each `METHOD /path` with its variable segments (numbers, ids) as `*`.
+    pub requests: BTreeMap<String, BTreeSet<String>>,
 }
 
 /// One destination a learning run reached.
@@ -52,6 +55,38 @@ impl Observed {
         }
     }
 }
+
+impl Observed {
+    /// Count one request to an inspected `host`: `method` and `path` (without its query).
+    pub fn requested(&mut self, host: &str, method: &str, path: &str) {
+        let seen = self.requests.entry(host.to_ascii_lowercase()).or_default();
+        if seen.len() < MAX_REQUEST_RULES {
+            seen.insert(format!("{method} {}", pattern(path)));
+        }
+    }
+}
+
+/// `path` with each segment that looks like an id (all digits, or a long run of hex digits and
+/// dashes: a hash, a UUID) as `*`: `/repos/acme/app/issues/12` → `/repos/acme/app/issues/*`.
+fn pattern(path: &str) -> String {
+    let segments: Vec<&str> = path
+        .split('/')
+        .map(|segment| {
+            let digits = !segment.is_empty() && segment.bytes().all(|b| b.is_ascii_digit());
+            let id =
+                segment.len() >= 16 && segment.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-');
+            if digits || id {
+                "*"
+            } else {
+                segment
+            }
+        })
+        .collect();
+    segments.join("/")
+}
+
+/// The most request rules learned for one host.
+const MAX_REQUEST_RULES: usize = 64;
 
 /// The most programs named in one destination's comment.
 const MAX_PROGRAMS: usize = 4;
@@ -92,9 +127,24 @@ pub fn propose(origin: &Origin, observed: &Observed, extend: Option<&Profile>) -
         if extend.is_some() { " (extending a profile learned before)" } else { "" },
     );
     text.push_str(&network_section(start, observed));
-    profile.network = Egress::None; // written above, with its comments
+    profile.http = http_rules(start, observed);
+    // allow and deny are written above, with their comments; the rest of [network] as it renders.
+    profile.network = Egress::Allow {
+        allow: Vec::new(),
+        deny: Vec::new(),
+    };
     let mut rest = render::to_toml(&profile);
-    rest.remove("network");
+    let http = rest
+        .remove("network")
+        .and_then(|network| network.as_table().and_then(|t| t.get("http")).cloned());
+    if let Some(http) = http {
+        let mut network = toml::Table::new();
+        network.insert("http".into(), http);
+        let mut wrapped = toml::Table::new();
+        wrapped.insert("network".into(), network.into());
+        text.push('\n');
+        text.push_str(&toml::to_string(&wrapped).unwrap_or_default());
+    }
     text.push('\n');
     text.push_str(&toml::to_string(&rest).unwrap_or_default());
     text
@@ -160,6 +210,32 @@ fn network_section(start: &Profile, observed: &Observed) -> String {
     let deny: Vec<String> = deny.iter().map(|d| quoted(&d.to_string())).collect();
     let _ = writeln!(text, "deny = [{}]", deny.join(", "));
     text
+}
+
+/// The start profile's `[[network.http]]`, each inspected host's rules those of the requests
+/// the run made there (added to the rules it had, when extending a learned profile).
+fn http_rules(start: &Profile, observed: &Observed) -> Vec<HttpRules> {
+    start
+        .http
+        .iter()
+        .map(|rules| {
+            let Some(seen) = observed.requests.get(&rules.host) else {
+                return rules.clone();
+            };
+            let mut allow: Vec<RequestRule> = rules.allow.clone().unwrap_or_default();
+            for text in seen {
+                if let Ok(rule) = RequestRule::parse(text) {
+                    if !allow.iter().any(|had| had.to_string() == rule.to_string()) {
+                        allow.push(rule);
+                    }
+                }
+            }
+            HttpRules {
+                host: rules.host.clone(),
+                allow: Some(allow),
+            }
+        })
+        .collect()
 }
 
 /// The start profile's limits, raised or set to what the run took with headroom: twice its
@@ -330,6 +406,39 @@ mod tests {
         );
         assert_eq!(learned.limits.memory_bytes, 4 << 30);
         assert_eq!(learned.limits.cpu_seconds, 600);
+    }
+
+    #[test]
+    fn an_inspected_hosts_requests_become_its_rules_with_ids_as_stars() {
+        let base = base(
+            "[network]\nallow = [\"api.github.com\"]\n[[network.http]]\nhost = \"api.github.com\"\ninspect = true\n",
+        );
+        let mut o = Observed::default();
+        o.connected("api.github.com", 443, Some("gh"));
+        o.requested("api.github.com", "GET", "/repos/acme/app/issues/12");
+        o.requested("api.github.com", "GET", "/repos/acme/app/issues/13");
+        o.requested("api.github.com", "POST", "/repos/acme/app/issues");
+        let origin = Origin {
+            base: &base,
+            command: "gh issue list",
+            when: "now",
+        };
+        let text = propose(&origin, &o, None);
+        let learned = parse(&text, "learned");
+        let rules: Vec<String> = learned.http[0]
+            .allow
+            .iter()
+            .flatten()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            rules,
+            [
+                "GET /repos/acme/app/issues/*",
+                "POST /repos/acme/app/issues"
+            ],
+            "{text}"
+        );
     }
 
     #[test]

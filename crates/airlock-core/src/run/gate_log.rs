@@ -151,6 +151,18 @@ impl GateLog {
 /// Count a connection a learning run was let through: by the name it asked for (or the address
 /// it connected to by address) and its port, with the program that connected.
 fn observe(observed: &Mutex<Observed>, event: &NetEvent) {
+    if let (NetEventKind::Request, true, Some(name), Some(method), Some(path)) = (
+        event.kind,
+        event.allowed,
+        &event.name,
+        &event.method,
+        &event.path,
+    ) {
+        if let Ok(mut observed) = observed.lock() {
+            observed.requested(name, method, path);
+        }
+        return;
+    }
     if !event.allowed || event.kind != NetEventKind::Connect {
         return;
     }

@@ -410,6 +410,11 @@ fn learning_profile(profile: &mut Profile) {
     };
     profile.network = airlock_policy::NetworkMode::Open { allow, deny };
     profile.secrets.clear();
+    // Hosts with [[network.http]] rules are read, every request let through and recorded: the
+    // proposal's rules are the requests the command made.
+    for rules in &mut profile.http {
+        rules.allow = None;
+    }
 }
 
 /// `NAME=IP`, the name in the form the gate compares: lower case, no trailing dot.

@@ -62,13 +62,15 @@ impl RefusalTally {
     /// Count `event` if it is a refusal of a destination.
     pub(super) fn add(&mut self, event: &NetEvent) {
         // A refused lookup, connection, or first bytes naming another host; an intercepted
-        // connection's refused tunnel. (Not what failed on its way, nor a cut network.)
+        // connection's refused tunnel or request (a [[network.http]] rule). (Not what failed
+        // on its way, nor a cut network.)
         let refusal = matches!(
             event.kind,
             NetEventKind::Dns
                 | NetEventKind::Connect
                 | NetEventKind::Fronting
                 | NetEventKind::Tunnel
+                | NetEventKind::Request
         );
         if event.allowed || !refusal {
             return;
@@ -180,6 +182,8 @@ mod tests {
             bytes_in: None,
             duration_ms: None,
             program: None,
+            method: None,
+            path: None,
             secret: None,
         }
     }
