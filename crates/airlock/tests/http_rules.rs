@@ -296,8 +296,11 @@ allow = ["GET /repos/acme/*", "POST /repos/acme/*/issues"]
         !records.iter().any(|r| text(r).contains("page=2")),
         "the query is not recorded: {log}"
     );
+    // The run's end says it, a line for the host with the count.
     assert!(
-        stderr(&out).contains("request rules.test"),
+        stderr(&out).contains("airlock: refused rules.test:")
+            && stderr(&out).contains("(6×)")
+            && stderr(&out).contains("[[network.http]] for rules.test"),
         "{}",
         stderr(&out)
     );
