@@ -50,6 +50,11 @@ pub fn learn(
     extend: Option<&Path>,
 ) -> Result<Learned, Error> {
     request.learn = true;
+    // Extending a profile learned before: its layers are the run's, unless another is named (the
+    // built-in default's would show what that profile hides, with the network open).
+    if let (Some(file), false) = (extend, request.profile.is_given()) {
+        request.profile.file = Some(file.to_path_buf());
+    }
     // Before any file is read for it (the run asks again, as for any run).
     crate::refusal::audited(caller, "run.refused", None, || {
         caller.must_be_operator(LEARNING)
@@ -73,7 +78,7 @@ pub fn learn(
     let hosts: Vec<String> = observed
         .destinations
         .keys()
-        .map(|(host, port)| format!("{host}:{port}"))
+        .map(|(host, port)| airlock_policy::learn::destination(host, *port))
         .collect();
     let mut summary = vec![match hosts.len() {
         0 => "the command reached no host".to_string(),
@@ -83,6 +88,13 @@ pub fn learn(
             hosts.join(", ")
         ),
     }];
+    for (host, requests) in &observed.requests {
+        let listed: Vec<&str> = requests.iter().map(String::as_str).collect();
+        summary.push(format!(
+            "requests to {host} (its [[network.http]] rules): {}",
+            listed.join(", ")
+        ));
+    }
     summary.extend(airlock_policy::learn::describe_limits(
         &observed,
         &profile.limits,

@@ -9,6 +9,10 @@ use std::fmt::Write as _;
 
 use airlock_rules::{Destination, Egress};
 
+use std::net::IpAddr;
+
+use airlock_rules::is_host_name;
+
 use crate::profile::{HttpRules, Limits, Profile, RequestRule};
 use crate::render;
 use crate::units::format_size;
@@ -41,8 +45,12 @@ pub struct Used {
 }
 
 impl Observed {
-    /// Count one connection to `host:port` by `program`.
+    /// Count one connection to `host:port` by `program`. What is neither a host name nor an
+    /// address (the sandbox chose the name it asked for) is not a destination: passed over.
     pub fn connected(&mut self, host: &str, port: u16, program: Option<&str>) {
+        if !is_host_name(host) && host.parse::<IpAddr>().is_err() {
+            return;
+        }
         let used = self
             .destinations
             .entry((host.to_ascii_lowercase(), port))
@@ -57,11 +65,34 @@ impl Observed {
 }
 
 impl Observed {
-    /// Count one request to an inspected `host`: `method` and `path` (without its query).
+    /// Take back a connection to `host:port` that never reached its destination.
+    pub fn failed(&mut self, host: &str, port: u16) {
+        let key = (host.to_ascii_lowercase(), port);
+        if let Some(used) = self.destinations.get_mut(&key) {
+            used.connections = used.connections.saturating_sub(1);
+            if used.connections == 0 {
+                self.destinations.remove(&key);
+            }
+        }
+    }
+
+    /// Count one request to an inspected `host`: `method` and `path` (without its query), as
+    /// the rule that allows it, which never allows more than that method on that path's shape:
+    /// a method is upper-case letters (`*`, any method, is never learned), a `*` in the path is
+    /// written `%2A` (a literal star, not a wildcard), and a path cut short for the log is
+    /// passed over.
     pub fn requested(&mut self, host: &str, method: &str, path: &str) {
+        let method_ok = !method.is_empty() && method.bytes().all(|b| b.is_ascii_uppercase());
+        if !method_ok || !path.starts_with('/') || path.ends_with('…') {
+            return;
+        }
+        let rule = format!("{method} {}", pattern(&path.replace('*', "%2A")));
+        if RequestRule::parse(&rule).is_err() {
+            return;
+        }
         let seen = self.requests.entry(host.to_ascii_lowercase()).or_default();
         if seen.len() < MAX_REQUEST_RULES {
-            seen.insert(format!("{method} {}", pattern(path)));
+            seen.insert(rule);
         }
     }
 }
@@ -171,7 +202,7 @@ fn network_section(start: &Profile, observed: &Observed) -> String {
         }
     }
     for ((host, port), used) in &observed.destinations {
-        let entry = format!("{host}:{port}");
+        let entry = destination(host, *port);
         let Ok(reached) = Destination::parse(&entry) else {
             continue; // not a destination a profile can name: left out
         };
@@ -266,6 +297,15 @@ fn round_up(n: u64, unit: u64) -> u64 {
 /// A TOML basic string.
 fn quoted(text: &str) -> String {
     toml::Value::String(text.to_string()).to_string()
+}
+
+/// `host:port` as an allow entry writes it: an IPv6 address in brackets (`[2606:4700::1]:8080`;
+/// without them its port would read as more of the address).
+pub fn destination(host: &str, port: u16) -> String {
+    match host.parse::<IpAddr>() {
+        Ok(IpAddr::V6(v6)) => format!("[{v6}]:{port}"),
+        _ => format!("{host}:{port}"),
+    }
 }
 
 /// At most [`MAX_SAID`] characters of `text`, and an ellipsis when there was more.
@@ -439,6 +479,51 @@ mod tests {
             ],
             "{text}"
         );
+    }
+
+    #[test]
+    fn an_entry_reads_back_as_the_address_and_port_reached() {
+        let base = Profile::builtin_default();
+        let origin = Origin {
+            base: &base,
+            command: "x",
+            when: "now",
+        };
+        let mut o = Observed::default();
+        o.connected("2606:4700::1111", 8080, None);
+        o.connected("203.0.113.7", 443, None);
+        o.connected("0.0.0.0/0", 443, None); // asked by name: no host
+        o.connected("*.wild.test", 443, None);
+        let text = propose(&origin, &o, None);
+        let learned = parse(&text, "l");
+        let Egress::Allow { allow, .. } = &learned.network else {
+            panic!("{text}")
+        };
+        assert_eq!(allow.len(), 2, "{text}");
+        for (entry, addr) in allow
+            .iter()
+            .zip(["203.0.113.7:443", "[2606:4700::1111]:8080"])
+        {
+            let addr: std::net::SocketAddr = addr.parse().unwrap();
+            assert!(
+                entry.matches_addr(addr.ip()) && entry.port_matches(addr.port()),
+                "{entry}"
+            );
+            assert!(!entry.port_matches(22), "{entry}");
+        }
+    }
+
+    #[test]
+    fn a_request_is_learned_as_exactly_itself() {
+        let mut o = Observed::default();
+        o.requested("api.test", "*", "/**");
+        o.requested("api.test", "GET", "/repos/*/x");
+        o.requested("api.test", "DELETE", "/repos/acme/..");
+        o.requested("api.test", "GET", "/long/cut…");
+        let seen: Vec<&String> = o.requests["api.test"].iter().collect();
+        assert_eq!(seen, ["GET /repos/%2A/x"]);
+        let rule = RequestRule::parse(seen[0]).unwrap();
+        assert!(!rule.to_string().contains("/*/"), "{rule}");
     }
 
     #[test]

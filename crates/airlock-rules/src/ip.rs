@@ -87,6 +87,7 @@ const METADATA: &[Net] = &[
     v4(169, 254, 170, 2, 32),   // AWS ECS task metadata
     v4(100, 100, 100, 200, 32), // Alibaba Cloud
     v4(192, 0, 0, 192, 32),     // Oracle Cloud (classic)
+    v4(168, 63, 129, 16, 32),   // Azure's WireServer (agent configuration, a VM's certificates)
     v6([0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254], 128), // AWS over IPv6
 ];
 
@@ -169,6 +170,8 @@ mod tests {
         assert_eq!(kind("169.254.169.254"), Some("cloud metadata"));
         assert_eq!(kind("fd00:ec2::254"), Some("cloud metadata"));
         assert_eq!(kind("100.100.100.200"), Some("cloud metadata"));
+        // Found by review: a public address, but Azure's host endpoint on every VM.
+        assert_eq!(kind("168.63.129.16"), Some("cloud metadata"));
         assert_eq!(kind("fd12:3456::1"), Some("private (unique local)"));
         assert_eq!(kind("fe80::1"), Some("link-local"));
         assert_eq!(kind("224.0.0.1"), Some("multicast"));
@@ -227,6 +230,7 @@ mod tests {
             "169.254.170.2/32",
             "100.100.100.200/32",
             "192.0.0.192/32",
+            "168.63.129.16/32",
             "fd00:ec2::254/128",
         ];
         assert_eq!(METADATA.len(), metadata.len());

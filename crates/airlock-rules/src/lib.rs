@@ -8,4 +8,4 @@ pub mod ip;
 pub mod rules;
 
 pub use http::{HttpRules, RequestRule};
-pub use rules::{Decision, Destination, Egress, RuleError};
+pub use rules::{is_host_name, Decision, Destination, Egress, RuleError};

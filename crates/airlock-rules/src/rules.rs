@@ -240,6 +240,24 @@ impl Serialize for Destination {
     }
 }
 
+/// Is `name` a plain DNS host name: labels of letters, digits, `-` and `_` (1 to 63 bytes each,
+/// 253 in all), with an optional final dot, and not an address? What a sandbox asks for that is
+/// not (`*.example.com`, `0.0.0.0/0`, `a b`) names no host: it is never looked up, learned or
+/// advised as an allow entry, where it would read as a wildcard, a network or worse.
+pub fn is_host_name(name: &str) -> bool {
+    let name = name.strip_suffix('.').unwrap_or(name);
+    !name.is_empty()
+        && name.len() <= 253
+        && name.parse::<IpAddr>().is_err()
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        })
+}
+
 /// A profile's network: nothing, a list, or everything but a list.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
 #[serde(tag = "mode", rename_all = "lowercase")]
@@ -402,6 +420,31 @@ mod tests {
 
     fn ip(text: &str) -> IpAddr {
         text.parse().unwrap()
+    }
+
+    #[test]
+    fn a_host_name_is_labels_and_nothing_else() {
+        for good in [
+            "pypi.org",
+            "files.pythonhosted.org.",
+            "_dmarc.example.com",
+            "localhost",
+        ] {
+            assert!(is_host_name(good), "{good}");
+        }
+        for bad in [
+            "*.wild.test",
+            "0.0.0.0/0",
+            "10.0.0.1",
+            "::1",
+            "a b.test",
+            "a..b",
+            "",
+            ".",
+            "x:443",
+        ] {
+            assert!(!is_host_name(bad), "{bad}");
+        }
     }
 
     #[test]

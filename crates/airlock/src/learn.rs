@@ -2,7 +2,7 @@
 //! person said, with what was learned told on stderr.
 
 use std::io::Write as _;
-use std::os::unix::fs::OpenOptionsExt as _;
+use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -14,7 +14,9 @@ use crate::cli::{GlobalArgs, LearnArgs};
 use crate::run::{caller, profile_choice};
 use crate::shown::{note, printable};
 
-pub fn learn(global: &GlobalArgs, args: LearnArgs) -> Result<ExitCode> {
+pub fn learn(global: &GlobalArgs, mut args: LearnArgs) -> Result<ExitCode> {
+    // Where the profile goes is checked before the run, which opens the network for nothing
+    // if its result cannot be kept.
     if let Some(out) = &args.out {
         if out.symlink_metadata().is_ok() {
             bail!(
@@ -23,6 +25,22 @@ pub fn learn(global: &GlobalArgs, args: LearnArgs) -> Result<ExitCode> {
                 out.display()
             );
         }
+        let dir = parent(out);
+        if !dir.is_dir() {
+            bail!(
+                "{}: no such directory for --out {}",
+                dir.display(),
+                out.display()
+            );
+        }
+    }
+    // The file itself is extended, not a link to it (which the rename would replace).
+    if let Some(extend) = &args.extend {
+        args.extend = Some(
+            extend
+                .canonicalize()
+                .with_context(|| format!("cannot find --extend {}", extend.display()))?,
+        );
     }
     let request = RunRequest {
         argv: args.command,
@@ -72,15 +90,17 @@ fn tell(learned: &airlock_core::Learned, written: Option<&Path>) {
 /// --extend) or linked to its name, which must be free: a reader never sees half a profile, and
 /// a file of that name made meanwhile is never overwritten.
 fn write_new(file: &Path, text: &str, replace: bool) -> Result<()> {
-    let dir = file
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
+    let dir = parent(file);
     let temp = dir.join(format!(".airlock-learn.{}", std::process::id()));
+    // An extended profile keeps its mode (a private one stays private).
+    let mode = match replace {
+        true => std::fs::metadata(file).map_or(0o644, |m| m.permissions().mode() & 0o7777),
+        false => 0o644,
+    };
     let written = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
-        .mode(0o644)
+        .mode(mode)
         .open(&temp)
         .and_then(|mut f| f.write_all(text.as_bytes()).and_then(|()| f.sync_all()));
     if let Err(e) = written {
@@ -94,4 +114,11 @@ fn write_new(file: &Path, text: &str, replace: bool) -> Result<()> {
     };
     let _ = std::fs::remove_file(&temp);
     placed.with_context(|| format!("cannot write {}", file.display()))
+}
+
+/// The directory `file` is in (`.` for a bare name).
+fn parent(file: &Path) -> &Path {
+    file.parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
 }

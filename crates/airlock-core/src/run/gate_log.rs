@@ -163,7 +163,7 @@ fn observe(observed: &Mutex<Observed>, event: &NetEvent) {
         }
         return;
     }
-    if !event.allowed || event.kind != NetEventKind::Connect {
+    if !matches!(event.kind, NetEventKind::Connect | NetEventKind::Failed) {
         return;
     }
     let host = match (&event.name, event.ip) {
@@ -172,6 +172,12 @@ fn observe(observed: &Mutex<Observed>, event: &NetEvent) {
         (None, None) => return,
     };
     if let (Some(port), Ok(mut observed)) = (event.port, observed.lock()) {
-        observed.connected(&host, port, event.program.as_deref());
+        match event.kind {
+            // An allowed connection that never reached its destination was counted when it
+            // was let through: taken back.
+            NetEventKind::Failed => observed.failed(&host, port),
+            _ if event.allowed => observed.connected(&host, port, event.program.as_deref()),
+            _ => {}
+        }
     }
 }

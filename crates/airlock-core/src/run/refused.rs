@@ -29,13 +29,11 @@ pub struct RefusedDestination {
 impl RefusedDestination {
     /// `registry.npmjs.org:443 (3×) — profile 'default' allows no network`.
     pub fn line(&self) -> String {
-        let port = self
-            .port
-            .map_or_else(String::new, |port| format!(":{port}"));
-        format!(
-            "refused {}{port} ({}×) — {}",
-            self.host, self.attempts, self.why
-        )
+        let destination = match self.port {
+            Some(port) => airlock_policy::learn::destination(&self.host, port),
+            None => self.host.clone(),
+        };
+        format!("refused {destination} ({}×) — {}", self.attempts, self.why)
     }
 }
 
@@ -137,15 +135,15 @@ fn why(rule: &str, profile: &str) -> String {
     }
 }
 
-/// The line after the list: what to do about it, when an allow entry would have let one in
-/// (not for a name the host cannot resolve, say).
+/// The line after the list: what to do about it, when an allow entry naming a host would have
+/// let one in. Never for an address (a private or metadata one above all), nor for what is not
+/// a host name: the sandbox chose these words, and a person may paste them into a profile.
 pub(super) fn advice(refused: &[RefusedDestination]) -> Option<String> {
     let first = refused.iter().find(|r| {
-        r.rule == "network = \"none\""
+        let by_the_profile = r.rule == "network = \"none\""
             || r.rule == "no allow entry names it"
-            || r.rule
-                .ends_with("allowed only when an allow entry names it")
-            || (r.rule.starts_with("port ") && r.rule.ends_with(" is not allowed"))
+            || (r.rule.starts_with("port ") && r.rule.ends_with(" is not allowed"));
+        by_the_profile && airlock_egress::rules::is_host_name(&r.host)
     })?;
     let host = &first.host;
     Some(format!(
@@ -248,6 +246,26 @@ mod tests {
         }
         let (list, untold) = tally.finish("p");
         assert_eq!((list.len(), untold), (MAX_LISTED, 5));
+    }
+
+    #[test]
+    fn advice_names_only_a_host_name_the_profile_could_allow() {
+        let one = |host: &str, rule: &str| RefusedDestination {
+            host: host.into(),
+            port: Some(80),
+            attempts: 1,
+            rule: rule.into(),
+            why: String::new(),
+        };
+        let none = "network = \"none\"";
+        for host in ["169.254.169.254", "0.0.0.0/0", "*.wild.test", "::1"] {
+            assert_eq!(advice(&[one(host, none)]), None, "{host}");
+        }
+        let special =
+            "cloud metadata address 169.254.169.254: allowed only when an allow entry names it";
+        assert_eq!(advice(&[one("metadata.test", special)]), None);
+        let said = advice(&[one("0.0.0.0/0", none), one("pypi.org", none)]).unwrap();
+        assert!(said.contains("allow = [\"pypi.org\"]"), "{said}");
     }
 
     #[test]

@@ -72,19 +72,19 @@ pub(super) fn serve_tcp(listener: &TcpListener, state: &Arc<State>) {
 /// DNS over TCP connections served at once, at most; past that a connection is closed.
 const MAX_TCP_CONNECTIONS: usize = 16;
 
-/// How long a DNS-over-TCP connection may sit idle or half-sent.
-const TCP_IDLE: Duration = Duration::from_secs(5);
+/// How long a DNS-over-TCP connection may last: a resolver asks its question or two at once; a
+/// connection sending a byte now and then would hold its place for good.
+const TCP_CONNECTION: Duration = Duration::from_secs(10);
 
-/// Answer the queries of one DNS-over-TCP connection until it closes, idles or sends what is
-/// not a query.
+/// Answer the queries of one DNS-over-TCP connection until it closes, runs out of its time or
+/// sends what is not a query.
 fn answer_tcp(mut stream: TcpStream, state: &State) -> std::io::Result<()> {
-    stream.set_read_timeout(Some(TCP_IDLE))?;
-    stream.set_write_timeout(Some(TCP_IDLE))?;
+    let deadline = std::time::Instant::now() + TCP_CONNECTION;
     loop {
         let mut length = [0u8; 2];
-        stream.read_exact(&mut length)?;
+        read_by(&mut stream, &mut length, deadline)?;
         let mut message = vec![0u8; usize::from(u16::from_be_bytes(length))];
-        stream.read_exact(&mut message)?;
+        read_by(&mut stream, &mut message, deadline)?;
         let Some(query) = dns::parse_query(&message) else {
             return Ok(());
         };
@@ -95,14 +95,45 @@ fn answer_tcp(mut stream: TcpStream, state: &State) -> std::io::Result<()> {
         let reply = answer(state, &query, &decision);
         let mut framed = (reply.len() as u16).to_be_bytes().to_vec();
         framed.extend_from_slice(&reply);
+        stream.set_write_timeout(Some(left(deadline)?))?;
         stream.write_all(&framed)?;
     }
 }
 
-/// What the profile says of a query's name (everything is refused once the network is cut).
+/// Fill `buf` from `stream` by `deadline` (each read waits for what is left of the time).
+fn read_by(
+    stream: &mut TcpStream,
+    buf: &mut [u8],
+    deadline: std::time::Instant,
+) -> std::io::Result<()> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        stream.set_read_timeout(Some(left(deadline)?))?;
+        match stream.read(&mut buf[filled..])? {
+            0 => return Err(std::io::ErrorKind::UnexpectedEof.into()),
+            n => filled += n,
+        }
+    }
+    Ok(())
+}
+
+/// The time left until `deadline`; an error once it has passed.
+fn left(deadline: std::time::Instant) -> std::io::Result<Duration> {
+    let left = deadline.saturating_duration_since(std::time::Instant::now());
+    if left.is_zero() {
+        return Err(std::io::ErrorKind::TimedOut.into());
+    }
+    Ok(left)
+}
+
+/// What the profile says of a query's name (everything is refused once the network is cut, and
+/// what is not a host name is never looked up: `*.example.com` or `0.0.0.0/0` would read as a
+/// wildcard or a network wherever the name is shown or learned).
 fn decide(state: &State, query: &Query) -> Decision {
     if state.is_cut() {
         cut_decision()
+    } else if !crate::rules::is_host_name(&query.name) {
+        deny("not a host name")
     } else {
         state.config.egress.may_resolve(&query.name)
     }
