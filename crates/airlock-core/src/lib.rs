@@ -27,6 +27,7 @@ mod operations;
 mod paths;
 mod policy;
 mod refusal;
+pub mod replay;
 mod review;
 mod run;
 pub mod secrets;

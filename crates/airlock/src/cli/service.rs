@@ -184,6 +184,37 @@ pub enum PolicyCommand {
             it cannot be read; 125 airlock failed."
     )]
     Check(PolicyCheckArgs),
+    /// Replay past runs' network attempts against a draft profile: what it would refuse
+    #[command(
+        long_about = "Decide the network attempts of past runs again, by a draft profile, with \
+            the rules the network gate decides by: every DNS query and connection the gate \
+            recorded for the runs of the draft's profile (the audit log's net.dns and \
+            net.connect records, and the samples of net.suppressed). It prints what the draft \
+            would refuse that the runs needed (each destination with its attempts, the rule \
+            then and the rule now, and the runs that made them), the runs it would break, what \
+            was refused then that the draft would allow, and the draft's allow entries that no \
+            attempt went through. A profile change is reviewed against what really happened: \
+            'this change would have broken last week's builds'.\n\n\
+            PROFILE is the draft: a path (with a '/') or a name looked up as runs look it up. \
+            The runs replayed are those of the profile of the same name (--runs-of another), \
+            from this state directory's audit log or from a copy of one (--log FILE: what \
+            'airlock log --json' printed, JSON lines). A connection made to a name is decided \
+            by the name and its port, one made to a bare address by the address; a name the \
+            gate refused at DNS never got a connection, so the port it was for is unknown, \
+            and it is shown without one. Runs are named by the seq of their run.intent record \
+            ('airlock log --json' shows it).",
+        after_help = "Examples:\n  airlock policy replay ./ci-bot.toml --since 7d\n  \
+            airlock policy replay ./ci-bot.toml --session fix --json | jq '.would_refuse'\n  \
+            airlock policy replay ./narrow.toml --runs-of ci-bot --since 2026-11-29T00:00:00Z\n\n\
+            In CI, a change to a profile checked against the runs of last week:\n  \
+            airlock log --profile ci-bot --since 7d --json > runs.jsonl   # where the runs ran\n  \
+            airlock policy replay profiles/ci-bot.toml --log runs.jsonl   # exit 1: it would break them\n\n\
+            Exit status: 0 the draft refuses nothing the runs needed; 1 it would refuse \
+            something they needed; 2 bad input: the draft is not a valid profile (the message \
+            names the file and line), --log's file is not a log (its line), or --since is not \
+            a time; 125 airlock failed."
+    )]
+    Replay(PolicyReplayArgs),
 }
 
 #[derive(Debug, Args)]
@@ -202,6 +233,29 @@ pub struct PolicyCheckArgs {
     #[arg(value_name = "FILE")]
     pub file: PathBuf,
     /// Print JSON: {"file", "valid", "profile", "secrets"} or {"file", "valid", "error", "code"}
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct PolicyReplayArgs {
+    /// The draft: a profile file's path (with a '/'), or a profile name
+    #[arg(value_name = "PROFILE")]
+    pub profile: String,
+    /// Replay the runs of this profile [default: the draft's name]
+    #[arg(long, value_name = "NAME")]
+    pub runs_of: Option<String>,
+    /// Only this session's runs (its id or name)
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
+    /// Only attempts since this long ago (10m, 2h, 7d) or this time (2026-11-29T20:00:00Z)
+    #[arg(long, value_name = "WHEN")]
+    pub since: Option<String>,
+    /// Read this copy of a log ('airlock log --json' output) instead of the state directory's
+    #[arg(long, value_name = "FILE")]
+    pub log: Option<PathBuf>,
+    /// Print JSON: {"draft", "runs_of", "runs", "attempts", "would_refuse", "runs_broken",
+    /// "would_now_allow", "never_used", "not_replayed"}
     #[arg(long)]
     pub json: bool,
 }
