@@ -36,7 +36,9 @@ mod session;
 pub mod tokens;
 
 pub use airlock_jail::Way;
-pub use airlock_policy::{to_toml as profile_to_toml, units, Profile, DEFAULT_PROFILE_NAME};
+pub use airlock_policy::{
+    to_toml as profile_to_toml, units, Listed, ListedFrom, Profile, DEFAULT_PROFILE_NAME,
+};
 pub use apply::{
     apply, revert, ApplyError, ApplyOptions, ApplyReport, ApplyRequest, ApplyResult,
     Item as ApplyItem,
@@ -52,7 +54,10 @@ pub use operations::{
     SessionRequest, SessionSummary,
 };
 pub use paths::{state_dir, StateDirError};
-pub use policy::{check_profile_file, effective_profile};
+pub use policy::{
+    check_profile_file, effective_profile, list_profiles, profile_as_written, profile_origin,
+    starter_text, ProfileOrigin,
+};
 pub use run::{
     check_limits, check_run, command_argv, counted, run, timeout_ms, Limit, LimitCheck, RunAnswer,
     RunBody, RunEnd, RunEvent, RunReport, RunRequest, RunResult, EXIT_CPU_LIMIT, EXIT_DISK_LIMIT,

@@ -138,8 +138,10 @@ pub enum Command {
             the command with SIGPIPE (141); output lost otherwise (a full disk) is reported, and \
             a command that succeeded then exits 125.",
         after_help = "Profiles are looked up as NAME.toml in $XDG_CONFIG_HOME/airlock/profiles, then \
-            /etc/airlock/profiles; never inside a workspace. Without one, the built-in default \
-            applies: no network, no extra paths, 2 GiB memory, 512 processes, 1 hour of CPU.\n\n\
+            /etc/airlock/profiles; never inside a workspace. Without such a file, a starter profile \
+            of that name shipped with airlock (pip, npm, cargo, go, github, apt: 'airlock policy \
+            list'), and without -p the built-in default: no network, no extra paths, 2 GiB \
+            memory, 512 processes, 1 hour of CPU.\n\n\
             Limits that keep the host alive ([limits] in the profile): cpus = 1.5 is the CPU \
             bandwidth of the whole sandbox (its run's cgroup: v2 cpu.max, v1 cpu.cfs_quota_us; \
             default: every CPU but one); disk = \"10GiB\" and files = 1000000 bound the bytes and \

@@ -77,6 +77,7 @@ fn main() -> ExitCode {
         Command::Policy(cli::PolicyCommand::Show(a)) => a.json,
         Command::Policy(cli::PolicyCommand::Check(a)) => a.json,
         Command::Policy(cli::PolicyCommand::Replay(a)) => a.json,
+        Command::Policy(cli::PolicyCommand::List(a)) => a.json,
         Command::ClaudeCode(claude_code::ClaudeCodeCommand::Settings(a)) => a.json,
         _ => false,
     };
@@ -122,6 +123,7 @@ fn local(global: &cli::GlobalArgs, command: Command) -> anyhow::Result<ExitCode>
         Command::Policy(cli::PolicyCommand::Show(args)) => policy::show(global, args),
         Command::Policy(cli::PolicyCommand::Check(args)) => policy::check(args),
         Command::Policy(cli::PolicyCommand::Replay(args)) => replay::replay(global, args),
+        Command::Policy(cli::PolicyCommand::List(args)) => policy::list(global, args),
         Command::Session(SessionCommand::New(args)) => session::new(global, args),
         Command::Sessions(args) => session::list(global, args),
         Command::Diff(args) => diff::diff(global, args),

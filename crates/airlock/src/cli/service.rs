@@ -159,13 +159,18 @@ pub enum PolicyCommand {
             built-in default filled in (sizes and durations as a profile writes them: 2GiB, 1h): what reaches the \
             sandbox, what it may reach, its limits. PROFILE is a name, looked up as runs look it \
             up (NAME.toml in $XDG_CONFIG_HOME/airlock/profiles, then /etc/airlock/profiles; \
-            without one, 'default' is the built-in default), or a path to a file when it holds a \
+            without one, a starter shipped with airlock of that name, and 'default' is the \
+            built-in default: 'airlock policy list' lists them), or a path to a file when it holds a \
             '/'. Each [[secret]] is shown by where its value comes from (a variable's name, a \
             file's path, a command line), its hosts and how it is injected; no source is read, \
-            so no value can be shown. The output read back as a profile is the same profile.",
+            so no value can be shown. The output read back as a profile is the same profile. \
+            --as-written prints the profile's text instead, comments and all; --starter prints \
+            the starter of that name even where a file hides it: the way to copy a starter and \
+            change it (a copy of the same name then wins over the starter).",
         after_help = "Examples:\n  airlock policy show ci-bot\n  \
             airlock policy show ./profiles/ci-bot.toml --json | jq '.policy.secret'\n  \
-            airlock policy show > effective.toml && airlock policy check effective.toml\n\n\
+            airlock policy show > effective.toml && airlock policy check effective.toml\n  \
+            airlock policy show pip --starter > ~/.config/airlock/profiles/pip.toml\n\n\
             Exit status: 0 it was printed; 125 no such profile, it is not valid (the message \
             names the file and line), or airlock failed."
     )]
@@ -184,6 +189,20 @@ pub enum PolicyCommand {
             it cannot be read; 125 airlock failed."
     )]
     Check(PolicyCheckArgs),
+    /// List the profiles a run can name, and where each comes from
+    #[command(
+        long_about = "List every profile '-p NAME' can name, in the order a name is looked up: \
+            NAME.toml in $XDG_CONFIG_HOME/airlock/profiles (default ~/.config/airlock/profiles), \
+            then in /etc/airlock/profiles, then the starter profiles shipped with airlock (pip, \
+            npm, cargo, go, github, apt: the hosts each tool needs, commented host by host), then \
+            the built-in default. A profile a file earlier in that order hides is listed too, \
+            marked hidden: a file of a starter's name is the one runs use.",
+        after_help = "Examples:\n  airlock policy list\n  \
+            airlock policy list --json | jq -r '.[] | select(.kind == \"starter\") | .name'\n  \
+            airlock policy show pip --starter   # a starter's text, to copy and narrow\n\n\
+            Exit status: 0 listed; 125 airlock failed."
+    )]
+    List(PolicyListArgs),
     /// Replay past runs' network attempts against a draft profile: what it would refuse
     #[command(
         long_about = "Decide the network attempts of past runs again, by a draft profile, with \
@@ -222,7 +241,22 @@ pub struct PolicyShowArgs {
     /// A profile name, or a file's path (with a '/') [default: default]
     #[arg(value_name = "PROFILE")]
     pub profile: Option<String>,
-    /// Print JSON: {"profile", "source", "policy"}, the policy in the same keys as the TOML
+    /// Print JSON: {"profile", "source", "from", "policy"}, the policy in the same keys as the
+    /// TOML ("from": file, starter or builtin)
+    #[arg(long, conflicts_with = "as_written")]
+    pub json: bool,
+    /// Print the profile's text as it is written, comments and all (a file's, a starter's)
+    #[arg(long)]
+    pub as_written: bool,
+    /// Print the starter PROFILE shipped with airlock as written, even where a file of that
+    /// name hides it: what a copy starts from
+    #[arg(long, conflicts_with_all = ["json", "as_written"])]
+    pub starter: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct PolicyListArgs {
+    /// Print JSON: [{"name", "kind": "file"|"starter"|"builtin", "path", "used", "about"}]
     #[arg(long)]
     pub json: bool,
 }
