@@ -6,12 +6,14 @@
 #   scripts/test-mcp.sh            the official MCP Python SDK (PyPI, 1.x and 2.x) driving airlock mcp
 #   scripts/test-claude-code.sh    a real Claude Code (npm) whose Bash calls run in airlock, fail closed
 #   scripts/test-codex.sh          a real Codex (npm) whose shell commands run in airlock, fail closed
+#   scripts/test-starters.sh       pip, npm, cargo and apt through their starter profiles, against
+#                                  PyPI, the npm registry, crates.io and Debian's mirror
 # All use the release binary scripts/build.sh makes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh
 status=0
-for test in scripts/test-mcp.sh scripts/test-schemathesis.sh scripts/test-n8n.sh scripts/test-claude-code.sh scripts/test-codex.sh; do
+for test in scripts/test-mcp.sh scripts/test-schemathesis.sh scripts/test-n8n.sh scripts/test-claude-code.sh scripts/test-codex.sh scripts/test-starters.sh; do
   echo "== $test"
   if ! "$test"; then
     echo "FAILED: $test" >&2
