@@ -401,7 +401,7 @@ pub enum Command {
     /// Make, list and revoke the API's tokens
     #[command(subcommand)]
     Token(TokenCommand),
-    /// Show a profile as runs apply it, or check a profile file
+    /// Profiles: show one as runs apply it, check a file, list them, replay past runs against a draft
     #[command(subcommand)]
     Policy(PolicyCommand),
     /// Run Claude Code's Bash tool in airlock (see 'airlock claude-code settings --help')

@@ -17,6 +17,8 @@ use crate::shown::{command_line, counted, note, printable};
 const EXIT_WOULD_REFUSE: u8 = 1;
 /// The draft, the log or an argument is not what it must be.
 const EXIT_BAD_INPUT: u8 = 2;
+/// The characters of a run's command line the text report shows.
+const COMMAND_LINE_SHOWN: usize = 100;
 
 /// Bad input: said on stderr (and as JSON when asked), exit 2.
 fn bad_input(json: bool, error: &str, code: Option<&str>) -> ExitCode {
@@ -184,7 +186,12 @@ fn run(run: &ReplayedRun) -> String {
     let argv = if run.argv.is_empty() {
         String::new()
     } else {
-        format!(": {}", printable(&command_line(&run.argv)))
+        // One line per run: a long command line is cut (--json has it whole).
+        let line = printable(&command_line(&run.argv));
+        match line.char_indices().nth(COMMAND_LINE_SHOWN) {
+            Some((cut, _)) => format!(": {}…", &line[..cut]),
+            None => format!(": {line}"),
+        }
     };
     format!(
         "{id} {time}{session}{argv} ({})",
