@@ -7,12 +7,14 @@
 #   scripts/test-claude-code.sh    a real Claude Code (npm) whose Bash calls run in airlock, fail closed
 #   scripts/test-codex.sh          a real Codex (npm) whose shell commands run in airlock, fail closed
 #   scripts/test-learn.sh          pip, npm and cargo against their registries: refused at once, then learned
+#   scripts/test-starters.sh       pip, npm, cargo and apt through their starter profiles, against
+#                                  PyPI, the npm registry, crates.io and Debian's mirror
 # All use the release binary scripts/build.sh makes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh
 status=0
-for test in scripts/test-mcp.sh scripts/test-schemathesis.sh scripts/test-n8n.sh scripts/test-claude-code.sh scripts/test-codex.sh scripts/test-learn.sh; do
+for test in scripts/test-mcp.sh scripts/test-schemathesis.sh scripts/test-n8n.sh scripts/test-claude-code.sh scripts/test-codex.sh scripts/test-learn.sh scripts/test-starters.sh; do
   echo "== $test"
   if ! "$test"; then
     echo "FAILED: $test" >&2

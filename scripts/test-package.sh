@@ -80,7 +80,8 @@ echo "man -w airlock: $page"
 inside man -w airlock-run >/dev/null
 for file in /usr/share/bash-completion/completions/airlock /usr/share/zsh/vendor-completions/_airlock \
   /usr/share/fish/vendor_completions.d/airlock.fish /etc/apparmor.d/airlock \
-  /lib/systemd/system/airlock.service /lib/systemd/system/airlock.socket; do
+  /lib/systemd/system/airlock.service /lib/systemd/system/airlock.socket \
+  /usr/share/doc/airlock/profiles/pip.toml; do
   [ -s "$root$file" ] || { echo "FAILED: $file is missing" >&2; exit 1; }
   echo "present: $file"
 done
@@ -93,6 +94,12 @@ if ls "$root"/etc/systemd/system/*.wants/airlock.* >/dev/null 2>&1; then
   echo "FAILED: the package enabled airlock's units" >&2
   exit 1
 fi
+echo "== airlock policy list: the starter profiles are in the binary"
+listed=$(inside airlock policy list)
+for name in apt cargo github go npm pip; do
+  echo "$listed" | grep -q "^$name  *starter, built into airlock" ||
+    { echo "FAILED: the starter $name is not listed: $listed" >&2; exit 1; }
+done
 echo "== dpkg -r"
 inside dpkg -r airlock >/dev/null
 [ ! -e "$root/usr/bin/airlock" ] || { echo "FAILED: dpkg -r left /usr/bin/airlock" >&2; exit 1; }

@@ -45,6 +45,12 @@ pub enum AuditError {
     Append { path: PathBuf, source: io::Error },
     #[error("cannot read the audit log {path}: {source}")]
     Read { path: PathBuf, source: io::Error },
+    #[error("{path}:{line}: not an audit record ({why}) — give a file of JSON lines as 'airlock log --json' prints them")]
+    Malformed {
+        path: PathBuf,
+        line: u64,
+        why: String,
+    },
 }
 
 /// How appends reach the disk.
@@ -616,5 +622,49 @@ mod tests {
             ..Filter::default()
         };
         assert_eq!(collect(&profile), ["run.intent"]);
+    }
+
+    #[test]
+    fn an_exported_copy_is_read_strictly_with_the_line_of_a_bad_record() {
+        let (dir, log) = log_with(2);
+        let copy = dir.path().join("exported.jsonl");
+        let mut text = lines(&log).join("\n") + "\n\n";
+        fs::write(&copy, &text).unwrap();
+        let mut records = Records::exported(&copy).unwrap();
+        let filter = Filter::default();
+        assert!(records.next_matching(&filter).unwrap().is_some());
+        assert!(records.next_matching(&filter).unwrap().is_some());
+        assert!(
+            records.next_matching(&filter).unwrap().is_none(),
+            "a blank line is no record"
+        );
+
+        text.push_str("not json\n");
+        fs::write(&copy, &text).unwrap();
+        let mut records = Records::exported(&copy).unwrap();
+        let error = loop {
+            match records.next_matching(&filter) {
+                Ok(Some(_)) => continue,
+                Ok(None) => panic!("the bad line was skipped"),
+                Err(e) => break e.to_string(),
+            }
+        };
+        assert!(
+            error.starts_with(&format!("{}:4: not an audit record", copy.display())),
+            "{error}"
+        );
+
+        fs::write(&copy, "{\"seq\":1}").unwrap();
+        let error = Records::exported(&copy)
+            .unwrap()
+            .next_matching(&filter)
+            .unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains(":1: not an audit record (the last line has no newline"),
+            "{error}"
+        );
+        assert!(Records::exported(&dir.path().join("absent")).is_err());
     }
 }

@@ -82,6 +82,10 @@ pub struct Records {
     path: PathBuf,
     reader: Option<BufReader<File>>,
     line: Vec<u8>,
+    /// The number of the line read last.
+    number: u64,
+    /// A file someone handed over ([`Records::exported`]): every line must be a record.
+    strict: bool,
 }
 
 impl Records {
@@ -100,7 +104,34 @@ impl Records {
             path: path.to_path_buf(),
             reader,
             line: Vec::new(),
+            number: 0,
+            strict: false,
         })
+    }
+
+    /// The records of a copy of a log (what `airlock log --json` printed, or an `audit.log`
+    /// itself), read as strictly as a person's input is: a line that is not a record, or a
+    /// last line without its newline, is an error naming the file and the line, not skipped.
+    pub fn exported(path: &Path) -> Result<Records, AuditError> {
+        let file = File::open(path).map_err(|source| AuditError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Ok(Records {
+            path: path.to_path_buf(),
+            reader: Some(BufReader::with_capacity(1 << 20, file)),
+            line: Vec::new(),
+            number: 0,
+            strict: true,
+        })
+    }
+
+    fn malformed(&self, why: &str) -> AuditError {
+        AuditError::Malformed {
+            path: self.path.clone(),
+            line: self.number,
+            why: why.to_string(),
+        }
     }
 
     /// The next record that passes `filter`; None at the end of the log.
@@ -123,10 +154,28 @@ impl Records {
             if n == 0 {
                 return Ok(None);
             }
+            self.number += 1;
+            if self.strict {
+                if !self.line.ends_with(b"\n") {
+                    return Err(
+                        self.malformed("the last line has no newline: the file was cut off")
+                    );
+                }
+                match serde_json::from_slice::<Value>(&self.line) {
+                    Ok(Value::Object(record)) if filter.matches(&record) => {
+                        return Ok(Some(record))
+                    }
+                    Ok(Value::Object(_)) => continue,
+                    _ if self.line.trim_ascii().is_empty() => continue,
+                    Ok(_) => return Err(self.malformed("not a JSON object")),
+                    Err(e) => return Err(self.malformed(&e.to_string())),
+                }
+            }
             if !self.line.ends_with(b"\n") {
                 // Being written, or torn: not a record (yet). Let a follower read it again.
                 let back = self.line.len() as i64;
                 let _ = io::Seek::seek_relative(reader, -back);
+                self.number -= 1;
                 return Ok(None);
             }
             if !filter.may_match(&self.line) {

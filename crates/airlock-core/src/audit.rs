@@ -70,14 +70,18 @@ fn with_actor(mut fields: Value, token: Option<&str>) -> Value {
     fields
 }
 
-/// SHA-256 of the profile's file, or `builtin` for the built-in default: which policy a run had.
+/// SHA-256 of the profile's file (of a starter's text: the same digest as a copy of it), or
+/// `builtin` for the built-in default: which policy a run had.
 pub fn policy_digest(profile: &Profile) -> String {
     match &profile.source {
         Some(path) => match std::fs::read(path) {
             Ok(bytes) => hex::encode(Sha256::digest(&bytes)),
             Err(_) => "unreadable".into(),
         },
-        None => "builtin".into(),
+        None => match airlock_policy::starter(&profile.name) {
+            Some(starter) => hex::encode(Sha256::digest(starter.text.as_bytes())),
+            None => "builtin".into(),
+        },
     }
 }
 

@@ -188,9 +188,10 @@ impl Error {
             Error::Audit(_) => ("audit_failed", Internal),
             Error::Control(e) => control_code(e),
             Error::Jail(e) => jail_code(e),
-            Error::Policy(airlock_policy::PolicyError::NotFound { .. }) => {
-                ("profile_not_found", NotFound)
-            }
+            Error::Policy(
+                airlock_policy::PolicyError::NotFound { .. }
+                | airlock_policy::PolicyError::NoStarter { .. },
+            ) => ("profile_not_found", NotFound),
             Error::Policy(_) => ("profile_invalid", Invalid),
             Error::StateDir(_) => ("state_dir", Internal),
             Error::Changes(e) => changes_code(e),

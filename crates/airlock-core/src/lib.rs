@@ -27,6 +27,7 @@ mod operations;
 mod paths;
 mod policy;
 mod refusal;
+pub mod replay;
 mod review;
 mod run;
 pub mod secrets;
@@ -35,7 +36,9 @@ mod session;
 pub mod tokens;
 
 pub use airlock_jail::Way;
-pub use airlock_policy::{to_toml as profile_to_toml, units, Profile, DEFAULT_PROFILE_NAME};
+pub use airlock_policy::{
+    to_toml as profile_to_toml, units, Listed, ListedFrom, Profile, DEFAULT_PROFILE_NAME,
+};
 pub use apply::{
     apply, revert, ApplyError, ApplyOptions, ApplyReport, ApplyRequest, ApplyResult,
     Item as ApplyItem,
@@ -51,7 +54,10 @@ pub use operations::{
     SessionRequest, SessionSummary,
 };
 pub use paths::{state_dir, StateDirError};
-pub use policy::{check_profile_file, effective_profile, learn, Learned};
+pub use policy::{
+    check_profile_file, effective_profile, learn, list_profiles, profile_as_written,
+    profile_origin, starter_text, Learned, ProfileOrigin,
+};
 pub use run::{
     check_limits, check_run, command_argv, counted, run, timeout_ms, Limit, LimitCheck,
     RefusedDestination, RunAnswer, RunBody, RunEnd, RunEvent, RunReport, RunRequest, RunResult,

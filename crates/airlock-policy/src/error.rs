@@ -22,7 +22,8 @@ pub enum PolicyError {
 
     #[error(
         "profile `{name}` not found; looked for {name}.toml in {}; create one there \
-         (e.g. ~/.config/airlock/profiles/{name}.toml) or pass --profile-file PATH",
+         (e.g. ~/.config/airlock/profiles/{name}.toml) or pass --profile-file PATH \
+         ('airlock policy list' lists the profiles there and the starters shipped with airlock)",
         list_dirs(.searched)
     )]
     NotFound {
@@ -52,6 +53,13 @@ pub enum PolicyError {
         profile: PathBuf,
         workspace: PathBuf,
     },
+
+    #[error(
+        "no starter profile `{name}`; the starters shipped with airlock are {} \
+         ('airlock policy list' shows what each is for)",
+        crate::starters::STARTERS.iter().map(|s| s.name).collect::<Vec<_>>().join(", ")
+    )]
+    NoStarter { name: String },
 }
 
 fn list_dirs(dirs: &[PathBuf]) -> String {
@@ -140,7 +148,8 @@ mod tests {
             err.to_string(),
             "profile `ci` not found; looked for ci.toml in /home/u/.config/airlock/profiles, \
              /etc/airlock/profiles; create one there (e.g. ~/.config/airlock/profiles/ci.toml) \
-             or pass --profile-file PATH"
+             or pass --profile-file PATH ('airlock policy list' lists the profiles there and \
+             the starters shipped with airlock)"
         );
     }
 

@@ -4,7 +4,9 @@
 //! [`profile_search_dirs`] (the user's `~/.config/airlock/profiles`, then
 //! `/etc/airlock/profiles`) or given by path. It is never read from inside a workspace
 //! ([`ensure_outside_workspace`]), because the sandboxed command can write there.
-//! With no `default.toml`, the profile `default` is [`Profile::builtin_default`].
+//! With no `default.toml`, the profile `default` is [`Profile::builtin_default`]; with no file
+//! of its name, a starter's name is the starter shipped with airlock ([`STARTERS`]: pip, npm,
+//! cargo, go, github, apt).
 //!
 //! This crate is pure: apart from reading the one profile file it does no I/O, and it decides
 //! nothing about how the policy is enforced.
@@ -115,11 +117,13 @@ mod load;
 mod parse;
 mod profile;
 mod render;
+mod starters;
 pub mod units;
 
 pub use error::PolicyError;
 pub use load::{
-    ensure_outside_workspace, load_file, load_named, profile_names, profile_search_dirs,
+    ensure_outside_workspace, list_profiles, load_file, load_named, profile_names,
+    profile_search_dirs, Listed, ListedFrom,
 };
 pub use parse::parse_profile;
 pub use profile::{
@@ -127,3 +131,4 @@ pub use profile::{
     RequestRule, SecretSource, SecretSpec, ToolConfigEntry, BASE_ENV_ALLOW, DEFAULT_PROFILE_NAME,
 };
 pub use render::to_toml;
+pub use starters::{find_starter, starter, Starter, STARTERS};

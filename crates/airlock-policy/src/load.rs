@@ -4,6 +4,8 @@ use std::ffi::OsStr;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
+use serde::Serialize;
+
 use crate::error::PolicyError;
 use crate::parse::parse_profile;
 use crate::profile::{Profile, DEFAULT_PROFILE_NAME};
@@ -39,27 +41,94 @@ pub fn profile_search_dirs(xdg_config_home: Option<&OsStr>, home: Option<&OsStr>
 }
 
 /// The names a profile can be asked for by: every `NAME.toml` of `search_dirs` with a valid
-/// name, and `default`; sorted, each once. For completion and listings: a directory that cannot
-/// be read adds nothing (loading the profile then says why).
+/// name, the starters, and `default`; sorted, each once. For completion: a directory that
+/// cannot be read adds nothing (loading the profile then says why).
 pub fn profile_names(search_dirs: &[PathBuf]) -> Vec<String> {
-    let mut names: Vec<String> = search_dirs
-        .iter()
-        .filter_map(|dir| std::fs::read_dir(dir).ok())
-        .flat_map(|entries| entries.flatten())
-        .filter_map(|entry| {
-            let name = entry.file_name().into_string().ok()?;
-            let stem = name.strip_suffix(".toml")?;
-            is_valid_name(stem).then(|| stem.to_string())
-        })
-        .chain([DEFAULT_PROFILE_NAME.to_string()])
+    let mut names: Vec<String> = list_profiles(search_dirs)
+        .into_iter()
+        .map(|listed| listed.name)
         .collect();
-    names.sort();
     names.dedup();
     names
 }
 
+/// Where a listed profile comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase", tag = "kind")]
+pub enum ListedFrom {
+    /// `NAME.toml` in one of the search directories.
+    File { path: PathBuf },
+    /// A starter shipped with airlock ([`crate::STARTERS`]).
+    Starter,
+    /// The built-in default (`default`, when no file is called so).
+    Builtin,
+}
+
+/// One profile `airlock policy list` shows.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Listed {
+    pub name: String,
+    #[serde(flatten)]
+    pub from: ListedFrom,
+    /// What `-p NAME` loads: false for a profile a file earlier in the search hides.
+    pub used: bool,
+    /// A starter's first comment line: what it is for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub about: Option<String>,
+}
+
+/// Every profile that can be asked for by name, and those hidden by another of the same name:
+/// the files of `search_dirs` in their order, then the starters, then the built-in default;
+/// sorted by name, the one `-p NAME` loads first. A directory that cannot be read adds nothing.
+pub fn list_profiles(search_dirs: &[PathBuf]) -> Vec<Listed> {
+    let mut listed: Vec<Listed> = Vec::new();
+    for dir in search_dirs {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            continue;
+        };
+        let mut here: Vec<(String, PathBuf)> = entries
+            .flatten()
+            .filter_map(|entry| {
+                let file = entry.file_name().into_string().ok()?;
+                let stem = file.strip_suffix(".toml")?;
+                is_valid_name(stem).then(|| (stem.to_string(), entry.path()))
+            })
+            .collect();
+        here.sort();
+        for (name, path) in here {
+            listed.push(Listed {
+                name,
+                from: ListedFrom::File { path },
+                used: false,
+                about: None,
+            });
+        }
+    }
+    listed.extend(crate::starters::STARTERS.iter().map(|starter| Listed {
+        name: starter.name.to_string(),
+        from: ListedFrom::Starter,
+        used: false,
+        about: Some(starter.about().to_string()),
+    }));
+    listed.push(Listed {
+        name: DEFAULT_PROFILE_NAME.to_string(),
+        from: ListedFrom::Builtin,
+        used: false,
+        about: Some("no network, no extra paths or variables, the default limits".into()),
+    });
+    // Stable: within a name, the order of precedence is kept, and the first is the one used.
+    listed.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut previous: Option<String> = None;
+    for entry in &mut listed {
+        entry.used = previous.as_deref() != Some(entry.name.as_str());
+        previous = Some(entry.name.clone());
+    }
+    listed
+}
+
 /// Resolves a profile name: the first of `search_dirs` containing `NAME.toml` wins. When no
-/// file is found, `"default"` is the built-in profile and any other name is an error.
+/// file is found, `"default"` is the built-in profile, a starter's name the starter
+/// ([`crate::STARTERS`]), and any other name is an error.
 pub fn load_named(name: &str, search_dirs: &[PathBuf]) -> Result<Profile, PolicyError> {
     if !is_valid_name(name) {
         return Err(PolicyError::InvalidName {
@@ -79,6 +148,9 @@ pub fn load_named(name: &str, search_dirs: &[PathBuf]) -> Result<Profile, Policy
     }
     if name == DEFAULT_PROFILE_NAME {
         return Ok(Profile::builtin_default());
+    }
+    if let Some(starter) = crate::starters::starter(name) {
+        return starter.profile();
     }
     Err(PolicyError::NotFound {
         name: name.to_string(),
@@ -220,6 +292,57 @@ mod tests {
         let d = two_dirs();
         let p = load_named("default", &[d.first.clone(), d.second.clone()]).unwrap();
         assert_eq!(p, Profile::builtin_default());
+    }
+
+    #[test]
+    fn a_starter_is_what_its_name_means_until_a_file_says_otherwise() {
+        let d = two_dirs();
+        let dirs = [d.first.clone(), d.second.clone()];
+        let starter = load_named("pip", &dirs).unwrap();
+        assert_eq!(starter, crate::starter("pip").unwrap().profile().unwrap());
+        assert_eq!(starter.source, None);
+        fs::write(d.second.join("pip.toml"), "network = \"none\"\n").unwrap();
+        let file = load_named("pip", &dirs).unwrap();
+        assert_eq!(file.network, crate::NetworkMode::None);
+        assert_eq!(file.source, Some(d.second.join("pip.toml")));
+        // A broken file of that name is an error, never a reason to fall back to the starter.
+        fs::write(d.first.join("pip.toml"), "[network\n").unwrap();
+        assert!(matches!(
+            load_named("pip", &dirs),
+            Err(PolicyError::Invalid { .. })
+        ));
+    }
+
+    #[test]
+    fn the_list_says_where_each_profile_comes_from_and_which_is_used() {
+        let d = two_dirs();
+        fs::write(d.first.join("npm.toml"), "").unwrap();
+        fs::write(d.second.join("npm.toml"), "").unwrap();
+        fs::write(d.second.join("ci.toml"), "").unwrap();
+        fs::write(d.second.join(".hidden.toml"), "").unwrap();
+        let listed = list_profiles(&[d.first.clone(), d.second.clone()]);
+        let shown: Vec<(&str, &ListedFrom, bool)> = listed
+            .iter()
+            .filter(|l| ["ci", "npm", "pip", "default"].contains(&l.name.as_str()))
+            .map(|l| (l.name.as_str(), &l.from, l.used))
+            .collect();
+        let file = |path: PathBuf| ListedFrom::File { path };
+        assert_eq!(
+            shown,
+            [
+                ("ci", &file(d.second.join("ci.toml")), true),
+                ("default", &ListedFrom::Builtin, true),
+                ("npm", &file(d.first.join("npm.toml")), true),
+                ("npm", &file(d.second.join("npm.toml")), false),
+                ("npm", &ListedFrom::Starter, false),
+                ("pip", &ListedFrom::Starter, true),
+            ]
+        );
+        assert!(listed.iter().all(|l| l.name != ".hidden"));
+        assert_eq!(
+            profile_names(&[d.first.clone(), d.second.clone()]),
+            ["apt", "cargo", "ci", "default", "github", "go", "npm", "pip"]
+        );
     }
 
     #[test]

@@ -308,6 +308,23 @@ impl Egress {
         }
     }
 
+    /// The `allow` entries, in the profile's order.
+    pub fn allow_entries(&self) -> &[Destination] {
+        self.lists().0
+    }
+
+    /// The `allow` entry that made `decision` (one of this egress's own), if an entry did: a
+    /// decision by `network = "open"`, or a refusal, has none. For `airlock policy replay`,
+    /// which says which entries no attempt of the runs needed.
+    pub fn allowed_by(&self, decision: &Decision) -> Option<&Destination> {
+        if !decision.allowed {
+            return None;
+        }
+        // The decisions below name their entry as `allow {entry}`, and only so.
+        let entry = decision.rule.strip_prefix("allow ")?;
+        self.allow_entries().iter().find(|d| d.to_string() == entry)
+    }
+
     /// May the sandbox resolve `name`? (DNS answers only names a connection could use.)
     pub fn may_resolve(&self, name: &str) -> Decision {
         let (allow, deny) = self.lists();
@@ -445,6 +462,34 @@ mod tests {
         ] {
             assert!(!is_host_name(bad), "{bad}");
         }
+    }
+
+    #[test]
+    fn the_entry_that_allowed_is_named_and_a_refusal_has_none() {
+        let egress = allow(&["github.com:443", "*.pypi.org", "10.0.0.0/8"], &[]);
+        let entry = |decision: &Decision| egress.allowed_by(decision).map(|d| d.to_string());
+        let public = ip("140.82.121.4");
+        assert_eq!(
+            entry(&egress.decide(Some("github.com"), public, 443)).as_deref(),
+            Some("github.com:443")
+        );
+        assert_eq!(
+            entry(&egress.may_resolve("files.pypi.org")).as_deref(),
+            Some("*.pypi.org")
+        );
+        assert_eq!(
+            entry(&egress.decide(None, ip("10.1.2.3"), 5432)).as_deref(),
+            Some("10.0.0.0/8")
+        );
+        assert_eq!(entry(&egress.decide(Some("github.com"), public, 80)), None);
+        let open = Egress::Open {
+            allow: vec![],
+            deny: vec![],
+        };
+        assert_eq!(
+            open.allowed_by(&open.decide(Some("x.test"), public, 80)),
+            None
+        );
     }
 
     #[test]

@@ -138,8 +138,10 @@ pub enum Command {
             the command with SIGPIPE (141); output lost otherwise (a full disk) is reported, and \
             a command that succeeded then exits 125.",
         after_help = "Profiles are looked up as NAME.toml in $XDG_CONFIG_HOME/airlock/profiles, then \
-            /etc/airlock/profiles; never inside a workspace. Without one, the built-in default \
-            applies: no network, no extra paths, 2 GiB memory, 512 processes, 1 hour of CPU.\n\n\
+            /etc/airlock/profiles; never inside a workspace. Without such a file, a starter profile \
+            of that name shipped with airlock (pip, npm, cargo, go, github, apt: 'airlock policy \
+            list'), and without -p the built-in default: no network, no extra paths, 2 GiB \
+            memory, 512 processes, 1 hour of CPU.\n\n\
             Limits that keep the host alive ([limits] in the profile): cpus = 1.5 is the CPU \
             bandwidth of the whole sandbox (its run's cgroup: v2 cpu.max, v1 cpu.cfs_quota_us; \
             default: every CPU but one); disk = \"10GiB\" and files = 1000000 bound the bytes and \
@@ -428,7 +430,7 @@ pub enum Command {
     /// Make, list and revoke the API's tokens
     #[command(subcommand)]
     Token(TokenCommand),
-    /// Show a profile as runs apply it, or check a profile file
+    /// Profiles: show one as runs apply it, check a file, list them, replay past runs against a draft
     #[command(subcommand)]
     Policy(PolicyCommand),
     /// Run Claude Code's Bash tool in airlock (see 'airlock claude-code settings --help')

@@ -16,7 +16,7 @@ use crate::shown::{counted, note};
 /// Exit status when the chain is broken.
 const EXIT_BROKEN: u8 = 2;
 
-fn since(text: &str) -> Result<String> {
+pub(crate) fn since(text: &str) -> Result<String> {
     let at = if let Ok(ago) = airlock_core::units::parse_duration(text) {
         SystemTime::now()
             .checked_sub(std::time::Duration::from_secs(ago))

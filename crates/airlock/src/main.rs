@@ -17,6 +17,7 @@ mod log;
 mod policy;
 mod progress;
 mod remote;
+mod replay;
 mod run;
 mod serve;
 mod session;
@@ -76,6 +77,8 @@ fn main() -> ExitCode {
         Command::Token(cli::TokenCommand::Revoke(a)) => a.json,
         Command::Policy(cli::PolicyCommand::Show(a)) => a.json,
         Command::Policy(cli::PolicyCommand::Check(a)) => a.json,
+        Command::Policy(cli::PolicyCommand::Replay(a)) => a.json,
+        Command::Policy(cli::PolicyCommand::List(a)) => a.json,
         Command::ClaudeCode(claude_code::ClaudeCodeCommand::Settings(a)) => a.json,
         _ => false,
     };
@@ -121,6 +124,8 @@ fn local(global: &cli::GlobalArgs, command: Command) -> anyhow::Result<ExitCode>
         Command::Check(args) => check::check(global, args),
         Command::Policy(cli::PolicyCommand::Show(args)) => policy::show(global, args),
         Command::Policy(cli::PolicyCommand::Check(args)) => policy::check(args),
+        Command::Policy(cli::PolicyCommand::Replay(args)) => replay::replay(global, args),
+        Command::Policy(cli::PolicyCommand::List(args)) => policy::list(global, args),
         Command::Session(SessionCommand::New(args)) => session::new(global, args),
         Command::Sessions(args) => session::list(global, args),
         Command::Diff(args) => diff::diff(global, args),

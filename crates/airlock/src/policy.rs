@@ -1,4 +1,5 @@
-//! `airlock policy show|check`: a profile as runs apply it, and whether a file is one.
+//! `airlock policy show|check|list`: a profile as runs apply it, whether a file is one, and the
+//! profiles a run can name.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -8,12 +9,22 @@ use serde_json::json;
 
 use airlock_core::{Profile, ProfileChoice};
 
-use crate::cli::{GlobalArgs, PolicyCheckArgs, PolicyShowArgs};
+use crate::shown::printable;
+
+use crate::cli::{GlobalArgs, PolicyCheckArgs, PolicyListArgs, PolicyShowArgs};
 
 /// Exit status of `policy check` for a file that is not a valid profile.
 const EXIT_INVALID_PROFILE: u8 = 2;
 
 pub fn show(global: &GlobalArgs, args: PolicyShowArgs) -> Result<ExitCode> {
+    if args.starter {
+        let name = args
+            .profile
+            .as_deref()
+            .unwrap_or(airlock_core::DEFAULT_PROFILE_NAME);
+        print!("{}", airlock_core::starter_text(name)?);
+        return Ok(ExitCode::SUCCESS);
+    }
     let choice = match args.profile {
         Some(named) if named.contains('/') => ProfileChoice {
             name: None,
@@ -25,11 +36,16 @@ pub fn show(global: &GlobalArgs, args: PolicyShowArgs) -> Result<ExitCode> {
         },
     };
     let profile = airlock_core::effective_profile(&crate::run::caller(global), &choice)?;
+    if args.as_written {
+        print!("{}", airlock_core::profile_as_written(&profile)?);
+        return Ok(ExitCode::SUCCESS);
+    }
     let policy = airlock_core::profile_to_toml(&profile);
     if args.json {
         let shown = json!({
             "profile": profile.name,
             "source": profile.source,
+            "from": airlock_core::profile_origin(&profile),
             "policy": policy,
         });
         println!("{}", serde_json::to_string_pretty(&shown)?);
@@ -42,10 +58,43 @@ pub fn show(global: &GlobalArgs, args: PolicyShowArgs) -> Result<ExitCode> {
 }
 
 fn origin(profile: &Profile) -> String {
-    match &profile.source {
-        Some(path) => format!("from {}", path.display()),
-        None => "built in (no file)".into(),
+    match (&profile.source, airlock_core::profile_origin(profile)) {
+        (Some(path), _) => format!("from {}", path.display()),
+        (None, airlock_core::ProfileOrigin::Starter) => format!(
+            "a starter shipped with airlock (no file; to change it, copy it: airlock policy show {} --starter > ~/.config/airlock/profiles/{}.toml)",
+            profile.name, profile.name
+        ),
+        (None, _) => "built in (no file)".into(),
     }
+}
+
+pub fn list(global: &GlobalArgs, args: PolicyListArgs) -> Result<ExitCode> {
+    let listed = airlock_core::list_profiles(&crate::run::caller(global));
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&listed)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let rows: Vec<[String; 3]> = listed
+        .iter()
+        .map(|profile| {
+            let from = match &profile.from {
+                airlock_core::ListedFrom::File { path } => path.display().to_string(),
+                airlock_core::ListedFrom::Starter => "starter, built into airlock".into(),
+                airlock_core::ListedFrom::Builtin => "built in".into(),
+            };
+            let mut about = profile.about.clone().unwrap_or_default();
+            if !profile.used {
+                about = format!("(hidden by the one above) {about}");
+            }
+            [
+                printable(&profile.name),
+                printable(&from),
+                about.trim_end().to_string(),
+            ]
+        })
+        .collect();
+    print!("{}", crate::shown::table(["NAME", "FROM", "WHAT"], &rows));
+    Ok(ExitCode::SUCCESS)
 }
 
 pub fn check(args: PolicyCheckArgs) -> Result<ExitCode> {

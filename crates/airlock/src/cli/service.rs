@@ -159,13 +159,18 @@ pub enum PolicyCommand {
             built-in default filled in (sizes and durations as a profile writes them: 2GiB, 1h): what reaches the \
             sandbox, what it may reach, its limits. PROFILE is a name, looked up as runs look it \
             up (NAME.toml in $XDG_CONFIG_HOME/airlock/profiles, then /etc/airlock/profiles; \
-            without one, 'default' is the built-in default), or a path to a file when it holds a \
+            without one, a starter shipped with airlock of that name, and 'default' is the \
+            built-in default: 'airlock policy list' lists them), or a path to a file when it holds a \
             '/'. Each [[secret]] is shown by where its value comes from (a variable's name, a \
             file's path, a command line), its hosts and how it is injected; no source is read, \
-            so no value can be shown. The output read back as a profile is the same profile.",
+            so no value can be shown. The output read back as a profile is the same profile. \
+            --as-written prints the profile's text instead, comments and all; --starter prints \
+            the starter of that name even where a file hides it: the way to copy a starter and \
+            change it (a copy of the same name then wins over the starter).",
         after_help = "Examples:\n  airlock policy show ci-bot\n  \
             airlock policy show ./profiles/ci-bot.toml --json | jq '.policy.secret'\n  \
-            airlock policy show > effective.toml && airlock policy check effective.toml\n\n\
+            airlock policy show > effective.toml && airlock policy check effective.toml\n  \
+            airlock policy show pip --starter > ~/.config/airlock/profiles/pip.toml\n\n\
             Exit status: 0 it was printed; 125 no such profile, it is not valid (the message \
             names the file and line), or airlock failed."
     )]
@@ -184,6 +189,51 @@ pub enum PolicyCommand {
             it cannot be read; 125 airlock failed."
     )]
     Check(PolicyCheckArgs),
+    /// List the profiles a run can name, and where each comes from
+    #[command(
+        long_about = "List every profile '-p NAME' can name, in the order a name is looked up: \
+            NAME.toml in $XDG_CONFIG_HOME/airlock/profiles (default ~/.config/airlock/profiles), \
+            then in /etc/airlock/profiles, then the starter profiles shipped with airlock (pip, \
+            npm, cargo, go, github, apt: the hosts each tool needs, commented host by host), then \
+            the built-in default. A profile a file earlier in that order hides is listed too, \
+            marked hidden: a file of a starter's name is the one runs use.",
+        after_help = "Examples:\n  airlock policy list\n  \
+            airlock policy list --json | jq -r '.[] | select(.kind == \"starter\") | .name'\n  \
+            airlock policy show pip --starter   # a starter's text, to copy and narrow\n\n\
+            Exit status: 0 listed; 125 airlock failed."
+    )]
+    List(PolicyListArgs),
+    /// Replay past runs' network attempts against a draft profile: what it would refuse
+    #[command(
+        long_about = "Decide the network attempts of past runs again, by a draft profile, with \
+            the rules the network gate decides by: every DNS query and connection the gate \
+            recorded for the runs of the draft's profile (the audit log's net.dns and \
+            net.connect records, and the samples of net.suppressed). It prints what the draft \
+            would refuse that the runs needed (each destination with its attempts, the rule \
+            then and the rule now, and the runs that made them), the runs it would break, what \
+            was refused then that the draft would allow, and the draft's allow entries that no \
+            attempt went through. A profile change is reviewed against what really happened: \
+            'this change would have broken last week's builds'.\n\n\
+            PROFILE is the draft: a path (with a '/') or a name looked up as runs look it up. \
+            The runs replayed are those of the profile of the same name (--runs-of another), \
+            from this state directory's audit log or from a copy of one (--log FILE: what \
+            'airlock log --json' printed, JSON lines). A connection made to a name is decided \
+            by the name and its port, one made to a bare address by the address; a name the \
+            gate refused at DNS never got a connection, so the port it was for is unknown, \
+            and it is shown without one. Runs are named by the seq of their run.intent record \
+            ('airlock log --json' shows it).",
+        after_help = "Examples:\n  airlock policy replay ./ci-bot.toml --since 7d\n  \
+            airlock policy replay ./ci-bot.toml --session fix --json | jq '.would_refuse'\n  \
+            airlock policy replay ./narrow.toml --runs-of ci-bot --since 2026-11-29T00:00:00Z\n\n\
+            In CI, a change to a profile checked against the runs of last week:\n  \
+            airlock log --profile ci-bot --since 7d --json > runs.jsonl   # where the runs ran\n  \
+            airlock policy replay profiles/ci-bot.toml --log runs.jsonl   # exit 1: it would break them\n\n\
+            Exit status: 0 the draft refuses nothing the runs needed; 1 it would refuse \
+            something they needed; 2 bad input: the draft is not a valid profile (the message \
+            names the file and line), --log's file is not a log (its line), or --since is not \
+            a time; 125 airlock failed."
+    )]
+    Replay(PolicyReplayArgs),
 }
 
 #[derive(Debug, Args)]
@@ -191,7 +241,22 @@ pub struct PolicyShowArgs {
     /// A profile name, or a file's path (with a '/') [default: default]
     #[arg(value_name = "PROFILE")]
     pub profile: Option<String>,
-    /// Print JSON: {"profile", "source", "policy"}, the policy in the same keys as the TOML
+    /// Print JSON: {"profile", "source", "from", "policy"}, the policy in the same keys as the
+    /// TOML ("from": file, starter or builtin)
+    #[arg(long, conflicts_with = "as_written")]
+    pub json: bool,
+    /// Print the profile's text as it is written, comments and all (a file's, a starter's)
+    #[arg(long)]
+    pub as_written: bool,
+    /// Print the starter PROFILE shipped with airlock as written, even where a file of that
+    /// name hides it: what a copy starts from
+    #[arg(long, conflicts_with_all = ["json", "as_written"])]
+    pub starter: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct PolicyListArgs {
+    /// Print JSON: [{"name", "kind": "file"|"starter"|"builtin", "path", "used", "about"}]
     #[arg(long)]
     pub json: bool,
 }
@@ -202,6 +267,29 @@ pub struct PolicyCheckArgs {
     #[arg(value_name = "FILE")]
     pub file: PathBuf,
     /// Print JSON: {"file", "valid", "profile", "secrets"} or {"file", "valid", "error", "code"}
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct PolicyReplayArgs {
+    /// The draft: a profile file's path (with a '/'), or a profile name
+    #[arg(value_name = "PROFILE")]
+    pub profile: String,
+    /// Replay the runs of this profile [default: the draft's name]
+    #[arg(long, value_name = "NAME")]
+    pub runs_of: Option<String>,
+    /// Only this session's runs (its id or name)
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
+    /// Only attempts since this long ago (10m, 2h, 7d) or this time (2026-11-29T20:00:00Z)
+    #[arg(long, value_name = "WHEN")]
+    pub since: Option<String>,
+    /// Read this copy of a log ('airlock log --json' output) instead of the state directory's
+    #[arg(long, value_name = "FILE")]
+    pub log: Option<PathBuf>,
+    /// Print JSON: {"draft", "runs_of", "runs", "attempts", "would_refuse", "runs_broken",
+    /// "would_now_allow", "never_used", "not_replayed"}
     #[arg(long)]
     pub json: bool,
 }
