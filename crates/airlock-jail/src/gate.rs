@@ -119,10 +119,7 @@ pub struct Memory {
 
 impl Memory {
     pub fn open(notifier: &Notifier, n: &Notification) -> io::Result<Memory> {
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(format!("/proc/{}/mem", n.pid))?;
+        let file = std::fs::File::open(format!("/proc/{}/mem", n.pid))?;
         if !notifier.still_waiting(n.id) {
             return Err(io::Error::other("the thread is gone"));
         }
@@ -135,11 +132,6 @@ impl Memory {
         let mut buf = vec![0u8; len];
         self.file.read_exact_at(&mut buf, addr)?;
         Ok(buf)
-    }
-
-    /// Write `bytes` at `addr` (as a debugger does).
-    pub fn write(&self, addr: u64, bytes: &[u8]) -> io::Result<()> {
-        self.file.write_all_at(bytes, addr)
     }
 }
 
@@ -229,5 +221,25 @@ impl SocketInfo {
     pub fn allow_ipv4_mapped(&self) -> io::Result<()> {
         nix::sys::socket::setsockopt(&self.copy, nix::sys::socket::sockopt::Ipv6V6Only, &false)
             .map_err(io)
+    }
+
+    /// Connect the socket to `to` (in its own network namespace, whoever calls this), as its
+    /// own connect would: EINPROGRESS for a non-blocking one still connecting. For the gate,
+    /// which connects an allowed connect's socket to its relay itself and answers the connect
+    /// with the result, so that nothing is written into the process's memory (a program that
+    /// keeps the address it passed, as apt does, would find the relay's there).
+    pub fn connect(&self, to: std::net::SocketAddr) -> io::Result<()> {
+        use std::os::fd::AsRawFd;
+        let result = match to {
+            std::net::SocketAddr::V4(v4) => nix::sys::socket::connect(
+                self.copy.as_raw_fd(),
+                &nix::sys::socket::SockaddrIn::from(v4),
+            ),
+            std::net::SocketAddr::V6(v6) => nix::sys::socket::connect(
+                self.copy.as_raw_fd(),
+                &nix::sys::socket::SockaddrIn6::from(v6),
+            ),
+        };
+        result.map_err(io)
     }
 }

@@ -1682,3 +1682,49 @@ both_modes!(
         assert!(log.contains("\"mode\":\"open\""), "{log}");
     }
 );
+
+// The gate connects an allowed connect's socket to its relay itself: the address the program
+// passed is left as it was. (It was rewritten with the relay's before, in the program's memory;
+// apt keeps that address and connects to it again later, and reached a relay address that was
+// gone: `apt-get update` failed after its first file.)
+both_modes!(
+    a_programs_own_address_is_left_as_it_passed_it,
+    |w: &World| {
+        let http = server(None);
+        let port = http.port;
+        let profile = allowing_only_allowed_test(w, port);
+        let script = format!(
+            r#"
+import ctypes, socket
+libc = ctypes.CDLL(None, use_errno=True)
+ip = socket.getaddrinfo("allowed.test", {port}, socket.AF_INET)[0][4][0]
+sockaddr = socket.AF_INET.to_bytes(2, "little") + ({port}).to_bytes(2, "big") + socket.inet_aton(ip) + bytes(8)
+passed = ctypes.create_string_buffer(sockaddr, 16)
+for attempt in range(2):
+    s = socket.socket()
+    rc = libc.connect(s.fileno(), passed, 16)
+    print("connect", attempt, rc, ctypes.get_errno(), "same" if passed.raw == sockaddr else "rewritten")
+    s.sendall(b"GET / HTTP/1.1\r\nHost: allowed.test\r\nConnection: close\r\n\r\n")
+    answer = b""
+    while chunk := s.recv(4096):
+        answer += chunk
+    print("answer", attempt, b"hello from host" in answer)
+    s.close()
+"#
+        );
+        let out = run_python(w, &profile, &script);
+        let said = ran(&out);
+        for attempt in 0..2 {
+            assert!(
+                said.contains(&format!("connect {attempt} 0 0 same")),
+                "{said}\n{}",
+                stderr(&out)
+            );
+            assert!(
+                said.contains(&format!("answer {attempt} True")),
+                "{said}\n{}",
+                stderr(&out)
+            );
+        }
+    }
+);

@@ -43,8 +43,9 @@ pub(super) trait Held {
     fn socket(&self, dest: SocketAddr) -> io::Result<Socket>;
     /// The length of the address the program passed (connect's third argument).
     fn addr_len(&self) -> usize;
-    /// Write over the address the program passed.
-    fn write_addr(&self, bytes: &[u8]) -> io::Result<()>;
+    /// Connect the program's socket to `relay` for it and answer its connect with the result
+    /// (0, EINPROGRESS for a non-blocking socket, or the error): its memory is left as it was.
+    fn connect_to(&self, relay: SocketAddr) -> io::Result<()>;
     /// Let the kernel run the connect (at the address it now holds).
     fn pass(&self) -> io::Result<()>;
     /// The connect fails with `errno`.
@@ -53,12 +54,13 @@ pub(super) trait Held {
     fn program(&self) -> Option<String>;
 }
 
-/// A connect the sandbox waits in: the notification, the memory of its process, and the
-/// listener that answers it.
+/// A connect the sandbox waits in: the notification, the listener that answers it, and the
+/// socket it connects.
 struct Call<'a> {
     notifier: &'a Notifier,
     n: &'a Notification,
-    memory: &'a Memory,
+    /// A copy of the connecting socket, once [`Held::socket`] has looked at it.
+    socket: std::cell::OnceCell<airlock_jail::gate::SocketInfo>,
 }
 
 impl Held for Call<'_> {
@@ -70,19 +72,30 @@ impl Held for Call<'_> {
             // refuses, and the connect fails as before.
             let _ = socket.allow_ipv4_mapped();
         }
-        Ok(Socket {
+        let seen = Socket {
             stream: socket.kind == libc::SOCK_STREAM,
             nonblocking: socket.nonblocking,
             connection: socket.connection,
-        })
+        };
+        let _ = self.socket.set(socket);
+        Ok(seen)
     }
 
     fn addr_len(&self) -> usize {
         self.n.args[2] as usize
     }
 
-    fn write_addr(&self, bytes: &[u8]) -> io::Result<()> {
-        self.memory.write(self.n.args[1], bytes)
+    fn connect_to(&self, relay: SocketAddr) -> io::Result<()> {
+        let connected = match self.socket.get() {
+            Some(socket) => socket.connect(relay),
+            None => socket_info(self.n.pid, self.n.args[0])?.connect(relay),
+        };
+        match connected {
+            Ok(()) => self.notifier.succeed(self.n.id, 0),
+            Err(e) => self
+                .notifier
+                .fail(self.n.id, e.raw_os_error().unwrap_or(libc::ECONNREFUSED)),
+        }
     }
 
     fn pass(&self) -> io::Result<()> {
@@ -127,7 +140,7 @@ pub(super) fn serve(notifier: Notifier, state: Arc<State>, relay: Option<u16>) {
         };
         // Connects that stay inside (unix sockets, the sandbox's own loopback) are let through
         // here at once: no thread for them.
-        let (memory, dest) = match read_connect(&notifier, &n) {
+        let dest = match read_connect(&notifier, &n) {
             Ok(Some(outside)) => outside,
             Ok(None) => {
                 if notifier.pass(n.id).is_err() {
@@ -148,7 +161,7 @@ pub(super) fn serve(notifier: Notifier, state: Arc<State>, relay: Option<u16>) {
             let call = Call {
                 notifier: &notifier,
                 n: &n,
-                memory: &memory,
+                socket: std::cell::OnceCell::new(),
             };
             if let Err(err) = handle(&call, &state, relay, dest) {
                 refuse_unread(&notifier, &state, &n, &err);
@@ -167,19 +180,17 @@ fn refuse_unread(notifier: &Notifier, state: &State, n: &Notification, err: &io:
     let _ = notifier.fail(n.id, libc::ECONNREFUSED);
 }
 
-/// The process's memory and the address notification `n` connects to, when that is an IPv4 or
+/// The address notification `n` connects to (read from its memory), when that is an IPv4 or
 /// IPv6 address outside the sandbox; None when the kernel may run the connect as it is (another
 /// family — the namespace and Landlock decide, as without a gate — or the sandbox's own
 /// loopback).
-fn read_connect(notifier: &Notifier, n: &Notification) -> io::Result<Option<(Memory, SocketAddr)>> {
+fn read_connect(notifier: &Notifier, n: &Notification) -> io::Result<Option<SocketAddr>> {
     if i64::from(n.nr) != libc::SYS_connect {
         return Ok(None);
     }
     let memory = Memory::open(notifier, n)?;
     let raw = memory.read(n.args[1], (n.args[2] as usize).min(128))?;
-    Ok(parse_sockaddr(&raw)
-        .filter(|dest| !inside_the_sandbox(dest.ip()))
-        .map(|dest| (memory, dest)))
+    Ok(parse_sockaddr(&raw).filter(|dest| !inside_the_sandbox(dest.ip())))
 }
 
 /// The address and port in a sockaddr the sandbox passed to connect; None for other families.

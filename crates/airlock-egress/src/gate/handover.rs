@@ -57,39 +57,26 @@ pub(super) fn hand_over(
             },
         );
     }
-    let Some(sockaddr) = relay_sockaddr(dest.is_ipv6(), relay, relay_address(id), call.addr_len())
-    else {
+    // An address shorter than its family's the kernel refuses (an IPv6 one may come in the 24
+    // bytes of RFC 2133, without a scope id).
+    let least = if dest.is_ipv6() { 24 } else { 16 };
+    if call.addr_len() < least {
         return call.fail(libc::EINVAL);
-    };
-    call.write_addr(&sockaddr)?;
-    call.pass()
+    }
+    call.connect_to(relay_socket_address(
+        dest.is_ipv6(),
+        relay,
+        relay_address(id),
+    ))
 }
 
-/// The sockaddr that points a connect at the relay's `port` on `ip`, in the family of the
-/// connect's own address (IPv4-mapped for an IPv6 socket) and in the `given` length of that
-/// address; None when that is too short for its family.
-fn relay_sockaddr(v6: bool, port: u16, ip: Ipv4Addr, given: usize) -> Option<Vec<u8>> {
-    let mut sockaddr = Vec::with_capacity(28);
-    if v6 {
-        sockaddr.extend_from_slice(&(libc::AF_INET6 as u16).to_ne_bytes());
-        sockaddr.extend_from_slice(&port.to_be_bytes());
-        sockaddr.extend_from_slice(&[0; 4]); // flow info
-        sockaddr.extend_from_slice(&ip.to_ipv6_mapped().octets());
-        sockaddr.extend_from_slice(&[0; 4]); // scope id
-    } else {
-        sockaddr.extend_from_slice(&(libc::AF_INET as u16).to_ne_bytes());
-        sockaddr.extend_from_slice(&port.to_be_bytes());
-        sockaddr.extend_from_slice(&ip.octets());
-        sockaddr.extend_from_slice(&[0; 8]);
+/// The relay's `port` on `ip`, in the family of the connect's own address (IPv4-mapped for an
+/// IPv6 socket).
+fn relay_socket_address(v6: bool, port: u16, ip: Ipv4Addr) -> SocketAddr {
+    match v6 {
+        true => SocketAddr::new(IpAddr::V6(ip.to_ipv6_mapped()), port),
+        false => SocketAddr::new(IpAddr::V4(ip), port),
     }
-    // An IPv6 address may come in the 24 bytes of RFC 2133 (no scope id), which the kernel
-    // accepts; the relay's address (scope id 0) is written in as many bytes as were given.
-    let least = if v6 { 24 } else { 16 };
-    if given < least {
-        return None;
-    }
-    sockaddr.truncate(given);
-    Some(sockaddr)
 }
 
 /// The relay address for pending connection `id`: 127.64.0.0 + id.
@@ -122,24 +109,5 @@ mod tests {
         assert_eq!(relay_id("127.0.0.1".parse().unwrap()), None);
         assert_eq!(relay_id("127.128.0.0".parse().unwrap()), None);
         assert_eq!(relay_id("::1".parse().unwrap()), None);
-    }
-
-    #[test]
-    fn the_relay_sockaddr_keeps_the_family_and_length_given() {
-        let ip = Ipv4Addr::new(127, 64, 0, 7);
-        let v4 = relay_sockaddr(false, 0x1234, ip, 16).unwrap();
-        assert_eq!(v4.len(), 16);
-        assert_eq!(&v4[..2], &(libc::AF_INET as u16).to_ne_bytes());
-        assert_eq!(&v4[2..8], &[0x12, 0x34, 127, 64, 0, 7]);
-        let v6 = relay_sockaddr(true, 0x1234, ip, 28).unwrap();
-        assert_eq!(v6.len(), 28);
-        assert_eq!(&v6[..2], &(libc::AF_INET6 as u16).to_ne_bytes());
-        assert_eq!(&v6[8..24], &ip.to_ipv6_mapped().octets());
-        // RFC 2133's 24 bytes: no scope id.
-        assert_eq!(relay_sockaddr(true, 0x1234, ip, 24).unwrap(), v6[..24]);
-        // More than the family's length is written as the family's length.
-        assert_eq!(relay_sockaddr(false, 0x1234, ip, 128).unwrap(), v4);
-        assert_eq!(relay_sockaddr(false, 1, ip, 15), None);
-        assert_eq!(relay_sockaddr(true, 1, ip, 23), None);
     }
 }

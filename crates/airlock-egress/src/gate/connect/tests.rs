@@ -167,7 +167,8 @@ fn udp_is_unreachable_and_a_resolvers_probe_is_not_logged() {
 struct Fake {
     socket: Socket,
     addr_len: usize,
-    written: Mutex<Option<Vec<u8>>>,
+    /// Where the gate connected the socket for the program (the relay).
+    relayed: Mutex<Option<SocketAddr>>,
     /// `Ok`: passed; `Err(errno)`: failed.
     answered: Mutex<Option<Result<(), i32>>>,
 }
@@ -181,7 +182,7 @@ impl Fake {
                 connection: Connection::None,
             },
             addr_len,
-            written: Mutex::new(None),
+            relayed: Mutex::new(None),
             answered: Mutex::new(None),
         }
     }
@@ -190,8 +191,8 @@ impl Fake {
         *self.answered.lock().unwrap()
     }
 
-    fn written(&self) -> Option<Vec<u8>> {
-        self.written.lock().unwrap().clone()
+    fn relayed(&self) -> Option<SocketAddr> {
+        *self.relayed.lock().unwrap()
     }
 }
 
@@ -202,8 +203,9 @@ impl Held for Fake {
     fn addr_len(&self) -> usize {
         self.addr_len
     }
-    fn write_addr(&self, bytes: &[u8]) -> io::Result<()> {
-        *self.written.lock().unwrap() = Some(bytes.to_vec());
+    fn connect_to(&self, relay: SocketAddr) -> io::Result<()> {
+        *self.relayed.lock().unwrap() = Some(relay);
+        *self.answered.lock().unwrap() = Some(Ok(()));
         Ok(())
     }
     fn pass(&self) -> io::Result<()> {
@@ -284,7 +286,7 @@ fn a_refused_connect_is_logged_and_fails() {
     let held = Fake::tcp(16);
     handle(&held, &state, RELAY_PORT, at("140.82.112.3:443")).unwrap();
     assert_eq!(held.answered(), Some(Err(libc::ECONNREFUSED)));
-    assert_eq!(held.written(), None, "its address is left as it was");
+    assert_eq!(held.relayed(), None, "not connected for it");
     let events = events.lock().unwrap();
     assert_eq!(events.len(), 1);
     assert!(!events[0].allowed);
@@ -302,14 +304,13 @@ fn a_connect_to_the_proxy_is_pointed_at_the_relay() {
     let held = Fake::tcp(16);
     handle(&held, &state, RELAY_PORT, at("198.19.255.254:3128")).unwrap();
     assert_eq!(held.answered(), Some(Ok(())));
-    let written = held.written().unwrap();
-    let relay = parse_sockaddr(&written).unwrap();
+    let relay = held.relayed().unwrap();
     assert_eq!(Some(relay.port()), RELAY_PORT);
     let id = crate::gate::handover::relay_id(relay.ip()).unwrap();
     let pending = state.pending.lock().unwrap();
     assert!(pending[&id].target.proxy);
     assert!(events.lock().unwrap().is_empty());
-    // An IPv6 socket's connect is sent to the relay's IPv4-mapped address, in 28 bytes.
+    // An IPv6 socket is connected to the relay's IPv4-mapped address.
     let (state, _) = gate(egress(), &[]);
     let held = Fake::tcp(28);
     handle(
@@ -319,9 +320,7 @@ fn a_connect_to_the_proxy_is_pointed_at_the_relay() {
         at("[::ffff:198.19.255.254]:3128"),
     )
     .unwrap();
-    let written = held.written().unwrap();
-    assert_eq!(written.len(), 28);
-    let relay = parse_sockaddr(&written).unwrap();
+    let relay = held.relayed().unwrap();
     assert!(relay.is_ipv6());
     assert!(crate::gate::handover::relay_id(relay.ip()).is_some());
     // One too short for its family is refused as the kernel would refuse it.
@@ -456,7 +455,7 @@ fn a_connect_the_kernel_refuses_opens_nothing() {
             handle(&held, &state, RELAY_PORT, dest).unwrap();
             // Left to the kernel as it was: it answers EISCONN or EALREADY itself.
             assert_eq!(held.answered(), Some(Ok(())), "{connection:?}");
-            assert_eq!(held.written(), None, "its address is left as it was");
+            assert_eq!(held.relayed(), None, "not connected for it");
         }
     }
     assert!(state.pending.lock().unwrap().is_empty());
@@ -465,7 +464,7 @@ fn a_connect_the_kernel_refuses_opens_nothing() {
     // The same connect on a socket that is free is sent to the relay: the test can fail.
     let held = Fake::tcp(16);
     handle(&held, &state, RELAY_PORT, dest).unwrap();
-    assert!(held.written().is_some());
+    assert!(held.relayed().is_some());
     assert_eq!(accepted(&listener), 1);
 }
 
