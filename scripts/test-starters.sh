@@ -68,7 +68,7 @@ refuses_others() {
   local name=$1
   if (cd "$work/workspace" && al run -p "$name" -- curl -sS -m 20 -o /dev/null https://example.org) >"$work/$name.refused" 2>&1; then
     fail "-p $name: curl https://example.org went through"
-  elif ! grep -q "example.org:443 refused" "$work/$name.refused"; then
+  elif ! grep -q "refused example.org:443" "$work/$name.refused"; then
     cat "$work/$name.refused" >&2
     fail "-p $name: curl https://example.org failed, but not by airlock's refusal"
   fi

@@ -58,6 +58,11 @@ pub fn learn(global: &GlobalArgs, mut args: LearnArgs) -> Result<ExitCode> {
         Some(file) => write_new(file, &learned.proposal, args.extend.is_some())?,
         None => std::io::stdout()
             .write_all(learned.proposal.as_bytes())
+            .or_else(|e| match e.kind() {
+                // A reader that went away took what it wanted.
+                std::io::ErrorKind::BrokenPipe => Ok(()),
+                _ => Err(e),
+            })
             .context("cannot write the profile to stdout")?,
     }
     tell(&learned, args.out.as_deref().or(args.extend.as_deref()));

@@ -22,7 +22,7 @@ pub fn show(global: &GlobalArgs, args: PolicyShowArgs) -> Result<ExitCode> {
             .profile
             .as_deref()
             .unwrap_or(airlock_core::DEFAULT_PROFILE_NAME);
-        print!("{}", airlock_core::starter_text(name)?);
+        crate::shown::out!(text: airlock_core::starter_text(name)?);
         return Ok(ExitCode::SUCCESS);
     }
     let choice = match args.profile {
@@ -37,7 +37,7 @@ pub fn show(global: &GlobalArgs, args: PolicyShowArgs) -> Result<ExitCode> {
     };
     let profile = airlock_core::effective_profile(&crate::run::caller(global), &choice)?;
     if args.as_written {
-        print!("{}", airlock_core::profile_as_written(&profile)?);
+        crate::shown::out!(text: airlock_core::profile_as_written(&profile)?);
         return Ok(ExitCode::SUCCESS);
     }
     let policy = airlock_core::profile_to_toml(&profile);
@@ -48,11 +48,11 @@ pub fn show(global: &GlobalArgs, args: PolicyShowArgs) -> Result<ExitCode> {
             "from": airlock_core::profile_origin(&profile),
             "policy": policy,
         });
-        println!("{}", serde_json::to_string_pretty(&shown)?);
+        crate::shown::out!("{}", serde_json::to_string_pretty(&shown)?);
     } else {
-        println!("# profile {}, {}", profile.name, origin(&profile));
-        println!("# every default filled in");
-        print!("{policy}");
+        crate::shown::out!("# profile {}, {}", profile.name, origin(&profile));
+        crate::shown::out!("# every default filled in");
+        crate::shown::out!(text: policy.to_string());
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -71,7 +71,7 @@ fn origin(profile: &Profile) -> String {
 pub fn list(global: &GlobalArgs, args: PolicyListArgs) -> Result<ExitCode> {
     let listed = airlock_core::list_profiles(&crate::run::caller(global));
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&listed)?);
+        crate::shown::out!("{}", serde_json::to_string_pretty(&listed)?);
         return Ok(ExitCode::SUCCESS);
     }
     let rows: Vec<[String; 3]> = listed
@@ -93,7 +93,7 @@ pub fn list(global: &GlobalArgs, args: PolicyListArgs) -> Result<ExitCode> {
             ]
         })
         .collect();
-    print!("{}", crate::shown::table(["NAME", "FROM", "WHAT"], &rows));
+    crate::shown::out!(text: crate::shown::table(["NAME", "FROM", "WHAT"], &rows));
     Ok(ExitCode::SUCCESS)
 }
 
@@ -104,10 +104,10 @@ pub fn check(args: PolicyCheckArgs) -> Result<ExitCode> {
             let secrets = profile.secrets.len();
             if args.json {
                 let said = json!({ "file": file, "valid": true, "profile": profile.name, "secrets": secrets });
-                println!("{said}");
+                crate::shown::out!("{said}");
             } else {
                 let noun = if secrets == 1 { "secret" } else { "secrets" };
-                println!("{file}: valid (profile {}, {secrets} {noun})", profile.name);
+                crate::shown::out!("{file}: valid (profile {}, {secrets} {noun})", profile.name);
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -116,7 +116,7 @@ pub fn check(args: PolicyCheckArgs) -> Result<ExitCode> {
             crate::shown::note!("airlock: {err}");
             if args.json {
                 let said = json!({ "file": file, "valid": false, "error": err.to_string(), "code": err.code().0 });
-                println!("{said}");
+                crate::shown::out!("{said}");
             }
             Ok(ExitCode::from(EXIT_INVALID_PROFILE))
         }

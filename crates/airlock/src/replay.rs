@@ -28,7 +28,7 @@ fn bad_input(json: bool, error: &str, code: Option<&str>) -> ExitCode {
         if let Some(code) = code {
             said["code"] = code.into();
         }
-        println!("{said}");
+        crate::shown::out!("{said}");
     }
     ExitCode::from(EXIT_BAD_INPUT)
 }

@@ -14,6 +14,20 @@ macro_rules! note {
 }
 pub(crate) use note;
 
+/// `println!` (and `print!`, as `out!(text: ...)`) that cannot panic: a reader that went away
+/// (`| head -1`) ends the output, not the command with a panic.
+macro_rules! out {
+    (text: $text:expr) => {{
+        use std::io::Write as _;
+        let _ = std::io::stdout().write_all(AsRef::<[u8]>::as_ref(&$text));
+    }};
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+pub(crate) use out;
+
 /// `text` with every control character (C0, DEL, C1) shown as an escape: `\n`, `\t`, `\r`,
 /// `\e`, else `\xHH` (`\u{HHHH}` above U+00FF). Everything else is left as it is.
 pub fn printable(text: &str) -> String {

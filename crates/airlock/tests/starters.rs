@@ -75,7 +75,8 @@ both_modes!(
         );
         assert!(ran(&out).contains("not resolved"), "{}", stderr(&out));
         assert!(
-            stderr(&out).contains("dns example.org refused"),
+            stderr(&out)
+                .contains("refused example.org (1×) — profile 'pip' has no [network] allow entry"),
             "{}",
             stderr(&out)
         );
