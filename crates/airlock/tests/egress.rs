@@ -1728,3 +1728,27 @@ for attempt in range(2):
         }
     }
 );
+
+// The command sends its lookups and exits at once, without waiting for an answer: each is still
+// in the run's list when it ends (the gate's queue is drained before the result is written, not
+// after the sandbox is torn down).
+both_modes!(
+    lookups_sent_just_before_the_end_are_not_lost,
+    |w: &World| {
+        let script = r#"
+import socket, struct
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for i in range(20):
+    name = b"".join(bytes([len(p)]) + p for p in [b"gone%d" % i, b"example", b"test"]) + b"\0"
+    s.sendto(struct.pack(">HHHHHH", i, 0x0100, 1, 0, 0, 0) + name + struct.pack(">HH", 1, 1), ("127.0.0.53", 53))
+"#;
+        let out = w
+            .airlock()
+            .args(["run", "--json", "--", "/usr/bin/python3", "-c", script])
+            .output()
+            .unwrap();
+        let answer: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+        let refused = answer["refused"].as_array().cloned().unwrap_or_default();
+        assert_eq!(refused.len(), 20, "{answer}");
+    }
+);

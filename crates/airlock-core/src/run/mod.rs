@@ -210,9 +210,11 @@ fn run_confined(caller: &Caller, request: RunRequest) -> Result<RunReport, Error
     let (launched, registration, injector) = launch(&plan, launch_plan, network, &audit)?;
     let session = session_id.clone();
     let mut supervised = supervise(&plan, launched, registration.as_ref(), session, injector);
-    // The gate's last events, and a session's layer, are only complete once no process of the
-    // sandbox is left.
-    if supervised.gate_log.is_some() || turn.session.is_some() {
+    // A relaying gate's last events (connections closed), and a session's layer, are only
+    // complete once no process of the sandbox is left. (A refusing gate's are written as its
+    // calls are answered; flushing waits for DNS queries still in its socket.)
+    let relaying = plan.profile.network != airlock_policy::NetworkMode::None;
+    if (supervised.gate_log.is_some() && relaying) || turn.session.is_some() {
         supervised.reap();
     }
     let (refused, observed) = match &supervised.gate_log {

@@ -4,7 +4,7 @@
 //! take it as a temporary failure and try again for seconds. Nothing is forwarded.
 
 use std::io::{Read as _, Write as _};
-use std::net::{TcpListener, TcpStream, UdpSocket};
+use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,22 +24,31 @@ pub(super) fn serve(socket: UdpSocket, state: Arc<State>) {
         let Ok((len, from)) = socket.recv_from(&mut buf) else {
             return;
         };
-        let Some(query) = dns::parse_query(&buf[..len]) else {
-            continue;
-        };
-        let decision = decide(&state, &query);
-        // An allowed name the user did not --resolve is looked up on the host before it is
-        // answered, on a thread of its own: the program's resolver waits, not its connect.
-        if needs_host_lookup(&state, &query, &decision) && lookup_slot(&state) {
-            let (socket, state) = (socket.clone(), state.clone());
-            std::thread::spawn(move || {
-                let decision = look_up(&state, &query, decision);
-                state.lookups_running.fetch_sub(1, Ordering::SeqCst);
-                let _ = socket.send_to(&answer(&state, &query, &decision), from);
-            });
-        } else {
-            let _ = socket.send_to(&answer(&state, &query, &decision), from);
-        }
+        state.dns_busy.fetch_add(1, Ordering::SeqCst);
+        serve_one(&socket, &state, &buf[..len], from);
+        state.dns_busy.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Answer one datagram of the sandbox's (a lookup of the host's on a thread of its own).
+fn serve_one(socket: &Arc<UdpSocket>, state: &Arc<State>, datagram: &[u8], from: SocketAddr) {
+    let Some(query) = dns::parse_query(datagram) else {
+        return;
+    };
+    let decision = decide(state, &query);
+    // An allowed name the user did not --resolve is looked up on the host before it is
+    // answered, on a thread of its own: the program's resolver waits, not its connect.
+    if needs_host_lookup(state, &query, &decision) && lookup_slot(state) {
+        let (socket, state) = (socket.clone(), state.clone());
+        std::thread::spawn(move || {
+            let decision = look_up(&state, &query, decision);
+            let reply = answer(&state, &query, &decision);
+            // Counted until its event is written (see State::dns_pending).
+            state.lookups_running.fetch_sub(1, Ordering::SeqCst);
+            let _ = socket.send_to(&reply, from);
+        });
+    } else {
+        let _ = socket.send_to(&answer(state, &query, &decision), from);
     }
 }
 

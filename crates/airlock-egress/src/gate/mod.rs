@@ -109,6 +109,10 @@ struct State {
     lookups: lookup::HostLookups,
     /// Host lookups started for DNS queries and not yet answered (see [`dns::serve`]).
     lookups_running: Arc<AtomicUsize>,
+    /// DNS queries taken off the sandbox's UDP socket and not yet logged and answered.
+    dns_busy: AtomicUsize,
+    /// The sandbox's DNS socket (a copy), to see whether queries still wait in it.
+    dns_queue: Option<UdpSocket>,
 }
 
 impl State {
@@ -125,7 +129,27 @@ impl State {
             max_open,
             lookups: lookup::HostLookups::default(),
             lookups_running: Arc::new(AtomicUsize::new(0)),
+            dns_busy: AtomicUsize::new(0),
+            dns_queue: None,
         }
+    }
+
+    /// Are DNS queries of the sandbox still waiting in its socket or being answered? Their
+    /// events are not written yet.
+    fn dns_pending(&self) -> bool {
+        if self.dns_busy.load(Ordering::SeqCst) > 0
+            || self.lookups_running.load(Ordering::SeqCst) > 0
+        {
+            return true;
+        }
+        let Some(queue) = &self.dns_queue else {
+            return false;
+        };
+        let mut fds = [nix::poll::PollFd::new(
+            std::os::fd::AsFd::as_fd(queue),
+            nix::poll::PollFlags::POLLIN,
+        )];
+        matches!(nix::poll::poll(&mut fds, nix::poll::PollTimeout::ZERO), Ok(n) if n > 0)
     }
 
     fn rules(&self) -> Rules<'_> {
@@ -177,11 +201,16 @@ pub struct Running(Arc<State>);
 
 impl Running {
     /// The sandbox has ended: close what it left open and wait (at most `within`) until every
-    /// connection's last event was delivered, so that none is lost when the caller exits.
+    /// connection's last event was delivered, and every DNS query it sent was answered, so that
+    /// none is lost when the caller exits. (Its processes are gone or being killed: a query sent
+    /// is in the socket, or it was never sent.)
     pub fn finish(&self, within: Duration) {
         self.0.close_all();
         let deadline = Instant::now() + within;
-        while Instant::now() < deadline && self.0.open.lock().is_ok_and(|open| !open.is_empty()) {
+        let busy = |state: &State| {
+            state.open.lock().is_ok_and(|open| !open.is_empty()) || state.dns_pending()
+        };
+        while Instant::now() < deadline && busy(&self.0) {
             std::thread::sleep(Duration::from_millis(1));
         }
     }
@@ -198,7 +227,10 @@ pub fn start(sockets: airlock_jail::GateSockets, config: Config) -> io::Result<R
     } else {
         Vec::new()
     };
-    let state = Arc::new(State::new(config, host_addresses, relay::max_open()));
+    let dns_socket = UdpSocket::from(sockets.dns);
+    let mut state = State::new(config, host_addresses, relay::max_open());
+    state.dns_queue = dns_socket.try_clone().ok();
+    let state = Arc::new(state);
     let relay_port = match sockets.relay {
         // The relay listens in the sandbox's own namespace (the setup process opened it there).
         Some(relay) if relaying => {
@@ -210,7 +242,6 @@ pub fn start(sockets: airlock_jail::GateSockets, config: Config) -> io::Result<R
         }
         _ => None,
     };
-    let dns_socket = UdpSocket::from(sockets.dns);
     let dns_state = state.clone();
     std::thread::spawn(move || dns::serve(dns_socket, dns_state));
     let dns_listener = TcpListener::from(sockets.dns_tcp);
