@@ -1,14 +1,15 @@
 //! What a profile's `[[network.http]]` allows of the requests to one host whose connections the
 //! gate reads (it terminates their TLS): rules of `METHOD PATH`, and the decision for one
-//! request. Pure: the policy crate parses the rules, the injector asks [`HttpRules::decide`].
+//! request. Pure: the policy crate parses the rules, the injector asks [`HttpRules::decide_head`].
 //!
 //! A path is compared segment by segment, after its percent-escapes are decoded; a rule's
 //! segment is literal text, `*` (any one non-empty segment) or, last, `**` (the rest: nothing,
-//! or any segments). The query is not part of the match. A request path that servers could
-//! read as another path than the one matched (`..` or `.`, also escaped or before a `;`, an
-//! escaped `/`, `\` or `%`, an empty segment, a byte no path holds) is refused whatever the
-//! rules say: the request goes on exactly as it came, so what is matched must be what the
-//! server reads.
+//! or any segments). The query is not part of the match. A request path that servers
+//! could read as another path than the one matched (`..` or `.`, also escaped or before a `;`,
+//! an escaped `/`, `\` or `%`, an empty segment, a byte no path holds) is refused
+//! whatever the rules say: the request goes on exactly as it came, so what is matched must be
+//! what the server reads. So is a request whose method another header or query parameter
+//! may stand for, and a body on a method that has none.
 
 use std::fmt;
 
@@ -137,16 +138,28 @@ const METHOD_OVERRIDES: [&str; 3] = [
     "x-method-override",
 ];
 
+/// Methods for which a body has no defined meaning (RFC 9110, 9.3): a server may leave such a
+/// body unread and take it for the next request on the connection.
+const BODILESS: [&str; 5] = ["GET", "HEAD", "OPTIONS", "DELETE", "TRACE"];
+
+/// May a request of `method` carry a body where rules apply? Not one of [`BODILESS`]'s.
+pub fn takes_a_body(method: &str) -> bool {
+    !BODILESS.contains(&method)
+}
+
 impl HttpRules {
-    /// [`HttpRules::decide`] for a request's head: `target` is its path and query, `headers` its
-    /// header names. Where rules apply, a request that names another method for the servers
-    /// that read one there (a method-override header, a `_method` query parameter) is refused:
-    /// its method would not be the one matched.
+    /// [`HttpRules::decide`] for a request's head: `target` is its path and query, `headers`
+    /// its header names, `body` whether it carries a body (a `Content-Length` above 0, a
+    /// `Transfer-Encoding`, HTTP/2 data). Where rules apply, a request is refused that names
+    /// another method for the servers that read one there (a method-override header, a
+    /// `_method` query parameter): its method would not be the one matched; and so is a body on a method without one ([`takes_a_body`]), which a
+    /// server that does not read it takes for the next request.
     pub fn decide_head<'h>(
         &self,
         method: &str,
         target: &str,
         headers: impl IntoIterator<Item = &'h str>,
+        body: bool,
     ) -> Decision {
         let (path, query) = target.split_once('?').unwrap_or((target, ""));
         if self.allow.is_some() {
@@ -168,6 +181,11 @@ impl HttpRules {
             if overrides {
                 return Decision::deny(format!(
                     "{request}: refused, a _method query parameter (servers may take it for the method)"
+                ));
+            }
+            if body && !takes_a_body(method) {
+                return Decision::deny(format!(
+                    "{request}: refused, a body on a {method} request (a server may leave it unread and take it for the next request)"
                 ));
             }
         }

@@ -169,7 +169,7 @@ fn a_request_that_names_another_method_is_refused_where_rules_apply() {
     let r = rules(&["POST /repos/acme/*/issues"]);
     let target = "/repos/acme/x/issues";
     assert!(
-        r.decide_head("POST", target, ["content-type", "accept"])
+        r.decide_head("POST", target, ["content-type", "accept"], true)
             .allowed
     );
     for header in [
@@ -177,20 +177,20 @@ fn a_request_that_names_another_method_is_refused_where_rules_apply() {
         "x-http-method",
         "X-Method-Override",
     ] {
-        let d = r.decide_head("POST", target, ["accept", header]);
+        let d = r.decide_head("POST", target, ["accept", header], false);
         assert!(!d.allowed, "{header}");
         assert!(d.rule.contains(header), "{}", d.rule);
     }
     for query in ["_method=DELETE", "a=1&_METHOD=delete", "%5Fmethod=DELETE"] {
-        let d = r.decide_head("POST", &format!("{target}?{query}"), []);
+        let d = r.decide_head("POST", &format!("{target}?{query}"), [], false);
         assert!(!d.allowed, "{query}");
     }
     assert!(
-        r.decide_head("POST", &format!("{target}?method=x&a_method=y"), [])
+        r.decide_head("POST", &format!("{target}?method=x&a_method=y"), [], false)
             .allowed
     );
     // The query is left out of the path matched, and of the decision's words.
-    let d = r.decide_head("POST", &format!("{target}?token=abc"), []);
+    let d = r.decide_head("POST", &format!("{target}?token=abc"), [], false);
     assert!(d.allowed && !d.rule.contains("abc"), "{}", d.rule);
     // Inspected only: nothing is refused.
     let inspected = HttpRules {
@@ -199,7 +199,25 @@ fn a_request_that_names_another_method_is_refused_where_rules_apply() {
     };
     assert!(
         inspected
-            .decide_head("DELETE", "/?_method=PUT", ["x-http-method"])
+            .decide_head("DELETE", "/?_method=PUT", ["x-http-method"], true)
             .allowed
     );
+}
+
+#[test]
+fn a_body_on_a_method_without_one_is_refused_where_rules_apply() {
+    let r = rules(&["* /repos/acme/*"]);
+    for method in ["GET", "HEAD", "OPTIONS", "DELETE", "TRACE"] {
+        let d = r.decide_head(method, "/repos/acme/x", [], true);
+        assert!(!d.allowed && d.rule.contains("a body"), "{method}: {d:?}");
+        assert!(r.decide_head(method, "/repos/acme/x", [], false).allowed);
+    }
+    for method in ["POST", "PUT", "PATCH", "PROPFIND"] {
+        assert!(r.decide_head(method, "/repos/acme/x", [], true).allowed);
+    }
+    let inspected = HttpRules {
+        host: "example.org".into(),
+        allow: None,
+    };
+    assert!(inspected.decide_head("GET", "/", [], true).allowed);
 }
