@@ -8,8 +8,8 @@
 //! could read as another path than the one matched (`..` or `.`, also escaped or before a `;`,
 //! an escaped `/`, `\` or `%`, an empty segment, a byte no path holds) is refused
 //! whatever the rules say: the request goes on exactly as it came, so what is matched must be
-//! what the server reads. So is a request whose method another header or query parameter
-//! may stand for, and a body on a method that has none.
+//! what the server reads. So is a request whose method or path another header or query
+//! parameter may stand for, and a body on a method that has none.
 
 use std::fmt;
 
@@ -131,11 +131,16 @@ impl Serialize for RequestRule {
 }
 
 /// Headers by which servers let a request stand for another method (Rails, Laravel, Express's
-/// method-override, Google's APIs…), lower case.
-const METHOD_OVERRIDES: [&str; 3] = [
-    "x-http-method-override",
-    "x-http-method",
-    "x-method-override",
+/// method-override, ASP.NET, Google's APIs…) or another path (IIS's and Symfony's
+/// `X-Original-URL` and `X-Rewrite-URL`), by their letters and digits in lower case: CGI and
+/// PHP read `X_HTTP_METHOD_OVERRIDE` as `X-HTTP-Method-Override`.
+const OVERRIDE_HEADERS: [&str; 6] = [
+    "xhttpmethodoverride",
+    "xhttpmethod",
+    "xmethodoverride",
+    "xoriginalurl",
+    "xrewriteurl",
+    "xoverrideurl",
 ];
 
 /// Methods for which a body has no defined meaning (RFC 9110, 9.3): a server may leave such a
@@ -151,8 +156,9 @@ impl HttpRules {
     /// [`HttpRules::decide`] for a request's head: `target` is its path and query, `headers`
     /// its header names, `body` whether it carries a body (a `Content-Length` above 0, a
     /// `Transfer-Encoding`, HTTP/2 data). Where rules apply, a request is refused that names
-    /// another method for the servers that read one there (a method-override header, a
-    /// `_method` query parameter): its method would not be the one matched; and so is a body on a method without one ([`takes_a_body`]), which a
+    /// another method or path for the servers that read one there (a header of
+    /// [`OVERRIDE_HEADERS`], a query parameter [`names_a_method`]): what would be served is not
+    /// what was matched; and so is a body on a method without one ([`takes_a_body`]), which a
     /// server that does not read it takes for the next request.
     pub fn decide_head<'h>(
         &self,
@@ -164,23 +170,22 @@ impl HttpRules {
         let (path, query) = target.split_once('?').unwrap_or((target, ""));
         if self.allow.is_some() {
             let request = format!("{method} {}", shown(path));
-            let header = headers.into_iter().find(|name| {
-                METHOD_OVERRIDES
-                    .iter()
-                    .any(|o| o.eq_ignore_ascii_case(name))
-            });
+            let header = headers
+                .into_iter()
+                .find(|name| OVERRIDE_HEADERS.contains(&letters(name.as_bytes()).as_str()));
             if let Some(header) = header {
                 return Decision::deny(format!(
-                    "{request}: refused, a {header} header (servers may take it for the method)"
+                    "{request}: refused, a {header} header (servers may take it for the method or the path)"
                 ));
             }
-            let overrides = query.split('&').any(|pair| {
-                let key = pair.split('=').next().unwrap_or_default();
-                decode(key).is_ok_and(|key| key.eq_ignore_ascii_case(b"_method"))
-            });
-            if overrides {
+            let key = query
+                .split(['&', ';'])
+                .map(|pair| pair.split('=').next().unwrap_or_default())
+                .find(|key| names_a_method(&query_key(key)));
+            if let Some(key) = key {
                 return Decision::deny(format!(
-                    "{request}: refused, a _method query parameter (servers may take it for the method)"
+                    "{request}: refused, a {} query parameter (servers may take it for the method)",
+                    shown(key)
                 ));
             }
             if body && !takes_a_body(method) {
@@ -227,6 +232,56 @@ pub fn shown(path: &str) -> String {
         end -= 1;
     }
     format!("{}…", &path[..end])
+}
+
+/// `text`'s ASCII letters and digits, in lower case: a name as servers that drop or change
+/// the other characters (`-`, `_`, `.`, a space) may read it.
+fn letters(text: &[u8]) -> String {
+    text.iter()
+        .filter(|b| b.is_ascii_alphanumeric())
+        .map(|b| char::from(b.to_ascii_lowercase()))
+        .collect()
+}
+
+/// A query parameter's name as servers read it: `+` a space, `%XX` decoded (a `%` that is no
+/// escape left as it is), cut at a NUL (as PHP does).
+fn query_key(raw: &str) -> Vec<u8> {
+    let bytes = raw.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |at: usize| bytes.get(at).and_then(|&h| char::from(h).to_digit(16));
+        match (bytes[i], hex(i + 1), hex(i + 2)) {
+            // Both digits are below 16.
+            (b'%', Some(high), Some(low)) => {
+                out.push((high * 16 + low) as u8);
+                i += 3;
+                continue;
+            }
+            (b'+', _, _) => out.push(b' '),
+            (b, _, _) => out.push(b),
+        }
+        i += 1;
+    }
+    if let Some(nul) = out.iter().position(|&b| b == 0) {
+        out.truncate(nul);
+    }
+    out
+}
+
+/// Does a query parameter of this (decoded) name name the request's method for the servers
+/// that read one? Best-effort, by the names frameworks read: its letters and digits are
+/// `method` (`_method`, also as PHP reads `.method`, ` _method` or `_method[]`),
+/// `httpmethod` (Salesforce's `_HttpMethod`) or `xhttpmethod`, each maybe followed by
+/// `override` (ASP.NET's `X-HTTP-Method-Override`), or `xmethodoverride`. Not the bare word
+/// `method`, which RPC-style APIs (Flickr's, Last.fm's) use for the call's name and no
+/// framework reads as the method; nor names that only end in it (`payment_method`).
+pub fn names_a_method(key: &[u8]) -> bool {
+    let name = letters(key);
+    let name = name.strip_suffix("override").unwrap_or(&name);
+    let name = name.strip_prefix('x').unwrap_or(name);
+    let name = name.strip_prefix("http").unwrap_or(name);
+    name == "method" && !key.eq_ignore_ascii_case(b"method")
 }
 
 /// RFC 9110 `token`: what a method's name is made of.

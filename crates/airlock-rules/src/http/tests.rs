@@ -205,6 +205,59 @@ fn a_request_that_names_another_method_is_refused_where_rules_apply() {
 }
 
 #[test]
+fn method_and_path_overrides_are_refused_as_a_class() {
+    let r = rules(&["POST /repos/acme/*/issues"]);
+    let target = "/repos/acme/x/issues";
+    for header in [
+        "x-original-url",
+        "X-Rewrite-URL",
+        "x-override-url",
+        "x_http_method_override",
+        "X-HTTP-Method",
+    ] {
+        let d = r.decide_head("POST", target, [header], false);
+        assert!(!d.allowed && d.rule.contains(header), "{header}: {d:?}");
+    }
+    for query in [
+        // As PHP reads them: leading spaces cut, `.`, ` ` and `[` made `_`, cut at NUL.
+        ".method=DELETE",
+        "%2Emethod=DELETE",
+        "+_method=DELETE",
+        "%20_method=DELETE",
+        "_method%00x=DELETE",
+        "_method[]=DELETE",
+        "__method=DELETE",
+        "_METHOD=DELETE",
+        // `;` separates parameters for some servers.
+        "a=1;_method=DELETE",
+        "_HttpMethod=DELETE",
+        "X-HTTP-Method-Override=DELETE",
+        "x-http-method=DELETE",
+        "x_method_override=DELETE",
+        "%5Fmethod",
+    ] {
+        let d = r.decide_head("POST", &format!("{target}?{query}"), [], false);
+        assert!(
+            !d.allowed && d.rule.contains("query parameter"),
+            "{query}: {d:?}"
+        );
+    }
+    for query in [
+        "method=flickr.photos.search",
+        "Method=x",
+        "payment_method=pm_1",
+        "sort_method=x",
+        "methods=x",
+        "_methodx=1",
+        "q=_method",
+        "%zz_method",
+    ] {
+        let d = r.decide_head("POST", &format!("{target}?{query}"), [], false);
+        assert!(d.allowed, "{query}: {d:?}");
+    }
+}
+
+#[test]
 fn a_body_on_a_method_without_one_is_refused_where_rules_apply() {
     let r = rules(&["* /repos/acme/*"]);
     for method in ["GET", "HEAD", "OPTIONS", "DELETE", "TRACE"] {
