@@ -6,7 +6,8 @@
 //! segment is literal text, `*` (any one non-empty segment) or, last, `**` (the rest: nothing,
 //! or any segments). The query is not part of the match. A request path that servers
 //! could read as another path than the one matched (`..` or `.`, also escaped or before a `;`,
-//! an escaped `/`, `\` or `%`, an empty segment, a byte no path holds) is refused
+//! an escaped `/`, `\` or `%`, an empty segment, a byte no path holds, a `;` where no rule has
+//! one) is refused
 //! whatever the rules say: the request goes on exactly as it came, so what is matched must be
 //! what the server reads. So is a request whose method or path another header or query
 //! parameter may stand for, and a body on a method that has none.
@@ -212,6 +213,15 @@ impl HttpRules {
                 return Decision::deny(format!("{request}: refused, {why}"));
             }
         };
+        // A raw `;` starts path parameters for servlet containers, which cut them before
+        // routing (`/repos/acme/;x/issues` is `/repos/acme//issues` to Tomcat, `/repos/acme/;`
+        // is `/repos/acme/` to Jetty): refused unless the host's rules write one themselves.
+        if path.contains(';') && !allow.iter().any(|rule| rule.text.contains(';')) {
+            return Decision::deny(format!(
+                "{request}: refused, a `;` (servers may cut path parameters from a segment), and no rule for {} has one",
+                self.host
+            ));
+        }
         match allow.iter().find(|rule| rule.matches(method, &segments)) {
             Some(rule) => Decision::allow(format!("{request}: allowed by \"{rule}\"")),
             None => Decision::deny(format!(

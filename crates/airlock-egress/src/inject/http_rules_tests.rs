@@ -107,8 +107,9 @@ fn request_lines(echo: &Echo) -> Vec<String> {
 }
 
 /// Requests the rules refuse: another method, another path, and paths that a server could
-/// read as one under `/repos/acme/` or out of it.
-const REFUSED: [(&str, &str); 8] = [
+/// read as one under `/repos/acme/` or out of it (Jetty reads `/repos/acme/;` as
+/// `/repos/acme/`, Tomcat and Spring `/repos/acme/;x/issues` as `/repos/acme/issues`).
+const REFUSED: [(&str, &str); 10] = [
     ("DELETE", "/repos/acme/widgets"),
     ("GET", "/repos/other/widgets"),
     ("GET", "/repos/acme/widgets/../../other/x"),
@@ -117,6 +118,8 @@ const REFUSED: [(&str, &str); 8] = [
     ("GET", "/repos/acme/a%2f..%2f..%2fother"),
     ("GET", "/repos/acme//widgets"),
     ("POST", "/repos/acme/widgets/issues/../../../other/issues"),
+    ("GET", "/repos/acme/;"),
+    ("POST", "/repos/acme/;jsessionid=1/issues"),
 ];
 
 #[test]
