@@ -3,8 +3,8 @@
 //! request. Pure: the policy crate parses the rules, the injector asks [`HttpRules::decide_head`].
 //!
 //! A path is compared segment by segment, after its percent-escapes are decoded; a rule's
-//! segment is literal text, `*` (any one non-empty segment) or, last, `**` (the rest: nothing,
-//! or any segments). The query is not part of the match. A request path that servers
+//! segment is literal text, `*` (any one non-empty segment) or, last, `**` (the rest: one
+//! non-empty segment or more). The query is not part of the match. A request path that servers
 //! could read as another path than the one matched (`..` or `.`, also escaped or before a `;`,
 //! an escaped `/`, `\` or `%`, an empty segment, a byte no path holds, a `;` where no rule has
 //! one) is refused
@@ -44,7 +44,7 @@ enum Segment {
     Literal(Vec<u8>),
     /// `*`: one segment, not empty.
     One,
-    /// `**`, last: the rest of the path, however long (nothing too).
+    /// `**`, last: the rest of the path, one segment (not empty) or more.
     Rest,
 }
 
@@ -108,7 +108,9 @@ impl RequestRule {
         let mut at = 0;
         for segment in &self.path {
             match segment {
-                Segment::Rest => return true,
+                // At least one segment, not empty: `/repos/acme/widget/**` is not
+                // `/repos/acme/widget`, nor `/repos/acme/widget/` (the same to many servers).
+                Segment::Rest => return path.get(at).is_some_and(|s| !s.is_empty()),
                 Segment::One if path.get(at).is_some_and(|s| !s.is_empty()) => {}
                 Segment::Literal(text) if path.get(at) == Some(text) => {}
                 _ => return false,

@@ -562,3 +562,21 @@ fn an_empty_body_on_a_method_without_one_goes_on() {
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     finish.events();
 }
+
+#[test]
+fn a_double_star_never_reaches_the_path_it_is_under() {
+    // On GitHub, DELETE /repos/acme/widget deletes the repository.
+    let under = rules(&["DELETE /repos/acme/widget/**"]);
+    for (http, reached) in [(vec![under], false), (Vec::new(), true)] {
+        let (echo, injector) = setup(vec![secret()], http);
+        for path in ["/repos/acme/widget", "/repos/acme/widget/"] {
+            let (addr, finish) = through(&injector, echo.addr);
+            let mut client = Client::connect(addr, injector.ca_pem(), Some(HOST), &[H2]).unwrap();
+            let (status, _, _) = client.send("DELETE", HOST, path, &[], Vec::new()).unwrap();
+            assert_eq!(status, if reached { 200 } else { 403 }, "{path}");
+            drop(client);
+            finish.events();
+        }
+        assert_eq!(request_lines(&echo).len(), if reached { 2 } else { 0 });
+    }
+}

@@ -45,13 +45,36 @@ fn a_star_is_one_whole_segment_and_a_double_star_the_rest() {
         assert!(!allowed(&r, method, path), "{method} {path}");
     }
     let rest = rules(&["* /repos/acme/**", "GET /"]);
-    for path in ["/repos/acme", "/repos/acme/", "/repos/acme/a/b/c"] {
+    for path in ["/repos/acme/a", "/repos/acme/a/", "/repos/acme/a/b/c"] {
         assert!(allowed(&rest, "PATCH", path), "{path}");
     }
     assert!(allowed(&rest, "GET", "/"));
     assert!(!allowed(&rest, "POST", "/"));
     assert!(!allowed(&rest, "GET", "/repos/acmeX"));
     assert!(!allowed(&rest, "GET", "/repos"));
+}
+
+#[test]
+fn a_double_star_is_one_segment_or_more_never_the_prefix_itself() {
+    // On GitHub, DELETE /repos/acme/widget deletes the repository.
+    let r = rules(&["DELETE /repos/acme/widget/**"]);
+    for path in [
+        "/repos/acme/widget",
+        "/repos/acme/widget/",
+        "/repos/acme/widgetx",
+        "/repos/acme",
+    ] {
+        assert!(!allowed(&r, "DELETE", path), "{path}");
+    }
+    for path in [
+        "/repos/acme/widget/labels",
+        "/repos/acme/widget/labels/",
+        "/repos/acme/widget/git/refs/x",
+    ] {
+        assert!(allowed(&r, "DELETE", path), "{path}");
+    }
+    assert!(!allowed(&rules(&["GET /**"]), "GET", "/"));
+    assert!(allowed(&rules(&["GET /**"]), "GET", "/x"));
 }
 
 #[test]
