@@ -6,8 +6,8 @@
 //! segment is literal text, `*` (any one non-empty segment) or, last, `**` (the rest: one
 //! non-empty segment or more). The query is not part of the match. A request path that servers
 //! could read as another path than the one matched (`..` or `.`, also escaped or before a `;`,
-//! an escaped `/`, `\` or `%`, an empty segment, a byte no path holds, a `;` where no rule has
-//! one) is refused
+//! an escaped `/`, `\` or `%`, an empty segment, a segment ending in `.` or a space, a Unicode
+//! look-alike of `.` or `/`, a byte no path holds, a `;` where no rule has one) is refused
 //! whatever the rules say: the request goes on exactly as it came, so what is matched must be
 //! what the server reads. So is a request whose method or path another header or query
 //! parameter may stand for, and a body on a method that has none.
@@ -304,6 +304,13 @@ fn is_token(text: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
+/// Characters that Unicode normalization (NFKC) or Windows' best-fit mapping turns into `.`,
+/// `/`, `\`, `%` or `;` (fullwidth, small and other look-alikes, `‥` and `…` into dots).
+const LOOK_ALIKES: [char; 15] = [
+    '\u{FF0E}', '\u{2024}', '\u{2025}', '\u{2026}', '\u{FE52}', '\u{FF0F}', '\u{2215}', '\u{2044}',
+    '\u{FF3C}', '\u{2216}', '\u{29F8}', '\u{FE68}', '\u{FF05}', '\u{FE6A}', '\u{FF1B}',
+];
+
 /// A path's segments, each decoded: Err says why the path cannot be matched safely (the same
 /// reading for a rule's path and a request's). At least one segment (`/` is one empty one).
 pub fn read_path(path: &str) -> Result<Vec<Vec<u8>>, String> {
@@ -329,6 +336,22 @@ pub fn read_path(path: &str) -> Result<Vec<Vec<u8>>, String> {
             return Err(format!(
                 "a `{}` segment, which servers read as a move in the path",
                 String::from_utf8_lossy(name)
+            ));
+        }
+        // Windows (IIS, and servers on its file systems) drops a segment's trailing dots and
+        // spaces: `..%20` and `....` are `..` there, `x.` is `x`.
+        for part in [name, &decoded[..]] {
+            if part.ends_with(b".") || part.ends_with(b" ") {
+                return Err(
+                    "a segment that ends in `.` or a space, which Windows servers drop".into(),
+                );
+            }
+        }
+        let text = String::from_utf8_lossy(&decoded);
+        if let Some(c) = text.chars().find(|c| LOOK_ALIKES.contains(c)) {
+            return Err(format!(
+                "a U+{:04X}, which servers that normalize Unicode read as `.`, `/`, `\\`, `%` or `;`",
+                u32::from(c)
             ));
         }
         segments.push(decoded);

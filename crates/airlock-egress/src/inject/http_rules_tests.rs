@@ -108,8 +108,9 @@ fn request_lines(echo: &Echo) -> Vec<String> {
 
 /// Requests the rules refuse: another method, another path, and paths that a server could
 /// read as one under `/repos/acme/` or out of it (Jetty reads `/repos/acme/;` as
-/// `/repos/acme/`, Tomcat and Spring `/repos/acme/;x/issues` as `/repos/acme/issues`).
-const REFUSED: [(&str, &str); 10] = [
+/// `/repos/acme/`, Tomcat and Spring `/repos/acme/;x/issues` as `/repos/acme/issues`; IIS
+/// drops a segment's trailing space, servers that normalize Unicode read `．．` as `..`).
+const REFUSED: [(&str, &str); 12] = [
     ("DELETE", "/repos/acme/widgets"),
     ("GET", "/repos/other/widgets"),
     ("GET", "/repos/acme/widgets/../../other/x"),
@@ -120,6 +121,8 @@ const REFUSED: [(&str, &str); 10] = [
     ("POST", "/repos/acme/widgets/issues/../../../other/issues"),
     ("GET", "/repos/acme/;"),
     ("POST", "/repos/acme/;jsessionid=1/issues"),
+    ("POST", "/repos/acme/..%20/issues"),
+    ("POST", "/repos/acme/%EF%BC%8E%EF%BC%8E/issues"),
 ];
 
 #[test]

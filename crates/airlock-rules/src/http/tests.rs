@@ -98,6 +98,48 @@ fn a_raw_semicolon_is_refused_unless_a_rule_of_the_host_has_one() {
 }
 
 #[test]
+fn path_forms_some_servers_read_differently_are_refused() {
+    let r = rules(&["* /**"]);
+    for path in [
+        // Windows drops trailing dots and spaces.
+        "/repos/acme/x.",
+        "/repos/acme/..../x",
+        "/repos/acme/..%20/x",
+        "/repos/acme/.%20/x",
+        "/repos/acme/x%20",
+        "/repos/acme/x.;a=1/y",
+        // Look-alikes of `.`, `/`, `\`, `%`, `;`.
+        "/repos/acme/%EF%BC%8E%EF%BC%8E/x",
+        "/repos/acme/%E2%80%A4%E2%80%A4/x",
+        "/repos/acme/%E2%80%A5/x",
+        "/repos/acme/%E2%80%A6/x",
+        "/repos/acme/%EF%B9%92%EF%B9%92/x",
+        "/repos/acme/a%EF%BC%8Fb",
+        "/repos/acme/a%EF%BC%BCb",
+        "/repos/acme/a%E2%88%95b",
+        "/repos/acme/a%E2%88%96b",
+        "/repos/acme/a%E2%A7%B8b",
+        "/repos/acme/a%E2%81%84b",
+        "/repos/acme/a%EF%B9%A8b",
+        "/repos/acme/%EF%BC%852e%EF%BC%852e",
+        "/repos/acme/a%EF%BC%9Bb",
+    ] {
+        let d = r.decide("GET", path);
+        assert!(!d.allowed && d.rule.contains("refused"), "{path}: {d:?}");
+    }
+    for path in [
+        "/repos/acme/x.y",
+        "/repos/acme/.well-known",
+        "/repos/acme/a%20b",
+        "/repos/acme/main...feature",
+    ] {
+        assert!(allowed(&r, "GET", path), "{path}");
+    }
+    let err = RequestRule::parse("GET /files/x.").unwrap_err().to_string();
+    assert!(err.contains("ends in `.`"), "{err}");
+}
+
+#[test]
 fn paths_servers_could_read_otherwise_are_refused_whatever_the_rules() {
     let r = rules(&["* /**"]);
     for path in [
