@@ -422,6 +422,9 @@ impl Connection {
             return None;
         }
         self.forbidden.store(true, Ordering::SeqCst);
+        if parts.version == Version::HTTP_2 {
+            drain(body).await;
+        }
         self.close.notify_one();
         let head = parts.method == hyper::Method::HEAD;
         Some(forbidden(&rules.host, &decision.rule, head))
@@ -503,6 +506,27 @@ async fn carries_body(parts: &Parts, body: &mut Incoming) -> bool {
         }
     }
     false
+}
+
+/// Most of a refused HTTP/2 request's body a gate reads before it answers.
+const DRAINED: usize = 1 << 20;
+
+/// Read (and drop) what is left of a refused HTTP/2 request's body, within [`DRAINED`] bytes
+/// and 2 s: HTTP/2 frames its bodies, so nothing in it is taken for a request, and the
+/// connection that ends after the answer has no DATA frames unread at its close (the kernel
+/// would answer them with a reset that can take the 403 with it). HTTP/1.1 bodies are never
+/// read after a refusal: there, what follows a request's head may be read as another.
+async fn drain(body: &mut Incoming) {
+    let read = async {
+        let mut seen = 0;
+        while let Some(Ok(frame)) = body.frame().await {
+            seen += frame.data_ref().map_or(0, Bytes::len);
+            if seen > DRAINED {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(2), read).await;
 }
 
 /// HTTP/2 upstream: an absolute target (scheme and `:authority`), no Host header; HTTP/1.1:
