@@ -447,3 +447,29 @@ both_modes!(
         );
     }
 );
+
+both_modes!(policy_check_warns_of_ways_around_the_rules, |w: &World| {
+    let ruled = format!("[[network.http]]\nhost = \"{API}\"\nallow = [\"GET /x\"]\n");
+    let check = |network: &str| {
+        let profile = w.profile(&format!("[network]\n{network}\n{ruled}"));
+        let out = w
+            .airlock()
+            .args(["policy", "check", &profile])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        assert!(stdout(&out).contains("valid"), "{}", stdout(&out));
+        stderr(&out)
+    };
+    assert_eq!(check(&format!("allow = [\"{API}\"]")), "");
+    let open = check(&format!("open = true\nallow = [\"{API}\"]"));
+    assert!(
+        open.contains("airlock: warning:") && open.contains("network is open"),
+        "{open}"
+    );
+    let wide = check(&format!("allow = [\"{API}\", \"127.0.0.1\", \"cdn.test\"]"));
+    assert!(
+        wide.contains("addresses (127.0.0.1)") && wide.contains("other names (cdn.test)"),
+        "{wide}"
+    );
+});
