@@ -583,3 +583,22 @@ fn a_double_star_never_reaches_the_path_it_is_under() {
         assert_eq!(request_lines(&echo).len(), if reached { 2 } else { 0 });
     }
 }
+
+#[test]
+fn a_fragment_is_cut_from_the_target_before_the_rules_see_it() {
+    // What docs/network.md says: the request line is cut at `#` when it is read, so what is
+    // matched is what goes on.
+    let (echo, injector) = setup(Vec::new(), vec![rules(&ALLOW)]);
+    let (addr, finish) = through(&injector, echo.addr);
+    let sent =
+        "GET /repos/acme/x#/../../other HTTP/1.1\r\nHost: api.test\r\nConnection: close\r\n\r\n";
+    let answer = raw_exchange(addr, injector.ca_pem(), sent.as_bytes());
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let events = finish.events();
+    assert_eq!(
+        request_lines(&echo),
+        ["GET /repos/acme/x HTTP/1.1"],
+        "{events:?}"
+    );
+    assert_eq!(requests(&events)[0].path.as_deref(), Some("/repos/acme/x"));
+}
