@@ -2,8 +2,9 @@
 //! decisions and the profile's rules both go through) and its rule parser: neither panics; a
 //! path it accepts holds nothing a server could read as another path (after decoding its
 //! escapes once, as a reference decoder does: no `\`, no empty segment before the last, no
-//! `.` or `..` segment, also before a `;`, no `%` left for a second decoding); and a rule
-//! written as a path it accepts allows that very path, and only with its method.
+//! `.` or `..` segment, also before a `;`, no segment ending in `.` or a space, no `%` left for
+//! a second decoding); and a rule written as a path it accepts allows that very path, and only
+//! with its method.
 #![no_main]
 
 use airlock_rules::http::read_path;
@@ -46,6 +47,10 @@ fuzz_target!(|data: &[u8]| {
         assert!(!part.is_empty() || i == parts.len() - 1, "{path:?}: //");
         let name = part.split(|&b| b == b';').next().unwrap_or_default();
         assert!(name != b"." && name != b"..", "{path:?}: a dot segment");
+        for end in [name, *part] {
+            let trailing = end.ends_with(b".") || end.ends_with(b" ");
+            assert!(!trailing, "{path:?}: a trailing dot or space");
+        }
         assert!(part.iter().all(|&b| b >= 0x20 && b != 0x7f), "{path:?}");
     }
     if path.contains('*') {

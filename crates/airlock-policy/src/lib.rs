@@ -112,6 +112,7 @@
 
 mod doc;
 mod error;
+mod http_gaps;
 pub mod learn;
 mod load;
 mod parse;

@@ -1,14 +1,16 @@
 //! What a profile's `[[network.http]]` allows of the requests to one host whose connections the
 //! gate reads (it terminates their TLS): rules of `METHOD PATH`, and the decision for one
-//! request. Pure: the policy crate parses the rules, the injector asks [`HttpRules::decide`].
+//! request. Pure: the policy crate parses the rules, the injector asks [`HttpRules::decide_head`].
 //!
 //! A path is compared segment by segment, after its percent-escapes are decoded; a rule's
-//! segment is literal text, `*` (any one non-empty segment) or, last, `**` (the rest: nothing,
-//! or any segments). The query is not part of the match. A request path that servers could
-//! read as another path than the one matched (`..` or `.`, also escaped or before a `;`, an
-//! escaped `/`, `\` or `%`, an empty segment, a byte no path holds) is refused whatever the
-//! rules say: the request goes on exactly as it came, so what is matched must be what the
-//! server reads.
+//! segment is literal text, `*` (any one non-empty segment) or, last, `**` (the rest: one
+//! non-empty segment or more). The query is not part of the match. A request path that servers
+//! could read as another path than the one matched (`..` or `.`, also escaped or before a `;`,
+//! an escaped `/`, `\` or `%`, an empty segment, a segment ending in `.` or a space, a Unicode
+//! look-alike of `.` or `/`, a byte no path holds, a `;` where no rule has one) is refused
+//! whatever the rules say: the request goes on exactly as it came, so what is matched must be
+//! what the server reads. So is a request whose method or path another header or query
+//! parameter may stand for, and a body on a method that has none.
 
 use std::fmt;
 
@@ -42,7 +44,7 @@ enum Segment {
     Literal(Vec<u8>),
     /// `*`: one segment, not empty.
     One,
-    /// `**`, last: the rest of the path, however long (nothing too).
+    /// `**`, last: the rest of the path, one segment (not empty) or more.
     Rest,
 }
 
@@ -106,7 +108,9 @@ impl RequestRule {
         let mut at = 0;
         for segment in &self.path {
             match segment {
-                Segment::Rest => return true,
+                // At least one segment, not empty: `/repos/acme/widget/**` is not
+                // `/repos/acme/widget`, nor `/repos/acme/widget/` (the same to many servers).
+                Segment::Rest => return path.get(at).is_some_and(|s| !s.is_empty()),
                 Segment::One if path.get(at).is_some_and(|s| !s.is_empty()) => {}
                 Segment::Literal(text) if path.get(at) == Some(text) => {}
                 _ => return false,
@@ -130,44 +134,66 @@ impl Serialize for RequestRule {
 }
 
 /// Headers by which servers let a request stand for another method (Rails, Laravel, Express's
-/// method-override, Google's APIs…), lower case.
-const METHOD_OVERRIDES: [&str; 3] = [
-    "x-http-method-override",
-    "x-http-method",
-    "x-method-override",
+/// method-override, ASP.NET, Google's APIs…) or another path (IIS's and Symfony's
+/// `X-Original-URL` and `X-Rewrite-URL`), by their letters and digits in lower case: CGI and
+/// PHP read `X_HTTP_METHOD_OVERRIDE` as `X-HTTP-Method-Override`.
+const OVERRIDE_HEADERS: [&str; 6] = [
+    "xhttpmethodoverride",
+    "xhttpmethod",
+    "xmethodoverride",
+    "xoriginalurl",
+    "xrewriteurl",
+    "xoverrideurl",
 ];
 
+/// Methods for which a body has no defined meaning (RFC 9110, 9.3): a server may leave such a
+/// body unread and take it for the next request on the connection.
+const BODILESS: [&str; 5] = ["GET", "HEAD", "OPTIONS", "DELETE", "TRACE"];
+
+/// May a request of `method` carry a body where rules apply? Not one of [`BODILESS`]'s.
+pub fn takes_a_body(method: &str) -> bool {
+    !BODILESS.contains(&method)
+}
+
 impl HttpRules {
-    /// [`HttpRules::decide`] for a request's head: `target` is its path and query, `headers` its
-    /// header names. Where rules apply, a request that names another method for the servers
-    /// that read one there (a method-override header, a `_method` query parameter) is refused:
-    /// its method would not be the one matched.
+    /// [`HttpRules::decide`] for a request's head: `target` is its path and query, `headers`
+    /// its header names, `body` whether it carries a body (a `Content-Length` above 0, a
+    /// `Transfer-Encoding`, HTTP/2 data). Where rules apply, a request is refused that names
+    /// another method or path for the servers that read one there (a header of
+    /// [`OVERRIDE_HEADERS`], a query parameter [`names_a_method`]): what would be served is not
+    /// what was matched; and so is a body on a method without one ([`takes_a_body`]), which a
+    /// server that does not read it takes for the next request.
     pub fn decide_head<'h>(
         &self,
         method: &str,
         target: &str,
         headers: impl IntoIterator<Item = &'h str>,
+        body: bool,
     ) -> Decision {
         let (path, query) = target.split_once('?').unwrap_or((target, ""));
         if self.allow.is_some() {
             let request = format!("{method} {}", shown(path));
-            let header = headers.into_iter().find(|name| {
-                METHOD_OVERRIDES
-                    .iter()
-                    .any(|o| o.eq_ignore_ascii_case(name))
-            });
+            let header = headers
+                .into_iter()
+                .find(|name| OVERRIDE_HEADERS.contains(&letters(name.as_bytes()).as_str()));
             if let Some(header) = header {
                 return Decision::deny(format!(
-                    "{request}: refused, a {header} header (servers may take it for the method)"
+                    "{request}: refused, a {header} header (servers may take it for the method or the path)"
                 ));
             }
-            let overrides = query.split('&').any(|pair| {
-                let key = pair.split('=').next().unwrap_or_default();
-                decode(key).is_ok_and(|key| key.eq_ignore_ascii_case(b"_method"))
-            });
-            if overrides {
+            let key = query
+                .split(['&', ';'])
+                .map(|pair| pair.split('=').next().unwrap_or_default())
+                .find(|key| names_a_method(&query_key(key)));
+            if let Some(key) = key {
                 return Decision::deny(format!(
-                    "{request}: refused, a _method query parameter (servers may take it for the method)"
+                    "{request}: refused, a {} query parameter (servers may take it for the method)",
+                    shown(key)
+                ));
+            }
+            if body && !takes_a_body(method) {
+                return Decision::deny(format!(
+                    "{request}: refused, a body on a {method} request (a server may leave it unread and take it for the next request)"
                 ));
             }
         }
@@ -189,6 +215,15 @@ impl HttpRules {
                 return Decision::deny(format!("{request}: refused, {why}"));
             }
         };
+        // A raw `;` starts path parameters for servlet containers, which cut them before
+        // routing (`/repos/acme/;x/issues` is `/repos/acme//issues` to Tomcat, `/repos/acme/;`
+        // is `/repos/acme/` to Jetty): refused unless the host's rules write one themselves.
+        if path.contains(';') && !allow.iter().any(|rule| rule.text.contains(';')) {
+            return Decision::deny(format!(
+                "{request}: refused, a `;` (servers may cut path parameters from a segment), and no rule for {} has one",
+                self.host
+            ));
+        }
         match allow.iter().find(|rule| rule.matches(method, &segments)) {
             Some(rule) => Decision::allow(format!("{request}: allowed by \"{rule}\"")),
             None => Decision::deny(format!(
@@ -211,6 +246,56 @@ pub fn shown(path: &str) -> String {
     format!("{}…", &path[..end])
 }
 
+/// `text`'s ASCII letters and digits, in lower case: a name as servers that drop or change
+/// the other characters (`-`, `_`, `.`, a space) may read it.
+fn letters(text: &[u8]) -> String {
+    text.iter()
+        .filter(|b| b.is_ascii_alphanumeric())
+        .map(|b| char::from(b.to_ascii_lowercase()))
+        .collect()
+}
+
+/// A query parameter's name as servers read it: `+` a space, `%XX` decoded (a `%` that is no
+/// escape left as it is), cut at a NUL (as PHP does).
+fn query_key(raw: &str) -> Vec<u8> {
+    let bytes = raw.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |at: usize| bytes.get(at).and_then(|&h| char::from(h).to_digit(16));
+        match (bytes[i], hex(i + 1), hex(i + 2)) {
+            // Both digits are below 16.
+            (b'%', Some(high), Some(low)) => {
+                out.push((high * 16 + low) as u8);
+                i += 3;
+                continue;
+            }
+            (b'+', _, _) => out.push(b' '),
+            (b, _, _) => out.push(b),
+        }
+        i += 1;
+    }
+    if let Some(nul) = out.iter().position(|&b| b == 0) {
+        out.truncate(nul);
+    }
+    out
+}
+
+/// Does a query parameter of this (decoded) name name the request's method for the servers
+/// that read one? Best-effort, by the names frameworks read: its letters and digits are
+/// `method` (`_method`, also as PHP reads `.method`, ` _method` or `_method[]`),
+/// `httpmethod` (Salesforce's `_HttpMethod`) or `xhttpmethod`, each maybe followed by
+/// `override` (ASP.NET's `X-HTTP-Method-Override`), or `xmethodoverride`. Not the bare word
+/// `method`, which RPC-style APIs (Flickr's, Last.fm's) use for the call's name and no
+/// framework reads as the method; nor names that only end in it (`payment_method`).
+pub fn names_a_method(key: &[u8]) -> bool {
+    let name = letters(key);
+    let name = name.strip_suffix("override").unwrap_or(&name);
+    let name = name.strip_prefix('x').unwrap_or(name);
+    let name = name.strip_prefix("http").unwrap_or(name);
+    name == "method" && !key.eq_ignore_ascii_case(b"method")
+}
+
 /// RFC 9110 `token`: what a method's name is made of.
 fn is_token(text: &str) -> bool {
     !text.is_empty()
@@ -218,6 +303,13 @@ fn is_token(text: &str) -> bool {
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
+
+/// Characters that Unicode normalization (NFKC) or Windows' best-fit mapping turns into `.`,
+/// `/`, `\`, `%` or `;` (fullwidth, small and other look-alikes, `‥` and `…` into dots).
+const LOOK_ALIKES: [char; 15] = [
+    '\u{FF0E}', '\u{2024}', '\u{2025}', '\u{2026}', '\u{FE52}', '\u{FF0F}', '\u{2215}', '\u{2044}',
+    '\u{FF3C}', '\u{2216}', '\u{29F8}', '\u{FE68}', '\u{FF05}', '\u{FE6A}', '\u{FF1B}',
+];
 
 /// A path's segments, each decoded: Err says why the path cannot be matched safely (the same
 /// reading for a rule's path and a request's). At least one segment (`/` is one empty one).
@@ -244,6 +336,22 @@ pub fn read_path(path: &str) -> Result<Vec<Vec<u8>>, String> {
             return Err(format!(
                 "a `{}` segment, which servers read as a move in the path",
                 String::from_utf8_lossy(name)
+            ));
+        }
+        // Windows (IIS, and servers on its file systems) drops a segment's trailing dots and
+        // spaces: `..%20` and `....` are `..` there, `x.` is `x`.
+        for part in [name, &decoded[..]] {
+            if part.ends_with(b".") || part.ends_with(b" ") {
+                return Err(
+                    "a segment that ends in `.` or a space, which Windows servers drop".into(),
+                );
+            }
+        }
+        let text = String::from_utf8_lossy(&decoded);
+        if let Some(c) = text.chars().find(|c| LOOK_ALIKES.contains(c)) {
+            return Err(format!(
+                "a U+{:04X}, which servers that normalize Unicode read as `.`, `/`, `\\`, `%` or `;`",
+                u32::from(c)
             ));
         }
         segments.push(decoded);

@@ -102,8 +102,13 @@ pub fn check(args: PolicyCheckArgs) -> Result<ExitCode> {
     match airlock_core::check_profile_file(&args.file) {
         Ok(profile) => {
             let secrets = profile.secrets.len();
+            // Valid all the same: the rules hold where the gate reads, and these say where not.
+            let warnings = profile.http_rule_gaps();
+            for warning in &warnings {
+                crate::shown::note!("airlock: warning: {file}: {warning}");
+            }
             if args.json {
-                let said = json!({ "file": file, "valid": true, "profile": profile.name, "secrets": secrets });
+                let said = json!({ "file": file, "valid": true, "profile": profile.name, "secrets": secrets, "warnings": warnings });
                 crate::shown::out!("{said}");
             } else {
                 let noun = if secrets == 1 { "secret" } else { "secrets" };

@@ -90,7 +90,31 @@ struct Echo {
 
 impl Echo {
     fn start(w: &World, pki: &std::path::Path) -> Echo {
-        let script = r#"
+        Echo::serving(w, pki, ECHO)
+    }
+
+    /// The server of `script`: python3 with the certificate, its key and the log as arguments.
+    fn serving(w: &World, pki: &std::path::Path, script: &str) -> Echo {
+        let log = w.outside.join("received.log");
+        let (cert, key) = (pki.join("cert.pem"), pki.join("key.pem"));
+        let server = python_server(
+            script,
+            &[cert.as_os_str(), key.as_os_str(), log.as_os_str()],
+        );
+        Echo { server, log }
+    }
+
+    fn received(&self) -> Vec<String> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+/// [`Echo`]'s server: it reads each request's body as its Content-Length says.
+const ECHO: &str = r#"
 import http.server, ssl, sys
 log = open(sys.argv[3], "a")
 class H(http.server.BaseHTTPRequestHandler):
@@ -113,23 +137,6 @@ s.socket = ctx.wrap_socket(s.socket, server_side=True)
 print(s.server_address[1], flush=True)
 s.serve_forever()
 "#;
-        let log = w.outside.join("received.log");
-        let (cert, key) = (pki.join("cert.pem"), pki.join("key.pem"));
-        let server = python_server(
-            script,
-            &[cert.as_os_str(), key.as_os_str(), log.as_os_str()],
-        );
-        Echo { server, log }
-    }
-
-    fn received(&self) -> Vec<String> {
-        std::fs::read_to_string(&self.log)
-            .unwrap_or_default()
-            .lines()
-            .map(str::to_string)
-            .collect()
-    }
-}
 
 /// Each request the script makes, `LABEL STATUS` on a line (and curl's HTTP version): curl
 /// through airlock's proxy and without it, HTTP/2 and HTTP/1.1, the path as written
@@ -336,4 +343,133 @@ s.serve_forever()
     let said = ran(&out);
     assert_eq!(said.matches(" 403").count(), 2, "{said}\n{}", stderr(&out));
     assert!(said.contains("not TLS"), "{said}");
+});
+
+/// A server as Python's http.server writes them: a GET's body is not read (BaseHTTPRequestHandler
+/// reads none), so what follows a GET's head on the connection is the next request to it.
+const LAX: &str = r#"
+import http.server, ssl, sys
+log = open(sys.argv[3], "a")
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def do_GET(self):
+        log.write("%s %s\n" % (self.command, self.path)); log.flush()
+        self.send_response(200); self.send_header("Content-Length", "3"); self.end_headers()
+        self.wfile.write(b"ok\n")
+    do_DELETE = do_GET
+    def log_message(self, *a): pass
+s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain(sys.argv[1], sys.argv[2])
+s.socket = ctx.wrap_socket(s.socket, server_side=True)
+print(s.server_address[1], flush=True)
+s.serve_forever()
+"#;
+
+/// A GET whose body is a DELETE: curl over HTTP/2 to the gate (passed on as HTTP/1.1 with its
+/// Content-Length) and Python's http.client over HTTP/1.1, each on a connection of its own.
+fn smuggling(port: u16) -> String {
+    let smuggled = format!(
+        "DELETE /admin/everything HTTP/1.1\\r\\nHost: {API}\\r\\nContent-Length: 0\\r\\n\\r\\n"
+    );
+    format!(
+        r#"set -u
+printf '{smuggled}' | curl -sS -m 10 -o /dev/null -w 'curl-get-body %{{http_code}} HTTP/%{{http_version}}\n' -X GET --data-binary @- https://{API}:{port}/repos/acme/widgets
+/usr/bin/python3 - <<'PY'
+import http.client, ssl
+c = http.client.HTTPSConnection("{API}", {port}, context=ssl.create_default_context(), timeout=10)
+try:
+    c.request("GET", "/repos/acme/widgets", body=b"{smuggled}")
+    r = c.getresponse(); r.read()
+    print("python-get-body", r.status)
+except Exception as e:
+    print("python-get-body", type(e).__name__)
+PY
+"#
+    )
+}
+
+both_modes!(
+    a_request_in_a_get_body_never_reaches_the_server,
+    |w: &World| {
+        let pki = pki(w);
+        let lax = Echo::serving(w, &pki, LAX);
+        let port = lax.server.port;
+        let script = smuggling(port);
+        let network = format!("[network]\nallow = [\"{API}:{port}\"]\n");
+        let profile = |entry: &str| {
+            w.profile(&format!(
+                "{network}[[network.http]]\nhost = \"{API}\"\n{entry}\n"
+            ))
+        };
+        // The host inspected, not ruled: both requests go on through the gate as they came, and
+        // the server runs the DELETE in each body.
+        let inspected = profile("inspect = true");
+        let out = run(w, &pki, &inspected, &script);
+        let said = ran(&out);
+        assert!(
+            said.contains("curl-get-body 200 HTTP/2"),
+            "{said}\n{}",
+            stderr(&out)
+        );
+        assert!(
+            said.contains("python-get-body 200"),
+            "{said}\n{}",
+            stderr(&out)
+        );
+        let received = lax.received();
+        let deletes = received
+            .iter()
+            .filter(|r| *r == "DELETE /admin/everything")
+            .count();
+        assert_eq!(deletes, 2, "{received:?}");
+        let before = received.len();
+
+        // Ruled: the GET is allowed, but not with a body; nothing reaches the server.
+        let ruled = profile(r#"allow = ["GET /repos/acme/*"]"#);
+        let out = run(w, &pki, &ruled, &script);
+        let said = ran(&out);
+        assert!(
+            said.contains("curl-get-body 403 HTTP/2"),
+            "{said}\n{}",
+            stderr(&out)
+        );
+        assert!(
+            said.contains("python-get-body 403"),
+            "{said}\n{}",
+            stderr(&out)
+        );
+        assert_eq!(lax.received().len(), before, "{:?}", lax.received());
+        assert!(
+            stderr(&out).contains("a body on a GET request"),
+            "{}",
+            stderr(&out)
+        );
+    }
+);
+
+both_modes!(policy_check_warns_of_ways_around_the_rules, |w: &World| {
+    let ruled = format!("[[network.http]]\nhost = \"{API}\"\nallow = [\"GET /x\"]\n");
+    let check = |network: &str| {
+        let profile = w.profile(&format!("[network]\n{network}\n{ruled}"));
+        let out = w
+            .airlock()
+            .args(["policy", "check", &profile])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        assert!(stdout(&out).contains("valid"), "{}", stdout(&out));
+        stderr(&out)
+    };
+    assert_eq!(check(&format!("allow = [\"{API}\"]")), "");
+    let open = check(&format!("open = true\nallow = [\"{API}\"]"));
+    assert!(
+        open.contains("airlock: warning:") && open.contains("network is open"),
+        "{open}"
+    );
+    let wide = check(&format!("allow = [\"{API}\", \"127.0.0.1\", \"cdn.test\"]"));
+    assert!(
+        wide.contains("addresses (127.0.0.1)") && wide.contains("other names (cdn.test)"),
+        "{wide}"
+    );
 });

@@ -107,8 +107,10 @@ fn request_lines(echo: &Echo) -> Vec<String> {
 }
 
 /// Requests the rules refuse: another method, another path, and paths that a server could
-/// read as one under `/repos/acme/` or out of it.
-const REFUSED: [(&str, &str); 8] = [
+/// read as one under `/repos/acme/` or out of it (Jetty reads `/repos/acme/;` as
+/// `/repos/acme/`, Tomcat and Spring `/repos/acme/;x/issues` as `/repos/acme/issues`; IIS
+/// drops a segment's trailing space, servers that normalize Unicode read `．．` as `..`).
+const REFUSED: [(&str, &str); 12] = [
     ("DELETE", "/repos/acme/widgets"),
     ("GET", "/repos/other/widgets"),
     ("GET", "/repos/acme/widgets/../../other/x"),
@@ -117,6 +119,10 @@ const REFUSED: [(&str, &str); 8] = [
     ("GET", "/repos/acme/a%2f..%2f..%2fother"),
     ("GET", "/repos/acme//widgets"),
     ("POST", "/repos/acme/widgets/issues/../../../other/issues"),
+    ("GET", "/repos/acme/;"),
+    ("POST", "/repos/acme/;jsessionid=1/issues"),
+    ("POST", "/repos/acme/..%20/issues"),
+    ("POST", "/repos/acme/%EF%BC%8E%EF%BC%8E/issues"),
 ];
 
 #[test]
@@ -358,12 +364,24 @@ fn raw_http11_tricks_get_nothing_past_the_rules() {
 #[test]
 fn a_method_named_by_a_header_or_the_query_is_refused_where_rules_apply() {
     let override_header = [("x-http-method-override", "DELETE")];
+    let underscores = [("x_http_method_override", "DELETE")];
+    let original_url = [("x-original-url", "/admin/everything")];
+    let rewrite_url = [("X-Rewrite-URL", "/admin/everything")];
+    let cases = [
+        ("/repos/acme/x/issues", &override_header[..]),
+        ("/repos/acme/x/issues", &underscores[..]),
+        ("/repos/acme/x/issues", &original_url[..]),
+        ("/repos/acme/x/issues", &rewrite_url[..]),
+        ("/repos/acme/x/issues?_method=DELETE", &[][..]),
+        ("/repos/acme/x/issues?.method=DELETE", &[][..]),
+        ("/repos/acme/x/issues?+_method=DELETE", &[][..]),
+        ("/repos/acme/x/issues?%20_method=DELETE", &[][..]),
+        ("/repos/acme/x/issues?a=1;_method=DELETE", &[][..]),
+        ("/repos/acme/x/issues?_HttpMethod=DELETE", &[][..]),
+    ];
     for (http, reached) in [(vec![rules(&ALLOW)], false), (Vec::new(), true)] {
         let (echo, injector) = setup(Vec::new(), http);
-        for (target, headers) in [
-            ("/repos/acme/x/issues", &override_header[..]),
-            ("/repos/acme/x/issues?_method=DELETE", &[][..]),
-        ] {
+        for (target, headers) in cases {
             let (addr, finish) = through(&injector, echo.addr);
             let mut client =
                 Client::connect(addr, injector.ca_pem(), Some(HOST), &[HTTP11]).unwrap();
@@ -374,6 +392,213 @@ fn a_method_named_by_a_header_or_the_query_is_refused_where_rules_apply() {
             drop(client);
             finish.events();
         }
+        let reaching = if reached { cases.len() } else { 0 };
+        assert_eq!(request_lines(&echo).len(), reaching);
+    }
+}
+
+/// An HTTPS server of HTTP/1.1 that reads a body only with the methods it expects one with,
+/// as Python's BaseHTTPRequestHandler does: what follows a GET's head on the connection is the
+/// next request to it. The request lines it read; it answers each 200.
+struct Lax {
+    addr: SocketAddr,
+    received: Arc<Mutex<Vec<String>>>,
+}
+
+impl Lax {
+    fn start() -> (Lax, RootCertStore) {
+        use std::io::{BufRead as _, BufReader, Write as _};
+        let ca = TestCa::new("lax test CA");
+        let config = ca.server(HOST, &[HTTP11]);
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let received = Arc::new(Mutex::new(Vec::new()));
+        let log = received.clone();
+        std::thread::spawn(move || {
+            for tcp in listener.incoming() {
+                let Ok(tcp) = tcp else { return };
+                let (config, log) = (config.clone(), log.clone());
+                std::thread::spawn(move || {
+                    let tls = rustls::ServerConnection::new(config).unwrap();
+                    let mut stream = BufReader::new(rustls::StreamOwned::new(tls, tcp));
+                    loop {
+                        let mut line = String::new();
+                        if stream.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        let request = line.trim_end().to_string();
+                        let mut length = 0;
+                        loop {
+                            let mut header = String::new();
+                            if stream.read_line(&mut header).unwrap_or(0) == 0 {
+                                return;
+                            }
+                            if header.trim_end().is_empty() {
+                                break;
+                            }
+                            if let Some((name, value)) = header.split_once(':') {
+                                if name.eq_ignore_ascii_case("content-length") {
+                                    length = value.trim().parse().unwrap_or(0);
+                                }
+                            }
+                        }
+                        if ["POST ", "PUT ", "PATCH "]
+                            .iter()
+                            .any(|m| request.starts_with(m))
+                        {
+                            let mut body = vec![0; length];
+                            if stream.read_exact(&mut body).is_err() {
+                                return;
+                            }
+                        }
+                        log.lock().unwrap().push(request);
+                        let answer = b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n";
+                        if stream.get_mut().write_all(answer).is_err() {
+                            return;
+                        }
+                        let _ = stream.get_mut().flush();
+                    }
+                });
+            }
+        });
+        (Lax { addr, received }, ca.roots())
+    }
+
+    /// The request lines read, once `count` of them were or 3 s passed.
+    fn received(&self, count: usize) -> Vec<String> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+        while self.received.lock().unwrap().len() < count && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        self.received.lock().unwrap().clone()
+    }
+}
+
+/// A second request in the body of a GET, for a server that leaves a GET's body unread.
+const SMUGGLED: &str =
+    "DELETE /admin/everything HTTP/1.1\r\nHost: api.test\r\nContent-Length: 0\r\n\r\n";
+
+#[test]
+fn a_body_on_a_method_without_one_is_refused_where_rules_apply() {
+    let smuggling = format!(
+        "GET /repos/acme/x HTTP/1.1\r\nHost: api.test\r\nContent-Length: {}\r\n\r\n{SMUGGLED}",
+        SMUGGLED.len()
+    );
+    for (http, reached) in [(vec![rules(&ALLOW)], false), (Vec::new(), true)] {
+        // HTTP/1.1, then HTTP/2 (a DATA frame, with a content-length and without one), each on
+        // a connection of its own, to an HTTP/1.1 server.
+        for case in 0..3 {
+            let (lax, roots) = Lax::start();
+            let ca = SessionCa::new(&[HOST.to_string()]).unwrap();
+            let injector = Injector::with_ca_and_roots(ca, vec![secret()], roots)
+                .unwrap()
+                .with_http(http.clone())
+                .unwrap();
+            let injector = Arc::new(injector);
+            let (addr, finish) = through(&injector, lax.addr);
+            let status = if case == 0 {
+                let answer = raw_exchange(addr, injector.ca_pem(), smuggling.as_bytes());
+                answer.split(' ').nth(1).unwrap_or_default().to_string()
+            } else {
+                let mut client =
+                    Client::connect(addr, injector.ca_pem(), Some(HOST), &[H2]).unwrap();
+                let body = SMUGGLED.as_bytes().to_vec();
+                let answer = if case == 1 {
+                    client.send("GET", HOST, "/repos/acme/x", &[], body)
+                } else {
+                    client.send_unsized("GET", HOST, "/repos/acme/x", body)
+                };
+                answer.map_or_else(|e| e, |(status, _, _)| status.as_str().to_string())
+            };
+            let events = finish.events();
+            if reached {
+                assert_eq!(status, "200", "case {case}");
+                // Without a length, the body goes on chunked: no request the server reads.
+                if case != 2 {
+                    let received = lax.received(2);
+                    assert_eq!(
+                        received,
+                        [
+                            "GET /repos/acme/x HTTP/1.1",
+                            "DELETE /admin/everything HTTP/1.1"
+                        ],
+                        "case {case}"
+                    );
+                }
+            } else {
+                assert_eq!(status, "403", "case {case}: {events:?}");
+                assert!(lax.received(1).is_empty(), "case {case}");
+                let refused = requests(&events);
+                assert_eq!(refused.len(), 1, "{events:?}");
+                assert!(!refused[0].allowed && refused[0].rule.contains("a body on a GET"));
+            }
+        }
+    }
+}
+
+#[test]
+fn an_empty_body_on_a_method_without_one_goes_on() {
+    let (echo, injector) = setup(Vec::new(), vec![rules(&["GET /repos/acme/*"])]);
+    let (addr, finish) = through(&injector, echo.addr);
+    let mut client = Client::connect(addr, injector.ca_pem(), Some(HOST), &[H2]).unwrap();
+    // HEADERS without END_STREAM, then an empty DATA frame that ends the stream.
+    let (status, _, _) = client
+        .send_unsized("GET", HOST, "/repos/acme/x", Vec::new())
+        .unwrap();
+    assert_eq!(status, 200);
+    let (status, _, _) = client
+        .send(
+            "GET",
+            HOST,
+            "/repos/acme/y",
+            &[("content-length", "0")],
+            Vec::new(),
+        )
+        .unwrap();
+    assert_eq!(status, 200);
+    drop(client);
+    finish.events();
+    assert_eq!(request_lines(&echo).len(), 2);
+    let raw = "GET /repos/acme/z HTTP/1.1\r\nHost: api.test\r\nContent-Length: 0\r\n\r\n";
+    let (addr, finish) = through(&injector, echo.addr);
+    let answer = raw_exchange(addr, injector.ca_pem(), raw.as_bytes());
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    finish.events();
+}
+
+#[test]
+fn a_double_star_never_reaches_the_path_it_is_under() {
+    // On GitHub, DELETE /repos/acme/widget deletes the repository.
+    let under = rules(&["DELETE /repos/acme/widget/**"]);
+    for (http, reached) in [(vec![under], false), (Vec::new(), true)] {
+        let (echo, injector) = setup(vec![secret()], http);
+        for path in ["/repos/acme/widget", "/repos/acme/widget/"] {
+            let (addr, finish) = through(&injector, echo.addr);
+            let mut client = Client::connect(addr, injector.ca_pem(), Some(HOST), &[H2]).unwrap();
+            let (status, _, _) = client.send("DELETE", HOST, path, &[], Vec::new()).unwrap();
+            assert_eq!(status, if reached { 200 } else { 403 }, "{path}");
+            drop(client);
+            finish.events();
+        }
         assert_eq!(request_lines(&echo).len(), if reached { 2 } else { 0 });
     }
+}
+
+#[test]
+fn a_fragment_is_cut_from_the_target_before_the_rules_see_it() {
+    // What docs/network.md says: the request line is cut at `#` when it is read, so what is
+    // matched is what goes on.
+    let (echo, injector) = setup(Vec::new(), vec![rules(&ALLOW)]);
+    let (addr, finish) = through(&injector, echo.addr);
+    let sent =
+        "GET /repos/acme/x#/../../other HTTP/1.1\r\nHost: api.test\r\nConnection: close\r\n\r\n";
+    let answer = raw_exchange(addr, injector.ca_pem(), sent.as_bytes());
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let events = finish.events();
+    assert_eq!(
+        request_lines(&echo),
+        ["GET /repos/acme/x HTTP/1.1"],
+        "{events:?}"
+    );
+    assert_eq!(requests(&events)[0].path.as_deref(), Some("/repos/acme/x"));
 }

@@ -11,9 +11,11 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
+use hyper::body::{Body as _, Incoming};
 use hyper::client::conn::{http1, http2};
-use hyper::header::{HeaderValue, CONNECTION, CONTENT_TYPE, HOST};
+use hyper::header::{
+    HeaderValue, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, HOST, TRANSFER_ENCODING,
+};
 use hyper::http::request::Parts;
 use hyper::{Request, Response, StatusCode, Version};
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -21,7 +23,7 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tokio::sync::Notify;
 
-use airlock_rules::http::shown;
+use airlock_rules::http::{shown, takes_a_body};
 use airlock_rules::HttpRules;
 
 use super::request::{self, Put, Refused};
@@ -327,7 +329,7 @@ async fn handle(
     request: Request<Incoming>,
 ) -> Result<Response<Reply>, Infallible> {
     let host = connection.scene.host.clone();
-    let (mut parts, body) = request.into_parts();
+    let (mut parts, mut body) = request.into_parts();
     let unanswerable = match &connection.upstream {
         Upstream::Unverified(why) => Some(format!("{why}; nothing was sent to {host}")),
         Upstream::Failed(why) => Some(why.clone()),
@@ -344,7 +346,7 @@ async fn handle(
     if let Err(refused) = request::check(&parts, &host, connection.scene.port) {
         return Ok(connection.refuse(refused));
     }
-    if let Some(forbidden) = connection.judge(&parts) {
+    if let Some(forbidden) = connection.judge(&parts, &mut body).await {
         return Ok(forbidden);
     }
     let put = match request::inject(&mut parts, &connection.secrets, &host) {
@@ -387,8 +389,10 @@ impl Connection {
 
     /// A request to a host with `[[network.http]]` rules: recorded (its method and path, never
     /// its query), and, unless they allow it, answered 403 and the connection closed (its body
-    /// is not read: nothing after it on the connection is taken for a request).
-    fn judge(&self, parts: &Parts) -> Option<Response<Reply>> {
+    /// is not read: nothing after it on the connection is taken for a request). Where rules
+    /// apply, the body of a method that takes none may be read to its end to see that it is
+    /// empty ([`carries_body`]).
+    async fn judge(&self, parts: &Parts, body: &mut Incoming) -> Option<Response<Reply>> {
         let rules = self.rules.as_ref()?;
         let method = parts.method.as_str();
         let path = parts.uri.path();
@@ -402,7 +406,10 @@ impl Connection {
             }
         } else {
             let target = parts.uri.path_and_query().map_or(path, |p| p.as_str());
-            rules.decide_head(method, target, parts.headers.keys().map(|k| k.as_str()))
+            let body =
+                rules.allow.is_some() && !takes_a_body(method) && carries_body(parts, body).await;
+            let headers = parts.headers.keys().map(|k| k.as_str());
+            rules.decide_head(method, target, headers, body)
         };
         let mut e = self.scene.event(
             NetEventKind::Request,
@@ -415,6 +422,9 @@ impl Connection {
             return None;
         }
         self.forbidden.store(true, Ordering::SeqCst);
+        if parts.version == Version::HTTP_2 {
+            drain(body).await;
+        }
         self.close.notify_one();
         let head = parts.method == hyper::Method::HEAD;
         Some(forbidden(&rules.host, &decision.rule, head))
@@ -475,6 +485,48 @@ impl Connection {
             Upstream::Unverified(why) | Upstream::Failed(why) => Err(why.clone()),
         }
     }
+}
+
+/// Does the request carry a body? A `Content-Length` other than 0 or any `Transfer-Encoding`
+/// says so; else, where its stream has not ended with its head (HTTP/2 without END_STREAM),
+/// its frames are read until one holds something (trailers too) or the stream ends: then the
+/// body is an empty one, and goes on as none.
+async fn carries_body(parts: &Parts, body: &mut Incoming) -> bool {
+    let lengths = parts.headers.get_all(CONTENT_LENGTH).iter();
+    if lengths.into_iter().any(|v| v.as_bytes() != b"0")
+        || parts.headers.contains_key(TRANSFER_ENCODING)
+    {
+        return true;
+    }
+    while !body.is_end_stream() {
+        match body.frame().await {
+            None => break,
+            Some(Ok(frame)) if frame.data_ref().is_some_and(Bytes::is_empty) => {}
+            Some(_) => return true,
+        }
+    }
+    false
+}
+
+/// Most of a refused HTTP/2 request's body a gate reads before it answers.
+const DRAINED: usize = 1 << 20;
+
+/// Read (and drop) what is left of a refused HTTP/2 request's body, within [`DRAINED`] bytes
+/// and 2 s: HTTP/2 frames its bodies, so nothing in it is taken for a request, and the
+/// connection that ends after the answer has no DATA frames unread at its close (the kernel
+/// would answer them with a reset that can take the 403 with it). HTTP/1.1 bodies are never
+/// read after a refusal: there, what follows a request's head may be read as another.
+async fn drain(body: &mut Incoming) {
+    let read = async {
+        let mut seen = 0;
+        while let Some(Ok(frame)) = body.frame().await {
+            seen += frame.data_ref().map_or(0, Bytes::len);
+            if seen > DRAINED {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(2), read).await;
 }
 
 /// HTTP/2 upstream: an absolute target (scheme and `:authority`), no Host header; HTTP/1.1:

@@ -208,8 +208,8 @@ pub(crate) struct Client {
 }
 
 enum Sender {
-    H1(http1::SendRequest<Full<Bytes>>),
-    H2(http2::SendRequest<Full<Bytes>>),
+    H1(http1::SendRequest<EchoBody>),
+    H2(http2::SendRequest<EchoBody>),
 }
 
 /// An answer: status, headers, body.
@@ -311,6 +311,33 @@ impl Client {
         headers: &[(&str, &str)],
         body: Vec<u8>,
     ) -> Result<Answer, String> {
+        let body = Full::new(Bytes::from(body)).boxed();
+        self.send_body(method, authority, target, headers, body)
+    }
+
+    /// [`Client::send`] with a body of no length known beforehand (HTTP/2: no
+    /// content-length, HEADERS without END_STREAM then DATA; HTTP/1.1: chunked).
+    pub(crate) fn send_unsized(
+        &mut self,
+        method: &str,
+        authority: &str,
+        target: &str,
+        body: Vec<u8>,
+    ) -> Result<Answer, String> {
+        let (sent, chunks) = tokio::sync::mpsc::channel(1);
+        sent.try_send(Bytes::from(body)).unwrap();
+        drop(sent);
+        self.send_body(method, authority, target, &[], Chunks(chunks).boxed())
+    }
+
+    fn send_body(
+        &mut self,
+        method: &str,
+        authority: &str,
+        target: &str,
+        headers: &[(&str, &str)],
+        body: EchoBody,
+    ) -> Result<Answer, String> {
         let mut builder = Request::builder().method(method);
         builder = match self.sender {
             Sender::H1(_) => builder.uri(target).header("host", authority),
@@ -319,7 +346,7 @@ impl Client {
         for (name, value) in headers {
             builder = builder.header(*name, *value);
         }
-        let request = builder.body(Full::new(Bytes::from(body))).unwrap();
+        let request = builder.body(body).unwrap();
         let sender = &mut self.sender;
         self.runtime.block_on(async move {
             let response = match sender {
@@ -351,7 +378,7 @@ impl Client {
             Sender::H1(_) => builder.uri(target).header("host", authority),
             Sender::H2(_) => builder.uri(format!("https://{authority}{target}")),
         };
-        let request = builder.body(Full::new(Bytes::new())).unwrap();
+        let request = builder.body(Full::new(Bytes::new()).boxed()).unwrap();
         let sender = &mut self.sender;
         self.runtime.block_on(async move {
             let response = match sender {

@@ -23,7 +23,6 @@ fn a_star_is_one_whole_segment_and_a_double_star_the_rest() {
         ("GET", "/repos/acme/widgets"),
         ("GET", "/repos/acme/widgets?page=2&x=/../y"),
         ("POST", "/repos/acme/widgets/issues"),
-        ("GET", "/repos/acme/a;b"),
     ] {
         assert!(allowed(&r, method, path), "{method} {path}");
     }
@@ -46,13 +45,98 @@ fn a_star_is_one_whole_segment_and_a_double_star_the_rest() {
         assert!(!allowed(&r, method, path), "{method} {path}");
     }
     let rest = rules(&["* /repos/acme/**", "GET /"]);
-    for path in ["/repos/acme", "/repos/acme/", "/repos/acme/a/b/c"] {
+    for path in ["/repos/acme/a", "/repos/acme/a/", "/repos/acme/a/b/c"] {
         assert!(allowed(&rest, "PATCH", path), "{path}");
     }
     assert!(allowed(&rest, "GET", "/"));
     assert!(!allowed(&rest, "POST", "/"));
     assert!(!allowed(&rest, "GET", "/repos/acmeX"));
     assert!(!allowed(&rest, "GET", "/repos"));
+}
+
+#[test]
+fn a_double_star_is_one_segment_or_more_never_the_prefix_itself() {
+    // On GitHub, DELETE /repos/acme/widget deletes the repository.
+    let r = rules(&["DELETE /repos/acme/widget/**"]);
+    for path in [
+        "/repos/acme/widget",
+        "/repos/acme/widget/",
+        "/repos/acme/widgetx",
+        "/repos/acme",
+    ] {
+        assert!(!allowed(&r, "DELETE", path), "{path}");
+    }
+    for path in [
+        "/repos/acme/widget/labels",
+        "/repos/acme/widget/labels/",
+        "/repos/acme/widget/git/refs/x",
+    ] {
+        assert!(allowed(&r, "DELETE", path), "{path}");
+    }
+    assert!(!allowed(&rules(&["GET /**"]), "GET", "/"));
+    assert!(allowed(&rules(&["GET /**"]), "GET", "/x"));
+}
+
+#[test]
+fn a_raw_semicolon_is_refused_unless_a_rule_of_the_host_has_one() {
+    let r = rules(&["GET /repos/acme/*", "GET /repos/acme/*/issues"]);
+    for path in [
+        // Jetty: /repos/acme/; Tomcat and Spring: /repos/acme//issues, then /repos/acme/issues.
+        "/repos/acme/;",
+        "/repos/acme/;jsessionid=1/issues",
+        "/repos/acme/x;a=b",
+        "/repos/acme/x;/issues",
+    ] {
+        let d = r.decide("GET", path);
+        assert!(!d.allowed && d.rule.contains("a `;`"), "{path}: {d:?}");
+    }
+    // Escaped, it is no parameter's start, and is matched as the character it is.
+    assert!(allowed(&r, "GET", "/repos/acme/a%3Bb"));
+    let with = rules(&["GET /v1;api=2/*"]);
+    assert!(allowed(&with, "GET", "/v1;api=2/x"));
+    assert!(!allowed(&with, "GET", "/v1;api=3/x"));
+}
+
+#[test]
+fn path_forms_some_servers_read_differently_are_refused() {
+    let r = rules(&["* /**"]);
+    for path in [
+        // Windows drops trailing dots and spaces.
+        "/repos/acme/x.",
+        "/repos/acme/..../x",
+        "/repos/acme/..%20/x",
+        "/repos/acme/.%20/x",
+        "/repos/acme/x%20",
+        "/repos/acme/x.;a=1/y",
+        // Look-alikes of `.`, `/`, `\`, `%`, `;`.
+        "/repos/acme/%EF%BC%8E%EF%BC%8E/x",
+        "/repos/acme/%E2%80%A4%E2%80%A4/x",
+        "/repos/acme/%E2%80%A5/x",
+        "/repos/acme/%E2%80%A6/x",
+        "/repos/acme/%EF%B9%92%EF%B9%92/x",
+        "/repos/acme/a%EF%BC%8Fb",
+        "/repos/acme/a%EF%BC%BCb",
+        "/repos/acme/a%E2%88%95b",
+        "/repos/acme/a%E2%88%96b",
+        "/repos/acme/a%E2%A7%B8b",
+        "/repos/acme/a%E2%81%84b",
+        "/repos/acme/a%EF%B9%A8b",
+        "/repos/acme/%EF%BC%852e%EF%BC%852e",
+        "/repos/acme/a%EF%BC%9Bb",
+    ] {
+        let d = r.decide("GET", path);
+        assert!(!d.allowed && d.rule.contains("refused"), "{path}: {d:?}");
+    }
+    for path in [
+        "/repos/acme/x.y",
+        "/repos/acme/.well-known",
+        "/repos/acme/a%20b",
+        "/repos/acme/main...feature",
+    ] {
+        assert!(allowed(&r, "GET", path), "{path}");
+    }
+    let err = RequestRule::parse("GET /files/x.").unwrap_err().to_string();
+    assert!(err.contains("ends in `.`"), "{err}");
 }
 
 #[test]
@@ -169,7 +253,7 @@ fn a_request_that_names_another_method_is_refused_where_rules_apply() {
     let r = rules(&["POST /repos/acme/*/issues"]);
     let target = "/repos/acme/x/issues";
     assert!(
-        r.decide_head("POST", target, ["content-type", "accept"])
+        r.decide_head("POST", target, ["content-type", "accept"], true)
             .allowed
     );
     for header in [
@@ -177,20 +261,20 @@ fn a_request_that_names_another_method_is_refused_where_rules_apply() {
         "x-http-method",
         "X-Method-Override",
     ] {
-        let d = r.decide_head("POST", target, ["accept", header]);
+        let d = r.decide_head("POST", target, ["accept", header], false);
         assert!(!d.allowed, "{header}");
         assert!(d.rule.contains(header), "{}", d.rule);
     }
     for query in ["_method=DELETE", "a=1&_METHOD=delete", "%5Fmethod=DELETE"] {
-        let d = r.decide_head("POST", &format!("{target}?{query}"), []);
+        let d = r.decide_head("POST", &format!("{target}?{query}"), [], false);
         assert!(!d.allowed, "{query}");
     }
     assert!(
-        r.decide_head("POST", &format!("{target}?method=x&a_method=y"), [])
+        r.decide_head("POST", &format!("{target}?method=x&a_method=y"), [], false)
             .allowed
     );
     // The query is left out of the path matched, and of the decision's words.
-    let d = r.decide_head("POST", &format!("{target}?token=abc"), []);
+    let d = r.decide_head("POST", &format!("{target}?token=abc"), [], false);
     assert!(d.allowed && !d.rule.contains("abc"), "{}", d.rule);
     // Inspected only: nothing is refused.
     let inspected = HttpRules {
@@ -199,7 +283,78 @@ fn a_request_that_names_another_method_is_refused_where_rules_apply() {
     };
     assert!(
         inspected
-            .decide_head("DELETE", "/?_method=PUT", ["x-http-method"])
+            .decide_head("DELETE", "/?_method=PUT", ["x-http-method"], true)
             .allowed
     );
+}
+
+#[test]
+fn method_and_path_overrides_are_refused_as_a_class() {
+    let r = rules(&["POST /repos/acme/*/issues"]);
+    let target = "/repos/acme/x/issues";
+    for header in [
+        "x-original-url",
+        "X-Rewrite-URL",
+        "x-override-url",
+        "x_http_method_override",
+        "X-HTTP-Method",
+    ] {
+        let d = r.decide_head("POST", target, [header], false);
+        assert!(!d.allowed && d.rule.contains(header), "{header}: {d:?}");
+    }
+    for query in [
+        // As PHP reads them: leading spaces cut, `.`, ` ` and `[` made `_`, cut at NUL.
+        ".method=DELETE",
+        "%2Emethod=DELETE",
+        "+_method=DELETE",
+        "%20_method=DELETE",
+        "_method%00x=DELETE",
+        "_method[]=DELETE",
+        "__method=DELETE",
+        "_METHOD=DELETE",
+        // `;` separates parameters for some servers.
+        "a=1;_method=DELETE",
+        "_HttpMethod=DELETE",
+        "X-HTTP-Method-Override=DELETE",
+        "x-http-method=DELETE",
+        "x_method_override=DELETE",
+        "%5Fmethod",
+    ] {
+        let d = r.decide_head("POST", &format!("{target}?{query}"), [], false);
+        assert!(
+            !d.allowed && d.rule.contains("query parameter"),
+            "{query}: {d:?}"
+        );
+    }
+    for query in [
+        "method=flickr.photos.search",
+        "Method=x",
+        "payment_method=pm_1",
+        "sort_method=x",
+        "methods=x",
+        "_methodx=1",
+        "q=_method",
+        "%zz_method",
+    ] {
+        let d = r.decide_head("POST", &format!("{target}?{query}"), [], false);
+        assert!(d.allowed, "{query}: {d:?}");
+    }
+}
+
+#[test]
+fn a_body_on_a_method_without_one_is_refused_where_rules_apply() {
+    let r = rules(&["* /repos/acme/*"]);
+    for method in ["GET", "HEAD", "OPTIONS", "DELETE", "TRACE"] {
+        let d = r.decide_head(method, "/repos/acme/x", [], true);
+        assert!(!d.allowed && d.rule.contains("a body"), "{method}: {d:?}");
+        assert!(r.decide_head(method, "/repos/acme/x", [], false).allowed);
+    }
+    for method in ["POST", "PUT", "PATCH", "PROPFIND"] {
+        assert!(r.decide_head(method, "/repos/acme/x", [], true).allowed);
+    }
+    let inspected = HttpRules {
+        host: "example.org".into(),
+        allow: None,
+    };
+    assert!(inspected.decide_head("GET", "/", [], true).allowed);
 }
