@@ -10,7 +10,7 @@
 
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, MetadataExt as _};
 
 use crate::sys;
 
@@ -135,6 +135,9 @@ impl Memory {
     }
 }
 
+/// The longest the gate's own connect of a blocking socket waits (see [`SocketInfo::connect`]).
+pub const CONNECT_WAIT: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// What the gate needs to know of a socket a process is connecting, read from a copy of it.
 pub struct SocketInfo {
     /// The copy (see [`SocketInfo::allow_ipv4_mapped`]).
@@ -165,6 +168,15 @@ pub fn socket_info(pid: u32, fd: u64) -> io::Result<SocketInfo> {
     // A notification names the thread; a pidfd is for its process.
     let pidfd = sys::pidfd_open(nix::unistd::Pid::from_raw(tgid(pid)?)).map_err(io)?;
     let copy = sys::pidfd_getfd(pidfd.as_fd(), fd as i32).map_err(io)?;
+    // A pidfd reads the thread group leader's file table; a thread cloned without CLONE_FILES
+    // has one of its own, whose fd of that number is another socket. Its own, by /proc/TID/fd.
+    let ours = nix::sys::stat::fstat(&copy).map_err(io)?;
+    let its = std::fs::metadata(format!("/proc/{pid}/fd/{fd}"))?;
+    if (ours.st_dev, ours.st_ino) != (its.dev(), its.ino()) {
+        return Err(io::Error::other(
+            "the socket is not the connecting thread's own (a thread with a file table of its own)",
+        ));
+    }
     let kind =
         nix::sys::socket::getsockopt(&copy, nix::sys::socket::sockopt::SockType).map_err(io)?;
     let flags = nix::fcntl::fcntl(&copy, nix::fcntl::FcntlArg::F_GETFL).map_err(io)?;
@@ -228,7 +240,30 @@ impl SocketInfo {
     /// which connects an allowed connect's socket to its relay itself and answers the connect
     /// with the result, so that nothing is written into the process's memory (a program that
     /// keeps the address it passed, as apt does, would find the relay's there).
+    ///
+    /// A blocking socket's connect is given at most [`CONNECT_WAIT`] (its send timeout, set
+    /// for the call and put back after): EINPROGRESS then, the socket still connecting. A
+    /// program can make its handshake hang (a TCP-MD5 key the relay does not have), and the
+    /// gate's thread must not hang with it; the caller lets the program's own connect wait.
     pub fn connect(&self, to: std::net::SocketAddr) -> io::Result<()> {
+        use nix::sys::socket::sockopt::SendTimeout;
+        let timeout = match self.nonblocking {
+            true => None,
+            false => {
+                let was = nix::sys::socket::getsockopt(&self.copy, SendTimeout).map_err(io)?;
+                let wait = nix::sys::time::TimeVal::new(0, CONNECT_WAIT.as_micros() as _);
+                nix::sys::socket::setsockopt(&self.copy, SendTimeout, &wait).map_err(io)?;
+                Some(was)
+            }
+        };
+        let result = self.connect_now(to);
+        if let Some(was) = timeout {
+            nix::sys::socket::setsockopt(&self.copy, SendTimeout, &was).map_err(io)?;
+        }
+        result
+    }
+
+    fn connect_now(&self, to: std::net::SocketAddr) -> io::Result<()> {
         use std::os::fd::AsRawFd;
         let result = match to {
             std::net::SocketAddr::V4(v4) => nix::sys::socket::connect(

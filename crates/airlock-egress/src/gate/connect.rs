@@ -66,6 +66,11 @@ struct Call<'a> {
 impl Held for Call<'_> {
     fn socket(&self, dest: SocketAddr) -> io::Result<Socket> {
         let socket = socket_info(self.n.pid, self.n.args[0])?;
+        // The thread may have gone and its id been reused by another process between the
+        // notification and the copy: the copy is the sandbox's only while it still waits.
+        if !self.notifier.still_waiting(self.n.id) {
+            return Err(io::Error::other("the connecting thread is gone"));
+        }
         if socket.v6_only && dest.is_ipv6() {
             // The relay's address is IPv4-mapped for an IPv6 socket; without this its connect
             // would fail where a direct one succeeds. If the socket is bound already, the kernel
@@ -86,15 +91,30 @@ impl Held for Call<'_> {
     }
 
     fn connect_to(&self, relay: SocketAddr) -> io::Result<()> {
-        let connected = match self.socket.get() {
-            Some(socket) => socket.connect(relay),
-            None => socket_info(self.n.pid, self.n.args[0])?.connect(relay),
+        let Some(socket) = self.socket.get() else {
+            return Err(io::Error::other("the socket was not looked at"));
         };
-        match connected {
+        // A connect the program gave up meanwhile (a signal) is not made for it.
+        if !self.notifier.still_waiting(self.n.id) {
+            return Ok(());
+        }
+        let answered = match socket.connect(relay) {
             Ok(()) => self.notifier.succeed(self.n.id, 0),
+            // A blocking socket still connecting after the gate's short wait: the program's own
+            // connect waits for it, in its own thread, as long as it would (the kernel takes
+            // no address from the connect of a socket that is connecting).
+            Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) && !socket.nonblocking => {
+                self.notifier.pass(self.n.id)
+            }
             Err(e) => self
                 .notifier
                 .fail(self.n.id, e.raw_os_error().unwrap_or(libc::ECONNREFUSED)),
+        };
+        match answered {
+            // The program gave up its connect while the gate made it: nothing to answer, and
+            // nothing was refused.
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(()),
+            other => other,
         }
     }
 
@@ -155,8 +175,13 @@ pub(super) fn serve(notifier: Notifier, state: Arc<State>, relay: Option<u16>) {
         };
         // The others each on its own thread: resolving a name on the host may take a while, and
         // the other connects of the sandbox must not wait for it. (Each waiting connect is a
-        // thread of the sandbox, so their number is bounded by its process limit.)
+        // thread of the sandbox, so their number is bounded by its process limit; a thread
+        // the sandbox gave up on ends within the host lookup's and the gate's own connect's
+        // bounds.) Counted until its event is written (see State::answering).
         let (notifier, state) = (notifier.clone(), state.clone());
+        state
+            .answering
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         std::thread::spawn(move || {
             let call = Call {
                 notifier: &notifier,
@@ -166,6 +191,9 @@ pub(super) fn serve(notifier: Notifier, state: Arc<State>, relay: Option<u16>) {
             if let Err(err) = handle(&call, &state, relay, dest) {
                 refuse_unread(&notifier, &state, &n, &err);
             }
+            state
+                .answering
+                .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
         });
     }
 }

@@ -5,6 +5,7 @@
 
 use std::io::{Read as _, Write as _};
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::os::fd::AsFd as _;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,12 +22,24 @@ pub(super) fn serve(socket: UdpSocket, state: Arc<State>) {
     let socket = Arc::new(socket);
     let mut buf = [0u8; 1500];
     loop {
-        let Ok((len, from)) = socket.recv_from(&mut buf) else {
+        // Waited for, then counted, then taken: a query is always in the socket or counted
+        // while its event is not written (see State::answering).
+        let mut ready = [nix::poll::PollFd::new(
+            socket.as_fd(),
+            nix::poll::PollFlags::POLLIN,
+        )];
+        match nix::poll::poll(&mut ready, nix::poll::PollTimeout::NONE) {
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            Err(_) => return,
+        }
+        let served = state.answer(|| {
+            let (len, from) = socket.recv_from(&mut buf)?;
+            serve_one(&socket, &state, &buf[..len], from);
+            Ok::<(), std::io::Error>(())
+        });
+        if served.is_err() {
             return;
-        };
-        state.dns_busy.fetch_add(1, Ordering::SeqCst);
-        serve_one(&socket, &state, &buf[..len], from);
-        state.dns_busy.fetch_sub(1, Ordering::SeqCst);
+        }
     }
 }
 
@@ -59,7 +72,18 @@ fn serve_one(socket: &Arc<UdpSocket>, state: &Arc<State>, datagram: &[u8], from:
 pub(super) fn serve_tcp(listener: &TcpListener, state: &Arc<State>) {
     let open = Arc::new(AtomicUsize::new(0));
     loop {
+        let mut ready = [nix::poll::PollFd::new(
+            listener.as_fd(),
+            nix::poll::PollFlags::POLLIN,
+        )];
+        match nix::poll::poll(&mut ready, nix::poll::PollTimeout::NONE) {
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            Err(_) => return,
+        }
+        // Counted from before it is taken until its thread is done with it.
+        state.answering.fetch_add(1, Ordering::SeqCst);
         let Ok((stream, _)) = listener.accept() else {
+            state.answering.fetch_sub(1, Ordering::SeqCst);
             return;
         };
         let admitted = open
@@ -68,12 +92,14 @@ pub(super) fn serve_tcp(listener: &TcpListener, state: &Arc<State>) {
             })
             .is_ok();
         if !admitted {
+            state.answering.fetch_sub(1, Ordering::SeqCst);
             continue; // dropped: closed at once
         }
         let (open, state) = (open.clone(), state.clone());
         std::thread::spawn(move || {
             let _ = answer_tcp(stream, &state);
             open.fetch_sub(1, Ordering::SeqCst);
+            state.answering.fetch_sub(1, Ordering::SeqCst);
         });
     }
 }

@@ -109,10 +109,11 @@ struct State {
     lookups: lookup::HostLookups,
     /// Host lookups started for DNS queries and not yet answered (see [`dns::serve`]).
     lookups_running: Arc<AtomicUsize>,
-    /// DNS queries taken off the sandbox's UDP socket and not yet logged and answered.
-    dns_busy: AtomicUsize,
-    /// The sandbox's DNS socket (a copy), to see whether queries still wait in it.
-    dns_queue: Option<UdpSocket>,
+    /// What the gate took from the sandbox and has not finished with (its event may not be
+    /// written yet): DNS datagrams, DNS-over-TCP connections, connects.
+    answering: AtomicUsize,
+    /// The sandbox's DNS socket and listener (copies), to see whether queries still wait there.
+    queues: Vec<std::os::fd::OwnedFd>,
 }
 
 impl State {
@@ -129,27 +130,35 @@ impl State {
             max_open,
             lookups: lookup::HostLookups::default(),
             lookups_running: Arc::new(AtomicUsize::new(0)),
-            dns_busy: AtomicUsize::new(0),
-            dns_queue: None,
+            answering: AtomicUsize::new(0),
+            queues: Vec::new(),
         }
     }
 
-    /// Are DNS queries of the sandbox still waiting in its socket or being answered? Their
-    /// events are not written yet.
-    fn dns_pending(&self) -> bool {
-        if self.dns_busy.load(Ordering::SeqCst) > 0
+    /// Is anything the sandbox sent still waiting for the gate or being answered (a DNS query
+    /// in its socket, a connection to its resolver, a connect)? Its event is not written yet.
+    fn answering(&self) -> bool {
+        if self.answering.load(Ordering::SeqCst) > 0
             || self.lookups_running.load(Ordering::SeqCst) > 0
         {
             return true;
         }
-        let Some(queue) = &self.dns_queue else {
-            return false;
-        };
-        let mut fds = [nix::poll::PollFd::new(
-            std::os::fd::AsFd::as_fd(queue),
-            nix::poll::PollFlags::POLLIN,
-        )];
+        let mut fds: Vec<nix::poll::PollFd> = self
+            .queues
+            .iter()
+            .map(|fd| {
+                nix::poll::PollFd::new(std::os::fd::AsFd::as_fd(fd), nix::poll::PollFlags::POLLIN)
+            })
+            .collect();
         matches!(nix::poll::poll(&mut fds, nix::poll::PollTimeout::ZERO), Ok(n) if n > 0)
+    }
+
+    /// Count `f` as something being answered (see [`State::answering`]).
+    fn answer<T>(&self, f: impl FnOnce() -> T) -> T {
+        self.answering.fetch_add(1, Ordering::SeqCst);
+        let done = f();
+        self.answering.fetch_sub(1, Ordering::SeqCst);
+        done
     }
 
     fn rules(&self) -> Rules<'_> {
@@ -208,7 +217,7 @@ impl Running {
         self.0.close_all();
         let deadline = Instant::now() + within;
         let busy = |state: &State| {
-            state.open.lock().is_ok_and(|open| !open.is_empty()) || state.dns_pending()
+            state.open.lock().is_ok_and(|open| !open.is_empty()) || state.answering()
         };
         while Instant::now() < deadline && busy(&self.0) {
             std::thread::sleep(Duration::from_millis(1));
@@ -229,7 +238,14 @@ pub fn start(sockets: airlock_jail::GateSockets, config: Config) -> io::Result<R
     };
     let dns_socket = UdpSocket::from(sockets.dns);
     let mut state = State::new(config, host_addresses, relay::max_open());
-    state.dns_queue = dns_socket.try_clone().ok();
+    let dns_listener = TcpListener::from(sockets.dns_tcp);
+    state.queues = [
+        std::os::fd::AsFd::as_fd(&dns_socket).try_clone_to_owned(),
+        std::os::fd::AsFd::as_fd(&dns_listener).try_clone_to_owned(),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
     let state = Arc::new(state);
     let relay_port = match sockets.relay {
         // The relay listens in the sandbox's own namespace (the setup process opened it there).
@@ -244,7 +260,6 @@ pub fn start(sockets: airlock_jail::GateSockets, config: Config) -> io::Result<R
     };
     let dns_state = state.clone();
     std::thread::spawn(move || dns::serve(dns_socket, dns_state));
-    let dns_listener = TcpListener::from(sockets.dns_tcp);
     let dns_tcp_state = state.clone();
     std::thread::spawn(move || dns::serve_tcp(&dns_listener, &dns_tcp_state));
     if let Some(flag) = state.config.cut_when.clone().filter(|_| relaying) {
