@@ -134,6 +134,11 @@ impl GateLog {
         }
     }
 
+    /// Has the sandbox used the network at all (see [`airlock_egress::gate::Running::used`])?
+    pub(super) fn used(&self) -> bool {
+        self.running.as_ref().is_some_and(|r| r.used())
+    }
+
     /// What a learning run's gate let through (once flushed); None for another run.
     pub(super) fn observed(&self) -> Option<Observed> {
         let observed = self.observed.as_ref()?;

@@ -211,10 +211,16 @@ fn run_confined(caller: &Caller, request: RunRequest) -> Result<RunReport, Error
     let session = session_id.clone();
     let mut supervised = supervise(&plan, launched, registration.as_ref(), session, injector);
     // A relaying gate's last events (connections closed), and a session's layer, are only
-    // complete once no process of the sandbox is left. (A refusing gate's are written as its
-    // calls are answered; flushing waits for DNS queries still in its socket.)
+    // complete once no process of the sandbox is left; so are a refusing gate's, when the
+    // sandbox used the network (a process may still be asking as pid 1 ends). A run that
+    // never did is not reaped first (its overlap with the bookkeeping is kept): flushing waits
+    // for what the gate took and has not finished.
     let relaying = plan.profile.network != airlock_policy::NetworkMode::None;
-    if (supervised.gate_log.is_some() && relaying) || turn.session.is_some() {
+    let gate_used = supervised
+        .gate_log
+        .as_ref()
+        .is_some_and(|g| relaying || g.used());
+    if gate_used || turn.session.is_some() {
         supervised.reap();
     }
     let (refused, observed) = match &supervised.gate_log {

@@ -110,20 +110,15 @@ impl Held for Call<'_> {
                 .notifier
                 .fail(self.n.id, e.raw_os_error().unwrap_or(libc::ECONNREFUSED)),
         };
-        match answered {
-            // The program gave up its connect while the gate made it: nothing to answer, and
-            // nothing was refused.
-            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(()),
-            other => other,
-        }
+        given_up_is_answered(answered)
     }
 
     fn pass(&self) -> io::Result<()> {
-        self.notifier.pass(self.n.id)
+        given_up_is_answered(self.notifier.pass(self.n.id))
     }
 
     fn fail(&self, errno: i32) -> io::Result<()> {
-        self.notifier.fail(self.n.id, errno)
+        given_up_is_answered(self.notifier.fail(self.n.id, errno))
     }
 
     fn program(&self) -> Option<String> {
@@ -153,7 +148,10 @@ pub(super) enum Answer {
 
 /// `relay`: the relay's port; None for a gate that relays nothing (network = "none").
 pub(super) fn serve(notifier: Notifier, state: Arc<State>, relay: Option<u16>) {
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
     let notifier = Arc::new(notifier);
+    // Connects being answered, on threads of their own (see MAX_CONNECTS_ANSWERING).
+    let answering = Arc::new(AtomicUsize::new(0));
     loop {
         let Ok(n) = notifier.recv() else {
             return; // no process of the sandbox is left
@@ -178,10 +176,21 @@ pub(super) fn serve(notifier: Notifier, state: Arc<State>, relay: Option<u16>) {
         // thread of the sandbox, so their number is bounded by its process limit; a thread
         // the sandbox gave up on ends within the host lookup's and the gate's own connect's
         // bounds.) Counted until its event is written (see State::answering).
-        let (notifier, state) = (notifier.clone(), state.clone());
-        state
-            .answering
-            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        // A refusing gate's connects are counted in what the end of the run waits for (a
+        // relaying gate's run waits for its sandbox to be gone instead: its connects may wait
+        // on a destination for long).
+        let counted = relay.is_none();
+        let taken = answering.fetch_update(SeqCst, SeqCst, |n| {
+            (n < MAX_CONNECTS_ANSWERING).then_some(n + 1)
+        });
+        if taken.is_err() {
+            let _ = notifier.fail(n.id, libc::EAGAIN);
+            continue;
+        }
+        if counted {
+            state.answering.fetch_add(1, SeqCst);
+        }
+        let (notifier, state, answering) = (notifier.clone(), state.clone(), answering.clone());
         std::thread::spawn(move || {
             let call = Call {
                 notifier: &notifier,
@@ -191,9 +200,10 @@ pub(super) fn serve(notifier: Notifier, state: Arc<State>, relay: Option<u16>) {
             if let Err(err) = handle(&call, &state, relay, dest) {
                 refuse_unread(&notifier, &state, &n, &err);
             }
-            state
-                .answering
-                .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+            if counted {
+                state.answering.fetch_sub(1, SeqCst);
+            }
+            answering.fetch_sub(1, SeqCst);
         });
     }
 }
@@ -237,6 +247,21 @@ fn parse_sockaddr(raw: &[u8]) -> Option<SocketAddr> {
         _ => None,
     }
 }
+
+/// An answer to a connect the program gave up meanwhile (a signal took it out of its call: the
+/// kernel says ENOENT) needs none: nothing was refused.
+fn given_up_is_answered(answered: io::Result<()>) -> io::Result<()> {
+    match answered {
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(()),
+        other => other,
+    }
+}
+
+/// The most connects the gate answers at once (each on a thread of the supervisor's); past it
+/// a connect fails with EAGAIN at once. A program can keep the gate's own connect of its socket
+/// waiting (a handshake it makes hang, racing the gate's bound on it), so the bound on threads
+/// must not depend on anything the program can change.
+const MAX_CONNECTS_ANSWERING: usize = 256;
 
 /// A process's `comm` as a name to show: the sandbox chose it, so what is not printable ASCII
 /// is dropped (it ends up in comments of a learned profile and in the audit log).

@@ -112,6 +112,8 @@ struct State {
     /// What the gate took from the sandbox and has not finished with (its event may not be
     /// written yet): DNS datagrams, DNS-over-TCP connections, connects.
     answering: AtomicUsize,
+    /// Events logged so far.
+    events: AtomicU64,
     /// The sandbox's DNS socket and listener (copies), to see whether queries still wait there.
     queues: Vec<std::os::fd::OwnedFd>,
 }
@@ -131,6 +133,7 @@ impl State {
             lookups: lookup::HostLookups::default(),
             lookups_running: Arc::new(AtomicUsize::new(0)),
             answering: AtomicUsize::new(0),
+            events: AtomicU64::new(0),
             queues: Vec::new(),
         }
     }
@@ -169,6 +172,7 @@ impl State {
     }
 
     fn log(&self, event: &NetEvent) {
+        self.events.fetch_add(1, Ordering::SeqCst);
         (self.config.on_event)(event);
     }
 
@@ -209,6 +213,12 @@ impl State {
 pub struct Running(Arc<State>);
 
 impl Running {
+    /// Has the sandbox used the network at all (anything logged)? A refusing gate's run whose
+    /// sandbox did may have processes still asking as it ends: they are waited for.
+    pub fn used(&self) -> bool {
+        self.0.events.load(Ordering::SeqCst) > 0
+    }
+
     /// The sandbox has ended: close what it left open and wait (at most `within`) until every
     /// connection's last event was delivered, and every DNS query it sent was answered, so that
     /// none is lost when the caller exits. (Its processes are gone or being killed: a query sent
