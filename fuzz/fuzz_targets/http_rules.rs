@@ -39,9 +39,16 @@ fuzz_target!(|data: &[u8]| {
     };
     let decoded = decoded_once(path).expect("an accepted path with a malformed escape");
     assert_eq!(decoded.first(), Some(&b'/'), "{path:?}");
-    assert!(!decoded.contains(&b'\\') && !decoded.contains(&b'%'), "{path:?}");
+    assert!(
+        !decoded.contains(&b'\\') && !decoded.contains(&b'%'),
+        "{path:?}"
+    );
     let parts: Vec<&[u8]> = decoded[1..].split(|&b| b == b'/').collect();
-    assert_eq!(parts.len(), segments.len(), "{path:?}: an escaped separator");
+    assert_eq!(
+        parts.len(),
+        segments.len(),
+        "{path:?}: an escaped separator"
+    );
     for (i, part) in parts.iter().enumerate() {
         assert_eq!(*part, &segments[i][..], "{path:?}");
         assert!(!part.is_empty() || i == parts.len() - 1, "{path:?}: //");
