@@ -36,12 +36,12 @@ fn print_items(items: &[ApplyItem]) {
         // Names were made in the sandbox: one must not pass for two, or drive the terminal.
         let path = crate::shown::printable(&item.path);
         match &item.reason {
-            Some(reason) => println!(
+            Some(reason) => crate::shown::out!(
                 "{:<11} {status} {path}  ({})",
                 label(item.result),
                 crate::shown::printable(reason)
             ),
-            None => println!("{:<11} {status} {path}", label(item.result)),
+            None => crate::shown::out!("{:<11} {status} {path}", label(item.result)),
         }
     }
 }
@@ -79,7 +79,7 @@ pub fn apply(global: &GlobalArgs, args: ApplyArgs) -> Result<ExitCode> {
     let report = airlock_core::apply(&caller(global), &request)?;
     drop(progress);
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        crate::shown::out!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(exit(&report));
     }
     print_items(&report.items);
@@ -130,7 +130,7 @@ pub fn revert(global: &GlobalArgs, args: RevertArgs) -> Result<ExitCode> {
     let report = airlock_core::revert(&caller(global), &args.session)?;
     drop(progress);
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        crate::shown::out!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(exit(&report));
     }
     print_items(&report.items);

@@ -145,9 +145,9 @@ pub fn check(global: &GlobalArgs, args: CheckArgs) -> Result<ExitCode> {
         limits,
     };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        crate::shown::out!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        print!("{}", table(&report));
+        crate::shown::out!(text: table(&report));
     }
     Ok(report.protection.exit_code())
 }

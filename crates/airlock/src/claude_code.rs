@@ -112,7 +112,7 @@ fn settings(global: &GlobalArgs, args: &SettingsArgs) -> Result<ExitCode> {
     let state_dir = std::path::absolute(crate::run::state_dir(global)?)
         .context("cannot make the state directory's path absolute")?;
     let settings = settings_json(&airlock, &state_dir, &target)?;
-    println!("{}", serde_json::to_string_pretty(&settings)?);
+    crate::shown::out!("{}", serde_json::to_string_pretty(&settings)?);
     Ok(ExitCode::SUCCESS)
 }
 

@@ -160,7 +160,7 @@ fn print_with(
     render: fn(&Invocation) -> Result<String>,
 ) -> Result<ExitCode> {
     let invocation = Invocation::new(global, &target.resolved()?)?;
-    print!("{}", render(&invocation)?);
+    crate::shown::out!(text: render(&invocation)?);
     Ok(ExitCode::SUCCESS)
 }
 

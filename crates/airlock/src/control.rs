@@ -22,18 +22,19 @@ fn report(verb: &str, report: &ControlReport, json: bool) -> Result<ExitCode> {
         ExitCode::SUCCESS
     };
     if json {
-        println!("{}", serde_json::to_string(report)?);
+        crate::shown::out!("{}", serde_json::to_string(report)?);
         return Ok(code);
     }
     for act in &report.sandboxes {
         let session = act.session.as_deref().unwrap_or("-");
         match &act.error {
-            None => println!(
+            None => crate::shown::out!(
                 "{verb:<8} sandbox {} (session {session}, profile {})",
-                act.pid, act.profile
+                act.pid,
+                act.profile
             ),
             Some(error) => {
-                println!("FAILED   sandbox {} (session {session}): {error}", act.pid);
+                crate::shown::out!("FAILED   sandbox {} (session {session}): {error}", act.pid);
             }
         }
     }
@@ -88,7 +89,7 @@ pub fn enable(global: &GlobalArgs, args: EnableArgs) -> Result<ExitCode> {
         note!("airlock: enabled; but another switch is still on: {still}");
     }
     if args.json {
-        println!("{}", serde_json::to_string(&done)?);
+        crate::shown::out!("{}", serde_json::to_string(&done)?);
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -101,33 +102,36 @@ pub fn status(global: &GlobalArgs, args: StatusArgs) -> Result<ExitCode> {
         ExitCode::from(crate::EXIT_AIRLOCK_ERROR)
     };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&status)?);
+        crate::shown::out!("{}", serde_json::to_string_pretty(&status)?);
         return Ok(code);
     }
     match (&status.switches, &status.switches_error) {
-        (_, Some(e)) => println!("DISABLED: {e}"),
-        (Some(s), None) if s.all.is_none() && s.profiles.is_empty() => println!("enabled"),
+        (_, Some(e)) => crate::shown::out!("DISABLED: {e}"),
+        (Some(s), None) if s.all.is_none() && s.profiles.is_empty() => {
+            crate::shown::out!("enabled")
+        }
         (Some(s), None) => {
             if let Some(all) = &s.all {
-                println!("DISABLED for everything by uid {}: {}", all.by, all.reason);
+                crate::shown::out!("DISABLED for everything by uid {}: {}", all.by, all.reason);
             }
             for (profile, switch) in &s.profiles {
-                println!(
+                crate::shown::out!(
                     "DISABLED for profile {profile} by uid {}: {}",
-                    switch.by, switch.reason
+                    switch.by,
+                    switch.reason
                 );
             }
         }
         (None, None) => {}
     }
     if let Some(error) = &status.running_error {
-        println!("UNKNOWN which sandboxes run: {error}");
+        crate::shown::out!("UNKNOWN which sandboxes run: {error}");
     } else if status.running.is_empty() {
-        println!("no sandbox running");
+        crate::shown::out!("no sandbox running");
     }
     for listed in &status.running {
         let run = &listed.run;
-        println!(
+        crate::shown::out!(
             "{:<8} pid {:<7} session {:<12} profile {:<10} {}",
             if listed.paused { "paused" } else { "running" },
             run.sandbox.pid,

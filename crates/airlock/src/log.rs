@@ -194,7 +194,7 @@ pub fn log(global: &GlobalArgs, args: LogArgs) -> Result<ExitCode> {
     if let Some(LogCommand::Verify { json }) = args.command {
         let verdict = log.verify()?;
         if json {
-            println!(
+            crate::shown::out!(
                 "{}",
                 serde_json::json!({
                     "intact": verdict.problem.is_none(),
@@ -212,7 +212,7 @@ pub fn log(global: &GlobalArgs, args: LogArgs) -> Result<ExitCode> {
                 counted(verdict.records, "intact record", "intact records")
             );
         } else {
-            println!(
+            crate::shown::out!(
                 "{}: intact, {}; last hash {}",
                 log.path().display(),
                 counted(verdict.records, "record", "records"),

@@ -109,7 +109,7 @@ fn main() -> ExitCode {
                 if let Some(refusal) = err.downcast_ref::<airlock_core::Refusal>() {
                     failure["code"] = refusal.code.as_str().into();
                 }
-                println!("{failure}");
+                crate::shown::out!("{failure}");
             }
             ExitCode::from(EXIT_AIRLOCK_ERROR)
         }
@@ -148,7 +148,7 @@ fn local(global: &cli::GlobalArgs, command: Command) -> anyhow::Result<ExitCode>
                 cli::CompleteWhat::Profiles => airlock_core::NameKind::Profiles,
             };
             for name in airlock_core::names_for_completion(&run::caller(global), what) {
-                println!("{name}");
+                crate::shown::out!("{name}");
             }
             Ok(ExitCode::SUCCESS)
         }

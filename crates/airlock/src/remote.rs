@@ -278,7 +278,7 @@ async fn carry_out(remote: &Remote, command: Command) -> Result<ExitCode> {
     }
     std::io::stdout().write_all(&answer)?;
     if !answer.ends_with(b"\n") {
-        println!();
+        crate::shown::out!();
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -294,7 +294,7 @@ async fn run_for_json(remote: &Remote, path: &str, body: RunBody) -> Result<Exit
     }
     let answer: airlock_core::RunAnswer = serde_json::from_slice(&answer)
         .context("the server's answer to the run is not what this airlock reads")?;
-    println!("{}", serde_json::to_string(&answer)?);
+    crate::shown::out!("{}", serde_json::to_string(&answer)?);
     Ok(ExitCode::from(
         u8::try_from(answer.result.end.exit_code).unwrap_or(crate::EXIT_AIRLOCK_ERROR),
     ))

@@ -140,7 +140,7 @@ fn run_for_json(global: &GlobalArgs, mut request: RunRequest) -> Result<ExitCode
         }
     });
     let answer = answer?;
-    println!("{}", serde_json::to_string(&answer)?);
+    crate::shown::out!("{}", serde_json::to_string(&answer)?);
     Ok(ExitCode::from(
         u8::try_from(answer.result.end.exit_code).unwrap_or(crate::EXIT_AIRLOCK_ERROR),
     ))

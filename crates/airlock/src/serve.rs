@@ -103,7 +103,7 @@ pub fn token(global: &GlobalArgs, command: TokenCommand) -> Result<ExitCode> {
             };
             let created = airlock_core::tokens::create_token(&caller, request)?;
             if args.json {
-                println!("{}", serde_json::to_string(&created)?);
+                crate::shown::out!("{}", serde_json::to_string(&created)?);
             } else {
                 crate::shown::note!(
                     "airlock: token {} made; it is shown once, below — keep it where the automation reads its secrets",
@@ -111,12 +111,12 @@ pub fn token(global: &GlobalArgs, command: TokenCommand) -> Result<ExitCode> {
                 );
             }
             // The contract scripts rely on: the token is stdout's last line.
-            println!("{}", created.token);
+            crate::shown::out!("{}", created.token);
         }
         TokenCommand::List(args) => {
             let tokens = airlock_core::tokens::list_tokens(&caller)?;
             if args.json {
-                println!("{}", serde_json::to_string_pretty(&tokens)?);
+                crate::shown::out!("{}", serde_json::to_string_pretty(&tokens)?);
             } else if tokens.is_empty() {
                 crate::shown::note!(
                     "no tokens in {} — 'airlock token create' makes one",
@@ -124,15 +124,15 @@ pub fn token(global: &GlobalArgs, command: TokenCommand) -> Result<ExitCode> {
                 );
             } else {
                 let rows: Vec<[String; 7]> = tokens.iter().map(cells).collect();
-                print!("{}", crate::shown::table(TOKEN_COLUMNS, &rows));
+                crate::shown::out!(text: crate::shown::table(TOKEN_COLUMNS, &rows));
             }
         }
         TokenCommand::Revoke(args) => {
             let revoked = airlock_core::tokens::revoke_token(&caller, &args.token)?;
             if args.json {
-                println!("{}", serde_json::to_string(&revoked)?);
+                crate::shown::out!("{}", serde_json::to_string(&revoked)?);
             } else {
-                println!("revoked {}", cells(&revoked).join("  "));
+                crate::shown::out!("revoked {}", cells(&revoked).join("  "));
             }
         }
     }

@@ -18,9 +18,9 @@ pub fn new(global: &GlobalArgs, args: SessionNewArgs) -> Result<ExitCode> {
     };
     let session = airlock_core::create_session(&caller(global), request)?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&session)?);
+        crate::shown::out!("{}", serde_json::to_string_pretty(&session)?);
     } else {
-        println!("{}", session.meta.id);
+        crate::shown::out!("{}", session.meta.id);
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -45,7 +45,7 @@ pub fn list(global: &GlobalArgs, args: SessionsArgs) -> Result<ExitCode> {
 /// the array; `empty` is said when there is none.
 pub fn show_list(listed: &[SessionSummary], json: bool, empty: &str) -> Result<ExitCode> {
     if json {
-        println!("{}", serde_json::to_string_pretty(&listed)?);
+        crate::shown::out!("{}", serde_json::to_string_pretty(&listed)?);
         return Ok(ExitCode::SUCCESS);
     }
     if listed.is_empty() {
@@ -80,14 +80,14 @@ pub fn show_list(listed: &[SessionSummary], json: bool, empty: &str) -> Result<E
         "LAST RUN (UTC)",
         "WORKSPACE",
     ];
-    print!("{}", crate::shown::table(header, &rows));
+    crate::shown::out!(text: crate::shown::table(header, &rows));
     Ok(ExitCode::SUCCESS)
 }
 
 pub fn discard(global: &GlobalArgs, args: DiscardArgs) -> Result<ExitCode> {
     let session = airlock_core::discard_session(&caller(global), &args.session)?;
     if args.json {
-        println!(
+        crate::shown::out!(
             "{}",
             serde_json::json!({ "session": session.id, "discarded": true })
         );
@@ -111,16 +111,17 @@ pub fn gc(global: &GlobalArgs, args: GcArgs) -> Result<ExitCode> {
         "removed"
     };
     if args.json {
-        println!("{}", serde_json::to_string(&report)?);
+        crate::shown::out!("{}", serde_json::to_string(&report)?);
     } else {
         for session in &report.sessions {
             let workspace = session.workspace.as_ref().map_or_else(
                 || "unknown".to_string(),
                 |path| crate::shown::printable(&path.display().to_string()),
             );
-            println!(
+            crate::shown::out!(
                 "{verb} {} ({}, workspace {workspace})",
-                session.id, session.status
+                session.id,
+                session.status
             );
         }
     }

@@ -15,18 +15,31 @@ macro_rules! note {
 pub(crate) use note;
 
 /// `println!` (and `print!`, as `out!(text: ...)`) that cannot panic: a reader that went away
-/// (`| head -1`) ends the output, not the command with a panic.
+/// (`| head -1`) ends the output, not the command with a panic; any other failure to write (a
+/// full disk) is said and ends the command with airlock's error status, never a silent success.
 macro_rules! out {
     (text: $text:expr) => {{
         use std::io::Write as _;
-        let _ = std::io::stdout().write_all(AsRef::<[u8]>::as_ref(&$text));
+        $crate::shown::delivered(std::io::stdout().write_all(AsRef::<[u8]>::as_ref(&$text)))
     }};
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        let _ = writeln!(std::io::stdout(), $($arg)*);
+        $crate::shown::delivered(writeln!(std::io::stdout(), $($arg)*))
     }};
 }
 pub(crate) use out;
+
+/// What became of output to stdout (see [`out!`]).
+pub fn delivered(written: std::io::Result<()>) {
+    match written {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+        Err(e) => {
+            note!("airlock: error: cannot write to stdout: {e}");
+            std::process::exit(i32::from(crate::EXIT_AIRLOCK_ERROR));
+        }
+    }
+}
 
 /// `text` with every control character (C0, DEL, C1) shown as an escape: `\n`, `\t`, `\r`,
 /// `\e`, else `\xHH` (`\u{HHHH}` above U+00FF). Everything else is left as it is.
