@@ -88,6 +88,13 @@ pub fn learn(
             hosts.join(", ")
         ),
     }];
+    if observed.unlearned > 0 {
+        summary.push(format!(
+            "{} to destinations past the {} learned: not allowed (learn from a narrower command)",
+            crate::counted(observed.unlearned, "connection", "connections"),
+            airlock_policy::learn::MAX_DESTINATIONS
+        ));
+    }
     for (host, requests) in &observed.requests {
         let listed: Vec<&str> = requests.iter().map(String::as_str).collect();
         summary.push(format!(

@@ -34,6 +34,8 @@ pub struct Observed {
     /// The requests the gate read on hosts the base profile inspects (`[[network.http]]`), by
     /// host: each `METHOD /path` with its variable segments (numbers, ids) as `*`.
     pub requests: BTreeMap<String, BTreeSet<String>>,
+    /// Connections to destinations past the [`MAX_DESTINATIONS`] learned: not in the proposal.
+    pub unlearned: u64,
 }
 
 /// One destination a learning run reached.
@@ -51,10 +53,12 @@ impl Observed {
         if !is_host_name(host) && host.parse::<IpAddr>().is_err() {
             return;
         }
-        let used = self
-            .destinations
-            .entry((host.to_ascii_lowercase(), port))
-            .or_default();
+        let key = (host.to_ascii_lowercase(), port);
+        if self.destinations.len() >= MAX_DESTINATIONS && !self.destinations.contains_key(&key) {
+            self.unlearned += 1;
+            return;
+        }
+        let used = self.destinations.entry(key).or_default();
         used.connections += 1;
         if let Some(program) = program {
             if used.programs.len() < MAX_PROGRAMS {
@@ -62,9 +66,7 @@ impl Observed {
             }
         }
     }
-}
 
-impl Observed {
     /// Take back a connection to `host:port` that never reached its destination.
     pub fn failed(&mut self, host: &str, port: u16) {
         let key = (host.to_ascii_lowercase(), port);
@@ -119,6 +121,10 @@ fn pattern(path: &str) -> String {
 /// The most request rules learned for one host.
 const MAX_REQUEST_RULES: usize = 64;
 
+/// The most destinations one proposal allows: a command that reaches more is no command to
+/// learn a profile from (its profile would be a list no person reads).
+pub const MAX_DESTINATIONS: usize = 256;
+
 /// The most programs named in one destination's comment.
 const MAX_PROGRAMS: usize = 4;
 
@@ -157,6 +163,14 @@ pub fn propose(origin: &Origin, observed: &Observed, extend: Option<&Profile>) -
         origin.base.name,
         if extend.is_some() { " (extending a profile learned before)" } else { "" },
     );
+    if observed.unlearned > 0 {
+        let _ = writeln!(
+            text,
+            "# The command also made {} connection{} to destinations past the {MAX_DESTINATIONS} learned: not allowed here.",
+            observed.unlearned,
+            if observed.unlearned == 1 { "" } else { "s" }
+        );
+    }
     text.push_str(&network_section(start, observed));
     profile.http = http_rules(start, observed);
     // allow and deny are written above, with their comments; the rest of [network] as it renders.
@@ -524,6 +538,29 @@ mod tests {
         assert_eq!(seen, ["GET /repos/%2A/x"]);
         let rule = RequestRule::parse(seen[0]).unwrap();
         assert!(!rule.to_string().contains("/*/"), "{rule}");
+    }
+
+    #[test]
+    fn past_the_most_destinations_connections_are_counted_and_said() {
+        let mut o = Observed::default();
+        for port in 0..(MAX_DESTINATIONS as u16 + 3) {
+            o.connected("many.test", port, None);
+        }
+        o.connected("many.test", 0, None); // one learned already: counted there
+        assert_eq!(o.destinations.len(), MAX_DESTINATIONS);
+        assert_eq!(o.unlearned, 3);
+        let base = Profile::builtin_default();
+        let origin = Origin {
+            base: &base,
+            command: "x",
+            when: "now",
+        };
+        let text = propose(&origin, &o, None);
+        assert!(
+            text.contains("3 connections to destinations past the 256"),
+            "{text}"
+        );
+        parse(&text, "l");
     }
 
     #[test]

@@ -11,7 +11,7 @@
 mod support;
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use support::servers::{python_server, Server};
 use support::{ran, stderr, stdout, Mode, World};
@@ -20,65 +20,7 @@ const API: &str = "rules.test";
 
 /// A test CA and a certificate it signed for API.
 fn pki(w: &World) -> PathBuf {
-    let dir = w.outside.join("pki");
-    std::fs::create_dir_all(&dir).unwrap();
-    let openssl = |args: &[&str]| {
-        let out = Command::new("openssl")
-            .args(args)
-            .current_dir(&dir)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "openssl {args:?}: {}", stderr(&out));
-    };
-    let ec = [
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-    ];
-    openssl(
-        &[
-            &["req", "-x509", "-days", "2", "-subj", "/CN=airlock test CA"][..],
-            &ec,
-            &["-keyout", "ca.key", "-out", "ca.pem"],
-            &["-addext", "basicConstraints=critical,CA:TRUE"],
-            &["-addext", "keyUsage=critical,keyCertSign,cRLSign"],
-        ]
-        .concat(),
-    );
-    let san = format!("subjectAltName=DNS:{API}");
-    openssl(
-        &[
-            &["req", "-subj", "/CN=rules.test", "-keyout", "key.pem"][..],
-            &["-out", "req.csr"],
-            &ec,
-            &["-addext", &san],
-        ]
-        .concat(),
-    );
-    openssl(&[
-        "x509",
-        "-req",
-        "-in",
-        "req.csr",
-        "-CA",
-        "ca.pem",
-        "-CAkey",
-        "ca.key",
-        "-CAcreateserial",
-        "-days",
-        "2",
-        "-copy_extensions",
-        "copy",
-        "-out",
-        "cert.pem",
-    ]);
-    for entry in std::fs::read_dir(&dir).unwrap() {
-        w.give(&entry.unwrap().path());
-    }
-    w.give(&dir);
-    dir
+    support::pki::ca_and_server(w, "rules.test", &[API])
 }
 
 /// An HTTPS server (HTTP/1.1, kept alive) that logs each request's method and path, one line

@@ -35,72 +35,13 @@ struct Pki {
 
 impl Pki {
     fn new(w: &World) -> Pki {
-        let dir = w.outside.join("pki");
-        std::fs::create_dir_all(&dir).unwrap();
-        let openssl = |args: &[&str]| {
-            let out = Command::new("openssl")
-                .args(args)
-                .current_dir(&dir)
-                .output()
-                .unwrap();
-            assert!(out.status.success(), "openssl {args:?}: {}", stderr(&out));
-        };
-        let ec = [
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-        ];
-        openssl(
-            &[
-                &["req", "-x509", "-days", "2", "-subj", "/CN=airlock test CA"][..],
-                &ec,
-                &["-keyout", "ca.key", "-out", "ca.pem"],
-                &["-addext", "basicConstraints=critical,CA:TRUE"],
-                &["-addext", "keyUsage=critical,keyCertSign,cRLSign"],
-            ]
-            .concat(),
-        );
-        let san = format!("subjectAltName=DNS:{API},DNS:{OTHER},DNS:{PLAIN}");
-        openssl(
-            &[
-                &[
-                    "req",
-                    "-subj",
-                    "/CN=api.secret.test",
-                    "-keyout",
-                    "key.pem",
-                    "-out",
-                    "req.csr",
-                ][..],
-                &ec,
-                &["-addext", &san],
-            ]
-            .concat(),
-        );
-        openssl(&[
-            "x509",
-            "-req",
-            "-in",
-            "req.csr",
-            "-CA",
-            "ca.pem",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-days",
-            "2",
-            "-copy_extensions",
-            "copy",
-            "-out",
-            "cert.pem",
-        ]);
+        let dir = support::pki::ca_and_server(w, "api.secret.test", &[API, OTHER, PLAIN]);
         let bad_san = format!("subjectAltName=DNS:{BAD}");
-        openssl(
+        support::pki::openssl(
+            &dir,
             &[
                 &["req", "-x509", "-days", "2", "-subj", "/CN=bad.secret.test"][..],
-                &ec,
+                &support::pki::EC,
                 &[
                     "-keyout",
                     "bad-key.pem",
@@ -112,10 +53,7 @@ impl Pki {
             ]
             .concat(),
         );
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            w.give(&entry.unwrap().path());
-        }
-        w.give(&dir);
+        support::pki::give_all(w, &dir);
         Pki { dir }
     }
 

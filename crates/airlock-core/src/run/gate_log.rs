@@ -171,10 +171,8 @@ fn observe(observed: &Mutex<Observed>, event: &NetEvent) {
     if !matches!(event.kind, NetEventKind::Connect | NetEventKind::Failed) {
         return;
     }
-    let host = match (&event.name, event.ip) {
-        (Some(name), _) => name.clone(),
-        (None, Some(ip)) => ip.to_string(),
-        (None, None) => return,
+    let Some(host) = event.host() else {
+        return;
     };
     if let (Some(port), Ok(mut observed)) = (event.port, observed.lock()) {
         match event.kind {

@@ -73,12 +73,10 @@ impl RefusalTally {
         if event.allowed || !refusal {
             return;
         }
-        let host = match (&event.name, event.ip) {
-            (Some(name), _) => name.clone(),
-            (None, Some(ip)) => ip.to_string(),
-            // A connect whose address the gate could not read (its rule says so).
-            (None, None) => "(destination not read)".to_string(),
-        };
+        // A connect whose address the gate could not read: its rule says so.
+        let host = event
+            .host()
+            .unwrap_or_else(|| "(destination not read)".to_string());
         // A resolver asks for A and AAAA (and lately HTTPS) records of a name at once: one
         // lookup, counted by its A query (a name asked for IPv6 alone still gets its entry).
         let counts = event.kind != NetEventKind::Dns || matches!(event.qtype, Some("A") | None);

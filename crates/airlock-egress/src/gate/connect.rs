@@ -15,7 +15,7 @@ use airlock_jail::gate::{socket_info, Connection, Memory, Notification, Notifier
 use super::handover::hand_over;
 use super::relay::Target;
 use super::upstream::{self, Early};
-use super::{deny, lookup, NetEvent, NetEventKind, Rules, State, PROXY};
+use super::{deny, lookup, NetEvent, NetEventKind, Rules, Slot, State, PROXY};
 use crate::rules::Egress;
 
 /// How long a non-blocking connect waits for the destination before it goes on (the program's
@@ -148,7 +148,7 @@ pub(super) enum Answer {
 
 /// `relay`: the relay's port; None for a gate that relays nothing (network = "none").
 pub(super) fn serve(notifier: Notifier, state: Arc<State>, relay: Option<u16>) {
-    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    use std::sync::atomic::AtomicUsize;
     let notifier = Arc::new(notifier);
     // Connects being answered, on threads of their own (see MAX_CONNECTS_ANSWERING).
     let answering = Arc::new(AtomicUsize::new(0));
@@ -179,18 +179,12 @@ pub(super) fn serve(notifier: Notifier, state: Arc<State>, relay: Option<u16>) {
         // A refusing gate's connects are counted in what the end of the run waits for (a
         // relaying gate's run waits for its sandbox to be gone instead: its connects may wait
         // on a destination for long).
-        let counted = relay.is_none();
-        let taken = answering.fetch_update(SeqCst, SeqCst, |n| {
-            (n < MAX_CONNECTS_ANSWERING).then_some(n + 1)
-        });
-        if taken.is_err() {
+        let Some(place) = Slot::take(&answering, MAX_CONNECTS_ANSWERING) else {
             let _ = notifier.fail(n.id, libc::EAGAIN);
             continue;
-        }
-        if counted {
-            state.answering.fetch_add(1, SeqCst);
-        }
-        let (notifier, state, answering) = (notifier.clone(), state.clone(), answering.clone());
+        };
+        let counted = relay.is_none().then(|| Slot::counted(&state.answering));
+        let (notifier, state) = (notifier.clone(), state.clone());
         std::thread::spawn(move || {
             let call = Call {
                 notifier: &notifier,
@@ -200,10 +194,7 @@ pub(super) fn serve(notifier: Notifier, state: Arc<State>, relay: Option<u16>) {
             if let Err(err) = handle(&call, &state, relay, dest) {
                 refuse_unread(&notifier, &state, &n, &err);
             }
-            if counted {
-                state.answering.fetch_sub(1, SeqCst);
-            }
-            answering.fetch_sub(1, SeqCst);
+            drop((place, counted));
         });
     }
 }

@@ -6,11 +6,11 @@
 use std::io::{Read as _, Write as _};
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::os::fd::AsFd as _;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{cut_decision, deny, lookup, NetEvent, NetEventKind, State};
+use super::{cut_decision, deny, lookup, NetEvent, NetEventKind, Slot, State};
 use crate::dns::{self, Query};
 use crate::rules::Decision;
 
@@ -32,14 +32,11 @@ pub(super) fn serve(socket: UdpSocket, state: Arc<State>) {
             Ok(_) | Err(nix::errno::Errno::EINTR) => {}
             Err(_) => return,
         }
-        let served = state.answer(|| {
-            let (len, from) = socket.recv_from(&mut buf)?;
-            serve_one(&socket, &state, &buf[..len], from);
-            Ok::<(), std::io::Error>(())
-        });
-        if served.is_err() {
+        let _answering = Slot::counted(&state.answering);
+        let Ok((len, from)) = socket.recv_from(&mut buf) else {
             return;
-        }
+        };
+        serve_one(&socket, &state, &buf[..len], from);
     }
 }
 
@@ -51,13 +48,16 @@ fn serve_one(socket: &Arc<UdpSocket>, state: &Arc<State>, datagram: &[u8], from:
     let decision = decide(state, &query);
     // An allowed name the user did not --resolve is looked up on the host before it is
     // answered, on a thread of its own: the program's resolver waits, not its connect.
-    if needs_host_lookup(state, &query, &decision) && lookup_slot(state) {
+    let lookup = needs_host_lookup(state, &query, &decision)
+        .then(|| Slot::take(&state.lookups_running, MAX_LOOKUPS_RUNNING))
+        .flatten();
+    if let Some(lookup) = lookup {
         let (socket, state) = (socket.clone(), state.clone());
         std::thread::spawn(move || {
             let decision = look_up(&state, &query, decision);
             let reply = answer(&state, &query, &decision);
-            // Counted until its event is written (see State::dns_pending).
-            state.lookups_running.fetch_sub(1, Ordering::SeqCst);
+            // Counted until its event is written (see State::answering).
+            drop(lookup);
             let _ = socket.send_to(&reply, from);
         });
     } else {
@@ -81,25 +81,17 @@ pub(super) fn serve_tcp(listener: &TcpListener, state: &Arc<State>) {
             Err(_) => return,
         }
         // Counted from before it is taken until its thread is done with it.
-        state.answering.fetch_add(1, Ordering::SeqCst);
+        let answering = Slot::counted(&state.answering);
         let Ok((stream, _)) = listener.accept() else {
-            state.answering.fetch_sub(1, Ordering::SeqCst);
             return;
         };
-        let admitted = open
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
-                (n < MAX_TCP_CONNECTIONS).then_some(n + 1)
-            })
-            .is_ok();
-        if !admitted {
-            state.answering.fetch_sub(1, Ordering::SeqCst);
+        let Some(place) = Slot::take(&open, MAX_TCP_CONNECTIONS) else {
             continue; // dropped: closed at once
-        }
-        let (open, state) = (open.clone(), state.clone());
+        };
+        let state = state.clone();
         std::thread::spawn(move || {
             let _ = answer_tcp(stream, &state);
-            open.fetch_sub(1, Ordering::SeqCst);
-            state.answering.fetch_sub(1, Ordering::SeqCst);
+            drop((place, answering));
         });
     }
 }
@@ -180,16 +172,6 @@ fn needs_host_lookup(state: &State, query: &Query, decision: &Decision) -> bool 
     decision.allowed
         && matches!(query.qtype, dns::TYPE_A | dns::TYPE_AAAA)
         && !lookup::overridden(state, &query.name)
-}
-
-/// Take one of the [`MAX_LOOKUPS_RUNNING`] places for a host lookup on a thread of its own.
-fn lookup_slot(state: &State) -> bool {
-    state
-        .lookups_running
-        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
-            (n < MAX_LOOKUPS_RUNNING).then_some(n + 1)
-        })
-        .is_ok()
 }
 
 /// `decision`, unless the host cannot resolve the name.

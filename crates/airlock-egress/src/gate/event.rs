@@ -123,6 +123,16 @@ pub struct NetEvent {
 }
 
 impl NetEvent {
+    /// The destination as the sandbox named it: the name it asked for, or the address it
+    /// connected to by address; None when the gate could not read it.
+    pub fn host(&self) -> Option<String> {
+        match (&self.name, self.ip) {
+            (Some(name), _) => Some(name.clone()),
+            (None, Some(ip)) => Some(ip.to_string()),
+            (None, None) => None,
+        }
+    }
+
     /// A TCP event of `kind` for `decision`, about no destination yet.
     pub(crate) fn new(kind: NetEventKind, decision: &Decision) -> NetEvent {
         NetEvent {

@@ -111,7 +111,7 @@ struct State {
     lookups_running: Arc<AtomicUsize>,
     /// What the gate took from the sandbox and has not finished with (its event may not be
     /// written yet): DNS datagrams, DNS-over-TCP connections, connects.
-    answering: AtomicUsize,
+    answering: Arc<AtomicUsize>,
     /// Events logged so far.
     events: AtomicU64,
     /// The sandbox's DNS socket and listener (copies), to see whether queries still wait there.
@@ -132,7 +132,7 @@ impl State {
             max_open,
             lookups: lookup::HostLookups::default(),
             lookups_running: Arc::new(AtomicUsize::new(0)),
-            answering: AtomicUsize::new(0),
+            answering: Arc::new(AtomicUsize::new(0)),
             events: AtomicU64::new(0),
             queues: Vec::new(),
         }
@@ -154,14 +154,6 @@ impl State {
             })
             .collect();
         matches!(nix::poll::poll(&mut fds, nix::poll::PollTimeout::ZERO), Ok(n) if n > 0)
-    }
-
-    /// Count `f` as something being answered (see [`State::answering`]).
-    fn answer<T>(&self, f: impl FnOnce() -> T) -> T {
-        self.answering.fetch_add(1, Ordering::SeqCst);
-        let done = f();
-        self.answering.fetch_sub(1, Ordering::SeqCst);
-        done
     }
 
     fn rules(&self) -> Rules<'_> {
@@ -206,6 +198,34 @@ impl State {
                 let _ = stream.shutdown(Shutdown::Both);
             }
         }
+    }
+}
+
+/// A place taken in a count (bounded or not), given back when it is dropped: what the gate is
+/// answering ([`State::answering`]), host lookups at once, connections served at once.
+pub(super) struct Slot(Arc<AtomicUsize>);
+
+impl Slot {
+    /// A place in `count`, if it holds fewer than `max`.
+    pub(super) fn take(count: &Arc<AtomicUsize>, max: usize) -> Option<Slot> {
+        count
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| Slot(count.clone()))
+    }
+
+    /// A place in `count`, however many it holds.
+    pub(super) fn counted(count: &Arc<AtomicUsize>) -> Slot {
+        count.fetch_add(1, Ordering::SeqCst);
+        Slot(count.clone())
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 

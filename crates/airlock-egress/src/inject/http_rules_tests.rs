@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use airlock_rules::{HttpRules, RequestRule};
 use rustls::RootCertStore;
 
-use super::testing::{Client, Echo, TestCa, H2, HTTP11};
+use super::testing::{raw_exchange, Client, Echo, TestCa, H2, HTTP11};
 use super::{Inject, Injector, Secret, SessionCa};
 use crate::gate::{NetEvent, NetEventKind};
 
@@ -278,34 +278,6 @@ fn http2_unannounced_by_alpn_is_held_to_the_rules_too() {
     drop(client);
     assert_eq!(requests(&finish.events()).len(), 2);
     assert_eq!(request_lines(&echo).len(), 1);
-}
-
-/// Raw bytes over TLS to the gate; all it answers until the connection ends (or 2 s pass).
-fn raw_exchange(addr: SocketAddr, ca_pem: &str, sent: &[u8]) -> String {
-    use rustls::pki_types::pem::PemObject as _;
-    use std::io::Write as _;
-    let mut roots = RootCertStore::empty();
-    roots
-        .add(rustls::pki_types::CertificateDer::from_pem_slice(ca_pem.as_bytes()).unwrap())
-        .unwrap();
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    let name = rustls::pki_types::ServerName::try_from(HOST.to_string()).unwrap();
-    let connection = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
-    let tcp = TcpStream::connect(addr).unwrap();
-    tcp.set_read_timeout(Some(std::time::Duration::from_secs(2)))
-        .unwrap();
-    let mut tls = rustls::StreamOwned::new(connection, tcp);
-    tls.write_all(sent).unwrap();
-    tls.flush().unwrap();
-    let mut got = Vec::new();
-    let _ = tls.read_to_end(&mut got);
-    String::from_utf8_lossy(&got).into_owned()
 }
 
 #[test]

@@ -414,3 +414,31 @@ impl Client {
         Ok((status, String::from_utf8_lossy(&body).into_owned()))
     }
 }
+
+/// Raw bytes over TLS to the gate for `api.test` (as a hand-made client would send them); all
+/// it answers until the connection ends (or stays quiet for 2 s).
+pub(crate) fn raw_exchange(addr: SocketAddr, ca_pem: &str, sent: &[u8]) -> String {
+    use std::io::{Read as _, Write as _};
+    let mut roots = RootCertStore::empty();
+    roots
+        .add(rustls::pki_types::CertificateDer::from_pem_slice(ca_pem.as_bytes()).unwrap())
+        .unwrap();
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let name = rustls::pki_types::ServerName::try_from("api.test".to_string()).unwrap();
+    let connection = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
+    let tcp = std::net::TcpStream::connect(addr).unwrap();
+    tcp.set_read_timeout(Some(std::time::Duration::from_secs(2)))
+        .unwrap();
+    let mut tls = rustls::StreamOwned::new(connection, tcp);
+    tls.write_all(sent).unwrap();
+    tls.flush().unwrap();
+    let mut got = Vec::new();
+    let _ = tls.read_to_end(&mut got);
+    String::from_utf8_lossy(&got).into_owned()
+}

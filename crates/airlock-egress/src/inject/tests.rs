@@ -66,7 +66,7 @@ use std::io::Read as _;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::Mutex;
 
-use super::testing::{hash, pattern, Client, Echo, TestCa, H2, HASH_START, HTTP11};
+use super::testing::{hash, pattern, raw_exchange, Client, Echo, TestCa, H2, HASH_START, HTTP11};
 use crate::gate::{NetEvent, NetEventKind};
 
 const PLACEHOLDER: &str = "ghp_airlockPLACEHOLDER";
@@ -664,35 +664,6 @@ fn a_target_that_cannot_be_passed_on_is_refused_without_the_value_in_the_answer(
     drop(client);
     let (_, events) = through.finish();
     assert!(!json(&events).contains("realVALUE"), "{}", json(&events));
-}
-
-/// Raw bytes over TLS to the gate (as a hand-made client would send them); all it answers
-/// until the connection ends (or stays quiet for 2 s).
-fn raw_exchange(addr: SocketAddr, ca_pem: &str, sent: &[u8]) -> String {
-    use rustls::pki_types::pem::PemObject as _;
-    use std::io::Write as _;
-    let mut roots = RootCertStore::empty();
-    roots
-        .add(rustls::pki_types::CertificateDer::from_pem_slice(ca_pem.as_bytes()).unwrap())
-        .unwrap();
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    let name = rustls::pki_types::ServerName::try_from(HOST.to_string()).unwrap();
-    let connection = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
-    let tcp = TcpStream::connect(addr).unwrap();
-    tcp.set_read_timeout(Some(std::time::Duration::from_secs(2)))
-        .unwrap();
-    let mut tls = rustls::StreamOwned::new(connection, tcp);
-    tls.write_all(sent).unwrap();
-    tls.flush().unwrap();
-    let mut got = Vec::new();
-    let _ = tls.read_to_end(&mut got);
-    String::from_utf8_lossy(&got).into_owned()
 }
 
 #[test]

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod api;
+pub mod pki;
 pub mod servers;
 pub mod sessions;
 
