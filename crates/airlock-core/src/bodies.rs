@@ -101,3 +101,28 @@ pub struct SwitchBody {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NoFields {}
+
+/// `POST /v1/login`: the review page's login, by a one-time link's code or an operator token
+/// (exactly one).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoginBody {
+    /// The code after `#code=` in the link `airlock review` printed.
+    pub code: Option<String>,
+    /// An operator token, pasted.
+    pub token: Option<String>,
+}
+
+impl LoginBody {
+    pub fn credential(&self) -> Result<crate::page_login::PageCredential<'_>, crate::Error> {
+        use crate::page_login::PageCredential;
+        match (&self.code, &self.token) {
+            (Some(code), None) => Ok(PageCredential::Link(code)),
+            (None, Some(token)) => Ok(PageCredential::Token(token)),
+            _ => Err(crate::Error::Argument {
+                arg: "code, token".into(),
+                why: "give exactly one: the code of the link 'airlock review' printed, or an operator token".into(),
+            }),
+        }
+    }
+}

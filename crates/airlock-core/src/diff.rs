@@ -54,6 +54,9 @@ pub struct ChangeEntry {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub new: Option<Side>,
     pub hazards: Vec<Hazard>,
+    /// What each hazard means, in its order (for a person: the page shows them).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hazard_notes: Vec<&'static str>,
     /// `git status` will not show it: the repository's ignore rules (as they will be after the
     /// apply) hide it. Listed apart in the text output; `apply --no-ignored` leaves it out.
     pub ignored: bool,
@@ -127,6 +130,7 @@ impl Diff {
                     status: change.status,
                     old: side(roots.host, change, &change.old)?,
                     new: side(roots.layer, change, &change.new)?,
+                    hazard_notes: verdict.hazards.iter().map(|h| h.describe()).collect(),
                     hazards: verdict.hazards,
                     ignored: verdict.ignored,
                     reasons: verdict.reasons,

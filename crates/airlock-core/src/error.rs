@@ -59,6 +59,10 @@ pub enum Error {
         "this token may not {what} — an operator makes a token for it with 'airlock token create'"
     )]
     OutsideGrant { what: String },
+    /// The review page's login was refused (a link unknown, used or expired; a token that opens
+    /// nothing).
+    #[error("cannot log in to the review page: {why}")]
+    Login { why: String },
     /// A file of airlock's own state (not a session's) could not be used.
     #[error("cannot {action} {path}: {source} — check the permissions of the state directory, or pass --state-dir")]
     State {
@@ -205,6 +209,7 @@ impl Error {
             Error::Record(_) => ("record_failed", Internal),
             Error::NothingAtPaths { .. } => ("nothing_at_paths", Invalid),
             Error::NotPermitted { .. } => ("role_forbidden", Forbidden),
+            Error::Login { .. } => ("login_refused", Forbidden),
             Error::OutsideGrant { .. } => ("outside_token_binding", Forbidden),
             Error::State { .. } | Error::StateUntrusted { .. } => ("state_io", Internal),
             Error::NoWorkingDirectory => ("workspace_required", Invalid),

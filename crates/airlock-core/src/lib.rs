@@ -24,6 +24,7 @@ pub mod kill_switch;
 mod ledger;
 pub mod netlog;
 mod operations;
+pub mod page_login;
 mod paths;
 mod policy;
 mod refusal;

@@ -217,7 +217,7 @@ fn update<T>(
     Ok(answer)
 }
 
-fn random_hex(bytes: usize) -> Result<String, Error> {
+pub(crate) fn random_hex(bytes: usize) -> Result<String, Error> {
     let mut buf = vec![0u8; bytes];
     let source = Path::new("/dev/urandom");
     fs::File::open(source)
@@ -226,7 +226,7 @@ fn random_hex(bytes: usize) -> Result<String, Error> {
     Ok(hex::encode(&buf))
 }
 
-fn hash(token: &str) -> String {
+pub(crate) fn hash(token: &str) -> String {
     hex::encode(Sha256::digest(token.as_bytes()))
 }
 
@@ -476,6 +476,12 @@ impl Tokens {
     pub fn is_valid(&self, id: &str) -> bool {
         self.record(id)
             .is_some_and(|record| record.state_at(now()) == TokenState::Valid)
+    }
+
+    /// The record of `id` if that token still opens the door.
+    pub fn valid_record(&self, id: &str) -> Option<TokenRecord> {
+        self.record(id)
+            .filter(|record| record.state_at(now()) == TokenState::Valid)
     }
 
     /// The record of `id`, from the file as it is now. A file that cannot be read opens nothing.

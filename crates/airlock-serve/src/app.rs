@@ -28,6 +28,12 @@ pub struct App {
     pub results_dir: PathBuf,
     /// Bytes of each output stream a run's answer keeps.
     pub keep_output: u64,
+    /// The review page's logins.
+    pub logins: crate::page::Logins,
+    /// Names the server answers to besides its addresses and `localhost` (`--host-name`).
+    pub host_names: Vec<String>,
+    /// Whether it serves over TLS (the page's cookie is then `Secure`).
+    pub tls: bool,
 }
 
 pub type Shared = Arc<App>;
@@ -57,7 +63,15 @@ impl FromRequestParts<Shared> for Authed {
                     .or_else(|| v.strip_prefix("bearer "))
             })
             .map(str::trim);
-        let token = app.tokens.authenticate(presented)?;
+        // A bearer token decides when one is sent; else the review page's cookie, if any.
+        let from_page = match presented {
+            Some(_) => None,
+            None => crate::page::logged_in(parts, app)?,
+        };
+        let token = match from_page {
+            Some(record) => record,
+            None => app.tokens.authenticate(presented)?,
+        };
         app.limiter.admit(&token.id)?;
         let slot = Arc::new(app.limiter.request_slot(&token.id)?);
         let asked = format!("{} {}", parts.method, parts.uri.path());

@@ -6,10 +6,12 @@
 
 mod activation;
 pub mod app;
+mod browser;
 pub mod error;
 mod limits;
 mod listen;
 mod mcp;
+mod page;
 mod routes;
 mod server;
 

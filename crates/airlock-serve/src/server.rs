@@ -22,6 +22,7 @@ use airlock_core::{Caller, Session};
 
 use crate::activation::Passed;
 use crate::app::App;
+use crate::browser::Transport;
 use crate::limits::{Limiter, Quotas};
 use crate::listen::{choose_source, tls_config, Listen, Source, TlsFiles};
 use airlock_runner::Jobs;
@@ -37,6 +38,8 @@ pub struct ServeConfig {
     pub quotas: Quotas,
     /// How long runs may go on after SIGTERM before they are interrupted.
     pub grace: Duration,
+    /// Names the server answers to besides its IP addresses and `localhost`.
+    pub host_names: Vec<String>,
 }
 
 fn no_one_to_tell(_: &Session) {}
@@ -74,6 +77,9 @@ pub fn serve(config: ServeConfig) -> Result<()> {
             .context("cannot tell where this program is (/proc/self/exe)")?,
         results_dir,
         keep_output: config.keep_output,
+        logins: crate::page::Logins::default(),
+        host_names: config.host_names.clone(),
+        tls: tls.is_some(),
         service,
     });
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -161,8 +167,22 @@ async fn run(
 ) -> Result<()> {
     let passed = matches!(source, Source::Passed(_));
     let bound = bind(source).await?;
+    let transport = match &bound {
+        Bound::Unix(..) => Transport::Unix,
+        Bound::Tcp(_) => Transport::Tcp { tls: tls.is_some() },
+    };
     let router = crate::routes::router(app.clone(), config.max_body)
-        .merge(crate::mcp::router(app.clone(), config.max_body));
+        .merge(crate::mcp::router(app.clone(), config.max_body))
+        .merge(crate::page::router(app.clone(), config.max_body))
+        .layer(axum::middleware::from_fn_with_state(
+            app.clone(),
+            crate::browser::guard,
+        ))
+        .layer(axum::Extension(transport));
+    let page_address = page_address(&bound, tls.is_some());
+    if let Some(url) = &page_address {
+        remember_address(&app, url);
+    }
     let mut terminate = signal(SignalKind::terminate()).context("cannot watch for SIGTERM")?;
     let mut interrupt = signal(SignalKind::interrupt()).context("cannot watch for SIGINT")?;
     let graceful = GracefulShutdown::new();
@@ -206,8 +226,40 @@ async fn run(
             drop(permit);
         });
     }
-    drain(app, bound, graceful, config.grace).await;
+    drain(app.clone(), bound, graceful, config.grace).await;
+    if page_address.is_some() {
+        forget_address(&app);
+    }
     Ok(())
+}
+
+/// The review page's address, when the server listens on TCP: what `airlock review` prints a
+/// link to (an address that takes any, 0.0.0.0, is reached on this machine by its loopback).
+fn page_address(bound: &Bound, tls: bool) -> Option<String> {
+    let Bound::Tcp(listener) = bound else {
+        return None;
+    };
+    let mut addr = listener.local_addr().ok()?;
+    if addr.ip().is_unspecified() {
+        addr.set_ip(match addr.ip() {
+            std::net::IpAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+            std::net::IpAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+        });
+    }
+    Some(format!("{}://{addr}", if tls { "https" } else { "http" }))
+}
+
+/// Tell `airlock review` where the page is (best effort: it can be told with --url).
+fn remember_address(app: &App, url: &str) {
+    if let Ok(state_dir) = app.service.state_dir() {
+        let _ = airlock_core::page_login::remember_page_address(&state_dir, url);
+    }
+}
+
+fn forget_address(app: &App) {
+    if let Ok(state_dir) = app.service.state_dir() {
+        airlock_core::page_login::forget_page_address(&state_dir);
+    }
 }
 
 /// Where the server listens, as its first line says.

@@ -81,12 +81,17 @@ fn methods_of(expression: &str) -> Vec<String> {
 
 /// (path, method) of every `.route("PATH", METHODS)` of routes/mod.rs.
 fn routed() -> BTreeSet<(String, String)> {
-    let text = crate_file("src/routes/mod.rs");
+    // The API's routes, and the page's own endpoints of the API (its HTML, script and style
+    // are not the API's).
+    let text = crate_file("src/routes/mod.rs") + &crate_file("src/page/mod.rs");
     let mut routes = BTreeSet::new();
     for (at, _) in text.match_indices(".route(") {
         let arguments = parenthesised(&text, at + ".route".len());
         let (path, rest) = first_string(arguments)
             .unwrap_or_else(|| panic!("a .route( without a path: {arguments}"));
+        if !(path.starts_with("/v1/") || path == "/openapi.json") {
+            continue;
+        }
         let methods = methods_of(rest.trim_start_matches([',', ' ', '\n']));
         assert!(
             !methods.is_empty(),
@@ -208,6 +213,8 @@ fn status_of_name(name: &str) -> &'static str {
         "REQUEST_TIMEOUT" => "408",
         "CONFLICT" => "409",
         "PAYLOAD_TOO_LARGE" => "413",
+        "UNSUPPORTED_MEDIA_TYPE" => "415",
+        "MISDIRECTED_REQUEST" => "421",
         "TOO_MANY_REQUESTS" => "429",
         "INTERNAL_SERVER_ERROR" => "500",
         "SERVICE_UNAVAILABLE" => "503",
@@ -492,7 +499,9 @@ fn the_run_types_on_the_wire_are_the_documented_schemas() {
 // The bodies the API takes are core's types: each documented schema has exactly their fields.
 #[test]
 fn the_request_bodies_are_the_documented_schemas() {
-    use airlock_core::bodies::{ApplyBody, ControlBody, NewSessionBody, NoFields, SwitchBody};
+    use airlock_core::bodies::{
+        ApplyBody, ControlBody, LoginBody, NewSessionBody, NoFields, SwitchBody,
+    };
     let doc = document();
     let pairs = [
         (fields(&NewSessionBody::default()), "NewSession"),
@@ -501,6 +510,7 @@ fn the_request_bodies_are_the_documented_schemas() {
         (fields(&ControlBody::default()), "PauseOrResume"),
         (fields(&SwitchBody::default()), "Switch"),
         (fields(&NoFields::default()), "NoFields"),
+        (fields(&LoginBody::default()), "LoginRequest"),
     ];
     for (fields, schema) in pairs {
         assert_eq!(fields, documented_properties(&doc, schema), "{schema}");

@@ -409,6 +409,23 @@ pub enum Command {
             Exit status: 0 stopped on a signal; 125 it could not start (the address, the TLS files, the state directory)."
     )]
     Serve(ServeArgs),
+    /// Print a one-time link to the review page of the running 'airlock serve'
+    #[command(
+        long_about = "Print a one-time link that logs a browser in to the review page 'airlock \
+            serve' shows at / (when it listens on TCP): the sessions of a profile, each run, the \
+            audit log as it is written, the changes file by file with their hazards, apply, \
+            revert, discard and the kill switch.\n\n\
+            The link works once, within 10 minutes; its code follows '#' in the address, which \
+            browsers never send on (not to a server's log, not in a Referer). The login it opens \
+            is an HttpOnly, SameSite=Strict cookie bound to an operator token: --token names one, \
+            else a new one is made for --profile (default: default) that lives 12 hours ('airlock \
+            token revoke' ends it sooner). Agent tokens never open the page. Made at the machine \
+            only: no API token can ask for a link.",
+        after_help = "Example:\n  airlock serve --listen 127.0.0.1:8700 &\n  airlock review -p ci\n\n\
+            Exit status: 0 printed; 125 refused (no server listening on TCP and no --url, an unknown \
+            or agent token, an unknown profile)."
+    )]
+    Review(ReviewArgs),
     /// Serve an agent's MCP client on stdio: run, changes and log tools, no apply
     #[command(
         long_about = "Serve a Model Context Protocol client (Claude Code, Codex, an MCP SDK) on stdin \

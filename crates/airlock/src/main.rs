@@ -72,6 +72,7 @@ fn main() -> ExitCode {
         Command::Gc(a) => a.json,
         Command::Discard(a) => a.json,
         Command::Enable(a) => a.json,
+        Command::Review(a) => a.json,
         Command::Token(cli::TokenCommand::Create(a)) => a.json,
         Command::Token(cli::TokenCommand::List(a)) => a.json,
         Command::Token(cli::TokenCommand::Revoke(a)) => a.json,
@@ -154,6 +155,7 @@ fn local(global: &cli::GlobalArgs, command: Command) -> anyhow::Result<ExitCode>
         }
         Command::Serve(args) => serve::serve(global, args),
         Command::Mcp(args) => serve::mcp(global, args),
+        Command::Review(args) => serve::review(global, args),
         Command::Token(command) => serve::token(global, command),
         Command::ClaudeCode(command) => claude_code::dispatch(global, command),
         Command::Codex(command) => codex::dispatch(global, command),

@@ -65,6 +65,23 @@ impl Target {
     }
 }
 
+impl Target {
+    /// What the Host header says: the server checks it against DNS rebinding (a name it was not
+    /// given with --host-name is refused over TCP), so it is the name the URL gave.
+    fn host_header(&self) -> String {
+        match self {
+            Target::Unix(_) => "localhost".into(),
+            Target::Http { host, port } | Target::Https { host, port } => {
+                if host.contains(':') {
+                    format!("[{host}]:{port}")
+                } else {
+                    format!("{host}:{port}")
+                }
+            }
+        }
+    }
+}
+
 /// Takes each line of a streamed answer as it comes.
 type LineHandler<'a> = dyn FnMut(&[u8]) -> Result<()> + 'a;
 
@@ -86,6 +103,7 @@ pub fn from_args(server: Option<&str>, command: &Command) -> Result<Option<Remot
             | Command::Completions(_)
             | Command::Complete(_)
             | Command::Serve(_)
+            | Command::Review(_)
             | Command::Token(_)
             | Command::Policy(_)
             | Command::ClaudeCode(_)
@@ -177,7 +195,7 @@ impl Remote {
         let request = Request::builder()
             .method(method)
             .uri(path)
-            .header("host", "airlock")
+            .header("host", self.target.host_header())
             .header("authorization", format!("Bearer {}", self.token))
             .header("content-type", "application/json")
             .header("accept", accept)

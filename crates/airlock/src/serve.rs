@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use airlock_core::tokens::{TokenRequest, TokenSummary};
 use airlock_core::Role;
 
-use crate::cli::{GlobalArgs, McpArgs, ServeArgs, TokenCommand};
+use crate::cli::{GlobalArgs, McpArgs, ReviewArgs, ServeArgs, TokenCommand};
 
 pub fn serve(global: &GlobalArgs, args: ServeArgs) -> Result<ExitCode> {
     let listen = args
@@ -34,6 +34,7 @@ pub fn serve(global: &GlobalArgs, args: ServeArgs) -> Result<ExitCode> {
             runs_per_token: args.runs_per_token.max(1),
         },
         grace,
+        host_names: args.host_names,
     })?;
     Ok(ExitCode::SUCCESS)
 }
@@ -135,6 +136,51 @@ pub fn token(global: &GlobalArgs, command: TokenCommand) -> Result<ExitCode> {
                 crate::shown::out!("revoked {}", cells(&revoked).join("  "));
             }
         }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `airlock review`: a one-time link to the page, made by core at the machine.
+pub fn review(global: &GlobalArgs, args: ReviewArgs) -> Result<ExitCode> {
+    use airlock_core::page_login::{create_review_link, page_address, LinkRequest};
+    let caller = crate::run::caller(global);
+    let base = match args.url {
+        Some(url) => url,
+        None => page_address(&caller)?.context(
+            "no 'airlock serve' listens on TCP for this state directory: start one ('airlock serve --listen 127.0.0.1:8700'), or say where the page is with --url",
+        )?,
+    };
+    let link = create_review_link(
+        &caller,
+        &LinkRequest {
+            token: args.token,
+            profile: args.profile,
+        },
+    )?;
+    let url = format!("{}/login#code={}", base.trim_end_matches('/'), link.code);
+    if args.json {
+        crate::shown::out!(
+            "{}",
+            serde_json::json!({
+                "url": url,
+                "token_id": link.token_id,
+                "profile": link.profile,
+                "token_made": link.token_made,
+                "expires_at": link.expires_at,
+            })
+        );
+    } else {
+        let made = if link.token_made {
+            format!(" (a new operator token, {}, for 12 hours)", link.token_id)
+        } else {
+            format!(" (token {})", link.token_id)
+        };
+        crate::shown::note!(
+            "airlock: the review page of profile '{}'{made}; the link works once, until {}:",
+            link.profile,
+            link.expires_at
+        );
+        crate::shown::out!("{url}");
     }
     Ok(ExitCode::SUCCESS)
 }

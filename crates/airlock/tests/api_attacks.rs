@@ -63,7 +63,7 @@ fn revoke(w: &World, token: &str) {
 /// The head of a request, with `Connection: close`, and its body.
 fn request_text(method: &str, path: &str, token: &str, body: &str) -> String {
     format!(
-        "{method} {path} HTTP/1.1\r\nHost: airlock\r\nAuthorization: Bearer {token}\r\nConnection: close\r\nContent-Length: {}\r\n\r\n{body}",
+        "{method} {path} HTTP/1.1\r\nHost: airlock\r\nAuthorization: Bearer {token}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
     )
 }
@@ -168,7 +168,7 @@ both_modes!(a_body_that_never_comes_is_answered_408, |w: &World| {
     let token = agent(w);
     let mut slow = UnixStream::connect(&served.socket).unwrap();
     let head = format!(
-        "POST /v1/runs HTTP/1.1\r\nHost: airlock\r\nAuthorization: Bearer {token}\r\nContent-Length: 100\r\n\r\n{{"
+        "POST /v1/runs HTTP/1.1\r\nHost: airlock\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{"
     );
     slow.write_all(head.as_bytes()).unwrap();
     let answer = closed_within(&mut slow, Duration::from_secs(45))

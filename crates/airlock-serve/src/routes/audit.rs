@@ -41,6 +41,7 @@ pub struct AuditQuery {
 pub async fn records(
     State(app): State<Shared>,
     authed: Authed,
+    headers: axum::http::HeaderMap,
     query: Result<Query<AuditQuery>, axum::extract::rejection::QueryRejection>,
 ) -> ApiResult<Response> {
     let Query(query) = query?;
@@ -59,7 +60,12 @@ pub async fn records(
         let run_slot = app.limiter.run_slot(&authed.token.id)?;
         let id = authed.token.id.clone();
         let token_valid = move || app.tokens.is_valid(&id);
-        return Ok(follow(caller, filter, run_slot, token_valid));
+        // A browser's EventSource asks for server-sent events; every other client gets NDJSON.
+        let events = headers
+            .get(header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|accept| accept.contains("text/event-stream"));
+        return Ok(follow(caller, filter, run_slot, token_valid, events));
     }
     let limit = query.limit.unwrap_or(MAX_RECORDS).clamp(1, MAX_RECORDS);
     let records = blocking(slot, move || {
@@ -100,6 +106,7 @@ fn follow(
     filter: Filter,
     slot: tokio::sync::OwnedSemaphorePermit,
     token_valid: impl Fn() -> bool + Send + 'static,
+    events: bool,
 ) -> Response {
     let (lines, receiver) = mpsc::channel::<Bytes>(64);
     tokio::task::spawn_blocking(move || {
@@ -112,8 +119,13 @@ fn follow(
                 return;
             }
             while let Ok(Some(record)) = records.next_matching(&filter) {
-                let mut text = serde_json::Value::Object(record).to_string();
-                text.push('\n');
+                let json = serde_json::Value::Object(record).to_string();
+                // A record is one line of JSON (no newline inside): one event's data line.
+                let text = if events {
+                    format!("data: {json}\n\n")
+                } else {
+                    format!("{json}\n")
+                };
                 if lines.blocking_send(Bytes::from(text)).is_err() {
                     return;
                 }
@@ -130,7 +142,17 @@ fn follow(
     });
     (
         StatusCode::OK,
-        [(header::CONTENT_TYPE, "application/x-ndjson")],
+        [
+            (
+                header::CONTENT_TYPE,
+                if events {
+                    "text/event-stream"
+                } else {
+                    "application/x-ndjson"
+                },
+            ),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
         HttpBody::from_stream(stream),
     )
         .into_response()

@@ -31,6 +31,27 @@ pub struct ServeArgs {
     /// After SIGTERM, how long runs may go on before they are interrupted
     #[arg(long, value_name = "DURATION", default_value = "30s")]
     pub grace: String,
+    /// A name the server answers to over TCP besides its IP addresses and localhost (the name in
+    /// its clients' URLs, e.g. airlock.internal); repeat for more. Others are refused (421), as
+    /// DNS rebinding would send them
+    #[arg(long = "host-name", value_name = "NAME")]
+    pub host_names: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ReviewArgs {
+    /// The operator token (id or name) the page works as [default: a new one for --profile, living 12 hours]
+    #[arg(long, value_name = "ID")]
+    pub token: Option<String>,
+    /// The profile whose sessions a new token reaches
+    #[arg(long, short = 'p', value_name = "NAME", conflicts_with = "token")]
+    pub profile: Option<String>,
+    /// The page's address [default: where the running 'airlock serve' listens on TCP]
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
+    /// Print the link as JSON, with what it is bound to
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

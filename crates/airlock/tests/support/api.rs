@@ -497,12 +497,20 @@ impl Client {
 
     /// The request's bytes: its head, then its body.
     fn request(&self, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Vec<u8> {
-        let mut head =
-            format!("{method} {path} HTTP/1.1\r\nHost: airlock\r\nConnection: close\r\n");
+        let said = |name: &str| headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(name));
+        let mut head = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
+        if !said("host") {
+            // The name a client's URL gives: over TCP the server refuses names it does not know.
+            let host = match &self.addr {
+                Addr::Unix(_) => "localhost".to_string(),
+                Addr::Tcp(addr) => addr.to_string(),
+            };
+            head.push_str(&format!("Host: {host}\r\n"));
+        }
         if let Some(token) = &self.token {
             head.push_str(&format!("Authorization: Bearer {token}\r\n"));
         }
-        if !body.is_empty() {
+        if !body.is_empty() && !said("content-type") {
             head.push_str("Content-Type: application/json\r\n");
         }
         for (name, value) in headers {

@@ -1,0 +1,555 @@
+// airlock's review page: a client of airlock serve's API, logged in with an operator's token kept
+// behind an HttpOnly cookie. Every decision is the server's (core's); this only shows and asks.
+// Text from sessions (paths, commands, file contents) is put in the page as text, never as HTML.
+"use strict";
+
+let csrf = null;
+let who = null;
+let following = null; // the EventSource of the session shown, closed when another view opens
+
+// ---------- talking to the API ----------
+
+async function api(method, path, body, accept) {
+  const headers = { Accept: accept || "application/json" };
+  if (method !== "GET") {
+    headers["Content-Type"] = "application/json";
+    if (csrf) headers["X-Airlock-CSRF"] = csrf;
+  }
+  const response = await fetch(path, {
+    method,
+    headers,
+    credentials: "same-origin",
+    body: method === "GET" ? undefined : JSON.stringify(body || {}),
+  });
+  const type = response.headers.get("content-type") || "";
+  let data = null;
+  if (type.startsWith("application/json")) data = await response.json();
+  else data = await response.text();
+  if (response.status === 401 && path !== "/v1/login") {
+    showLogin("Your login ended: log in again.");
+    throw new Error("login required");
+  }
+  return { status: response.status, ok: response.ok, data, headers: response.headers };
+}
+
+function problem(answer) {
+  const d = answer.data;
+  if (d && typeof d === "object" && d.message) return `${d.message} (${d.code}, HTTP ${answer.status})`;
+  return `HTTP ${answer.status}`;
+}
+
+// ---------- building the page (text only) ----------
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value === undefined || value === null || value === false) continue;
+    if (key === "class") node.className = value;
+    else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else if (key === "checked" || key === "disabled") node[key] = Boolean(value);
+    else node.setAttribute(key, value);
+  }
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+const main = () => document.getElementById("main");
+
+function show(...nodes) {
+  main().replaceChildren(...present(nodes));
+}
+
+// What replaceChildren and append take: nodes and text, never a null said as "null".
+function present(nodes) {
+  return nodes.flat(Infinity).filter((n) => n !== null && n !== undefined && n !== false);
+}
+
+function message(kind, text) {
+  return el("div", { class: `message ${kind}`, role: kind === "bad" ? "alert" : "status" }, text);
+}
+
+// Control characters, bidirectional overrides and invisible characters are shown as what they
+// are: a file that looks harmless on screen must not hide what it holds.
+const HIDDEN = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb]/g;
+
+function visible(text) {
+  const parts = [];
+  let last = 0;
+  for (const match of text.matchAll(HIDDEN)) {
+    if (match.index > last) parts.push(text.slice(last, match.index));
+    const code = match[0].codePointAt(0).toString(16).toUpperCase().padStart(4, "0");
+    const name = match[0] === "\r" ? "CR" : match[0] === "\u001b" ? "ESC" : `U+${code}`;
+    parts.push(el("span", { class: "ctl", title: `hidden character U+${code}` }, `⟨${name}⟩`));
+    last = match.index + match[0].length;
+  }
+  if (last < text.length) parts.push(text.slice(last));
+  return parts;
+}
+
+function when(text) {
+  if (!text) return "";
+  const t = new Date(text);
+  return isNaN(t) ? text : t.toLocaleString();
+}
+
+// ---------- login ----------
+
+function showLogin(note) {
+  who = null;
+  csrf = null;
+  document.getElementById("who").replaceChildren();
+  const input = el("input", { type: "password", id: "token", autocomplete: "off", placeholder: "airlock_…", "aria-label": "operator token" });
+  const status = el("div");
+  const form = el("form", { id: "login", onsubmit: async (event) => {
+    event.preventDefault();
+    if (await logIn({ token: input.value }, status)) {
+      if (location.hash !== "#/") location.hash = "#/";
+      else await route();
+    }
+  } },
+    el("p", {}, "Open the link ", el("code", {}, "airlock review"), " prints at the machine, or paste an operator token (agent tokens never open this page)."),
+    el("div", { class: "actions" }, input, el("button", { class: "primary", type: "submit" }, "Log in")),
+    status);
+  show(el("h1", {}, "Log in"), note ? message("bad", note) : null, form);
+}
+
+async function logIn(body, status) {
+  const answer = await api("POST", "/v1/login", body);
+  if (!answer.ok) {
+    status.replaceChildren(message("bad", problem(answer)));
+    return false;
+  }
+  loggedIn(answer.data);
+  return true;
+}
+
+function loggedIn(data) {
+  who = data;
+  csrf = data.csrf;
+  document.getElementById("who").replaceChildren(
+    `operator token ${data.token_name || data.token_id} · profile ${data.profile}`,
+    el("button", { id: "logout", onclick: async () => {
+      await api("POST", "/v1/logout", {});
+      showLogin("Logged out.");
+    } }, "Log out"));
+}
+
+// ---------- the list of sessions ----------
+
+async function sessionsView() {
+  show(el("h1", {}, "Sessions"), el("p", { class: "quiet" }, "Loading…"));
+  const [sessions, approvals, status] = await Promise.all([
+    api("GET", "/v1/sessions"),
+    api("GET", "/v1/approvals"),
+    api("GET", "/v1/status"),
+  ]);
+  if (!sessions.ok) return show(el("h1", {}, "Sessions"), message("bad", problem(sessions)));
+  const waiting = approvalsBySession(approvals);
+  const rows = sessions.data.sessions.map((s) => {
+    const hazards = el("td", { class: "hazards" }, "…");
+    const row = el("tr", { "data-session": s.id },
+      el("td", {}, el("a", { href: `#/s/${encodeURIComponent(s.id)}` }, s.name || s.id)),
+      el("td", {}, el("span", { class: "pill" }, s.status), " ", el("span", { class: "quiet" }, s.lifecycle || "")),
+      el("td", {}, s.profile ? s.profile.name : ""),
+      el("td", { class: "mono" }, s.token || "—"),
+      el("td", {}, String(s.runs ?? "")),
+      el("td", {}, s.changed_files === null || s.changed_files === undefined ? "—" : String(s.changed_files)),
+      hazards,
+      el("td", {}, waiting[s.id] ? el("span", { class: "pill warn" }, `${waiting[s.id]} waiting`) : "—"),
+      el("td", { class: "quiet" }, when(s.last_run_at || s.created_at)));
+    countHazards(s, hazards);
+    return row;
+  });
+  show(
+    el("h1", {}, "Sessions"),
+    switchCard(status),
+    rows.length === 0
+      ? el("p", { class: "quiet" }, "No sessions yet.")
+      : el("table", { id: "sessions" },
+        el("thead", {}, el("tr", {}, ["Session", "Status", "Profile", "Token", "Runs", "Changed files", "Hazards", "Approvals", "Last"].map((h) => el("th", {}, h)))),
+        el("tbody", {}, rows)));
+}
+
+function approvalsBySession(answer) {
+  const counts = {};
+  if (!answer.ok || !answer.data || !Array.isArray(answer.data.approvals)) return counts;
+  for (const a of answer.data.approvals) if (a.session) counts[a.session] = (counts[a.session] || 0) + 1;
+  return counts;
+}
+
+async function countHazards(session, cell) {
+  if (session.status !== "idle" || !session.changed_files) {
+    cell.textContent = "—";
+    return;
+  }
+  const diff = await api("GET", `/v1/sessions/${encodeURIComponent(session.id)}/diff`);
+  if (!diff.ok) {
+    cell.textContent = "?";
+    return;
+  }
+  const n = diff.data.changes.filter((c) => (c.hazards || []).length > 0).length;
+  cell.replaceChildren(n ? el("span", { class: "pill bad" }, String(n)) : "0");
+}
+
+// The kill switch for the token's profile: disable refuses every run of it until enabled.
+function switchCard(status) {
+  const reason = el("input", { type: "text", id: "switch-reason", placeholder: "reason (recorded in the audit log)" });
+  const out = el("div");
+  const act = (what) => async () => {
+    const answer = await api("POST", `/v1/${what}`, { reason: reason.value || undefined });
+    out.replaceChildren(answer.ok ? message("ok", `${what}d`) : message("bad", problem(answer)));
+  };
+  const said = status.ok ? JSON.stringify(status.data.disabled ?? status.data) : problem(status);
+  return el("div", { class: "card" },
+    el("strong", {}, "Kill switch for this profile "), el("span", { class: "quiet mono" }, said),
+    el("div", { class: "actions" }, reason,
+      el("button", { class: "danger", id: "disable", onclick: act("disable") }, "Disable"),
+      el("button", { id: "enable", onclick: act("enable") }, "Enable")),
+    out);
+}
+
+// ---------- one session ----------
+
+async function sessionView(id) {
+  const path = `/v1/sessions/${encodeURIComponent(id)}`;
+  show(el("h1", {}, `Session ${id}`), el("p", { class: "quiet" }, "Loading…"));
+  const summary = await api("GET", path);
+  if (!summary.ok) return show(el("h1", {}, `Session ${id}`), message("bad", problem(summary)));
+  const s = summary.data;
+  const feedback = el("div", { id: "feedback" });
+  const runs = el("div", { id: "runs" }, el("p", { class: "quiet" }, "Loading…"));
+  const approvals = el("div", { id: "approvals" });
+  const diff = el("div", { id: "diff" }, el("p", { class: "quiet" }, "Loading…"));
+  const log = el("tbody");
+  show(
+    el("h1", {}, `Session ${s.name || s.id} `, el("span", { class: "pill", id: "status" }, s.status)),
+    el("p", { class: "quiet" }, `profile ${s.profile ? s.profile.name : ""} · workspace `, el("code", {}, s.workspace || ""),
+      ` · ${s.runs ?? 0} runs · ${s.lifecycle || ""}`),
+    controlCard(s, feedback),
+    feedback,
+    el("h2", {}, "Waiting for a person"), approvals,
+    el("h2", {}, "Changes"), diff,
+    el("h2", {}, "Runs"), runs,
+    el("h2", {}, "Audit log, live"), el("div", { class: "log" }, el("table", { id: "log" }, log)));
+  await Promise.all([
+    loadRuns(s.id, runs),
+    loadApprovals(s.id, approvals),
+    loadDiff(s, diff, feedback),
+  ]);
+  follow(s.id, log, runs, approvals);
+}
+
+function controlCard(s, feedback) {
+  const reason = el("input", { type: "text", id: "reason", placeholder: "reason (recorded in the audit log)" });
+  const path = `/v1/sessions/${encodeURIComponent(s.id)}`;
+  const act = (what) => async () => {
+    const answer = await api("POST", `${path}/${what}`, { reason: reason.value || undefined });
+    feedback.replaceChildren(answer.ok ? message("ok", `${what}: done`) : message("bad", problem(answer)));
+  };
+  return el("div", { class: "card" },
+    el("strong", {}, "Kill switch"),
+    el("div", { class: "actions" }, reason,
+      el("button", { class: "danger", id: "kill", onclick: act("kill") }, "Kill"),
+      el("button", { id: "pause", onclick: act("pause") }, "Pause"),
+      el("button", { id: "resume", onclick: act("resume") }, "Resume")));
+}
+
+// Runs are read from the audit log: each run's intent, and its result (paired by the process
+// that carried it out).
+async function loadRuns(id, into) {
+  const answer = await api("GET", `/v1/audit?session=${encodeURIComponent(id)}&action=run`);
+  if (!answer.ok) return into.replaceChildren(message("bad", problem(answer)));
+  const runs = [];
+  const open = {};
+  for (const r of answer.data.records) {
+    const pid = r.by ? r.by.pid : null;
+    if (r.action === "run.intent") {
+      const run = { intent: r, result: null };
+      runs.push(run);
+      open[pid] = run;
+    } else if (r.action === "run.result" && open[pid]) {
+      open[pid].result = r;
+      delete open[pid];
+    } else if (r.action === "run.refused") {
+      runs.push({ intent: r, result: null, refused: true });
+    }
+  }
+  if (runs.length === 0) return into.replaceChildren(el("p", { class: "quiet" }, "No runs yet."));
+  into.replaceChildren(el("table", { id: "run-list" },
+    el("thead", {}, el("tr", {}, ["When", "Command", "Exit", "Duration", "Refused destinations"].map((h) => el("th", {}, h)))),
+    el("tbody", {}, runs.map(runRow))));
+}
+
+function runRow(run) {
+  const r = run.result;
+  const argv = run.intent.argv || [];
+  const exit = run.refused ? el("span", { class: "bad" }, "refused")
+    : !r ? el("span", { class: "pill" }, "running")
+    : r.exit_code === 0 ? el("span", { class: "ok" }, "0")
+    : el("span", { class: "bad" }, String(r.exit_code ?? r.signal ?? r.ended ?? "?"));
+  const refused = r && r.refused ? r.refused.map((d) => `${d.host}:${d.port} (${d.why})`).join("; ") : "";
+  return el("tr", {},
+    el("td", { class: "quiet" }, when(run.intent.time)),
+    el("td", {}, el("pre", {}, visible(argv.join(" ")))),
+    el("td", {}, exit),
+    el("td", {}, r && r.duration_ms !== undefined ? `${r.duration_ms} ms` : ""),
+    el("td", {}, refused || (run.refused ? run.intent.error || "" : "")));
+}
+
+// ---------- approvals ----------
+
+async function loadApprovals(id, into) {
+  const answer = await api("GET", "/v1/approvals");
+  if (answer.status === 404) {
+    into.replaceChildren(el("p", { class: "quiet" }, "This server asks no approvals."));
+    return;
+  }
+  if (!answer.ok) return into.replaceChildren(message("bad", problem(answer)));
+  const mine = (answer.data.approvals || []).filter((a) => a.session === id);
+  if (mine.length === 0) return into.replaceChildren(el("p", { class: "quiet" }, "Nothing is waiting."));
+  into.replaceChildren(...mine.map((a) => approvalCard(a, into, id)));
+}
+
+function approvalCard(a, into, id) {
+  const reason = el("input", { type: "text", placeholder: "reason (recorded)", class: "approval-reason" });
+  const out = el("div");
+  const decide = (decision) => async () => {
+    const answer = await api("POST", `/v1/approvals/${encodeURIComponent(a.id)}`, { decision, reason: reason.value || undefined });
+    if (!answer.ok) return out.replaceChildren(message("bad", problem(answer)));
+    await loadApprovals(id, into);
+  };
+  return el("div", { class: "card approval", "data-approval": a.id },
+    el("strong", {}, `${a.host}:${a.port}`), " ",
+    el("span", { class: "quiet" }, `asked by ${a.program || "a program"} · until ${when(a.expires_at)}`),
+    a.profile_line ? el("div", {}, "To allow it for good, add to the profile: ", el("code", { class: "profile-line" }, a.profile_line)) : null,
+    el("div", { class: "actions" }, reason,
+      el("button", { class: "primary allow-once", onclick: decide("allow_once") }, "Allow once"),
+      el("button", { class: "allow-session", onclick: decide("allow_session") }, "Allow for this session"),
+      el("button", { class: "danger deny", onclick: decide("deny") }, "Deny")),
+    out);
+}
+
+// ---------- the diff ----------
+
+// Changes under a directory git ignores (a virtualenv, node_modules, build output) are one row:
+// reviewed, and applied, whole or not at all.
+function treesOf(diff) {
+  if (Array.isArray(diff.trees)) return diff.trees;
+  return [];
+}
+
+async function loadDiff(s, into, feedback) {
+  const path = `/v1/sessions/${encodeURIComponent(s.id)}/diff`;
+  if (s.status !== "idle") {
+    into.replaceChildren(el("p", { class: "quiet" }, `The session is ${s.status}: its changes are shown when no run is going.`),
+      el("button", { onclick: () => loadDiff(s, into, feedback).catch(shown) }, "Look again"));
+    return;
+  }
+  const [list, patch] = await Promise.all([api("GET", path), api("GET", path, null, "text/x-diff")]);
+  if (!list.ok) return into.replaceChildren(message("bad", problem(list)));
+  const d = list.data;
+  const chunks = patch.ok && typeof patch.data === "string" ? splitPatch(patch.data) : {};
+  const changes = d.changes || [];
+  const trees = treesOf(d);
+  if (changes.length === 0 && trees.length === 0) {
+    into.replaceChildren(el("p", { class: "quiet" }, "The session changed nothing."), sessionActions(s, into, feedback, d, []));
+    return;
+  }
+  const boxes = [];
+  const files = changes.map((c) => fileView(c, chunks[c.path], boxes));
+  const treeRows = trees.map((t) => treeView(t, boxes));
+  into.replaceChildren(...present([
+    d.digest ? el("p", { class: "digest" }, "digest ", el("code", { id: "digest" }, d.digest)) : null,
+    el("p", { class: "quiet" }, `${changes.length} changes${trees.length ? `, ${trees.length} ignored trees` : ""}. Ticked paths are applied; a hazard is applied only when you tick it.`),
+    files, treeRows,
+    sessionActions(s, into, feedback, d, boxes)]));
+}
+
+// `diff --git a/X b/X` starts each file's part of a patch; paths with spaces or quotes are quoted.
+function splitPatch(text) {
+  const chunks = {};
+  let current = null;
+  for (const line of text.split("\n")) {
+    const head = line.match(/^diff --git "?a\/(.*?)"? "?b\/(.*?)"?$/);
+    if (head) {
+      current = [];
+      chunks[unquote(head[2])] = current;
+    }
+    if (current) current.push(line);
+  }
+  return chunks;
+}
+
+function unquote(path) {
+  return path.replace(/\\([0-7]{3}|.)/g, (_, c) => (c.length === 3 ? String.fromCharCode(parseInt(c, 8)) : c === "n" ? "\n" : c === "t" ? "\t" : c));
+}
+
+function describeSide(c) {
+  const bits = [];
+  const o = c.old, n = c.new;
+  if (c.status) bits.push(el("span", { class: "pill" }, c.status));
+  if (n && n.kind && n.kind !== "file") bits.push(el("span", { class: "pill" }, n.kind));
+  if (n && n.target) bits.push(el("span", { class: "pill warn" }, `→ ${n.target}`));
+  if (o && n && o.mode !== undefined && n.mode !== undefined && o.mode !== n.mode)
+    bits.push(el("span", { class: "pill warn" }, `mode ${o.mode.toString(8)} → ${n.mode.toString(8)}`));
+  else if (n && n.mode !== undefined && (n.mode & 0o111)) bits.push(el("span", { class: "pill warn" }, `executable ${n.mode.toString(8)}`));
+  if (n && n.size !== undefined) bits.push(el("span", { class: "quiet" }, `${n.size} bytes`));
+  return bits;
+}
+
+function fileView(c, chunk, boxes) {
+  const hazards = c.hazards || [];
+  const box = el("input", { type: "checkbox", class: "pick", "data-path": c.path, "data-hazard": hazards.length ? "1" : "0", checked: hazards.length === 0 && !c.ignored });
+  boxes.push(box);
+  const body = [];
+  if (chunk) {
+    const binary = chunk.some((l) => l.startsWith("Binary files") || l.startsWith("GIT binary patch"));
+    if (binary) body.push(el("p", { class: "quiet" }, "binary file: its content is not shown"));
+    else for (const line of chunk.slice(1)) {
+      if (line.startsWith("index ") || line.startsWith("--- ") || line.startsWith("+++ ")) continue;
+      const cls = line.startsWith("@@") ? "line-hunk" : line.startsWith("+") ? "line-add" : line.startsWith("-") ? "line-del" : "";
+      body.push(el("pre", { class: cls }, visible(line)));
+    }
+  } else {
+    body.push(el("p", { class: "quiet" }, c.status === "deleted" ? "deleted" : "no text to show (binary, special, or too large for a patch)"));
+  }
+  return el("div", { class: `file${hazards.length ? " hazard" : ""}`, "data-path": c.path },
+    el("div", { class: "head" }, el("label", {}, box, " ", el("code", {}, visible(c.path))), describeSide(c),
+      c.ignored ? el("span", { class: "pill" }, "ignored by git") : null),
+    hazards.map((h, i) => el("div", { class: "hz" }, "⚠ ", hazardText(h), c.hazard_notes && c.hazard_notes[i] ? `: ${c.hazard_notes[i]}` : "")),
+    (c.reasons || []).map((r) => el("div", { class: "hz" }, "⚠ ", r)),
+    el("div", { class: "body" }, body));
+}
+
+function hazardText(h) {
+  if (typeof h === "string") return h;
+  return [h.kind, h.reason || h.why || h.message].filter(Boolean).join(": ") || JSON.stringify(h);
+}
+
+function treeView(t, boxes) {
+  const root = t.root || t.path;
+  const box = el("input", { type: "checkbox", class: "pick", "data-path": root, "data-hazard": t.hazards ? "1" : "0", checked: false });
+  boxes.push(box);
+  const executables = t.executables || [];
+  return el("div", { class: `file tree${t.hazards ? " hazard" : ""}`, "data-path": root },
+    el("div", { class: "head" }, el("label", {}, box, " ", el("code", {}, visible(root))),
+      el("span", { class: "pill" }, "ignored tree: applied whole or not at all"),
+      el("span", { class: "quiet" }, `${t.files ?? "?"} files, ${t.dirs ?? "?"} dirs, ${executables.length || t.executable_count || 0} executables${t.hazards ? `, ${t.hazards} hazards` : ""}`)),
+    (t.hazard_reasons || []).map((r) => el("div", { class: "hz" }, "⚠ ", hazardText(r))),
+    executables.length ? el("div", { class: "body" }, el("pre", {}, visible(executables.join("\n")))) : null);
+}
+
+function sessionActions(s, into, feedback, d, boxes) {
+  const path = `/v1/sessions/${encodeURIComponent(s.id)}`;
+  const report = el("div", { id: "report" });
+  const apply = async () => {
+    const picked = boxes.filter((b) => b.checked);
+    if (picked.length === 0) return report.replaceChildren(message("bad", "Tick at least one path."));
+    const body = {
+      paths: picked.map((b) => b.dataset.path),
+      allow_hazards: picked.filter((b) => b.dataset.hazard === "1").map((b) => b.dataset.path),
+    };
+    if (d.digest) body.reviewed = d.digest;
+    const answer = await api("POST", `${path}/apply`, body);
+    report.replaceChildren(applyReport(answer));
+  };
+  const revert = async () => {
+    const answer = await api("POST", `${path}/revert`, {});
+    report.replaceChildren(answer.ok ? message("ok", "Reverted: the workspace is as it was before the last apply.") : message("bad", problem(answer)));
+  };
+  const discard = async () => {
+    if (!window.confirm("Discard this session and everything it changed?")) return;
+    const answer = await api("POST", `${path}/discard`, {});
+    report.replaceChildren(answer.ok ? message("ok", "Discarded.") : message("bad", problem(answer)));
+  };
+  return el("div", {},
+    el("div", { class: "actions" },
+      el("button", { class: "primary", id: "apply", onclick: () => apply().catch(shown) }, "Apply ticked"),
+      el("button", { id: "revert", onclick: () => revert().catch(shown) }, "Revert last apply"),
+      el("button", { class: "danger", id: "discard", onclick: () => discard().catch(shown) }, "Discard session"),
+      el("button", { id: "reload", onclick: () => loadDiff(s, into, feedback).catch(shown) }, "Reload changes")),
+    report);
+}
+
+function applyReport(answer) {
+  if (!answer.ok && answer.status !== 409) return message("bad", problem(answer));
+  if (answer.status === 409 && !(answer.data && answer.data.items)) return message("bad", problem(answer));
+  const items = answer.data.items || [];
+  const rows = items.map((i) => el("tr", {}, el("td", {}, el("code", {}, visible(i.path || ""))), el("td", {}, i.result || i.outcome || ""), el("td", {}, i.why || i.reason || "")));
+  return el("div", {},
+    message(answer.status === 200 ? "ok" : "bad", answer.status === 200 ? "Applied." : "Some changes were left out: see why below."),
+    el("table", { id: "applied" }, el("tbody", {}, rows)));
+}
+
+// ---------- the audit log, live (server-sent events) ----------
+
+function follow(id, log, runs, approvals) {
+  if (following) following.close();
+  const since = new Date(Date.now() - 60 * 60 * 1000).toISOString();
+  const source = new EventSource(`/v1/audit?session=${encodeURIComponent(id)}&follow=true&since=${encodeURIComponent(since)}`);
+  following = source;
+  let refresh = null;
+  source.onmessage = (event) => {
+    let record;
+    try { record = JSON.parse(event.data); } catch { return; }
+    log.prepend(el("tr", {},
+      el("td", { class: "quiet" }, when(record.time)),
+      el("td", { class: "mono" }, record.action),
+      el("td", {}, el("pre", {}, visible(summaryOf(record))))));
+    while (log.children.length > 500) log.lastChild.remove();
+    // Runs and approvals shown again soon after a record that changes them.
+    if (/^(run|approval)/.test(record.action) && !refresh) {
+      refresh = setTimeout(() => {
+        refresh = null;
+        loadRuns(id, runs).catch(shown);
+        loadApprovals(id, approvals).catch(shown);
+      }, 300);
+    }
+  };
+}
+
+function summaryOf(r) {
+  const skip = new Set(["hash", "prev", "seq", "time", "action", "by", "session"]);
+  return Object.entries(r).filter(([k]) => !skip.has(k)).map(([k, v]) => `${k}=${typeof v === "string" ? v : JSON.stringify(v)}`).join(" ");
+}
+
+// ---------- start ----------
+
+function shown(error) {
+  if (error && error.message === "login required") return;
+  main().prepend(message("bad", `Something went wrong: ${error}`));
+}
+
+async function route() {
+  if (following && !location.hash.startsWith("#/s/")) {
+    following.close();
+    following = null;
+  }
+  if (!who) return;
+  const m = location.hash.match(/^#\/s\/(.+)$/);
+  if (m) return sessionView(decodeURIComponent(m[1]));
+  return sessionsView();
+}
+
+async function start() {
+  // A one-time link: its code is after #code= (never sent to a server by the browser), used
+  // once and taken out of the address bar and the history at once.
+  const code = location.hash.match(/^#code=([0-9a-f]+)$/);
+  if (code) {
+    history.replaceState(null, "", "/#/");
+    const status = el("div");
+    show(el("h1", {}, "Logging in…"), status);
+    if (!(await logIn({ code: code[1] }, status))) return;
+    return route();
+  }
+  const me = await api("GET", "/v1/login");
+  if (!me.ok) return showLogin();
+  loggedIn(me.data);
+  return route();
+}
+
+window.addEventListener("hashchange", () => route().catch(shown));
+document.addEventListener("DOMContentLoaded", () => start().catch(shown));
