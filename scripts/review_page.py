@@ -104,7 +104,7 @@ run_in(
     work,
     "printf 'hello\\n' > notes.txt && printf 'ok\\033[2K\\033[1Ahidden \\342\\200\\256evil\\n' > shown.txt"
     " && printf '{\"mcpServers\": {}}\\n' > .mcp.json && mkdir -p bin && printf '#!/bin/sh\\n' > bin/tool"
-    " && chmod 755 bin/tool",
+    " && chmod 755 bin/tool && echo made-four-files",
 )
 
 with sync_playwright() as playwright:
@@ -149,6 +149,9 @@ with sync_playwright() as playwright:
     check(len(hazard.locator(".hz").all_inner_texts()) > 0, "the hazard's reason is shown")
     check(not hazard.locator("input.pick").is_checked(), "a hazard is not ticked until a person ticks it")
     check("executable" in page.locator(".file[data-path='bin/tool'] .head").inner_text(), "an executable is said to be one")
+    page.wait_for_selector("#run-list tr.run")
+    page.click("#run-list details.output summary")
+    check("made-four-files" in page.inner_text("#run-list details.output"), "a run's output is shown with it")
     shot(page, "session")
 
     # ---- apply what is ticked: the hazard stays out ----

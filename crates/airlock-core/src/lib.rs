@@ -34,6 +34,7 @@ mod run;
 pub mod secrets;
 pub use secrets::Placeholder;
 mod session;
+pub mod session_runs;
 pub mod tokens;
 
 pub use airlock_jail::Way;

@@ -38,7 +38,7 @@ mod inside;
 mod launch;
 pub mod nss;
 mod output;
-pub use output::OutputFailure;
+pub use output::{OutputFailure, OutputTails, TAIL_BYTES};
 pub mod privilege;
 pub mod probe;
 mod protocol;

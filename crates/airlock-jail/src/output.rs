@@ -42,6 +42,23 @@ struct Stream {
     pending: Vec<u8>,
     /// Why the destination could not take more, if it could not.
     failed: Option<Errno>,
+    /// The last [`TAIL_BYTES`] passed on, kept for the session's record of the run.
+    tail: std::collections::VecDeque<u8>,
+    /// Every byte passed on.
+    passed: u64,
+}
+
+/// Bytes of each stream's end kept for the run's record (what a person reviewing it sees).
+pub const TAIL_BYTES: usize = 16 * 1024;
+
+/// The end of each stream, as passed on (see [`TAIL_BYTES`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OutputTails {
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    /// Bytes passed on in all, each stream: more than its tail when the start was not kept.
+    pub stdout_bytes: u64,
+    pub stderr_bytes: u64,
 }
 
 pub(crate) struct OutputRelay {
@@ -78,6 +95,8 @@ impl OutputRelay {
             to,
             pending: Vec::new(),
             failed: None,
+            tail: std::collections::VecDeque::new(),
+            passed: 0,
         };
         let relay = OutputRelay {
             streams: vec![
@@ -111,6 +130,17 @@ impl OutputRelay {
 
     pub(crate) fn dropped(&self) -> u64 {
         self.dropped
+    }
+
+    /// The end of each stream as it was passed on.
+    pub(crate) fn tails(&self) -> OutputTails {
+        let tail = |index: usize| self.streams[index].tail.iter().copied().collect();
+        OutputTails {
+            stdout: tail(0),
+            stderr: tail(1),
+            stdout_bytes: self.streams[0].passed,
+            stderr_bytes: self.streams[1].passed,
+        }
     }
 
     /// The streams whose destination failed, and how.
@@ -156,6 +186,11 @@ impl OutputRelay {
         self.left -= keep as u64;
         self.dropped += (n - keep) as u64;
         stream.pending.extend_from_slice(&buf[..keep]);
+        stream.passed += keep as u64;
+        let kept = &buf[keep.saturating_sub(TAIL_BYTES)..keep];
+        stream.tail.extend(kept);
+        let over = stream.tail.len().saturating_sub(TAIL_BYTES);
+        stream.tail.drain(..over);
     }
 
     fn write_some(&mut self, index: usize, at_most: usize) {

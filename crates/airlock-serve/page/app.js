@@ -257,46 +257,40 @@ function controlCard(s, feedback) {
       el("button", { id: "resume", onclick: act("resume") }, "Resume")));
 }
 
-// Runs are read from the audit log: each run's intent, and its result (paired by the process
-// that carried it out).
+// Each run of the session, as core gathers them: its command, how it ended, what the gate refused,
+// and the end of its output.
 async function loadRuns(id, into) {
-  const answer = await api("GET", `/v1/audit?session=${encodeURIComponent(id)}&action=run`);
+  const answer = await api("GET", `/v1/sessions/${encodeURIComponent(id)}/runs`);
   if (!answer.ok) return into.replaceChildren(message("bad", problem(answer)));
-  const runs = [];
-  const open = {};
-  for (const r of answer.data.records) {
-    const pid = r.by ? r.by.pid : null;
-    if (r.action === "run.intent") {
-      const run = { intent: r, result: null };
-      runs.push(run);
-      open[pid] = run;
-    } else if (r.action === "run.result" && open[pid]) {
-      open[pid].result = r;
-      delete open[pid];
-    } else if (r.action === "run.refused") {
-      runs.push({ intent: r, result: null, refused: true });
-    }
-  }
+  const runs = answer.data.runs || [];
   if (runs.length === 0) return into.replaceChildren(el("p", { class: "quiet" }, "No runs yet."));
   into.replaceChildren(el("table", { id: "run-list" },
-    el("thead", {}, el("tr", {}, ["When", "Command", "Exit", "Duration", "Refused destinations"].map((h) => el("th", {}, h)))),
-    el("tbody", {}, runs.map(runRow))));
+    el("thead", {}, el("tr", {}, ["When", "Command and output", "Exit", "Duration", "Refused destinations"].map((h) => el("th", {}, h)))),
+    el("tbody", {}, runs.slice().reverse().map(runRow))));
 }
 
 function runRow(run) {
-  const r = run.result;
-  const argv = run.intent.argv || [];
-  const exit = run.refused ? el("span", { class: "bad" }, "refused")
-    : !r ? el("span", { class: "pill" }, "running")
-    : r.exit_code === 0 ? el("span", { class: "ok" }, "0")
-    : el("span", { class: "bad" }, String(r.exit_code ?? r.signal ?? r.ended ?? "?"));
-  const refused = r && r.refused ? r.refused.map((d) => `${d.host}:${d.port} (${d.why})`).join("; ") : "";
-  return el("tr", {},
-    el("td", { class: "quiet" }, when(run.intent.time)),
-    el("td", {}, el("pre", {}, visible(argv.join(" ")))),
+  const exit = run.refusal !== undefined ? el("span", { class: "bad" }, "refused")
+    : !run.ended ? el("span", { class: "pill" }, "running")
+    : run.exit_code === 0 ? el("span", { class: "ok" }, "0")
+    : el("span", { class: "bad" }, String(run.exit_code ?? "?"));
+  const refused = (run.refused || []).map((d) => `${d.host}:${d.port} (${d.why || d.rule || ""})`).join("; ");
+  return el("tr", { class: "run" },
+    el("td", { class: "quiet" }, when(run.started_at)),
+    el("td", {}, el("pre", { class: "argv" }, visible(run.argv.join(" "))), outputOf(run)),
     el("td", {}, exit),
-    el("td", {}, r && r.duration_ms !== undefined ? `${r.duration_ms} ms` : ""),
-    el("td", {}, refused || (run.refused ? run.intent.error || "" : "")));
+    el("td", {}, run.duration_ms !== null && run.duration_ms !== undefined ? `${run.duration_ms} ms` : ""),
+    el("td", {}, refused || run.refusal || ""));
+}
+
+function outputOf(run) {
+  const o = run.output;
+  if (!o) return run.ended && run.refusal === undefined ? el("div", { class: "quiet" }, "output not kept (it went to a terminal)") : null;
+  const part = (name, text, cut) => (text || cut ? el("div", { class: `output ${name}` },
+    el("div", { class: "quiet" }, cut ? `${name} (the last ${text.length} characters; ${cut} bytes before them not kept)` : name),
+    el("pre", {}, visible(text))) : null);
+  const parts = present([part("stdout", o.stdout, o.stdout_cut), part("stderr", o.stderr, o.stderr_cut)]);
+  return parts.length ? el("details", { class: "output" }, el("summary", {}, "output"), parts) : el("div", { class: "quiet" }, "no output");
 }
 
 // ---------- approvals ----------

@@ -1259,3 +1259,62 @@ fn clear_text_beyond_loopback_is_refused_and_tls_works() {
         .try_send("GET", "/v1/health", &[], b"");
     assert!(clear.is_err(), "answered in clear text: {clear:?}");
 }
+
+both_modes!(a_sessions_runs_are_listed_with_the_end_of_their_output);
+/// GET /v1/sessions/{id}/runs: each run with how it ended and the end of its output (the last
+/// 16 KiB of each stream, and how much came before), the refused one too; another agent's token
+/// reaches none of it.
+fn a_sessions_runs_are_listed_with_the_end_of_their_output(w: &World) {
+    let agent = agent_token(w);
+    let server = Server::start(w, &[]);
+    let api = server.client(&agent.token);
+    let id = new_session(&api);
+    run_in(
+        &api,
+        &id,
+        json!({ "command": "echo to-stdout; echo to-stderr >&2; exit 3" }),
+    );
+    run_in(
+        &api,
+        &id,
+        json!({ "command": "head -c 40000 /dev/zero | tr '\\0' a; echo; echo the-end" }),
+    );
+    let runs = assert_ok(&api.get(&format!("/v1/sessions/{id}/runs")))["runs"].clone();
+    let runs = runs.as_array().unwrap();
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    assert_eq!(
+        runs[0]["argv"][2],
+        "echo to-stdout; echo to-stderr >&2; exit 3"
+    );
+    assert_eq!(
+        (runs[0]["ended"].as_bool(), runs[0]["exit_code"].as_i64()),
+        (Some(true), Some(3))
+    );
+    assert_eq!(runs[0]["output"]["stdout"], "to-stdout\n");
+    assert_eq!(runs[0]["output"]["stderr"], "to-stderr\n");
+    assert_eq!(runs[0]["output"]["stdout_cut"], 0);
+    let long = &runs[1]["output"];
+    let kept = long["stdout"].as_str().unwrap();
+    assert!(
+        kept.ends_with("\nthe-end\n"),
+        "{}",
+        &kept[kept.len() - 20..]
+    );
+    assert_eq!(kept.len(), 16 * 1024);
+    assert_eq!(
+        long["stdout_cut"].as_u64().unwrap() + kept.len() as u64,
+        40_000 + 9
+    );
+    // Another agent's token: not its session.
+    let other =
+        support::api::make_token(w, "agent", &["--workspace", w.workspace.to_str().unwrap()]);
+    let reply = server
+        .client(&other.token)
+        .get(&format!("/v1/sessions/{id}/runs"));
+    assert!(
+        reply.status == 403 || reply.status == 404,
+        "{} {}",
+        reply.status,
+        reply.text()
+    );
+}

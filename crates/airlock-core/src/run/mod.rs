@@ -249,8 +249,16 @@ fn run_confined(caller: &Caller, request: RunRequest) -> Result<RunReport, Error
     supervised.reap();
     // A session named by the request was the caller's already: kept is a throwaway's news.
     let kept = !turn.throwaway && plan.session.is_none();
+    let session_dir = turn
+        .session
+        .as_ref()
+        .filter(|_| !turn.throwaway)
+        .map(|s| s.dir.clone());
     settle(&mut turn, &clock)?;
     let finished = supervised.result?;
+    if let (Some(dir), Some(tails)) = (&session_dir, &finished.output_tails) {
+        crate::session_runs::keep_output(dir, tails);
+    }
     Ok(RunReport {
         outcome: finished.outcome,
         output_dropped: finished.output_dropped,

@@ -94,6 +94,9 @@ pub struct Finished {
     pub output_dropped: u64,
     /// Streams whose destination failed ("stdout"/"stderr", and the error), each closed then.
     pub output_failures: Vec<crate::output::OutputFailure>,
+    /// The end of each output stream, when airlock relayed them (not when the command wrote to
+    /// a terminal itself).
+    pub output_tails: Option<crate::output::OutputTails>,
     /// From the run's memory cgroup, when it had one: the most memory it held at once, and how
     /// many processes the kernel killed for reaching its limit.
     pub memory: Option<crate::cgroup::MemoryStats>,

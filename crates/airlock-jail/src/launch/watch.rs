@@ -208,10 +208,10 @@ impl Sandbox {
         }
         // The pipes end when every process of the sandbox has closed them, which each does as it
         // exits: before the kernel's teardown of the namespaces, so this does not wait for it.
-        let (output_dropped, output_failures) =
-            self.output.as_mut().map_or((0, Vec::new()), |relay| {
+        let (output_dropped, output_failures, output_tails) =
+            self.output.as_mut().map_or((0, Vec::new(), None), |relay| {
                 relay.drain();
-                (relay.dropped(), relay.failures())
+                (relay.dropped(), relay.failures(), Some(relay.tails()))
             });
         let outcome = if let Some(limit) = limit {
             limit
@@ -224,6 +224,7 @@ impl Sandbox {
             outcome,
             output_dropped,
             output_failures,
+            output_tails,
             memory,
             usage: report.map(|report| report.usage),
         })

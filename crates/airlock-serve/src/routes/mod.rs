@@ -27,7 +27,10 @@ pub fn router(app: Shared, max_body: usize) -> Router {
         .route("/v1/health", get(health))
         .route("/v1/sessions", post(sessions::create).get(sessions::list))
         .route("/v1/sessions/{id}", get(sessions::get))
-        .route("/v1/sessions/{id}/runs", post(runs::in_session))
+        .route(
+            "/v1/sessions/{id}/runs",
+            post(runs::in_session).get(sessions::runs),
+        )
         .route(
             "/v1/sessions/{id}/runs/stream",
             post(runs::in_session_streamed),

@@ -34,6 +34,16 @@ pub async fn get(authed: Authed, SessionId(id): SessionId) -> ApiResult<Response
     Ok(Json(summary).into_response())
 }
 
+/// The session's runs, each with how it ended and the end of its output.
+pub async fn runs(authed: Authed, SessionId(id): SessionId) -> ApiResult<Response> {
+    let (caller, slot) = (authed.caller, authed.slot);
+    let runs = blocking(slot, move || {
+        airlock_core::session_runs::session_runs(&caller, &id)
+    })
+    .await?;
+    Ok(Json(serde_json::json!({ "runs": runs })).into_response())
+}
+
 /// The diff as it is answered: a patch, the JSON list, or a patch refused for its size.
 enum DiffAnswer {
     Patch(Vec<u8>),
