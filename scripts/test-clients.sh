@@ -9,12 +9,13 @@
 #   scripts/test-learn.sh          pip, npm and cargo against their registries: refused at once, then learned
 #   scripts/test-starters.sh       pip, npm, cargo and apt through their starter profiles, against
 #                                  PyPI, the npm registry, crates.io and Debian's mirror
+#   scripts/test-review.sh         the review page in Debian's chromium driven by Playwright (PyPI)
 # All use the release binary scripts/build.sh makes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh
 status=0
-for test in scripts/test-mcp.sh scripts/test-schemathesis.sh scripts/test-n8n.sh scripts/test-claude-code.sh scripts/test-codex.sh scripts/test-learn.sh scripts/test-starters.sh; do
+for test in scripts/test-mcp.sh scripts/test-schemathesis.sh scripts/test-n8n.sh scripts/test-claude-code.sh scripts/test-codex.sh scripts/test-learn.sh scripts/test-starters.sh scripts/test-review.sh; do
   echo "== $test"
   if ! "$test"; then
     echo "FAILED: $test" >&2

@@ -140,7 +140,7 @@ curl -sS --max-time 3 -o "$work/follow.ndjson" -D "$work/follow.headers" \
   -H "Authorization: Bearer $agent" "$url/v1/audit?follow=true&action=session&since=$since" &
 follower=$!
 sleep 1
-made=$(curl -sS -X POST -H "Authorization: Bearer $agent" -d '{}' "$url/v1/sessions")
+made=$(curl -sS -X POST -H "Authorization: Bearer $agent" -H 'Content-Type: application/json' -d '{}' "$url/v1/sessions")
 wait "$follower" || true # curl ends on --max-time (status 28)
 grep -qi '^content-type: application/x-ndjson' "$work/follow.headers" \
   || { echo "the followed audit log is not NDJSON:" >&2; cat "$work/follow.headers" >&2; exit 1; }
