@@ -29,6 +29,7 @@ pub async fn changes(host: &Client, page: usize) -> Result<Changes, Refusal> {
     let request = DiffRequest {
         session: session.clone(),
         paths: Vec::new(),
+        no_ignored: false,
     };
     // A patch is made in memory from both sides of each file: a page whose files hold more than
     // the server shows of a run's output (twice) is listed without it.

@@ -209,15 +209,28 @@ impl Remote {
     }
 }
 
-/// The server's refusal as this CLI's failure: its code and message.
+/// The server's refusal as this CLI's failure: its code and message, and the code kept for the
+/// exit status and `--json` as a refusal made here would keep it.
 fn refusal(status: StatusCode, body: &[u8]) -> anyhow::Error {
     match serde_json::from_slice::<Value>(body) {
-        Ok(error) => anyhow::anyhow!(
-            "the server refused ({} {}): {}",
-            status.as_u16(),
-            error["code"].as_str().unwrap_or("?"),
-            error["message"].as_str().unwrap_or("")
-        ),
+        Ok(error) => {
+            let code = error["code"].as_str().unwrap_or("?");
+            let message = format!(
+                "the server refused ({} {code}): {}",
+                status.as_u16(),
+                error["message"].as_str().unwrap_or("")
+            );
+            let kind = match status {
+                StatusCode::CONFLICT => airlock_core::ErrorKind::Conflict,
+                StatusCode::FORBIDDEN => airlock_core::ErrorKind::Forbidden,
+                StatusCode::NOT_FOUND => airlock_core::ErrorKind::NotFound,
+                StatusCode::UNAUTHORIZED => airlock_core::ErrorKind::Unauthenticated,
+                StatusCode::TOO_MANY_REQUESTS => airlock_core::ErrorKind::Busy,
+                s if s.is_server_error() => airlock_core::ErrorKind::Internal,
+                _ => airlock_core::ErrorKind::Invalid,
+            };
+            airlock_core::Refusal::new(kind, code, message).into()
+        }
         Err(_) => anyhow::anyhow!(
             "the server answered {status}: {}",
             String::from_utf8_lossy(body)
@@ -258,6 +271,7 @@ async fn carry_out(remote: &Remote, command: Command) -> Result<ExitCode> {
                 force: args.force,
                 allow_hazards: args.allow_hazard,
                 dry_run: args.dry_run,
+                reviewed: args.reviewed,
             })?,
             "application/json",
         ),

@@ -16,7 +16,7 @@ use airlock_jail::Way;
 mod plan;
 mod records;
 
-use plan::{plan_all, PlannedOps};
+use plan::{plan_all, Plan, PlannedOps};
 
 use records::{
     logged_paths, ApplyIntent, ApplyOutcome, ApplyRecord, InWorkspace, Paths, Recovery, Skipped,
@@ -29,6 +29,7 @@ use crate::io_failure::io;
 use crate::ledger;
 use crate::review::ReviewInputs;
 use crate::session::{now, Lifecycle, Session, SessionError};
+use crate::shown::{ShownRecord, Unseen};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {
@@ -56,6 +57,17 @@ pub enum ApplyError {
     Discarded(String),
     #[error("--rollback: session {0} has no interrupted apply to roll back")]
     NothingToRollBack(String),
+    /// The change set is not the one reviewed: a run wrote since the diff was read (or the
+    /// host changed under it). Nothing was written.
+    #[error("session {session} is not the change set reviewed: reviewed {reviewed}, now {found} (a run wrote since that diff was read, or the workspace changed under it) — nothing was written; run 'airlock diff {session}{flag}' again, read it, and apply with the digest it shows{hint}", flag = if *.no_ignored { " --no-ignored" } else { "" }, hint = if *.no_ignored { "" } else { " (a digest of 'airlock diff --no-ignored' is one for 'apply --no-ignored')" })]
+    ReviewStale {
+        session: String,
+        reviewed: String,
+        found: String,
+        no_ignored: bool,
+    },
+    #[error("{} lies in {root}/, a tree git ignores, which is applied whole or not at all — name {root} instead", .path.display())]
+    InsideTree { path: PathBuf, root: String },
 }
 
 crate::io_failure::io_variant!(ApplyError, Io);
@@ -144,6 +156,9 @@ pub struct ApplyOptions {
     pub dry_run: bool,
     /// Undo an interrupted apply instead of finishing it.
     pub rollback: bool,
+    /// The digest of the diff a person reviewed (`sha256:HEX`): write that change set or
+    /// nothing. It covers the whole set, whatever `paths` name.
+    pub reviewed: Option<String>,
 }
 
 /// What happened to one path.
@@ -163,6 +178,9 @@ pub enum ApplyResult {
     Refused,
     /// Not shown by git status, and left out as asked (`--no-ignored`).
     Ignored,
+    /// In a tree git ignores that was not named, or another path of which is left out: the
+    /// tree is written whole or not at all.
+    TreeHeld,
     /// An interrupted apply's change, taken back (`--rollback`) or a revert's.
     Undone,
 }
@@ -177,6 +195,22 @@ pub struct Item {
     /// `git status` will not show it: the repository's ignore rules hide it.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub ignored: bool,
+    /// The tree git ignores it lies in (its root), written whole or not at all.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tree: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// What became of one tree git ignores, all its paths together.
+#[derive(Debug, Clone, Serialize)]
+pub struct TreeOutcome {
+    pub root: String,
+    /// Its changes (files and directories) at or under the paths asked for.
+    pub paths: usize,
+    /// `applied`, `would_apply`, `unchanged`, `tree_held`, `ignored`; `conflict` when the host
+    /// changed one of its paths while it was being written (the rest was written).
+    pub result: ApplyResult,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
 }
@@ -191,7 +225,16 @@ pub struct ApplyReport {
     pub number: Option<u32>,
     /// This call finished (or rolled back) an apply that had been interrupted.
     pub recovered: bool,
+    /// The digest of the change set this apply found (and, with `reviewed`, the one it was
+    /// given); None for a recovery or a revert.
+    pub digest: Option<String>,
     pub items: Vec<Item>,
+    /// The trees git ignores, one outcome each (their paths are items too, marked `tree`).
+    pub trees: Vec<TreeOutcome>,
+    /// Without `reviewed`: what was written that the last diff shown (`airlock diff`) did not
+    /// hold. None with `reviewed` (the digest says it all), for a recovery and a revert.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unseen: Option<Unseen>,
     pub lifecycle: Lifecycle,
 }
 
@@ -203,7 +246,10 @@ impl ApplyReport {
             .filter(|i| {
                 matches!(
                     i.result,
-                    ApplyResult::Conflict | ApplyResult::Hazard | ApplyResult::Refused
+                    ApplyResult::Conflict
+                        | ApplyResult::Hazard
+                        | ApplyResult::Refused
+                        | ApplyResult::TreeHeld
                 )
             })
             .count()
@@ -270,6 +316,7 @@ fn item(op: &Op, result: ApplyResult, reason: Option<String>) -> Item {
         result,
         hazards: Vec::new(),
         ignored: false,
+        tree: None,
         reason,
     }
 }
@@ -326,8 +373,15 @@ fn apply_changes(
         return Err(ApplyError::AlreadyApplied(session.id.clone()));
     }
 
+    // Planned, and the reviewed digest compared, under the exclusive lock the writes are made
+    // under: no run writes between the check and the apply.
     let layer = session.upper();
-    let (mut items, ops) = plan_all(
+    let Plan {
+        mut items,
+        ops,
+        digest,
+        now,
+    } = plan_all(
         &session,
         &workspace,
         &workspace_path,
@@ -335,13 +389,23 @@ fn apply_changes(
         options,
         inputs,
     )?;
-    let report = |number, items: Vec<Item>, session: &Session| ApplyReport {
-        session: session.id.clone(),
-        workspace: session.meta.workspace.clone(),
-        number,
-        recovered: false,
-        items,
-        lifecycle: session.meta.lifecycle,
+    let unseen = match options.reviewed {
+        Some(_) => None,
+        None => Some(ShownRecord::load(&session.dir)),
+    };
+    let report = |number, items: Vec<Item>, session: &Session| {
+        let unseen = unseen.map(|shown| unseen_by(shown.as_ref(), &now, &items));
+        ApplyReport {
+            session: session.id.clone(),
+            workspace: session.meta.workspace.clone(),
+            number,
+            recovered: false,
+            digest: Some(digest.clone()),
+            trees: tree_outcomes(&items),
+            items,
+            unseen,
+            lifecycle: session.meta.lifecycle,
+        }
     };
     if options.dry_run {
         return Ok(report(None, items, &session));
@@ -356,9 +420,81 @@ fn apply_changes(
         workspace_path: &workspace_path,
         layer: &layer,
     };
-    let number = write_all(&target, options, &mut items, ops, log)?;
+    let number = write_all(&target, options, &digest, &mut items, ops, log)?;
     finish(&mut session, options, &items)?;
     Ok(report(Some(number), items, &session))
+}
+
+/// What was written (or would be) that the last diff shown did not hold: a path it did not
+/// show, or showed with other content; a tree by its root.
+fn unseen_by(shown: Option<&ShownRecord>, now: &ShownRecord, items: &[Item]) -> Unseen {
+    let Some(shown) = shown else {
+        return Unseen {
+            diff_shown: false,
+            paths: Vec::new(),
+        };
+    };
+    let mut paths: Vec<String> = Vec::new();
+    let mut listed = std::collections::BTreeSet::new();
+    for item in items
+        .iter()
+        .filter(|i| matches!(i.result, ApplyResult::Applied | ApplyResult::WouldApply))
+    {
+        let (key, seen, current) = match &item.tree {
+            Some(root) => (
+                format!("{root}/"),
+                shown.trees.get(root),
+                now.trees.get(root),
+            ),
+            None => (
+                item.path.clone(),
+                shown.changes.get(&item.path),
+                now.changes.get(&item.path),
+            ),
+        };
+        if (seen.is_none() || seen != current) && listed.insert(key.clone()) {
+            paths.push(key);
+        }
+    }
+    Unseen {
+        diff_shown: true,
+        paths,
+    }
+}
+
+/// One outcome per tree git ignores: what became of all its items, the worst first.
+fn tree_outcomes(items: &[Item]) -> Vec<TreeOutcome> {
+    let rank = |result: ApplyResult| match result {
+        ApplyResult::TreeHeld => 0,
+        ApplyResult::Conflict => 1,
+        ApplyResult::Hazard => 2,
+        ApplyResult::Refused => 3,
+        ApplyResult::Ignored => 4,
+        ApplyResult::WouldApply => 5,
+        ApplyResult::Applied => 6,
+        ApplyResult::Undone => 7,
+        ApplyResult::Unchanged => 8,
+    };
+    let mut trees: Vec<TreeOutcome> = Vec::new();
+    for item in items {
+        let Some(root) = &item.tree else { continue };
+        match trees.iter_mut().find(|t| &t.root == root) {
+            Some(tree) => {
+                tree.paths += 1;
+                if rank(item.result) < rank(tree.result) {
+                    tree.result = item.result;
+                    tree.reason = item.reason.clone();
+                }
+            }
+            None => trees.push(TreeOutcome {
+                root: root.clone(),
+                paths: 1,
+                result: item.result,
+                reason: item.reason.clone(),
+            }),
+        }
+    }
+    trees
 }
 
 /// Where an apply writes, and from what.
@@ -374,6 +510,7 @@ struct Target<'a> {
 fn write_all(
     target: &Target,
     options: &ApplyOptions,
+    digest: &str,
     items: &mut [Item],
     ops: PlannedOps,
     log: &crate::audit::Log,
@@ -390,6 +527,8 @@ fn write_all(
         allowed_hazards: &options.allowed_hazards,
         all_hazards: options.all_hazards,
         no_ignored: options.no_ignored,
+        digest,
+        reviewed: options.reviewed.is_some(),
         writes: ops.len(),
         skipped: items
             .iter()
@@ -543,7 +682,10 @@ fn recover(
         workspace: session.meta.workspace.clone(),
         number: Some(journal.number),
         recovered: true,
+        digest: None,
         items,
+        trees: Vec::new(),
+        unseen: None,
         lifecycle: session.meta.lifecycle,
     })
 }
@@ -600,7 +742,10 @@ fn revert_last_apply(
         workspace: session.meta.workspace.clone(),
         number: Some(journal.number),
         recovered: false,
+        digest: None,
         items: outcome_items(&journal, &outcome, ApplyResult::Undone),
+        trees: Vec::new(),
+        unseen: None,
         lifecycle: session.meta.lifecycle,
     })
 }
