@@ -13,9 +13,11 @@ use airlock_changes::apply::{
 use airlock_changes::{Hazard, Status};
 use airlock_jail::Way;
 
+mod outcome;
 mod plan;
 mod records;
 
+use outcome::{tree_outcomes, unseen_by};
 use plan::{plan_all, Plan, PlannedOps};
 
 use records::{
@@ -423,78 +425,6 @@ fn apply_changes(
     let number = write_all(&target, options, &digest, &mut items, ops, log)?;
     finish(&mut session, options, &items)?;
     Ok(report(Some(number), items, &session))
-}
-
-/// What was written (or would be) that the last diff shown did not hold: a path it did not
-/// show, or showed with other content; a tree by its root.
-fn unseen_by(shown: Option<&ShownRecord>, now: &ShownRecord, items: &[Item]) -> Unseen {
-    let Some(shown) = shown else {
-        return Unseen {
-            diff_shown: false,
-            paths: Vec::new(),
-        };
-    };
-    let mut paths: Vec<String> = Vec::new();
-    let mut listed = std::collections::BTreeSet::new();
-    for item in items
-        .iter()
-        .filter(|i| matches!(i.result, ApplyResult::Applied | ApplyResult::WouldApply))
-    {
-        let (key, seen, current) = match &item.tree {
-            Some(root) => (
-                format!("{root}/"),
-                shown.trees.get(root),
-                now.trees.get(root),
-            ),
-            None => (
-                item.path.clone(),
-                shown.changes.get(&item.path),
-                now.changes.get(&item.path),
-            ),
-        };
-        if (seen.is_none() || seen != current) && listed.insert(key.clone()) {
-            paths.push(key);
-        }
-    }
-    Unseen {
-        diff_shown: true,
-        paths,
-    }
-}
-
-/// One outcome per tree git ignores: what became of all its items, the worst first.
-fn tree_outcomes(items: &[Item]) -> Vec<TreeOutcome> {
-    let rank = |result: ApplyResult| match result {
-        ApplyResult::TreeHeld => 0,
-        ApplyResult::Conflict => 1,
-        ApplyResult::Hazard => 2,
-        ApplyResult::Refused => 3,
-        ApplyResult::Ignored => 4,
-        ApplyResult::WouldApply => 5,
-        ApplyResult::Applied => 6,
-        ApplyResult::Undone => 7,
-        ApplyResult::Unchanged => 8,
-    };
-    let mut trees: Vec<TreeOutcome> = Vec::new();
-    for item in items {
-        let Some(root) = &item.tree else { continue };
-        match trees.iter_mut().find(|t| &t.root == root) {
-            Some(tree) => {
-                tree.paths += 1;
-                if rank(item.result) < rank(tree.result) {
-                    tree.result = item.result;
-                    tree.reason = item.reason.clone();
-                }
-            }
-            None => trees.push(TreeOutcome {
-                root: root.clone(),
-                paths: 1,
-                result: item.result,
-                reason: item.reason.clone(),
-            }),
-        }
-    }
-    trees
 }
 
 /// Where an apply writes, and from what.

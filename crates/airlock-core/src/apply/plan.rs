@@ -335,3 +335,58 @@ impl Planner<'_> {
                 .any(|p| change.path.starts_with(p) || (is_dir && p.starts_with(&change.path)))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn planned(path: &str, result: ApplyResult, tree: Option<&str>) -> Item {
+        Item {
+            path: path.into(),
+            status: None,
+            result,
+            hazards: Vec::new(),
+            ignored: tree.is_some(),
+            tree: tree.map(str::to_string),
+            reason: None,
+        }
+    }
+
+    fn op(path: &str) -> Op {
+        Op {
+            path: path.into(),
+            old: Entry::Absent,
+            new: Entry::Dir { mode: 0o755 },
+            owner: None,
+            old_owner: None,
+        }
+    }
+
+    /// One path of `.venv` refused: none of `.venv` is written, `dist` and `src` are.
+    #[test]
+    fn a_tree_with_a_path_left_out_is_held_whole() {
+        let mut items = vec![
+            planned(".venv/a", ApplyResult::WouldApply, Some(".venv")),
+            planned(".venv/suid", ApplyResult::Refused, Some(".venv")),
+            planned(".venv/z", ApplyResult::WouldApply, Some(".venv")),
+            planned("dist/a", ApplyResult::WouldApply, Some("dist")),
+            planned("src/a", ApplyResult::WouldApply, None),
+        ];
+        let mut ops: PlannedOps = vec![
+            (op(".venv/a"), 0),
+            (op(".venv/z"), 2),
+            (op("dist/a"), 3),
+            (op("src/a"), 4),
+        ];
+        hold_trees_left_in_part(&mut items, &mut ops);
+        let written: Vec<usize> = ops.iter().map(|(_, i)| *i).collect();
+        assert_eq!(written, [3, 4]);
+        assert_eq!(items[0].result, ApplyResult::TreeHeld);
+        assert_eq!(items[2].result, ApplyResult::TreeHeld);
+        assert!(items[0]
+            .reason
+            .as_deref()
+            .is_some_and(|r| r.contains(".venv/suid")));
+        assert_eq!(items[1].result, ApplyResult::Refused);
+    }
+}
