@@ -166,8 +166,23 @@ impl Remote {
         path: &str,
         body: Option<Value>,
         accept: &str,
-        mut each_line: Option<&mut LineHandler<'_>>,
+        each_line: Option<&mut LineHandler<'_>>,
     ) -> Result<(StatusCode, Vec<u8>)> {
+        let (status, body, _) = self
+            .send_for_headers(method, path, body, accept, each_line)
+            .await?;
+        Ok((status, body))
+    }
+
+    /// As [`Self::send`], with the answer's headers.
+    async fn send_for_headers(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+        accept: &str,
+        mut each_line: Option<&mut LineHandler<'_>>,
+    ) -> Result<(StatusCode, Vec<u8>, hyper::HeaderMap)> {
         let io = self.connect().await?;
         let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(io))
             .await
@@ -187,6 +202,7 @@ impl Remote {
             .await
             .with_context(|| format!("the airlock server at {} did not answer", self.url))?;
         let status = response.status();
+        let headers = response.headers().clone();
         let mut all = Vec::new();
         let mut pending = Vec::new();
         while let Some(frame) = response.body_mut().frame().await {
@@ -205,7 +221,7 @@ impl Remote {
                 _ => all.extend_from_slice(&data),
             }
         }
-        Ok((status, all))
+        Ok((status, all, headers))
     }
 }
 
@@ -249,6 +265,10 @@ pub fn dispatch(remote: &Remote, command: Command) -> Result<ExitCode> {
 
 async fn carry_out(remote: &Remote, command: Command) -> Result<ExitCode> {
     let session = |id: &str| format!("/v1/sessions/{}", encode(id));
+    let diffed = match &command {
+        Command::Diff(args) => args.session.clone(),
+        _ => String::new(),
+    };
     let (method, path, body, accept) = match command {
         Command::Run(args) => return run(remote, args).await,
         Command::Session(crate::cli::SessionCommand::New(args)) => (
@@ -286,9 +306,18 @@ async fn carry_out(remote: &Remote, command: Command) -> Result<ExitCode> {
         _ => bail!("this command works on this machine only: unset AIRLOCK_URL (or drop --server) to run it here"),
     };
     let body = (!body.is_null()).then_some(body);
-    let (status, answer) = remote.send(method, &path, body, accept, None).await?;
+    let (status, answer, headers) = remote
+        .send_for_headers(method, &path, body, accept, None)
+        .await?;
     if !status.is_success() {
         return Err(refusal(status, &answer));
+    }
+    // A patch's digest, said apart from it as the local diff says it.
+    if let Some(digest) = headers.get("airlock-digest").and_then(|d| d.to_str().ok()) {
+        crate::shown::note!(
+            "airlock: digest {digest}: 'airlock apply {} --reviewed {digest}' writes exactly this change set, or nothing",
+            crate::shown::printable(&diffed)
+        );
     }
     std::io::stdout().write_all(&answer)?;
     if !answer.ends_with(b"\n") {
