@@ -145,9 +145,9 @@ pub(super) fn plan_all(
         let (plan, mut item) = match tree {
             Some(root) if !options.no_ignored && !named_tree(root) => {
                 let why = format!(
-                    "in {}/, a tree git ignores: written whole, and only when named — name {} to apply it (or --allow-hazards)",
-                    root.display(),
-                    root.display()
+                    "in {root}/, a tree git ignores: written whole, and only when named — 'airlock apply {} {root}' writes it (naming it allows the hazards in it; --allow-hazards names every tree)",
+                    session.id,
+                    root = root.display(),
                 );
                 (None, held_item(change, judged.verdict, why))
             }
