@@ -41,6 +41,8 @@ pub struct Diff {
     shown: Vec<Change>,
     shown_at: Vec<usize>,
     trees: Vec<TreeSummary>,
+    /// Trees shown whole but one change at a time (named at their root): root and digest.
+    opened_whole: Vec<(String, String)>,
     digest: String,
     no_ignored: bool,
     session_dir: PathBuf,
@@ -133,19 +135,25 @@ pub fn diff(caller: &Caller, request: &DiffRequest) -> Result<Diff, Error> {
             shown_at.push(i);
         }
     }
-    let trees = match request.no_ignored {
-        true => Vec::new(),
-        false => digest::trees(all, &judged)
-            .into_iter()
-            .filter(|tree| asked(Path::new(&tree.root)) && !opened(Path::new(&tree.root)))
-            .collect(),
-    };
+    let (mut trees, mut opened_whole) = (Vec::new(), Vec::new());
+    if !request.no_ignored {
+        for tree in digest::trees(all, &judged) {
+            let root = Path::new(&tree.root);
+            if filters.iter().any(|p| p == root) {
+                // Named at its root: every change of it is shown, one by one.
+                opened_whole.push((tree.root.clone(), tree.digest.clone()));
+            } else if asked(root) && !opened(root) {
+                trees.push(tree);
+            }
+        }
+    }
     let shown = shown_at.iter().map(|&i| all[i].clone()).collect();
     Ok(Diff {
         judged,
         shown,
         shown_at,
         trees,
+        opened_whole,
         digest,
         no_ignored: request.no_ignored,
         session_dir: session.dir.clone(),
@@ -262,6 +270,7 @@ impl Diff {
                 .trees
                 .iter()
                 .map(|t| (t.root.clone(), t.digest.clone()))
+                .chain(self.opened_whole.iter().cloned())
                 .collect(),
         };
         record.save(&self.session_dir)

@@ -73,6 +73,12 @@ both_modes!(
         assert_eq!(part.status.code(), Some(EXIT_REVIEW_STALE));
         assert!(!seen.exists());
 
+        // A digest mistyped is said as such.
+        let typo = airlock(w, &["apply", &id, "--reviewed", &reviewed[..20]]);
+        assert_eq!(typo.status.code(), Some(125));
+        assert!(stderr(&typo).contains("not a digest"), "{}", stderr(&typo));
+        assert!(!seen.exists());
+
         let again = digest_of(w, &id, &[]);
         assert_ne!(again, reviewed);
         let applied = airlock(w, &["apply", &id, "--reviewed", &again]);
@@ -269,8 +275,21 @@ both_modes!(
 
         // Without the file that can never be written, the named tree is written whole.
         ran(&run_in(w, &id, "rm .venv/bin/suid"));
-        let whole = airlock(w, &["apply", &id, ".venv"]);
+        // Read one change at a time (named at its root), the tree counts as shown.
+        let opened = airlock(w, &["diff", &id, ".venv"]);
+        assert!(
+            stdout(&opened).contains(".venv/bin/tool"),
+            "{}",
+            stdout(&opened)
+        );
+        let whole = airlock(w, &["apply", &id, ".venv", "--json"]);
         assert_eq!(whole.status.code(), Some(0), "{}", stderr(&whole));
+        let report: Value = serde_json::from_slice(&whole.stdout).unwrap();
+        assert_eq!(
+            report["unseen"],
+            serde_json::json!({ "diff_shown": true, "paths": [] }),
+            "{report:#}"
+        );
         assert!(w.workspace.join(".venv/bin/tool").exists());
         assert!(w.workspace.join(".venv/lib/site-packages/mod.py").exists());
     }

@@ -95,6 +95,9 @@ pub fn apply(caller: &Caller, request: &ApplyRequest) -> std::result::Result<App
         let workspace = session.existing_workspace(caller.way)?.to_path_buf();
         let cwd = caller.cwd.as_deref();
         let asked = &request.options;
+        if let Some(reviewed) = &asked.reviewed {
+            check_digest_form(reviewed)?;
+        }
         let options = ApplyOptions {
             paths: relative_paths(&asked.paths, &workspace, cwd)?,
             allowed_hazards: relative_paths(&asked.allowed_hazards, &workspace, cwd)?,
@@ -120,6 +123,23 @@ pub fn apply(caller: &Caller, request: &ApplyRequest) -> std::result::Result<App
         }
         Ok(report)
     })
+}
+
+/// A digest as a diff shows it, `sha256:` and 64 lowercase hex digits: anything else is a
+/// mistake in copying it, said as such rather than as a session that changed.
+fn check_digest_form(digest: &str) -> std::result::Result<(), Error> {
+    let hex = digest.strip_prefix("sha256:").unwrap_or_default();
+    let plain = hex.len() == 64 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    match plain {
+        true => Ok(()),
+        false => Err(Error::Argument {
+            arg: "--reviewed".into(),
+            why: format!(
+                "{:?} is not a digest (sha256: and 64 hex digits) — copy it from what 'airlock diff' showed",
+                digest
+            ),
+        }),
+    }
 }
 
 /// Take a session's last apply back out of its workspace. A refusal is recorded in the audit
