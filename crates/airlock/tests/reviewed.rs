@@ -84,6 +84,14 @@ both_modes!(
         let applied = airlock(w, &["apply", &id, "--reviewed", &again]);
         assert_eq!(applied.status.code(), Some(0), "{}", stderr(&applied));
         assert!(seen.exists() && late.exists());
+        // The audit log names the change set written, and that it was the one reviewed.
+        let log = stdout(&airlock(w, &["log", "--action", "apply.intent", "--json"]));
+        let intent: Value = serde_json::from_str(log.lines().last().unwrap()).unwrap();
+        assert_eq!(
+            (intent["digest"].as_str(), intent["reviewed"].as_bool()),
+            (Some(again.as_str()), Some(true)),
+            "{intent}"
+        );
     }
 );
 
