@@ -100,6 +100,11 @@ def session_flow():
     call("POST", f"/v1/sessions/{sid}/apply", AGENT, f"{S}/apply", {}, 403)
     _, [dry] = call("POST", f"/v1/sessions/{sid}/apply", OPERATOR, f"{S}/apply", {"dry_run": True}, 409)
     assert dry["number"] is None, dry
+    # A digest that is not the change set's: nothing written, 409 review_stale.
+    stale = "sha256:" + "0" * 64
+    assert diff["digest"] != stale, diff
+    _, [refused] = call("POST", f"/v1/sessions/{sid}/apply", OPERATOR, f"{S}/apply", {"reviewed": stale}, 409)
+    assert refused["code"] == "review_stale", refused
     _, [left] = call("POST", f"/v1/sessions/{sid}/apply", OPERATOR, f"{S}/apply", {}, 409)
     assert any(i["result"] == "hazard" for i in left["items"]), left
     call("POST", f"/v1/sessions/{sid}/apply", OPERATOR, f"{S}/apply", {"allow_hazards": hazardous}, 200)

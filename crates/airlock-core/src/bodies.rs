@@ -46,6 +46,10 @@ pub struct ApplyBody {
     /// Say what would be written; write nothing.
     #[serde(default)]
     pub dry_run: bool,
+    /// The digest of the diff reviewed (`sha256:HEX`): write that change set or nothing
+    /// (409 `review_stale`).
+    #[serde(default)]
+    pub reviewed: Option<String>,
 }
 
 impl ApplyBody {
@@ -57,6 +61,7 @@ impl ApplyBody {
                 force: self.force,
                 allowed_hazards: self.allow_hazards,
                 dry_run: self.dry_run,
+                reviewed: self.reviewed,
                 ..ApplyOptions::default()
             },
         }

@@ -322,5 +322,7 @@ fn apply_code(e: &crate::apply::ApplyError) -> (&'static str, ErrorKind) {
         A::Discarded(_) => ("session_discarded", ErrorKind::Conflict),
         A::NothingToRevert(_) => ("nothing_to_revert", ErrorKind::Conflict),
         A::NothingToRollBack(_) => ("nothing_to_roll_back", ErrorKind::Conflict),
+        A::ReviewStale { .. } => ("review_stale", ErrorKind::Conflict),
+        A::InsideTree { .. } => ("path_inside_tree", ErrorKind::Invalid),
     }
 }

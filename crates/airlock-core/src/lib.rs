@@ -17,6 +17,7 @@ mod caller;
 mod changes;
 pub mod control;
 mod diff;
+mod digest;
 mod error;
 mod identity;
 mod io_failure;
@@ -35,6 +36,7 @@ pub mod secrets;
 pub use secrets::Placeholder;
 mod session;
 pub mod session_runs;
+mod shown;
 pub mod tokens;
 
 pub use airlock_jail::Way;
@@ -43,11 +45,12 @@ pub use airlock_policy::{
 };
 pub use apply::{
     apply, revert, ApplyError, ApplyOptions, ApplyReport, ApplyRequest, ApplyResult,
-    Item as ApplyItem,
+    Item as ApplyItem, TreeOutcome,
 };
 pub use caller::{describe_profile, Caller, Grant, ProfileChoice, Role};
 pub use changes::{ChangesError, MAX_FILE_BYTES};
-pub use diff::{diff, ChangeEntry, Diff, DiffRequest, Side};
+pub use diff::{diff, ChangeEntry, Diff, DiffRequest, DiffView, Side};
+pub use digest::{TreeHazard, TreeSummary, TREE_LIST_MAX};
 pub use error::{CommandError, Error, ErrorKind, Refusal};
 pub use identity::DEFAULT_ROOT_SANDBOX_ID;
 pub use operations::{
@@ -68,3 +71,4 @@ pub use run::{
 pub use session::{
     LayerImage, Lifecycle, ProfileRef, Session, SessionError, SessionMeta, SessionStatus,
 };
+pub use shown::Unseen;

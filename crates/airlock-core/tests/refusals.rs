@@ -353,7 +353,7 @@ fn a_session_whose_workspace_became_a_symlink_is_refused() {
     assert!(refused.to_string().contains("now leads to /"), "{refused}");
     let diff = airlock_core::DiffRequest {
         session: made.meta.id.clone(),
-        paths: Vec::new(),
+        ..airlock_core::DiffRequest::default()
     };
     assert!(airlock_core::diff(&s.caller, &diff).is_err());
     let apply = ApplyRequest {

@@ -20,6 +20,7 @@ pub async fn changes(host: &Client, page: usize) -> Result<Changes, Refusal> {
             session: None,
             files: Vec::new(),
             patch: String::new(),
+            trees: Vec::new(),
             page,
             pages: 0,
             review: "No command has run yet: nothing changed.".into(),
@@ -29,11 +30,12 @@ pub async fn changes(host: &Client, page: usize) -> Result<Changes, Refusal> {
     let request = DiffRequest {
         session: session.clone(),
         paths: Vec::new(),
+        no_ignored: false,
     };
     // A patch is made in memory from both sides of each file: a page whose files hold more than
     // the server shows of a run's output (twice) is listed without it.
     let largest_patch_input = host.runner.keep_output.saturating_mul(2);
-    let (files, patch, pages) = host.core(move || {
+    let (files, patch, pages, trees) = host.core(move || {
         let diff = airlock_core::diff(&caller, &request)?;
         let io = |e: std::io::Error| airlock_core::Error::Argument {
             arg: "changes".into(),
@@ -57,7 +59,12 @@ pub async fn changes(host: &Client, page: usize) -> Result<Changes, Refusal> {
             .iter()
             .filter_map(|entry| serde_json::to_value(entry).ok())
             .collect::<Vec<_>>();
-        Ok((files, patch, pages))
+        let trees = diff
+            .trees()
+            .iter()
+            .filter_map(|tree| serde_json::to_value(tree).ok())
+            .collect::<Vec<_>>();
+        Ok((files, patch, pages, trees))
     })
     .await?;
     Ok(Changes {
@@ -65,6 +72,7 @@ pub async fn changes(host: &Client, page: usize) -> Result<Changes, Refusal> {
         session: Some(session),
         files,
         patch,
+        trees,
         page,
         pages,
     })

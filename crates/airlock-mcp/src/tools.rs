@@ -81,6 +81,10 @@ pub struct Changes {
     pub files: Vec<serde_json::Value>,
     /// The git patch of this page's files (empty when too large to show here).
     pub patch: String,
+    /// The directories git ignores (node_modules, .venv, …), one summary each: counts, the
+    /// first executables and hazards. Their files are not in `files`: a person reviews each
+    /// as one row and applies it whole or not at all.
+    pub trees: Vec<serde_json::Value>,
     pub page: usize,
     pub pages: usize,
     pub review: String,

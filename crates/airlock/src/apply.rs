@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 
-use airlock_core::{ApplyItem, ApplyOptions, ApplyReport, ApplyRequest, ApplyResult};
+use airlock_core::{ApplyOptions, ApplyReport, ApplyRequest, ApplyResult};
 
 use crate::cli::{ApplyArgs, GlobalArgs, RevertArgs};
 use crate::progress::Progress;
@@ -23,12 +23,14 @@ fn label(result: ApplyResult) -> &'static str {
         ApplyResult::Hazard => "HAZARD",
         ApplyResult::Refused => "REFUSED",
         ApplyResult::Ignored => "ignored",
+        ApplyResult::TreeHeld => "HELD",
         ApplyResult::Undone => "undone",
     }
 }
 
-fn print_items(items: &[ApplyItem]) {
-    for item in items {
+/// Each path, but those of a tree git ignores, which are one line each tree.
+fn print_items(report: &ApplyReport) {
+    for item in report.items.iter().filter(|i| i.tree.is_none()) {
         let status = item
             .status
             .map(|s| s.letter().to_string())
@@ -43,6 +45,47 @@ fn print_items(items: &[ApplyItem]) {
             ),
             None => crate::shown::out!("{:<11} {status} {path}", label(item.result)),
         }
+    }
+    for tree in &report.trees {
+        let root = crate::shown::printable(&tree.root);
+        let what = paths(tree.paths as u64);
+        match &tree.reason {
+            Some(reason) => crate::shown::out!(
+                "{:<11}   {root}/  ({what}: {})",
+                label(tree.result),
+                crate::shown::printable(reason)
+            ),
+            None => crate::shown::out!("{:<11}   {root}/  ({what})", label(tree.result)),
+        }
+    }
+}
+
+/// Say what was written that the person did not see in the last diff shown.
+fn note_unseen(report: &ApplyReport, dry_run: bool) {
+    let Some(unseen) = &report.unseen else {
+        return;
+    };
+    let written = count(report, ApplyResult::Applied) + count(report, ApplyResult::WouldApply);
+    if written == 0 {
+        return;
+    }
+    let verb = if dry_run { "would write" } else { "wrote" };
+    if !unseen.diff_shown {
+        note!(
+            "airlock: no 'airlock diff {}' was shown before this apply: nobody here reviewed what it {verb} ('airlock apply --reviewed DIGEST' writes only what a diff showed)",
+            report.session
+        );
+        return;
+    }
+    if unseen.paths.is_empty() {
+        return;
+    }
+    note!(
+        "airlock: this apply {verb} {} that the last 'airlock diff' shown did not hold (written or changed after it was read, or not shown by it):",
+        paths(unseen.paths.len() as u64)
+    );
+    for path in &unseen.paths {
+        note!("  {}", crate::shown::printable(path));
     }
 }
 
@@ -73,6 +116,7 @@ pub fn apply(global: &GlobalArgs, args: ApplyArgs) -> Result<ExitCode> {
             no_ignored: args.no_ignored,
             dry_run: args.dry_run,
             rollback: args.rollback,
+            reviewed: args.reviewed.clone(),
         },
     };
     let progress = Progress::start(format!("applying session {}", args.session), args.json);
@@ -82,7 +126,7 @@ pub fn apply(global: &GlobalArgs, args: ApplyArgs) -> Result<ExitCode> {
         crate::shown::out!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(exit(&report));
     }
-    print_items(&report.items);
+    print_items(&report);
     let skipped = report.skipped();
     if report.recovered {
         let what = if args.rollback {
@@ -122,6 +166,10 @@ pub fn apply(global: &GlobalArgs, args: ApplyArgs) -> Result<ExitCode> {
             );
         }
     }
+    if let (Some(digest), Some(_)) = (&report.digest, &args.reviewed) {
+        note!("airlock: the change set is the one reviewed ({digest})");
+    }
+    note_unseen(&report, args.dry_run);
     Ok(exit(&report))
 }
 
@@ -133,7 +181,7 @@ pub fn revert(global: &GlobalArgs, args: RevertArgs) -> Result<ExitCode> {
         crate::shown::out!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(exit(&report));
     }
-    print_items(&report.items);
+    print_items(&report);
     let skipped = report.skipped();
     note!(
         "airlock: reverted apply {} of session {}: {} restored{}",

@@ -234,7 +234,17 @@ pub enum Command {
             hazards: the changes 'apply' will refuse unless named. Changes the repository's \
             ignore rules hide (as they will be after the apply: the session's .gitignore files \
             count, and .git/info/exclude and the global excludes file) are listed apart on \
-            stderr as not shown by git status, and marked \"ignored\" in --json.",
+            stderr as not shown by git status, and marked \"ignored\" in --json. A directory \
+            git ignores both now and after the apply (node_modules/, .venv/, target/) is one \
+            tree: one row on stderr with its counts of files, directories, executables and \
+            hazards (in --json, \"trees\", with the first executables and hazards by name), its \
+            changes out of the patch unless a PATH at or in it is named; 'apply' writes it \
+            whole or not at all. --no-ignored leaves out all that git ignores, as 'apply \
+            --no-ignored' does.\n\n\
+            Every diff shows the digest of the session's whole change set (on stderr, apart \
+            from the patch; \"digest\" in --json): 'airlock apply ID --reviewed DIGEST' writes \
+            exactly that set or nothing. The last diff shown is remembered for 'apply' without \
+            --reviewed, which then names what it writes that this diff did not hold.",
         after_help = "Exit status: 0 whether or not there are changes; 125 on an unknown session \
             or a path outside the workspace."
     )]
@@ -258,9 +268,23 @@ pub enum Command {
             (ignored) that is executable or sits where tools run code from \
             (node_modules, .venv, site-packages, __pycache__) is a hazard; other ignored content is \
             applied, or left out with --no-ignored. When everything was written, the \
-            session is marked applied and takes no more runs.",
+            session is marked applied and takes no more runs.\n\n\
+            A directory git ignores (node_modules/, .venv/, target/: a tree, one row in \
+            'airlock diff') is written whole or not at all, and only when named: its root as a \
+            PATH ('airlock apply ID .venv') or as --allow-hazard=.venv, or --allow-hazards. \
+            Naming it is the yes to the hazards in it (setuid files and devices are still never \
+            written); if any of its paths is left out (a conflict, a refusal), none of it is \
+            written. A PATH inside a tree is refused: name its root.\n\n\
+            --reviewed DIGEST (the digest 'airlock diff' showed) writes exactly the change set \
+            reviewed, or nothing: the apply waits for a run in progress, then compares under the \
+            session's lock, so a file a run wrote after the diff was read is seen. The digest \
+            covers the whole change set even when PATHs are named; a digest from 'diff \
+            --no-ignored' is one for 'apply --no-ignored'. Without --reviewed, the apply says \
+            which paths it writes that the last 'airlock diff' shown did not hold (or that no \
+            diff was shown).",
         after_help = "Exit status: 0 everything was applied; 1 some paths were left out \
-            (conflicts, hazards; listed); 125 airlock refused or failed."
+            (conflicts, hazards, trees not named; listed); 3 --reviewed: the session changed \
+            since that diff, nothing was written; 125 airlock refused or failed."
     )]
     Apply(ApplyArgs),
     /// Take a session's last apply back out of the workspace
@@ -529,9 +553,14 @@ pub struct DiffArgs {
     /// One line per changed path: A added, M modified, D deleted, T type changed
     #[arg(long, group = "format")]
     pub name_status: bool,
-    /// Every change as JSON, with modes, sizes, sha256 and hazards
+    /// Every change as JSON, with modes, sizes, sha256 and hazards, the ignored trees and the
+    /// digest
     #[arg(long, group = "format")]
     pub json: bool,
+    /// Leave out what the repository's ignore rules hide, as 'apply --no-ignored' does (the
+    /// digest shown is then one for 'apply --no-ignored --reviewed')
+    #[arg(long)]
+    pub no_ignored: bool,
     /// Colour the patch
     #[arg(long, value_name = "WHEN", default_value = "auto")]
     pub color: ColorWhen,
@@ -564,6 +593,10 @@ pub struct ApplyArgs {
     /// caches): 'airlock diff' lists it apart
     #[arg(long)]
     pub no_ignored: bool,
+    /// Write exactly the change set whose diff showed this digest, or nothing (exit 3): it
+    /// covers the whole set, also when PATHs are named
+    #[arg(long, value_name = "DIGEST")]
+    pub reviewed: Option<String>,
     /// Undo an interrupted apply instead of finishing it
     #[arg(long)]
     pub rollback: bool,

@@ -10,7 +10,7 @@ use airlock_core::DiffRequest;
 
 use crate::cli::{ColorWhen, DiffArgs, GlobalArgs};
 use crate::progress::Progress;
-use crate::shown::note;
+use crate::shown::{counted, note};
 
 /// Colours of git's default diff palette.
 const BOLD: &str = "\x1b[1m";
@@ -97,14 +97,16 @@ pub fn diff(global: &GlobalArgs, args: DiffArgs) -> Result<ExitCode> {
         args.json,
     );
     let request = DiffRequest {
-        session: args.session,
+        session: args.session.clone(),
         paths: args.paths,
+        no_ignored: args.no_ignored,
     };
     let diff = airlock_core::diff(&crate::run::caller(global), &request)?;
     let terminal = io::stdout().is_terminal();
     if args.json {
-        let mut text = serde_json::to_vec_pretty(&diff.entries()?)?;
+        let mut text = serde_json::to_vec_pretty(&diff.view(&args.session)?)?;
         text.push(b'\n');
+        remember_shown(&diff);
         drop(diff);
         emit(&text, false)?;
         return Ok(ExitCode::SUCCESS);
@@ -113,16 +115,16 @@ pub fn diff(global: &GlobalArgs, args: DiffArgs) -> Result<ExitCode> {
     if args.name_status {
         diff.write_name_status(&mut text)?;
         drop(progress);
-        note_not_shown_by_git(&diff)?;
+        note_not_shown_by_git(&diff, &args.session)?;
     } else if args.stat {
         diff.write_stat(&mut text)?;
         drop(progress);
-        note_not_shown_by_git(&diff)?;
+        note_not_shown_by_git(&diff, &args.session)?;
     } else {
         let unexpressed = diff.write_patch(&mut text)?;
         // The line is gone before anything else is said on stderr.
         drop(progress);
-        note_not_shown_by_git(&diff)?;
+        note_not_shown_by_git(&diff, &args.session)?;
         for change in unexpressed {
             note!(
                 "airlock: {}: a {} cannot be expressed in a git patch; see 'airlock diff --json'",
@@ -143,15 +145,77 @@ pub fn diff(global: &GlobalArgs, args: DiffArgs) -> Result<ExitCode> {
             text = colorize(&text);
         }
     }
+    note_digest(&diff, &args.session);
+    remember_shown(&diff);
     // The session is free for runs again while a person reads.
     drop(diff);
     emit(&text, terminal && !args.no_pager)?;
     Ok(ExitCode::SUCCESS)
 }
 
+/// Remember the diff as the last one shown, for an apply without --reviewed to say what it
+/// writes that this diff did not hold. Not remembered, that apply says no diff was shown.
+fn remember_shown(diff: &airlock_core::Diff) {
+    if let Err(err) = diff.record_shown() {
+        note!("airlock: warning: this diff is not remembered as shown ({err}): 'airlock apply' will say no diff was shown; --reviewed DIGEST still works");
+    }
+}
+
+/// On stderr, apart from the patch (which `git apply` must still take as it is): the digest, and
+/// how to apply exactly what was shown.
+fn note_digest(diff: &airlock_core::Diff, session: &str) {
+    let flag = if diff.no_ignored() {
+        " --no-ignored"
+    } else {
+        ""
+    };
+    note!(
+        "airlock: digest {digest}: 'airlock apply {}{flag} --reviewed {digest}' writes exactly this change set, or nothing",
+        crate::shown::printable(session),
+        digest = diff.digest()
+    );
+}
+
+/// The trees git ignores, one line each: `.venv/  2675 files, 269 dirs, 31 executables, 40
+/// hazards (hidden_from_git 38, symlink_outside 2)`.
+fn note_trees(diff: &airlock_core::Diff, session: &str) {
+    let trees = diff.trees();
+    if trees.is_empty() {
+        return;
+    }
+    let session = crate::shown::printable(session);
+    note!(
+        "airlock: trees git ignores, one row each, applied whole or not at all ('airlock apply {session} ROOT' writes one; 'airlock diff {session} ROOT' shows its changes):"
+    );
+    for tree in trees {
+        let mut line = format!(
+            "  {}/  {}, {}, {}, {}",
+            crate::shown::printable(&tree.root),
+            counted(tree.files as u64, "file", "files"),
+            counted(tree.dirs as u64, "dir", "dirs"),
+            counted(tree.executables as u64, "executable", "executables"),
+            counted(tree.hazards as u64, "hazard", "hazards"),
+        );
+        if tree.deleted > 0 {
+            line.push_str(&format!(", {} deleted", tree.deleted));
+        }
+        if !tree.hazard_counts.is_empty() {
+            let kinds: Vec<String> = tree
+                .hazard_counts
+                .iter()
+                .map(|(kind, n)| format!("{kind} {n}"))
+                .collect();
+            line.push_str(&format!(" ({})", kinds.join(", ")));
+        }
+        note!("{line}");
+    }
+}
+
 /// On stderr, apart from the patch (which `git apply` must still take): the changes the
-/// repository's ignore rules hide from `git status`, with their hazards.
-fn note_not_shown_by_git(diff: &airlock_core::Diff) -> Result<()> {
+/// repository's ignore rules hide from `git status`, with their hazards, and the trees it
+/// ignores as one row each.
+fn note_not_shown_by_git(diff: &airlock_core::Diff, session: &str) -> Result<()> {
+    note_trees(diff, session);
     let hidden = diff.not_shown_by_git()?;
     if hidden.is_empty() {
         return Ok(());

@@ -30,6 +30,18 @@ use cli::{Cli, Command, SessionCommand};
 /// airlock's own failure: bad input, a refused run, a sandbox that could not be built.
 pub const EXIT_AIRLOCK_ERROR: u8 = 125;
 
+/// `apply --reviewed`: the session changed since the diff reviewed; nothing was written.
+pub const EXIT_REVIEW_STALE: u8 = 3;
+
+/// Core's stable code of a failure (here, or the server's), if it has one.
+fn core_code(err: &anyhow::Error) -> Option<&str> {
+    if let Some(core) = err.downcast_ref::<airlock_core::Error>() {
+        return Some(core.code().0);
+    }
+    err.downcast_ref::<airlock_core::Refusal>()
+        .map(|refusal| refusal.code.as_str())
+}
+
 fn main() -> ExitCode {
     // scripts/build.sh links airlock statically: glibc must then load no NSS library (see
     // airlock_jail::nss).
@@ -100,19 +112,23 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(err) => {
             note!("airlock: error: {}", message(&err));
+            let code = core_code(&err);
+            // A review gone stale is no failure of airlock's: the person reads the diff again.
+            let status = match code {
+                Some("review_stale") => EXIT_REVIEW_STALE,
+                _ => EXIT_AIRLOCK_ERROR,
+            };
             if json {
-                let mut failure = serde_json::json!({ "error": message(&err), "exit_status": EXIT_AIRLOCK_ERROR });
+                let mut failure =
+                    serde_json::json!({ "error": message(&err), "exit_status": status });
                 // Core's stable name for it, the same the API answers with, for scripts to
                 // branch on; none for a failure of this front end's own (an argument).
-                if let Some(core) = err.downcast_ref::<airlock_core::Error>() {
-                    failure["code"] = core.code().0.into();
-                }
-                if let Some(refusal) = err.downcast_ref::<airlock_core::Refusal>() {
-                    failure["code"] = refusal.code.as_str().into();
+                if let Some(code) = code {
+                    failure["code"] = code.into();
                 }
                 crate::shown::out!("{failure}");
             }
-            ExitCode::from(EXIT_AIRLOCK_ERROR)
+            ExitCode::from(status)
         }
     }
 }

@@ -184,8 +184,23 @@ impl Remote {
         path: &str,
         body: Option<Value>,
         accept: &str,
-        mut each_line: Option<&mut LineHandler<'_>>,
+        each_line: Option<&mut LineHandler<'_>>,
     ) -> Result<(StatusCode, Vec<u8>)> {
+        let (status, body, _) = self
+            .send_for_headers(method, path, body, accept, each_line)
+            .await?;
+        Ok((status, body))
+    }
+
+    /// As [`Self::send`], with the answer's headers.
+    async fn send_for_headers(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+        accept: &str,
+        mut each_line: Option<&mut LineHandler<'_>>,
+    ) -> Result<(StatusCode, Vec<u8>, hyper::HeaderMap)> {
         let io = self.connect().await?;
         let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(io))
             .await
@@ -205,6 +220,7 @@ impl Remote {
             .await
             .with_context(|| format!("the airlock server at {} did not answer", self.url))?;
         let status = response.status();
+        let headers = response.headers().clone();
         let mut all = Vec::new();
         let mut pending = Vec::new();
         while let Some(frame) = response.body_mut().frame().await {
@@ -223,19 +239,32 @@ impl Remote {
                 _ => all.extend_from_slice(&data),
             }
         }
-        Ok((status, all))
+        Ok((status, all, headers))
     }
 }
 
-/// The server's refusal as this CLI's failure: its code and message.
+/// The server's refusal as this CLI's failure: its code and message, and the code kept for the
+/// exit status and `--json` as a refusal made here would keep it.
 fn refusal(status: StatusCode, body: &[u8]) -> anyhow::Error {
     match serde_json::from_slice::<Value>(body) {
-        Ok(error) => anyhow::anyhow!(
-            "the server refused ({} {}): {}",
-            status.as_u16(),
-            error["code"].as_str().unwrap_or("?"),
-            error["message"].as_str().unwrap_or("")
-        ),
+        Ok(error) => {
+            let code = error["code"].as_str().unwrap_or("?");
+            let message = format!(
+                "the server refused ({} {code}): {}",
+                status.as_u16(),
+                error["message"].as_str().unwrap_or("")
+            );
+            let kind = match status {
+                StatusCode::CONFLICT => airlock_core::ErrorKind::Conflict,
+                StatusCode::FORBIDDEN => airlock_core::ErrorKind::Forbidden,
+                StatusCode::NOT_FOUND => airlock_core::ErrorKind::NotFound,
+                StatusCode::UNAUTHORIZED => airlock_core::ErrorKind::Unauthenticated,
+                StatusCode::TOO_MANY_REQUESTS => airlock_core::ErrorKind::Busy,
+                s if s.is_server_error() => airlock_core::ErrorKind::Internal,
+                _ => airlock_core::ErrorKind::Invalid,
+            };
+            airlock_core::Refusal::new(kind, code, message).into()
+        }
         Err(_) => anyhow::anyhow!(
             "the server answered {status}: {}",
             String::from_utf8_lossy(body)
@@ -254,6 +283,10 @@ pub fn dispatch(remote: &Remote, command: Command) -> Result<ExitCode> {
 
 async fn carry_out(remote: &Remote, command: Command) -> Result<ExitCode> {
     let session = |id: &str| format!("/v1/sessions/{}", encode(id));
+    let diffed = match &command {
+        Command::Diff(args) => args.session.clone(),
+        _ => String::new(),
+    };
     let (method, path, body, accept) = match command {
         Command::Run(args) => return run(remote, args).await,
         Command::Session(crate::cli::SessionCommand::New(args)) => (
@@ -276,6 +309,7 @@ async fn carry_out(remote: &Remote, command: Command) -> Result<ExitCode> {
                 force: args.force,
                 allow_hazards: args.allow_hazard,
                 dry_run: args.dry_run,
+                reviewed: args.reviewed,
             })?,
             "application/json",
         ),
@@ -290,9 +324,18 @@ async fn carry_out(remote: &Remote, command: Command) -> Result<ExitCode> {
         _ => bail!("this command works on this machine only: unset AIRLOCK_URL (or drop --server) to run it here"),
     };
     let body = (!body.is_null()).then_some(body);
-    let (status, answer) = remote.send(method, &path, body, accept, None).await?;
+    let (status, answer, headers) = remote
+        .send_for_headers(method, &path, body, accept, None)
+        .await?;
     if !status.is_success() {
         return Err(refusal(status, &answer));
+    }
+    // A patch's digest, said apart from it as the local diff says it.
+    if let Some(digest) = headers.get("airlock-digest").and_then(|d| d.to_str().ok()) {
+        crate::shown::note!(
+            "airlock: digest {digest}: 'airlock apply {} --reviewed {digest}' writes exactly this change set, or nothing",
+            crate::shown::printable(&diffed)
+        );
     }
     std::io::stdout().write_all(&answer)?;
     if !answer.ends_with(b"\n") {

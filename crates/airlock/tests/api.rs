@@ -327,6 +327,49 @@ fn an_operator_applies_reverts_and_discards(w: &World) {
     assert!(!w.workspace.join("other.txt").exists());
 }
 
+both_modes!(an_apply_writes_the_change_set_reviewed_or_nothing);
+/// The diff's digest (in the JSON, and the patch's `Airlock-Digest`) named as `reviewed`: a run
+/// that wrote after the diff was read makes the apply a 409 `review_stale` that writes nothing;
+/// the digest of the diff read again applies.
+fn an_apply_writes_the_change_set_reviewed_or_nothing(w: &World) {
+    let agent = agent_token(w);
+    let operator = operator_token(w);
+    let server = Server::start(w, &[]);
+    let api = server.client(&agent.token);
+    let op = server.client(&operator.token);
+    let id = new_session(&api);
+    run_in(&api, &id, json!({ "command": "echo seen > seen.txt" }));
+    let diff_path = format!("/v1/sessions/{id}/diff");
+    let reviewed = assert_ok(&api.get(&diff_path))["digest"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(reviewed.starts_with("sha256:"), "{reviewed}");
+    let patch = api.send("GET", &diff_path, &[("Accept", "text/x-diff")], b"");
+    assert_eq!(patch.status, 200, "{}", patch.text());
+    assert_eq!(patch.header("airlock-digest"), Some(reviewed.as_str()));
+
+    run_in(&api, &id, json!({ "command": "echo late > late.txt" }));
+    let apply_path = format!("/v1/sessions/{id}/apply");
+    let stale = op.post(&apply_path, &json!({ "reviewed": reviewed }));
+    let body = assert_refused(&stale, 409, "review_stale");
+    assert!(
+        body["message"].as_str().unwrap().contains(&reviewed),
+        "the message names the digest reviewed: {body}"
+    );
+    let (seen, late) = (w.workspace.join("seen.txt"), w.workspace.join("late.txt"));
+    assert!(!seen.exists() && !late.exists(), "a stale apply wrote");
+
+    let again = assert_ok(&api.get(&diff_path))["digest"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_ne!(again, reviewed);
+    let applied = assert_ok(&op.post(&apply_path, &json!({ "reviewed": again })));
+    assert_eq!(applied["digest"], again.as_str(), "{applied}");
+    assert!(seen.exists() && late.exists());
+}
+
 both_modes!(an_operator_pauses_resumes_and_kills_a_run);
 /// The kill switch on a running sandbox: paused (the session says so), resumed, killed (the
 /// streamed run ends with its result, its processes gone).

@@ -10,7 +10,7 @@ mod support;
 use std::path::Path;
 use std::process::Output;
 
-use support::sessions::{diff_entries, new_session, run_in};
+use support::sessions::{diff_entries, diff_json, new_session, run_in};
 use support::{ran, stderr, stdout, Mode, World};
 
 fn airlock(w: &World, args: &[&str]) -> Output {
@@ -153,29 +153,58 @@ both_modes!(
             plant_jest(&mark)
         );
         ran(&run_in(w, &id, &script));
+        // node_modules/ and dist/ are trees git ignores: one row each, the hazard in its row.
+        let diff = diff_json(w, &id);
+        let tree = |root: &str| {
+            diff["trees"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|t| t["root"] == root)
+                .unwrap_or_else(|| panic!("no {root} tree in {diff:#}"))
+                .clone()
+        };
+        let modules = tree("node_modules");
+        assert_eq!(
+            modules["hazard_paths"],
+            serde_json::json!([{ "path": "node_modules/.bin/jest", "hazards": ["hidden_from_git"] }])
+        );
+        assert_eq!(modules["executables"], 1);
+        assert_eq!(tree("dist")["hazards"], 0);
         let entry = diff_entries(w, &id);
-        let jest = entry("node_modules/.bin/jest");
-        assert_eq!(jest["hazards"], serde_json::json!(["hidden_from_git"]));
-        assert_eq!(jest["ignored"], true);
-        assert_eq!(entry("dist/app.js")["hazards"], serde_json::json!([]));
-        assert_eq!(entry("dist/app.js")["ignored"], true);
         assert_eq!(entry("src/app.js")["ignored"], false);
         // The text diff lists them apart, on stderr, so that the patch still applies.
         let text = airlock(w, &["diff", &id, "--name-status"]);
         let listed = stderr(&text);
-        assert!(listed.contains("not shown by git status"), "{listed}");
         assert!(
-            listed.contains("node_modules/.bin/jest  (HAZARD: hidden_from_git)"),
+            listed.contains(
+                "node_modules/  1 file, 2 dirs, 1 executable, 1 hazard (hidden_from_git 1)"
+            ),
             "{listed}"
         );
-        assert!(listed.contains("A dist/app.js"), "{listed}");
+        assert!(
+            listed.contains("dist/  1 file, 1 dir, 0 executables, 0 hazards"),
+            "{listed}"
+        );
         assert!(!listed.contains("src/app.js"), "{listed}");
+        // Named, a tree's changes are shown one by one.
+        let opened = airlock(w, &["diff", &id, "--name-status", "node_modules"]);
+        assert!(
+            stdout(&opened).contains("node_modules/.bin/jest"),
+            "{}",
+            stdout(&opened)
+        );
 
+        // Trees are written only when named: neither is, so neither is written.
         let applied = airlock(w, &["apply", &id]);
         assert_eq!(applied.status.code(), Some(1), "{}", stderr(&applied));
         assert!(!w.workspace.join("node_modules/.bin/jest").exists());
-        assert!(w.workspace.join("dist/app.js").exists());
+        assert!(!w.workspace.join("dist/app.js").exists());
         assert!(w.workspace.join("src/app.js").exists());
+        let dist = airlock(w, &["apply", &id, "dist"]);
+        assert_eq!(dist.status.code(), Some(0), "{}", stderr(&dist));
+        assert!(w.workspace.join("dist/app.js").exists());
+        assert!(!w.workspace.join("node_modules/.bin/jest").exists());
         let _ = npm_test(w, &w.workspace);
         assert!(!mark.exists(), "npm test ran the planted jest after apply");
     }
@@ -312,13 +341,20 @@ both_modes!(
         let mark = w.outside.join("PWNED-pth-applied");
         ran(&run_in(w, &id, &plant_pth(&mark)));
         let out = airlock(w, &["diff", &id, "--json"]);
-        let changes: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        let pth = changes
+        let diff: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        // The virtualenv git ignores is one tree, its hazards named in its row.
+        let venv = diff["trees"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["root"] == ".venv")
+            .unwrap_or_else(|| panic!("no .venv tree in {diff:#}"));
+        let pth = venv["hazard_paths"]
             .as_array()
             .unwrap()
             .iter()
             .find(|c| c["path"].as_str().unwrap().ends_with("zz-evil.pth"))
-            .unwrap_or_else(|| panic!("no .pth in {changes:#}"));
+            .unwrap_or_else(|| panic!("no .pth in {venv:#}"));
         assert_eq!(pth["hazards"], serde_json::json!(["hidden_from_git"]));
         let applied = airlock(w, &["apply", &id]);
         assert_eq!(applied.status.code(), Some(1), "{}", stderr(&applied));

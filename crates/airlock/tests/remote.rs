@@ -145,6 +145,12 @@ both_modes!(
         );
         let diff = served.cli(w, &["diff", &id]).output().unwrap();
         assert!(stdout(&diff).contains("+made"), "{}", stdout(&diff));
+        // The patch's digest is said apart from it, as the local diff says it.
+        assert!(
+            stderr(&diff).contains("airlock: digest sha256:"),
+            "{}",
+            stderr(&diff)
+        );
         // The agent's token cannot approve its own change; the person at the machine can.
         let apply = served.cli(w, &["apply", &id]).output().unwrap();
         assert_eq!(apply.status.code(), Some(125));

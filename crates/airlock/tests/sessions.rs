@@ -252,7 +252,8 @@ both_modes!(diff_json_carries_modes_hashes_and_hazards, |w: &World| {
     ));
     let out = airlock(w, &["diff", &id, "--json"]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let changes: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let diff: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let changes = &diff["changes"];
     let hazards = |path: &str| -> Vec<String> {
         let change = changes
             .as_array()
@@ -533,7 +534,12 @@ both_modes!(progress_shows_on_a_terminal_never_in_a_pipe, |w: &World| {
     };
     let out = piped(&["diff", &id]);
     assert!(out.status.success(), "{}", stderr(&out));
-    assert_eq!(stderr(&out), "", "diff in a pipe");
+    // No progress line: the digest's line alone.
+    let said = stderr(&out);
+    assert!(
+        said.starts_with("airlock: digest sha256:") && said.lines().count() == 1,
+        "diff in a pipe: {said:?}"
+    );
     assert!(stdout(&out).starts_with("diff --git"), "{}", stdout(&out));
     let out = piped(&["apply", &id]);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -572,7 +578,11 @@ both_modes!(progress_shows_on_a_terminal_never_in_a_pipe, |w: &World| {
         )),
         "{shown:?}"
     );
-    assert!(shown.ends_with("\r\x1b[K"), "{shown:?}");
+    // Erased before anything else is said: the digest's line.
+    assert!(
+        shown.contains("\r\x1b[Kairlock: digest sha256:"),
+        "{shown:?}"
+    );
 });
 
 both_modes!(

@@ -75,6 +75,26 @@ impl<'a> Ignores<'a> {
         above || self.decide(path, is_dir)
     }
 
+    /// The topmost directory at or above `path` that git ignores: where the ignored tree that
+    /// `path` lies in begins (`.venv`, `node_modules`), or None when no directory hides it (an
+    /// ignored file on its own, or nothing ignored).
+    pub fn ignored_root(&self, path: &Path, is_dir: bool) -> Option<PathBuf> {
+        let mut prefix = PathBuf::new();
+        let mut names = path.components().peekable();
+        while let Some(name) = names.next() {
+            prefix.push(name);
+            let last = names.peek().is_none();
+            if last && !is_dir {
+                return None;
+            }
+            // Shortest first: the first one ignored is the top of the tree.
+            if self.dir_ignored(&prefix) {
+                return Some(prefix);
+            }
+        }
+        None
+    }
+
     fn dir_ignored(&self, dir: &Path) -> bool {
         if let Some(known) = self.dirs.borrow().get(dir) {
             return *known;

@@ -2,7 +2,7 @@
 //! its name and kind, the git directories and ignore rules of that tree, the host's names, and
 //! the entries the session's profile adds to the tool table.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::added::{AddedTools, ToolEntry};
 use super::collide::Collisions;
@@ -73,6 +73,20 @@ impl<'a> Review<'a> {
             self.ignores
                 .is_ignored(&change.path, node.kind == Kind::Dir)
         })
+    }
+
+    /// The ignored tree the change lies in: the topmost directory at or above it that git
+    /// ignores both by the rules as they will be after the apply and as they are now (the
+    /// deeper of the two tops), so that a session cannot fold its own changes into one row by
+    /// planting a `.gitignore`. Such a tree is reviewed as one row and applied whole or not at
+    /// all.
+    pub fn tree_root(&self, change: &Change) -> Option<PathBuf> {
+        let side = change.new.as_ref().or(change.old.as_ref())?;
+        let is_dir = side.kind == Kind::Dir;
+        let after = self.ignores.ignored_root(&change.path, is_dir)?;
+        let now = self.ignores_now.ignored_root(&change.path, is_dir)?;
+        // Both are the path or directories above it: one lies in the other.
+        Some(if after.starts_with(&now) { after } else { now })
     }
 
     pub fn judge(&self, change: &Change) -> Verdict {
@@ -147,5 +161,32 @@ mod tests {
             "read as after a full apply, git status shows it"
         );
         assert!(jest.hazards.contains(&Hazard::HiddenFromGit), "{jest:?}");
+    }
+
+    /// `.venv` is ignored by the host's rules: everything in it is one tree. `src` is ignored
+    /// only by the `.gitignore` the session wrote: its changes stay rows of their own.
+    #[test]
+    fn a_tree_is_what_both_the_host_rules_and_the_session_rules_ignore() {
+        let host = tempfile::tempdir().unwrap();
+        let layer = tempfile::tempdir().unwrap();
+        let (h, l) = (host.path(), layer.path());
+        std::fs::create_dir(h.join(".git")).unwrap();
+        std::fs::write(h.join(".gitignore"), ".venv/\n*.log\n").unwrap();
+        std::fs::write(l.join(".gitignore"), ".venv/\n*.log\nsrc/\n").unwrap();
+        std::fs::create_dir_all(l.join(".venv/lib/site")).unwrap();
+        std::fs::write(l.join(".venv/lib/site/a.py"), "").unwrap();
+        std::fs::create_dir_all(l.join("src")).unwrap();
+        std::fs::write(l.join("src/main.py"), "").unwrap();
+        std::fs::write(l.join("build.log"), "").unwrap();
+        let set = crate::scan(l, h, crate::OverlayXattrs::User).unwrap();
+        let review = Review::new(l, h, &set.changes, Setup::default()).unwrap();
+        let root = |p: &str| {
+            let change = set.changes.iter().find(|c| c.path == Path::new(p)).unwrap();
+            review.tree_root(change)
+        };
+        assert_eq!(root(".venv"), Some(PathBuf::from(".venv")));
+        assert_eq!(root(".venv/lib/site/a.py"), Some(PathBuf::from(".venv")));
+        assert_eq!(root("src/main.py"), None, "the session's own rule");
+        assert_eq!(root("build.log"), None, "an ignored file on its own");
     }
 }

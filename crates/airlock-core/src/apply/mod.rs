@@ -13,10 +13,12 @@ use airlock_changes::apply::{
 use airlock_changes::{Hazard, Status};
 use airlock_jail::Way;
 
+mod outcome;
 mod plan;
 mod records;
 
-use plan::{plan_all, PlannedOps};
+use outcome::{tree_outcomes, unseen_by};
+use plan::{plan_all, Plan, PlannedOps};
 
 use records::{
     logged_paths, ApplyIntent, ApplyOutcome, ApplyRecord, InWorkspace, Paths, Recovery, Skipped,
@@ -29,6 +31,7 @@ use crate::io_failure::io;
 use crate::ledger;
 use crate::review::ReviewInputs;
 use crate::session::{now, Lifecycle, Session, SessionError};
+use crate::shown::{ShownRecord, Unseen};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {
@@ -56,6 +59,17 @@ pub enum ApplyError {
     Discarded(String),
     #[error("--rollback: session {0} has no interrupted apply to roll back")]
     NothingToRollBack(String),
+    /// The change set is not the one reviewed: a run wrote since the diff was read (or the
+    /// host changed under it). Nothing was written.
+    #[error("session {session} is not the change set reviewed: reviewed {reviewed}, now {found} (a run wrote since that diff was read, or the workspace changed under it) — nothing was written; run 'airlock diff {session}{flag}' again, read it, and apply with the digest it shows{hint}", flag = if *.no_ignored { " --no-ignored" } else { "" }, hint = if *.no_ignored { "" } else { " (a digest of 'airlock diff --no-ignored' is one for 'apply --no-ignored')" })]
+    ReviewStale {
+        session: String,
+        reviewed: String,
+        found: String,
+        no_ignored: bool,
+    },
+    #[error("{} lies in {root}/, a tree git ignores, which is applied whole or not at all — name {root} instead", .path.display())]
+    InsideTree { path: PathBuf, root: String },
 }
 
 crate::io_failure::io_variant!(ApplyError, Io);
@@ -81,6 +95,9 @@ pub fn apply(caller: &Caller, request: &ApplyRequest) -> std::result::Result<App
         let workspace = session.existing_workspace(caller.way)?.to_path_buf();
         let cwd = caller.cwd.as_deref();
         let asked = &request.options;
+        if let Some(reviewed) = &asked.reviewed {
+            check_digest_form(reviewed)?;
+        }
         let options = ApplyOptions {
             paths: relative_paths(&asked.paths, &workspace, cwd)?,
             allowed_hazards: relative_paths(&asked.allowed_hazards, &workspace, cwd)?,
@@ -106,6 +123,23 @@ pub fn apply(caller: &Caller, request: &ApplyRequest) -> std::result::Result<App
         }
         Ok(report)
     })
+}
+
+/// A digest as a diff shows it, `sha256:` and 64 lowercase hex digits: anything else is a
+/// mistake in copying it, said as such rather than as a session that changed.
+fn check_digest_form(digest: &str) -> std::result::Result<(), Error> {
+    let hex = digest.strip_prefix("sha256:").unwrap_or_default();
+    let plain = hex.len() == 64 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    match plain {
+        true => Ok(()),
+        false => Err(Error::Argument {
+            arg: "--reviewed".into(),
+            why: format!(
+                "{:?} is not a digest (sha256: and 64 hex digits) — copy it from what 'airlock diff' showed",
+                digest
+            ),
+        }),
+    }
 }
 
 /// Take a session's last apply back out of its workspace. A refusal is recorded in the audit
@@ -144,6 +178,9 @@ pub struct ApplyOptions {
     pub dry_run: bool,
     /// Undo an interrupted apply instead of finishing it.
     pub rollback: bool,
+    /// The digest of the diff a person reviewed (`sha256:HEX`): write that change set or
+    /// nothing. It covers the whole set, whatever `paths` name.
+    pub reviewed: Option<String>,
 }
 
 /// What happened to one path.
@@ -163,6 +200,9 @@ pub enum ApplyResult {
     Refused,
     /// Not shown by git status, and left out as asked (`--no-ignored`).
     Ignored,
+    /// In a tree git ignores that was not named, or another path of which is left out: the
+    /// tree is written whole or not at all.
+    TreeHeld,
     /// An interrupted apply's change, taken back (`--rollback`) or a revert's.
     Undone,
 }
@@ -177,6 +217,22 @@ pub struct Item {
     /// `git status` will not show it: the repository's ignore rules hide it.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub ignored: bool,
+    /// The tree git ignores it lies in (its root), written whole or not at all.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tree: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// What became of one tree git ignores, all its paths together.
+#[derive(Debug, Clone, Serialize)]
+pub struct TreeOutcome {
+    pub root: String,
+    /// Its changes (files and directories) at or under the paths asked for.
+    pub paths: usize,
+    /// `applied`, `would_apply`, `unchanged`, `tree_held`, `ignored`; `conflict` when the host
+    /// changed one of its paths while it was being written (the rest was written).
+    pub result: ApplyResult,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
 }
@@ -191,7 +247,16 @@ pub struct ApplyReport {
     pub number: Option<u32>,
     /// This call finished (or rolled back) an apply that had been interrupted.
     pub recovered: bool,
+    /// The digest of the change set this apply found (and, with `reviewed`, the one it was
+    /// given); None for a recovery or a revert.
+    pub digest: Option<String>,
     pub items: Vec<Item>,
+    /// The trees git ignores, one outcome each (their paths are items too, marked `tree`).
+    pub trees: Vec<TreeOutcome>,
+    /// Without `reviewed`: what was written that the last diff shown (`airlock diff`) did not
+    /// hold. None with `reviewed` (the digest says it all), for a recovery and a revert.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unseen: Option<Unseen>,
     pub lifecycle: Lifecycle,
 }
 
@@ -203,7 +268,10 @@ impl ApplyReport {
             .filter(|i| {
                 matches!(
                     i.result,
-                    ApplyResult::Conflict | ApplyResult::Hazard | ApplyResult::Refused
+                    ApplyResult::Conflict
+                        | ApplyResult::Hazard
+                        | ApplyResult::Refused
+                        | ApplyResult::TreeHeld
                 )
             })
             .count()
@@ -270,6 +338,7 @@ fn item(op: &Op, result: ApplyResult, reason: Option<String>) -> Item {
         result,
         hazards: Vec::new(),
         ignored: false,
+        tree: None,
         reason,
     }
 }
@@ -326,8 +395,15 @@ fn apply_changes(
         return Err(ApplyError::AlreadyApplied(session.id.clone()));
     }
 
+    // Planned, and the reviewed digest compared, under the exclusive lock the writes are made
+    // under: no run writes between the check and the apply.
     let layer = session.upper();
-    let (mut items, ops) = plan_all(
+    let Plan {
+        mut items,
+        ops,
+        digest,
+        now,
+    } = plan_all(
         &session,
         &workspace,
         &workspace_path,
@@ -335,13 +411,23 @@ fn apply_changes(
         options,
         inputs,
     )?;
-    let report = |number, items: Vec<Item>, session: &Session| ApplyReport {
-        session: session.id.clone(),
-        workspace: session.meta.workspace.clone(),
-        number,
-        recovered: false,
-        items,
-        lifecycle: session.meta.lifecycle,
+    let unseen = match options.reviewed {
+        Some(_) => None,
+        None => Some(ShownRecord::load(&session.dir)),
+    };
+    let report = |number, items: Vec<Item>, session: &Session| {
+        let unseen = unseen.map(|shown| unseen_by(shown.as_ref(), &now, &items));
+        ApplyReport {
+            session: session.id.clone(),
+            workspace: session.meta.workspace.clone(),
+            number,
+            recovered: false,
+            digest: Some(digest.clone()),
+            trees: tree_outcomes(&items),
+            items,
+            unseen,
+            lifecycle: session.meta.lifecycle,
+        }
     };
     if options.dry_run {
         return Ok(report(None, items, &session));
@@ -356,7 +442,7 @@ fn apply_changes(
         workspace_path: &workspace_path,
         layer: &layer,
     };
-    let number = write_all(&target, options, &mut items, ops, log)?;
+    let number = write_all(&target, options, &digest, &mut items, ops, log)?;
     finish(&mut session, options, &items)?;
     Ok(report(Some(number), items, &session))
 }
@@ -374,6 +460,7 @@ struct Target<'a> {
 fn write_all(
     target: &Target,
     options: &ApplyOptions,
+    digest: &str,
     items: &mut [Item],
     ops: PlannedOps,
     log: &crate::audit::Log,
@@ -390,6 +477,8 @@ fn write_all(
         allowed_hazards: &options.allowed_hazards,
         all_hazards: options.all_hazards,
         no_ignored: options.no_ignored,
+        digest,
+        reviewed: options.reviewed.is_some(),
         writes: ops.len(),
         skipped: items
             .iter()
@@ -543,7 +632,10 @@ fn recover(
         workspace: session.meta.workspace.clone(),
         number: Some(journal.number),
         recovered: true,
+        digest: None,
         items,
+        trees: Vec::new(),
+        unseen: None,
         lifecycle: session.meta.lifecycle,
     })
 }
@@ -600,7 +692,10 @@ fn revert_last_apply(
         workspace: session.meta.workspace.clone(),
         number: Some(journal.number),
         recovered: false,
+        digest: None,
         items: outcome_items(&journal, &outcome, ApplyResult::Undone),
+        trees: Vec::new(),
+        unseen: None,
         lifecycle: session.meta.lifecycle,
     })
 }

@@ -1,20 +1,33 @@
 //! Planning an apply: for every change, what to write or why it is left out (hazards that were
 //! not named, ignored content under `--no-ignored`, conflicts, what is never written).
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use airlock_changes::apply::{layer_entry, Entry, Op, Owner, Workspace};
-use airlock_changes::hazard::{Review, Verdict};
-use airlock_changes::{Change, Kind};
+use airlock_changes::hazard::Verdict;
+use airlock_changes::{Change, Kind, ScanError};
 
 use super::{io, ApplyError, ApplyOptions, ApplyResult, Item};
 use crate::changes::ChangesError;
+use crate::digest;
 use crate::ledger::Ledger;
 use crate::review::ReviewInputs;
 use crate::session::Session;
+use crate::shown::ShownRecord;
 
 /// The writes an apply makes, each with the index of the item it belongs to.
 pub(super) type PlannedOps = Vec<(Op, usize)>;
+
+/// What an apply will do, and what it found.
+pub(super) struct Plan {
+    pub(super) items: Vec<Item>,
+    pub(super) ops: PlannedOps,
+    /// The digest of the change set found (see [`crate::digest::set_digest`]).
+    pub(super) digest: String,
+    /// What each change and each ignored tree is now: path (or root) → fingerprint (or digest).
+    pub(super) now: ShownRecord,
+}
 
 /// What every change of one apply is judged against.
 struct Planner<'a> {
@@ -27,11 +40,11 @@ struct Planner<'a> {
     options: &'a ApplyOptions,
     /// As root: the owner new entries get (the workspace root's).
     root_owner: Option<Owner>,
-    review: Review<'a>,
 }
 
 /// An item for every change of the session's layer (at or under the options' paths), and the
-/// writes they need, each with the index of its item, in the order they must be made.
+/// writes they need, each with the index of its item, in the order they must be made. Refused
+/// (nothing planned) when the options name a reviewed digest that is not the set's now.
 pub(super) fn plan_all(
     session: &Session,
     workspace: &Workspace,
@@ -39,15 +52,62 @@ pub(super) fn plan_all(
     layer: &Path,
     options: &ApplyOptions,
     inputs: &ReviewInputs,
-) -> std::result::Result<(Vec<Item>, PlannedOps), ApplyError> {
-    let mut set = airlock_changes::scan(layer, workspace_path, session.overlay_xattrs()).map_err(
-        |source| ChangesError::Scan {
-            id: session.id.clone(),
-            source,
-        },
-    )?;
+) -> std::result::Result<Plan, ApplyError> {
+    let scan_error = |source| ChangesError::Scan {
+        id: session.id.clone(),
+        source,
+    };
+    let set = airlock_changes::scan(layer, workspace_path, session.overlay_xattrs())
+        .map_err(scan_error)?;
     let review = inputs.review(layer, workspace_path, &set.changes)?;
-    set.filter(&options.paths);
+    let judged = digest::judge_all(layer, &set.changes, &review).map_err(|source| {
+        scan_error(ScanError::Io {
+            path: layer.to_path_buf(),
+            source,
+        })
+    })?;
+    let digest = digest::set_digest(&judged, options.no_ignored);
+    if let Some(reviewed) = &options.reviewed {
+        if *reviewed != digest {
+            return Err(ApplyError::ReviewStale {
+                session: session.id.clone(),
+                reviewed: reviewed.clone(),
+                found: digest,
+                no_ignored: options.no_ignored,
+            });
+        }
+    }
+    let trees = digest::trees(&set.changes, &judged);
+    for path in &options.paths {
+        let inside = trees
+            .iter()
+            .find(|tree| path.starts_with(&tree.root) && path != Path::new(&tree.root));
+        if let Some(tree) = inside {
+            return Err(ApplyError::InsideTree {
+                path: path.clone(),
+                root: tree.root.clone(),
+            });
+        }
+    }
+    let now = ShownRecord {
+        digest: digest.clone(),
+        no_ignored: options.no_ignored,
+        changes: set
+            .changes
+            .iter()
+            .zip(&judged)
+            .map(|(c, j)| {
+                (
+                    c.path.to_string_lossy().into_owned(),
+                    hex::encode(j.fingerprint),
+                )
+            })
+            .collect(),
+        trees: trees
+            .iter()
+            .map(|t| (t.root.clone(), t.digest.clone()))
+            .collect(),
+    };
     let root_owner = workspace
         .root_owner()
         .map_err(io("inspect", workspace_path))?;
@@ -60,15 +120,44 @@ pub(super) fn plan_all(
         created_ns: i128::from(session.meta.created) * 1_000_000_000,
         options,
         root_owner: rootful.then_some(root_owner),
-        review,
+    };
+    let selected = |path: &Path| {
+        options.paths.is_empty()
+            || options
+                .paths
+                .iter()
+                .any(|p| p.as_os_str().is_empty() || path.starts_with(p))
+    };
+    // A tree is named by its root, as a path to apply or a hazard to allow, or by
+    // --allow-hazards: the person's yes to the one row they read, hazards and all.
+    let named_tree = |root: &Path| {
+        options.all_hazards
+            || options.paths.iter().any(|p| p == root)
+            || options.allowed_hazards.iter().any(|p| p == root)
     };
     let mut items = Vec::new();
     let mut ops: PlannedOps = Vec::new();
-    for change in &set.changes {
-        let (plan, item) = planner.plan(change)?;
+    for (change, judged) in set.changes.iter().zip(judged) {
+        if !selected(&change.path) {
+            continue;
+        }
+        let tree = judged.tree.as_deref();
+        let (plan, mut item) = match tree {
+            Some(root) if !options.no_ignored && !named_tree(root) => {
+                let why = format!(
+                    "in {root}/, a tree git ignores: written whole, and only when named — 'airlock apply {} {root}' writes it (naming it allows the hazards in it; --allow-hazards names every tree)",
+                    session.id,
+                    root = root.display(),
+                );
+                (None, held_item(change, judged.verdict, why))
+            }
+            _ => planner.plan(change, judged.verdict, tree.is_some())?,
+        };
+        item.tree = tree.map(|t| t.to_string_lossy().into_owned());
         ops.extend(plan.map(|op| (op, items.len())));
         items.push(item);
     }
+    hold_trees_left_in_part(&mut items, &mut ops);
     // Deletions first, deepest first, so that a directory is empty when its turn comes; then
     // the rest in path order, so that a directory exists before what goes in it.
     ops.sort_by(|(a, _), (b, _)| {
@@ -81,23 +170,81 @@ pub(super) fn plan_all(
             (false, false) => a.path.cmp(&b.path),
         }
     });
-    Ok((items, ops))
+    Ok(Plan {
+        items,
+        ops,
+        digest,
+        now,
+    })
+}
+
+/// An item held back with its ignored tree.
+fn held_item(change: &Change, verdict: Verdict, why: String) -> Item {
+    Item {
+        path: change.path.to_string_lossy().into_owned(),
+        status: Some(change.status),
+        result: ApplyResult::TreeHeld,
+        hazards: verdict.hazards,
+        ignored: verdict.ignored,
+        tree: None,
+        reason: Some(why),
+    }
+}
+
+/// An ignored tree is written whole or not at all: when any of its paths is left out (a
+/// conflict, a hazard, a refusal), none of its writes is made, and each says which path holds
+/// it back.
+fn hold_trees_left_in_part(items: &mut [Item], ops: &mut PlannedOps) {
+    let mut holding: BTreeMap<String, String> = BTreeMap::new();
+    for item in items.iter() {
+        let left_out = matches!(
+            item.result,
+            ApplyResult::Conflict | ApplyResult::Hazard | ApplyResult::Refused
+        );
+        if let (Some(tree), true) = (&item.tree, left_out) {
+            holding.entry(tree.clone()).or_insert_with(|| {
+                format!(
+                    "held with {tree}/, a tree git ignores, written whole or not at all: {} is left out ({})",
+                    item.path,
+                    item.reason.as_deref().unwrap_or("see it")
+                )
+            });
+        }
+    }
+    if holding.is_empty() {
+        return;
+    }
+    for item in items.iter_mut() {
+        let why = item.tree.as_ref().and_then(|tree| holding.get(tree));
+        if let (Some(why), ApplyResult::WouldApply) = (why, item.result) {
+            item.result = ApplyResult::TreeHeld;
+            item.reason = Some(why.clone());
+        }
+    }
+    ops.retain(|(_, index)| items[*index].result == ApplyResult::WouldApply);
 }
 
 impl Planner<'_> {
-    /// Decide what to do with one change: an op to make, or the reason it is skipped.
-    fn plan(&self, change: &Change) -> std::result::Result<(Option<Op>, Item), ApplyError> {
+    /// Decide what to do with one change judged `verdict`; `in_named_tree`: it lies in an
+    /// ignored tree the person named, whose hazards are then allowed.
+    fn plan(
+        &self,
+        change: &Change,
+        verdict: Verdict,
+        in_named_tree: bool,
+    ) -> std::result::Result<(Option<Op>, Item), ApplyError> {
         let Verdict {
             hazards,
             ignored,
             reasons,
-        } = self.review.judge(change);
+        } = verdict;
         let mut item = Item {
             path: change.path.to_string_lossy().into_owned(),
             status: Some(change.status),
             result: ApplyResult::WouldApply,
             hazards: hazards.clone(),
             ignored,
+            tree: None,
             reason: None,
         };
         let skip = |mut item: Item, result, reason: String| {
@@ -123,7 +270,7 @@ impl Planner<'_> {
             let why = "not shown by git status (the repository ignores it): --no-ignored";
             return skip(item, ApplyResult::Ignored, why.into());
         }
-        if !hazards.is_empty() && !self.named(change) {
+        if !hazards.is_empty() && !in_named_tree && !self.named(change) {
             let what: Vec<&str> = hazards.iter().map(|h| h.describe()).collect();
             let mut why = what.join("; ");
             for reason in &reasons {
@@ -186,5 +333,60 @@ impl Planner<'_> {
                 .allowed_hazards
                 .iter()
                 .any(|p| change.path.starts_with(p) || (is_dir && p.starts_with(&change.path)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn planned(path: &str, result: ApplyResult, tree: Option<&str>) -> Item {
+        Item {
+            path: path.into(),
+            status: None,
+            result,
+            hazards: Vec::new(),
+            ignored: tree.is_some(),
+            tree: tree.map(str::to_string),
+            reason: None,
+        }
+    }
+
+    fn op(path: &str) -> Op {
+        Op {
+            path: path.into(),
+            old: Entry::Absent,
+            new: Entry::Dir { mode: 0o755 },
+            owner: None,
+            old_owner: None,
+        }
+    }
+
+    /// One path of `.venv` refused: none of `.venv` is written, `dist` and `src` are.
+    #[test]
+    fn a_tree_with_a_path_left_out_is_held_whole() {
+        let mut items = vec![
+            planned(".venv/a", ApplyResult::WouldApply, Some(".venv")),
+            planned(".venv/suid", ApplyResult::Refused, Some(".venv")),
+            planned(".venv/z", ApplyResult::WouldApply, Some(".venv")),
+            planned("dist/a", ApplyResult::WouldApply, Some("dist")),
+            planned("src/a", ApplyResult::WouldApply, None),
+        ];
+        let mut ops: PlannedOps = vec![
+            (op(".venv/a"), 0),
+            (op(".venv/z"), 2),
+            (op("dist/a"), 3),
+            (op("src/a"), 4),
+        ];
+        hold_trees_left_in_part(&mut items, &mut ops);
+        let written: Vec<usize> = ops.iter().map(|(_, i)| *i).collect();
+        assert_eq!(written, [3, 4]);
+        assert_eq!(items[0].result, ApplyResult::TreeHeld);
+        assert_eq!(items[2].result, ApplyResult::TreeHeld);
+        assert!(items[0]
+            .reason
+            .as_deref()
+            .is_some_and(|r| r.contains(".venv/suid")));
+        assert_eq!(items[1].result, ApplyResult::Refused);
     }
 }

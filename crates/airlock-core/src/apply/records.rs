@@ -117,6 +117,10 @@ pub(super) struct ApplyIntent<'a> {
     pub(super) allowed_hazards: &'a [PathBuf],
     pub(super) all_hazards: bool,
     pub(super) no_ignored: bool,
+    /// The digest of the change set written from (see `crate::digest::set_digest`).
+    pub(super) digest: &'a str,
+    /// The digest was the one a person reviewed, named with the apply (`--reviewed`).
+    pub(super) reviewed: bool,
     pub(super) writes: usize,
     pub(super) skipped: usize,
 }

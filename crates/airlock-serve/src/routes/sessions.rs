@@ -46,10 +46,14 @@ pub async fn runs(authed: Authed, SessionId(id): SessionId) -> ApiResult<Respons
 
 /// The diff as it is answered: a patch, the JSON list, or a patch refused for its size.
 enum DiffAnswer {
-    Patch(Vec<u8>),
-    List(serde_json::Value),
+    /// The patch, and the change set's digest (sent as `Airlock-Digest`).
+    Patch(Vec<u8>, String),
+    List(airlock_core::DiffView),
     TooLarge(u64),
 }
+
+/// The response header that carries a patch's change-set digest (JSON has it as `digest`).
+const DIGEST_HEADER: &str = "airlock-digest";
 
 /// The patch when the client asks for `text/x-diff` (git's format, for `git apply`), else JSON:
 /// every change with its hazards. A patch is made in memory from both sides of every file, whole
@@ -70,6 +74,7 @@ pub async fn diff(
     let request = DiffRequest {
         session: id.clone(),
         paths: Vec::new(),
+        no_ignored: false,
     };
     let answer = blocking(slot, move || {
         let diff = airlock_core::diff(&caller, &request)?;
@@ -84,21 +89,20 @@ pub async fn diff(
             }
             let mut patch = Vec::new();
             diff.write_patch(&mut patch).map_err(io)?;
-            Ok(DiffAnswer::Patch(patch))
+            Ok(DiffAnswer::Patch(patch, diff.digest().to_string()))
         } else {
-            // Each entry names its hazards, and whether git status would hide it.
-            let entries = diff.entries().map_err(io)?;
-            Ok(DiffAnswer::List(serde_json::json!({
-                "session": id,
-                "workspace": diff.workspace(),
-                "changes": entries,
-            })))
+            // Each entry names its hazards, and whether git status would hide it; the trees
+            // git ignores are one summary each; the digest is what an apply names.
+            Ok(DiffAnswer::List(diff.view(&id).map_err(io)?))
         }
     })
     .await?;
     Ok(match answer {
-        DiffAnswer::Patch(patch) => (
-            [(header::CONTENT_TYPE, "text/x-diff; charset=utf-8")],
+        DiffAnswer::Patch(patch, digest) => (
+            [
+                (header::CONTENT_TYPE, "text/x-diff; charset=utf-8".to_string()),
+                (header::HeaderName::from_static(DIGEST_HEADER), digest),
+            ],
             patch,
         )
             .into_response(),

@@ -27,11 +27,16 @@ pub fn run_in(w: &World, session: &str, script: &str) -> Output {
         .unwrap()
 }
 
-/// What `diff --json` says of each path, looked up by path.
-pub fn diff_entries(w: &World, id: &str) -> impl Fn(&str) -> serde_json::Value {
+/// What `diff --json` answers: `{session, workspace, digest, changes, trees}`.
+pub fn diff_json(w: &World, id: &str) -> serde_json::Value {
     let out = w.airlock().args(["diff", id, "--json"]).output().unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
-    let changes: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// What `diff --json` says of each path, looked up by path.
+pub fn diff_entries(w: &World, id: &str) -> impl Fn(&str) -> serde_json::Value {
+    let changes = diff_json(w, id)["changes"].clone();
     move |path: &str| {
         changes
             .as_array()
