@@ -104,7 +104,9 @@ run_in(
     work,
     "printf 'hello\\n' > notes.txt && printf 'ok\\033[2K\\033[1Ahidden \\342\\200\\256evil\\n' > shown.txt"
     " && printf '{\"mcpServers\": {}}\\n' > .mcp.json && mkdir -p bin && printf '#!/bin/sh\\n' > bin/tool"
-    " && chmod 755 bin/tool && echo made-four-files",
+    " && chmod 755 bin/tool && mkdir -p .venv/bin .venv/lib && printf '#!/bin/sh\\n' > .venv/bin/tool"
+    " && chmod 755 .venv/bin/tool && echo 'x = 1' > .venv/lib/mod.py && echo 'home = /usr' > .venv/pyvenv.cfg"
+    " && echo made-four-files",
 )
 
 with sync_playwright() as playwright:
@@ -152,14 +154,42 @@ with sync_playwright() as playwright:
     page.wait_for_selector("#run-list tr.run")
     page.click("#run-list details.output summary")
     check("made-four-files" in page.inner_text("#run-list details.output"), "a run's output is shown with it")
+
+    # ---- the tree git ignores is one row, unticked ----
+    tree = page.locator(".file.tree[data-path='.venv']")
+    check(tree.count() == 1, "the virtualenv is one row")
+    check("3 files" in tree.locator(".head").inner_text() and "1 executables" in tree.locator(".head").inner_text(),
+          f"with its counts ({tree.locator('.head').inner_text()})")
+    check(page.locator(".file[data-path='.venv/bin/tool']").count() == 0, "its files are not listed one by one")
+    check(not tree.locator("input.pick").is_checked(), "a tree is not ticked until a person ticks it")
+    digest = page.inner_text("#digest")
+    check(digest.startswith("sha256:"), f"the change set's digest is shown ({digest})")
     shot(page, "session")
 
-    # ---- apply what is ticked: the hazard stays out ----
+    # ---- the session changes after the person read it: the apply writes nothing ----
+    run_in(work, "echo written-after-the-review > late.txt")
+    page.click("#apply")
+    page.wait_for_selector("#report .message")
+    said = page.inner_text("#report")
+    check("review_stale" in said, f"an apply of a change set that changed since is refused ({said[:160]})")
+    check(not os.path.exists(os.path.join(WORKSPACE, "notes.txt")), "and nothing was written")
+    shot(page, "stale")
+
+    # ---- read again, tick the tree, apply: the ticked paths and the whole tree, not the hazard ----
+    page.click("#reload")
+    page.wait_for_selector(".file[data-path='late.txt']")
+    check(page.inner_text("#digest") != digest, "the new change set has a new digest")
+    page.locator(".file.tree[data-path='.venv'] input.pick").check()
     page.click("#apply")
     page.wait_for_selector("#report .message")
     shot(page, "applied")
-    check(os.path.exists(os.path.join(WORKSPACE, "notes.txt")), "a ticked file reached the workspace")
-    check(not os.path.exists(os.path.join(WORKSPACE, ".mcp.json")), "an unticked hazard did not")
+    said = page.inner_text("#report")
+    check(os.path.exists(os.path.join(WORKSPACE, "notes.txt")), f"a ticked file reached the workspace ({said[:300]})")
+    check(os.path.exists(os.path.join(WORKSPACE, "late.txt")), "the file written after the first look, now reviewed, too")
+    check(os.path.exists(os.path.join(WORKSPACE, ".venv", "bin", "tool")) and os.path.exists(os.path.join(WORKSPACE, ".venv", "lib", "mod.py")),
+          "the ticked tree was written whole")
+    check(not os.path.exists(os.path.join(WORKSPACE, ".mcp.json")), "an unticked hazard was not")
+    check(not os.path.exists(os.path.join(WORKSPACE, "shown.txt")), "nor a file that drives a terminal")
 
     # ---- the kill switch from the page stops a running command ----
     long = new_session("long")

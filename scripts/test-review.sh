@@ -64,6 +64,11 @@ for who in "${identities[@]}"; do
   home="$work/$who"
   mkdir -p "$home/state" "$home/ws"
   chmod 700 "$home/state"
+  # The workspace is a git repository that ignores .venv/: a tree the page shows as one row.
+  git -C "$home/ws" init -q
+  printf '.venv/\n' >"$home/ws/.gitignore"
+  git -C "$home/ws" add -A
+  git -C "$home/ws" -c user.name=test -c user.email=test@example.org commit -qm init
   wrapper="$home/airlock-as"
   if [ "$who" = root ] && [ "$(id -u)" = 0 ]; then
     printf '#!/bin/sh\nHOME=%s exec %s --state-dir %s "$@"\n' "$home" "$work/airlock" "$home/state" >"$wrapper"

@@ -356,7 +356,8 @@ async function loadDiff(s, into, feedback) {
   const files = changes.map((c) => fileView(c, chunks[c.path], boxes));
   const treeRows = trees.map((t) => treeView(t, boxes));
   into.replaceChildren(...present([
-    d.digest ? el("p", { class: "digest" }, "digest ", el("code", { id: "digest" }, d.digest)) : null,
+    d.digest ? el("p", { class: "digest" }, "You review change set ", el("code", { id: "digest" }, d.digest),
+      ": an apply writes exactly it, or nothing if the session changed since.") : null,
     el("p", { class: "quiet" }, `${changes.length} changes${trees.length ? `, ${trees.length} ignored trees` : ""}. Ticked paths are applied; a hazard is applied only when you tick it.`),
     files, treeRows,
     sessionActions(s, into, feedback, d, boxes)]));
@@ -424,16 +425,21 @@ function hazardText(h) {
 }
 
 function treeView(t, boxes) {
-  const root = t.root || t.path;
-  const box = el("input", { type: "checkbox", class: "pick", "data-path": root, "data-hazard": t.hazards ? "1" : "0", checked: false });
+  const box = el("input", { type: "checkbox", class: "pick tree-pick", "data-path": t.root, "data-hazard": t.hazards ? "1" : "0", checked: false });
   boxes.push(box);
-  const executables = t.executables || [];
-  return el("div", { class: `file tree${t.hazards ? " hazard" : ""}`, "data-path": root },
-    el("div", { class: "head" }, el("label", {}, box, " ", el("code", {}, visible(root))),
-      el("span", { class: "pill" }, "ignored tree: applied whole or not at all"),
-      el("span", { class: "quiet" }, `${t.files ?? "?"} files, ${t.dirs ?? "?"} dirs, ${executables.length || t.executable_count || 0} executables${t.hazards ? `, ${t.hazards} hazards` : ""}`)),
-    (t.hazard_reasons || []).map((r) => el("div", { class: "hz" }, "⚠ ", hazardText(r))),
-    executables.length ? el("div", { class: "body" }, el("pre", {}, visible(executables.join("\n")))) : null);
+  const counts = Object.entries(t.hazard_counts || {}).map(([kind, n]) => `${kind} ${n}`).join(", ");
+  const executables = t.executable_paths || [];
+  const hazardous = t.hazard_paths || [];
+  const more = (shown, all) => (all > shown ? ` (the first ${shown} of ${all})` : "");
+  return el("div", { class: `file tree${t.hazards ? " hazard" : ""}`, "data-path": t.root },
+    el("div", { class: "head" }, el("label", {}, box, " ", el("code", {}, visible(`${t.root}/`))),
+      el("span", { class: "pill" }, "a tree git ignores: applied whole or not at all, when ticked"),
+      el("span", { class: "quiet" }, `${t.files} files, ${t.dirs} dirs, ${t.executables} executables, ${t.bytes} bytes${t.deleted ? `, ${t.deleted} deleted` : ""}`)),
+    t.hazards ? el("div", { class: "hz" }, "⚠ ", `${t.hazards} hazards: ${counts}. Ticking the tree allows them.`) : null,
+    el("div", { class: "body" },
+      executables.length ? el("div", {}, el("div", { class: "quiet" }, `executables${more(executables.length, t.executables)}`), el("pre", {}, visible(executables.join("\n")))) : null,
+      hazardous.length ? el("div", {}, el("div", { class: "quiet" }, `hazardous paths${more(hazardous.length, t.hazards)}`),
+        el("pre", {}, visible(hazardous.map((h) => `${h.path}  ${(h.hazards || []).join(", ")}`).join("\n")))) : null));
 }
 
 function sessionActions(s, into, feedback, d, boxes) {
@@ -471,8 +477,11 @@ function sessionActions(s, into, feedback, d, boxes) {
 function applyReport(answer) {
   if (!answer.ok && answer.status !== 409) return message("bad", problem(answer));
   if (answer.status === 409 && !(answer.data && answer.data.items)) return message("bad", problem(answer));
-  const items = answer.data.items || [];
-  const rows = items.map((i) => el("tr", {}, el("td", {}, el("code", {}, visible(i.path || ""))), el("td", {}, i.result || i.outcome || ""), el("td", {}, i.why || i.reason || "")));
+  // A tree's paths are one row: the tree's outcome.
+  const items = (answer.data.items || []).filter((i) => !i.tree);
+  const row = (path, result, reason) => el("tr", { "data-result": result }, el("td", {}, el("code", {}, visible(path))), el("td", {}, result), el("td", {}, reason || ""));
+  const rows = items.map((i) => row(i.path || "", i.result || "", i.reason))
+    .concat((answer.data.trees || []).map((t) => row(`${t.root}/ (${t.paths} paths)`, t.result || "", t.reason)));
   return el("div", {},
     message(answer.status === 200 ? "ok" : "bad", answer.status === 200 ? "Applied." : "Some changes were left out: see why below."),
     el("table", { id: "applied" }, el("tbody", {}, rows)));
@@ -507,7 +516,9 @@ function follow(id, log, runs, approvals) {
 
 function summaryOf(r) {
   const skip = new Set(["hash", "prev", "seq", "time", "action", "by", "session"]);
-  return Object.entries(r).filter(([k]) => !skip.has(k)).map(([k, v]) => `${k}=${typeof v === "string" ? v : JSON.stringify(v)}`).join(" ");
+  const text = Object.entries(r).filter(([k]) => !skip.has(k)).map(([k, v]) => `${k}=${typeof v === "string" ? v : JSON.stringify(v)}`).join(" ");
+  // A long record (an apply's every path) is cut here; airlock log and GET /v1/audit have it whole.
+  return text.length > 600 ? `${text.slice(0, 600)} …` : text;
 }
 
 // ---------- start ----------
