@@ -106,6 +106,9 @@ run_in(
     " && printf '{\"mcpServers\": {}}\\n' > .mcp.json && mkdir -p bin && printf '#!/bin/sh\\n' > bin/tool"
     " && chmod 755 bin/tool && mkdir -p .venv/bin .venv/lib && printf '#!/bin/sh\\n' > .venv/bin/tool"
     " && chmod 755 .venv/bin/tool && echo 'x = 1' > .venv/lib/mod.py && echo 'home = /usr' > .venv/pyvenv.cfg"
+    " && printf 'print(1)\\n++ 0; hidden_call()\\n-- a comment\\n' > hello.py"
+    " && mkdir -p 'x b' 'y b/x b' && echo benign > 'x b/y' && echo MALICIOUS > 'y b/x b/y'"
+    " && echo 'import os; os.system(1)' > café.py"
     " && echo made-four-files",
 )
 
@@ -151,6 +154,15 @@ with sync_playwright() as playwright:
     check(len(hazard.locator(".hz").all_inner_texts()) > 0, "the hazard's reason is shown")
     check(not hazard.locator("input.pick").is_checked(), "a hazard is not ticked until a person ticks it")
     check("executable" in page.locator(".file[data-path='bin/tool'] .head").inner_text(), "an executable is said to be one")
+    hello = page.locator(".file[data-path='hello.py'] .body").inner_text()
+    check("+++ 0; hidden_call()" in hello and "+-- a comment" in hello,
+          f"an added line that reads like a patch header is shown ({hello!r})")
+    benign = page.locator(".file[data-path='x b/y'] .body").inner_text()
+    malicious = page.locator(".file[data-path='y b/x b/y'] .body").inner_text()
+    check("+benign" in benign and "+MALICIOUS" in malicious,
+          f"each file's content is shown under its own path, ' b/' in names or not ({benign!r}, {malicious!r})")
+    cafe = page.locator(".file[data-path='café.py'] .body").inner_text()
+    check("os.system(1)" in cafe, f"a file whose name is not ASCII shows its content ({cafe!r})")
     page.wait_for_selector("#run-list tr.run")
     page.click("#run-list details.output summary")
     check("made-four-files" in page.inner_text("#run-list details.output"), "a run's output is shown with it")
@@ -251,6 +263,36 @@ fetch("{BASE}/v1/sessions/{work}/discard", {{method: "POST", mode: "no-cors", cr
     status, summary = request("GET", f"/v1/sessions/{work}", token=OPERATOR)
     check(summary.get("lifecycle") != "discarded", f"the session was not discarded ({summary.get('lifecycle')})")
     attacker.shutdown()
+
+    # A page on another port of this host gets the cookie with every request it makes the browser
+    # send (cookies are shared across ports, and the request is same-site): it opens nothing alone.
+    stolen = {}
+
+    class Thief(BaseHTTPRequestHandler):
+        def do_GET(self):
+            if self.path == "/pixel.gif":
+                stolen["cookie"] = self.headers.get("Cookie", "")
+            body = b'<!doctype html><img src="/pixel.gif">'
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    thief = ThreadingHTTPServer(("127.0.0.1", 0), Thief)
+    threading.Thread(target=thief.serve_forever, daemon=True).start()
+    taken = context.new_page()
+    taken.goto(f"http://127.0.0.1:{thief.server_address[1]}/")
+    taken.wait_for_load_state("load")
+    check("airlock_page=" in stolen.get("cookie", ""), "a page of another port did get the cookie (the attack is real)")
+    for method, path, body in [("GET", "/v1/login", None), ("GET", "/v1/sessions", None), ("POST", "/v1/disable", {"reason": "stolen"})]:
+        status, answer = request(method, path, body, headers={"Cookie": stolen["cookie"]})
+        check(status == 403 and answer["code"] == "csrf_refused", f"the cookie alone opens nothing: {method} {path} ({status} {answer})")
+    thief.shutdown()
+    taken.close()
 
     # DNS rebinding: a name that resolves to this machine, not one the server was given.
     rebound = context.new_page()

@@ -125,13 +125,15 @@ pub fn create_review_link(caller: &Caller, request: &LinkRequest) -> Result<Revi
 
 /// The operator token a person logs in to the page as, once core has judged what they presented:
 /// a link used once and not expired, or a token that is valid and an operator's. Agent tokens
-/// never open the page. Every login, and every refused one, is audited.
+/// never open the page. Every login is audited (`review.login`); refusals are the caller's to
+/// record with [`record_refused_logins`], counted: anyone who can connect can be refused, and a
+/// record (fsync'd) for each would let them fill the disk.
 pub fn page_login(
     service: &Caller,
     tokens: &Tokens,
     credential: PageCredential<'_>,
 ) -> Result<TokenRecord, Error> {
-    crate::refusal::audited(service, "review.refused", None, || {
+    {
         let state_dir = service.state_dir()?;
         let (record, by) = match credential {
             PageCredential::Link(code) => (redeem(&state_dir, tokens, code)?, "link"),
@@ -155,7 +157,26 @@ pub fn page_login(
             serde_json::json!({ "token_id": record.id, "profile": record.profile, "with": by }),
         )?;
         Ok(record)
-    })
+    }
+}
+
+/// `review.refused`: `count` page logins refused since the last such record, the last of them
+/// for `last` (best effort, as every refusal's record).
+pub fn record_refused_logins(service: &Caller, count: u64, last: &Error) {
+    let Ok(state_dir) = service.state_dir() else {
+        return;
+    };
+    let fields = serde_json::json!({
+        "count": count,
+        "error": last.to_string(),
+        "code": last.code().0,
+        "denied": true,
+    });
+    let _ = crate::audit::append(
+        &crate::audit::log_for(service, &state_dir),
+        "review.refused",
+        fields,
+    );
 }
 
 /// The token a link names, the link removed in the same rewrite that finds it.

@@ -4,12 +4,11 @@
 //! command wrote to a terminal itself) is kept beside the session, by the process that ran it.
 //!
 //! ```text
-//! STATE/sessions/ID/outputs/PID.json   the end of the output of the run carried out by PID
+//! STATE/sessions/ID/outputs/RUN.json   the end of the output of the run RUN (its intent's run_id)
 //! ```
 //!
-//! The pid is what pairs a run's output with its records (`by.pid`): one process carries out one
-//! run at a time, and a session keeps [`KEPT_OUTPUTS`] outputs, far fewer than the pids a system
-//! goes through before one comes back.
+//! The run's id (random, in its `run.intent` record) pairs its output with it: never a pid, which
+//! a sandbox can make the system come back to.
 
 use std::fs;
 use std::io::Write as _;
@@ -43,6 +42,9 @@ pub struct KeptOutput {
 pub struct SessionRun {
     pub started_at: String,
     pub argv: Vec<String>,
+    /// The run's id (its `run.intent` record's `run_id`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
     /// The process that carried it out (its records' `by.pid`).
     pub pid: Option<i64>,
     /// The API token that asked for it, if one did.
@@ -85,8 +87,13 @@ pub fn session_runs(caller: &Caller, id: &str) -> Result<Vec<SessionRun>, Error>
     let mut runs: Vec<SessionRun> = runs.into_iter().skip(skip).collect();
     let dir = outputs_dir(&session.dir);
     for run in &mut runs {
-        if let Some(pid) = run.pid {
-            run.output = read_output(&dir.join(format!("{pid}.json")));
+        // An id is hex (made by core); anything else in a record names no file.
+        let id = run
+            .run_id
+            .as_deref()
+            .filter(|id| id.bytes().all(|b| b.is_ascii_hexdigit()));
+        if let Some(id) = id {
+            run.output = read_output(&dir.join(format!("{id}.json")));
         }
     }
     Ok(runs)
@@ -114,6 +121,7 @@ fn take(runs: &mut Vec<SessionRun>, record: &Map<String, Value>) {
                         .collect()
                 })
                 .unwrap_or_default(),
+            run_id: text("run_id"),
             pid,
             token: record
                 .get("by")
@@ -157,7 +165,7 @@ fn read_output(path: &Path) -> Option<KeptOutput> {
 
 /// Keep the end of a run's output beside its session (best effort: the run's answer and its
 /// records do not depend on it), and drop the oldest past [`KEPT_OUTPUTS`].
-pub(crate) fn keep_output(session_dir: &Path, tails: &airlock_jail::OutputTails) {
+pub(crate) fn keep_output(session_dir: &Path, run_id: &str, tails: &airlock_jail::OutputTails) {
     let dir = outputs_dir(session_dir);
     if fs::create_dir_all(&dir).is_err() {
         return;
@@ -172,7 +180,7 @@ pub(crate) fn keep_output(session_dir: &Path, tails: &airlock_jail::OutputTails)
     let Ok(json) = serde_json::to_vec(&kept) else {
         return;
     };
-    let path = dir.join(format!("{}.json", std::process::id()));
+    let path = dir.join(format!("{run_id}.json"));
     let written = fs::OpenOptions::new()
         .create(true)
         .truncate(true)
@@ -244,10 +252,8 @@ mod tests {
             stdout_bytes: 10,
             stderr_bytes: 1,
         };
-        keep_output(dir.path(), &tails);
-        let kept =
-            read_output(&outputs_dir(dir.path()).join(format!("{}.json", std::process::id())))
-                .unwrap();
+        keep_output(dir.path(), "00ff", &tails);
+        let kept = read_output(&outputs_dir(dir.path()).join("00ff.json")).unwrap();
         assert_eq!(kept.stdout, "end\n");
         assert_eq!(kept.stdout_cut, 6);
         assert_eq!((kept.stderr.as_str(), kept.stderr_cut), ("\u{fffd}", 0));

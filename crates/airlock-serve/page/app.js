@@ -3,18 +3,18 @@
 // Text from sessions (paths, commands, file contents) is put in the page as text, never as HTML.
 "use strict";
 
-let csrf = null;
+// The login's secret: sent with every request (the cookie alone opens nothing, as browsers send a
+// host's cookies to every port of it). Kept in sessionStorage, which is this origin's alone.
+let csrf = sessionStorage.getItem("airlock-csrf");
 let who = null;
-let following = null; // the EventSource of the session shown, closed when another view opens
+let following = null; // the live log's reader of the session shown, stopped when another view opens
 
 // ---------- talking to the API ----------
 
 async function api(method, path, body, accept) {
   const headers = { Accept: accept || "application/json" };
-  if (method !== "GET") {
-    headers["Content-Type"] = "application/json";
-    if (csrf) headers["X-Airlock-CSRF"] = csrf;
-  }
+  if (csrf) headers["X-Airlock-CSRF"] = csrf;
+  if (method !== "GET") headers["Content-Type"] = "application/json";
   const response = await fetch(path, {
     method,
     headers,
@@ -73,9 +73,10 @@ function message(kind, text) {
 
 // Control characters, bidirectional overrides and invisible characters are shown as what they
 // are: a file that looks harmless on screen must not hide what it holds.
-const HIDDEN = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb]/g;
+const HIDDEN = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u2028-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff9-\ufffb\p{Cf}\p{Co}\p{Cn}\u{e0000}-\u{e007f}\u{e0100}-\u{e01ef}]/gu;
 
 function visible(text) {
+  text = String(text ?? "");
   const parts = [];
   let last = 0;
   for (const match of text.matchAll(HIDDEN)) {
@@ -100,6 +101,9 @@ function when(text) {
 function showLogin(note) {
   who = null;
   csrf = null;
+  sessionStorage.removeItem("airlock-csrf");
+  if (following) following.abort();
+  following = null;
   document.getElementById("who").replaceChildren();
   const input = el("input", { type: "password", id: "token", autocomplete: "off", placeholder: "airlock_…", "aria-label": "operator token" });
   const status = el("div");
@@ -128,9 +132,12 @@ async function logIn(body, status) {
 
 function loggedIn(data) {
   who = data;
-  csrf = data.csrf;
+  if (data.csrf) {
+    csrf = data.csrf;
+    sessionStorage.setItem("airlock-csrf", csrf);
+  }
   document.getElementById("who").replaceChildren(
-    `operator token ${data.token_name || data.token_id} · profile ${data.profile}`,
+    visible(`operator token ${data.token_name || data.token_id} · profile ${data.profile}`),
     el("button", { id: "logout", onclick: async () => {
       await api("POST", "/v1/logout", {});
       showLogin("Logged out.");
@@ -275,12 +282,14 @@ function runRow(run) {
     : run.exit_code === 0 ? el("span", { class: "ok" }, "0")
     : el("span", { class: "bad" }, String(run.exit_code ?? "?"));
   const refused = (run.refused || []).map((d) => `${d.host}:${d.port} (${d.why || d.rule || ""})`).join("; ");
+  // Each word of the command as it was given: where one ends and the next begins is kept.
+  const words = run.argv.map((w) => (/^[A-Za-z0-9_.,:\/=+@%-]+$/.test(w) ? w : `'${w.replace(/'/g, "'\\''")}'`)).join(" ");
   return el("tr", { class: "run" },
     el("td", { class: "quiet" }, when(run.started_at)),
-    el("td", {}, el("pre", { class: "argv" }, visible(run.argv.join(" "))), outputOf(run)),
+    el("td", {}, el("pre", { class: "argv" }, visible(words)), outputOf(run)),
     el("td", {}, exit),
     el("td", {}, run.duration_ms !== null && run.duration_ms !== undefined ? `${run.duration_ms} ms` : ""),
-    el("td", {}, refused || run.refusal || ""));
+    el("td", {}, visible(refused || run.refusal || "")));
 }
 
 function outputOf(run) {
@@ -316,9 +325,9 @@ function approvalCard(a, into, id) {
     await loadApprovals(id, into);
   };
   return el("div", { class: "card approval", "data-approval": a.id },
-    el("strong", {}, `${a.host}:${a.port}`), " ",
-    el("span", { class: "quiet" }, `asked by ${a.program || "a program"} · until ${when(a.expires_at)}`),
-    a.profile_line ? el("div", {}, "To allow it for good, add to the profile: ", el("code", { class: "profile-line" }, a.profile_line)) : null,
+    el("strong", {}, visible(`${a.host}:${a.port}`)), " ",
+    el("span", { class: "quiet" }, visible(`asked by ${a.program || "a program"} · until ${when(a.expires_at)}`)),
+    a.profile_line ? el("div", {}, "To allow it for good, add to the profile: ", el("code", { class: "profile-line" }, visible(a.profile_line))) : null,
     el("div", { class: "actions" }, reason,
       el("button", { class: "primary allow-once", onclick: decide("allow_once") }, "Allow once"),
       el("button", { class: "allow-session", onclick: decide("allow_session") }, "Allow for this session"),
@@ -345,8 +354,17 @@ async function loadDiff(s, into, feedback) {
   const [list, patch] = await Promise.all([api("GET", path), api("GET", path, null, "text/x-diff")]);
   if (!list.ok) return into.replaceChildren(message("bad", problem(list)));
   const d = list.data;
-  const chunks = patch.ok && typeof patch.data === "string" ? splitPatch(patch.data) : {};
   const changes = d.changes || [];
+  const known = new Set(changes.map((c) => c.path));
+  const chunks = patch.ok && typeof patch.data === "string" ? splitPatch(patch.data, known) : {};
+  // The list and the patch are two answers: if the session changed between them, what is shown
+  // is not one change set, and the person reads it again.
+  const patchDigest = patch.headers && patch.headers.get("airlock-digest");
+  if (patch.ok && patchDigest && d.digest && patchDigest !== d.digest) {
+    into.replaceChildren(message("bad", "The session changed while its changes were read: read them again."),
+      el("button", { id: "reload", onclick: () => loadDiff(s, into, feedback).catch(shown) }, "Reload changes"));
+    return;
+  }
   const trees = treesOf(d);
   if (changes.length === 0 && trees.length === 0) {
     into.replaceChildren(el("p", { class: "quiet" }, "The session changed nothing."), sessionActions(s, into, feedback, d, []));
@@ -363,23 +381,53 @@ async function loadDiff(s, into, feedback) {
     sessionActions(s, into, feedback, d, boxes)]));
 }
 
-// `diff --git a/X b/X` starts each file's part of a patch; paths with spaces or quotes are quoted.
-function splitPatch(text) {
+// `diff --git a/P b/P` starts each file's part of a patch (both halves name the same path, quoted
+// alike when it needs quoting): the path is the first half, found by length, never by searching
+// for " b/" (a path may hold that). A header that does not split so is not a file's start.
+function splitPatch(text, known) {
   const chunks = {};
   let current = null;
   for (const line of text.split("\n")) {
-    const head = line.match(/^diff --git "?a\/(.*?)"? "?b\/(.*?)"?$/);
-    if (head) {
+    const path = line.startsWith("diff --git ") ? headerPath(line.slice(11)) : null;
+    if (path !== null && known.has(path)) {
       current = [];
-      chunks[unquote(head[2])] = current;
+      chunks[path] = current;
     }
     if (current) current.push(line);
   }
   return chunks;
 }
 
+function headerPath(rest) {
+  if (rest.length % 2 === 0) return null;
+  const half = (rest.length - 1) / 2;
+  const a = rest.slice(0, half), b = rest.slice(half + 1);
+  if (rest[half] !== " ") return null;
+  if (a.startsWith('"a/') && b.startsWith('"b/') && a.slice(3) === b.slice(3)) return unquote(a.slice(3, -1));
+  if (a.startsWith("a/") && b.startsWith("b/") && a.slice(2) === b.slice(2)) return a.slice(2);
+  return null;
+}
+
+// git's quoting: C escapes, and \NNN octal for each byte of a name that is not ASCII (UTF-8).
 function unquote(path) {
-  return path.replace(/\\([0-7]{3}|.)/g, (_, c) => (c.length === 3 ? String.fromCharCode(parseInt(c, 8)) : c === "n" ? "\n" : c === "t" ? "\t" : c));
+  const bytes = [];
+  const simple = { n: 10, t: 9, r: 13, a: 7, b: 8, f: 12, v: 11, '"': 34, "\\": 92 };
+  for (let i = 0; i < path.length; i++) {
+    const c = path[i];
+    if (c !== "\\") {
+      bytes.push(...new TextEncoder().encode(c));
+      continue;
+    }
+    const next = path[i + 1];
+    if (/[0-7]/.test(next)) {
+      bytes.push(parseInt(path.slice(i + 1, i + 4), 8));
+      i += 3;
+    } else {
+      bytes.push(simple[next] ?? next.charCodeAt(0));
+      i += 1;
+    }
+  }
+  return new TextDecoder().decode(new Uint8Array(bytes));
 }
 
 function describeSide(c) {
@@ -387,7 +435,7 @@ function describeSide(c) {
   const o = c.old, n = c.new;
   if (c.status) bits.push(el("span", { class: "pill" }, c.status));
   if (n && n.kind && n.kind !== "file") bits.push(el("span", { class: "pill" }, n.kind));
-  if (n && n.target) bits.push(el("span", { class: "pill warn" }, `→ ${n.target}`));
+  if (n && n.target) bits.push(el("span", { class: "pill warn" }, "→ ", visible(n.target)));
   if (o && n && o.mode !== undefined && n.mode !== undefined && o.mode !== n.mode)
     bits.push(el("span", { class: "pill warn" }, `mode ${o.mode.toString(8)} → ${n.mode.toString(8)}`));
   else if (n && n.mode !== undefined && (n.mode & 0o111)) bits.push(el("span", { class: "pill warn" }, `executable ${n.mode.toString(8)}`));
@@ -403,10 +451,20 @@ function fileView(c, chunk, boxes) {
   if (chunk) {
     const binary = chunk.some((l) => l.startsWith("Binary files") || l.startsWith("GIT binary patch"));
     if (binary) body.push(el("p", { class: "quiet" }, "binary file: its content is not shown"));
-    else for (const line of chunk.slice(1)) {
-      if (line.startsWith("index ") || line.startsWith("--- ") || line.startsWith("+++ ")) continue;
-      const cls = line.startsWith("@@") ? "line-hunk" : line.startsWith("+") ? "line-add" : line.startsWith("-") ? "line-del" : "";
-      body.push(el("pre", { class: cls }, visible(line)));
+    else {
+      // The file's header lines come before its first hunk; after it, every line is content
+      // (an added line "++ x" reads "+++ x", and is shown).
+      let inHunks = false;
+      for (const line of chunk.slice(1)) {
+        if (!inHunks && !line.startsWith("@@")) {
+          if (/^(new|deleted) file mode|^old mode|^new mode/.test(line)) body.push(el("pre", { class: "line-hunk" }, visible(line)));
+          continue;
+        }
+        inHunks = true;
+        if (line === "") continue;
+        const cls = line.startsWith("@@") ? "line-hunk" : line.startsWith("+") ? "line-add" : line.startsWith("-") ? "line-del" : "";
+        body.push(el("pre", { class: cls }, visible(line)));
+      }
     }
   } else {
     body.push(el("p", { class: "quiet" }, c.status === "deleted" ? "deleted" : "no text to show (binary, special, or too large for a patch)"));
@@ -414,8 +472,8 @@ function fileView(c, chunk, boxes) {
   return el("div", { class: `file${hazards.length ? " hazard" : ""}`, "data-path": c.path },
     el("div", { class: "head" }, el("label", {}, box, " ", el("code", {}, visible(c.path))), describeSide(c),
       c.ignored ? el("span", { class: "pill" }, "ignored by git") : null),
-    hazards.map((h, i) => el("div", { class: "hz" }, "⚠ ", hazardText(h), c.hazard_notes && c.hazard_notes[i] ? `: ${c.hazard_notes[i]}` : "")),
-    (c.reasons || []).map((r) => el("div", { class: "hz" }, "⚠ ", r)),
+    hazards.map((h, i) => el("div", { class: "hz" }, "⚠ ", visible(hazardText(h)), c.hazard_notes && c.hazard_notes[i] ? visible(`: ${c.hazard_notes[i]}`) : "")),
+    (c.reasons || []).map((r) => el("div", { class: "hz" }, "⚠ ", visible(r))),
     el("div", { class: "body" }, body));
 }
 
@@ -479,7 +537,7 @@ function applyReport(answer) {
   if (answer.status === 409 && !(answer.data && answer.data.items)) return message("bad", problem(answer));
   // A tree's paths are one row: the tree's outcome.
   const items = (answer.data.items || []).filter((i) => !i.tree);
-  const row = (path, result, reason) => el("tr", { "data-result": result }, el("td", {}, el("code", {}, visible(path))), el("td", {}, result), el("td", {}, reason || ""));
+  const row = (path, result, reason) => el("tr", { "data-result": result }, el("td", {}, el("code", {}, visible(path))), el("td", {}, visible(result)), el("td", {}, visible(reason || "")));
   const rows = items.map((i) => row(i.path || "", i.result || "", i.reason))
     .concat((answer.data.trees || []).map((t) => row(`${t.root}/ (${t.paths} paths)`, t.result || "", t.reason)));
   return el("div", {},
@@ -490,17 +548,16 @@ function applyReport(answer) {
 // ---------- the audit log, live (server-sent events) ----------
 
 function follow(id, log, runs, approvals) {
-  if (following) following.close();
+  if (following) following.abort();
+  const stop = new AbortController();
+  following = stop;
   const since = new Date(Date.now() - 60 * 60 * 1000).toISOString();
-  const source = new EventSource(`/v1/audit?session=${encodeURIComponent(id)}&follow=true&since=${encodeURIComponent(since)}`);
-  following = source;
+  const path = `/v1/audit?session=${encodeURIComponent(id)}&follow=true&since=${encodeURIComponent(since)}`;
   let refresh = null;
-  source.onmessage = (event) => {
-    let record;
-    try { record = JSON.parse(event.data); } catch { return; }
+  const onRecord = (record) => {
     log.prepend(el("tr", {},
       el("td", { class: "quiet" }, when(record.time)),
-      el("td", { class: "mono" }, record.action),
+      el("td", { class: "mono" }, visible(record.action)),
       el("td", {}, el("pre", {}, visible(summaryOf(record))))));
     while (log.children.length > 500) log.lastChild.remove();
     // Runs and approvals shown again soon after a record that changes them.
@@ -512,6 +569,29 @@ function follow(id, log, runs, approvals) {
       }, 300);
     }
   };
+  // Server-sent events, read with fetch: EventSource cannot send the login's secret.
+  (async () => {
+    const response = await fetch(path, {
+      headers: { Accept: "text/event-stream", "X-Airlock-CSRF": csrf || "" },
+      credentials: "same-origin",
+      signal: stop.signal,
+    });
+    if (!response.ok || !response.body) return;
+    const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+    let pending = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      pending += value;
+      let end;
+      while ((end = pending.indexOf("\n\n")) >= 0) {
+        const event = pending.slice(0, end);
+        pending = pending.slice(end + 2);
+        const data = event.split("\n").filter((l) => l.startsWith("data: ")).map((l) => l.slice(6)).join("\n");
+        try { onRecord(JSON.parse(data)); } catch { /* not a record */ }
+      }
+    }
+  })().catch(() => {});
 }
 
 function summaryOf(r) {
@@ -530,7 +610,7 @@ function shown(error) {
 
 async function route() {
   if (following && !location.hash.startsWith("#/s/")) {
-    following.close();
+    following.abort();
     following = null;
   }
   if (!who) return;
@@ -550,6 +630,7 @@ async function start() {
     if (!(await logIn({ code: code[1] }, status))) return;
     return route();
   }
+  if (!csrf) return showLogin();
   const me = await api("GET", "/v1/login");
   if (!me.ok) return showLogin();
   loggedIn(me.data);

@@ -45,6 +45,9 @@ pub struct Authed {
     /// One of the token's places for requests in progress (see [`Limiter::request_slot`]): held
     /// while the body is read and, moved into [`blocking`], until core's answer.
     pub slot: RequestSlot,
+    /// The review page's login it came with (its cookie's value), if it came with one: what
+    /// goes on after it (an audit log followed) ends with the login.
+    pub page_login: Option<String>,
 }
 
 /// A place for a request in progress, shared by what it hands work to.
@@ -68,9 +71,9 @@ impl FromRequestParts<Shared> for Authed {
             Some(_) => None,
             None => crate::page::logged_in(parts, app)?,
         };
-        let token = match from_page {
-            Some(record) => record,
-            None => app.tokens.authenticate(presented)?,
+        let (token, page_login) = match from_page {
+            Some((record, cookie)) => (record, Some(cookie)),
+            None => (app.tokens.authenticate(presented)?, None),
         };
         app.limiter.admit(&token.id)?;
         let slot = Arc::new(app.limiter.request_slot(&token.id)?);
@@ -79,6 +82,7 @@ impl FromRequestParts<Shared> for Authed {
             caller: Caller::with_token(&app.service, &token, asked),
             token,
             slot,
+            page_login,
         })
     }
 }

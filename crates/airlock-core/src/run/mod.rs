@@ -183,6 +183,7 @@ fn run_confined(caller: &Caller, request: RunRequest) -> Result<RunReport, Error
     let session_id = turn.session.as_ref().map(|s| s.id.clone());
     let audit = crate::audit::log_for(plan.caller, &plan.state_dir);
     let intent = Intent {
+        run_id: crate::tokens::random_hex(8)?,
         session: session_id.as_deref(),
         profile: &plan.profile.name,
         policy: crate::audit::policy_digest(&plan.profile),
@@ -257,7 +258,7 @@ fn run_confined(caller: &Caller, request: RunRequest) -> Result<RunReport, Error
     settle(&mut turn, &clock)?;
     let finished = supervised.result?;
     if let (Some(dir), Some(tails)) = (&session_dir, &finished.output_tails) {
-        crate::session_runs::keep_output(dir, tails);
+        crate::session_runs::keep_output(dir, &intent.run_id, tails);
     }
     Ok(RunReport {
         outcome: finished.outcome,

@@ -9,6 +9,8 @@ use serde::Serialize;
 /// `run.intent`: everything that decides what the command may do.
 #[derive(Serialize)]
 pub(super) struct Intent<'a> {
+    /// Names this run among the session's (its kept output, see [`crate::session_runs`]).
+    pub run_id: String,
     pub session: Option<&'a str>,
     pub profile: &'a str,
     /// Which policy the run had (see [`crate::audit::policy_digest`]).

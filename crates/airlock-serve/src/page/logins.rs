@@ -24,7 +24,12 @@ pub struct Login {
 #[derive(Default)]
 pub struct Logins {
     open: Mutex<HashMap<String, Login>>,
+    /// Refused logins not yet on record, and when the last record of them was written.
+    refusals: Mutex<(u64, Option<Instant>)>,
 }
+
+/// Refused logins are recorded at most this often, counted.
+const REFUSALS_RECORDED_EVERY: Duration = Duration::from_secs(1);
 
 impl Logins {
     /// Open a login for `token_id`: the cookie's value and the login.
@@ -63,6 +68,22 @@ impl Logins {
         }
     }
 
+    /// Count a refused login; `record(count)` the refusals not on record yet when the last
+    /// record of them is [`REFUSALS_RECORDED_EVERY`] old.
+    pub fn refused(&self, record: impl FnOnce(u64)) {
+        let Ok(mut refusals) = self.refusals.lock() else {
+            return;
+        };
+        refusals.0 += 1;
+        let due = refusals
+            .1
+            .is_none_or(|at| at.elapsed() >= REFUSALS_RECORDED_EVERY);
+        if due {
+            record(refusals.0);
+            *refusals = (0, Some(Instant::now()));
+        }
+    }
+
     pub fn close(&self, cookie: &str) {
         if let Ok(mut open) = self.lock() {
             open.remove(cookie);
@@ -94,5 +115,18 @@ mod tests {
         assert!(logins.get("other").is_none());
         logins.close(&cookie);
         assert!(logins.get(&cookie).is_none());
+    }
+
+    #[test]
+    fn refusals_are_recorded_at_most_once_a_second_and_counted() {
+        let logins = Logins::default();
+        let mut recorded = Vec::new();
+        for _ in 0..5 {
+            logins.refused(|count| recorded.push(count));
+        }
+        assert_eq!(recorded, [1]);
+        logins.refusals.lock().unwrap().1 = Some(Instant::now() - REFUSALS_RECORDED_EVERY);
+        logins.refused(|count| recorded.push(count));
+        assert_eq!(recorded, [1, 5]);
     }
 }

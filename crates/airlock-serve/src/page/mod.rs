@@ -4,20 +4,24 @@
 //! it reads and changes through `/v1/...`, with an operator's token kept behind a cookie.
 //!
 //! Login: `POST /v1/login` with the code of a one-time link (`airlock review`) or an operator
-//! token, judged by core; the answer sets an HttpOnly, SameSite=Strict cookie and gives the CSRF
-//! token the page sends in `X-Airlock-CSRF` with every request that changes something.
+//! token, judged by core; the answer sets an HttpOnly, SameSite=Strict cookie and gives the page
+//! a second secret, which it keeps in sessionStorage and sends in `X-Airlock-CSRF` with every
+//! request (reads too). Browsers send cookies to every port of a host, so a cookie alone is no
+//! login: a page served from another port of this machine could read it (an image request carries
+//! it) or set one of its own; sessionStorage is this origin's alone, port included. Never answered
+//! again: a new tab or a closed one logs in again.
 
 mod logins;
 
 use axum::extract::State;
 use axum::http::request::Parts;
-use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 
 use airlock_core::bodies::{LoginBody, NoFields};
-use airlock_core::page_login::{page_login, PageCredential};
+use airlock_core::page_login::{page_login, record_refused_logins, PageCredential};
 use airlock_core::tokens::TokenRecord;
 
 use crate::app::{Authed, Shared};
@@ -30,8 +34,10 @@ const INDEX: &str = include_str!("../../page/index.html");
 const SCRIPT: &str = include_str!("../../page/app.js");
 const STYLE: &str = include_str!("../../page/app.css");
 
-/// The cookie that names a login.
+/// The cookie that names a login; over TLS `__Host-airlock_page` (the browser then takes it only
+/// from this origin over https, for every path, and no other site can set one of that name).
 const COOKIE: &str = "airlock_page";
+const COOKIE_TLS: &str = "__Host-airlock_page";
 /// The header every request that changes something carries, with the login's CSRF token.
 pub const CSRF_HEADER: &str = "x-airlock-csrf";
 
@@ -101,14 +107,25 @@ async fn login(State(app): State<Shared>, Body(body): Body<LoginBody>) -> ApiRes
             Owned::Link(code) => PageCredential::Link(code),
             Owned::Token(token) => PageCredential::Token(token),
         };
-        page_login(&service, &app2.tokens, credential)
+        let judged = page_login(&service, &app2.tokens, credential);
+        if let Err(refused) = &judged {
+            app2.logins
+                .refused(|count| record_refused_logins(&service, count, refused));
+        }
+        judged
     })
     .await??;
     let (cookie, login) = app.logins.open(&record.id)?;
-    let mut response = axum::Json(described(&record, &login)).into_response();
-    let secure = if app.tls { "; Secure" } else { "" };
+    let mut answer = described(&record, &login);
+    answer["csrf"] = login.csrf.clone().into();
+    let mut response = axum::Json(answer).into_response();
+    let (name, secure) = if app.tls {
+        (COOKIE_TLS, "; Secure")
+    } else {
+        (COOKIE, "")
+    };
     let set = format!(
-        "{COOKIE}={cookie}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}{secure}",
+        "{name}={cookie}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}{secure}",
         LOGIN_LIFETIME.as_secs()
     );
     let set = HeaderValue::from_str(&set)
@@ -123,16 +140,14 @@ enum Owned {
     Token(String),
 }
 
-/// `GET /v1/login`: who the page is logged in as, and its CSRF token (a page loaded again has
-/// lost it).
-async fn whoami(State(app): State<Shared>, headers: HeaderMap) -> ApiResult<Response> {
-    let cookie = cookie_of(&headers).ok_or_else(not_logged_in)?;
+/// `GET /v1/login`: who the page is logged in as (with the login's cookie and its secret: never
+/// the secret itself, which only the login's answer gives).
+async fn whoami(State(app): State<Shared>, authed: Authed) -> ApiResult<Response> {
+    let Some(cookie) = &authed.page_login else {
+        return Err(not_logged_in());
+    };
     let login = app.logins.get(cookie).ok_or_else(not_logged_in)?;
-    let record = app
-        .tokens
-        .valid_record(&login.token_id)
-        .ok_or_else(not_logged_in)?;
-    let mut response = axum::Json(described(&record, &login)).into_response();
+    let mut response = axum::Json(described(&authed.token, &login)).into_response();
     protect(response.headers_mut());
     Ok(response)
 }
@@ -144,15 +159,19 @@ async fn logout(
     headers: HeaderMap,
     Body(_): Body<NoFields>,
 ) -> ApiResult<Response> {
-    drop(authed);
-    if let Some(cookie) = cookie_of(&headers) {
+    if let Some(cookie) = &authed.page_login {
         app.logins.close(cookie);
     }
+    drop(headers);
     let mut response = StatusCode::NO_CONTENT.into_response();
-    response.headers_mut().insert(
-        header::SET_COOKIE,
-        HeaderValue::from_static("airlock_page=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0"),
-    );
+    let cleared = if app.tls {
+        "__Host-airlock_page=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0; Secure"
+    } else {
+        "airlock_page=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0"
+    };
+    response
+        .headers_mut()
+        .insert(header::SET_COOKIE, HeaderValue::from_static(cleared));
     Ok(response)
 }
 
@@ -162,7 +181,6 @@ fn described(record: &TokenRecord, login: &Login) -> serde_json::Value {
         "token_id": record.id,
         "token_name": record.name,
         "profile": record.profile,
-        "csrf": login.csrf,
         "expires_at": humantime::format_rfc3339_seconds(ends).to_string(),
     })
 }
@@ -175,49 +193,59 @@ fn not_logged_in() -> ApiError {
     )
 }
 
-/// The value of the page's cookie, if the request carries it.
-fn cookie_of(headers: &HeaderMap) -> Option<&str> {
-    headers
+/// The value of the page's cookie, if the request carries it; refused when it carries two: a page
+/// of another port of this host set one (cookies are shared across ports), to log this browser
+/// out or in as someone else.
+fn cookie_of(headers: &HeaderMap) -> Result<Option<&str>, ApiError> {
+    let mut found = headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(';'))
-        .find_map(|pair| pair.trim().strip_prefix(COOKIE)?.strip_prefix('='))
-        .filter(|value| !value.is_empty())
+        .filter_map(|pair| {
+            let (name, value) = pair.trim().split_once('=')?;
+            (name == COOKIE || name == COOKIE_TLS).then_some(value)
+        });
+    let first = found.next();
+    if found.next().is_some() {
+        return Err(ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "login_required",
+            "the browser sent two review-page cookies: a page elsewhere on this host set one — clear this site's cookies, then log in again",
+        ));
+    }
+    Ok(first.filter(|value| !value.is_empty()))
 }
 
-/// The operator token a request's page login stands for, if it carries the page's cookie: only
-/// for `/v1/...` (never `/mcp`), and for a request that changes something only with the login's
-/// CSRF token. `None`: no cookie (the request is then judged by its bearer token, or as having
-/// none).
-pub fn logged_in(parts: &Parts, app: &Shared) -> Result<Option<TokenRecord>, ApiError> {
+/// A request's page login: the operator token its cookie stands for and the cookie's value, if it
+/// carries the page's cookie. Only `/v1/...` takes it (never `/mcp`), and only with the login's
+/// secret in `X-Airlock-CSRF`, on every request: the cookie alone opens nothing. `None`: no
+/// cookie (the request is then judged by its bearer token, or as having none).
+pub fn logged_in(parts: &Parts, app: &Shared) -> Result<Option<(TokenRecord, String)>, ApiError> {
     if !parts.uri.path().starts_with("/v1/") {
         return Ok(None);
     }
-    let Some(cookie) = cookie_of(&parts.headers) else {
+    let Some(cookie) = cookie_of(&parts.headers)? else {
         return Ok(None);
     };
     let login = app.logins.get(cookie).ok_or_else(not_logged_in)?;
+    let sent = parts
+        .headers
+        .get(CSRF_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if !same(sent, &login.csrf) {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "csrf_refused",
+            "a request with the review page's cookie must carry the login's X-Airlock-CSRF header (the page sends it): log in again",
+        ));
+    }
     let record = app.tokens.valid_record(&login.token_id).ok_or_else(|| {
         app.logins.close(cookie);
         not_logged_in()
     })?;
-    let changes_state = !matches!(parts.method, Method::GET | Method::HEAD | Method::OPTIONS);
-    if changes_state {
-        let sent = parts
-            .headers
-            .get(CSRF_HEADER)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("");
-        if !same(sent, &login.csrf) {
-            return Err(ApiError::new(
-                StatusCode::FORBIDDEN,
-                "csrf_refused",
-                "a request that changes something from the review page must carry the page's X-Airlock-CSRF header: load the page again",
-            ));
-        }
-    }
-    Ok(Some(record))
+    Ok(Some((record, cookie.to_string())))
 }
 
 /// Equal without telling, by how long it took, how much of the two was.
@@ -236,10 +264,21 @@ mod tests {
             header::COOKIE,
             "a=1; airlock_page=abc; b=2".parse().unwrap(),
         );
-        assert_eq!(cookie_of(&headers), Some("abc"));
+        assert_eq!(cookie_of(&headers).unwrap(), Some("abc"));
         headers.insert(header::COOKIE, "airlock_pagex=abc".parse().unwrap());
-        assert_eq!(cookie_of(&headers), None);
+        assert_eq!(cookie_of(&headers).unwrap(), None);
         headers.insert(header::COOKIE, "airlock_page=".parse().unwrap());
-        assert_eq!(cookie_of(&headers), None);
+        assert_eq!(cookie_of(&headers).unwrap(), None);
+        headers.insert(header::COOKIE, "__Host-airlock_page=abc".parse().unwrap());
+        assert_eq!(cookie_of(&headers).unwrap(), Some("abc"));
+        // Two: one was set by a page of another port of this host.
+        headers.insert(
+            header::COOKIE,
+            "airlock_page=junk; airlock_page=abc".parse().unwrap(),
+        );
+        assert_eq!(cookie_of(&headers).unwrap_err().code, "login_required");
+        headers.insert(header::COOKIE, "airlock_page=junk".parse().unwrap());
+        headers.append(header::COOKIE, "airlock_page=abc".parse().unwrap());
+        assert!(cookie_of(&headers).is_err());
     }
 }

@@ -59,7 +59,11 @@ pub async fn records(
         // A follower holds a thread for as long as it reads: it counts as one of its token's runs.
         let run_slot = app.limiter.run_slot(&authed.token.id)?;
         let id = authed.token.id.clone();
-        let token_valid = move || app.tokens.is_valid(&id);
+        // A follower ends with its token, and one that came with the page's login with the login.
+        let login = authed.page_login.clone();
+        let token_valid = move || {
+            app.tokens.is_valid(&id) && login.as_ref().is_none_or(|c| app.logins.get(c).is_some())
+        };
         // A browser's EventSource asks for server-sent events; every other client gets NDJSON.
         let events = headers
             .get(header::ACCEPT)
