@@ -71,6 +71,7 @@ pub(super) fn start_gate(
                 std::process::id(),
             )),
             inject,
+            approvals: None,
         },
     )
     .map_err(|e| JailError::Caller(format!("cannot start the network gate: {e}")))?;
