@@ -71,6 +71,14 @@ pub enum Error {
     StateUntrusted { path: PathBuf, why: String },
     #[error("cannot tell the current directory — pass --workspace DIR")]
     NoWorkingDirectory,
+    #[error("no approval {id} — 'airlock approvals' lists those waiting")]
+    ApprovalNotFound { id: String },
+    /// An approval answered already, past its time, or whose run has gone.
+    #[error("approval {id} cannot be answered: it is {} already", status_word(*.status))]
+    ApprovalClosed {
+        id: String,
+        status: crate::approvals::ApprovalStatus,
+    },
     /// A `[[secret]]` whose value cannot be read now: never an empty value instead, and never
     /// the value in the message.
     #[error("secret {secret} (from {from}): {why}")]
@@ -93,6 +101,18 @@ pub enum Error {
 }
 
 crate::io_failure::io_variant!(Error, State);
+
+fn status_word(status: crate::approvals::ApprovalStatus) -> &'static str {
+    use crate::approvals::ApprovalStatus as S;
+    match status {
+        S::Pending => "pending",
+        S::AllowedOnce => "allowed once",
+        S::AllowedSession => "allowed for its session",
+        S::Denied => "denied",
+        S::Expired => "expired (nobody answered in time)",
+        S::Ended => "ended (its run stopped waiting)",
+    }
+}
 
 /// Paths a person typed, one after another, with control characters escaped.
 fn shown_paths(paths: &[PathBuf]) -> String {
@@ -211,6 +231,8 @@ impl Error {
             Error::LimitNotEnforced { .. } => ("limit_not_enforced", Unavailable),
             Error::SecretUnavailable { .. } => ("secret_unavailable", Unavailable),
             Error::InjectionUnavailable { .. } => ("injection_unavailable", Unavailable),
+            Error::ApprovalNotFound { .. } => ("approval_not_found", NotFound),
+            Error::ApprovalClosed { .. } => ("approval_closed", Conflict),
         }
     }
 }

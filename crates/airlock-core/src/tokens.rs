@@ -217,7 +217,7 @@ fn update<T>(
     Ok(answer)
 }
 
-fn random_hex(bytes: usize) -> Result<String, Error> {
+pub(crate) fn random_hex(bytes: usize) -> Result<String, Error> {
     let mut buf = vec![0u8; bytes];
     let source = Path::new("/dev/urandom");
     fs::File::open(source)

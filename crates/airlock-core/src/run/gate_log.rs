@@ -35,6 +35,8 @@ pub(super) struct GateLog {
     observed: Option<Arc<Mutex<Observed>>>,
     session: Option<String>,
     profile: String,
+    /// Asks a person about the connections the profile's `ask` names (None: it names none).
+    approver: Option<Arc<crate::approvals::asker::RunApprover>>,
 }
 
 /// Start the network gate of `plan`'s run: it decides by the profile's network (with none, it
@@ -48,22 +50,41 @@ pub(super) fn start_gate(
     inject: Option<Arc<airlock_egress::inject::Injector>>,
 ) -> Result<GateLog, JailError> {
     let profile = &plan.profile;
+    let audit = crate::audit::log_for(plan.caller, &plan.state_dir);
+    let approver = (!profile.ask.hosts.is_empty()).then(|| {
+        Arc::new(crate::approvals::asker::RunApprover::new(
+            plan.state_dir.clone(),
+            audit.clone(),
+            session.clone(),
+            profile.name.clone(),
+            std::time::Duration::from_secs(profile.ask.timeout_seconds),
+            profile.ask.webhook.clone(),
+        ))
+    });
     let gate_log = GateLog {
         running: None,
-        audit: crate::audit::log_for(plan.caller, &plan.state_dir),
+        audit,
+        approver: approver.clone(),
         limiter: Arc::new(Mutex::new(NetLog::new())),
         refusals: Arc::new(Mutex::new(RefusalTally::default())),
         observed: plan
             .learning
             .then(|| Arc::new(Mutex::new(Observed::default()))),
-        session,
+        session: session.clone(),
         profile: profile.name.clone(),
     };
     let events = gate_log.clone();
+    let mut egress = profile.network.clone();
+    // What people allowed for the rest of the session, merged by core here and nowhere else.
+    if let (Some(session), airlock_policy::NetworkMode::Allow { allow, .. }) =
+        (&session, &mut egress)
+    {
+        allow.extend(crate::approvals::session_allowed(&plan.state_dir, session));
+    }
     let running = airlock_egress::gate::start(
         sockets,
         airlock_egress::gate::Config {
-            egress: profile.network.clone(),
+            egress,
             resolve: plan.resolve.clone(),
             on_event: Box::new(move |event: &NetEvent| events.write_event(event)),
             cut_when: Some(crate::control::cut_flag(
@@ -71,7 +92,10 @@ pub(super) fn start_gate(
                 std::process::id(),
             )),
             inject,
-            approvals: None,
+            approvals: approver.map(|approver| airlock_egress::gate::Approvals {
+                ask: profile.ask.hosts.clone(),
+                approver,
+            }),
         },
     )
     .map_err(|e| JailError::Caller(format!("cannot start the network gate: {e}")))?;
@@ -126,6 +150,10 @@ impl GateLog {
     /// The run is over: its connections' last events, and what was still being counted, are
     /// written.
     pub(super) fn flush(&self) {
+        // Nobody waits for an answer any more.
+        if let Some(approver) = &self.approver {
+            approver.end();
+        }
         if let Some(running) = &self.running {
             running.finish(std::time::Duration::from_secs(2));
         }
