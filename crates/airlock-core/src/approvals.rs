@@ -65,6 +65,20 @@ pub struct Approval {
     pub answer: Option<Answer>,
 }
 
+/// The approvals waiting for a person: what `GET /v1/approvals` and `airlock approvals --json`
+/// answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalList {
+    pub approvals: Vec<Approval>,
+}
+
+impl Approval {
+    /// `host:port` (`[v6]:port`), as an allow entry writes it.
+    pub fn destination(&self) -> String {
+        airlock_policy::learn::destination(&self.host, self.port)
+    }
+}
+
 /// Where an approval stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

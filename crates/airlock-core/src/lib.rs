@@ -46,7 +46,7 @@ pub use apply::{
 };
 pub use approvals::{
     decide_approval, get_approval, list_approvals, Answer as ApprovalAnswer, Approval,
-    ApprovalStatus, DecideRequest, Decision as ApprovalDecision,
+    ApprovalList, ApprovalStatus, DecideRequest, Decision as ApprovalDecision,
 };
 pub use caller::{describe_profile, Caller, Grant, ProfileChoice, Role};
 pub use changes::{ChangesError, MAX_FILE_BYTES};
