@@ -210,7 +210,11 @@ fn read(state_dir: &Path, id: &str) -> Result<Option<Approval>, Error> {
 fn answerable(approval: &Approval) -> bool {
     approval.status == ApprovalStatus::Pending
         && approval.seconds_left > 0
-        && nix::sys::signal::kill(nix::unistd::Pid::from_raw(approval.run as i32), None).is_ok()
+        // Another user's process (EPERM) is there all the same.
+        && !matches!(
+            nix::sys::signal::kill(nix::unistd::Pid::from_raw(approval.run as i32), None),
+            Err(nix::errno::Errno::ESRCH)
+        )
 }
 
 /// An approval id as airlock makes them, and nothing else (it names a file).

@@ -1,0 +1,339 @@
+//! Approvals that wait for a person: a sandboxed command connects to a host its profile's
+//! `[network] ask` names; the gate holds the connect while another process answers (`airlock
+//! approve`, `airlock deny`, the API with an operator token), or nobody does and it is refused.
+//! A real server on the host's loopback, reached as `api.asked.test` through `--resolve`, as
+//! the egress tests do; the same connection without airlock reaches it. Root and unprivileged
+//! user both.
+// Tests: a panic is how a test fails, helpers included.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::process::{Child, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use support::api::{agent_token, assert_ok, assert_refused, audit_log, operator_token, Server};
+use support::servers::python_server;
+use support::sessions::new_session;
+use support::{stderr, stdout, Mode, World};
+
+const HOST: &str = "api.asked.test";
+
+/// An HTTP server on the host's loopback that answers every request with `hello from host`.
+fn server() -> support::servers::Server {
+    python_server(
+        r#"
+import http.server
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = b"hello from host"
+        self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a): pass
+s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+print(s.server_address[1], flush=True)
+s.serve_forever()
+"#,
+        &[],
+    )
+}
+
+/// A program in the workspace that connects to `HOST:port` (a plain connect, not through the
+/// proxy), asks for `/` and prints `REACHED …` or `blocked …`.
+fn probe(w: &World, port: u16) {
+    let script = format!(
+        r#"
+import socket
+try:
+    s = socket.create_connection(("{HOST}", {port}), timeout=120)
+    s.sendall(b"GET / HTTP/1.1\r\nHost: {HOST}\r\nConnection: close\r\n\r\n")
+    print("REACHED", s.recv(200).split(b"\r\n\r\n")[-1].decode())
+except Exception as e:
+    print("blocked", type(e).__name__, e)
+"#
+    );
+    w.write(&w.workspace.join("probe.py"), &script);
+}
+
+/// The default profile (what tokens are bound to), asking about `*.asked.test`.
+fn asking_profile(w: &World, timeout: &str) {
+    w.named_profile(
+        "default",
+        &format!("[network]\nask = [\"*.asked.test\"]\nask_timeout = \"{timeout}\"\n"),
+    );
+}
+
+/// `airlock run [extra] -- python3 probe.py`, started: it waits for an answer.
+fn start_probe(w: &World, extra: &[&str]) -> Child {
+    w.airlock()
+        .args(["run", "--resolve", &format!("{HOST}=127.0.0.1")])
+        .args(extra)
+        .args(["--", "/usr/bin/python3", "probe.py"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// `airlock approvals --json`: the approvals waiting.
+fn waiting(w: &World) -> Vec<Value> {
+    let out = w.airlock().args(["approvals", "--json"]).output().unwrap();
+    assert!(out.status.success(), "approvals: {}", stderr(&out));
+    let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    listed["approvals"].as_array().unwrap().clone()
+}
+
+/// The one approval that waits, once it does.
+#[track_caller]
+fn the_waiting_one(w: &World) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let listed = waiting(w);
+        if let Some(first) = listed.first() {
+            assert_eq!(listed.len(), 1, "{listed:?}");
+            return first.clone();
+        }
+        assert!(Instant::now() < deadline, "no approval was asked for");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The audit log's actions of approvals and connections, in order.
+fn approval_actions(w: &World) -> Vec<String> {
+    audit_log(w)
+        .iter()
+        .filter_map(|r| r["action"].as_str())
+        .filter(|a| a.starts_with("approval.") || *a == "net.connect")
+        .map(str::to_string)
+        .collect()
+}
+
+fn finished(child: Child) -> Output {
+    let out = child.wait_with_output().unwrap();
+    assert_ne!(
+        out.status.code(),
+        Some(125),
+        "airlock failed: {}",
+        stderr(&out)
+    );
+    out
+}
+
+/// `uid N` of the identity under test, as an answer names it.
+fn me(w: &World) -> String {
+    match (w.mode, support::is_root()) {
+        (Mode::User, true) => format!("uid {}", support::TEST_UID),
+        _ => format!("uid {}", nix::unistd::getuid()),
+    }
+}
+
+both_modes!(an_approval_from_another_process_lets_the_held_connection_through);
+fn an_approval_from_another_process_lets_the_held_connection_through(w: &World) {
+    let http = server();
+    probe(w, http.port);
+    let outside = w.outside("/usr/bin/python3 probe.py 2>&1 || true");
+    assert!(
+        stdout(&outside).contains("blocked"),
+        "without --resolve the name means nothing outside: {}",
+        stdout(&outside)
+    );
+    asking_profile(w, "60s");
+    let run = start_probe(w, &[]);
+    let approval = the_waiting_one(w);
+    assert_eq!(approval["host"], HOST);
+    assert_eq!(approval["port"], http.port);
+    assert_eq!(approval["status"], "pending");
+    assert_eq!(approval["entry"], "*.asked.test");
+    assert_eq!(approval["program"], "python3");
+    assert_eq!(
+        approval["profile_line"],
+        format!("allow = [\"{HOST}:{}\"]", http.port)
+    );
+    assert!(approval["seconds_left"].as_u64().unwrap() <= 60);
+    // Asked, in the log, before anyone answered; nothing connected yet.
+    assert_eq!(approval_actions(w), ["approval.asked"]);
+    let id = approval["id"].as_str().unwrap();
+    let answered = w
+        .airlock()
+        .args(["approve", id, "--reason", "the test says so"])
+        .output()
+        .unwrap();
+    assert!(answered.status.success(), "{}", stderr(&answered));
+    assert!(
+        stderr(&answered).contains(&format!("allow = [\"{HOST}:{}\"]", http.port)),
+        "the profile line is offered: {}",
+        stderr(&answered)
+    );
+    let out = finished(run);
+    assert!(
+        stdout(&out).contains("REACHED hello from host"),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert_eq!(
+        approval_actions(w),
+        ["approval.asked", "approval.decided", "net.connect"]
+    );
+    let decided = audit_log(w)
+        .into_iter()
+        .find(|r| r["action"] == "approval.decided")
+        .unwrap();
+    assert_eq!(decided["decided_by"], me(w).as_str(), "{decided}");
+    assert_eq!(decided["decision"], "allow_once");
+    assert_eq!(decided["reason"], "the test says so");
+    // Answered: it can be answered no more (exit 2), and nothing waits.
+    let again = w.airlock().args(["deny", id]).output().unwrap();
+    assert_eq!(again.status.code(), Some(2), "{}", stderr(&again));
+    assert!(waiting(w).is_empty());
+}
+
+both_modes!(nobody_answering_in_time_refuses_and_the_run_says_why);
+fn nobody_answering_in_time_refuses_and_the_run_says_why(w: &World) {
+    let http = server();
+    probe(w, http.port);
+    asking_profile(w, "2s");
+    let run = start_probe(w, &["--json"]);
+    let approval = the_waiting_one(w);
+    let out = finished(run);
+    assert!(stdout(&out).contains("blocked"), "{}", stdout(&out));
+    let why = "nobody answered within 2 s (ask_timeout)";
+    let answer: Value = serde_json::from_str(stdout(&out).lines().last().unwrap()).unwrap();
+    // Both of the name's addresses were tried (IPv4, then IPv6): one question, two refusals.
+    let refused = &answer["refused"][0];
+    assert_eq!(answer["refused"].as_array().unwrap().len(), 1, "{answer}");
+    assert_eq!(refused["host"], HOST, "{answer}");
+    assert_eq!(refused["port"], http.port);
+    assert_eq!(refused["why"], why, "{answer}");
+    let plain = start_probe(w, &[]);
+    the_waiting_one(w);
+    let out = finished(plain);
+    assert!(
+        stderr(&out).contains(why),
+        "the run's last lines: {}",
+        stderr(&out)
+    );
+    assert_eq!(
+        &approval_actions(w)[..3],
+        ["approval.asked", "approval.expired", "net.connect"]
+    );
+    let late = w
+        .airlock()
+        .args(["approve", approval["id"].as_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(late.status.code(), Some(2), "{}", stderr(&late));
+    assert!(stderr(&late).contains("expired"), "{}", stderr(&late));
+}
+
+both_modes!(a_denial_is_refused_naming_who_and_why);
+fn a_denial_is_refused_naming_who_and_why(w: &World) {
+    let http = server();
+    probe(w, http.port);
+    asking_profile(w, "60s");
+    let run = start_probe(w, &[]);
+    let approval = the_waiting_one(w);
+    let id = approval["id"].as_str().unwrap();
+    let denied = w
+        .airlock()
+        .args(["deny", id, "--reason", "not during the freeze", "--json"])
+        .output()
+        .unwrap();
+    assert!(denied.status.success(), "{}", stderr(&denied));
+    let answered: Value = serde_json::from_slice(&denied.stdout).unwrap();
+    assert_eq!(answered["status"], "denied");
+    assert_eq!(answered["answer"]["by"], me(w).as_str());
+    let out = finished(run);
+    assert!(stdout(&out).contains("blocked"), "{}", stdout(&out));
+    let said = format!("denied by {}: not during the freeze", me(w));
+    assert!(stderr(&out).contains(&said), "{}", stderr(&out));
+}
+
+both_modes!(allowed_for_the_session_its_next_run_connects_without_asking);
+fn allowed_for_the_session_its_next_run_connects_without_asking(w: &World) {
+    let http = server();
+    probe(w, http.port);
+    asking_profile(w, "60s");
+    let session = new_session(w, &[]);
+    let run = start_probe(w, &["--session", &session]);
+    let approval = the_waiting_one(w);
+    assert_eq!(approval["session"], session.as_str());
+    let id = approval["id"].as_str().unwrap();
+    let answered = w
+        .airlock()
+        .args(["approve", id, "--session"])
+        .output()
+        .unwrap();
+    assert!(answered.status.success(), "{}", stderr(&answered));
+    assert!(stdout(&finished(run)).contains("REACHED"));
+    // The next run of the session: no question, connected.
+    let next = finished(start_probe(w, &["--session", &session]));
+    assert!(stdout(&next).contains("REACHED"), "{}", stderr(&next));
+    let asked = approval_actions(w)
+        .iter()
+        .filter(|a| *a == "approval.asked")
+        .count();
+    assert_eq!(asked, 1, "asked once: {:?}", approval_actions(w));
+    // A run outside the session is asked again.
+    let outside = start_probe(w, &[]);
+    let other = the_waiting_one(w);
+    assert_ne!(other["id"], approval["id"]);
+    w.airlock()
+        .args(["deny", other["id"].as_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(stdout(&finished(outside)).contains("blocked"));
+}
+
+both_modes!(only_an_operator_token_lists_and_answers_through_the_api);
+fn only_an_operator_token_lists_and_answers_through_the_api(w: &World) {
+    let http = server();
+    probe(w, http.port);
+    asking_profile(w, "60s");
+    let agent = agent_token(w);
+    let operator = operator_token(w);
+    let server = Server::start(w, &[]);
+    let (api, op) = (server.client(&agent.token), server.client(&operator.token));
+    let run = start_probe(w, &[]);
+    let approval = the_waiting_one(w);
+    let path = format!("/v1/approvals/{}", approval["id"].as_str().unwrap());
+    let decide = json!({ "decision": "allow_once", "reason": "the agent wants to" });
+    assert_refused(&api.get("/v1/approvals"), 403, "role_forbidden");
+    assert_refused(&api.get(&path), 403, "role_forbidden");
+    assert_refused(&api.post(&path, &decide), 403, "role_forbidden");
+    assert_eq!(approval_actions(w), ["approval.asked"], "nothing decided");
+    let listed = assert_ok(&op.get("/v1/approvals"));
+    assert_eq!(listed["approvals"][0]["id"], approval["id"], "{listed}");
+    assert_refused(
+        &op.post(&path, &json!({ "decision": "maybe" })),
+        400,
+        "bad_request_body",
+    );
+    assert_refused(
+        &op.get("/v1/approvals/ap_0000000000000000"),
+        404,
+        "approval_not_found",
+    );
+    let denied = assert_ok(&op.post(
+        &path,
+        &json!({ "decision": "deny", "reason": "asked by the test" }),
+    ));
+    assert_eq!(denied["status"], "denied");
+    let by = format!("token {}", operator.id);
+    assert_eq!(denied["answer"]["by"], by.as_str(), "{denied}");
+    assert_refused(&op.post(&path, &decide), 409, "approval_closed");
+    let out = finished(run);
+    assert!(stdout(&out).contains("blocked"), "{}", stdout(&out));
+    assert!(
+        stderr(&out).contains(&format!("denied by {by}: asked by the test")),
+        "{}",
+        stderr(&out)
+    );
+    let decided = audit_log(w)
+        .into_iter()
+        .find(|r| r["action"] == "approval.decided")
+        .unwrap();
+    assert_eq!(decided["by"]["token"], operator.id.as_str(), "{decided}");
+}
