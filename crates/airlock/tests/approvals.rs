@@ -337,3 +337,56 @@ fn only_an_operator_token_lists_and_answers_through_the_api(w: &World) {
         .unwrap();
     assert_eq!(decided["by"]["token"], operator.id.as_str(), "{decided}");
 }
+
+both_modes!(the_webhook_is_offered_the_question_and_an_operator_answers_it);
+/// The profile names a webhook (here a server of the test's on loopback, where n8n or a chat
+/// bridge would be): it gets the approval as JSON, with how to answer; the answer that counts
+/// is an operator's, here `airlock approve` with the id the webhook got.
+fn the_webhook_is_offered_the_question_and_an_operator_answers_it(w: &World) {
+    let http = server();
+    probe(w, http.port);
+    let got = w.base.join("webhook.json");
+    let hook = python_server(
+        r#"
+import http.server, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        open(sys.argv[1] + ".tmp", "wb").write(body)
+        import os; os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+        self.send_response(204); self.end_headers()
+    def log_message(self, *a): pass
+s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+print(s.server_address[1], flush=True)
+s.serve_forever()
+"#,
+        &[got.as_os_str()],
+    );
+    w.named_profile(
+        "default",
+        &format!(
+            "[network]\nask = [\"*.asked.test\"]\nask_webhook = \"http://127.0.0.1:{}/webhook/airlock\"\n",
+            hook.port
+        ),
+    );
+    let run = start_probe(w, &[]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !got.exists() {
+        assert!(Instant::now() < deadline, "the webhook got nothing");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let offer: Value = serde_json::from_slice(&std::fs::read(&got).unwrap()).unwrap();
+    assert_eq!(offer["kind"], "airlock.approval");
+    assert_eq!(offer["host"], HOST);
+    assert_eq!(offer["port"], http.port);
+    let id = offer["id"].as_str().unwrap();
+    assert_eq!(offer["answer"]["path"], format!("/v1/approvals/{id}"));
+    let answered = w.airlock().args(["approve", id]).output().unwrap();
+    assert!(answered.status.success(), "{}", stderr(&answered));
+    assert!(stdout(&finished(run)).contains("REACHED"));
+    let offered = audit_log(w)
+        .into_iter()
+        .find(|r| r["action"] == "approval.webhook")
+        .expect("the offer is audited");
+    assert_eq!(offered["status"], 204, "{offered}");
+}
