@@ -304,6 +304,29 @@ fn only_an_operator_token_lists_and_answers_through_the_api(w: &World) {
     assert_refused(&api.get(&path), 403, "role_forbidden");
     assert_refused(&api.post(&path, &decide), 403, "role_forbidden");
     assert_eq!(approval_actions(w), ["approval.asked"], "nothing decided");
+    // The CLI through the server says the same, by the same codes.
+    let url = match &server.addr {
+        support::api::Addr::Unix(path) => format!("unix:{}", path.display()),
+        support::api::Addr::Tcp(addr) => format!("http://{addr}"),
+    };
+    let cli = |token: &str, args: &[&str]| {
+        w.command(support::airlock_bin())
+            .env("AIRLOCK_URL", &url)
+            .env("AIRLOCK_TOKEN", token)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let refused = cli(&agent.token, &["approvals"]);
+    assert_eq!(refused.status.code(), Some(125));
+    assert!(
+        stderr(&refused).contains("role_forbidden"),
+        "{}",
+        stderr(&refused)
+    );
+    let listed = cli(&operator.token, &["approvals", "--json"]);
+    assert!(listed.status.success(), "{}", stderr(&listed));
+    assert!(stdout(&listed).contains(approval["id"].as_str().unwrap()));
     let listed = assert_ok(&op.get("/v1/approvals"));
     assert_eq!(listed["approvals"][0]["id"], approval["id"], "{listed}");
     assert_refused(
@@ -324,6 +347,11 @@ fn only_an_operator_token_lists_and_answers_through_the_api(w: &World) {
     let by = format!("token {}", operator.id);
     assert_eq!(denied["answer"]["by"], by.as_str(), "{denied}");
     assert_refused(&op.post(&path, &decide), 409, "approval_closed");
+    let late = cli(
+        &operator.token,
+        &["approve", approval["id"].as_str().unwrap()],
+    );
+    assert_eq!(late.status.code(), Some(2), "{}", stderr(&late));
     let out = finished(run);
     assert!(stdout(&out).contains("blocked"), "{}", stdout(&out));
     assert!(
@@ -389,4 +417,67 @@ s.serve_forever()
         .find(|r| r["action"] == "approval.webhook")
         .expect("the offer is audited");
     assert_eq!(offered["status"], 204, "{offered}");
+}
+
+both_modes!(a_request_through_airlocks_proxy_is_asked_about_as_a_connection_is);
+/// Programs that honour HTTP_PROXY (set in every sandbox) ask airlock's proxy, not connect:
+/// the proxy holds the request for a person the same way.
+fn a_request_through_airlocks_proxy_is_asked_about_as_a_connection_is(w: &World) {
+    let http = server();
+    let script = format!(
+        "import urllib.request\nprint(\"REACHED\", urllib.request.urlopen(\"http://{HOST}:{}/\", timeout=120).read().decode())\n",
+        http.port
+    );
+    w.write(&w.workspace.join("probe.py"), &script);
+    asking_profile(w, "60s");
+    let run = start_probe(w, &[]);
+    let approval = the_waiting_one(w);
+    assert_eq!(
+        (approval["host"].as_str(), approval["port"].as_u64()),
+        (Some(HOST), Some(u64::from(http.port)))
+    );
+    let id = approval["id"].as_str().unwrap();
+    let answered = w.airlock().args(["approve", id]).output().unwrap();
+    assert!(answered.status.success(), "{}", stderr(&answered));
+    let out = finished(run);
+    assert!(
+        stdout(&out).contains("REACHED hello from host"),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let connect = audit_log(w)
+        .into_iter()
+        .find(|r| r["action"] == "net.connect")
+        .unwrap();
+    assert_eq!(connect["protocol"], "http-proxy", "{connect}");
+    assert_eq!(connect["allowed"], true, "{connect}");
+}
+
+both_modes!(the_kill_switch_ends_what_waits_refused);
+/// A run killed while its connection waits: the approval ends, refused and recorded, and can
+/// be answered no more.
+fn the_kill_switch_ends_what_waits_refused(w: &World) {
+    let http = server();
+    probe(w, http.port);
+    asking_profile(w, "60s");
+    let run = start_probe(w, &[]);
+    let approval = the_waiting_one(w);
+    let killed = w
+        .airlock()
+        .args(["kill", "--all", "--reason", "stop it"])
+        .output()
+        .unwrap();
+    assert!(killed.status.success(), "{}", stderr(&killed));
+    let _ = run.wait_with_output().unwrap();
+    assert!(waiting(w).is_empty());
+    let late = w
+        .airlock()
+        .args(["approve", approval["id"].as_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(late.status.code(), Some(2), "{}", stderr(&late));
+    let actions = approval_actions(w);
+    assert_eq!(actions[0], "approval.asked");
+    assert!(actions.iter().any(|a| a == "approval.ended"), "{actions:?}");
 }

@@ -116,9 +116,19 @@ impl RunApprover {
         }
     }
 
-    /// The run is over: approvals still waiting end, refused.
-    pub(crate) fn end(&self) {
+    /// The run is over: approvals still waiting end, refused; waited for (at most `within`),
+    /// so that their records are written before the run's process exits.
+    pub(crate) fn end(&self, within: Duration) {
         self.ended.store(true, Ordering::SeqCst);
+        let deadline = Instant::now() + within;
+        let waiting = || {
+            self.known
+                .lock()
+                .is_ok_and(|known| known.values().any(|k| matches!(k, Known::Waiting(_))))
+        };
+        while waiting() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 
     /// Ask, wait, and say what came of it.

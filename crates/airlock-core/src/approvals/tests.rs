@@ -183,7 +183,7 @@ fn an_agent_can_neither_list_nor_answer() {
     let refused = decide_approval(&agent, &approval.id, &request).unwrap_err();
     assert_eq!(refused.code().0, "role_forbidden");
     assert_eq!(actions(&world), ["approval.asked"], "nothing decided");
-    approver.end();
+    approver.end(Duration::from_secs(2));
     let decision = waiting.join().unwrap();
     assert!(!decision.allowed);
     assert!(decision.rule.contains("the run ended"), "{}", decision.rule);
@@ -237,7 +237,7 @@ fn a_flood_of_questions_is_bounded() {
     let refused = approver.decide(&question("one-more.github.com"));
     assert!(!refused.allowed);
     assert!(refused.rule.contains("wait already"), "{}", refused.rule);
-    approver.end();
+    approver.end(Duration::from_secs(2));
     for waiting in waiting {
         assert!(!waiting.join().unwrap().allowed);
     }

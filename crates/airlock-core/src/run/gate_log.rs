@@ -152,7 +152,7 @@ impl GateLog {
     pub(super) fn flush(&self) {
         // Nobody waits for an answer any more.
         if let Some(approver) = &self.approver {
-            approver.end();
+            approver.end(std::time::Duration::from_secs(2));
         }
         if let Some(running) = &self.running {
             running.finish(std::time::Duration::from_secs(2));
