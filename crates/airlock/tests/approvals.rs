@@ -276,6 +276,19 @@ fn allowed_for_the_session_its_next_run_connects_without_asking(w: &World) {
         .filter(|a| *a == "approval.asked")
         .count();
     assert_eq!(asked, 1, "asked once: {:?}", approval_actions(w));
+    // The run's intent records what the session allows since.
+    let intents: Vec<Value> = audit_log(w)
+        .into_iter()
+        .filter(|r| r["action"] == "run.intent")
+        .collect();
+    let allowed = format!("{HOST}:{}", http.port);
+    assert_eq!(intents[0]["network"]["allow"], json!([]), "{}", intents[0]);
+    assert_eq!(
+        intents[1]["network"]["allow"],
+        json!([allowed]),
+        "{}",
+        intents[1]
+    );
     // A run outside the session is asked again.
     let outside = start_probe(w, &[]);
     let other = the_waiting_one(w);

@@ -74,17 +74,10 @@ pub(super) fn start_gate(
         profile: profile.name.clone(),
     };
     let events = gate_log.clone();
-    let mut egress = profile.network.clone();
-    // What people allowed for the rest of the session, merged by core here and nowhere else.
-    if let (Some(session), airlock_policy::NetworkMode::Allow { allow, .. }) =
-        (&session, &mut egress)
-    {
-        allow.extend(crate::approvals::session_allowed(&plan.state_dir, session));
-    }
     let running = airlock_egress::gate::start(
         sockets,
         airlock_egress::gate::Config {
-            egress,
+            egress: profile.network.clone(),
             resolve: plan.resolve.clone(),
             on_event: Box::new(move |event: &NetEvent| events.write_event(event)),
             cut_when: Some(crate::control::cut_flag(
