@@ -205,6 +205,32 @@ fn read(state_dir: &Path, id: &str) -> Result<Option<Approval>, Error> {
     Ok(Some(approval))
 }
 
+/// How long an answered approval is kept for `GET /v1/approvals/{id}` and `airlock approve`'s
+/// "answered already"; its records stay in the audit log for good.
+const KEPT: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+
+/// Remove the approvals answered longer than [`KEPT`] ago (when a new one is asked: the
+/// directory never grows past a day's questions).
+fn prune(state_dir: &Path) {
+    let Ok(entries) = fs::read_dir(dir(state_dir)) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(id) = name.strip_suffix(".answer.json") else {
+            continue;
+        };
+        let old = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .is_ok_and(|at| at.elapsed().is_ok_and(|age| age > KEPT));
+        if old && check_id(id).is_ok() {
+            let _ = fs::remove_file(question_path(state_dir, id));
+            let _ = fs::remove_file(entry.path());
+        }
+    }
+}
+
 /// Could anyone still answer it: pending, in time, and its run still there to wait for it? A
 /// run that died without answering (its supervisor killed) leaves a question nobody waits for.
 fn answerable(approval: &Approval) -> bool {
@@ -220,7 +246,7 @@ fn answerable(approval: &Approval) -> bool {
 /// An approval id as airlock makes them, and nothing else (it names a file).
 fn check_id(id: &str) -> Result<(), Error> {
     let hex = id.strip_prefix("ap_").unwrap_or_default();
-    if hex.len() == 16 && hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+    if hex.len() == 16 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
         return Ok(());
     }
     Err(Error::Argument {

@@ -494,3 +494,52 @@ fn the_kill_switch_ends_what_waits_refused(w: &World) {
     assert_eq!(actions[0], "approval.asked");
     assert!(actions.iter().any(|a| a == "approval.ended"), "{actions:?}");
 }
+
+both_modes!(a_run_of_the_api_asks_and_an_operator_token_answers);
+/// Under `airlock serve` a run is supervised by a worker process of the server's: it asks the
+/// same way, and an operator token's denial comes back in the run's answer. (A bare public
+/// address, never reached: denied before anything leaves.)
+fn a_run_of_the_api_asks_and_an_operator_token_answers(w: &World) {
+    w.named_profile(
+        "default",
+        "[network]\nask = [\"1.1.1.1:443\"]\nask_timeout = \"60s\"\n",
+    );
+    let agent = agent_token(w);
+    let operator = operator_token(w);
+    let server = Server::start(w, &[]);
+    let (api, op) = (server.client(&agent.token), server.client(&operator.token));
+    let script = "import socket\ntry:\n    socket.create_connection((\"1.1.1.1\", 443), timeout=120)\n    print(\"REACHED\")\nexcept Exception as e:\n    print(\"blocked\", e)\n";
+    let mut run = api.stream(
+        "/v1/runs/stream",
+        &json!({ "argv": ["/usr/bin/python3", "-c", script] }),
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let approval = loop {
+        let listed = assert_ok(&op.get("/v1/approvals"));
+        if let Some(first) = listed["approvals"].as_array().unwrap().first() {
+            break first.clone();
+        }
+        assert!(Instant::now() < deadline, "no approval was asked for");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(approval["host"], "1.1.1.1");
+    assert_eq!(approval["entry"], "1.1.1.1:443");
+    let path = format!("/v1/approvals/{}", approval["id"].as_str().unwrap());
+    assert_refused(
+        &api.post(&path, &json!({ "decision": "allow_once" })),
+        403,
+        "role_forbidden",
+    );
+    assert_ok(&op.post(&path, &json!({ "decision": "deny", "reason": "no" })));
+    let first = run.next_line().unwrap();
+    assert_eq!(first["type"], "stdout", "{first}");
+    assert!(
+        first["data"].as_str().unwrap().starts_with("blocked"),
+        "{first}"
+    );
+    let result = run.rest().pop().unwrap();
+    assert_eq!(result["type"], "result", "{result}");
+    let why = result["refused"][0]["why"].as_str().unwrap();
+    let by = format!("denied by token {}: no", operator.id);
+    assert!(why.starts_with(&by), "{result}");
+}

@@ -180,6 +180,7 @@ impl RunApprover {
             timeout_seconds: approval.timeout_seconds,
         })?;
         crate::audit::append(&self.audit, "approval.asked", fields)?;
+        super::prune(&self.state_dir);
         write_atomically(&question_path(&self.state_dir, &approval.id), approval)
     }
 

@@ -242,3 +242,32 @@ fn a_flood_of_questions_is_bounded() {
         assert!(!waiting.join().unwrap().allowed);
     }
 }
+
+#[test]
+fn answered_approvals_are_kept_a_day_then_pruned() {
+    let world = world();
+    let approver = approver(&world, Duration::from_secs(30));
+    let (waiting, old) = ask(&world, &approver, "old.github.com");
+    decide(&world, &old.id, Decision::Deny, None).unwrap();
+    waiting.join().unwrap();
+    let (waiting, recent) = ask(&world, &approver, "recent.github.com");
+    decide(&world, &recent.id, Decision::Deny, None).unwrap();
+    waiting.join().unwrap();
+    let two_days_ago = std::time::SystemTime::now() - Duration::from_secs(2 * 24 * 3600);
+    fs::File::options()
+        .write(true)
+        .open(answer_path(&world.state, &old.id))
+        .unwrap()
+        .set_modified(two_days_ago)
+        .unwrap();
+    prune(&world.state);
+    let op = operator(&world);
+    assert_eq!(
+        get_approval(&op, &old.id).unwrap_err().code().0,
+        "approval_not_found"
+    );
+    assert_eq!(
+        get_approval(&op, &recent.id).unwrap().status,
+        ApprovalStatus::Denied
+    );
+}
