@@ -284,6 +284,10 @@ fn allowed_for_the_session_its_next_run_connects_without_asking(w: &World) {
     let allowed = format!("{HOST}:{}", http.port);
     assert_eq!(intents[0]["network"]["allow"], json!([]), "{}", intents[0]);
     assert_eq!(
+        intents[0]["ask"],
+        json!({ "entries": ["*.asked.test"], "timeout_seconds": 60, "webhook": false })
+    );
+    assert_eq!(
         intents[1]["network"]["allow"],
         json!([allowed]),
         "{}",

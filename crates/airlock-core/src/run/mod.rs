@@ -190,6 +190,7 @@ fn run_confined(caller: &Caller, request: RunRequest) -> Result<RunReport, Error
         cwd: &spec.cwd,
         workspace: &plan.workspace,
         network: &plan.profile.network,
+        ask: records::Ask::of(&plan.profile),
         limits: Intent::limits(&spec.limits, &plan.profile.limits),
         sandbox_uid: plan.host_ids.0,
     };
