@@ -547,3 +547,28 @@ fn a_run_of_the_api_asks_and_an_operator_token_answers(w: &World) {
     let by = format!("denied by token {}: no", operator.id);
     assert!(why.starts_with(&by), "{result}");
 }
+
+both_modes!(a_paused_run_stops_waiting_and_is_refused_when_resumed);
+fn a_paused_run_stops_waiting_and_is_refused_when_resumed(w: &World) {
+    let http = server();
+    probe(w, http.port);
+    asking_profile(w, "60s");
+    let run = start_probe(w, &[]);
+    the_waiting_one(w);
+    let paused = w.airlock().args(["pause", "--all"]).output().unwrap();
+    assert!(paused.status.success(), "{}", stderr(&paused));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !waiting(w).is_empty() {
+        assert!(Instant::now() < deadline, "still waiting while paused");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let resumed = w.airlock().args(["resume", "--all"]).output().unwrap();
+    assert!(resumed.status.success(), "{}", stderr(&resumed));
+    let out = finished(run);
+    assert!(stdout(&out).contains("blocked"), "{}", stdout(&out));
+    assert!(
+        stderr(&out).contains("the run was paused"),
+        "{}",
+        stderr(&out)
+    );
+}
