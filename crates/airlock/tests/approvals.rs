@@ -49,7 +49,12 @@ import socket
 try:
     s = socket.create_connection(("{HOST}", {port}), timeout=120)
     s.sendall(b"GET / HTTP/1.1\r\nHost: {HOST}\r\nConnection: close\r\n\r\n")
-    print("REACHED", s.recv(200).split(b"\r\n\r\n")[-1].decode())
+    got = b""
+    while True:
+        data = s.recv(4096)
+        if not data: break
+        got += data
+    print("REACHED", got.split(b"\r\n\r\n")[-1].decode())
 except Exception as e:
     print("blocked", type(e).__name__, e)
 "#
