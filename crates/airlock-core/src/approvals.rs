@@ -255,9 +255,19 @@ fn check_id(id: &str) -> Result<(), Error> {
     })
 }
 
+/// Refuse an agent: only a person decides.
+fn operators_only(caller: &Caller) -> Result<(), Error> {
+    match caller.role {
+        crate::Role::Operator => Ok(()),
+        crate::Role::Agent => Err(Error::ApprovalsForOperators {
+            what: "list or answer approvals",
+        }),
+    }
+}
+
 /// Refuse an agent, and a token bound to another profile than the approval's.
 fn check_reach(caller: &Caller, approval: Option<&Approval>) -> Result<(), Error> {
-    caller.must_be_operator("list or answer approvals")?;
+    operators_only(caller)?;
     if let (Some(grant), Some(approval)) = (&caller.grant, approval) {
         if grant.profile != approval.profile {
             return Err(Error::OutsideGrant {
@@ -303,7 +313,7 @@ pub fn list_approvals(caller: &Caller) -> Result<Vec<Approval>, Error> {
 
 /// One approval, whatever its status. Operators only.
 pub fn get_approval(caller: &Caller, id: &str) -> Result<Approval, Error> {
-    caller.must_be_operator("list or answer approvals")?;
+    operators_only(caller)?;
     check_id(id)?;
     let state_dir = caller.state_dir()?;
     let approval =
@@ -342,7 +352,14 @@ pub fn decide_approval(
     id: &str,
     request: &DecideRequest,
 ) -> Result<Approval, Error> {
-    caller.must_be_operator("list or answer approvals")?;
+    // A refusal (an agent's attempt above all) is on record too.
+    crate::refusal::audited(caller, "approval.refused", None, || {
+        decide(caller, id, request)
+    })
+}
+
+fn decide(caller: &Caller, id: &str, request: &DecideRequest) -> Result<Approval, Error> {
+    operators_only(caller)?;
     check_id(id)?;
     let reason = checked_reason(request.reason.as_deref())?;
     let state_dir = caller.state_dir()?;

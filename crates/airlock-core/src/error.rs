@@ -54,6 +54,9 @@ pub enum Error {
         "an agent may not {what}: a person reviews and does that (airlock diff, airlock apply)"
     )]
     NotPermitted { what: String },
+    /// An agent asking to list or answer approvals: a person decides (see [`crate::Role`]).
+    #[error("an agent may not {what}: a person answers them ('airlock approvals' at the machine, or the API with an operator token)")]
+    ApprovalsForOperators { what: &'static str },
     /// The request's token is not bound to what it names (see [`crate::Grant`]).
     #[error(
         "this token may not {what} — an operator makes a token for it with 'airlock token create'"
@@ -224,7 +227,9 @@ impl Error {
             Error::ProfileOfSession { .. } => ("profile_of_session", Invalid),
             Error::Record(_) => ("record_failed", Internal),
             Error::NothingAtPaths { .. } => ("nothing_at_paths", Invalid),
-            Error::NotPermitted { .. } => ("role_forbidden", Forbidden),
+            Error::NotPermitted { .. } | Error::ApprovalsForOperators { .. } => {
+                ("role_forbidden", Forbidden)
+            }
             Error::OutsideGrant { .. } => ("outside_token_binding", Forbidden),
             Error::State { .. } | Error::StateUntrusted { .. } => ("state_io", Internal),
             Error::NoWorkingDirectory => ("workspace_required", Invalid),

@@ -325,7 +325,18 @@ fn only_an_operator_token_lists_and_answers_through_the_api(w: &World) {
     assert_refused(&api.get("/v1/approvals"), 403, "role_forbidden");
     assert_refused(&api.get(&path), 403, "role_forbidden");
     assert_refused(&api.post(&path, &decide), 403, "role_forbidden");
-    assert_eq!(approval_actions(w), ["approval.asked"], "nothing decided");
+    // Nothing decided; the agent's attempt on record, with its token.
+    assert_eq!(
+        approval_actions(w),
+        ["approval.asked", "approval.refused"],
+        "nothing decided"
+    );
+    let attempt = audit_log(w)
+        .into_iter()
+        .find(|r| r["action"] == "approval.refused")
+        .unwrap();
+    assert_eq!(attempt["by"]["token"], agent.id.as_str(), "{attempt}");
+    assert_eq!(attempt["denied"], true, "{attempt}");
     // The CLI through the server says the same, by the same codes.
     let url = match &server.addr {
         support::api::Addr::Unix(path) => format!("unix:{}", path.display()),
