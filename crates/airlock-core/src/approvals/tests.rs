@@ -283,3 +283,37 @@ fn answered_approvals_are_kept_a_day_then_pruned() {
         ApprovalStatus::Denied
     );
 }
+
+#[test]
+fn an_operator_token_answers_its_profiles_approvals_only() {
+    let world = world();
+    let approver = approver(&world, Duration::from_secs(30));
+    let (waiting, approval) = ask(&world, &approver, "api.github.com");
+    let token = |profile: &str| {
+        let mut caller = operator(&world);
+        caller.grant = Some(crate::Grant {
+            token: format!("tok-{profile}"),
+            profile: profile.into(),
+            workspace: None,
+        });
+        caller
+    };
+    let other = token("other");
+    assert!(list_approvals(&other).unwrap().is_empty());
+    let request = DecideRequest {
+        decision: Decision::AllowOnce,
+        reason: None,
+    };
+    let refused = decide_approval(&other, &approval.id, &request).unwrap_err();
+    assert_eq!(refused.code().0, "outside_token_binding");
+    let ours = token("ci");
+    assert_eq!(list_approvals(&ours).unwrap().len(), 1);
+    let answered = decide_approval(&ours, &approval.id, &request).unwrap();
+    assert_eq!(answered.answer.unwrap().by, "token tok-ci");
+    let decision = waiting.join().unwrap();
+    assert!(
+        decision.rule.contains("by token tok-ci"),
+        "{}",
+        decision.rule
+    );
+}
