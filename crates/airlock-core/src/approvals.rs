@@ -205,27 +205,29 @@ fn read(state_dir: &Path, id: &str) -> Result<Option<Approval>, Error> {
     Ok(Some(approval))
 }
 
-/// How long an answered approval is kept for `GET /v1/approvals/{id}` and `airlock approve`'s
-/// "answered already"; its records stay in the audit log for good.
-const KEPT: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+/// How long an approval is kept after it was asked, for `GET /v1/approvals/{id}` and
+/// `airlock approve`'s "answered already": a day past the longest it can wait (its records stay
+/// in the audit log for good). One whose run died before answering it is removed so too.
+const KEPT: std::time::Duration =
+    std::time::Duration::from_secs(24 * 3600 + airlock_policy::MAX_ASK_TIMEOUT_SECONDS);
 
-/// Remove the approvals answered longer than [`KEPT`] ago (when a new one is asked: the
-/// directory never grows past a day's questions).
+/// Remove the approvals asked longer than [`KEPT`] ago (when a new one is asked: the directory
+/// holds no more than a day's questions).
 fn prune(state_dir: &Path) {
     let Ok(entries) = fs::read_dir(dir(state_dir)) else {
         return;
     };
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        let Some(id) = name.strip_suffix(".answer.json") else {
+        let Some(id) = name.strip_suffix(".json").filter(|id| check_id(id).is_ok()) else {
             continue;
         };
         let old = entry
             .metadata()
             .and_then(|m| m.modified())
             .is_ok_and(|at| at.elapsed().is_ok_and(|age| age > KEPT));
-        if old && check_id(id).is_ok() {
-            let _ = fs::remove_file(question_path(state_dir, id));
+        if old {
+            let _ = fs::remove_file(answer_path(state_dir, id));
             let _ = fs::remove_file(entry.path());
         }
     }

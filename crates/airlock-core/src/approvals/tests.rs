@@ -256,7 +256,7 @@ fn a_flood_of_questions_is_bounded() {
 }
 
 #[test]
-fn answered_approvals_are_kept_a_day_then_pruned() {
+fn approvals_are_kept_a_day_then_pruned() {
     let world = world();
     let approver = approver(&world, Duration::from_secs(30));
     let (waiting, old) = ask(&world, &approver, "old.github.com");
@@ -268,7 +268,7 @@ fn answered_approvals_are_kept_a_day_then_pruned() {
     let two_days_ago = std::time::SystemTime::now() - Duration::from_secs(2 * 24 * 3600);
     fs::File::options()
         .write(true)
-        .open(answer_path(&world.state, &old.id))
+        .open(question_path(&world.state, &old.id))
         .unwrap()
         .set_modified(two_days_ago)
         .unwrap();
