@@ -77,6 +77,27 @@ fn killed_flag(state_dir: &Path, supervisor: u32) -> PathBuf {
     running_dir(state_dir).join(format!("{supervisor}.killed"))
 }
 
+/// The file that says the run supervised by `supervisor` is paused (written when it is paused,
+/// removed when resumed): what a connection waiting for a person ends on.
+fn paused_flag(state_dir: &Path, supervisor: u32) -> PathBuf {
+    running_dir(state_dir).join(format!("{supervisor}.paused"))
+}
+
+/// Why the run supervised by `supervisor` may not go on waiting for a person, if the kill
+/// switch stopped it: killed, paused, or its network cut.
+pub(crate) fn run_flags(state_dir: &Path, supervisor: u32) -> Option<String> {
+    if let Ok(why) = fs::read_to_string(killed_flag(state_dir, supervisor)) {
+        return Some(format!("the run was killed ({})", why.trim()));
+    }
+    if paused_flag(state_dir, supervisor).exists() {
+        return Some("the run was paused (airlock pause)".into());
+    }
+    if cut_flag(state_dir, supervisor).exists() {
+        return Some("the network was cut (airlock kill --network)".into());
+    }
+    None
+}
+
 /// Registers a running sandbox for as long as it lives.
 pub struct Registration {
     path: PathBuf,
@@ -96,6 +117,7 @@ impl Drop for Registration {
         let _ = fs::remove_file(&self.path);
         let _ = fs::remove_file(self.path.with_extension("cut"));
         let _ = fs::remove_file(self.path.with_extension("killed"));
+        let _ = fs::remove_file(self.path.with_extension("paused"));
     }
 }
 
@@ -339,8 +361,14 @@ pub fn act(
                     let _ = fs::write(killed_flag(state_dir, run.supervisor), why);
                     run.sandbox.send_kill().map(drop)
                 }
-                Action::Pause => run.sandbox.pause(),
-                Action::Resume => run.sandbox.resume(),
+                Action::Pause => {
+                    let _ = fs::write(paused_flag(state_dir, run.supervisor), b"paused\n");
+                    run.sandbox.pause()
+                }
+                Action::Resume => {
+                    let _ = fs::remove_file(paused_flag(state_dir, run.supervisor));
+                    run.sandbox.resume()
+                }
                 Action::CutNetwork => cut_network(state_dir, run),
             };
             Acted {

@@ -54,6 +54,9 @@ pub enum Error {
         "an agent may not {what}: a person reviews and does that (airlock diff, airlock apply)"
     )]
     NotPermitted { what: String },
+    /// An agent asking to list or answer approvals: a person decides (see [`crate::Role`]).
+    #[error("an agent may not {what}: a person answers them ('airlock approvals' at the machine, or the API with an operator token)")]
+    ApprovalsForOperators { what: &'static str },
     /// The request's token is not bound to what it names (see [`crate::Grant`]).
     #[error(
         "this token may not {what} — an operator makes a token for it with 'airlock token create'"
@@ -75,6 +78,14 @@ pub enum Error {
     StateUntrusted { path: PathBuf, why: String },
     #[error("cannot tell the current directory — pass --workspace DIR")]
     NoWorkingDirectory,
+    #[error("no approval {id} — 'airlock approvals' lists those waiting")]
+    ApprovalNotFound { id: String },
+    /// An approval answered already, past its time, or whose run has gone.
+    #[error("approval {id} cannot be answered: it is {} already", status_word(*.status))]
+    ApprovalClosed {
+        id: String,
+        status: crate::approvals::ApprovalStatus,
+    },
     /// A `[[secret]]` whose value cannot be read now: never an empty value instead, and never
     /// the value in the message.
     #[error("secret {secret} (from {from}): {why}")]
@@ -97,6 +108,18 @@ pub enum Error {
 }
 
 crate::io_failure::io_variant!(Error, State);
+
+fn status_word(status: crate::approvals::ApprovalStatus) -> &'static str {
+    use crate::approvals::ApprovalStatus as S;
+    match status {
+        S::Pending => "pending",
+        S::AllowedOnce => "allowed once",
+        S::AllowedSession => "allowed for its session",
+        S::Denied => "denied",
+        S::Expired => "expired (nobody answered in time)",
+        S::Ended => "ended (its run stopped waiting)",
+    }
+}
 
 /// Paths a person typed, one after another, with control characters escaped.
 fn shown_paths(paths: &[PathBuf]) -> String {
@@ -208,7 +231,9 @@ impl Error {
             Error::ProfileOfSession { .. } => ("profile_of_session", Invalid),
             Error::Record(_) => ("record_failed", Internal),
             Error::NothingAtPaths { .. } => ("nothing_at_paths", Invalid),
-            Error::NotPermitted { .. } => ("role_forbidden", Forbidden),
+            Error::NotPermitted { .. } | Error::ApprovalsForOperators { .. } => {
+                ("role_forbidden", Forbidden)
+            }
             Error::Login { .. } => ("login_refused", Forbidden),
             Error::OutsideGrant { .. } => ("outside_token_binding", Forbidden),
             Error::State { .. } | Error::StateUntrusted { .. } => ("state_io", Internal),
@@ -216,6 +241,8 @@ impl Error {
             Error::LimitNotEnforced { .. } => ("limit_not_enforced", Unavailable),
             Error::SecretUnavailable { .. } => ("secret_unavailable", Unavailable),
             Error::InjectionUnavailable { .. } => ("injection_unavailable", Unavailable),
+            Error::ApprovalNotFound { .. } => ("approval_not_found", NotFound),
+            Error::ApprovalClosed { .. } => ("approval_closed", Conflict),
         }
     }
 }

@@ -11,6 +11,7 @@
 #![forbid(unsafe_code)]
 
 mod apply;
+mod approvals;
 pub mod audit;
 pub mod bodies;
 mod caller;
@@ -46,6 +47,10 @@ pub use airlock_policy::{
 pub use apply::{
     apply, revert, ApplyError, ApplyOptions, ApplyReport, ApplyRequest, ApplyResult,
     Item as ApplyItem, TreeOutcome,
+};
+pub use approvals::{
+    decide_approval, get_approval, list_approvals, Answer as ApprovalAnswer, Approval,
+    ApprovalList, ApprovalStatus, DecideRequest, Decision as ApprovalDecision,
 };
 pub use caller::{describe_profile, Caller, Grant, ProfileChoice, Role};
 pub use changes::{ChangesError, MAX_FILE_BYTES};

@@ -10,7 +10,7 @@ pub mod sni;
 pub mod tls;
 
 pub use airlock_rules::{ip, rules};
-pub use airlock_rules::{Decision, Destination, Egress, RuleError};
+pub use airlock_rules::{Ask, Decision, Destination, Egress, RuleError};
 
 #[doc(hidden)]
 pub mod fuzzing;

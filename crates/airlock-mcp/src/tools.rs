@@ -320,3 +320,34 @@ fn refused(error: &Refusal) -> CallToolResult {
         error.message, error.code
     ))])
 }
+
+#[cfg(test)]
+mod tests {
+    /// The agent side gets no door to approvals: no tool lists or answers them (an operator
+    /// answers, through the CLI or the API with an operator token).
+    #[test]
+    fn no_tool_lists_or_answers_approvals() {
+        let tools: Vec<String> = super::Airlock::tool_router()
+            .list_all()
+            .into_iter()
+            .map(|tool| tool.name.to_string())
+            .collect();
+        assert!(tools.len() >= 4, "{tools:?}");
+        for tool in &tools {
+            assert!(
+                !tool.contains("approv") && !tool.contains("decide") && !tool.contains("allow"),
+                "{tool}"
+            );
+        }
+        assert_eq!(
+            tools.iter().collect::<std::collections::BTreeSet<_>>(),
+            ["changes", "log", "poll", "run", "start"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect::<Vec<_>>()
+                .iter()
+                .collect(),
+            "a new tool: make sure an agent cannot answer an approval with it, then list it here"
+        );
+    }
+}

@@ -7,6 +7,38 @@ use airlock_rules::Destination;
 use crate::profile::{NetworkMode, Profile};
 
 impl Profile {
+    /// Warnings for `ask` entries that ask nothing: a host an allow entry names is allowed
+    /// without asking (allow wins over ask), and one a deny entry names is refused (deny wins).
+    pub fn ask_notes(&self) -> Vec<String> {
+        let NetworkMode::Allow { allow, deny } = &self.network else {
+            return Vec::new();
+        };
+        let covers = |by: &Destination, entry: &Destination| match (by, entry) {
+            (
+                Destination::Name { .. },
+                Destination::Name {
+                    name,
+                    wildcard: false,
+                    port,
+                },
+            ) => by.matches_name(name) && port.is_none_or(|p| by.port_matches(p)),
+            (by, entry) => by == entry,
+        };
+        let mut notes = Vec::new();
+        for entry in &self.ask.hosts.entries {
+            if let Some(by) = allow.iter().find(|by| covers(by, entry)) {
+                notes.push(format!(
+                    "ask entry {entry}: allow entry {by} allows it already, without asking (allow wins over ask)"
+                ));
+            } else if let Some(by) = deny.iter().find(|by| covers(by, entry)) {
+                notes.push(format!(
+                    "ask entry {entry}: deny entry {by} refuses it, without asking (deny wins over ask)"
+                ));
+            }
+        }
+        notes
+    }
+
     /// Warnings, one sentence each, for a profile with rules (`allow`, not only `inspect`)
     /// that also has `open = true` (anything reaches the hosts' addresses), address entries
     /// (a connection by address is relayed unread), or names that are neither a host with

@@ -128,8 +128,9 @@ pub use load::{
 };
 pub use parse::parse_profile;
 pub use profile::{
-    ApplyPolicy, EnvPolicy, Filesystem, HttpRules, Injection, Limits, NetworkMode, Profile,
-    RequestRule, SecretSource, SecretSpec, ToolConfigEntry, BASE_ENV_ALLOW, DEFAULT_PROFILE_NAME,
+    ApplyPolicy, AskPolicy, EnvPolicy, Filesystem, HttpRules, Injection, Limits, NetworkMode,
+    Profile, RequestRule, SecretSource, SecretSpec, ToolConfigEntry, BASE_ENV_ALLOW,
+    DEFAULT_ASK_TIMEOUT_SECONDS, DEFAULT_PROFILE_NAME, MAX_ASK_TIMEOUT_SECONDS,
 };
 pub use render::to_toml;
 pub use starters::{find_starter, starter, Starter, STARTERS};

@@ -8,7 +8,7 @@ use toml::de::DeValue;
 
 use crate::doc::{Doc, Key, Section, Value};
 use crate::error::PolicyError;
-use crate::profile::{EnvPolicy, Filesystem, Limits, NetworkMode, Profile};
+use crate::profile::{AskPolicy, EnvPolicy, Filesystem, Limits, NetworkMode, Profile};
 use airlock_rules::{Destination, HttpRules};
 
 const TOP: Section = Section {
@@ -17,7 +17,15 @@ const TOP: Section = Section {
 };
 const NETWORK: Section = Section {
     name: Some("network"),
-    keys: &["allow", "deny", "open", "http"],
+    keys: &[
+        "allow",
+        "deny",
+        "open",
+        "http",
+        "ask",
+        "ask_timeout",
+        "ask_webhook",
+    ],
 };
 const FILESYSTEM: Section = Section {
     name: Some("filesystem"),
@@ -72,7 +80,7 @@ pub fn parse_profile(text: &str, name: &str, origin: &Path) -> Result<Profile, P
     let mut secrets = None;
     for (key, value) in doc.entries(root.get_ref(), &TOP) {
         match key.name {
-            "network" => (profile.network, profile.http) = network(&doc, value)?,
+            "network" => (profile.network, profile.http, profile.ask) = network(&doc, value)?,
             "filesystem" => filesystem(&doc, &key, value, &mut profile.filesystem)?,
             "env" => env(&doc, &key, value, &mut profile.env)?,
             "limits" => limits(&doc, &key, value, &mut profile.limits)?,
@@ -89,17 +97,21 @@ pub fn parse_profile(text: &str, name: &str, origin: &Path) -> Result<Profile, P
 
 /// `network = "none"`, `network = "open"`, or a table: `allow = [...]`, `deny = [...]`,
 /// `open = true` for everything but what `deny` names, and `[[network.http]]` rules.
-fn network(doc: &Doc, value: &Value) -> Result<(NetworkMode, Vec<HttpRules>), PolicyError> {
+fn network(
+    doc: &Doc,
+    value: &Value,
+) -> Result<(NetworkMode, Vec<HttpRules>, AskPolicy), PolicyError> {
     const HINT: &str = "write network = \"none\", network = \"open\", or network = { allow = [\"github.com\", \"*.pypi.org:443\"] }";
     if let toml::de::DeValue::String(mode) = value.get_ref() {
         return match mode.as_ref() {
-            "none" => Ok((NetworkMode::None, Vec::new())),
+            "none" => Ok((NetworkMode::None, Vec::new(), AskPolicy::default())),
             "open" => Ok((
                 NetworkMode::Open {
                     allow: Vec::new(),
                     deny: Vec::new(),
                 },
                 Vec::new(),
+                AskPolicy::default(),
             )),
             other => Err(doc.error(
                 value.span(),
@@ -115,13 +127,22 @@ fn network(doc: &Doc, value: &Value) -> Result<(NetworkMode, Vec<HttpRules>), Po
         return Err(doc.wrong_type_of("`network`", value, "a string or a table", HINT));
     };
     let (mut allow, mut deny, mut open) = (Vec::new(), Vec::new(), false);
+    let mut ask = AskPolicy::default();
     // Judged last: a rule's host must be allowed by the keys around it.
     let mut rules = None;
+    // Judged last: asking means nothing when everything is open.
+    let mut asked_at = None;
     for (key, value) in doc.entries(table, &NETWORK) {
         match key.name {
             "http" => rules = Some((key, value)),
             "allow" => allow = destinations(doc, &key, value)?,
             "deny" => deny = destinations(doc, &key, value)?,
+            "ask" => {
+                ask.hosts = asked(doc, &key, value)?;
+                asked_at = Some(value.span());
+            }
+            "ask_timeout" => ask.timeout_seconds = ask_timeout(doc, &key, value)?,
+            "ask_webhook" => ask.webhook = Some(webhook(doc, &key, value)?),
             "open" => match value.get_ref() {
                 toml::de::DeValue::Boolean(b) => open = *b,
                 _ => {
@@ -130,6 +151,13 @@ fn network(doc: &Doc, value: &Value) -> Result<(NetworkMode, Vec<HttpRules>), Po
             },
             _ => return Err(doc.unknown_key(&key)),
         }
+    }
+    if let Some(span) = asked_at.filter(|_| open && !ask.hosts.is_empty()) {
+        return Err(doc.error(
+            span,
+            "network.ask with open = true: every public host is allowed already, so nothing would be asked",
+            "leave out open = true and list what is allowed without asking in allow",
+        ));
     }
     let mode = if open {
         NetworkMode::Open { allow, deny }
@@ -140,7 +168,69 @@ fn network(doc: &Doc, value: &Value) -> Result<(NetworkMode, Vec<HttpRules>), Po
         Some((key, value)) => http::http(doc, &key, value, &mode)?,
         None => Vec::new(),
     };
-    Ok((mode, rules))
+    Ok((mode, rules, ask))
+}
+
+/// `ask = ["*.github.com", "api.example.com:443"]`, or `["*"]` for any public host no allow
+/// entry names: entries as `allow` writes them.
+fn asked(doc: &Doc, key: &Key, value: &Value) -> Result<airlock_rules::Ask, PolicyError> {
+    let example = "e.g. ask = [\"*.github.com\", \"api.example.com:443\"], or ask = [\"*\"] for any public host";
+    let item_key = key.item();
+    let mut ask = airlock_rules::Ask::default();
+    for item in doc.array(key, value, example)? {
+        let text = doc.string(&item_key, item, example)?;
+        if text.trim() == "*" {
+            ask.any = true;
+            continue;
+        }
+        let destination = Destination::parse(text).map_err(|e| {
+            doc.error(
+                item.span(),
+                format!("{}: {e}", item_key.describe()),
+                "a host name (a leading `*.` for its subdomains), an IP address or a network, each with an optional :PORT; or \"*\" for any public host",
+            )
+        })?;
+        ask.entries.push(destination);
+    }
+    Ok(ask)
+}
+
+/// `ask_timeout = "2m"` or a number of seconds: at least a second, at most an hour.
+fn ask_timeout(doc: &Doc, key: &Key, value: &Value) -> Result<u64, PolicyError> {
+    let seconds = doc.duration(key, value, "e.g. ask_timeout = \"2m\"")?;
+    if !(1..=crate::profile::MAX_ASK_TIMEOUT_SECONDS).contains(&seconds) {
+        return Err(doc.error(
+            value.span(),
+            format!("{} must be from 1 second to 1 hour", key.describe()),
+            "e.g. ask_timeout = \"2m\" (the default is 60 seconds)",
+        ));
+    }
+    Ok(seconds)
+}
+
+/// `ask_webhook = "https://n8n.example.com/webhook/airlock"`: an http(s) URL with a host, and
+/// nothing a person could not read back.
+fn webhook(doc: &Doc, key: &Key, value: &Value) -> Result<String, PolicyError> {
+    let example = "e.g. ask_webhook = \"https://n8n.example.com/webhook/airlock\"";
+    let text = doc.string(key, value, example)?;
+    let rest = text
+        .strip_prefix("https://")
+        .or_else(|| text.strip_prefix("http://"));
+    let host = rest.map(|r| r.split(['/', '?', '#']).next().unwrap_or_default());
+    let fine = text.len() <= 2048
+        && text.bytes().all(|b| b.is_ascii_graphic())
+        && host.is_some_and(|h| !h.is_empty() && !h.contains('@'));
+    if !fine {
+        return Err(doc.error(
+            value.span(),
+            format!(
+                "{} is not an http:// or https:// URL with a host (and no user:password@)",
+                key.describe()
+            ),
+            example,
+        ));
+    }
+    Ok(text.to_string())
 }
 
 /// Hosts (`github.com`, `*.pypi.org`, with `:PORT`), addresses and networks.

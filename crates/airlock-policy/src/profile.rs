@@ -31,6 +31,8 @@ pub struct Profile {
     /// `[[network.http]]`: hosts whose requests the gate reads (it terminates their TLS) and
     /// lets through by method and path, each allowed by `network`, one entry per host.
     pub http: Vec<HttpRules>,
+    /// `[network] ask`, `ask_timeout`, `ask_webhook`: connections a person decides.
+    pub ask: AskPolicy,
     pub apply: ApplyPolicy,
     /// Credentials the sandbox uses without seeing them: it gets a placeholder in `name`, the
     /// network gate puts the value on the wire towards `hosts` only.
@@ -151,6 +153,33 @@ pub struct Limits {
     pub files: Option<u64>,
 }
 
+/// Connections a person decides while they wait (`[network] ask`): to a host the `ask` entries
+/// name that no allow entry does (deny entries and protected addresses still refuse).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AskPolicy {
+    pub hosts: airlock_rules::Ask,
+    /// How long a connection waits for a person; then it is refused.
+    pub timeout_seconds: u64,
+    /// Where the question is also sent, as JSON (an n8n Webhook node, a chat bridge).
+    pub webhook: Option<String>,
+}
+
+/// How long a connection waits for a person unless the profile says (`ask_timeout`).
+pub const DEFAULT_ASK_TIMEOUT_SECONDS: u64 = 60;
+/// The longest a profile may let a connection wait for a person: a program waiting longer
+/// has given up, and its held connect holds a place in the gate.
+pub const MAX_ASK_TIMEOUT_SECONDS: u64 = 3600;
+
+impl Default for AskPolicy {
+    fn default() -> Self {
+        AskPolicy {
+            hosts: airlock_rules::Ask::default(),
+            timeout_seconds: DEFAULT_ASK_TIMEOUT_SECONDS,
+            webhook: None,
+        }
+    }
+}
+
 /// What network the sandbox gets.
 pub type NetworkMode = airlock_rules::Egress;
 
@@ -188,6 +217,7 @@ impl Profile {
             limits: Limits::default(),
             network: NetworkMode::None,
             http: Vec::new(),
+            ask: AskPolicy::default(),
             apply: ApplyPolicy::default(),
             secrets: Vec::new(),
         }

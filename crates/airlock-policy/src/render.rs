@@ -6,15 +6,14 @@
 use toml::{Table, Value};
 
 use crate::profile::{
-    EnvPolicy, Filesystem, HttpRules, Injection, Limits, NetworkMode, Profile, SecretSource,
-    SecretSpec,
+    EnvPolicy, Filesystem, Injection, Limits, NetworkMode, Profile, SecretSource, SecretSpec,
 };
 use crate::units::{format_duration, format_size};
 
 /// `profile` as a profile file's TOML.
 pub fn to_toml(profile: &Profile) -> Table {
     let mut root = Table::new();
-    root.insert("network".into(), network(&profile.network, &profile.http));
+    root.insert("network".into(), network(profile));
     root.insert("filesystem".into(), filesystem(&profile.filesystem).into());
     root.insert("env".into(), env(&profile.env).into());
     root.insert("limits".into(), limits(&profile.limits).into());
@@ -52,7 +51,8 @@ fn paths(items: &[std::path::PathBuf]) -> Value {
     )
 }
 
-fn network(network: &NetworkMode, http: &[HttpRules]) -> Value {
+fn network(profile: &Profile) -> Value {
+    let (network, http, ask) = (&profile.network, &profile.http[..], &profile.ask);
     let (allow, deny, open) = match network {
         NetworkMode::None => return "none".into(),
         NetworkMode::Open { allow, deny }
@@ -68,6 +68,18 @@ fn network(network: &NetworkMode, http: &[HttpRules]) -> Value {
     table.insert("deny".into(), strings(deny));
     if open {
         table.insert("open".into(), true.into());
+    }
+    if !ask.hosts.is_empty() {
+        let mut entries: Vec<String> = ask.hosts.any.then(|| "*".to_string()).into_iter().collect();
+        entries.extend(ask.hosts.entries.iter().map(ToString::to_string));
+        table.insert("ask".into(), strings(&entries));
+        table.insert(
+            "ask_timeout".into(),
+            format_duration(ask.timeout_seconds).into(),
+        );
+        if let Some(webhook) = &ask.webhook {
+            table.insert("ask_webhook".into(), webhook.clone().into());
+        }
     }
     if !http.is_empty() {
         let entries = http.iter().map(|rules| {

@@ -516,3 +516,95 @@ fn the_request_bodies_are_the_documented_schemas() {
         assert_eq!(fields, documented_properties(&doc, schema), "{schema}");
     }
 }
+
+// The approvals' answers and the body that decides one are core's types, field for field.
+#[test]
+fn the_approval_types_are_the_documented_schemas() {
+    use airlock_core::{
+        Approval, ApprovalAnswer, ApprovalDecision, ApprovalList, ApprovalStatus, DecideRequest,
+    };
+    let doc = document();
+    let answer = ApprovalAnswer {
+        status: ApprovalStatus::Denied,
+        by: "uid 1000".into(),
+        reason: Some("not now".into()),
+        at: 1,
+    };
+    let approval = Approval {
+        id: "ap_0123456789abcdef".into(),
+        status: ApprovalStatus::Denied,
+        session: Some("k3v9x2".into()),
+        profile: "ci".into(),
+        run: 42,
+        host: "api.github.com".into(),
+        port: 443,
+        program: Some("curl".into()),
+        entry: "*.github.com".into(),
+        asked_at: 1,
+        expires_at: 61,
+        timeout_seconds: 60,
+        seconds_left: 0,
+        profile_line: "allow = [\"api.github.com:443\"]".into(),
+        answer: Some(answer.clone()),
+    };
+    assert_eq!(fields(&approval), documented_properties(&doc, "Approval"));
+    assert_eq!(
+        fields(&answer),
+        documented_properties(&doc, "ApprovalAnswer")
+    );
+    let list = ApprovalList {
+        approvals: vec![approval],
+    };
+    assert_eq!(fields(&list), documented_properties(&doc, "ApprovalList"));
+    let decide = DecideRequest {
+        decision: ApprovalDecision::AllowSession,
+        reason: Some("why".into()),
+    };
+    assert_eq!(fields(&decide), documented_properties(&doc, "Decide"));
+    // The words of the enums, as documented.
+    let words = |name: &str, path: &[&str]| -> BTreeSet<String> {
+        let mut schema = &doc["components"]["schemas"][name];
+        for step in path {
+            schema = &schema[*step];
+        }
+        schema["enum"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap().to_string())
+            .collect()
+    };
+    let statuses: BTreeSet<String> = [
+        ApprovalStatus::Pending,
+        ApprovalStatus::AllowedOnce,
+        ApprovalStatus::AllowedSession,
+        ApprovalStatus::Denied,
+        ApprovalStatus::Expired,
+        ApprovalStatus::Ended,
+    ]
+    .iter()
+    .map(|s| {
+        serde_json::to_value(s)
+            .unwrap()
+            .as_str()
+            .unwrap()
+            .to_string()
+    })
+    .collect();
+    assert_eq!(statuses, words("ApprovalStatus", &[]));
+    let decisions: BTreeSet<String> = [
+        ApprovalDecision::AllowOnce,
+        ApprovalDecision::AllowSession,
+        ApprovalDecision::Deny,
+    ]
+    .iter()
+    .map(|s| {
+        serde_json::to_value(s)
+            .unwrap()
+            .as_str()
+            .unwrap()
+            .to_string()
+    })
+    .collect();
+    assert_eq!(decisions, words("Decide", &["properties", "decision"]));
+}

@@ -370,6 +370,44 @@ pub enum Command {
             read counts as disabled)."
     )]
     Status(StatusArgs),
+    /// List the connections waiting for a person (the profile's [network] ask)
+    #[command(
+        long_about = "List the connections that wait for a person: a run's command connected to \
+            a host its profile's [network] ask names and no allow entry does, and the gate holds \
+            the connection until an operator answers ('airlock approve ID', 'airlock deny ID', \
+            or the API) or the profile's ask_timeout (60 s unless it says) passes, which \
+            refuses it. Each question is in the audit log (approval.asked) before it is listed.",
+        after_help = "Examples:\n  airlock approvals\n  airlock approvals --json | jq -r \
+            '.approvals[].id'\n\n\
+            Exit status: 0 listed (also when none waits); 125 airlock failed."
+    )]
+    Approvals(ApprovalsArgs),
+    /// Let a waiting connection through: for its run, or with --session for its session
+    #[command(
+        long_about = "Answer a waiting approval (see 'airlock approvals') with yes. Without \
+            --session the run that asked may connect to that host and port (this connection and \
+            its others there) until it ends; with --session, also every later run of its \
+            session, without asking. The decision is in the audit log, naming you, before the \
+            connection goes on. To allow the host for good, add the profile line it prints to \
+            the profile.",
+        after_help = "Examples:\n  airlock approve ap_3f9a0c1d2e4b5a6c\n  \
+            airlock approve ap_3f9a0c1d2e4b5a6c --session --reason 'release notes need the API'\n\n\
+            Exit status: 0 answered; 2 it cannot be answered any more (answered already, or \
+            nobody answered in time and it was refused, or its run ended); 125 no such approval, \
+            or airlock failed."
+    )]
+    Approve(ApproveArgs),
+    /// Refuse a waiting connection
+    #[command(
+        long_about = "Answer a waiting approval (see 'airlock approvals') with no: the \
+            connection is refused, and the run's summary says who refused it and why. Later \
+            connections of that run to the same host and port are refused without asking.",
+        after_help = "Examples:\n  airlock deny ap_3f9a0c1d2e4b5a6c --reason 'not during the \
+            freeze'\n\n\
+            Exit status: 0 answered; 2 it cannot be answered any more; 125 no such approval, or \
+            airlock failed."
+    )]
+    Deny(DenyArgs),
     /// Remove discarded and applied sessions
     #[command(
         long_about = "Remove discarded sessions (their records; their layers are already gone) \
@@ -720,6 +758,43 @@ pub struct EnableArgs {
 #[derive(Debug, Args)]
 pub struct StatusArgs {
     /// Print JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ApprovalsArgs {
+    /// Print JSON: {"approvals": [{id, status, session, profile, run, host, port, program,
+    /// entry, asked_at, expires_at, timeout_seconds, seconds_left, profile_line, answer}]}
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ApproveArgs {
+    /// The approval's id, as 'airlock approvals' lists it (ap_…)
+    #[arg(value_name = "ID")]
+    pub id: String,
+    /// Allow it for every later run of the session too, not only the run that asked
+    #[arg(long)]
+    pub session: bool,
+    /// Why: kept in the audit log with your decision
+    #[arg(long, value_name = "TEXT")]
+    pub reason: Option<String>,
+    /// Print the answered approval as JSON
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DenyArgs {
+    /// The approval's id, as 'airlock approvals' lists it (ap_…)
+    #[arg(value_name = "ID")]
+    pub id: String,
+    /// Why: kept in the audit log, and shown in the run's refusal summary
+    #[arg(long, value_name = "TEXT")]
+    pub reason: Option<String>,
+    /// Print the answered approval as JSON
     #[arg(long)]
     pub json: bool,
 }

@@ -5,6 +5,7 @@ use crate::shown::note;
 
 mod agent;
 mod apply;
+mod approvals;
 mod check;
 mod claude_code;
 mod cli;
@@ -81,6 +82,9 @@ fn main() -> ExitCode {
         Command::Kill(a) | Command::Pause(a) | Command::Resume(a) => a.json,
         Command::Disable(a) => a.json,
         Command::Status(a) => a.json,
+        Command::Approvals(a) => a.json,
+        Command::Approve(a) => a.json,
+        Command::Deny(a) => a.json,
         Command::Gc(a) => a.json,
         Command::Discard(a) => a.json,
         Command::Enable(a) => a.json,
@@ -157,6 +161,9 @@ fn local(global: &cli::GlobalArgs, command: Command) -> anyhow::Result<ExitCode>
         Command::Disable(args) => control::disable(global, args),
         Command::Enable(args) => control::enable(global, args),
         Command::Status(args) => control::status(global, args),
+        Command::Approvals(args) => approvals::list(global, args),
+        Command::Approve(args) => approvals::approve(global, args),
+        Command::Deny(args) => approvals::deny(global, args),
         Command::Man(args) => man(&args.dir),
         Command::Completions(args) => completions(args.shell),
         Command::Complete(args) => {

@@ -103,7 +103,8 @@ pub fn check(args: PolicyCheckArgs) -> Result<ExitCode> {
         Ok(profile) => {
             let secrets = profile.secrets.len();
             // Valid all the same: the rules hold where the gate reads, and these say where not.
-            let warnings = profile.http_rule_gaps();
+            let mut warnings = profile.http_rule_gaps();
+            warnings.extend(profile.ask_notes());
             for warning in &warnings {
                 crate::shown::note!("airlock: warning: {file}: {warning}");
             }

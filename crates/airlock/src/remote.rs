@@ -299,6 +299,19 @@ async fn carry_out(remote: &Remote, command: Command) -> Result<ExitCode> {
             "application/json",
         ),
         Command::Sessions(args) => return sessions(remote, args.json).await,
+        Command::Approvals(args) => return approvals(remote, args.json).await,
+        Command::Approve(args) => {
+            let decision = if args.session {
+                airlock_core::ApprovalDecision::AllowSession
+            } else {
+                airlock_core::ApprovalDecision::AllowOnce
+            };
+            return decide(remote, &args.id, decision, args.reason, args.json).await;
+        }
+        Command::Deny(args) => {
+            let deny = airlock_core::ApprovalDecision::Deny;
+            return decide(remote, &args.id, deny, args.reason, args.json).await;
+        }
         Command::Diff(args) if args.json => (Method::GET, format!("{}/diff", session(&args.session)), Value::Null, "application/json"),
         Command::Diff(args) => (Method::GET, format!("{}/diff", session(&args.session)), Value::Null, "text/x-diff"),
         Command::Apply(args) => (
@@ -376,6 +389,48 @@ async fn sessions(remote: &Remote, json: bool) -> Result<ExitCode> {
         json,
         "no sessions for this token — 'airlock session new' starts one",
     )
+}
+
+/// The approvals the token may answer, shown as `airlock approvals` shows them here.
+async fn approvals(remote: &Remote, json: bool) -> Result<ExitCode> {
+    let (status, answer) = remote
+        .send(Method::GET, "/v1/approvals", None, "application/json", None)
+        .await?;
+    if !status.is_success() {
+        return Err(refusal(status, &answer));
+    }
+    let listed: airlock_core::ApprovalList = serde_json::from_slice(&answer)
+        .context("the server's list of approvals is not what this airlock reads")?;
+    crate::approvals::show_list(&listed.approvals, json)
+}
+
+/// Answer an approval through the server (its token must be an operator's).
+async fn decide(
+    remote: &Remote,
+    id: &str,
+    decision: airlock_core::ApprovalDecision,
+    reason: Option<String>,
+    json: bool,
+) -> Result<ExitCode> {
+    let body = serde_json::to_value(airlock_core::DecideRequest { decision, reason })?;
+    let path = format!("/v1/approvals/{}", encode(id));
+    let (status, answer) = remote
+        .send(Method::POST, &path, Some(body), "application/json", None)
+        .await?;
+    if status == StatusCode::CONFLICT {
+        let said: Value = serde_json::from_slice(&answer).unwrap_or_default();
+        if let (Some(code), Some(message)) = (said["code"].as_str(), said["message"].as_str()) {
+            let kind = airlock_core::ErrorKind::Conflict;
+            let refused = airlock_core::Refusal::new(kind, code, message);
+            return crate::approvals::closed(&refused, json);
+        }
+    }
+    if !status.is_success() {
+        return Err(refusal(status, &answer));
+    }
+    let approval: airlock_core::Approval = serde_json::from_slice(&answer)
+        .context("the server's answer is not an approval this airlock reads")?;
+    crate::approvals::show_decided(&approval, json)
 }
 
 /// Kill, pause or resume a session's sandboxes: through the server, a token names its session.

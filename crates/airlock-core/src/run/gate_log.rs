@@ -35,6 +35,8 @@ pub(super) struct GateLog {
     observed: Option<Arc<Mutex<Observed>>>,
     session: Option<String>,
     profile: String,
+    /// Asks a person about the connections the profile's `ask` names (None: it names none).
+    approver: Option<Arc<crate::approvals::asker::RunApprover>>,
 }
 
 /// Start the network gate of `plan`'s run: it decides by the profile's network (with none, it
@@ -48,15 +50,27 @@ pub(super) fn start_gate(
     inject: Option<Arc<airlock_egress::inject::Injector>>,
 ) -> Result<GateLog, JailError> {
     let profile = &plan.profile;
+    let audit = crate::audit::log_for(plan.caller, &plan.state_dir);
+    let approver = (!profile.ask.hosts.is_empty()).then(|| {
+        Arc::new(crate::approvals::asker::RunApprover::new(
+            plan.state_dir.clone(),
+            audit.clone(),
+            session.clone(),
+            profile.name.clone(),
+            std::time::Duration::from_secs(profile.ask.timeout_seconds),
+            profile.ask.webhook.clone(),
+        ))
+    });
     let gate_log = GateLog {
         running: None,
-        audit: crate::audit::log_for(plan.caller, &plan.state_dir),
+        audit,
+        approver: approver.clone(),
         limiter: Arc::new(Mutex::new(NetLog::new())),
         refusals: Arc::new(Mutex::new(RefusalTally::default())),
         observed: plan
             .learning
             .then(|| Arc::new(Mutex::new(Observed::default()))),
-        session,
+        session: session.clone(),
         profile: profile.name.clone(),
     };
     let events = gate_log.clone();
@@ -71,6 +85,10 @@ pub(super) fn start_gate(
                 std::process::id(),
             )),
             inject,
+            approvals: approver.map(|approver| airlock_egress::gate::Approvals {
+                ask: profile.ask.hosts.clone(),
+                approver,
+            }),
         },
     )
     .map_err(|e| JailError::Caller(format!("cannot start the network gate: {e}")))?;
@@ -125,6 +143,10 @@ impl GateLog {
     /// The run is over: its connections' last events, and what was still being counted, are
     /// written.
     pub(super) fn flush(&self) {
+        // Nobody waits for an answer any more.
+        if let Some(approver) = &self.approver {
+            approver.end(std::time::Duration::from_secs(2));
+        }
         if let Some(running) = &self.running {
             running.finish(std::time::Duration::from_secs(2));
         }

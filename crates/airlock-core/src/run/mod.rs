@@ -191,6 +191,7 @@ fn run_confined(caller: &Caller, request: RunRequest) -> Result<RunReport, Error
         cwd: &spec.cwd,
         workspace: &plan.workspace,
         network: &plan.profile.network,
+        ask: records::Ask::of(&plan.profile),
         limits: Intent::limits(&spec.limits, &plan.profile.limits),
         sandbox_uid: plan.host_ids.0,
     };
@@ -358,6 +359,13 @@ fn resolve(caller: &Caller, request: RunRequest) -> Result<Plan<'_>, Error> {
         }
     };
     let mut profile = load_trusted_profile(caller, &profile_ref, &workspace)?;
+    // What people allowed for the rest of the session joins its allow entries here, once: the
+    // run's intent records it, and its gate decides by it.
+    if let (Some(session), airlock_policy::NetworkMode::Allow { allow, .. }) =
+        (&session, &mut profile.network)
+    {
+        allow.extend(crate::approvals::session_allowed(&state_dir, &session.id));
+    }
     if request.learn {
         learning_profile(&mut profile);
     }

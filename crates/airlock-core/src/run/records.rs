@@ -19,8 +19,38 @@ pub(super) struct Intent<'a> {
     pub cwd: &'a Path,
     pub workspace: &'a Path,
     pub network: &'a NetworkMode,
+    /// `[network] ask`: what a person is asked about, and for how long (the webhook by its
+    /// presence only: its URL may hold its secret).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ask: Option<Ask>,
     pub limits: Limits,
     pub sandbox_uid: u32,
+}
+
+#[derive(Serialize)]
+pub(super) struct Ask {
+    entries: Vec<String>,
+    timeout_seconds: u64,
+    webhook: bool,
+}
+
+impl Ask {
+    /// None when the profile asks nothing.
+    pub(super) fn of(profile: &Profile) -> Option<Ask> {
+        let ask = &profile.ask;
+        if ask.hosts.is_empty() {
+            return None;
+        }
+        let any = ask.hosts.any.then(|| "*".to_string());
+        Some(Ask {
+            entries: any
+                .into_iter()
+                .chain(ask.hosts.entries.iter().map(ToString::to_string))
+                .collect(),
+            timeout_seconds: ask.timeout_seconds,
+            webhook: ask.webhook.is_some(),
+        })
+    }
 }
 
 #[derive(Serialize)]

@@ -144,6 +144,9 @@ pub(super) enum Answer {
     Refuse(i32),
     /// It goes to the relay, for this target.
     Relay(Target),
+    /// It goes to the relay for this target if a person says so (the profile's `ask` names
+    /// it: this entry); refused otherwise.
+    Ask(Target, String),
 }
 
 /// `relay`: the relay's port; None for a gate that relays nothing (network = "none").
@@ -305,15 +308,38 @@ fn handle(
         lookup::resolve(state, name, port)
     });
     let program = call.program();
-    if let Some(mut event) = event {
-        event.program = program.clone();
-        state.log(&event);
-    }
+    // Held while a person decides; then logged with what they decided.
+    let answer = match (answer, event) {
+        (Answer::Ask(target, entry), Some(mut event)) => {
+            let decision = state.approve(&super::Question {
+                host: event.host().unwrap_or_default(),
+                port: target.addr.port(),
+                program: program.clone(),
+                entry,
+            });
+            (event.allowed, event.rule) = (decision.allowed, decision.rule);
+            event.program = program.clone();
+            state.log(&event);
+            match decision.allowed {
+                true => Answer::Relay(target),
+                false => Answer::Refuse(libc::ECONNREFUSED),
+            }
+        }
+        (answer, event) => {
+            if let Some(mut event) = event {
+                event.program = program.clone();
+                state.log(&event);
+            }
+            answer
+        }
+    };
     let (answer, relay) = match (answer, relay) {
         (Answer::Refuse(errno), _) => return call.fail(errno),
         (Answer::Relay(target), Some(relay)) => (Target { program, ..target }, relay),
         // Nothing is relayed without a relay (decide never lets a connect through then).
-        (Answer::Relay(_), None) => return call.fail(libc::ENETUNREACH),
+        (Answer::Relay(_) | Answer::Ask(..), None) => return call.fail(libc::ENETUNREACH),
+        // Asked above.
+        (Answer::Ask(..), Some(_)) => return call.fail(libc::ECONNREFUSED),
     };
     match answer {
         // airlock's proxy: the request on the connection is decided, not the connection.
@@ -385,30 +411,41 @@ pub(super) fn decide(
         e.protocol = "udp";
         return (Answer::Refuse(libc::ENETUNREACH), Some(e));
     }
-    let (decision, target) = match name {
+    let (decision, target, trusted) = match name {
         Some(name) => match resolve(name, dest.port()) {
-            Ok((addr, trusted)) => (rules.decide(Some(name), addr, trusted), Some(addr)),
+            Ok((addr, trusted)) => (rules.decide(Some(name), addr, trusted), Some(addr), trusted),
             Err(e) => (
                 deny(format!("cannot resolve {name} on the host: {e}")),
                 None,
+                false,
             ),
         },
-        None => (rules.decide(None, *dest, false), Some(*dest)),
+        None => (rules.decide(None, *dest, false), Some(*dest), false),
+    };
+    // Refused for want of an allow entry, and named by `ask`: a person decides.
+    let asked = target
+        .filter(|_| !decision.allowed)
+        .and_then(|addr| Some((addr, rules.asks(name.as_deref(), addr, trusted)?)));
+    let decision = match &asked {
+        Some((_, entry)) => deny(format!("ask {entry}")),
+        None => decision,
     };
     let e = NetEvent::new(NetEventKind::Connect, &decision).about(
         name.clone(),
         target.map(|t| t.ip()),
         Some(dest.port()),
     );
-    let answer = match target.filter(|_| decision.allowed) {
-        Some(addr) => Answer::Relay(Target {
-            name: name.clone(),
-            addr,
-            proxy: false,
-            forwarded: false,
-            program: None,
-        }),
-        None => Answer::Refuse(libc::ECONNREFUSED),
+    let to = |addr| Target {
+        name: name.clone(),
+        addr,
+        proxy: false,
+        forwarded: false,
+        program: None,
+    };
+    let answer = match (asked, target.filter(|_| decision.allowed)) {
+        (Some((addr, entry)), _) => Answer::Ask(to(addr), entry),
+        (None, Some(addr)) => Answer::Relay(to(addr)),
+        (None, None) => Answer::Refuse(libc::ECONNREFUSED),
     };
     (answer, Some(e))
 }

@@ -162,14 +162,17 @@ fn decide(state: &State, query: &Query) -> Decision {
     } else if !crate::rules::is_host_name(&query.name) {
         deny("not a host name")
     } else {
-        state.config.egress.may_resolve(&query.name)
+        state.rules().may_resolve(&query.name)
     }
 }
 
 /// An allowed address query for a name the user did not `--resolve` is answered once the host
 /// could resolve the name.
 fn needs_host_lookup(state: &State, query: &Query, decision: &Decision) -> bool {
+    // A name only `ask` names is looked up when the program connects, not when it asks for
+    // it: a query alone sends nothing out of the host.
     decision.allowed
+        && !airlock_rules::Ask::rule_asks(&decision.rule)
         && matches!(query.qtype, dns::TYPE_A | dns::TYPE_AAAA)
         && !lookup::overridden(state, &query.name)
 }

@@ -65,6 +65,36 @@ pub struct Config {
     /// Terminates TLS for the hosts it holds secrets for, and injects them (see
     /// [`crate::inject`]); None: every connection is relayed as it is.
     pub inject: Option<Arc<crate::inject::Injector>>,
+    /// Connections the profile's `ask` names are put to a person through this; None: they are
+    /// refused as any other the profile does not allow.
+    pub approvals: Option<Approvals>,
+}
+
+/// `[network] ask` and who answers it.
+pub struct Approvals {
+    pub ask: airlock_rules::Ask,
+    pub approver: Arc<dyn Approver>,
+}
+
+/// A person's decision on a connection the profile's `ask` names, which the gate holds
+/// meanwhile. Given by the caller (the run's supervisor in core: it records the question,
+/// offers it and waits for the answer), so that the gate knows nothing of where it is asked.
+pub trait Approver: Send + Sync {
+    /// Wait until a person decides on `question`, or until nobody did in time: the decision
+    /// (allowed or refused) and why, naming who decided.
+    fn decide(&self, question: &Question) -> Decision;
+}
+
+/// A connection waiting for a person.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Question {
+    /// The name the sandbox asked for, or the address it connected to by address.
+    pub host: String,
+    pub port: u16,
+    /// The program that connects (see [`NetEvent::program`]).
+    pub program: Option<String>,
+    /// The `ask` entry that names it, as written (`*` for `ask = ["*"]`).
+    pub entry: String,
 }
 
 /// What the gate decides a connection by: the profile's rules and the host's own addresses.
@@ -73,6 +103,8 @@ struct Rules<'a> {
     egress: &'a Egress,
     /// See [`host_addresses`].
     host_addresses: &'a [IpAddr],
+    /// What a person is asked about (None: nothing, there is nobody to ask).
+    ask: Option<&'a airlock_rules::Ask>,
 }
 
 impl Rules<'_> {
@@ -84,6 +116,30 @@ impl Rules<'_> {
             _ => self
                 .egress
                 .decide_on_host(name, addr.ip(), addr.port(), self.host_addresses),
+        }
+    }
+
+    /// The `ask` entry that puts a connection [`Rules::decide`] refused to a person, if one does.
+    fn asks(&self, name: Option<&str>, addr: SocketAddr, trusted: bool) -> Option<String> {
+        self.ask?.asks(
+            self.egress,
+            name,
+            addr.ip(),
+            addr.port(),
+            trusted,
+            self.host_addresses,
+        )
+    }
+
+    /// May the sandbox resolve `name`: allowed, or a name a person may let it connect to (its
+    /// rule says so: see [`airlock_rules::Ask::rule_asks`]).
+    fn may_resolve(&self, name: &str) -> Decision {
+        let decision = self.egress.may_resolve(name);
+        match self.ask {
+            Some(ask) if !decision.allowed => {
+                ask.may_resolve(self.egress, name).unwrap_or(decision)
+            }
+            _ => decision,
         }
     }
 }
@@ -160,12 +216,22 @@ impl State {
         Rules {
             egress: &self.config.egress,
             host_addresses: &self.host_addresses,
+            ask: self.config.approvals.as_ref().map(|a| &a.ask),
         }
     }
 
     fn log(&self, event: &NetEvent) {
         self.events.fetch_add(1, Ordering::SeqCst);
         (self.config.on_event)(event);
+    }
+
+    /// What a person decided of a connection the profile's `ask` names: refused when there is
+    /// nobody to ask (cannot be: [`Rules::asks`] names nothing then).
+    fn approve(&self, question: &Question) -> Decision {
+        match &self.config.approvals {
+            Some(approvals) => approvals.approver.decide(question),
+            None => deny("nobody to ask"),
+        }
     }
 
     fn is_cut(&self) -> bool {

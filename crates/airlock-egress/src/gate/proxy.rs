@@ -55,16 +55,36 @@ pub(super) fn decide_request(
     resolve: impl FnOnce(&str, u16) -> io::Result<(SocketAddr, bool)>,
 ) -> (Decision, Option<SocketAddr>) {
     let Asked { host, port, .. } = asked;
+    // Refused for want of an allow entry and named by `ask`: `ask ENTRY`, for a person.
+    let or_ask =
+        |decision: Decision, name: Option<&str>, addr: SocketAddr, trusted: bool| match rules
+            .asks(name, addr, trusted)
+            .filter(|_| !decision.allowed)
+        {
+            Some(entry) => deny(format!("ask {entry}")),
+            None => decision,
+        };
     if let Ok(ip) = host.parse::<IpAddr>() {
         let addr = SocketAddr::new(ip, *port);
-        return (rules.decide(None, addr, false), Some(addr));
+        return (
+            or_ask(rules.decide(None, addr, false), None, addr, false),
+            Some(addr),
+        );
     }
-    let may = rules.egress.may_resolve(host);
+    let may = rules.may_resolve(host);
     if !may.allowed {
         return (may, None);
     }
     match resolve(host, *port) {
-        Ok((addr, trusted)) => (rules.decide(Some(host), addr, trusted), Some(addr)),
+        Ok((addr, trusted)) => (
+            or_ask(
+                rules.decide(Some(host), addr, trusted),
+                Some(host),
+                addr,
+                trusted,
+            ),
+            Some(addr),
+        ),
         Err(e) => (
             deny(format!("cannot resolve {host} on the host: {e}")),
             None,
@@ -91,9 +111,18 @@ pub(super) fn serve(
         Ok(asked) => asked,
         Err(rule) => return refuse(&mut client, "400 Bad Request", &deny(rule)),
     };
-    let (decision, addr) = decide_request(&asked, state.rules(), |name, port| {
+    let (mut decision, addr) = decide_request(&asked, state.rules(), |name, port| {
         lookup::resolve(state, name, port)
     });
+    // Held while a person decides, as a connect is.
+    if let (false, Some(entry)) = (decision.allowed, decision.rule.strip_prefix("ask ")) {
+        decision = state.approve(&super::Question {
+            host: asked.host.clone(),
+            port: asked.port,
+            program: program.clone(),
+            entry: entry.to_string(),
+        });
+    }
     let mut e = NetEvent::new(NetEventKind::Connect, &decision).about(
         Some(asked.host.clone()),
         addr.map(|a| a.ip()),
@@ -344,6 +373,7 @@ mod tests {
         let rules = Rules {
             egress: &egress,
             host_addresses: &[],
+            ask: None,
         };
         let public = |_: &str, port| {
             Ok((
@@ -386,6 +416,7 @@ mod tests {
         let rules = Rules {
             egress: &egress,
             host_addresses: &host,
+            ask: None,
         };
         let (decision, addr) = decide_request(&asked("10.0.0.5", 5432, true), rules, no_lookup);
         assert!(decision.allowed, "{}", decision.rule);

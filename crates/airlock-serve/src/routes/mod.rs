@@ -1,6 +1,7 @@
 //! The API's endpoints: each parses its request, calls core with the token's caller, and says
 //! core's answer in JSON. None checks a rule of its own.
 
+mod approvals;
 mod audit;
 mod control;
 mod runs;
@@ -48,6 +49,11 @@ pub fn router(app: Shared, max_body: usize) -> Router {
         .route("/v1/enable", post(control::enable))
         .route("/v1/status", get(control::status))
         .route("/v1/audit", get(audit::records))
+        .route("/v1/approvals", get(approvals::list))
+        .route(
+            "/v1/approvals/{id}",
+            get(approvals::get).post(approvals::decide),
+        )
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(max_body))
@@ -92,6 +98,18 @@ impl<S: Send + Sync> FromRequestParts<S> for SessionId {
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<SessionId, ApiError> {
         let Path(id) = Path::<String>::from_request_parts(parts, state).await?;
         Ok(SessionId(id))
+    }
+}
+
+/// The approval a path names (`{id}`), its rejection as the API's error.
+pub struct ApprovalId(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for ApprovalId {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<ApprovalId, ApiError> {
+        let Path(id) = Path::<String>::from_request_parts(parts, state).await?;
+        Ok(ApprovalId(id))
     }
 }
 

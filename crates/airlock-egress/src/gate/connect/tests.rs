@@ -44,6 +44,7 @@ fn decide_with(
     let rules = Rules {
         egress: &egress,
         host_addresses: &host,
+        ask: None,
     };
     decide(attempt, rules, resolve)
 }
@@ -256,6 +257,7 @@ fn gate_bounded(
         on_event: Box::new(move |e: &NetEvent| logged.lock().unwrap().push(e.clone())),
         cut_when: None,
         inject: None,
+        approvals: None,
     };
     (Arc::new(State::new(config, Vec::new(), max_open)), events)
 }
@@ -516,4 +518,90 @@ fn connects_on_their_way_to_the_relay_count_toward_the_bound() {
     let held = Fake::tcp(16);
     handle(&held, &state, RELAY_PORT, dest).unwrap();
     assert_eq!(held.answered(), Some(Err(libc::EAGAIN)));
+}
+
+/// An approver that answers as told and remembers what it was asked.
+struct Person {
+    allows: bool,
+    asked: Mutex<Vec<super::super::Question>>,
+}
+
+impl super::super::Approver for Person {
+    fn decide(&self, question: &super::super::Question) -> crate::rules::Decision {
+        self.asked.lock().unwrap().push(question.clone());
+        crate::rules::Decision {
+            allowed: self.allows,
+            rule: format!(
+                "{} by a test",
+                if self.allows { "allowed" } else { "denied" }
+            ),
+        }
+    }
+}
+
+/// A gate whose profile asks about `*.asked.test` (and maps it to loopback as --resolve would).
+fn asking_gate(allows: bool) -> (Arc<State>, Arc<Mutex<Vec<NetEvent>>>, Arc<Person>) {
+    let (state, events) = gate(egress(), &[("api.asked.test", "127.0.0.1")]);
+    let mut state = Arc::into_inner(state).unwrap();
+    let person = Arc::new(Person {
+        allows,
+        asked: Mutex::new(Vec::new()),
+    });
+    state.config.approvals = Some(super::super::Approvals {
+        ask: crate::Ask {
+            entries: vec![Destination::parse("*.asked.test").unwrap()],
+            any: false,
+        },
+        approver: person.clone(),
+    });
+    (Arc::new(state), events, person)
+}
+
+#[test]
+fn a_connect_the_profile_asks_about_waits_for_a_person_and_goes_as_they_say() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    for allows in [true, false] {
+        let (state, events, person) = asking_gate(allows);
+        // Its DNS answers as for an allowed name.
+        let dest = SocketAddr::new(synthetic(&state, "api.asked.test"), port);
+        let held = Fake::tcp(16);
+        handle(&held, &state, RELAY_PORT, dest).unwrap();
+        let asked = person.asked.lock().unwrap().clone();
+        assert_eq!(
+            asked,
+            [super::super::Question {
+                host: "api.asked.test".into(),
+                port,
+                program: Some("fake".into()),
+                entry: "*.asked.test".into(),
+            }]
+        );
+        let events = events.lock().unwrap();
+        assert_eq!(events.len(), 1, "one event, with the person's decision");
+        assert_eq!(events[0].allowed, allows);
+        assert!(events[0].rule.ends_with("by a test"), "{}", events[0].rule);
+        if allows {
+            assert_eq!(held.answered(), Some(Ok(())));
+            assert_eq!(pending_target(&state).len(), 1);
+        } else {
+            assert_eq!(held.answered(), Some(Err(libc::ECONNREFUSED)));
+            assert!(state.pending.lock().unwrap().is_empty());
+        }
+    }
+}
+
+#[test]
+fn what_the_profile_allows_or_does_not_ask_about_is_not_put_to_a_person() {
+    let (state, _, person) = asking_gate(true);
+    // Allowed by an allow entry; denied by a deny entry; named by nothing; a private address.
+    let held = Fake::tcp(16);
+    handle(&held, &state, RELAY_PORT, at("10.0.0.5:5432")).unwrap();
+    for refused in ["evil.test", "other.test"] {
+        let dest = SocketAddr::new(synthetic(&state, refused), 443);
+        let held = Fake::tcp(16);
+        handle(&held, &state, RELAY_PORT, dest).unwrap();
+        assert_eq!(held.answered(), Some(Err(libc::ECONNREFUSED)), "{refused}");
+    }
+    assert!(person.asked.lock().unwrap().is_empty());
 }

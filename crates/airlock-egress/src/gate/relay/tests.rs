@@ -44,6 +44,7 @@ fn gate_with(
         on_event: Box::new(move |e: &NetEvent| logged.lock().unwrap().push(e.clone())),
         cut_when: None,
         inject: Some(injector.clone()),
+        approvals: None,
     };
     let state = Arc::new(State::new(config, Vec::new(), 64));
     (state, injector, events)
