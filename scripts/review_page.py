@@ -230,6 +230,74 @@ with sync_playwright() as playwright:
     page.wait_for_selector("#log tr")
     shot(page, "killed")
 
+    # ---- approvals: a connection held until a person answers on the page ----
+    # A server on the host's loopback, reached from the sandbox as api.asked.test (--resolve);
+    # the profile asks a person about *.asked.test (scripts/test-review.sh writes it).
+    class Upstream(BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = b"hello from host"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    upstream = ThreadingHTTPServer(("127.0.0.1", 0), Upstream)
+    threading.Thread(target=upstream.serve_forever, daemon=True).start()
+    probe = os.path.join(WORKSPACE, "probe.py")
+    with open(probe, "w") as f:
+        f.write(f"""import socket
+try:
+    s = socket.create_connection(("api.asked.test", {upstream.server_address[1]}), timeout=120)
+    s.sendall(b"GET / HTTP/1.1\\r\\nHost: api.asked.test\\r\\nConnection: close\\r\\n\\r\\n")
+    got = b""
+    while True:
+        data = s.recv(4096)
+        if not data:
+            break
+        got += data
+    print("REACHED", got.split(b"\\r\\n\\r\\n")[-1].decode())
+except Exception as e:
+    print("blocked", type(e).__name__, e)
+""")
+    os.chmod(probe, 0o644)
+    asking = new_session("asking")
+
+    def held_probe():
+        return subprocess.Popen([WRAPPER, "run", "--session", asking, "--resolve", "api.asked.test=127.0.0.1",
+                                 "--", "/usr/bin/python3", "probe.py"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    first = held_probe()
+    page.goto(f"{BASE}/#/s/{asking}")
+    try:
+        page.wait_for_selector(".approval", timeout=30000)
+    except Exception:
+        status, waiting = request("GET", "/v1/approvals", token=OPERATOR)
+        first.kill()
+        out, err = first.communicate()
+        shot(page, "approval-missing")
+        fail(f"no approval on the page: the API says {status} {waiting}; the run said {out!r} {err[-500:]!r}; the console said {errors}")
+    card = page.locator(".approval").first
+    check("api.asked.test" in card.inner_text(), f"the held connection is offered on the page ({card.inner_text()[:200]})")
+    check("allow = " in card.locator(".profile-line").inner_text(), "with the profile line that would allow it for good")
+    shot(page, "approval")
+    card.locator(".approval-reason").fill("approved from the page by the test")
+    card.locator(".allow-once").click()
+    out, err = first.communicate(timeout=60)
+    check("REACHED hello from host" in out, f"an approval granted on the page let the held connection through ({out!r} {err[-300:]!r})")
+    status, log = request("GET", "/v1/audit?action=approval.decided", token=OPERATOR)
+    decided = [r for r in log.get("records", []) if r.get("reason") == "approved from the page by the test"]
+    check(decided and "token" in str(decided[0].get("decided_by")), f"the decision is audited with the page's token ({decided})")
+
+    second = held_probe()
+    page.wait_for_selector(".approval", timeout=30000)
+    out, err = second.communicate(timeout=120)
+    check("blocked" in out and "nobody answered" in err, f"an approval nobody answers is refused, and the run says why ({out!r} {err[-300:]!r})")
+    upstream.shutdown()
+
     # ---- browser attacks ----
     # A page of another origin on the same site (127.0.0.1, another port: the SameSite=Strict
     # cookie IS sent with its requests) posts a form, and a "simple" text/plain fetch.

@@ -8,6 +8,7 @@
 let csrf = sessionStorage.getItem("airlock-csrf");
 let who = null;
 let following = null; // the live log's reader of the session shown, stopped when another view opens
+let watching = null; // the timer that asks for the session's approvals again, likewise
 
 // ---------- talking to the API ----------
 
@@ -90,10 +91,11 @@ function visible(text) {
   return parts;
 }
 
-function when(text) {
-  if (!text) return "";
-  const t = new Date(text);
-  return isNaN(t) ? text : t.toLocaleString();
+// A time as records spell it (RFC 3339), or as approvals do (seconds since the epoch).
+function when(value) {
+  if (value === null || value === undefined || value === "") return "";
+  const t = typeof value === "number" ? new Date(value * 1000) : new Date(value);
+  return isNaN(t) ? String(value) : t.toLocaleString();
 }
 
 // ---------- login ----------
@@ -104,6 +106,8 @@ function showLogin(note) {
   sessionStorage.removeItem("airlock-csrf");
   if (following) following.abort();
   following = null;
+  if (watching) clearInterval(watching);
+  watching = null;
   document.getElementById("who").replaceChildren();
   const input = el("input", { type: "password", id: "token", autocomplete: "off", placeholder: "airlock_…", "aria-label": "operator token" });
   const status = el("div");
@@ -241,12 +245,18 @@ async function sessionView(id) {
     el("h2", {}, "Changes"), diff,
     el("h2", {}, "Runs"), runs,
     el("h2", {}, "Audit log, live"), el("div", { class: "log" }, el("table", { id: "log" }, log)));
-  await Promise.all([
-    loadRuns(s.id, runs),
-    loadApprovals(s.id, approvals),
-    loadDiff(s, diff, feedback),
-  ]);
+  // Each part on its own: the changes of a session a run has just started wait for the run's end
+  // (the layer is read when no run writes it), and must hold back neither the approvals that run
+  // asks for nor the live log.
   follow(s.id, log, runs, approvals);
+  // An approval waits seconds, not minutes: asked for again every two seconds besides the log.
+  if (watching) clearInterval(watching);
+  watching = setInterval(() => loadApprovals(s.id, approvals).catch(() => {}), 2000);
+  await Promise.all([
+    loadRuns(s.id, runs).catch(shown),
+    loadApprovals(s.id, approvals).catch(shown),
+    loadDiff(s, diff, feedback).catch(shown),
+  ]);
 }
 
 function controlCard(s, feedback) {
@@ -326,7 +336,7 @@ function approvalCard(a, into, id) {
   };
   return el("div", { class: "card approval", "data-approval": a.id },
     el("strong", {}, visible(`${a.host}:${a.port}`)), " ",
-    el("span", { class: "quiet" }, visible(`asked by ${a.program || "a program"} · until ${when(a.expires_at)}`)),
+    el("span", { class: "quiet" }, visible(`asked by ${a.program || "a program"} (rule ${a.entry || "?"}) · refused if nobody answers by ${when(a.expires_at)}, in ${a.seconds_left ?? "?"} s`)),
     a.profile_line ? el("div", {}, "To allow it for good, add to the profile: ", el("code", { class: "profile-line" }, visible(a.profile_line))) : null,
     el("div", { class: "actions" }, reason,
       el("button", { class: "primary allow-once", onclick: decide("allow_once") }, "Allow once"),
@@ -612,6 +622,10 @@ async function route() {
   if (following && !location.hash.startsWith("#/s/")) {
     following.abort();
     following = null;
+  }
+  if (watching && !location.hash.startsWith("#/s/")) {
+    clearInterval(watching);
+    watching = null;
   }
   if (!who) return;
   const m = location.hash.match(/^#\/s\/(.+)$/);
