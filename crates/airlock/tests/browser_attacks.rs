@@ -337,3 +337,39 @@ both_modes!(mcp_refuses_a_page_of_any_other_origin, |w: &World| {
     let reply = api.send("POST", "/mcp", &[accept], initialize.as_bytes());
     assert_eq!(reply.status, 200, "{}", reply.text());
 });
+
+both_modes!(
+    every_route_that_changes_something_refuses_another_origin,
+    |w: &World| {
+        // Every POST the API documents, with an operator's token (which could do each), from a page
+        // of another origin, from a null one, and as a form: refused before it is read, nothing done.
+        let operator = operator_token(w);
+        let server = Server::start_tcp(w, &[]);
+        let op = server.client(&operator.token);
+        let document: Value =
+            serde_json::from_str(include_str!("../../airlock-serve/openapi.json")).unwrap();
+        let mut posts = Vec::new();
+        for (path, item) in document["paths"].as_object().unwrap() {
+            if item.get("post").is_some() {
+                posts.push(path.replace("{id}", "nosuchsession"));
+            }
+        }
+        posts.push("/mcp".into());
+        assert!(posts.len() >= 15, "{posts:?}");
+        for path in &posts {
+            for origin in ["http://attacker.example", "null"] {
+                let reply = op.send("POST", path, &[("Origin", origin)], b"{}");
+                assert_refused(&reply, 403, "origin_forbidden");
+            }
+            let form = op.send(
+                "POST",
+                path,
+                &[("Content-Type", "application/x-www-form-urlencoded")],
+                b"reason=x",
+            );
+            assert_refused(&form, 415, "unsupported_media_type");
+        }
+        assert!(!disabled(&op));
+        assert!(audit_of(w, "disable").is_empty() && audit_of(w, "session.created").is_empty());
+    }
+);
