@@ -159,6 +159,8 @@ async function sessionsView() {
   ]);
   if (!sessions.ok) return show(el("h1", {}, "Sessions"), message("bad", problem(sessions)));
   const waiting = approvalsBySession(approvals);
+  // A session's hazards take a diff (every changed file read): the 20 latest sessions' only.
+  let diffs = 0;
   const rows = sessions.data.sessions.map((s) => {
     const hazards = el("td", { class: "hazards" }, "…");
     const row = el("tr", { "data-session": s.id },
@@ -171,7 +173,12 @@ async function sessionsView() {
       hazards,
       el("td", {}, waiting[s.id] ? el("span", { class: "pill warn" }, `${waiting[s.id]} waiting`) : "—"),
       el("td", { class: "quiet" }, when(s.last_run_at || s.created_at)));
-    countHazards(s, hazards);
+    if (diffs < 20) {
+      diffs += 1;
+      countHazards(s, hazards);
+    } else {
+      hazards.textContent = "open it";
+    }
     return row;
   });
   show(
