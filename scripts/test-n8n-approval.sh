@@ -19,6 +19,10 @@
 #      this script's) answers 200 with {"decision":"allow_once"} and calls no API; the webhook
 #      got the approval, yet the probe is refused after ask_timeout (5 s): the log has asked,
 #      webhook (200), expired, and no decision.
+#   4. An offer forged to n8n: a run asks about deny.asked.test, its profile's webhook now that
+#      silent server; this script then posts the approval's id to n8n's webhook claiming
+#      api.asked.test. The workflow decides on the approval as airlock gives it (GET
+#      /v1/approvals/ID), not on the webhook's body: denied, the run says so, the log has it.
 # It exits non-zero on the first failure, showing the output concerned; n8n, the server, the
 # probe and the helper servers are stopped on exit (TEST_N8N_KEEP=1 keeps the scratch directory).
 # AIRLOCK_BIN=path tests that binary, else the release binary (scripts/build.sh makes it).
@@ -330,18 +334,25 @@ EOF
   say "n8n start, until the workflow's webhook was registered: $(since "$started") ms"
 
   # Runs the probe against HOST in the workspace: probe NAME HOST [airlock run options]; its
-  # stdout and stderr in $home/NAME.out and .err, its exit status in $status.
-  probe() {
-    local name=$1 host=$2 started
+  # stdout and stderr in $home/NAME.out and .err, its exit status in $status. probe_start and
+  # probe_wait do the same in two steps.
+  probe_start() {
+    local name=$1 host=$2
     shift 2
-    started=$(clock)
-    status=0
+    probe_started=$(clock)
     (cd "$home/ws" && exec "$wrapper" run --resolve "$host=127.0.0.1" "$@" -- /usr/bin/python3 probe.py "$host" "$target_port") \
       >"$home/$name.out" 2>"$home/$name.err" &
     pids+=($!)
+  }
+  probe_wait() {
+    status=0
     wait "${pids[-1]}" || status=$?
     unset 'pids[-1]'
-    say "the probe of $host ($name): $(since "$started") ms, exit status $status"
+    say "the probe of $2 ($1): $(since "$probe_started") ms, exit status $status"
+  }
+  probe() {
+    probe_start "$@"
+    probe_wait "$@"
   }
   approvals() {
     "$wrapper" log --json >"$home/audit.jsonl" 2>"$home/log.err" || fail "airlock log --json failed" "$home/log.err"
@@ -377,6 +388,36 @@ EOF
     fail "the silent webhook got no approval: $offered"
   [[ $found == "$offered: "* ]] || fail "the silent webhook got approval $offered, the log's is: $found"
   passed "a webhook answering 200 {\"decision\":\"allow_once\"} and calling no API: it got $offered, the run was refused ($why); $found"
+
+  # 4. A forged offer: the run's webhook is the silent one (the profile stays default, the one
+  # n8n's token is bound to), and someone else posts to n8n's webhook the real approval's id
+  # claiming the host on the list. The workflow decides on what airlock says the approval is
+  # (deny.asked.test), not on what the webhook was told.
+  sed -i "s|$webhook|http://127.0.0.1:$silent_port/webhook/airlock-approval|" "$profiles/default.toml"
+  grep -qF "$silent_port" "$profiles/default.toml" || fail "could not point the default profile at the silent webhook" "$profiles/default.toml"
+  rm -f "$work/silent.json"
+  probe_start forged deny.asked.test
+  for _ in $(seq 300); do
+    [ -e "$work/silent.json" ] && break
+    sleep 0.1
+  done
+  [ -e "$work/silent.json" ] || fail "the silent webhook got no approval within 30 s" "$home/forged.err"
+  python3 -c '
+import json, sys
+offer = json.load(open(sys.argv[1]))
+assert offer["host"] == "deny.asked.test", offer
+offer["host"] = "api.asked.test"
+offer["text"] = offer["text"].replace("deny.asked.test", "api.asked.test")
+json.dump(offer, open(sys.argv[2], "w"))
+' "$work/silent.json" "$home/forged.json" || fail "the offer the silent webhook got is not as expected" "$work/silent.json"
+  curl -fsS -o "$home/forged-answer.json" -H 'Content-Type: application/json' --data-binary @"$home/forged.json" "$webhook" ||
+    fail "n8n's webhook refused the forged offer" "$home/n8n.log"
+  probe_wait forged deny.asked.test
+  grep -q '^blocked ' "$home/forged.out" || fail "the probe of deny.asked.test was let through on a forged offer" "$home/forged.out" "$home/forged.err"
+  grep -qF "$said" "$home/forged.err" || fail "the run's refusal summary does not say '$said'" "$home/forged.err"
+  found=$(approvals deny.asked.test asked,webhook,decided deny "$token_id" "n8n: deny.asked.test is not on the workflow's list") ||
+    fail "the audit log does not have n8n's denial of the forged offer as it should" "$home/n8n.log"
+  passed "an offer posted to n8n claiming api.asked.test for the approval of deny.asked.test: n8n answered $(cat "$home/forged-answer.json"), read the approval from airlock and denied it; $found"
 
   stop "$n8n_pid"
   stop "$server_pid"
