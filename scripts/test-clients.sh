@@ -3,6 +3,8 @@
 # registry by its own script and cached outside the repository (${AIRLOCK_CI_CACHE:-~/.cache/airlock-ci}):
 #   scripts/test-schemathesis.sh   the API's OpenAPI document, exercised by schemathesis (PyPI)
 #   scripts/test-n8n.sh            a real n8n (npm) running the documented workflows through airlock serve
+#   scripts/test-n8n-approval.sh   that n8n, running, taking approvals on a Webhook node and answering
+#                                  them through airlock serve's API with an operator token
 #   scripts/test-mcp.sh            the official MCP Python SDK (PyPI, 1.x and 2.x) driving airlock mcp
 #   scripts/test-claude-code.sh    a real Claude Code (npm) whose Bash calls run in airlock, fail closed
 #   scripts/test-codex.sh          a real Codex (npm) whose shell commands run in airlock, fail closed
@@ -15,7 +17,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh
 status=0
-for test in scripts/test-mcp.sh scripts/test-schemathesis.sh scripts/test-n8n.sh scripts/test-claude-code.sh scripts/test-codex.sh scripts/test-learn.sh scripts/test-starters.sh scripts/test-review.sh; do
+for test in scripts/test-mcp.sh scripts/test-schemathesis.sh scripts/test-n8n.sh scripts/test-n8n-approval.sh scripts/test-claude-code.sh scripts/test-codex.sh scripts/test-learn.sh scripts/test-starters.sh scripts/test-review.sh; do
   echo "== $test"
   if ! "$test"; then
     echo "FAILED: $test" >&2
