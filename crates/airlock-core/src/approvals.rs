@@ -382,6 +382,16 @@ fn decide(caller: &Caller, id: &str, request: &DecideRequest) -> Result<Approval
             status,
         });
     }
+    // A run paused, cut off or killed, or a profile disabled, takes no yes: it may not connect.
+    if request.decision != Decision::Deny {
+        if let Some(why) = crate::control::run_flags(&state_dir, approval.run) {
+            return Err(Error::Argument {
+                arg: "decision".into(),
+                why: format!("the run of approval {id} may not connect now ({why}): deny it, or resume the run first"),
+            });
+        }
+        crate::control::check_enabled(&state_dir, &approval.profile)?;
+    }
     if request.decision == Decision::AllowSession && approval.session.is_none() {
         return Err(Error::Argument {
             arg: "decision allow_session".into(),

@@ -31,7 +31,9 @@ pub fn judge_all(layer: &Path, changes: &[Change], review: &Review) -> io::Resul
         .iter()
         .map(|change| {
             let verdict = review.judge(change);
-            let tree = review.tree_root(change);
+            let tree = review
+                .tree_root(change)
+                .filter(|root| foldable(root, &verdict));
             let fingerprint = fingerprint(layer, change, &verdict, tree.as_deref())?;
             Ok(Judged {
                 verdict,
@@ -40,6 +42,30 @@ pub fn judge_all(layer: &Path, changes: &[Change], review: &Review) -> io::Resul
             })
         })
         .collect()
+}
+
+/// Whether a change may be one of its tree's row rather than a row of its own: never under a
+/// `.git` directory (its hooks and config run on the next git command, whatever the ignore
+/// rules say), and only with hazards a build or a virtualenv brings by the thousand (content git
+/// does not show that runs, a symlink out to the system's python, a large file) or that are
+/// never written (setuid bits, a device: they hold the whole tree back). A hook, a configuration
+/// that runs code, an agent's instructions: each stays its own row, applied only when named
+/// itself — naming the tree does not name it.
+fn foldable(root: &Path, verdict: &Verdict) -> bool {
+    let under_git = root
+        .components()
+        .any(|part| part.as_os_str().eq_ignore_ascii_case(".git"));
+    !under_git
+        && verdict.hazards.iter().all(|hazard| {
+            matches!(
+                hazard,
+                Hazard::HiddenFromGit
+                    | Hazard::SymlinkOutside
+                    | Hazard::Large
+                    | Hazard::SetId
+                    | Hazard::Device
+            )
+        })
 }
 
 /// sha256 of one change as an apply would write it and a person was told about it: its path,

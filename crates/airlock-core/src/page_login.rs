@@ -161,17 +161,12 @@ pub fn page_login(
 }
 
 /// `review.refused`: `count` page logins refused since the last such record, the last of them
-/// for `last` (best effort, as every refusal's record).
-pub fn record_refused_logins(service: &Caller, count: u64, last: &Error) {
+/// for `why` (best effort, as every refusal's record).
+pub fn record_refused_logins(service: &Caller, count: u64, why: &str) {
     let Ok(state_dir) = service.state_dir() else {
         return;
     };
-    let fields = serde_json::json!({
-        "count": count,
-        "error": last.to_string(),
-        "code": last.code().0,
-        "denied": true,
-    });
+    let fields = serde_json::json!({ "count": count, "error": why, "denied": true });
     let _ = crate::audit::append(
         &crate::audit::log_for(service, &state_dir),
         "review.refused",

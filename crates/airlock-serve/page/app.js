@@ -74,7 +74,7 @@ function message(kind, text) {
 
 // Control characters, bidirectional overrides and invisible characters are shown as what they
 // are: a file that looks harmless on screen must not hide what it holds.
-const HIDDEN = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u2028-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff9-\ufffb\p{Cf}\p{Co}\p{Cn}\u{e0000}-\u{e007f}\u{e0100}-\u{e01ef}]/gu;
+const HIDDEN = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u2028-\u202e\u2060-\u206f\u2800\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff9-\ufffb\p{Cf}\p{Co}\p{Cn}\u{e0000}-\u{e007f}\u{e0100}-\u{e01ef}]/gu;
 
 function visible(text) {
   text = String(text ?? "");
@@ -342,7 +342,10 @@ function approvalCard(a, into, id) {
     await loadApprovals(id, into);
   };
   return el("div", { class: "card approval", "data-approval": a.id },
-    el("strong", {}, visible(`${a.host}:${a.port}`)), " ",
+    // The end of the name (its domain) and the port first: a long name cannot push them away.
+    el("div", { class: "asked" }, "port ", el("strong", {}, String(a.port)), " of ",
+      el("strong", {}, visible(a.host.split(".").slice(-2).join("."))), ":"),
+    el("code", { class: "host" }, visible(a.host)), " ",
     el("span", { class: "quiet" }, visible(`asked by ${a.program || "a program"} (rule ${a.entry || "?"}) · refused if nobody answers by ${when(a.expires_at)}, in ${a.seconds_left ?? "?"} s`)),
     a.profile_line ? el("div", {}, "To allow it for good, add to the profile: ", el("code", { class: "profile-line" }, visible(a.profile_line))) : null,
     el("div", { class: "actions" }, reason,
@@ -389,10 +392,12 @@ async function loadDiff(s, into, feedback) {
   }
   const boxes = [];
   const files = changes.map((c) => fileView(c, chunks[c.path], boxes));
+  const patchFailed = !patch.ok ? message("bad", `The changes' content could not be shown (${problem(patch)}): files whose content is not shown are not ticked.`) : null;
   const treeRows = trees.map((t) => treeView(t, boxes));
   into.replaceChildren(...present([
     d.digest ? el("p", { class: "digest" }, "You review change set ", el("code", { id: "digest" }, d.digest),
       ": an apply writes exactly it, or nothing if the session changed since.") : null,
+    patchFailed,
     el("p", { class: "quiet" }, `${changes.length} changes${trees.length ? `, ${trees.length} ignored trees` : ""}. Ticked paths are applied; a hazard is applied only when you tick it.`),
     files, treeRows,
     sessionActions(s, into, feedback, d, boxes)]));
@@ -462,7 +467,9 @@ function describeSide(c) {
 
 function fileView(c, chunk, boxes) {
   const hazards = c.hazards || [];
-  const box = el("input", { type: "checkbox", class: "pick", "data-path": c.path, "data-hazard": hazards.length ? "1" : "0", checked: hazards.length === 0 && !c.ignored });
+  // A file whose content the page could not show is not ticked: applying it is applying unseen.
+  const unseen = !chunk && c.status !== "deleted" && !(c.new && c.new.kind === "dir");
+  const box = el("input", { type: "checkbox", class: "pick", "data-path": c.path, "data-hazard": hazards.length ? "1" : "0", checked: hazards.length === 0 && !c.ignored && !unseen });
   boxes.push(box);
   const body = [];
   if (chunk) {
@@ -484,7 +491,9 @@ function fileView(c, chunk, boxes) {
       }
     }
   } else {
-    body.push(el("p", { class: "quiet" }, c.status === "deleted" ? "deleted" : "no text to show (binary, special, or too large for a patch)"));
+    body.push(unseen
+      ? el("p", { class: "bad unseen" }, "Its content is not shown (the patch could not hold it): it is not ticked, and ticking it applies it unseen. 'airlock diff' at the machine shows it.")
+      : el("p", { class: "quiet" }, c.status === "deleted" ? "deleted" : "a directory"));
   }
   return el("div", { class: `file${hazards.length ? " hazard" : ""}`, "data-path": c.path },
     el("div", { class: "head" }, el("label", {}, box, " ", el("code", {}, visible(c.path))), describeSide(c),

@@ -179,6 +179,7 @@ async fn run(
             crate::browser::guard,
         ))
         .layer(axum::Extension(transport));
+    let recorder = tokio::spawn(crate::page::record_refusals(app.clone()));
     let page_address = page_address(&bound, tls.is_some());
     if let Some(url) = &page_address {
         remember_address(&app, url);
@@ -227,6 +228,11 @@ async fn run(
         });
     }
     drain(app.clone(), bound, graceful, config.grace).await;
+    recorder.abort();
+    // The refused logins of the last second are on record too.
+    app.logins.flush(|count, why| {
+        airlock_core::page_login::record_refused_logins(&app.service, count, why);
+    });
     if page_address.is_some() {
         forget_address(&app);
     }

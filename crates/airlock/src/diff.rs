@@ -106,7 +106,7 @@ pub fn diff(global: &GlobalArgs, args: DiffArgs) -> Result<ExitCode> {
     if args.json {
         let mut text = serde_json::to_vec_pretty(&diff.view(&args.session)?)?;
         text.push(b'\n');
-        remember_shown(&diff);
+        // Names and hashes, not content: nothing a person read (see remember_shown).
         drop(diff);
         emit(&text, false)?;
         return Ok(ExitCode::SUCCESS);
@@ -146,7 +146,9 @@ pub fn diff(global: &GlobalArgs, args: DiffArgs) -> Result<ExitCode> {
         }
     }
     note_digest(&diff, &args.session);
-    remember_shown(&diff);
+    if !(args.name_status || args.stat) {
+        remember_shown(&diff);
+    }
     // The session is free for runs again while a person reads.
     drop(diff);
     emit(&text, terminal && !args.no_pager)?;
@@ -154,7 +156,8 @@ pub fn diff(global: &GlobalArgs, args: DiffArgs) -> Result<ExitCode> {
 }
 
 /// Remember the diff as the last one shown, for an apply without --reviewed to say what it
-/// writes that this diff did not hold. Not remembered, that apply says no diff was shown.
+/// writes that this diff did not hold. Not remembered, that apply says no diff was shown. Only
+/// the patch is a diff shown: --stat, --name-status and --json give names, not content.
 fn remember_shown(diff: &airlock_core::Diff) {
     if let Err(err) = diff.record_shown() {
         note!("airlock: warning: this diff is not remembered as shown ({err}): 'airlock apply' will say no diff was shown; --reviewed DIGEST still works");

@@ -570,9 +570,17 @@ fn a_paused_run_stops_waiting_and_is_refused_when_resumed(w: &World) {
     probe(w, http.port);
     asking_profile(w, "60s");
     let run = start_probe(w, &[]);
-    the_waiting_one(w);
+    let approval = the_waiting_one(w);
     let paused = w.airlock().args(["pause", "--all"]).output().unwrap();
     assert!(paused.status.success(), "{}", stderr(&paused));
+    // A yes for a paused run is not taken (it may not connect now), whether the run closed the
+    // question already or not.
+    let id = approval["id"].as_str().unwrap();
+    let yes = w.airlock().args(["approve", id]).output().unwrap();
+    assert!(
+        !yes.status.success(),
+        "a paused run's approval was answered yes"
+    );
     let deadline = Instant::now() + Duration::from_secs(10);
     while !waiting(w).is_empty() {
         assert!(Instant::now() < deadline, "still waiting while paused");

@@ -173,7 +173,15 @@ both_modes!(
         // And in the text a person reads.
         let id = new_session(w, &[]);
         ran(&run_in(w, &id, "echo a > a.txt"));
+        // --stat shows names, not content: no diff was shown.
         ran(&airlock(w, &["diff", &id, "--stat"]));
+        let blind = airlock(w, &["apply", &id, "--dry-run"]);
+        assert!(
+            stderr(&blind).contains("no 'airlock diff"),
+            "{}",
+            stderr(&blind)
+        );
+        ran(&airlock(w, &["diff", &id]));
         ran(&run_in(w, &id, "echo changed > a.txt"));
         let applied = airlock(w, &["apply", &id]);
         let said = stderr(&applied);
@@ -326,5 +334,61 @@ both_modes!(
         assert_eq!(applied.status.code(), Some(0), "{}", stderr(&applied));
         assert!(w.workspace.join("main.py").exists());
         assert!(!w.workspace.join(".venv").exists());
+    }
+);
+
+both_modes!(
+    a_hook_or_an_agents_file_is_never_folded_into_an_ignored_tree,
+    |w: &World| {
+        // Rules that ignore every dot-file ignore .git and .venv alike.
+        let script = "git init -q . && printf '.*\\n!.gitignore\\n' > .gitignore && git add -A && git -c user.name=t -c user.email=t@t commit -qm init";
+        ran(&w
+            .command("sh")
+            .current_dir(&w.workspace)
+            .args(["-c", script])
+            .output()
+            .unwrap());
+        let id = new_session(w, &[]);
+        ran(&run_in(
+            w,
+            &id,
+            "set -e; printf '#!/bin/sh\\necho PWNED\\n' > .git/hooks/pre-commit; chmod 755 .git/hooks/pre-commit; \
+             mkdir -p .venv/lib .venv/.claude; echo 'x = 1' > .venv/lib/mod.py; echo '{}' > .venv/.claude/settings.json",
+        ));
+        let diff = diff_json(w, &id);
+        let rows: Vec<&str> = diff["changes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["path"].as_str().unwrap())
+            .collect();
+        assert!(
+            rows.contains(&".git/hooks/pre-commit"),
+            "the hook is a row of its own: {diff:#}"
+        );
+        assert!(
+            rows.contains(&".venv/.claude/settings.json"),
+            "an agent's settings too: {diff:#}"
+        );
+        let roots: Vec<&str> = diff["trees"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["root"].as_str().unwrap())
+            .collect();
+        assert!(!roots.iter().any(|r| r.starts_with(".git")), "{roots:?}");
+        assert!(roots.contains(&".venv"), "{roots:?}");
+        // Naming the tree writes the tree, not the agent's settings in it; the hook stays out.
+        let named = airlock(w, &["apply", &id, ".venv", ".git", "--json"]);
+        let report: Value = serde_json::from_slice(&named.stdout).unwrap();
+        assert!(w.workspace.join(".venv/lib/mod.py").exists(), "{report:#}");
+        assert!(
+            !w.workspace.join(".venv/.claude/settings.json").exists(),
+            "{report:#}"
+        );
+        assert!(
+            !w.workspace.join(".git/hooks/pre-commit").exists(),
+            "{report:#}"
+        );
     }
 );

@@ -191,7 +191,17 @@ impl RunApprover {
         let mut switches_read = Instant::now();
         loop {
             if let Ok(Some(answer)) = read_json::<Answer>(&answer_path(&self.state_dir, id)) {
-                return decision_of(id, &answer);
+                let decision = decision_of(id, &answer);
+                // A yes holds only for a run that may still connect: one paused, cut off or
+                // disabled since is refused all the same (the switches read now, not a second
+                // ago).
+                let mut now = Instant::now()
+                    .checked_sub(SWITCHES_POLL)
+                    .unwrap_or_else(Instant::now);
+                return match self.stopped(&mut now).filter(|_| decision.allowed) {
+                    Some(why) => deny(format!("{why} (approval {id} was answered after it)")),
+                    None => decision,
+                };
             }
             if let Some(why) = self.stopped(&mut switches_read) {
                 return self.close(approval, ApprovalStatus::Ended, &why);

@@ -147,6 +147,9 @@ pub(super) enum Answer {
     /// It goes to the relay for this target if a person says so (the profile's `ask` names
     /// it: this entry); refused otherwise.
     Ask(Target, String),
+    /// A name only `ask` covers: a person is asked first (this entry), and only then is it looked
+    /// up on the host, its address decided as [`Rules::after_approval`] says.
+    AskFirst(String, String),
 }
 
 /// `relay`: the relay's port; None for a gate that relays nothing (network = "none").
@@ -325,6 +328,36 @@ fn handle(
                 false => Answer::Refuse(libc::ECONNREFUSED),
             }
         }
+        (Answer::AskFirst(name, entry), Some(mut event)) => {
+            let decision = state.approve(&super::Question {
+                host: name.clone(),
+                port: dest.port(),
+                program: program.clone(),
+                entry,
+            });
+            let (decision, addr) = match decision.allowed {
+                true => state
+                    .rules()
+                    .after_approval(&name, dest.port(), decision, |name, port| {
+                        lookup::resolve(state, name, port)
+                    }),
+                false => (decision, None),
+            };
+            (event.allowed, event.rule, event.ip) =
+                (decision.allowed, decision.rule, addr.map(|a| a.ip()));
+            event.program = program.clone();
+            state.log(&event);
+            match addr.filter(|_| event.allowed) {
+                Some(addr) => Answer::Relay(Target {
+                    name: Some(name),
+                    addr,
+                    proxy: false,
+                    forwarded: false,
+                    program: None,
+                }),
+                None => Answer::Refuse(libc::ECONNREFUSED),
+            }
+        }
         (answer, event) => {
             if let Some(mut event) = event {
                 event.program = program.clone();
@@ -337,9 +370,11 @@ fn handle(
         (Answer::Refuse(errno), _) => return call.fail(errno),
         (Answer::Relay(target), Some(relay)) => (Target { program, ..target }, relay),
         // Nothing is relayed without a relay (decide never lets a connect through then).
-        (Answer::Relay(_) | Answer::Ask(..), None) => return call.fail(libc::ENETUNREACH),
+        (Answer::Relay(_) | Answer::Ask(..) | Answer::AskFirst(..), None) => {
+            return call.fail(libc::ENETUNREACH)
+        }
         // Asked above.
-        (Answer::Ask(..), Some(_)) => return call.fail(libc::ECONNREFUSED),
+        (Answer::Ask(..) | Answer::AskFirst(..), Some(_)) => return call.fail(libc::ECONNREFUSED),
     };
     match answer {
         // airlock's proxy: the request on the connection is decided, not the connection.
@@ -410,6 +445,18 @@ pub(super) fn decide(
         );
         e.protocol = "udp";
         return (Answer::Refuse(libc::ENETUNREACH), Some(e));
+    }
+    if let Some((name, entry)) = name
+        .as_deref()
+        .and_then(|name| Some((name, rules.asks_before_lookup(name)?)))
+    {
+        let decision = deny(format!("ask {entry}"));
+        let e = NetEvent::new(NetEventKind::Connect, &decision).about(
+            Some(name.to_string()),
+            None,
+            Some(dest.port()),
+        );
+        return (Answer::AskFirst(name.to_string(), entry), Some(e));
     }
     let (decision, target, trusted) = match name {
         Some(name) => match resolve(name, dest.port()) {

@@ -131,6 +131,50 @@ impl Rules<'_> {
         )
     }
 
+    /// The `ask` entry of a name that only `ask` covers (the profile alone would not let the
+    /// sandbox resolve it): put to a person before the host looks it up, as whatever the
+    /// sandbox put in the name would reach the nameserver of the zone it chose.
+    fn asks_before_lookup(&self, name: &str) -> Option<String> {
+        if self.egress.may_resolve(name).allowed {
+            return None;
+        }
+        let decision = self.ask?.may_resolve(self.egress, name)?;
+        decision.rule.strip_prefix("ask ").map(str::to_string)
+    }
+
+    /// What a person's yes to `name` comes to once it is looked up: an address no approval opens
+    /// (protected: loopback, private, metadata, the host's own; or one a deny entry names) is
+    /// refused all the same. The decision, and the address when there is one.
+    fn after_approval(
+        &self,
+        name: &str,
+        port: u16,
+        approved: Decision,
+        resolve: impl FnOnce(&str, u16) -> std::io::Result<(SocketAddr, bool)>,
+    ) -> (Decision, Option<SocketAddr>) {
+        match resolve(name, port) {
+            Ok((addr, trusted)) => {
+                let opens = self.decide(Some(name), addr, trusted).allowed
+                    || self.asks(Some(name), addr, trusted).is_some();
+                if opens {
+                    (approved, Some(addr))
+                } else {
+                    (
+                        deny(format!(
+                            "{name} resolves to {}, which no approval opens (a protected address, or one a deny entry names)",
+                            addr.ip()
+                        )),
+                        Some(addr),
+                    )
+                }
+            }
+            Err(e) => (
+                deny(format!("cannot resolve {name} on the host: {e}")),
+                None,
+            ),
+        }
+    }
+
     /// May the sandbox resolve `name`: allowed, or a name a person may let it connect to (its
     /// rule says so: see [`airlock_rules::Ask::rule_asks`]).
     fn may_resolve(&self, name: &str) -> Decision {

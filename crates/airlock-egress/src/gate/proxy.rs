@@ -71,6 +71,11 @@ pub(super) fn decide_request(
             Some(addr),
         );
     }
+    // A name only `ask` covers is put to a person before the host looks it up (the caller asks,
+    // then calls `Rules::after_approval`).
+    if let Some(entry) = rules.asks_before_lookup(host) {
+        return (deny(format!("ask {entry}")), None);
+    }
     let may = rules.may_resolve(host);
     if !may.allowed {
         return (may, None);
@@ -111,10 +116,11 @@ pub(super) fn serve(
         Ok(asked) => asked,
         Err(rule) => return refuse(&mut client, "400 Bad Request", &deny(rule)),
     };
-    let (mut decision, addr) = decide_request(&asked, state.rules(), |name, port| {
+    let (mut decision, mut addr) = decide_request(&asked, state.rules(), |name, port| {
         lookup::resolve(state, name, port)
     });
-    // Held while a person decides, as a connect is.
+    // Held while a person decides, as a connect is; a name asked before its lookup is looked
+    // up once they said yes.
     if let (false, Some(entry)) = (decision.allowed, decision.rule.strip_prefix("ask ")) {
         decision = state.approve(&super::Question {
             host: asked.host.clone(),
@@ -122,6 +128,14 @@ pub(super) fn serve(
             program: program.clone(),
             entry: entry.to_string(),
         });
+        if decision.allowed && addr.is_none() {
+            (decision, addr) =
+                state
+                    .rules()
+                    .after_approval(&asked.host, asked.port, decision, |name, port| {
+                        lookup::resolve(state, name, port)
+                    });
+        }
     }
     let mut e = NetEvent::new(NetEventKind::Connect, &decision).about(
         Some(asked.host.clone()),

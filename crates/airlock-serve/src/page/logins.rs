@@ -24,8 +24,17 @@ pub struct Login {
 #[derive(Default)]
 pub struct Logins {
     open: Mutex<HashMap<String, Login>>,
-    /// Refused logins not yet on record, and when the last record of them was written.
-    refusals: Mutex<(u64, Option<Instant>)>,
+    refusals: Mutex<Refusals>,
+}
+
+/// Refused logins not yet on record.
+#[derive(Default)]
+struct Refusals {
+    pending: u64,
+    /// Why the last of them was refused.
+    last: String,
+    /// When the last record of them was written.
+    recorded: Option<Instant>,
 }
 
 /// Refused logins are recorded at most this often, counted.
@@ -68,19 +77,33 @@ impl Logins {
         }
     }
 
-    /// Count a refused login; `record(count)` the refusals not on record yet when the last
-    /// record of them is [`REFUSALS_RECORDED_EVERY`] old.
-    pub fn refused(&self, record: impl FnOnce(u64)) {
+    /// Count a refused login (refused for `why`); `record(count, why)` the refusals not on
+    /// record yet when the last record of them is [`REFUSALS_RECORDED_EVERY`] old. What is
+    /// left is recorded by [`Logins::flush`], which the server calls every second.
+    pub fn refused(&self, why: String, record: impl FnOnce(u64, &str)) {
         let Ok(mut refusals) = self.refusals.lock() else {
             return;
         };
-        refusals.0 += 1;
+        refusals.pending += 1;
+        refusals.last = why;
+        Self::record_due(&mut refusals, record);
+    }
+
+    /// Record the refusals not on record yet, if the last record of them is old enough.
+    pub fn flush(&self, record: impl FnOnce(u64, &str)) {
+        if let Ok(mut refusals) = self.refusals.lock() {
+            Self::record_due(&mut refusals, record);
+        }
+    }
+
+    fn record_due(refusals: &mut Refusals, record: impl FnOnce(u64, &str)) {
         let due = refusals
-            .1
+            .recorded
             .is_none_or(|at| at.elapsed() >= REFUSALS_RECORDED_EVERY);
-        if due {
-            record(refusals.0);
-            *refusals = (0, Some(Instant::now()));
+        if refusals.pending > 0 && due {
+            record(refusals.pending, &refusals.last);
+            refusals.pending = 0;
+            refusals.recorded = Some(Instant::now());
         }
     }
 
@@ -121,12 +144,19 @@ mod tests {
     fn refusals_are_recorded_at_most_once_a_second_and_counted() {
         let logins = Logins::default();
         let mut recorded = Vec::new();
-        for _ in 0..5 {
-            logins.refused(|count| recorded.push(count));
+        for n in 0..5 {
+            logins.refused(format!("no {n}"), |count, why| {
+                recorded.push((count, why.to_string()))
+            });
         }
-        assert_eq!(recorded, [1]);
-        logins.refusals.lock().unwrap().1 = Some(Instant::now() - REFUSALS_RECORDED_EVERY);
-        logins.refused(|count| recorded.push(count));
-        assert_eq!(recorded, [1, 5]);
+        assert_eq!(recorded, [(1, "no 0".to_string())]);
+        // Nothing is due within the second; then the rest, with the last reason.
+        logins.flush(|count, why| recorded.push((count, why.to_string())));
+        assert_eq!(recorded.len(), 1);
+        logins.refusals.lock().unwrap().recorded = Some(Instant::now() - REFUSALS_RECORDED_EVERY);
+        logins.flush(|count, why| recorded.push((count, why.to_string())));
+        assert_eq!(recorded[1], (4, "no 4".to_string()));
+        logins.refusals.lock().unwrap().recorded = Some(Instant::now() - REFUSALS_RECORDED_EVERY);
+        logins.flush(|_, _| panic!("nothing is pending"));
     }
 }

@@ -109,8 +109,9 @@ async fn login(State(app): State<Shared>, Body(body): Body<LoginBody>) -> ApiRes
         };
         let judged = page_login(&service, &app2.tokens, credential);
         if let Err(refused) = &judged {
-            app2.logins
-                .refused(|count| record_refused_logins(&service, count, refused));
+            app2.logins.refused(refused.to_string(), |count, why| {
+                record_refused_logins(&service, count, why)
+            });
         }
         judged
     })
@@ -140,6 +141,22 @@ enum Owned {
     Token(String),
 }
 
+/// Record the refused logins not on record yet, every second while the server runs: a burst's
+/// count is written within a second of its end, not at the next refusal.
+pub async fn record_refusals(app: Shared) {
+    let mut every = tokio::time::interval(std::time::Duration::from_secs(1));
+    loop {
+        every.tick().await;
+        let app = app.clone();
+        let _ = tokio::task::spawn_blocking(move || {
+            app.logins.flush(|count, why| {
+                record_refused_logins(&app.service, count, why);
+            });
+        })
+        .await;
+    }
+}
+
 /// `GET /v1/login`: who the page is logged in as (with the login's cookie and its secret: never
 /// the secret itself, which only the login's answer gives).
 async fn whoami(State(app): State<Shared>, authed: Authed) -> ApiResult<Response> {
@@ -159,9 +176,10 @@ async fn logout(
     headers: HeaderMap,
     Body(_): Body<NoFields>,
 ) -> ApiResult<Response> {
-    if let Some(cookie) = &authed.page_login {
-        app.logins.close(cookie);
-    }
+    let Some(cookie) = &authed.page_login else {
+        return Err(not_logged_in());
+    };
+    app.logins.close(cookie);
     drop(headers);
     let mut response = StatusCode::NO_CONTENT.into_response();
     let cleared = if app.tls {

@@ -605,3 +605,56 @@ fn what_the_profile_allows_or_does_not_ask_about_is_not_put_to_a_person() {
     }
     assert!(person.asked.lock().unwrap().is_empty());
 }
+
+#[test]
+fn a_name_only_ask_covers_is_looked_up_only_after_a_person_says_yes() {
+    let egress = egress();
+    let ask = crate::Ask {
+        entries: vec![Destination::parse("*.asked.test").unwrap()],
+        any: false,
+    };
+    let host = ["45.45.45.45".parse().unwrap()];
+    let rules = Rules {
+        egress: &egress,
+        host_addresses: &host,
+        ask: Some(&ask),
+    };
+    // Whatever the sandbox put in the name would reach the zone's nameserver: not looked up.
+    let attempt = tcp("198.18.0.9:443", Some("c2VjcmV0.asked.test"));
+    let (answer, event) = decide(&attempt, rules, no_lookup);
+    assert_eq!(
+        answer,
+        Answer::AskFirst("c2VjcmV0.asked.test".into(), "*.asked.test".into())
+    );
+    let event = event.unwrap();
+    assert!(!event.allowed && event.ip.is_none(), "{event:?}");
+    // A yes: looked up then, and an address no approval opens is refused all the same.
+    let yes = || crate::rules::Decision {
+        allowed: true,
+        rule: "allowed by a test".into(),
+    };
+    for protected in ["10.1.2.3", "127.0.0.1", "169.254.169.254", "45.45.45.45"] {
+        let (decision, _) = rules.after_approval(
+            "c2VjcmV0.asked.test",
+            443,
+            yes(),
+            host_says(protected, false),
+        );
+        assert!(!decision.allowed, "{protected}: {}", decision.rule);
+    }
+    let (decision, addr) = rules.after_approval(
+        "c2VjcmV0.asked.test",
+        443,
+        yes(),
+        host_says("140.82.112.3", false),
+    );
+    assert!(decision.allowed, "{}", decision.rule);
+    assert_eq!(addr, Some(at("140.82.112.3:443")));
+    // A name the profile allows is not put to anyone first.
+    let (answer, _) = decide(
+        &tcp("198.18.0.1:443", Some("github.com")),
+        rules,
+        host_says("140.82.112.3", false),
+    );
+    assert!(matches!(answer, Answer::Relay(_)), "{answer:?}");
+}
