@@ -19,8 +19,11 @@ pub const TREE_LIST_MAX: usize = 20;
 #[derive(Debug, Clone)]
 pub struct Judged {
     pub verdict: Verdict,
-    /// The ignored tree it lies in ([`Review::tree_root`]).
+    /// The ignored tree whose row it is ([`Review::tree_root`], when [`foldable`]).
     pub tree: Option<PathBuf>,
+    /// The ignored tree it lies in although it is a row of its own (a hook, an agent's file…):
+    /// naming that tree does not name it.
+    pub kept_out_of: Option<PathBuf>,
     /// sha256 of what an apply would make of it (see [`fingerprint`]).
     pub fingerprint: [u8; 32],
 }
@@ -31,13 +34,16 @@ pub fn judge_all(layer: &Path, changes: &[Change], review: &Review) -> io::Resul
         .iter()
         .map(|change| {
             let verdict = review.judge(change);
-            let tree = review
-                .tree_root(change)
-                .filter(|root| foldable(root, &verdict));
+            let lies_in = review.tree_root(change);
+            let (tree, kept_out_of) = match lies_in {
+                Some(root) if foldable(&root, &verdict) => (Some(root), None),
+                other => (None, other),
+            };
             let fingerprint = fingerprint(layer, change, &verdict, tree.as_deref())?;
             Ok(Judged {
                 verdict,
                 tree,
+                kept_out_of,
                 fingerprint,
             })
         })

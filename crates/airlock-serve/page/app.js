@@ -344,7 +344,7 @@ function approvalCard(a, into, id) {
   return el("div", { class: "card approval", "data-approval": a.id },
     // The end of the name (its domain) and the port first: a long name cannot push them away.
     el("div", { class: "asked" }, "port ", el("strong", {}, String(a.port)), " of ",
-      el("strong", {}, visible(a.host.split(".").slice(-2).join("."))), ":"),
+      el("strong", {}, visible(/^[0-9.]+$|:/.test(a.host) ? a.host : a.host.split(".").slice(-2).join("."))), ":"),
     el("code", { class: "host" }, visible(a.host)), " ",
     el("span", { class: "quiet" }, visible(`asked by ${a.program || "a program"} (rule ${a.entry || "?"}) · refused if nobody answers by ${when(a.expires_at)}, in ${a.seconds_left ?? "?"} s`)),
     a.profile_line ? el("div", {}, "To allow it for good, add to the profile: ", el("code", { class: "profile-line" }, visible(a.profile_line))) : null,
@@ -468,13 +468,14 @@ function describeSide(c) {
 function fileView(c, chunk, boxes) {
   const hazards = c.hazards || [];
   // A file whose content the page could not show is not ticked: applying it is applying unseen.
-  const unseen = !chunk && c.status !== "deleted" && !(c.new && c.new.kind === "dir");
+  // Binary content is not shown either.
+  const binary = Boolean(chunk) && chunk.some((l) => l.startsWith("Binary files") || l.startsWith("GIT binary patch"));
+  const unseen = (!chunk || binary) && c.status !== "deleted" && !(c.new && c.new.kind === "dir");
   const box = el("input", { type: "checkbox", class: "pick", "data-path": c.path, "data-hazard": hazards.length ? "1" : "0", checked: hazards.length === 0 && !c.ignored && !unseen });
   boxes.push(box);
   const body = [];
   if (chunk) {
-    const binary = chunk.some((l) => l.startsWith("Binary files") || l.startsWith("GIT binary patch"));
-    if (binary) body.push(el("p", { class: "quiet" }, "binary file: its content is not shown"));
+    if (binary) body.push(el("p", { class: "bad unseen" }, "A binary file: its content is not shown, so it is not ticked; ticking it applies it unseen."));
     else {
       // The file's header lines come before its first hunk; after it, every line is content
       // (an added line "++ x" reads "+++ x", and is shown).

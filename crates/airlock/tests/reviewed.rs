@@ -378,8 +378,24 @@ both_modes!(
             .collect();
         assert!(!roots.iter().any(|r| r.starts_with(".git")), "{roots:?}");
         assert!(roots.contains(&".venv"), "{roots:?}");
-        // Naming the tree writes the tree, not the agent's settings in it; the hook stays out.
-        let named = airlock(w, &["apply", &id, ".venv", ".git", "--json"]);
+        // Naming the tree, as a path or as a hazard to allow (what the page sends when a tree
+        // is ticked), writes the tree, not the agent's settings in it; the hook stays out.
+        let named = airlock(
+            w,
+            &[
+                "apply",
+                &id,
+                ".venv",
+                ".git",
+                "--allow-hazard",
+                ".venv",
+                "--allow-hazard",
+                ".git",
+                "--allow-hazard",
+                ".",
+                "--json",
+            ],
+        );
         let report: Value = serde_json::from_slice(&named.stdout).unwrap();
         assert!(w.workspace.join(".venv/lib/mod.py").exists(), "{report:#}");
         assert!(

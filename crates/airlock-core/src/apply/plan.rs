@@ -151,7 +151,12 @@ pub(super) fn plan_all(
                 );
                 (None, held_item(change, judged.verdict, why))
             }
-            _ => planner.plan(change, judged.verdict, tree.is_some())?,
+            _ => planner.plan(
+                change,
+                judged.verdict,
+                tree.is_some(),
+                judged.kept_out_of.as_deref(),
+            )?,
         };
         item.tree = tree.map(|t| t.to_string_lossy().into_owned());
         ops.extend(plan.map(|op| (op, items.len())));
@@ -226,12 +231,14 @@ fn hold_trees_left_in_part(items: &mut [Item], ops: &mut PlannedOps) {
 
 impl Planner<'_> {
     /// Decide what to do with one change judged `verdict`; `in_named_tree`: it lies in an
-    /// ignored tree the person named, whose hazards are then allowed.
+    /// ignored tree the person named, whose hazards are then allowed; `kept_out_of`: the
+    /// ignored tree it lies in although it is a row of its own.
     fn plan(
         &self,
         change: &Change,
         verdict: Verdict,
         in_named_tree: bool,
+        kept_out_of: Option<&Path>,
     ) -> std::result::Result<(Option<Op>, Item), ApplyError> {
         let Verdict {
             hazards,
@@ -270,7 +277,7 @@ impl Planner<'_> {
             let why = "not shown by git status (the repository ignores it): --no-ignored";
             return skip(item, ApplyResult::Ignored, why.into());
         }
-        if !hazards.is_empty() && !in_named_tree && !self.named(change) {
+        if !hazards.is_empty() && !in_named_tree && !self.named(change, kept_out_of) {
             let what: Vec<&str> = hazards.iter().map(|h| h.describe()).collect();
             let mut why = what.join("; ");
             for reason in &reasons {
@@ -324,15 +331,17 @@ impl Planner<'_> {
         Ok((Some(op), item))
     }
 
-    /// Naming a path allows it, what is under it, and the directories it needs on its way.
-    fn named(&self, change: &Change) -> bool {
+    /// Naming a path allows it, what is under it, and the directories it needs on its way. In
+    /// an ignored tree, a change kept out of the tree's row (`kept_out_of`: a hook, an agent's
+    /// file) is named only by its own path or one below the tree's root: naming the tree, or
+    /// what holds it, names the row a person read, not these.
+    fn named(&self, change: &Change, kept_out_of: Option<&Path>) -> bool {
         let is_dir = change.new.as_ref().is_some_and(|n| n.kind == Kind::Dir);
         self.options.all_hazards
-            || self
-                .options
-                .allowed_hazards
-                .iter()
-                .any(|p| change.path.starts_with(p) || (is_dir && p.starts_with(&change.path)))
+            || self.options.allowed_hazards.iter().any(|p| {
+                let names = change.path.starts_with(p) || (is_dir && p.starts_with(&change.path));
+                names && kept_out_of.is_none_or(|root| p.starts_with(root) && p != root)
+            })
     }
 }
 

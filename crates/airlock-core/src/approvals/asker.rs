@@ -244,7 +244,13 @@ impl RunApprover {
             return refused;
         };
         if let Ok(Some(answer)) = read_json::<Answer>(&answer_path(&self.state_dir, &approval.id)) {
-            return decision_of(&approval.id, &answer);
+            // A yes that came first is still no yes for a run that may not connect now (closed
+            // as ended: paused, cut off, killed, disabled); one that beat the clock holds.
+            let decision = decision_of(&approval.id, &answer);
+            return match (decision.allowed, status) {
+                (true, ApprovalStatus::Ended) => refused,
+                _ => decision,
+            };
         }
         let action = match status {
             ApprovalStatus::Expired => "approval.expired",
