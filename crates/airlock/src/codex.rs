@@ -169,32 +169,49 @@ fn quoted(value: &str) -> String {
     serde_json::Value::from(value).to_string()
 }
 
+/// The Codex config layer: its settings made by a TOML serializer, and the comments above them
+/// naming the workspace and profile as quoted strings (a directory name holding a newline and a
+/// `[mcp_servers.x]` line must stay a name, not become a table of the user's Codex config).
 fn settings_toml(at: &Invocation) -> Result<String> {
     let workspace = text(&at.workspace)?;
+    let hook = |event: &str, block_on_failure: bool| -> Result<toml::Value> {
+        let command = at.hook_command(event, block_on_failure)?;
+        Ok(toml::Value::Array(vec![toml::Value::Table(
+            toml::Table::from_iter([(
+                "hooks".to_string(),
+                toml::Value::Array(vec![toml::Value::Table(toml::Table::from_iter([
+                    ("type".to_string(), toml::Value::from("command")),
+                    ("command".to_string(), toml::Value::from(command)),
+                ]))]),
+            )]),
+        )]))
+    };
+    let settings = toml::Table::from_iter([
+        ("sandbox_mode".to_string(), toml::Value::from("read-only")),
+        (
+            "hooks".to_string(),
+            toml::Value::Table(toml::Table::from_iter([
+                ("SessionStart".to_string(), hook("session-start", false)?),
+                ("PreToolUse".to_string(), hook("pre-tool-use", true)?),
+            ])),
+        ),
+    ]);
+    let body = toml::to_string(&settings).context("cannot write Codex's settings as TOML")?;
     Ok(format!(
-        "# airlock: every shell command of Codex runs in an airlock session over {workspace}
-# (profile {profile}). Save as ~/.codex/airlock.config.toml, run Codex with 'codex -p airlock',
-# and put what 'airlock codex rules' prints in ~/.codex/rules/airlock.rules. See docs/codex.md.
+        "# airlock: every shell command of Codex runs in an airlock session over the workspace
+# {workspace} (profile {profile}). Save as ~/.codex/airlock.config.toml, run Codex with
+# 'codex -p airlock', and put what 'airlock codex rules' prints in
+# ~/.codex/rules/airlock.rules. See docs/codex.md.
+#
+# Codex's own sandbox stays on (sandbox_mode): a command the hook did not rewrite (the hook not
+# trusted yet, airlock's binary gone) runs in it, unable to write or to reach the network. The
+# rule lets airlock's own command out of it: airlock cannot build its sandbox inside Codex's.
+# SessionStart starts the airlock session; PreToolUse rewrites each shell command into
+# airlock's, or denies it (and apply_patch) with the reason.
 
-# Codex's own sandbox stays on: a command the hook did not rewrite (the hook not trusted yet,
-# airlock's binary gone) runs in it, unable to write or to reach the network. The rule lets
-# airlock's own command out of it: airlock cannot build its sandbox inside Codex's.
-sandbox_mode = \"read-only\"
-
-[[hooks.SessionStart]]
-[[hooks.SessionStart.hooks]]
-type = \"command\"
-command = {start}
-
-# Rewrites each shell command into airlock's, or denies it (and apply_patch) with the reason.
-[[hooks.PreToolUse]]
-[[hooks.PreToolUse.hooks]]
-type = \"command\"
-command = {pre}
-",
-        profile = at.profile,
-        start = quoted(&at.hook_command("session-start", false)?),
-        pre = quoted(&at.hook_command("pre-tool-use", true)?),
+{body}",
+        workspace = quoted(workspace),
+        profile = quoted(&at.profile),
     ))
 }
 
@@ -368,10 +385,32 @@ mod tests {
     #[test]
     fn the_pre_tool_use_hook_blocks_when_airlock_cannot_answer() {
         let settings = settings_toml(&at("/src/app")).unwrap();
-        assert!(settings.contains("sandbox_mode = \"read-only\""));
+        let parsed: toml::Table = toml::from_str(&settings).unwrap();
+        assert_eq!(parsed["sandbox_mode"].as_str(), Some("read-only"));
         let pre = at("/src/app").hook_command("pre-tool-use", true).unwrap();
         assert!(pre.starts_with("/opt/airlock --state-dir=/st codex hook pre-tool-use --workspace /src/app --profile ci || {"));
         assert!(pre.ends_with("exit 2; }"));
-        assert!(settings.contains(&quoted(&pre)));
+        let hooks = &parsed["hooks"]["PreToolUse"][0]["hooks"][0];
+        assert_eq!(hooks["command"].as_str(), Some(pre.as_str()));
+        assert_eq!(hooks["type"].as_str(), Some("command"));
+    }
+
+    #[test]
+    fn a_workspace_name_cannot_write_codex_settings_of_its_own() {
+        // A directory name with newlines, a table header and a quote: the settings written for it
+        // are the same settings, with the name a string wherever it appears.
+        let name = "/src/x\n[mcp_servers.x]\ncommand = \"sh\"\n# \"\n";
+        let settings = settings_toml(&at(name)).unwrap();
+        let parsed: toml::Table =
+            toml::from_str(&settings).unwrap_or_else(|e| panic!("{e}\n{settings}"));
+        let keys: Vec<&String> = parsed.keys().collect();
+        assert_eq!(keys, ["hooks", "sandbox_mode"], "{settings}");
+        let start = parsed["hooks"]["SessionStart"][0]["hooks"][0]["command"]
+            .as_str()
+            .unwrap();
+        assert!(
+            start.contains("[mcp_servers.x]"),
+            "the name is in the command, quoted: {start}"
+        );
     }
 }
