@@ -130,29 +130,73 @@ const SHELL_STARTUP: &[&str] = &[
     "config.fish",
 ];
 
-/// Agent instruction and configuration files, wherever they are.
+/// Agent instruction and configuration files, wherever they are: the next coding agent that
+/// opens the workspace reads them as its instructions or its tools (prompt injection, an MCP
+/// server started on the host), and project configs of editors that run code when a file is
+/// opened.
 const AGENT_FILES: &[&str] = &[
-    "AGENTS.md",
+    // Claude Code: project and local memory, MCP servers.
     "CLAUDE.md",
+    "CLAUDE.local.md",
+    ".mcp.json",
+    // Codex, Amp, Jules, opencode and others read AGENTS.md; some AGENT.md.
+    "AGENTS.md",
+    "AGENT.md",
+    // Gemini CLI, Qwen Code, Crush, Warp.
     "GEMINI.md",
+    "QWEN.md",
+    "CRUSH.md",
+    "WARP.md",
+    // Cursor, Windsurf, Cline, Roo Code, Zed, Goose, Augment: rules files.
     ".cursorrules",
     ".windsurfrules",
-    ".mcp.json",
+    ".clinerules",
+    ".roorules",
+    ".rules",
+    ".goosehints",
+    ".augment-guidelines",
+    // GitHub Copilot (under .github/).
     "copilot-instructions.md",
+    // aider, opencode, Continue: their configuration (models, commands run, MCP servers).
+    ".aider.conf.yml",
+    "opencode.json",
+    "opencode.jsonc",
+    ".continuerc.json",
+    // Vim and Neovim run a project's .exrc/.nvimrc/.nvim.lua when 'exrc' is set.
+    ".exrc",
+    ".nvimrc",
+    ".nvim.lua",
 ];
 
-/// Directories whose whole content configures an editor or agent.
+/// Directories whose whole content configures an editor or agent (their settings, tasks that
+/// run commands, rules, MCP servers, hooks).
 const AGENT_DIRS: &[&str] = &[
     ".vscode",
     ".idea",
+    ".zed",
+    ".devcontainer",
     ".claude",
     ".codex",
     ".cursor",
     ".windsurf",
     ".gemini",
+    ".qwen",
     ".continue",
-    ".devcontainer",
+    ".clinerules",
+    ".roo",
+    ".kilocode",
+    ".opencode",
+    ".kiro",
+    ".junie",
+    ".amazonq",
+    ".augment",
+    ".crush",
+    ".trae",
 ];
+
+/// Directories of `.github` an agent reads as instructions (Copilot's instructions, prompts,
+/// chat modes).
+const GITHUB_AGENT_DIRS: &[&str] = &["instructions", "prompts", "chatmodes"];
 
 /// CI configuration: directories, then single files.
 const CI_DIRS: &[&str] = &[".circleci", ".buildkite", ".gitea", ".forgejo"];
@@ -301,10 +345,19 @@ pub fn path_hazards(path: &Path) -> Vec<Hazard> {
     if is_one_of(last, SHELL_STARTUP) {
         found.push(Hazard::ShellStartup);
     }
-    if is_one_of(last, AGENT_FILES) || in_dir(AGENT_DIRS) || is_one_of(last, AGENT_DIRS) {
+    let github_agent = GITHUB_AGENT_DIRS.iter().any(|dir| has_pair(".github", dir));
+    if is_one_of(last, AGENT_FILES)
+        || in_dir(AGENT_DIRS)
+        || is_one_of(last, AGENT_DIRS)
+        || github_agent
+    {
         found.push(Hazard::EditorOrAgentConfig);
     }
+    // CI: workflows, and what they run without being executables (composite actions under
+    // .github/actions, GitLab CI includes under .gitlab/ci).
     if has_pair(".github", "workflows")
+        || has_pair(".github", "actions")
+        || has_pair(".gitlab", "ci")
         || in_dir(CI_DIRS)
         || is_one_of(last, CI_DIRS)
         || is_one_of(last, CI_FILES)

@@ -325,3 +325,57 @@ fn every_tool_configuration_of_the_table_is_a_hazard_and_what_is_left_out_is_not
         assert_eq!(of(name), vec![], "{name}");
     }
 }
+
+#[test]
+fn every_coding_agents_instructions_and_configuration_are_hazards() {
+    for path in [
+        "CLAUDE.local.md",
+        "AGENTS.md",
+        "sub/AGENT.md",
+        ".clinerules",
+        ".clinerules/rules.md",
+        ".roo/rules/a.md",
+        ".aider.conf.yml",
+        "opencode.json",
+        ".opencode/agent/x.md",
+        ".zed/settings.json",
+        ".zed/tasks.json",
+        ".github/copilot-instructions.md",
+        ".github/instructions/a.instructions.md",
+        ".github/prompts/p.prompt.md",
+        ".github/chatmodes/m.chatmode.md",
+        ".kiro/steering/x.md",
+        ".junie/guidelines.md",
+        ".amazonq/rules/x.md",
+        ".rules",
+        ".goosehints",
+        ".continuerc.json",
+        ".windsurfrules",
+        ".cursor/rules/x.mdc",
+        ".nvim.lua",
+        ".exrc",
+        "QWEN.md",
+        "CRUSH.md",
+    ] {
+        assert!(
+            path_hazards(Path::new(path)).contains(&Hazard::EditorOrAgentConfig),
+            "{path}"
+        );
+    }
+    assert!(path_hazards(Path::new(".yarn/releases/yarn-4.1.0.cjs")).contains(&Hazard::ToolConfig));
+    for path in [".github/actions/setup/action.yml", ".gitlab/ci/build.yml"] {
+        assert!(
+            path_hazards(Path::new(path)).contains(&Hazard::CiWorkflow),
+            "{path}"
+        );
+    }
+    // Names like them elsewhere are not.
+    for path in [
+        "docs/prompts/p.md",
+        "src/instructions.rs",
+        "gitlab/ci/x.yml",
+        "README.md",
+    ] {
+        assert!(path_hazards(Path::new(path)).is_empty(), "{path}");
+    }
+}

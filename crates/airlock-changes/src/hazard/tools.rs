@@ -55,6 +55,10 @@ pub(super) const DIRS: &[(&str, &str)] = &[
         "Maven: jvm.config, maven.config, extensions.xml loaded into every build",
     ),
     (".mise", "mise: tasks and configuration"),
+    (
+        ".yarn",
+        "yarn 2+: releases/ (the yarn every command runs), plugins/, and cache/ (the packages a zero-install project runs)",
+    ),
 ];
 
 /// Names that start so (`.lintstagedrc`, `.lintstagedrc.json`, `.lintstagedrc.js`, …).
