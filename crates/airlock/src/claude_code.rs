@@ -56,6 +56,11 @@ pub enum ClaudeCodeCommand {
 pub struct SettingsArgs {
     #[command(flatten)]
     pub target: Target,
+    /// A tool the hook lets through besides the ones it knows (an MCP server's tool,
+    /// `mcp__github__create_issue`, or a tool a newer Claude Code brings): it runs on the host,
+    /// outside airlock, so name only what you trust; repeat for more
+    #[arg(long = "allow-tool", value_name = "TOOL")]
+    pub allow_tools: Vec<String>,
     /// A failure as JSON on stdout too (the settings are JSON either way)
     #[arg(long)]
     pub json: bool,
@@ -87,7 +92,31 @@ pub struct HookArgs {
     pub event: HookEvent,
     #[command(flatten)]
     pub target: Target,
+    /// A tool let through besides the ones the hook knows (see `settings --allow-tool`)
+    #[arg(long = "allow-tool", value_name = "TOOL")]
+    pub allow_tools: Vec<String>,
 }
+
+/// Tools the hook lets through without a word: they act on no file and run no command on the
+/// host (Claude Code's own planning, questions, subagents — whose tool calls come through this
+/// hook in turn — and its background Bash's output). Any tool not named here, in the file
+/// tools or `--allow-tool` is denied: a tool a new Claude Code version adds, or an MCP server's,
+/// is refused until a person has looked at it.
+pub const QUIET_TOOLS: [&str; 13] = [
+    "Task",
+    "Agent",
+    "TodoWrite",
+    "TodoRead",
+    "ExitPlanMode",
+    "EnterPlanMode",
+    "AskUserQuestion",
+    "BashOutput",
+    "KillShell",
+    "KillBash",
+    "WebSearch",
+    "WebFetch",
+    "Skill",
+];
 
 /// The tools that read or write files on the host, outside the session: denied, by the
 /// settings' permission rules and by the hook.
@@ -95,7 +124,7 @@ pub const FILE_TOOLS: [&str; 6] = ["Read", "Edit", "Write", "NotebookEdit", "Glo
 
 /// File tools of other Claude Code versions, denied by the hook only: a permission rule naming
 /// a tool 2.1.328 does not have makes it warn on every start ("matches no known tool").
-pub const OTHER_FILE_TOOLS: [&str; 1] = ["MultiEdit"];
+pub const OTHER_FILE_TOOLS: [&str; 3] = ["MultiEdit", "LS", "NotebookRead"];
 
 pub fn dispatch(global: &GlobalArgs, command: ClaudeCodeCommand) -> Result<ExitCode> {
     match command {
@@ -111,7 +140,7 @@ fn settings(global: &GlobalArgs, args: &SettingsArgs) -> Result<ExitCode> {
     // Named in the settings whatever the environment Claude Code will start in.
     let state_dir = std::path::absolute(crate::run::state_dir(global)?)
         .context("cannot make the state directory's path absolute")?;
-    let settings = settings_json(&airlock, &state_dir, &target)?;
+    let settings = settings_json(&airlock, &state_dir, &target, &args.allow_tools)?;
     crate::shown::out!("{}", serde_json::to_string_pretty(&settings)?);
     Ok(ExitCode::SUCCESS)
 }
@@ -157,7 +186,12 @@ fn shell_prefix(airlock: &str, state_dir: &Path, target: &Target) -> Result<Stri
     ))
 }
 
-fn settings_json(airlock: &Path, state_dir: &Path, target: &Target) -> Result<serde_json::Value> {
+fn settings_json(
+    airlock: &Path,
+    state_dir: &Path,
+    target: &Target,
+    allow_tools: &[String],
+) -> Result<serde_json::Value> {
     let binary = text(airlock)?;
     let prefix = shell_prefix(binary, state_dir, target)?;
     let hook = |event: &str| -> Result<serde_json::Value> {
@@ -171,6 +205,9 @@ fn settings_json(airlock: &Path, state_dir: &Path, target: &Target) -> Result<se
         ];
         if let Some(profile) = &target.profile {
             args.extend(["--profile".to_string(), profile.clone()]);
+        }
+        for tool in allow_tools {
+            args.extend(["--allow-tool".to_string(), tool.clone()]);
         }
         // The exec form (command + args) runs the hook directly: 2.1.328 wraps neither it in
         // the shell prefix (it does a plain command hook's) nor in sh -c.
@@ -214,7 +251,8 @@ mod tests {
             workspace: "/src/my app".into(),
             profile: Some("ci".into()),
         };
-        let value = settings_json(Path::new("/opt/airlock"), Path::new("/st"), &target).unwrap();
+        let value =
+            settings_json(Path::new("/opt/airlock"), Path::new("/st"), &target, &[]).unwrap();
         assert_eq!(
             value["env"]["CLAUDE_CODE_SHELL_PREFIX"],
             "/opt/airlock --state-dir=/st claude-code shell '/src/my app' ci"
@@ -238,10 +276,10 @@ mod tests {
             profile: None,
         };
         let st = Path::new("/st");
-        assert!(settings_json(Path::new("/opt/airlock"), st, &at("/src/it's")).is_err());
-        assert!(settings_json(Path::new("/opt/airlock"), st, &at("/src/app -x")).is_err());
-        assert!(settings_json(Path::new("/opt/air lock"), st, &at("/src/app")).is_err());
-        let value = settings_json(Path::new("/opt/airlock"), st, &at("/src/app")).unwrap();
+        assert!(settings_json(Path::new("/opt/airlock"), st, &at("/src/it's"), &[]).is_err());
+        assert!(settings_json(Path::new("/opt/airlock"), st, &at("/src/app -x"), &[]).is_err());
+        assert!(settings_json(Path::new("/opt/air lock"), st, &at("/src/app"), &[]).is_err());
+        let value = settings_json(Path::new("/opt/airlock"), st, &at("/src/app"), &[]).unwrap();
         assert_eq!(
             value["env"]["CLAUDE_CODE_SHELL_PREFIX"],
             "/opt/airlock --state-dir=/st claude-code shell /src/app default"

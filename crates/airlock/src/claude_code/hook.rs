@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 
 use airlock_core::Caller;
 
-use super::{attach, HookArgs, HookEvent, Target, FILE_TOOLS, OTHER_FILE_TOOLS};
+use super::{attach, HookArgs, HookEvent, Target, FILE_TOOLS, OTHER_FILE_TOOLS, QUIET_TOOLS};
 use crate::cli::GlobalArgs;
 use crate::run::caller;
 
@@ -32,7 +32,7 @@ pub fn hook(global: &GlobalArgs, args: &HookArgs) -> Result<ExitCode> {
     let caller = caller(global);
     let answer = match args.event {
         HookEvent::SessionStart => session_start(&caller, &args.target, &input),
-        HookEvent::PreToolUse => pre_tool_use(&caller, &args.target, &input),
+        HookEvent::PreToolUse => pre_tool_use(&caller, &args.target, &args.allow_tools, &input),
         HookEvent::SessionEnd => session_end(&caller, &args.target, &input),
     };
     if let Some(answer) = answer {
@@ -70,9 +70,14 @@ fn session_start(caller: &Caller, target: &Target, input: &Value) -> Option<Valu
     }))
 }
 
-/// Deny what core would refuse to run, and the file tools; no opinion on anything else (an
-/// "allow" here would skip Claude Code's own permission prompts).
-fn pre_tool_use(caller: &Caller, target: &Target, input: &Value) -> Option<Value> {
+/// Deny what core would refuse to run, the file tools, and every tool the hook does not know;
+/// no opinion on the rest (an "allow" here would skip Claude Code's own permission prompts).
+fn pre_tool_use(
+    caller: &Caller,
+    target: &Target,
+    allowed: &[String],
+    input: &Value,
+) -> Option<Value> {
     let refusal = match input["tool_name"].as_str() {
         Some("Bash") => check_bash(caller, target, input).err().map(|err| {
             format!("airlock refused to run this command (it did not run): {err:#}")
@@ -81,7 +86,13 @@ fn pre_tool_use(caller: &Caller, target: &Target, input: &Value) -> Option<Value
             "{tool} is disabled under airlock: it would act on the host's files, outside the airlock \
              session. Use Bash instead (cat, grep, sed, a heredoc): it runs in the airlock session."
         )),
-        Some(_) => None,
+        Some(tool) if QUIET_TOOLS.contains(&tool) || allowed.iter().any(|a| a == tool) => None,
+        Some(tool) => Some(format!(
+            "{tool} is denied under airlock: airlock does not know it, and it may act on the host \
+             outside the airlock session (an MCP server's tool runs on the host). Use Bash, which \
+             runs in the session; or, if you trust {tool}, allow it with 'airlock claude-code \
+             settings --allow-tool {tool}'."
+        )),
         None => Some("airlock: the hook's input names no tool; refused".to_string()),
     };
     refusal.map(|reason| {
@@ -176,5 +187,41 @@ mod tests {
             );
         }
         assert!(!asks_for_background(&json!({ "command": "x" })));
+    }
+
+    #[test]
+    fn a_tool_the_hook_does_not_know_is_denied_unless_allowed() {
+        let state = tempfile::tempdir().unwrap();
+        let caller = Caller::bare(state.path().to_path_buf(), airlock_core::Role::Operator);
+        let target = Target {
+            workspace: "/src/app".into(),
+            profile: None,
+        };
+        let allowed = vec!["mcp__github__create_issue".to_string()];
+        let decision = |tool: &str| {
+            pre_tool_use(&caller, &target, &allowed, &json!({ "tool_name": tool }))
+                .map(|answer| answer["hookSpecificOutput"]["permissionDecision"].clone())
+        };
+        // File tools of any version, a new tool, another MCP server's: denied.
+        for denied in [
+            "Read",
+            "LS",
+            "NotebookRead",
+            "MultiEdit",
+            "Frobnicate",
+            "mcp__fs__write_file",
+        ] {
+            assert_eq!(decision(denied), Some(json!("deny")), "{denied}");
+        }
+        // What acts on no file and runs nothing on the host, and what a person allowed: no word.
+        for quiet in [
+            "TodoWrite",
+            "Task",
+            "ExitPlanMode",
+            "AskUserQuestion",
+            "mcp__github__create_issue",
+        ] {
+            assert_eq!(decision(quiet), None, "{quiet}");
+        }
     }
 }
