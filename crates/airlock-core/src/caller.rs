@@ -198,10 +198,19 @@ impl Caller {
             Some(dir) => self.absolute(dir, "--workspace")?,
             None => self.cwd.clone().ok_or(Error::NoWorkingDirectory)?,
         };
-        dir.canonicalize().map_err(|_| Error::Argument {
+        let dir = dir.canonicalize().map_err(|_| Error::Argument {
             arg: format!("--workspace {}", named.unwrap_or(&dir).display()),
             why: "no such directory".into(),
-        })
+        })?;
+        // Every path of a run is in its audit record as text: a name that is not UTF-8 is said
+        // here, by its path, rather than as a record that cannot be written.
+        if dir.to_str().is_none() {
+            return Err(Error::Workspace {
+                why: "its path is not UTF-8 (airlock writes every path of a run into its audit log as text): rename the directory, or work in one whose path is".into(),
+                path: dir,
+            });
+        }
+        Ok(dir)
     }
 }
 
@@ -417,5 +426,24 @@ pub fn describe_profile(profile: &ProfileRef) -> String {
     match &profile.file {
         Some(file) => file.display().to_string(),
         None => profile.name.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_workspace_whose_path_is_not_utf8_is_refused_by_its_path() {
+        use std::os::unix::ffi::OsStrExt as _;
+        let state = tempfile::tempdir().unwrap();
+        let base = tempfile::tempdir().unwrap();
+        let odd = base.path().join(std::ffi::OsStr::from_bytes(b"ws\xff"));
+        std::fs::create_dir(&odd).unwrap();
+        let caller = Caller::bare(state.path().to_path_buf(), Role::Operator);
+        let refused = caller.workspace(Some(&odd)).unwrap_err();
+        assert_eq!(refused.code().0, "workspace_refused");
+        assert!(refused.to_string().contains("not UTF-8"), "{refused}");
+        assert!(refused.to_string().contains("ws\u{fffd}"), "{refused}");
     }
 }

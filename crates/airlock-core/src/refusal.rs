@@ -7,11 +7,37 @@ use crate::caller::Caller;
 use crate::error::Error;
 
 #[derive(Serialize)]
-struct Refusal<'a> {
+struct Refusal {
     session: Option<String>,
-    argv: &'a [String],
+    argv: Vec<String>,
     error: String,
     denied: bool,
+}
+
+/// Bytes of one caller-supplied field a refusal record keeps: enough for a person to see what
+/// was asked, bounded so that refused requests (anyone with a token can make them, a hundred a
+/// second) cannot fill the state directory's disk through the log.
+const FIELD_BYTES: usize = 1024;
+/// Words of a request's argv kept.
+const ARGV_WORDS: usize = 64;
+
+/// `text` whole if it is short, else its first [`FIELD_BYTES`] (at a character's end) and what
+/// tells the rest apart: its length and SHA-256.
+pub(crate) fn bounded(text: &str) -> String {
+    if text.len() <= FIELD_BYTES {
+        return text.to_string();
+    }
+    let mut end = FIELD_BYTES;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    use sha2::Digest as _;
+    let digest = hex::encode(sha2::Sha256::digest(text.as_bytes()));
+    format!(
+        "{}… [cut: {} bytes in all, sha256 {digest}]",
+        &text[..end],
+        text.len()
+    )
 }
 
 /// Carry out `operation`; if it fails, record `action` (`run.refused`, …) before returning the
@@ -41,15 +67,61 @@ fn record(caller: &Caller, action: &str, session: Option<&str>, err: &Error) {
     let session = session.map(|name| {
         caller
             .find_session(&state, name)
-            .map_or_else(|_| name.to_string(), |s| s.id)
+            .map_or_else(|_| bounded(name), |s| s.id)
     });
+    let mut argv: Vec<String> = caller
+        .asked
+        .iter()
+        .take(ARGV_WORDS)
+        .map(|w| bounded(w))
+        .collect();
+    if caller.asked.len() > ARGV_WORDS {
+        argv.push(format!("… [{} words in all]", caller.asked.len()));
+    }
     let refusal = Refusal {
         session,
-        argv: &caller.asked,
-        error: err.to_string(),
+        argv,
+        error: bounded(&err.to_string()),
         denied: true,
     };
     if let Ok(fields) = serde_json::to_value(refusal) {
         let _ = crate::audit::append(&crate::audit::log_for(caller, &state), action, fields);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_field_is_kept_whole_when_short_and_cut_with_its_length_and_hash_when_long() {
+        assert_eq!(bounded("short"), "short");
+        let long = "é".repeat(600_000);
+        let kept = bounded(&long);
+        assert!(kept.len() < FIELD_BYTES + 120, "{}", kept.len());
+        assert!(kept.contains("1200000 bytes in all, sha256 "), "{kept}");
+        assert!(kept.starts_with("éé"));
+    }
+
+    #[test]
+    fn a_huge_refused_request_leaves_a_small_record() {
+        let state = tempfile::tempdir().unwrap();
+        let mut caller = Caller::bare(state.path().to_path_buf(), crate::Role::Agent);
+        caller.asked = vec!["x".repeat(1 << 20); 100];
+        let huge = "n".repeat(1 << 20);
+        let refused = audited(
+            &caller,
+            "session.refused",
+            Some(&huge),
+            || -> Result<(), Error> {
+                Err(Error::Argument {
+                    arg: format!("--name {huge}"),
+                    why: "no".into(),
+                })
+            },
+        );
+        assert!(refused.is_err());
+        let log = std::fs::read(state.path().join("audit.log")).unwrap();
+        assert!(log.len() < 80_000, "the record is {} bytes", log.len());
     }
 }

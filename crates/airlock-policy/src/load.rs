@@ -196,7 +196,19 @@ fn is_valid_name(name: &str) -> bool {
 }
 
 fn read_profile_text(path: &Path) -> io::Result<String> {
-    let file = std::fs::File::open(path)?;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    // Opened without waiting (a FIFO's open waits for a writer for ever), then taken only if it
+    // is a file: a FIFO, a device or a directory is no profile.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a regular file (a FIFO, a device, a directory): name the profile's file",
+        ));
+    }
     let mut text = String::new();
     file.take(MAX_PROFILE_BYTES + 1).read_to_string(&mut text)?;
     if text.len() as u64 > MAX_PROFILE_BYTES {
@@ -212,6 +224,25 @@ fn read_profile_text(path: &Path) -> io::Result<String> {
 mod tests {
     use super::*;
     use std::fs;
+
+    #[test]
+    fn a_fifo_or_a_directory_is_refused_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("p.toml");
+        nix_free_mkfifo(&fifo);
+        let refused = load_file(&fifo).unwrap_err().to_string();
+        assert!(refused.contains("not a regular file"), "{refused}");
+        let refused = load_file(dir.path()).unwrap_err().to_string();
+        assert!(refused.contains("not a regular file"), "{refused}");
+    }
+
+    fn nix_free_mkfifo(path: &Path) {
+        let status = std::process::Command::new("mkfifo")
+            .arg(path)
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
 
     fn dirs(x: Option<&str>, h: Option<&str>) -> Vec<PathBuf> {
         profile_search_dirs(x.map(OsStr::new), h.map(OsStr::new))
