@@ -580,7 +580,11 @@ fn step(
         ) if a == b => set_mode_and_owner(dir, name, *mode, None),
         (Entry::Fifo { .. }, Entry::Fifo { mode }) => set_mode_and_owner(dir, name, *mode, None),
         (from, to) => {
-            make_temp(dir, temp, to, source, owner)?;
+            if let Err(e) = make_temp(dir, temp, to, source, owner) {
+                // Half made (a full disk, a source changed): nothing is left under its name.
+                let _ = remove(dir, temp, to.is_dir());
+                return Err(e);
+            }
             fault.tick();
             let swapped = if matches!(from, Entry::Absent) {
                 renameat2(dir, temp, dir, name, RenameFlags::RENAME_NOREPLACE)
@@ -615,6 +619,9 @@ fn describe(e: &io::Error) -> String {
         }
         Some(libc::EEXIST) => "the host created this path meanwhile".into(),
         Some(libc::ELOOP) | Some(libc::EXDEV) => "a symlink on the host stands in its path".into(),
+        Some(libc::ENOSPC) | Some(libc::EDQUOT) => {
+            "the workspace's filesystem is full (or its quota): free space, then apply again (nothing half-written is left)".into()
+        }
         _ => e.to_string(),
     }
 }

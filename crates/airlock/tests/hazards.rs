@@ -362,3 +362,50 @@ both_modes!(
         assert!(!mark.exists(), "python ran the planted .pth after apply");
     }
 );
+
+both_modes!(
+    an_apply_onto_a_full_disk_leaves_no_temporary_file,
+    |w: &World| {
+        // The workspace on a filesystem of 256 KiB (a tmpfs the test mounts, root's to make, the
+        // world's user's to own), and a session with a file of 1 MiB: the apply cannot write it.
+        use std::os::unix::fs::MetadataExt as _;
+        let owner = std::fs::metadata(&w.workspace).unwrap();
+        let options = format!(
+            "size=256k,mode=0755,uid={},gid={}",
+            owner.uid(),
+            owner.gid()
+        );
+        let mounted = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &options, "tmpfs"])
+            .arg(&w.workspace)
+            .status()
+            .unwrap();
+        assert!(mounted.success(), "mount a tmpfs on the workspace");
+        struct Unmount<'a>(&'a Path);
+        impl Drop for Unmount<'_> {
+            fn drop(&mut self) {
+                let _ = std::process::Command::new("umount").arg(self.0).status();
+            }
+        }
+        let _unmount = Unmount(&w.workspace);
+        let id = new_session(w, &[]);
+        ran(&run_in(
+            w,
+            &id,
+            "head -c 1048576 /dev/zero > big.bin && echo small > small.txt",
+        ));
+        let applied = w.airlock().args(["apply", &id]).output().unwrap();
+        let said = format!("{}{}", stdout(&applied), stderr(&applied));
+        assert_eq!(applied.status.code(), Some(1), "{said}");
+        assert!(said.contains("filesystem is full"), "{said}");
+        let left: Vec<String> = std::fs::read_dir(&w.workspace)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|name| name.starts_with(".airlock-"))
+            .collect();
+        assert!(
+            left.is_empty(),
+            "temporary files left in the workspace: {left:?}"
+        );
+    }
+);
