@@ -267,8 +267,14 @@ impl AuditLog {
             .map_err(|e| self.append_error(io::Error::other(e)))?;
         line.push(b'\n');
         crash_test_hook(file, &line, action);
-        // One write of the whole line: with O_APPEND and the lock, lines never interleave.
-        file.write_all(&line).map_err(|e| self.append_error(e))?;
+        // One write of the whole line: with O_APPEND and the lock, lines never interleave. A
+        // write that fails part way (a full disk) is cut back off: a torn line is what a crash
+        // leaves, and `verify` would blame one on a crash.
+        let before = file.metadata().map_err(|e| self.append_error(e))?.len();
+        if let Err(e) = file.write_all(&line) {
+            let _ = file.set_len(before);
+            return Err(self.append_error(e));
+        }
         if sync == Sync::Always {
             file.sync_data().map_err(|e| self.append_error(e))?;
         }
@@ -525,6 +531,41 @@ mod tests {
                 })
             ));
         }
+    }
+
+    #[test]
+    fn an_append_that_fills_the_disk_leaves_no_torn_line() {
+        // A filesystem of 16 KiB (a tmpfs: root's to mount), filled by appends.
+        if !nix::unistd::geteuid().is_root() {
+            assert!(
+                std::env::var_os("AIRLOCK_TEST_REQUIRE_ROOT").is_none_or(|v| v != "1"),
+                "this test needs root to mount a tmpfs, and AIRLOCK_TEST_REQUIRE_ROOT=1 says it must run"
+            );
+            eprintln!("skipped: needs root to mount a tmpfs");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let mounted = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=16k", "tmpfs"])
+            .arg(dir.path())
+            .status()
+            .unwrap();
+        assert!(mounted.success());
+        let log = AuditLog::new(dir.path(), Sync::Always);
+        let mut failed = None;
+        for i in 0..1000 {
+            if let Err(e) = log.append("test.event", json!({"i": i, "pad": "x".repeat(700)})) {
+                failed = Some(e);
+                break;
+            }
+        }
+        let verdict = log.verify();
+        let _ = std::process::Command::new("umount")
+            .arg(dir.path())
+            .status();
+        assert!(failed.is_some(), "the disk never filled");
+        let verdict = verdict.unwrap();
+        assert_eq!(verdict.problem, None, "{verdict:?}");
     }
 
     #[test]
