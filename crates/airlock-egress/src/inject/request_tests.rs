@@ -144,3 +144,22 @@ fn a_placeholder_is_replaced_only_for_its_hosts_and_in_headers() {
     let put = inject(&mut head("GET", "/", &[]), &secrets, "api.test").unwrap();
     assert_eq!(put, Put::default());
 }
+
+#[test]
+fn methods_that_reflect_the_request_are_refused() {
+    for method in ["TRACE", "TRACK"] {
+        let trace = head(method, "/", &[("host", "api.test")]);
+        assert!(
+            matches!(check(&trace, "api.test", 443), Err(Refused::Reflects(r)) if r.contains(method)),
+            "{method}"
+        );
+    }
+    assert_eq!(
+        check(
+            &head("OPTIONS", "/", &[("host", "api.test")]),
+            "api.test",
+            443
+        ),
+        Ok(())
+    );
+}

@@ -69,7 +69,10 @@ impl TestCa {
 }
 
 /// An HTTPS server answering every request with what it received: the request line, the
-/// headers, and the body's length and hash. `GET /download/N` answers N bytes instead.
+/// headers, and the body's length and hash. Under `/reflect`, each request header `NAME` comes
+/// back as the response header `echo-NAME` too, and `/reflect/redirect…` is a 301 to `/dir…/`
+/// keeping the query.
+/// `GET /download/N` answers N bytes instead.
 pub(crate) struct Echo {
     pub(crate) addr: SocketAddr,
     /// Each request's head as it arrived.
@@ -191,7 +194,23 @@ async fn echo(
         }
     }
     head.push_str(&format!("body: {length} {state:x}\n"));
-    Ok(full(head))
+    let mut response = full(head);
+    // As servers do that echo a request id or an origin, or keep the query in a redirect.
+    let reflect = parts.uri.path().starts_with("/reflect");
+    for (name, value) in parts.headers.iter().filter(|_| reflect) {
+        if let Ok(echoed) = hyper::header::HeaderName::from_bytes(format!("echo-{name}").as_bytes())
+        {
+            response.headers_mut().append(echoed, value.clone());
+        }
+    }
+    if let Some(rest) = parts.uri.path().strip_prefix("/reflect/redirect") {
+        let location = format!("/dir{rest}/?{}", parts.uri.query().unwrap_or(""));
+        *response.status_mut() = StatusCode::MOVED_PERMANENTLY;
+        response
+            .headers_mut()
+            .insert("location", location.parse().unwrap());
+    }
+    Ok(response)
 }
 
 /// `n` bytes that are not all alike.
