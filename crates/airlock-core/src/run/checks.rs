@@ -321,7 +321,9 @@ mod tests {
                 name: "GH".into(),
                 source: airlock_policy::SecretSource::File(file.to_path_buf()),
                 hosts: vec!["api.github.com".into()],
-                inject: airlock_policy::Injection::Placeholder,
+                inject: airlock_policy::Injection::Placeholder {
+                    headers: Vec::new(),
+                },
             });
             profile.filesystem.read_only = ro.iter().map(|p| p.to_path_buf()).collect();
             profile.filesystem.hide = hide.iter().map(|p| p.to_path_buf()).collect();

@@ -4,7 +4,9 @@
 
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
-use hyper::header::{HeaderMap, HeaderName, HeaderValue, AUTHORIZATION, HOST, UPGRADE};
+use hyper::header::{
+    HeaderMap, HeaderName, HeaderValue, AUTHORIZATION, COOKIE, HOST, PROXY_AUTHORIZATION, UPGRADE,
+};
 use hyper::http::request::Parts;
 use hyper::http::uri::{Authority, PathAndQuery};
 use hyper::{Method, Uri};
@@ -159,8 +161,8 @@ pub(super) fn inject<'s>(
                 })?;
                 None
             }
-            Inject::Placeholder => {
-                if replace_in_headers(parts, &secret.placeholder, &secret.value)
+            Inject::Placeholder { headers } => {
+                if replace_in_headers(parts, &secret.placeholder, &secret.value, headers)
                     .ok_or_else(cannot)?
                 {
                     put.injected.push(name);
@@ -214,12 +216,26 @@ fn seen(parts: &Parts, placeholder: &str, except: Option<&HeaderName>) -> bool {
     in_headers || contains(parts.uri.to_string().as_bytes(), needle)
 }
 
-/// Replace `placeholder` by `value` in every header value, and inside a decoded
-/// `Authorization: Basic`. Some(true): it was somewhere; None: the result is no header value.
-fn replace_in_headers(parts: &mut Parts, placeholder: &str, value: &str) -> Option<bool> {
+/// The headers credentials travel in: the placeholder is replaced there (and in the headers
+/// a profile names), never in one a server may echo back.
+const CREDENTIAL_HEADERS: [HeaderName; 3] = [AUTHORIZATION, PROXY_AUTHORIZATION, COOKIE];
+
+/// Replace `placeholder` by `value` in the values of the credential headers and of `also`
+/// (lowercase names), and inside a decoded `Authorization: Basic`. Some(true): it was
+/// somewhere; None: the result is no header value.
+fn replace_in_headers(
+    parts: &mut Parts,
+    placeholder: &str,
+    value: &str,
+    also: &[String],
+) -> Option<bool> {
     let needle = placeholder.as_bytes();
     let mut replaced = false;
-    for (name, header) in parts.headers.iter_mut() {
+    let carries = |name: &HeaderName| {
+        CREDENTIAL_HEADERS.contains(name)
+            || also.iter().any(|a| a.eq_ignore_ascii_case(name.as_str()))
+    };
+    for (name, header) in parts.headers.iter_mut().filter(|(name, _)| carries(name)) {
         if *name == AUTHORIZATION {
             if let Some(credentials) = basic_credentials(header) {
                 if contains(credentials.as_bytes(), needle) {

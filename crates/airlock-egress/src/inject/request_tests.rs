@@ -124,9 +124,12 @@ fn a_query_secret_replaces_the_parameter() {
 
 #[test]
 fn a_placeholder_is_replaced_only_for_its_hosts_and_in_headers() {
+    let named = Inject::Placeholder {
+        headers: vec!["a".into()],
+    };
     let secrets = [
-        secret("P", "api.test", Inject::Placeholder),
-        secret("O", "other.test", Inject::Placeholder),
+        secret("P", "api.test", named.clone()),
+        secret("O", "other.test", named),
     ];
     let mut parts = head("GET", "/?p=ph_P", &[("a", "x ph_P y ph_P"), ("b", "ph_O")]);
     let put = inject(&mut parts, &secrets, "api.test").unwrap();
@@ -162,4 +165,52 @@ fn methods_that_reflect_the_request_are_refused() {
         ),
         Ok(())
     );
+}
+
+#[test]
+fn a_placeholder_is_replaced_only_where_credentials_travel() {
+    let secrets = [secret("P", "api.test", Inject::placeholder())];
+    let echoed = [
+        "x-request-id",
+        "origin",
+        "referer",
+        "user-agent",
+        "x-forwarded-for",
+    ];
+    let mut headers: Vec<(&str, &str)> = echoed.iter().map(|name| (*name, "ph_P")).collect();
+    headers.extend([
+        ("authorization", "Bearer ph_P"),
+        ("proxy-authorization", "Bearer ph_P"),
+        ("cookie", "a=1; s=ph_P"),
+    ]);
+    let mut parts = head("GET", "/", &headers);
+    let put = inject(&mut parts, &secrets, "api.test").unwrap();
+    assert_eq!(parts.headers["authorization"], "Bearer real_P");
+    assert_eq!(parts.headers["proxy-authorization"], "Bearer real_P");
+    assert_eq!(parts.headers["cookie"], "a=1; s=real_P");
+    for name in echoed {
+        assert_eq!(
+            parts.headers[name], "ph_P",
+            "{name}: a header a server may echo"
+        );
+    }
+    assert_eq!(
+        put,
+        Put {
+            injected: vec!["P"],
+            unreplaced: vec!["P"]
+        }
+    );
+    // A header the profile names is one more place; its name is matched case-blind.
+    let named = [secret(
+        "P",
+        "api.test",
+        Inject::Placeholder {
+            headers: vec!["PRIVATE-TOKEN".into()],
+        },
+    )];
+    let mut parts = head("GET", "/", &[("private-token", "ph_P"), ("origin", "ph_P")]);
+    inject(&mut parts, &named, "api.test").unwrap();
+    assert_eq!(parts.headers["private-token"], "real_P");
+    assert_eq!(parts.headers["origin"], "ph_P");
 }

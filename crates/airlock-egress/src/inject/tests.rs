@@ -14,7 +14,7 @@ fn secret(hosts: &[&str], inject: Inject) -> Secret {
 
 #[test]
 fn a_secrets_value_is_not_in_its_debug_output() {
-    let s = secret(&["api.github.com"], Inject::Placeholder);
+    let s = secret(&["api.github.com"], in_named());
     let shown = format!("{s:?}");
     assert!(!shown.contains("realVALUE"), "{shown}");
     assert!(shown.contains("redacted"), "{shown}");
@@ -22,7 +22,7 @@ fn a_secrets_value_is_not_in_its_debug_output() {
 
 #[test]
 fn the_ca_is_fresh_and_leaves_are_made_once_per_host() {
-    let secrets = vec![secret(&["api.github.com"], Inject::Placeholder)];
+    let secrets = vec![secret(&["api.github.com"], in_named())];
     let a = Injector::with_roots(secrets, RootCertStore::empty()).unwrap();
     let b = Injector::with_roots(Vec::new(), RootCertStore::empty()).unwrap();
     assert!(a.ca_pem().starts_with("-----BEGIN CERTIFICATE-----"));
@@ -41,7 +41,7 @@ fn a_ca_made_beforehand_must_cover_every_host_of_the_secrets() {
     let pem = ca.pem().to_string();
     let injector = Injector::with_ca_and_roots(
         ca,
-        vec![secret(&["API.github.com"], Inject::Placeholder)],
+        vec![secret(&["API.github.com"], in_named())],
         RootCertStore::empty(),
     )
     .unwrap();
@@ -49,10 +49,7 @@ fn a_ca_made_beforehand_must_cover_every_host_of_the_secrets() {
     let narrow = SessionCa::new(&["api.github.com".to_string()]).unwrap();
     let refused = Injector::with_ca_and_roots(
         narrow,
-        vec![secret(
-            &["api.github.com", "github.com"],
-            Inject::Placeholder,
-        )],
+        vec![secret(&["api.github.com", "github.com"], in_named())],
         RootCertStore::empty(),
     )
     .err()
@@ -265,13 +262,13 @@ fn basic_and_query_secrets_are_put_in_their_place() {
 fn placeholders_are_replaced_in_headers_and_basic_and_others_left_and_logged() {
     for alpn in BOTH {
         let secrets = vec![
-            secret_for("GH", HOST, PLACEHOLDER, VALUE, Inject::Placeholder),
+            secret_for("GH", HOST, PLACEHOLDER, VALUE, in_named()),
             secret_for(
                 "OTHER",
                 "other.test",
                 "xoxb-airlockOTHER",
                 "xoxb-otherREALvalue",
-                Inject::Placeholder,
+                in_named(),
             ),
         ];
         let (echo, injector) = setup(secrets, &[H2, HTTP11]);
@@ -321,13 +318,7 @@ fn placeholders_are_replaced_in_headers_and_basic_and_others_left_and_logged() {
 fn another_host_on_a_kept_alive_connection_is_misdirected_and_closes_it() {
     for alpn in BOTH {
         let (echo, injector) = setup(
-            vec![secret_for(
-                "GH",
-                HOST,
-                PLACEHOLDER,
-                VALUE,
-                Inject::Placeholder,
-            )],
+            vec![secret_for("GH", HOST, PLACEHOLDER, VALUE, in_named())],
             &[H2, HTTP11],
         );
         let through = Through::start(injector.clone(), echo.addr, HOST);
@@ -370,13 +361,7 @@ fn another_host_on_a_kept_alive_connection_is_misdirected_and_closes_it() {
 #[test]
 fn a_port_other_than_the_connections_is_misdirected() {
     let (echo, injector) = setup(
-        vec![secret_for(
-            "GH",
-            HOST,
-            PLACEHOLDER,
-            VALUE,
-            Inject::Placeholder,
-        )],
+        vec![secret_for("GH", HOST, PLACEHOLDER, VALUE, in_named())],
         &[HTTP11],
     );
     let through = Through::start(injector.clone(), echo.addr, HOST);
@@ -439,13 +424,7 @@ fn an_upstream_that_does_not_verify_gets_nothing_and_the_client_a_502() {
 #[test]
 fn a_hello_without_the_hosts_name_is_refused() {
     let (echo, injector) = setup(
-        vec![secret_for(
-            "GH",
-            HOST,
-            PLACEHOLDER,
-            VALUE,
-            Inject::Placeholder,
-        )],
+        vec![secret_for("GH", HOST, PLACEHOLDER, VALUE, in_named())],
         &[HTTP11],
     );
     for sni in [None, Some("other.test")] {
@@ -466,14 +445,14 @@ fn another_sessions_placeholder_is_not_replaced() {
         HOST,
         "ghp_airlockSESSIONa",
         "ghp_realVALUEofA",
-        Inject::Placeholder,
+        in_named(),
     );
     let b = secret_for(
         "GH",
         HOST,
         "ghp_airlockSESSIONb",
         "ghp_realVALUEofB",
-        Inject::Placeholder,
+        in_named(),
     );
     let ca = TestCa::new("upstream");
     let echo = Echo::start(ca.server(HOST, &[HTTP11]));
@@ -495,13 +474,7 @@ fn another_sessions_placeholder_is_not_replaced() {
 #[test]
 fn connect_and_upgrades_inside_are_not_implemented() {
     let (echo, injector) = setup(
-        vec![secret_for(
-            "GH",
-            HOST,
-            PLACEHOLDER,
-            VALUE,
-            Inject::Placeholder,
-        )],
+        vec![secret_for("GH", HOST, PLACEHOLDER, VALUE, in_named())],
         &[HTTP11],
     );
     let through = Through::start(injector.clone(), echo.addr, HOST);
@@ -531,13 +504,7 @@ fn large_bodies_pass_intact_both_ways() {
     const SIZE: usize = 8 << 20;
     for alpn in BOTH {
         let (echo, injector) = setup(
-            vec![secret_for(
-                "GH",
-                HOST,
-                PLACEHOLDER,
-                VALUE,
-                Inject::Placeholder,
-            )],
+            vec![secret_for("GH", HOST, PLACEHOLDER, VALUE, in_named())],
             &[H2, HTTP11],
         );
         let through = Through::start(injector.clone(), echo.addr, HOST);
@@ -569,13 +536,7 @@ fn large_bodies_pass_intact_both_ways() {
 
 #[test]
 fn a_client_of_http2_only_reaches_a_server_of_http11_only() {
-    let secrets = vec![secret_for(
-        "GH",
-        HOST,
-        PLACEHOLDER,
-        VALUE,
-        Inject::Placeholder,
-    )];
+    let secrets = vec![secret_for("GH", HOST, PLACEHOLDER, VALUE, in_named())];
     let (echo, injector) = setup(secrets, &[HTTP11]);
     let through = Through::start(injector.clone(), echo.addr, HOST);
     let mut client = Client::connect(through.addr, injector.ca_pem(), Some(HOST), &[H2]).unwrap();
@@ -595,13 +556,7 @@ fn a_client_of_http2_only_reaches_a_server_of_http11_only() {
 #[test]
 fn an_answer_is_passed_on_as_it_comes() {
     for alpn in BOTH {
-        let secrets = vec![secret_for(
-            "GH",
-            HOST,
-            PLACEHOLDER,
-            VALUE,
-            Inject::Placeholder,
-        )];
+        let secrets = vec![secret_for("GH", HOST, PLACEHOLDER, VALUE, in_named())];
         let (echo, injector) = setup(secrets, &[H2, HTTP11]);
         let through = Through::start(injector.clone(), echo.addr, HOST);
         let mut client =
@@ -624,13 +579,7 @@ fn an_answer_is_passed_on_as_it_comes() {
 
 #[test]
 fn a_host_header_in_http2_must_name_the_host_too() {
-    let secrets = vec![secret_for(
-        "GH",
-        HOST,
-        PLACEHOLDER,
-        VALUE,
-        Inject::Placeholder,
-    )];
+    let secrets = vec![secret_for("GH", HOST, PLACEHOLDER, VALUE, in_named())];
     let (echo, injector) = setup(secrets, &[H2]);
     let through = Through::start(injector.clone(), echo.addr, HOST);
     let mut client = Client::connect(through.addr, injector.ca_pem(), Some(HOST), &[H2]).unwrap();
@@ -866,5 +815,12 @@ fn no_answer_header_carries_an_injected_value_back() {
             .collect();
         assert_eq!(scrubbed.len(), 3, "once per secret: {events:?}");
         assert!(!json(&events).contains(VALUE));
+    }
+}
+
+/// Placeholder mode, also in the headers these tests put the placeholder in.
+fn in_named() -> Inject {
+    Inject::Placeholder {
+        headers: vec!["x".into(), "x-token".into()],
     }
 }
