@@ -148,6 +148,20 @@ impl hyper::body::Body for Chunks {
     }
 }
 
+/// A body of given frames: data, then trailers.
+struct Frames(std::collections::VecDeque<hyper::body::Frame<Bytes>>);
+
+impl hyper::body::Body for Frames {
+    type Data = Bytes;
+    type Error = Infallible;
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Infallible>>> {
+        std::task::Poll::Ready(self.0.pop_front().map(Ok))
+    }
+}
+
 type EchoBody = http_body_util::combinators::BoxBody<Bytes, Infallible>;
 
 fn full(bytes: impl Into<Bytes>) -> Response<EchoBody> {
@@ -194,6 +208,20 @@ async fn echo(
         }
     }
     head.push_str(&format!("body: {length} {state:x}\n"));
+    if parts.uri.path() == "/reflect/trailers" {
+        // The request's headers come back as trailers (HTTP/2, or HTTP/1.1 chunked).
+        let mut trailers = HeaderMap::new();
+        for (name, value) in &parts.headers {
+            if let Ok(echoed) = format!("echo-{name}").parse::<hyper::header::HeaderName>() {
+                trailers.append(echoed, value.clone());
+            }
+        }
+        let frames = [
+            hyper::body::Frame::data(Bytes::from(head)),
+            hyper::body::Frame::trailers(trailers),
+        ];
+        return Ok(Response::new(Frames(frames.into_iter().collect()).boxed()));
+    }
     let mut response = full(head);
     // As servers do that echo a request id or an origin, or keep the query in a redirect.
     let reflect = parts.uri.path().starts_with("/reflect");
@@ -231,7 +259,7 @@ enum Sender {
     H2(http2::SendRequest<EchoBody>),
 }
 
-/// An answer: status, headers, body.
+/// An answer: status, headers (and trailers), body.
 pub(crate) type Answer = (StatusCode, HeaderMap, Bytes);
 
 impl Client {
@@ -379,9 +407,13 @@ impl Client {
                 }
             }
             .map_err(|e| e.to_string())?;
-            let (parts, body) = response.into_parts();
-            let body = body.collect().await.map_err(|e| e.to_string())?.to_bytes();
-            Ok((parts.status, parts.headers, body))
+            let (mut parts, body) = response.into_parts();
+            let collected = body.collect().await.map_err(|e| e.to_string())?;
+            // Trailers, if any came, are answered among the headers.
+            if let Some(trailers) = collected.trailers() {
+                parts.headers.extend(trailers.clone());
+            }
+            Ok((parts.status, parts.headers, collected.to_bytes()))
         })
     }
 

@@ -824,3 +824,50 @@ fn in_named() -> Inject {
         headers: vec!["x".into(), "x-token".into()],
     }
 }
+
+#[test]
+fn no_trailer_carries_an_injected_value_back() {
+    let inject = Inject::Header {
+        name: "x-api-key".into(),
+        format: "k={}".into(),
+    };
+    let (echo, injector, upstream_ca) = setup_trusting(
+        vec![secret_for("KEY", HOST, PLACEHOLDER, VALUE, inject)],
+        &[H2],
+    );
+    // Without the gate: the server echoes the request's headers as trailers.
+    let mut naive = Client::connect(echo.addr, &upstream_ca, Some(HOST), &[H2]).unwrap();
+    let header = format!("k={VALUE}");
+    let (_, headers, _) = naive
+        .send(
+            "GET",
+            HOST,
+            "/reflect/trailers",
+            &[("x-api-key", &header)],
+            Vec::new(),
+        )
+        .unwrap();
+    assert_eq!(
+        headers["echo-x-api-key"],
+        header.as_str(),
+        "the harm, shown"
+    );
+    let through = Through::start(injector.clone(), echo.addr, HOST);
+    let mut client = Client::connect(through.addr, injector.ca_pem(), Some(HOST), &[H2]).unwrap();
+    let (status, headers, _) = client
+        .send("GET", HOST, "/reflect/trailers", &[], Vec::new())
+        .unwrap();
+    assert_eq!(status, 200);
+    assert_eq!(
+        headers["echo-x-api-key"],
+        format!("k={PLACEHOLDER}").as_str()
+    );
+    assert!(!format!("{headers:?}").contains(VALUE));
+    drop(client);
+    let (_, events) = through.finish();
+    assert!(
+        json(&events).contains("carried the value of secret KEY"),
+        "{}",
+        json(&events)
+    );
+}
