@@ -13,8 +13,9 @@ use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Body as _, Incoming};
 use hyper::client::conn::{http1, http2};
+use hyper::ext::ReasonPhrase;
 use hyper::header::{
-    HeaderValue, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, HOST, TRANSFER_ENCODING,
+    HeaderMap, HeaderValue, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, HOST, TRANSFER_ENCODING,
 };
 use hyper::http::request::Parts;
 use hyper::{Request, Response, StatusCode, Version};
@@ -472,6 +473,23 @@ impl Connection {
         let (mut head, body) = response.into_parts();
         let found = request::scrub(&mut head.headers, &self.secrets, &self.scene.host);
         self.note_scrubbed(&found);
+        // HTTP/1.1's reason phrase is passed on as the server wrote it (hyper keeps one that is
+        // not the usual words): a server may put anything there, the request's values too.
+        if let Some(reason) = head.extensions.remove::<ReasonPhrase>() {
+            let mut carried = HeaderMap::new();
+            if let Ok(value) = HeaderValue::from_bytes(reason.as_bytes()) {
+                carried.insert(CONTENT_TYPE, value);
+            }
+            let found = request::scrub(&mut carried, &self.secrets, &self.scene.host);
+            self.note_scrubbed(&found);
+            // One that is no header value either is dropped: the status's usual words go.
+            if let Some(reason) = carried
+                .get(CONTENT_TYPE)
+                .and_then(|v| ReasonPhrase::try_from(v.as_bytes()).ok())
+            {
+                head.extensions.insert(reason);
+            }
+        }
         let connection = self.clone();
         let body = body.map_frame(move |frame| match frame.into_trailers() {
             Ok(mut trailers) => {

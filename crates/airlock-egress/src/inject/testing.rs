@@ -231,6 +231,13 @@ async fn echo(
             response.headers_mut().append(echoed, value.clone());
         }
     }
+    if parts.uri.path() == "/reflect/reason" {
+        // The request's x-api-key as the status line's reason phrase (HTTP/1.1).
+        if let Some(key) = parts.headers.get("x-api-key") {
+            let reason = hyper::ext::ReasonPhrase::try_from(key.as_bytes().to_vec()).unwrap();
+            response.extensions_mut().insert(reason);
+        }
+    }
     if let Some(rest) = parts.uri.path().strip_prefix("/reflect/redirect") {
         let location = format!("/dir{rest}/?{}", parts.uri.query().unwrap_or(""));
         *response.status_mut() = StatusCode::MOVED_PERMANENTLY;

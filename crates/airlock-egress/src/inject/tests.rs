@@ -871,3 +871,45 @@ fn no_trailer_carries_an_injected_value_back() {
         json(&events)
     );
 }
+
+#[test]
+fn no_reason_phrase_carries_an_injected_value_back() {
+    let inject = Inject::Header {
+        name: "x-api-key".into(),
+        format: "k={}".into(),
+    };
+    let (echo, injector, upstream_ca) = setup_trusting(
+        vec![secret_for("KEY", HOST, PLACEHOLDER, VALUE, inject)],
+        &[HTTP11],
+    );
+    // Without the gate: the status line says what the request carried.
+    let naive = raw_exchange(
+        echo.addr,
+        &upstream_ca,
+        format!("GET /reflect/reason HTTP/1.1\r\nHost: {HOST}\r\nx-api-key: k={VALUE}\r\nConnection: close\r\n\r\n").as_bytes(),
+    );
+    assert!(
+        naive.starts_with(&format!("HTTP/1.1 200 k={VALUE}\r\n")),
+        "the harm, shown: {naive}"
+    );
+    let through = Through::start(injector.clone(), echo.addr, HOST);
+    let got = raw_exchange(
+        through.addr,
+        injector.ca_pem(),
+        format!("GET /reflect/reason HTTP/1.1\r\nHost: {HOST}\r\nConnection: close\r\n\r\n")
+            .as_bytes(),
+    );
+    assert!(
+        got.starts_with(&format!("HTTP/1.1 200 k={PLACEHOLDER}\r\n")),
+        "{got}"
+    );
+    // The body is the echo's, passed on as it is (a documented limit): the head holds nothing.
+    let (head, _) = got.split_once("\r\n\r\n").unwrap();
+    assert!(!head.contains(VALUE), "{head}");
+    let (_, events) = through.finish();
+    assert!(
+        json(&events).contains("carried the value of secret KEY"),
+        "{}",
+        json(&events)
+    );
+}
