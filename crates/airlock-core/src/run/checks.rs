@@ -92,7 +92,13 @@ pub(super) fn check_secret_files(profile: &Profile, workspace: &Path) -> Result<
             continue;
         };
         let real = canonical_prefix(path);
-        if let Some(dir) = other_name_seen(path, &seen) {
+        // The system directories every sandbox reads are on a filesystem it sees too.
+        let reached: Vec<PathBuf> = seen
+            .iter()
+            .cloned()
+            .chain(airlock_jail::SYSTEM_DIRS.iter().map(PathBuf::from))
+            .collect();
+        if let Some(dir) = other_name_seen(path, &reached) {
             return Err(Error::SecretUnavailable {
                 secret: spec.name.clone(),
                 from: spec.source.to_string(),
