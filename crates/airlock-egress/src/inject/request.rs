@@ -286,6 +286,21 @@ pub(super) fn scrub<'s>(
                 *value = HeaderValue::from_bytes(&bytes).unwrap_or(HeaderValue::from_static(""));
             }
         }
+        // A name is shown as much as a value: one that holds a form (names are lowercase, so
+        // compared as such) is dropped with its values.
+        let named: Vec<HeaderName> = headers
+            .keys()
+            .filter(|name| {
+                forms
+                    .iter()
+                    .any(|f| contains(name.as_str().as_bytes(), f.to_ascii_lowercase().as_bytes()))
+            })
+            .cloned()
+            .collect();
+        for name in named {
+            headers.remove(name);
+            seen = true;
+        }
         if seen {
             found.push(secret.name.as_str());
         }

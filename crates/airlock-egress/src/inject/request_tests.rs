@@ -214,3 +214,41 @@ fn a_placeholder_is_replaced_only_where_credentials_travel() {
     assert_eq!(parts.headers["private-token"], "real_P");
     assert_eq!(parts.headers["origin"], "ph_P");
 }
+
+#[test]
+fn scrubbing_finds_every_form_a_value_went_in_values_and_names() {
+    let secrets = [
+        secret("H", "api.test", Inject::placeholder()),
+        secret(
+            "B",
+            "api.test",
+            Inject::Basic {
+                username: "me".into(),
+            },
+        ),
+        secret("O", "other.test", Inject::placeholder()),
+    ];
+    let mut headers = HeaderMap::new();
+    let basic = BASE64.encode("me:real_B");
+    headers.insert("a", HeaderValue::from_static("x real_H y real_H"));
+    headers.insert(
+        "b",
+        HeaderValue::from_str(&format!("Basic {basic}")).unwrap(),
+    );
+    headers.insert("c", HeaderValue::from_static("real_O"));
+    headers.insert("x-real_h-echo", HeaderValue::from_static("1"));
+    let found = scrub(&mut headers, &secrets, "api.test");
+    assert_eq!(found, ["H", "B"]);
+    assert_eq!(headers["a"], "x ph_H y ph_H");
+    assert_eq!(headers["b"], "Basic ph_B");
+    assert_eq!(
+        headers["c"], "real_O",
+        "never sent to this host, so never looked for"
+    );
+    assert!(!headers.contains_key("x-real_h-echo"));
+    // Nothing found, nothing changed.
+    let mut plain = HeaderMap::new();
+    plain.insert("a", HeaderValue::from_static("ok"));
+    assert!(scrub(&mut plain, &secrets, "api.test").is_empty());
+    assert_eq!(plain["a"], "ok");
+}
