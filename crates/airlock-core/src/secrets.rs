@@ -131,7 +131,9 @@ fn for_the_gate(injection: &Injection) -> Inject {
         Injection::Header { name, format } => Inject::Header { name, format },
         Injection::Basic { username } => Inject::Basic { username },
         Injection::Query { param } => Inject::Query { param },
-        Injection::Placeholder => Inject::Placeholder,
+        Injection::Placeholder { headers } => Inject::Placeholder {
+            headers: headers.iter().map(|h| h.to_ascii_lowercase()).collect(),
+        },
     }
 }
 

@@ -43,6 +43,8 @@ pub mod privilege;
 pub mod probe;
 mod protocol;
 mod rootfs;
+/// The host's system directories every sandbox reads (bound read-only).
+pub use rootfs::SYSTEM_DIRS;
 mod spec;
 mod sys;
 pub mod trust;

@@ -73,8 +73,11 @@ pub enum Injection {
     Basic { username: String },
     /// The request target's query parameter `param` set to the value.
     Query { param: String },
-    /// The placeholder replaced by the value wherever the client put it in a header value.
-    Placeholder,
+    /// The placeholder replaced by the value where the client put it in a header credentials
+    /// travel in (`Authorization`, also inside a decoded `Basic`; `Proxy-Authorization`;
+    /// `Cookie`) or in one of `headers` (as written; matched case-blind). Never elsewhere: a
+    /// header a server may echo (`X-Request-Id`, `Origin`) would hand the value back.
+    Placeholder { headers: Vec<String> },
 }
 
 impl std::fmt::Display for SecretSource {

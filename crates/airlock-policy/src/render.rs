@@ -154,7 +154,14 @@ fn secret(spec: &SecretSpec) -> Table {
         SecretSource::Command(argv) => from.insert("command".into(), strings(argv)),
     };
     let inject = match &spec.inject {
-        Injection::Placeholder => Value::String("placeholder".into()),
+        Injection::Placeholder { headers } if headers.is_empty() => {
+            Value::String("placeholder".into())
+        }
+        Injection::Placeholder { headers } => {
+            let mut t = Table::new();
+            t.insert("placeholder".into(), strings(headers));
+            t.into()
+        }
         Injection::Header { name, format } => {
             let mut t = Table::new();
             t.insert("header".into(), name.clone().into());
@@ -265,6 +272,12 @@ name = "OTHER"
 from = { env = "OTHER_SOURCE" }
 hosts = ["github.com"]
 inject = "placeholder"
+
+[[secret]]
+name = "GITLAB"
+from = { env = "GITLAB_SOURCE" }
+hosts = ["github.com"]
+inject = { placeholder = ["PRIVATE-TOKEN"] }
 "#,
         );
         round_trip("network = { open = true, deny = [\"10.0.0.0/8\"] }\n");

@@ -372,3 +372,56 @@ fn policy_check_says_valid_or_where_it_is_not() {
         Some(2)
     );
 }
+
+both_modes!(a_file_source_with_another_name_the_sandbox_sees_is_refused);
+fn a_file_source_with_another_name_the_sandbox_sees_is_refused(w: &World) {
+    use std::os::unix::fs::PermissionsExt as _;
+    let source = w.outside.join("gh-token");
+    w.write(&source, &format!("{VALUE}\n"));
+    std::fs::set_permissions(&source, std::fs::Permissions::from_mode(0o600)).unwrap();
+    // The same file under a second name, inside the workspace.
+    std::fs::hard_link(&source, w.workspace.join("notes.txt")).unwrap();
+    let run = |profile: &str| {
+        w.airlock()
+            .args(["run", "--workspace"])
+            .arg(&w.workspace)
+            .args(["--profile-file", profile, "--", "sh", "-c"])
+            .arg("echo STARTED; cat notes.txt; echo GITHUB_TOKEN=$GITHUB_TOKEN")
+            .output()
+            .unwrap()
+    };
+    // The harm: the sandbox reads the value through the other name.
+    let plain = w.profile("network = \"none\"\n");
+    let out = run(&plain);
+    assert!(ran(&out).contains(VALUE), "{}", stderr(&out));
+    let profile = w.profile(&format!(
+        r#"network = {{ allow = ["api.github.com"] }}
+
+[[secret]]
+name = "GITHUB_TOKEN"
+from = {{ file = "{}" }}
+hosts = ["api.github.com"]
+inject = {{ header = "Authorization", format = "Bearer {{}}" }}
+"#,
+        source.display()
+    ));
+    let out = run(&profile);
+    assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+    assert!(!stdout(&out).contains("STARTED"), "the command never ran");
+    let said = stderr(&out);
+    assert!(
+        said.contains("secret GITHUB_TOKEN") && said.contains("more than one name (hard links)"),
+        "{said}"
+    );
+    assert!(!said.contains(VALUE), "{said}");
+    // One name again: the run goes on, with the placeholder.
+    std::fs::remove_file(w.workspace.join("notes.txt")).unwrap();
+    let out = run(&profile);
+    let shown = ran(&out);
+    assert!(
+        shown.contains("STARTED") && !shown.contains(VALUE),
+        "{shown}\n{}",
+        stderr(&out)
+    );
+    assert!(shown.contains("GITHUB_TOKEN=ghp_"), "{shown}");
+}

@@ -148,7 +148,8 @@ inject = {{ header = "Authorization", format = "Bearer {{}}" }}
 name = "PASS_TOKEN"
 from = {{ file = "{file}" }}
 hosts = ["{API}", "{BAD}"]
-inject = "placeholder"
+# X-Pass is this API's credential header: named, or the placeholder goes on as it is.
+inject = {{ placeholder = ["X-Pass"] }}
 
 [[secret]]
 name = "OTHER_TOKEN"

@@ -92,6 +92,19 @@ pub(super) fn check_secret_files(profile: &Profile, workspace: &Path) -> Result<
             continue;
         };
         let real = canonical_prefix(path);
+        // The system directories every sandbox reads are on a filesystem it sees too.
+        let reached: Vec<PathBuf> = seen
+            .iter()
+            .cloned()
+            .chain(airlock_jail::SYSTEM_DIRS.iter().map(PathBuf::from))
+            .collect();
+        if let Some(dir) = other_name_seen(path, &reached) {
+            return Err(Error::SecretUnavailable {
+                secret: spec.name.clone(),
+                from: spec.source.to_string(),
+                why: format!("the file has more than one name (hard links), on the filesystem of {}, which the sandbox reads: another name may lie inside it, and the sandbox would read the value through that one — give the file a single name (copy it instead of linking it: cp, then rm the other names)", dir.display()),
+            });
+        }
         let Some(dir) = seen.iter().find(|dir| real.starts_with(dir)) else {
             continue;
         };
@@ -105,6 +118,23 @@ pub(super) fn check_secret_files(profile: &Profile, workspace: &Path) -> Result<
         });
     }
     Ok(())
+}
+
+/// A tree the sandbox sees on the filesystem of `file`, if `file` has other names (hard links):
+/// a hard link is the same file under another path, only ever on the same filesystem, so a
+/// name in the workspace or a bind would hand the sandbox the value whatever the path of the
+/// source. Where the other names are is not searched (a workspace can be large, and a name made
+/// after the search would slip by): more than one name on a filesystem the sandbox reads is
+/// refused. A file that cannot be read is left to the source's reader, which says why.
+fn other_name_seen<'d>(file: &Path, seen: &'d [PathBuf]) -> Option<&'d Path> {
+    use std::os::unix::fs::MetadataExt as _;
+    let meta = std::fs::metadata(file).ok()?;
+    if meta.nlink() < 2 {
+        return None;
+    }
+    seen.iter()
+        .find(|dir| std::fs::metadata(dir).is_ok_and(|d| d.dev() == meta.dev()))
+        .map(PathBuf::as_path)
 }
 
 /// `path` with its longest existing part made canonical, the rest as written.
@@ -321,7 +351,9 @@ mod tests {
                 name: "GH".into(),
                 source: airlock_policy::SecretSource::File(file.to_path_buf()),
                 hosts: vec!["api.github.com".into()],
-                inject: airlock_policy::Injection::Placeholder,
+                inject: airlock_policy::Injection::Placeholder {
+                    headers: Vec::new(),
+                },
             });
             profile.filesystem.read_only = ro.iter().map(|p| p.to_path_buf()).collect();
             profile.filesystem.hide = hide.iter().map(|p| p.to_path_buf()).collect();
@@ -342,5 +374,27 @@ mod tests {
             "a bind"
         );
         assert!(check(&ws.join(".secrets/gh"), &[], &[&ws.join(".secrets")]).is_ok());
+        // A second name of the file inside the workspace: the sandbox reads the value there.
+        std::fs::hard_link(outside.join("gh"), ws.join("copy")).unwrap();
+        let refused = check(&outside.join("gh"), &[], &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            refused.contains("more than one name (hard links)"),
+            "{refused}"
+        );
+        assert!(
+            refused.contains("copy it instead of linking it"),
+            "{refused}"
+        );
+        // Hard links are refused on the tree's filesystem wherever the other name is.
+        std::fs::remove_file(ws.join("copy")).unwrap();
+        std::fs::hard_link(outside.join("gh"), outside.join("gh2")).unwrap();
+        assert!(check(&outside.join("gh"), &[], &[]).is_err());
+        std::fs::remove_file(outside.join("gh2")).unwrap();
+        assert!(
+            check(&outside.join("gh"), &[], &[]).is_ok(),
+            "one name again"
+        );
     }
 }

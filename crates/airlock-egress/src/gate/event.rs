@@ -29,9 +29,12 @@ pub enum NetEventKind {
     Tls,
     /// A secret put on the wire by the injector (its name, never its value).
     Secret,
-    /// A secret's placeholder sent to a host that does not get the secret: not replaced.
+    /// A secret's placeholder sent to a host that does not get the secret (or where it is not
+    /// replaced): not replaced. Or a secret's value found in an answer's header: replaced by
+    /// its placeholder.
     Placeholder,
-    /// A CONNECT or an upgrade inside an intercepted connection, refused.
+    /// A CONNECT, an upgrade or a method that reflects the request (TRACE) inside an
+    /// intercepted connection, refused.
     Tunnel,
     /// A request to a host with `[[network.http]]` rules: let through or refused (with its
     /// method and path, never its query); or a connection to such a host that is not TLS, so

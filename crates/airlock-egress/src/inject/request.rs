@@ -1,10 +1,12 @@
 //! What the gate does to one request of an intercepted connection before it goes on: the host
-//! it names checked against the connection's, CONNECT and upgrades refused, the session's
+//! it names checked against the connection's, CONNECT, upgrades and TRACE refused, the session's
 //! secrets put in. Pure: a request head in, the head changed and what was found, out.
 
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
-use hyper::header::{HeaderName, HeaderValue, AUTHORIZATION, HOST, UPGRADE};
+use hyper::header::{
+    HeaderMap, HeaderName, HeaderValue, AUTHORIZATION, COOKIE, HOST, PROXY_AUTHORIZATION, UPGRADE,
+};
 use hyper::http::request::Parts;
 use hyper::http::uri::{Authority, PathAndQuery};
 use hyper::{Method, Uri};
@@ -20,13 +22,28 @@ pub(super) enum Refused {
     /// CONNECT or a protocol upgrade, which the gate cannot follow inside a connection it
     /// terminated: 501.
     Tunnel(String),
+    /// A method whose purpose is to send the request back (TRACE, and IIS's TRACK): the
+    /// answer would carry the secrets just put in. 405, the connection kept.
+    Reflects(String),
 }
+
+/// Methods a server answers with the request it received, headers included.
+const REFLECTING: [&str; 2] = ["TRACE", "TRACK"];
 
 /// Check that a request may go on a connection to `host`:`port`.
 pub(super) fn check(parts: &Parts, host: &str, port: u16) -> Result<(), Refused> {
     if parts.method == Method::CONNECT {
         return Err(Refused::Tunnel(format!(
             "a CONNECT request inside the TLS connection to {host} cannot be followed by the gate"
+        )));
+    }
+    if REFLECTING
+        .iter()
+        .any(|m| parts.method.as_str().eq_ignore_ascii_case(m))
+    {
+        return Err(Refused::Reflects(format!(
+            "a {} request to {host} asks the server to send the request back, with the secrets the gate puts in: refused",
+            parts.method
         )));
     }
     if let Some(upgrade) = parts.headers.get(UPGRADE) {
@@ -144,8 +161,8 @@ pub(super) fn inject<'s>(
                 })?;
                 None
             }
-            Inject::Placeholder => {
-                if replace_in_headers(parts, &secret.placeholder, &secret.value)
+            Inject::Placeholder { headers } => {
+                if replace_in_headers(parts, &secret.placeholder, &secret.value, headers)
                     .ok_or_else(cannot)?
                 {
                     put.injected.push(name);
@@ -199,12 +216,26 @@ fn seen(parts: &Parts, placeholder: &str, except: Option<&HeaderName>) -> bool {
     in_headers || contains(parts.uri.to_string().as_bytes(), needle)
 }
 
-/// Replace `placeholder` by `value` in every header value, and inside a decoded
-/// `Authorization: Basic`. Some(true): it was somewhere; None: the result is no header value.
-fn replace_in_headers(parts: &mut Parts, placeholder: &str, value: &str) -> Option<bool> {
+/// The headers credentials travel in: the placeholder is replaced there (and in the headers
+/// a profile names), never in one a server may echo back.
+const CREDENTIAL_HEADERS: [HeaderName; 3] = [AUTHORIZATION, PROXY_AUTHORIZATION, COOKIE];
+
+/// Replace `placeholder` by `value` in the values of the credential headers and of `also`
+/// (lowercase names), and inside a decoded `Authorization: Basic`. Some(true): it was
+/// somewhere; None: the result is no header value.
+fn replace_in_headers(
+    parts: &mut Parts,
+    placeholder: &str,
+    value: &str,
+    also: &[String],
+) -> Option<bool> {
     let needle = placeholder.as_bytes();
     let mut replaced = false;
-    for (name, header) in parts.headers.iter_mut() {
+    let carries = |name: &HeaderName| {
+        CREDENTIAL_HEADERS.contains(name)
+            || also.iter().any(|a| a.eq_ignore_ascii_case(name.as_str()))
+    };
+    for (name, header) in parts.headers.iter_mut().filter(|(name, _)| carries(name)) {
         if *name == AUTHORIZATION {
             if let Some(credentials) = basic_credentials(header) {
                 if contains(credentials.as_bytes(), needle) {
@@ -222,6 +253,98 @@ fn replace_in_headers(parts: &mut Parts, placeholder: &str, value: &str) -> Opti
         }
     }
     Some(replaced)
+}
+
+/// Replace, in every header of an answer (`headers`: a response's head or its trailers),
+/// every form in which a secret for `host` went on the wire (as it is, percent-encoded as a
+/// query parameter, inside a Basic pair) by the secret's placeholder: a server that echoes a
+/// request header or keeps the query in a redirect's `Location` would otherwise hand the value
+/// to the sandbox. The placeholder keeps a redirect followable (the gate puts the value back).
+/// The names of the secrets found, for the log.
+pub(super) fn scrub<'s>(
+    headers: &mut HeaderMap,
+    secrets: &'s [Secret],
+    host: &str,
+) -> Vec<&'s str> {
+    let mut found = Vec::new();
+    for secret in secrets.iter().filter(|s| s.is_for(host)) {
+        let forms = wire_forms(secret);
+        let mut seen = false;
+        for value in headers.values_mut() {
+            let mut bytes = value.as_bytes().to_vec();
+            let mut changed = false;
+            for form in &forms {
+                if contains(&bytes, form.as_bytes()) {
+                    bytes = replace_bytes(&bytes, form.as_bytes(), secret.placeholder.as_bytes());
+                    changed = true;
+                }
+            }
+            if changed {
+                seen = true;
+                // The placeholder is printable ASCII, so what was a header value still is; if
+                // not, the header is emptied rather than passed on with the value in it.
+                *value = HeaderValue::from_bytes(&bytes).unwrap_or(HeaderValue::from_static(""));
+            }
+        }
+        // A name is shown as much as a value: one that holds a form (names are lowercase, so
+        // compared as such) is dropped with its values.
+        let named: Vec<HeaderName> = headers
+            .keys()
+            .filter(|name| {
+                forms
+                    .iter()
+                    .any(|f| contains(name.as_str().as_bytes(), f.to_ascii_lowercase().as_bytes()))
+            })
+            .cloned()
+            .collect();
+        for name in named {
+            headers.remove(name);
+            seen = true;
+        }
+        if seen {
+            found.push(secret.name.as_str());
+        }
+    }
+    found
+}
+
+/// Every form a secret's value takes on the wire, longest first (so that a form is never
+/// half-replaced by a shorter one inside it); none for an empty value.
+fn wire_forms(secret: &Secret) -> Vec<String> {
+    let value = secret.value.as_str();
+    if value.is_empty() {
+        return Vec::new();
+    }
+    let mut forms = vec![
+        value.to_string(),
+        percent_encoded(value),
+        percent_encoded(value).to_ascii_lowercase(),
+        // As a form encoder writes a space.
+        percent_encoded(value).replace("%20", "+"),
+    ];
+    if let Inject::Basic { username } = &secret.inject {
+        let pair = format!("{username}:{value}");
+        forms.push(BASE64.encode(&pair));
+        forms.push(pair);
+    }
+    forms.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+    forms.dedup();
+    forms
+}
+
+fn replace_bytes(hay: &[u8], needle: &[u8], with: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(hay.len());
+    let mut i = 0;
+    while i < hay.len() {
+        if hay[i..].starts_with(needle) {
+            out.extend_from_slice(with);
+            i += needle.len();
+        } else {
+            out.push(hay[i]);
+            i += 1;
+        }
+    }
+    out
 }
 
 /// `uri` with its query parameter `param` set to `value` (any the client sent dropped).

@@ -124,9 +124,12 @@ fn a_query_secret_replaces_the_parameter() {
 
 #[test]
 fn a_placeholder_is_replaced_only_for_its_hosts_and_in_headers() {
+    let named = Inject::Placeholder {
+        headers: vec!["a".into()],
+    };
     let secrets = [
-        secret("P", "api.test", Inject::Placeholder),
-        secret("O", "other.test", Inject::Placeholder),
+        secret("P", "api.test", named.clone()),
+        secret("O", "other.test", named),
     ];
     let mut parts = head("GET", "/?p=ph_P", &[("a", "x ph_P y ph_P"), ("b", "ph_O")]);
     let put = inject(&mut parts, &secrets, "api.test").unwrap();
@@ -143,4 +146,109 @@ fn a_placeholder_is_replaced_only_for_its_hosts_and_in_headers() {
     // Nothing seen, nothing noted.
     let put = inject(&mut head("GET", "/", &[]), &secrets, "api.test").unwrap();
     assert_eq!(put, Put::default());
+}
+
+#[test]
+fn methods_that_reflect_the_request_are_refused() {
+    for method in ["TRACE", "TRACK"] {
+        let trace = head(method, "/", &[("host", "api.test")]);
+        assert!(
+            matches!(check(&trace, "api.test", 443), Err(Refused::Reflects(r)) if r.contains(method)),
+            "{method}"
+        );
+    }
+    assert_eq!(
+        check(
+            &head("OPTIONS", "/", &[("host", "api.test")]),
+            "api.test",
+            443
+        ),
+        Ok(())
+    );
+}
+
+#[test]
+fn a_placeholder_is_replaced_only_where_credentials_travel() {
+    let secrets = [secret("P", "api.test", Inject::placeholder())];
+    let echoed = [
+        "x-request-id",
+        "origin",
+        "referer",
+        "user-agent",
+        "x-forwarded-for",
+    ];
+    let mut headers: Vec<(&str, &str)> = echoed.iter().map(|name| (*name, "ph_P")).collect();
+    headers.extend([
+        ("authorization", "Bearer ph_P"),
+        ("proxy-authorization", "Bearer ph_P"),
+        ("cookie", "a=1; s=ph_P"),
+    ]);
+    let mut parts = head("GET", "/", &headers);
+    let put = inject(&mut parts, &secrets, "api.test").unwrap();
+    assert_eq!(parts.headers["authorization"], "Bearer real_P");
+    assert_eq!(parts.headers["proxy-authorization"], "Bearer real_P");
+    assert_eq!(parts.headers["cookie"], "a=1; s=real_P");
+    for name in echoed {
+        assert_eq!(
+            parts.headers[name], "ph_P",
+            "{name}: a header a server may echo"
+        );
+    }
+    assert_eq!(
+        put,
+        Put {
+            injected: vec!["P"],
+            unreplaced: vec!["P"]
+        }
+    );
+    // A header the profile names is one more place; its name is matched case-blind.
+    let named = [secret(
+        "P",
+        "api.test",
+        Inject::Placeholder {
+            headers: vec!["PRIVATE-TOKEN".into()],
+        },
+    )];
+    let mut parts = head("GET", "/", &[("private-token", "ph_P"), ("origin", "ph_P")]);
+    inject(&mut parts, &named, "api.test").unwrap();
+    assert_eq!(parts.headers["private-token"], "real_P");
+    assert_eq!(parts.headers["origin"], "ph_P");
+}
+
+#[test]
+fn scrubbing_finds_every_form_a_value_went_in_values_and_names() {
+    let secrets = [
+        secret("H", "api.test", Inject::placeholder()),
+        secret(
+            "B",
+            "api.test",
+            Inject::Basic {
+                username: "me".into(),
+            },
+        ),
+        secret("O", "other.test", Inject::placeholder()),
+    ];
+    let mut headers = HeaderMap::new();
+    let basic = BASE64.encode("me:real_B");
+    headers.insert("a", HeaderValue::from_static("x real_H y real_H"));
+    headers.insert(
+        "b",
+        HeaderValue::from_str(&format!("Basic {basic}")).unwrap(),
+    );
+    headers.insert("c", HeaderValue::from_static("real_O"));
+    headers.insert("x-real_h-echo", HeaderValue::from_static("1"));
+    let found = scrub(&mut headers, &secrets, "api.test");
+    assert_eq!(found, ["H", "B"]);
+    assert_eq!(headers["a"], "x ph_H y ph_H");
+    assert_eq!(headers["b"], "Basic ph_B");
+    assert_eq!(
+        headers["c"], "real_O",
+        "never sent to this host, so never looked for"
+    );
+    assert!(!headers.contains_key("x-real_h-echo"));
+    // Nothing found, nothing changed.
+    let mut plain = HeaderMap::new();
+    plain.insert("a", HeaderValue::from_static("ok"));
+    assert!(scrub(&mut plain, &secrets, "api.test").is_empty());
+    assert_eq!(plain["a"], "ok");
 }

@@ -14,9 +14,20 @@ pub enum Inject {
     Basic { username: String },
     /// The request target's query parameter `param` set to the value, on every request.
     Query { param: String },
-    /// The placeholder replaced by the value wherever it appears in a header value (also
-    /// inside a decoded `Authorization: Basic`).
-    Placeholder,
+    /// The placeholder replaced by the value where credentials travel: in `Authorization`
+    /// (also inside a decoded `Basic`), `Proxy-Authorization`, `Cookie`, and the headers
+    /// named here (lowercase). Nowhere else: a header such as `X-Request-Id` or `Origin` is
+    /// one a server may echo back, and the sandbox would read the value in the answer.
+    Placeholder { headers: Vec<String> },
+}
+
+impl Inject {
+    /// Placeholder mode in the credential headers only.
+    pub fn placeholder() -> Inject {
+        Inject::Placeholder {
+            headers: Vec::new(),
+        }
+    }
 }
 
 /// One secret of a session.

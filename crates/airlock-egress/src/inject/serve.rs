@@ -13,8 +13,9 @@ use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Body as _, Incoming};
 use hyper::client::conn::{http1, http2};
+use hyper::ext::ReasonPhrase;
 use hyper::header::{
-    HeaderValue, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, HOST, TRANSFER_ENCODING,
+    HeaderMap, HeaderValue, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, HOST, TRANSFER_ENCODING,
 };
 use hyper::http::request::Parts;
 use hyper::{Request, Response, StatusCode, Version};
@@ -355,7 +356,7 @@ async fn handle(
     };
     connection.note(&put);
     match connection.send(parts, body).await {
-        Ok(response) => Ok(response.map(BodyExt::boxed)),
+        Ok(response) => Ok(connection.scrubbed(response)),
         Err(why) => Ok(answer(StatusCode::BAD_GATEWAY, &why)),
     }
 }
@@ -383,6 +384,10 @@ impl Connection {
                 // A refusal like any other: in the audit log with its reason.
                 self.log(self.scene.event(NetEventKind::Tunnel, false, rule.clone()));
                 answer(StatusCode::NOT_IMPLEMENTED, &rule)
+            }
+            Refused::Reflects(rule) => {
+                self.log(self.scene.event(NetEventKind::Tunnel, false, rule.clone()));
+                answer(StatusCode::METHOD_NOT_ALLOWED, &rule)
             }
         }
     }
@@ -456,6 +461,58 @@ impl Connection {
                 .is_ok_and(|mut logged| logged.insert((kind, name.to_string())));
             if first {
                 let mut e = self.scene.event(kind, allowed, rule);
+                e.secret = Some(name.to_string());
+                self.log(e);
+            }
+        }
+    }
+
+    /// The upstream's answer with every secret value for this host taken out of its headers
+    /// and trailers (see [`request::scrub`]); what was found is logged.
+    fn scrubbed(self: &Arc<Self>, response: Response<Incoming>) -> Response<Reply> {
+        let (mut head, body) = response.into_parts();
+        let found = request::scrub(&mut head.headers, &self.secrets, &self.scene.host);
+        self.note_scrubbed(&found);
+        // HTTP/1.1's reason phrase is passed on as the server wrote it (hyper keeps one that is
+        // not the usual words): a server may put anything there, the request's values too.
+        if let Some(reason) = head.extensions.remove::<ReasonPhrase>() {
+            let mut carried = HeaderMap::new();
+            if let Ok(value) = HeaderValue::from_bytes(reason.as_bytes()) {
+                carried.insert(CONTENT_TYPE, value);
+            }
+            let found = request::scrub(&mut carried, &self.secrets, &self.scene.host);
+            self.note_scrubbed(&found);
+            // One that is no header value either is dropped: the status's usual words go.
+            if let Some(reason) = carried
+                .get(CONTENT_TYPE)
+                .and_then(|v| ReasonPhrase::try_from(v.as_bytes()).ok())
+            {
+                head.extensions.insert(reason);
+            }
+        }
+        let connection = self.clone();
+        let body = body.map_frame(move |frame| match frame.into_trailers() {
+            Ok(mut trailers) => {
+                let found =
+                    request::scrub(&mut trailers, &connection.secrets, &connection.scene.host);
+                connection.note_scrubbed(&found);
+                hyper::body::Frame::trailers(trailers)
+            }
+            Err(frame) => frame,
+        });
+        Response::from_parts(head, body.boxed())
+    }
+
+    /// Log that an answer carried a secret's value back, once per connection and secret.
+    fn note_scrubbed(&self, found: &[&str]) {
+        let host = &self.scene.host;
+        for name in found {
+            let first = self.logged.lock().is_ok_and(|mut logged| {
+                logged.insert((NetEventKind::Placeholder, format!("scrubbed {name}")))
+            });
+            if first {
+                let rule = format!("an answer of host {host} carried the value of secret {name} in a header: replaced by its placeholder");
+                let mut e = self.scene.event(NetEventKind::Placeholder, false, rule);
                 e.secret = Some(name.to_string());
                 self.log(e);
             }
@@ -604,7 +661,8 @@ fn answer(status: StatusCode, why: &str) -> Response<Reply> {
         CONTENT_TYPE,
         HeaderValue::from_static("text/plain; charset=utf-8"),
     );
-    if status != StatusCode::NOT_IMPLEMENTED {
+    // A refused tunnel or TRACE leaves nothing unread on the connection: it can be kept.
+    if status != StatusCode::NOT_IMPLEMENTED && status != StatusCode::METHOD_NOT_ALLOWED {
         headers.insert(CONNECTION, HeaderValue::from_static("close"));
     }
     response

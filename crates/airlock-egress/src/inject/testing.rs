@@ -69,7 +69,10 @@ impl TestCa {
 }
 
 /// An HTTPS server answering every request with what it received: the request line, the
-/// headers, and the body's length and hash. `GET /download/N` answers N bytes instead.
+/// headers, and the body's length and hash. Under `/reflect`, each request header `NAME` comes
+/// back as the response header `echo-NAME` too, and `/reflect/redirect…` is a 301 to `/dir…/`
+/// keeping the query.
+/// `GET /download/N` answers N bytes instead.
 pub(crate) struct Echo {
     pub(crate) addr: SocketAddr,
     /// Each request's head as it arrived.
@@ -145,6 +148,20 @@ impl hyper::body::Body for Chunks {
     }
 }
 
+/// A body of given frames: data, then trailers.
+struct Frames(std::collections::VecDeque<hyper::body::Frame<Bytes>>);
+
+impl hyper::body::Body for Frames {
+    type Data = Bytes;
+    type Error = Infallible;
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Infallible>>> {
+        std::task::Poll::Ready(self.0.pop_front().map(Ok))
+    }
+}
+
 type EchoBody = http_body_util::combinators::BoxBody<Bytes, Infallible>;
 
 fn full(bytes: impl Into<Bytes>) -> Response<EchoBody> {
@@ -191,7 +208,44 @@ async fn echo(
         }
     }
     head.push_str(&format!("body: {length} {state:x}\n"));
-    Ok(full(head))
+    if parts.uri.path() == "/reflect/trailers" {
+        // The request's headers come back as trailers (HTTP/2, or HTTP/1.1 chunked).
+        let mut trailers = HeaderMap::new();
+        for (name, value) in &parts.headers {
+            if let Ok(echoed) = format!("echo-{name}").parse::<hyper::header::HeaderName>() {
+                trailers.append(echoed, value.clone());
+            }
+        }
+        let frames = [
+            hyper::body::Frame::data(Bytes::from(head)),
+            hyper::body::Frame::trailers(trailers),
+        ];
+        return Ok(Response::new(Frames(frames.into_iter().collect()).boxed()));
+    }
+    let mut response = full(head);
+    // As servers do that echo a request id or an origin, or keep the query in a redirect.
+    let reflect = parts.uri.path().starts_with("/reflect");
+    for (name, value) in parts.headers.iter().filter(|_| reflect) {
+        if let Ok(echoed) = hyper::header::HeaderName::from_bytes(format!("echo-{name}").as_bytes())
+        {
+            response.headers_mut().append(echoed, value.clone());
+        }
+    }
+    if parts.uri.path() == "/reflect/reason" {
+        // The request's x-api-key as the status line's reason phrase (HTTP/1.1).
+        if let Some(key) = parts.headers.get("x-api-key") {
+            let reason = hyper::ext::ReasonPhrase::try_from(key.as_bytes().to_vec()).unwrap();
+            response.extensions_mut().insert(reason);
+        }
+    }
+    if let Some(rest) = parts.uri.path().strip_prefix("/reflect/redirect") {
+        let location = format!("/dir{rest}/?{}", parts.uri.query().unwrap_or(""));
+        *response.status_mut() = StatusCode::MOVED_PERMANENTLY;
+        response
+            .headers_mut()
+            .insert("location", location.parse().unwrap());
+    }
+    Ok(response)
 }
 
 /// `n` bytes that are not all alike.
@@ -212,7 +266,7 @@ enum Sender {
     H2(http2::SendRequest<EchoBody>),
 }
 
-/// An answer: status, headers, body.
+/// An answer: status, headers (and trailers), body.
 pub(crate) type Answer = (StatusCode, HeaderMap, Bytes);
 
 impl Client {
@@ -360,9 +414,13 @@ impl Client {
                 }
             }
             .map_err(|e| e.to_string())?;
-            let (parts, body) = response.into_parts();
-            let body = body.collect().await.map_err(|e| e.to_string())?.to_bytes();
-            Ok((parts.status, parts.headers, body))
+            let (mut parts, body) = response.into_parts();
+            let collected = body.collect().await.map_err(|e| e.to_string())?;
+            // Trailers, if any came, are answered among the headers.
+            if let Some(trailers) = collected.trailers() {
+                parts.headers.extend(trailers.clone());
+            }
+            Ok((parts.status, parts.headers, collected.to_bytes()))
         })
     }
 

@@ -14,7 +14,7 @@ fn secret(hosts: &[&str], inject: Inject) -> Secret {
 
 #[test]
 fn a_secrets_value_is_not_in_its_debug_output() {
-    let s = secret(&["api.github.com"], Inject::Placeholder);
+    let s = secret(&["api.github.com"], in_named());
     let shown = format!("{s:?}");
     assert!(!shown.contains("realVALUE"), "{shown}");
     assert!(shown.contains("redacted"), "{shown}");
@@ -22,7 +22,7 @@ fn a_secrets_value_is_not_in_its_debug_output() {
 
 #[test]
 fn the_ca_is_fresh_and_leaves_are_made_once_per_host() {
-    let secrets = vec![secret(&["api.github.com"], Inject::Placeholder)];
+    let secrets = vec![secret(&["api.github.com"], in_named())];
     let a = Injector::with_roots(secrets, RootCertStore::empty()).unwrap();
     let b = Injector::with_roots(Vec::new(), RootCertStore::empty()).unwrap();
     assert!(a.ca_pem().starts_with("-----BEGIN CERTIFICATE-----"));
@@ -41,7 +41,7 @@ fn a_ca_made_beforehand_must_cover_every_host_of_the_secrets() {
     let pem = ca.pem().to_string();
     let injector = Injector::with_ca_and_roots(
         ca,
-        vec![secret(&["API.github.com"], Inject::Placeholder)],
+        vec![secret(&["API.github.com"], in_named())],
         RootCertStore::empty(),
     )
     .unwrap();
@@ -49,10 +49,7 @@ fn a_ca_made_beforehand_must_cover_every_host_of_the_secrets() {
     let narrow = SessionCa::new(&["api.github.com".to_string()]).unwrap();
     let refused = Injector::with_ca_and_roots(
         narrow,
-        vec![secret(
-            &["api.github.com", "github.com"],
-            Inject::Placeholder,
-        )],
+        vec![secret(&["api.github.com", "github.com"], in_named())],
         RootCertStore::empty(),
     )
     .err()
@@ -124,10 +121,17 @@ impl Through {
 /// An echo server for `HOST` by its own CA, offering `alpn`, and an injector of `secrets`
 /// trusting that CA.
 fn setup(secrets: Vec<Secret>, alpn: &[&[u8]]) -> (Echo, Arc<Injector>) {
+    let (echo, injector, _) = setup_trusting(secrets, alpn);
+    (echo, injector)
+}
+
+/// [`setup`], and the upstream CA's certificate: for a client that reaches the echo server
+/// without the gate, as a naive setup would.
+fn setup_trusting(secrets: Vec<Secret>, alpn: &[&[u8]]) -> (Echo, Arc<Injector>, String) {
     let ca = TestCa::new("upstream test CA");
     let echo = Echo::start(ca.server(HOST, alpn));
     let injector = Injector::with_roots(secrets, ca.roots()).unwrap();
-    (echo, Arc::new(injector))
+    (echo, Arc::new(injector), ca.pem.clone())
 }
 
 fn json(events: &[NetEvent]) -> String {
@@ -258,13 +262,13 @@ fn basic_and_query_secrets_are_put_in_their_place() {
 fn placeholders_are_replaced_in_headers_and_basic_and_others_left_and_logged() {
     for alpn in BOTH {
         let secrets = vec![
-            secret_for("GH", HOST, PLACEHOLDER, VALUE, Inject::Placeholder),
+            secret_for("GH", HOST, PLACEHOLDER, VALUE, in_named()),
             secret_for(
                 "OTHER",
                 "other.test",
                 "xoxb-airlockOTHER",
                 "xoxb-otherREALvalue",
-                Inject::Placeholder,
+                in_named(),
             ),
         ];
         let (echo, injector) = setup(secrets, &[H2, HTTP11]);
@@ -314,13 +318,7 @@ fn placeholders_are_replaced_in_headers_and_basic_and_others_left_and_logged() {
 fn another_host_on_a_kept_alive_connection_is_misdirected_and_closes_it() {
     for alpn in BOTH {
         let (echo, injector) = setup(
-            vec![secret_for(
-                "GH",
-                HOST,
-                PLACEHOLDER,
-                VALUE,
-                Inject::Placeholder,
-            )],
+            vec![secret_for("GH", HOST, PLACEHOLDER, VALUE, in_named())],
             &[H2, HTTP11],
         );
         let through = Through::start(injector.clone(), echo.addr, HOST);
@@ -363,13 +361,7 @@ fn another_host_on_a_kept_alive_connection_is_misdirected_and_closes_it() {
 #[test]
 fn a_port_other_than_the_connections_is_misdirected() {
     let (echo, injector) = setup(
-        vec![secret_for(
-            "GH",
-            HOST,
-            PLACEHOLDER,
-            VALUE,
-            Inject::Placeholder,
-        )],
+        vec![secret_for("GH", HOST, PLACEHOLDER, VALUE, in_named())],
         &[HTTP11],
     );
     let through = Through::start(injector.clone(), echo.addr, HOST);
@@ -432,13 +424,7 @@ fn an_upstream_that_does_not_verify_gets_nothing_and_the_client_a_502() {
 #[test]
 fn a_hello_without_the_hosts_name_is_refused() {
     let (echo, injector) = setup(
-        vec![secret_for(
-            "GH",
-            HOST,
-            PLACEHOLDER,
-            VALUE,
-            Inject::Placeholder,
-        )],
+        vec![secret_for("GH", HOST, PLACEHOLDER, VALUE, in_named())],
         &[HTTP11],
     );
     for sni in [None, Some("other.test")] {
@@ -459,14 +445,14 @@ fn another_sessions_placeholder_is_not_replaced() {
         HOST,
         "ghp_airlockSESSIONa",
         "ghp_realVALUEofA",
-        Inject::Placeholder,
+        in_named(),
     );
     let b = secret_for(
         "GH",
         HOST,
         "ghp_airlockSESSIONb",
         "ghp_realVALUEofB",
-        Inject::Placeholder,
+        in_named(),
     );
     let ca = TestCa::new("upstream");
     let echo = Echo::start(ca.server(HOST, &[HTTP11]));
@@ -488,13 +474,7 @@ fn another_sessions_placeholder_is_not_replaced() {
 #[test]
 fn connect_and_upgrades_inside_are_not_implemented() {
     let (echo, injector) = setup(
-        vec![secret_for(
-            "GH",
-            HOST,
-            PLACEHOLDER,
-            VALUE,
-            Inject::Placeholder,
-        )],
+        vec![secret_for("GH", HOST, PLACEHOLDER, VALUE, in_named())],
         &[HTTP11],
     );
     let through = Through::start(injector.clone(), echo.addr, HOST);
@@ -524,13 +504,7 @@ fn large_bodies_pass_intact_both_ways() {
     const SIZE: usize = 8 << 20;
     for alpn in BOTH {
         let (echo, injector) = setup(
-            vec![secret_for(
-                "GH",
-                HOST,
-                PLACEHOLDER,
-                VALUE,
-                Inject::Placeholder,
-            )],
+            vec![secret_for("GH", HOST, PLACEHOLDER, VALUE, in_named())],
             &[H2, HTTP11],
         );
         let through = Through::start(injector.clone(), echo.addr, HOST);
@@ -562,13 +536,7 @@ fn large_bodies_pass_intact_both_ways() {
 
 #[test]
 fn a_client_of_http2_only_reaches_a_server_of_http11_only() {
-    let secrets = vec![secret_for(
-        "GH",
-        HOST,
-        PLACEHOLDER,
-        VALUE,
-        Inject::Placeholder,
-    )];
+    let secrets = vec![secret_for("GH", HOST, PLACEHOLDER, VALUE, in_named())];
     let (echo, injector) = setup(secrets, &[HTTP11]);
     let through = Through::start(injector.clone(), echo.addr, HOST);
     let mut client = Client::connect(through.addr, injector.ca_pem(), Some(HOST), &[H2]).unwrap();
@@ -588,13 +556,7 @@ fn a_client_of_http2_only_reaches_a_server_of_http11_only() {
 #[test]
 fn an_answer_is_passed_on_as_it_comes() {
     for alpn in BOTH {
-        let secrets = vec![secret_for(
-            "GH",
-            HOST,
-            PLACEHOLDER,
-            VALUE,
-            Inject::Placeholder,
-        )];
+        let secrets = vec![secret_for("GH", HOST, PLACEHOLDER, VALUE, in_named())];
         let (echo, injector) = setup(secrets, &[H2, HTTP11]);
         let through = Through::start(injector.clone(), echo.addr, HOST);
         let mut client =
@@ -617,13 +579,7 @@ fn an_answer_is_passed_on_as_it_comes() {
 
 #[test]
 fn a_host_header_in_http2_must_name_the_host_too() {
-    let secrets = vec![secret_for(
-        "GH",
-        HOST,
-        PLACEHOLDER,
-        VALUE,
-        Inject::Placeholder,
-    )];
+    let secrets = vec![secret_for("GH", HOST, PLACEHOLDER, VALUE, in_named())];
     let (echo, injector) = setup(secrets, &[H2]);
     let through = Through::start(injector.clone(), echo.addr, HOST);
     let mut client = Client::connect(through.addr, injector.ca_pem(), Some(HOST), &[H2]).unwrap();
@@ -710,4 +666,250 @@ fn raw_http11_tricks_reach_no_other_host() {
         }
         assert!(!answer.contains("evil.test/") && !json(&events).contains("realVALUE"));
     }
+}
+
+#[test]
+fn trace_is_refused_before_a_secret_goes_in_and_the_connection_kept() {
+    for alpn in BOTH {
+        let inject = Inject::Header {
+            name: "Authorization".into(),
+            format: "Bearer {}".into(),
+        };
+        let (echo, injector, upstream_ca) = setup_trusting(
+            vec![secret_for("GH", HOST, PLACEHOLDER, VALUE, inject)],
+            &[H2, HTTP11],
+        );
+        // Without the gate: a server that reflects TRACE hands back the credential sent.
+        let bearer = format!("Bearer {VALUE}");
+        let mut naive = Client::connect(echo.addr, &upstream_ca, Some(HOST), &[alpn]).unwrap();
+        let (_, _, body) = naive
+            .send(
+                "TRACE",
+                HOST,
+                "/",
+                &[("authorization", &bearer)],
+                Vec::new(),
+            )
+            .unwrap();
+        assert!(contains(&body, VALUE), "the harm, shown");
+        echo.received.lock().unwrap().clear();
+        let through = Through::start(injector.clone(), echo.addr, HOST);
+        let mut client =
+            Client::connect(through.addr, injector.ca_pem(), Some(HOST), &[alpn]).unwrap();
+        for method in ["TRACE", "TRACK", "trace"] {
+            let (status, headers, body) = client.send(method, HOST, "/", &[], Vec::new()).unwrap();
+            assert_eq!(status, 405, "{method}: {body:?}");
+            assert!(!contains(&body, VALUE) && !format!("{headers:?}").contains(VALUE));
+        }
+        assert!(echo.received.lock().unwrap().is_empty(), "nothing sent");
+        let (status, body) = client.get(HOST, "/after", &[]).unwrap();
+        assert_eq!(status, 200, "the connection is kept: {body}");
+        drop(client);
+        let (_, events) = through.finish();
+        let refused = of_kind(&events, NetEventKind::Tunnel);
+        assert_eq!(refused.len(), 3, "{events:?}");
+        assert!(
+            refused[0]
+                .rule
+                .contains("TRACE request to api.test asks the server to send the request back"),
+            "{}",
+            refused[0].rule
+        );
+    }
+}
+
+fn contains(hay: &[u8], needle: &str) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle.as_bytes())
+}
+
+#[test]
+fn no_answer_header_carries_an_injected_value_back() {
+    for alpn in BOTH {
+        let secrets = vec![
+            secret_for(
+                "Q",
+                HOST,
+                "ph_query",
+                "query value/+&",
+                Inject::Query {
+                    param: "api_key".into(),
+                },
+            ),
+            secret_for(
+                "USER",
+                HOST,
+                "ph_basic",
+                "basic-VALUE-1",
+                Inject::Basic {
+                    username: "bot".into(),
+                },
+            ),
+            secret_for(
+                "KEY",
+                HOST,
+                "ph_key",
+                VALUE,
+                Inject::Header {
+                    name: "x-api-key".into(),
+                    format: "k={}".into(),
+                },
+            ),
+        ];
+        let (echo, injector, upstream_ca) = setup_trusting(secrets, &[H2, HTTP11]);
+        // Without the gate's scrubbing: a redirect keeps the query, an echo keeps the headers.
+        let mut naive = Client::connect(echo.addr, &upstream_ca, Some(HOST), &[alpn]).unwrap();
+        let (status, headers, _) = naive
+            .send(
+                "GET",
+                HOST,
+                "/reflect/redirect?x=1&api_key=query%20value%2F%2B%26",
+                &[("x-api-key", &format!("k={VALUE}"))],
+                Vec::new(),
+            )
+            .unwrap();
+        assert_eq!(status, 301);
+        let shown = format!("{headers:?}");
+        assert!(
+            shown.contains("api_key=query%20value%2F%2B%26") && shown.contains(VALUE),
+            "the harm, shown: {shown}"
+        );
+        let through = Through::start(injector.clone(), echo.addr, HOST);
+        let mut client =
+            Client::connect(through.addr, injector.ca_pem(), Some(HOST), &[alpn]).unwrap();
+        let (status, headers, _) = client
+            .send("GET", HOST, "/reflect/redirect?x=1", &[], Vec::new())
+            .unwrap();
+        assert_eq!(status, 301);
+        assert_eq!(
+            headers["location"], "/dir/?x=1&api_key=ph_query",
+            "followable: the gate puts the value back"
+        );
+        assert_eq!(headers["echo-x-api-key"], "k=ph_key");
+        let basic = headers["echo-authorization"].to_str().unwrap();
+        assert_eq!(basic, "Basic ph_basic", "{basic}");
+        let shown = format!("{headers:?}");
+        for value in ["query value", "query%20value", "basic-VALUE-1", VALUE] {
+            assert!(!shown.contains(value), "{value} in {shown}");
+        }
+        // The redirect followed: the value goes out again, and still does not come back.
+        let (status, headers, body) = client
+            .send(
+                "GET",
+                HOST,
+                "/reflect/dir/?x=1&api_key=ph_query",
+                &[],
+                Vec::new(),
+            )
+            .unwrap();
+        assert_eq!(status, 200);
+        assert!(
+            contains(&body, "api_key=query%20value%2F%2B%26"),
+            "{body:?}"
+        );
+        assert_eq!(headers["echo-x-api-key"], "k=ph_key");
+        drop(client);
+        let (_, events) = through.finish();
+        let scrubbed: Vec<_> = of_kind(&events, NetEventKind::Placeholder)
+            .into_iter()
+            .filter(|e| e.rule.contains("carried the value"))
+            .collect();
+        assert_eq!(scrubbed.len(), 3, "once per secret: {events:?}");
+        assert!(!json(&events).contains(VALUE));
+    }
+}
+
+/// Placeholder mode, also in the headers these tests put the placeholder in.
+fn in_named() -> Inject {
+    Inject::Placeholder {
+        headers: vec!["x".into(), "x-token".into()],
+    }
+}
+
+#[test]
+fn no_trailer_carries_an_injected_value_back() {
+    let inject = Inject::Header {
+        name: "x-api-key".into(),
+        format: "k={}".into(),
+    };
+    let (echo, injector, upstream_ca) = setup_trusting(
+        vec![secret_for("KEY", HOST, PLACEHOLDER, VALUE, inject)],
+        &[H2],
+    );
+    // Without the gate: the server echoes the request's headers as trailers.
+    let mut naive = Client::connect(echo.addr, &upstream_ca, Some(HOST), &[H2]).unwrap();
+    let header = format!("k={VALUE}");
+    let (_, headers, _) = naive
+        .send(
+            "GET",
+            HOST,
+            "/reflect/trailers",
+            &[("x-api-key", &header)],
+            Vec::new(),
+        )
+        .unwrap();
+    assert_eq!(
+        headers["echo-x-api-key"],
+        header.as_str(),
+        "the harm, shown"
+    );
+    let through = Through::start(injector.clone(), echo.addr, HOST);
+    let mut client = Client::connect(through.addr, injector.ca_pem(), Some(HOST), &[H2]).unwrap();
+    let (status, headers, _) = client
+        .send("GET", HOST, "/reflect/trailers", &[], Vec::new())
+        .unwrap();
+    assert_eq!(status, 200);
+    assert_eq!(
+        headers["echo-x-api-key"],
+        format!("k={PLACEHOLDER}").as_str()
+    );
+    assert!(!format!("{headers:?}").contains(VALUE));
+    drop(client);
+    let (_, events) = through.finish();
+    assert!(
+        json(&events).contains("carried the value of secret KEY"),
+        "{}",
+        json(&events)
+    );
+}
+
+#[test]
+fn no_reason_phrase_carries_an_injected_value_back() {
+    let inject = Inject::Header {
+        name: "x-api-key".into(),
+        format: "k={}".into(),
+    };
+    let (echo, injector, upstream_ca) = setup_trusting(
+        vec![secret_for("KEY", HOST, PLACEHOLDER, VALUE, inject)],
+        &[HTTP11],
+    );
+    // Without the gate: the status line says what the request carried.
+    let naive = raw_exchange(
+        echo.addr,
+        &upstream_ca,
+        format!("GET /reflect/reason HTTP/1.1\r\nHost: {HOST}\r\nx-api-key: k={VALUE}\r\nConnection: close\r\n\r\n").as_bytes(),
+    );
+    assert!(
+        naive.starts_with(&format!("HTTP/1.1 200 k={VALUE}\r\n")),
+        "the harm, shown: {naive}"
+    );
+    let through = Through::start(injector.clone(), echo.addr, HOST);
+    let got = raw_exchange(
+        through.addr,
+        injector.ca_pem(),
+        format!("GET /reflect/reason HTTP/1.1\r\nHost: {HOST}\r\nConnection: close\r\n\r\n")
+            .as_bytes(),
+    );
+    assert!(
+        got.starts_with(&format!("HTTP/1.1 200 k={PLACEHOLDER}\r\n")),
+        "{got}"
+    );
+    // The body is the echo's, passed on as it is (a documented limit): the head holds nothing.
+    let (head, _) = got.split_once("\r\n\r\n").unwrap();
+    assert!(!head.contains(VALUE), "{head}");
+    let (_, events) = through.finish();
+    assert!(
+        json(&events).contains("carried the value of secret KEY"),
+        "{}",
+        json(&events)
+    );
 }

@@ -33,11 +33,11 @@ const FROM: Section = Section {
 };
 const INJECT: Section = Section {
     name: Some("secret.inject"),
-    keys: &["header", "format", "basic", "query"],
+    keys: &["header", "format", "basic", "query", "placeholder"],
 };
 const EXAMPLE: &str = "e.g. [[secret]] name = \"GITHUB_TOKEN\", from = { env = \"CI_BOT_GITHUB_TOKEN\" }, hosts = [\"api.github.com\"], inject = { header = \"Authorization\", format = \"Bearer {}\" }";
 const FROM_HINT: &str = "write exactly one of from = { env = \"VAR\" }, from = { file = \"/etc/airlock/secrets/NAME\" } or from = { command = [\"pass\", \"NAME\"] }";
-const INJECT_HINT: &str = "write inject = { header = \"Authorization\", format = \"Bearer {}\" }, inject = { basic = \"USER\" }, inject = { query = \"PARAM\" } or inject = \"placeholder\"";
+const INJECT_HINT: &str = "write inject = { header = \"Authorization\", format = \"Bearer {}\" }, inject = { basic = \"USER\" }, inject = { query = \"PARAM\" }, inject = \"placeholder\" or inject = { placeholder = [\"PRIVATE-TOKEN\"] }";
 
 /// Every `[[secret]]` of the file, judged against the rest of `profile`.
 pub(super) fn secrets(
@@ -296,7 +296,9 @@ fn hosts(
 fn inject(doc: &Doc, value: &Value) -> Result<Injection, PolicyError> {
     let table = match value.get_ref() {
         DeValue::String(mode) if mode.as_ref() == "placeholder" => {
-            return Ok(Injection::Placeholder)
+            return Ok(Injection::Placeholder {
+                headers: Vec::new(),
+            })
         }
         DeValue::Table(table) => table,
         _ => {
@@ -323,6 +325,16 @@ fn inject(doc: &Doc, value: &Value) -> Result<Injection, PolicyError> {
             None => Ok(None),
         }
     };
+    if let Some((field, inner)) = fields.get("placeholder") {
+        if fields.len() > 1 {
+            return Err(doc.error(
+                value.span(),
+                "`inject` in [[secret]] names more than one way to inject",
+                INJECT_HINT,
+            ));
+        }
+        return placeholder_headers(doc, field, inner);
+    }
     let (header, format) = (string("header")?, string("format")?);
     let (basic, query) = (string("basic")?, string("query")?);
     let shape = |what: &str| {
@@ -374,6 +386,51 @@ fn is_token(name: &str) -> bool {
         && name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c))
+}
+
+/// `inject = { placeholder = ["PRIVATE-TOKEN"] }`: placeholder mode, replaced in these headers
+/// too. A header that names the request's host, its framing or its route is refused: the
+/// placeholder has no business there, and a value there reaches places it must not.
+fn placeholder_headers(doc: &Doc, key: &Key, value: &Value) -> Result<Injection, PolicyError> {
+    let hint = "the headers besides Authorization, Proxy-Authorization and Cookie that carry the credential, e.g. inject = { placeholder = [\"PRIVATE-TOKEN\"] }";
+    let item_key = key.item();
+    let mut headers: Vec<String> = Vec::new();
+    for item in doc.array(key, value, hint)? {
+        let header = doc.string(&item_key, item, hint)?;
+        if !is_token(header) {
+            return Err(doc.error(
+                item.span(),
+                format!(
+                    "an entry of `placeholder` in [secret.inject]: `{}` is not a header name",
+                    header.escape_debug()
+                ),
+                "letters, digits and ! # $ % & ' * + - . ^ _ ` | ~, e.g. \"PRIVATE-TOKEN\"",
+            ));
+        }
+        const NOT_CREDENTIALS: [&str; 9] = [
+            "host",
+            "content-length",
+            "transfer-encoding",
+            "connection",
+            "upgrade",
+            "te",
+            "trailer",
+            "keep-alive",
+            "expect",
+        ];
+        let lower = header.to_ascii_lowercase();
+        if NOT_CREDENTIALS.contains(&lower.as_str()) {
+            return Err(doc.error(
+                item.span(),
+                format!("an entry of `placeholder` in [secret.inject]: `{header}` says how the request is routed or framed, it carries no credential"),
+                "name only headers that carry the credential, e.g. \"PRIVATE-TOKEN\"",
+            ));
+        }
+        if !headers.iter().any(|h| h.eq_ignore_ascii_case(header)) {
+            headers.push(header.to_string());
+        }
+    }
+    Ok(Injection::Placeholder { headers })
 }
 
 fn header_injection(

@@ -28,7 +28,9 @@ fn gate_with(
         hosts: vec!["api.test".into()],
         placeholder: PLACEHOLDER.into(),
         value: zeroize::Zeroizing::new(VALUE.into()),
-        inject: Inject::Placeholder,
+        inject: Inject::Placeholder {
+            headers: vec!["x-token".into()],
+        },
     };
     let injector = Injector::with_roots(vec![secret], ca.roots()).unwrap();
     let injector = Arc::new(injector.with_http(http).unwrap());

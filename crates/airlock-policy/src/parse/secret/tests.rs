@@ -88,7 +88,12 @@ fn every_source_and_injection() {
             param: "access_token".into()
         }
     );
-    assert_eq!(s[2].inject, Injection::Placeholder);
+    assert_eq!(
+        s[2].inject,
+        Injection::Placeholder {
+            headers: Vec::new()
+        }
+    );
     assert_eq!(
         s[3].inject,
         Injection::Header {
@@ -280,6 +285,46 @@ fn bad_injections() {
         "`query` in [secret.inject]: ",
     );
     refused(&with("{ query = \"\" }"), 7, "`query` in [secret.inject]: ");
+    refused(
+        &with("{ placeholder = [\"A B\"] }"),
+        7,
+        "an entry of `placeholder` in [secret.inject]: `A B` is not a header name",
+    );
+    refused(
+        &with("{ placeholder = [\"Host\"] }"),
+        7,
+        "an entry of `placeholder` in [secret.inject]: `Host` says how the request is routed",
+    );
+    refused(
+        &with("{ placeholder = [\"X\"], header = \"A\" }"),
+        7,
+        "`inject` in [[secret]] names more than one way to inject",
+    );
+}
+
+#[test]
+fn placeholder_mode_names_the_headers_besides_the_credential_ones() {
+    let with = |inject: &str| {
+        parse(&secret(&GOOD.replace(
+            "{ header = \"Authorization\", format = \"Bearer {}\" }",
+            inject,
+        )))
+        .unwrap()
+    };
+    let s = with("{ placeholder = [\"PRIVATE-TOKEN\", \"private-token\", \"X-Api-Key\"] }");
+    assert_eq!(
+        s.secrets[0].inject,
+        Injection::Placeholder {
+            headers: vec!["PRIVATE-TOKEN".into(), "X-Api-Key".into()]
+        }
+    );
+    let s = with("\"placeholder\"");
+    assert_eq!(
+        s.secrets[0].inject,
+        Injection::Placeholder {
+            headers: Vec::new()
+        }
+    );
 }
 
 #[test]
