@@ -321,9 +321,9 @@ async fn serve_connection<S>(
         .timer(hyper_util::rt::TokioTimer::new())
         // A client that sends its request's head slowly (or never) does not hold a connection for long.
         .header_read_timeout(HEADER_TIMEOUT)
-        // A client that sends its request and then shuts its side down (`curl --no-keepalive`
-        // with a body, a shell's `printf | nc -N`) still gets its answer.
-        .half_close(true)
+        // A client that shuts its sending side down is taken as gone (hyper's default): that
+        // is how a run whose client went away is seen and killed, and a half-closing client
+        // (`nc -N`) gets no answer — said in docs/api.md.
         .serve_connection(TokioIo::new(stream), service);
     let _ = watcher.watch(connection).await;
 }

@@ -551,26 +551,3 @@ both_modes!(
         assert!(out.status.success(), "{}", stderr(&out));
     }
 );
-
-both_modes!(
-    a_client_that_half_closes_after_its_request_gets_its_answer,
-    |w: &World| {
-        let served = serve(w, &[]);
-        let token = agent(w);
-        let mut stream = UnixStream::connect(&served.socket).unwrap();
-        stream
-            .write_all(
-                request_text("POST", "/v1/runs", &token, r#"{"command": "echo half"}"#).as_bytes(),
-            )
-            .unwrap();
-        stream.shutdown(std::net::Shutdown::Write).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(60)))
-            .unwrap();
-        let mut answer = Vec::new();
-        stream.read_to_end(&mut answer).unwrap();
-        let (status, body) = parse_answer(&answer);
-        assert_eq!(status, 200, "{body}");
-        assert!(body.contains("half"), "{body}");
-    }
-);
