@@ -13,8 +13,7 @@
 //! copied out of a terminal's scrollback, or a chat, is worth nothing once used).
 
 use std::fs;
-use std::io::{Read as _, Write as _};
-use std::os::unix::fs::OpenOptionsExt;
+use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -252,18 +251,7 @@ fn address_file(state_dir: &Path) -> PathBuf {
 
 /// Said by `airlock serve` as it starts listening on TCP.
 pub fn remember_page_address(state_dir: &Path, url: &str) -> Result<(), Error> {
-    let path = address_file(state_dir);
-    let temp = path.with_extension("tmp");
-    let mut file = fs::OpenOptions::new()
-        .create(true)
-        .truncate(true)
-        .write(true)
-        .mode(0o600)
-        .open(&temp)
-        .map_err(io("write", &temp))?;
-    file.write_all(url.as_bytes()).map_err(io("write", &temp))?;
-    fs::rename(&temp, &path).map_err(io("replace", &path))?;
-    Ok(())
+    crate::paths::replace_private(&address_file(state_dir), url.as_bytes())
 }
 
 /// Said by `airlock serve` as it stops.
@@ -327,23 +315,14 @@ fn update_links<T>(
     change: impl FnOnce(&mut Vec<StoredLink>) -> Result<T, Error>,
 ) -> Result<T, Error> {
     crate::session::staging_dir(state_dir)?;
-    let lock_path = state_dir.join("review-links.lock");
-    let _lock = crate::paths::lock_exclusive(&lock_path).map_err(io("lock", &lock_path))?;
+    let _lock = crate::paths::lock_private(
+        &state_dir.join("review-links.lock"),
+        "whoever holds it can keep review links from being made or used",
+    )?;
     let path = store(state_dir);
     let mut links = read_links(&path)?;
     let answer = change(&mut links)?;
-    let temp = path.with_extension("json.tmp");
-    let mut file = fs::OpenOptions::new()
-        .create(true)
-        .truncate(true)
-        .write(true)
-        .mode(0o600)
-        .open(&temp)
-        .map_err(io("write", &temp))?;
-    file.write_all(&serde_json::to_vec(&links)?)
-        .and_then(|()| file.sync_all())
-        .map_err(io("write", &temp))?;
-    fs::rename(&temp, &path).map_err(io("replace", &path))?;
+    crate::paths::replace_private(&path, &serde_json::to_vec(&links)?)?;
     Ok(answer)
 }
 

@@ -52,6 +52,44 @@ pub(crate) fn lock_exclusive(path: &Path) -> std::io::Result<nix::fcntl::Flock<s
         .map_err(|(_, errno)| std::io::Error::from(errno))
 }
 
+/// Hold the lock file `path` of one of the state directory's own files, refused when it is not
+/// this user's alone (another user's lock could be held for ever; `risk` says what else).
+pub(crate) fn lock_private(
+    path: &Path,
+    risk: &str,
+) -> Result<nix::fcntl::Flock<std::fs::File>, crate::Error> {
+    let lock = lock_exclusive(path).map_err(crate::io_failure::io("lock", path))?;
+    lock.metadata()
+        .and_then(|meta| check_private(path, &meta, risk))
+        .map_err(|why| crate::Error::StateUntrusted {
+            path: path.to_path_buf(),
+            why: why.to_string(),
+        })?;
+    Ok(lock)
+}
+
+/// Replace `path` with `bytes` at once: written beside it (mode 0600), synced, renamed over it.
+pub(crate) fn replace_private(path: &Path, bytes: &[u8]) -> Result<(), crate::Error> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let io = crate::io_failure::io;
+    let mut temp = path.as_os_str().to_owned();
+    temp.push(".tmp");
+    let temp = PathBuf::from(temp);
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .mode(0o600)
+        .open(&temp)
+        .map_err(io("write", &temp))?;
+    file.write_all(bytes)
+        .and_then(|()| file.sync_all())
+        .map_err(io("write", &temp))?;
+    std::fs::rename(&temp, path).map_err(io("replace", path))?;
+    Ok(())
+}
+
 /// Refuse a file of the state directory that someone other than this process's user could have
 /// written: group- or world-writable, or owned by another user. What it holds decides who gets in
 /// (tokens.json: whoever can write it can add a token), so it is trusted only as this user's own;

@@ -10,8 +10,8 @@
 //! the audit log; the secret (32 random bytes, hex) is what makes it unguessable.
 
 use std::fs;
-use std::io::{Read as _, Write as _};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::io::Read as _;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -186,34 +186,14 @@ fn update<T>(
     change: impl FnOnce(&mut Vec<TokenRecord>) -> Result<T, Error>,
 ) -> Result<T, Error> {
     crate::session::staging_dir(state_dir)?;
-    let lock_path = state_dir.join("tokens.lock");
-    let lock = crate::paths::lock_exclusive(&lock_path).map_err(io("lock", &lock_path))?;
-    // Another user's lock could be held for ever, and tell of a store not this user's own.
-    lock.metadata()
-        .and_then(|meta| {
-            crate::paths::check_private(
-                &lock_path,
-                &meta,
-                "the token store is then not this user's alone",
-            )
-        })
-        .map_err(untrusted(&lock_path))?;
+    let _lock = crate::paths::lock_private(
+        &state_dir.join("tokens.lock"),
+        "the token store is then not this user's alone",
+    )?;
     let path = store(state_dir);
     let mut records = read_records(&path)?;
     let answer = change(&mut records)?;
-    let temp = path.with_extension("json.tmp");
-    let mut file = fs::OpenOptions::new()
-        .create(true)
-        .truncate(true)
-        .write(true)
-        .mode(0o600)
-        .open(&temp)
-        .map_err(io("write", &temp))?;
-    let text = serde_json::to_vec_pretty(&records)?;
-    file.write_all(&text)
-        .and_then(|()| file.sync_all())
-        .map_err(io("write", &temp))?;
-    fs::rename(&temp, &path).map_err(io("replace", &path))?;
+    crate::paths::replace_private(&path, &serde_json::to_vec_pretty(&records)?)?;
     Ok(answer)
 }
 

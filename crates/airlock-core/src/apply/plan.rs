@@ -67,47 +67,10 @@ pub(super) fn plan_all(
         })
     })?;
     let digest = digest::set_digest(&judged, options.no_ignored);
-    if let Some(reviewed) = &options.reviewed {
-        if *reviewed != digest {
-            return Err(ApplyError::ReviewStale {
-                session: session.id.clone(),
-                reviewed: reviewed.clone(),
-                found: digest,
-                no_ignored: options.no_ignored,
-            });
-        }
-    }
+    check_reviewed(session, options, &digest)?;
     let trees = digest::trees(&set.changes, &judged);
-    for path in &options.paths {
-        let inside = trees
-            .iter()
-            .find(|tree| path.starts_with(&tree.root) && path != Path::new(&tree.root));
-        if let Some(tree) = inside {
-            return Err(ApplyError::InsideTree {
-                path: path.clone(),
-                root: tree.root.clone(),
-            });
-        }
-    }
-    let now = ShownRecord {
-        digest: digest.clone(),
-        no_ignored: options.no_ignored,
-        changes: set
-            .changes
-            .iter()
-            .zip(&judged)
-            .map(|(c, j)| {
-                (
-                    c.path.to_string_lossy().into_owned(),
-                    hex::encode(j.fingerprint),
-                )
-            })
-            .collect(),
-        trees: trees
-            .iter()
-            .map(|t| (t.root.clone(), t.digest.clone()))
-            .collect(),
-    };
+    check_no_path_inside_a_tree(options, &trees)?;
+    let now = shown_record(&set.changes, &judged, &trees, &digest, options.no_ignored);
     let root_owner = workspace
         .root_owner()
         .map_err(io("inspect", workspace_path))?;
@@ -163,8 +126,82 @@ pub(super) fn plan_all(
         items.push(item);
     }
     hold_trees_left_in_part(&mut items, &mut ops);
-    // Deletions first, deepest first, so that a directory is empty when its turn comes; then
-    // the rest in path order, so that a directory exists before what goes in it.
+    order_writes(&mut ops);
+    Ok(Plan {
+        items,
+        ops,
+        digest,
+        now,
+    })
+}
+
+/// Refused when the options name a reviewed digest that is not the change set's now.
+fn check_reviewed(
+    session: &Session,
+    options: &ApplyOptions,
+    digest: &str,
+) -> std::result::Result<(), ApplyError> {
+    match &options.reviewed {
+        Some(reviewed) if reviewed != digest => Err(ApplyError::ReviewStale {
+            session: session.id.clone(),
+            reviewed: reviewed.clone(),
+            found: digest.to_string(),
+            no_ignored: options.no_ignored,
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// A tree is applied whole: a path named inside one (not its root) is refused.
+fn check_no_path_inside_a_tree(
+    options: &ApplyOptions,
+    trees: &[digest::TreeSummary],
+) -> std::result::Result<(), ApplyError> {
+    for path in &options.paths {
+        let inside = trees
+            .iter()
+            .find(|tree| path.starts_with(&tree.root) && path != Path::new(&tree.root));
+        if let Some(tree) = inside {
+            return Err(ApplyError::InsideTree {
+                path: path.clone(),
+                root: tree.root.clone(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The change set as this apply found it, to compare with the last diff shown.
+fn shown_record(
+    changes: &[Change],
+    judged: &[digest::Judged],
+    trees: &[digest::TreeSummary],
+    digest: &str,
+    no_ignored: bool,
+) -> ShownRecord {
+    ShownRecord {
+        digest: digest.to_string(),
+        no_ignored,
+        changes: changes
+            .iter()
+            .zip(judged)
+            .map(|(c, j)| {
+                (
+                    c.path.to_string_lossy().into_owned(),
+                    hex::encode(j.fingerprint),
+                )
+            })
+            .collect(),
+        trees: trees
+            .iter()
+            .map(|t| (t.root.clone(), t.digest.clone()))
+            .collect(),
+    }
+}
+
+/// Deletions first, deepest first, so that a directory is empty when its turn comes; then the
+/// rest in path order, so that a directory exists before what goes in it.
+fn order_writes(ops: &mut PlannedOps) {
     ops.sort_by(|(a, _), (b, _)| {
         let deletes = |op: &Op| op.new == Entry::Absent;
         let depth = |op: &Op| op.path().components().count();
@@ -175,12 +212,6 @@ pub(super) fn plan_all(
             (false, false) => a.path.cmp(&b.path),
         }
     });
-    Ok(Plan {
-        items,
-        ops,
-        digest,
-        now,
-    })
 }
 
 /// An item held back with its ignored tree.
