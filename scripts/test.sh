@@ -33,4 +33,28 @@ if [ "$(id -u)" = 0 ]; then
   eval "$(scripts/lib/apparmor4.sh)"
 fi
 scripts/build.sh
-AIRLOCK_TEST_BIN="$PWD/target/release/airlock" cargo test --workspace "$@"
+bin="$PWD/target/release/airlock"
+# The processes running airlock's binary now (a server someone left running), so that only the
+# suite's own are blamed below: the build's, or the copies the tests run (support::airlock_bin).
+copies="${TMPDIR:-/tmp}/airlock-test-bin/"
+running_airlock() {
+  for exe in /proc/[0-9]*/exe; do
+    target=$(readlink "$exe" 2>/dev/null) || continue
+    case $target in
+      "$bin" | "$copies"*) p=${exe#/proc/}; echo "${p%/exe}" ;;
+    esac
+  done | sort
+}
+before=$(running_airlock)
+status=0
+AIRLOCK_TEST_BIN="$bin" cargo test --workspace "$@" || status=$?
+# Nothing the suite started may outlive it: a worker, supervisor or namespace helper left behind
+# is a process airlock failed to end (their parents are gone, so no test would see it).
+sleep 2
+left=$(comm -13 <(echo "$before") <(running_airlock) | sed '/^$/d')
+if [ -n "$left" ]; then
+  echo "scripts/test.sh: the tests left airlock processes behind:" >&2
+  for pid in $left; do ps -o pid=,ppid=,stat=,wchan:24=,args= -p "$pid" >&2 || true; done
+  exit 1
+fi
+exit "$status"

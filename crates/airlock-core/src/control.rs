@@ -60,9 +60,29 @@ pub struct Running {
     /// The id of the API token whose request started it, if one did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token: Option<String>,
+    /// The run's id (its `run.intent` record's `run_id`), for the record that closes it should
+    /// its supervisor end without doing so (see [`crate::abandoned`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    /// The supervisor's start time (clock ticks after boot): a process that got its pid later
+    /// is not taken for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub supervisor_start: Option<u64>,
 }
 
-fn running_dir(state_dir: &Path) -> PathBuf {
+impl Running {
+    /// Has the process that supervises this run ended (without removing its entry, or it would
+    /// not be read)? An entry from before supervisors' start times were kept is judged by its
+    /// sandbox, which dies with its supervisor.
+    pub(crate) fn supervisor_gone(&self) -> bool {
+        match self.supervisor_start {
+            Some(start) => !airlock_jail::control::process_running(self.supervisor as i32, start),
+            None => !self.sandbox.is_alive(),
+        }
+    }
+}
+
+pub(crate) fn running_dir(state_dir: &Path) -> PathBuf {
     state_dir.join("running")
 }
 
@@ -164,8 +184,11 @@ impl Registration {
     }
 }
 
-/// Every sandbox still running; entries of ended ones are removed.
+/// Every sandbox still running. The entries of runs whose supervisor is gone are closed first
+/// (see [`crate::abandoned`]); a sandbox that ended while its supervisor records its result is
+/// not listed.
 pub fn running(state_dir: &Path) -> Vec<Running> {
+    crate::abandoned::close(state_dir);
     let dir = running_dir(state_dir);
     let Ok(entries) = fs::read_dir(&dir) else {
         return Vec::new();
@@ -184,11 +207,9 @@ pub fn running(state_dir: &Path) -> Vec<Running> {
             // Reserved by a run that is starting: its sandbox does not exist yet.
             continue;
         }
-        match serde_json::from_slice::<Running>(text) {
-            Ok(run) if run.sandbox.is_alive() => found.push(run),
-            // Its supervisor died without cleaning up, and the sandbox with it.
-            _ => {
-                let _ = fs::remove_file(&path);
+        if let Ok(run) = serde_json::from_slice::<Running>(text) {
+            if run.sandbox.is_alive() {
+                found.push(run);
             }
         }
     }

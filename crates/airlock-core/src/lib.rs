@@ -10,6 +10,7 @@
 //! A front end parses and prints; it checks no rule.
 #![forbid(unsafe_code)]
 
+mod abandoned;
 mod apply;
 mod approvals;
 pub mod audit;
@@ -44,6 +45,7 @@ pub use airlock_jail::Way;
 pub use airlock_policy::{
     to_toml as profile_to_toml, units, Listed, ListedFrom, Profile, DEFAULT_PROFILE_NAME,
 };
+pub use abandoned::close as close_abandoned_runs;
 pub use apply::{
     apply, revert, ApplyError, ApplyOptions, ApplyReport, ApplyRequest, ApplyResult,
     Item as ApplyItem, TreeOutcome,

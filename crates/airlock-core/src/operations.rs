@@ -32,6 +32,10 @@ pub struct SessionSummary {
     pub changed_files: Option<usize>,
     pub created_at: String,
     pub last_run_at: Option<String>,
+    /// Runs whose supervisor ended before recording how they ended (killed, crashed, the machine
+    /// stopped): the layer may hold part of what they wrote.
+    #[serde(default)]
+    pub interrupted_runs: usize,
 }
 
 impl SessionSummary {
@@ -59,6 +63,7 @@ impl SessionSummary {
             changed_files,
             created_at: timestamp(session.meta.created),
             last_run_at: session.meta.last_run.map(timestamp),
+            interrupted_runs: crate::abandoned::interrupted(&session.dir).len(),
         }
     }
 }

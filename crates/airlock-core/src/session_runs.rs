@@ -60,6 +60,10 @@ pub struct SessionRun {
     /// Why it was refused before it started, if it was (a `run.refused` record).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub refusal: Option<String>,
+    /// Why it was closed without a result, if it was (a `run.abandoned` record naming its id:
+    /// its supervisor ended first; see [`crate::abandoned`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interrupted: Option<String>,
     /// The end of its output, when airlock relayed it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub output: Option<KeptOutput>,
@@ -133,8 +137,21 @@ fn take(runs: &mut Vec<SessionRun>, record: &Map<String, Value>) {
             duration_ms: None,
             refused: Vec::new(),
             refusal: (action == "run.refused").then(|| text("error").unwrap_or_default()),
+            interrupted: None,
             output: None,
         }),
+        // Closed by another process than the one that ran it: paired by the run's id.
+        "run.abandoned" => {
+            let id = text("run_id");
+            let open = runs
+                .iter_mut()
+                .rev()
+                .find(|run| !run.ended && id.is_some() && run.run_id == id);
+            if let Some(run) = open {
+                run.ended = true;
+                run.interrupted = Some(text("why").unwrap_or_default());
+            }
+        }
         "run.result" => {
             let open = runs
                 .iter_mut()

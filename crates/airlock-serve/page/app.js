@@ -168,7 +168,7 @@ async function sessionsView() {
       el("td", {}, el("span", { class: "pill" }, s.status), " ", el("span", { class: "quiet" }, s.lifecycle || "")),
       el("td", {}, s.profile ? s.profile.name : ""),
       el("td", { class: "mono" }, s.token || "—"),
-      el("td", {}, String(s.runs ?? "")),
+      el("td", {}, String(s.runs ?? "") + (s.interrupted_runs ? ` (+${s.interrupted_runs} interrupted)` : "")),
       el("td", {}, s.changed_files === null || s.changed_files === undefined ? "—" : String(s.changed_files)),
       hazards,
       el("td", {}, waiting[s.id] ? el("span", { class: "pill warn" }, `${waiting[s.id]} waiting`) : "—"),
@@ -295,6 +295,7 @@ async function loadRuns(id, into) {
 
 function runRow(run) {
   const exit = run.refusal !== undefined ? el("span", { class: "bad" }, "refused")
+    : run.interrupted !== undefined ? el("span", { class: "bad", title: run.interrupted }, "interrupted")
     : !run.ended ? el("span", { class: "pill" }, "running")
     : run.exit_code === 0 ? el("span", { class: "ok" }, "0")
     : el("span", { class: "bad" }, String(run.exit_code ?? "?"));
@@ -306,7 +307,7 @@ function runRow(run) {
     el("td", {}, el("pre", { class: "argv" }, visible(words)), outputOf(run)),
     el("td", {}, exit),
     el("td", {}, run.duration_ms !== null && run.duration_ms !== undefined ? `${run.duration_ms} ms` : ""),
-    el("td", {}, visible(refused || run.refusal || "")));
+    el("td", {}, visible(refused || run.refusal || run.interrupted || "")));
 }
 
 function outputOf(run) {

@@ -69,6 +69,8 @@ pub fn serve(config: ServeConfig) -> Result<()> {
     let tls = config.tls.as_ref().map(tls_config).transpose()?;
     let tokens = Tokens::new(&state_dir);
     tokens.check()?;
+    // Runs a server killed outright (or a crash) left open are closed before any new one starts.
+    airlock_core::close_abandoned_runs(&state_dir);
     let app = Arc::new(App {
         tokens,
         limiter: Limiter::new(config.quotas),

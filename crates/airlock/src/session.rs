@@ -60,7 +60,10 @@ pub fn show_list(listed: &[SessionSummary], json: bool, empty: &str) -> Result<E
                 l.meta.name.clone().unwrap_or_else(|| "-".into()),
                 describe_profile(&l.meta.profile),
                 l.status.as_str().to_string(),
-                l.meta.runs.to_string(),
+                match l.interrupted_runs {
+                    0 => l.meta.runs.to_string(),
+                    n => format!("{} (+{n} interrupted)", l.meta.runs),
+                },
                 l.changed_files
                     .map_or_else(|| "-".into(), |n| n.to_string()),
                 short_time(l.meta.created),

@@ -1189,12 +1189,30 @@ fn sigkill_of_the_server_leaves_no_sandbox_and_a_usable_session(w: &World) {
     drop(run);
     drop(server);
 
+    // Before the restart, the killed run's intent has no record that closes it.
+    let intents = audit_of(w, "run.intent");
+    let killed_run = intents.last().unwrap()["run_id"].clone();
+    assert!(audit_of(w, "run.abandoned").is_empty());
+
     let server = Server::start(w, &[]);
     let api = server.client(&agent.token);
+    // The restarted server closed it: a record naming the run, the session counting it.
+    let abandoned = audit_of(w, "run.abandoned");
+    assert_eq!(abandoned.len(), 1, "{abandoned:?}");
+    assert_eq!(abandoned[0]["run_id"], killed_run, "{abandoned:?}");
+    assert_eq!(abandoned[0]["session"], json!(id));
     let got = assert_ok(&api.get(&format!("/v1/sessions/{id}")));
     assert_eq!(got["status"], "idle", "{got}");
+    assert_eq!(got["interrupted_runs"], 1, "{got}");
+    let operator = operator_token(w);
+    let runs = assert_ok(&server.client(&operator.token).get(&format!("/v1/sessions/{id}/runs")));
+    let last = runs["runs"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["ended"], true, "{runs}");
+    assert!(last["interrupted"].as_str().unwrap().contains("supervisor ended"), "{runs}");
     let ran = run_in(&api, &id, json!({ "command": "cat a.txt b.txt" }));
     assert_eq!(ran["stdout"], "before\nduring\n", "{ran}");
+    // Closed once: the next run finds nothing left to close.
+    assert_eq!(audit_of(w, "run.abandoned").len(), 1);
 }
 
 both_modes!(the_default_listener_is_a_private_unix_socket);

@@ -131,6 +131,7 @@ pub(super) fn test_pause(step: &str) {
 
 /// What the kill switch's registry says of a run.
 pub(super) struct Listing {
+    pub(super) run_id: String,
     pub(super) session: Option<String>,
     pub(super) argv: Vec<String>,
     pub(super) started: u64,
@@ -151,6 +152,8 @@ impl Listing {
             uid: nix::unistd::getuid().as_raw(),
             started: self.started,
             token: plan.caller.grant.as_ref().map(|g| g.token.clone()),
+            run_id: Some(self.run_id),
+            supervisor_start: airlock_jail::control::start_time(std::process::id() as i32),
         }
     }
 }

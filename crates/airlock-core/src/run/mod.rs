@@ -197,6 +197,7 @@ fn run_confined(caller: &Caller, request: RunRequest) -> Result<RunReport, Error
     };
     let clock = Started::now();
     let listing = Listing {
+        run_id: intent.run_id.clone(),
         session: session_id.clone(),
         argv: intent.argv.clone(),
         started: clock.seconds,
@@ -209,6 +210,8 @@ fn run_confined(caller: &Caller, request: RunRequest) -> Result<RunReport, Error
         placeholders: &placeholders,
         ca,
     };
+    // Runs whose supervisor is gone are closed before this one's intent is written.
+    crate::abandoned::close(&plan.state_dir);
     let (launched, registration, injector) = launch(&plan, launch_plan, network, &audit)?;
     let session = session_id.clone();
     let mut supervised = supervise(&plan, launched, registration.as_ref(), session, injector);

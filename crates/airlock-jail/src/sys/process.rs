@@ -124,11 +124,27 @@ pub(crate) fn clone_idle(flags: libc::c_int) -> nix::Result<VmChild> {
                 libc::syscall(libc::SYS_exit, 0);
             }
         }
+        // Not pause(2) alone: should the parent-death signal ever not come (it is sent when
+        // the parent *thread* ends), this process would wait forever, holding its namespace.
+        // It looks at its parent once a second and leaves when it has another.
+        let second = libc::timespec {
+            tv_sec: 1,
+            tv_nsec: 0,
+        };
         loop {
-            // SAFETY: pause(2) takes no arguments and touches no memory; the raw syscall does
-            // not write errno unless a signal handler ran, and the signals this process handles
-            // (faults) cannot happen in this loop.
-            unsafe { libc::syscall(libc::SYS_pause) };
+            // SAFETY: nanosleep(2) reads `second`, which lives on this child's own stack, and
+            // writes nothing (no remainder asked for); getppid(2) and exit(2) touch no memory.
+            // The raw syscalls write no errno.
+            unsafe {
+                libc::syscall(
+                    libc::SYS_nanosleep,
+                    &second as *const libc::timespec,
+                    std::ptr::null_mut::<libc::timespec>(),
+                );
+                if libc::syscall(libc::SYS_getppid) as usize != parent.addr() {
+                    libc::syscall(libc::SYS_exit, 0);
+                }
+            }
         }
     }
     let parent = std::ptr::without_provenance_mut(std::process::id() as usize);
