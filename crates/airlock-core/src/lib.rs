@@ -41,11 +41,11 @@ pub mod session_runs;
 mod shown;
 pub mod tokens;
 
+pub use abandoned::close as close_abandoned_runs;
 pub use airlock_jail::Way;
 pub use airlock_policy::{
     to_toml as profile_to_toml, units, Listed, ListedFrom, Profile, DEFAULT_PROFILE_NAME,
 };
-pub use abandoned::close as close_abandoned_runs;
 pub use apply::{
     apply, revert, ApplyError, ApplyOptions, ApplyReport, ApplyRequest, ApplyResult,
     Item as ApplyItem, TreeOutcome,

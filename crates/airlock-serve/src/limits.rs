@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -28,6 +28,10 @@ struct Bucket {
 /// core's operations run on (for as long as it waits for a session another run holds, say), and
 /// those threads are every token's.
 pub const REQUESTS_IN_PROGRESS_PER_TOKEN: usize = 16;
+
+/// How long a run waits for one of its token's places before it is refused (it holds one of the
+/// token's [`REQUESTS_IN_PROGRESS_PER_TOKEN`] meanwhile, so the wait is bounded twice over).
+pub const RUN_PLACE_WAIT: Duration = Duration::from_secs(1);
 
 pub struct Limiter {
     quotas: Quotas,
@@ -79,22 +83,44 @@ impl Limiter {
     }
 
     /// A place for one more run of `token`, held until the run ends; 429 when it has as many as
-    /// it may.
-    pub fn run_slot(&self, token: &str) -> Result<OwnedSemaphorePermit, ApiError> {
-        let runs = self.quotas.runs_per_token as usize;
-        let semaphore = semaphore_of(&self.runs, token, runs)?;
-        semaphore.try_acquire_owned().map_err(|_| {
-            let mut err = ApiError::new(
-                StatusCode::TOO_MANY_REQUESTS,
-                "too_many_runs",
-                format!(
-                    "this token has {} runs going already: wait for one to end (airlock serve --runs-per-token)",
-                    self.quotas.runs_per_token
-                ),
-            );
-            err.retry_after = Some(1);
-            err
-        })
+    /// it may, now.
+    pub fn try_run_slot(&self, token: &str) -> Result<OwnedSemaphorePermit, ApiError> {
+        let semaphore = self.runs_of(token)?;
+        semaphore
+            .try_acquire_owned()
+            .map_err(|_| self.too_many_runs())
+    }
+
+    /// A place for one more run of `token`, waiting up to [`RUN_PLACE_WAIT`] for one to free;
+    /// 429 after. A client that reads its answer and asks again at once must not be refused
+    /// for the moment the server takes to let go of the place the answer held (the last bytes
+    /// sent, the worker reaped): with as many clients as places, one request in five was.
+    pub async fn run_slot(&self, token: &str) -> Result<OwnedSemaphorePermit, ApiError> {
+        let semaphore = self.runs_of(token)?;
+        if let Ok(permit) = semaphore.clone().try_acquire_owned() {
+            return Ok(permit);
+        }
+        match tokio::time::timeout(RUN_PLACE_WAIT, semaphore.acquire_owned()).await {
+            Ok(Ok(permit)) => Ok(permit),
+            _ => Err(self.too_many_runs()),
+        }
+    }
+
+    fn runs_of(&self, token: &str) -> Result<Arc<Semaphore>, ApiError> {
+        semaphore_of(&self.runs, token, self.quotas.runs_per_token as usize)
+    }
+
+    fn too_many_runs(&self) -> ApiError {
+        let mut err = ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too_many_runs",
+            format!(
+                "this token has {} runs going already: wait for one to end (airlock serve --runs-per-token)",
+                self.quotas.runs_per_token
+            ),
+        );
+        err.retry_after = Some(1);
+        err
     }
 
     /// A place for one more request of `token` in progress, held until its operation ends (its

@@ -100,7 +100,7 @@ impl Clients for OverHttp {
         let (app, id) = (self.app.clone(), authorized.token.clone());
         let valid = Arc::new(move || app.tokens.is_valid(&id));
         let (app, id) = (self.app.clone(), authorized.token.clone());
-        let run_slot = Box::new(move || app.limiter.run_slot(&id).map_err(Refusal::from));
+        let run_slot = Box::new(move || app.limiter.try_run_slot(&id).map_err(Refusal::from));
         let (app, id) = (self.app.clone(), authorized.token.clone());
         let request_slot = Box::new(move || app.limiter.request_slot(&id).map_err(Refusal::from));
         Ok(Client {

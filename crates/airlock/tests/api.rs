@@ -1080,6 +1080,35 @@ fn runs_per_token_and_requests_per_second() {
     assert_ok(&api.get("/v1/sessions"));
 }
 
+both_modes!(clients_as_many_as_places_are_never_refused);
+/// As many clients as the token has places, each asking again as soon as it has its answer: no
+/// run is refused. (Before, a place was let go only after the client had read the answer that
+/// held it, and one request in five was a 429 too_many_runs.)
+fn clients_as_many_as_places_are_never_refused(w: &World) {
+    let agent = agent_token(w);
+    const PLACES: usize = 4;
+    let server = Server::start(w, &["--runs-per-token", &PLACES.to_string()]);
+    let refused: Vec<String> = std::thread::scope(|scope| {
+        let clients: Vec<_> = (0..PLACES)
+            .map(|_| {
+                scope.spawn(|| {
+                    let api = server.client(&agent.token);
+                    (0..15)
+                        .map(|_| api.post("/v1/runs", &json!({ "argv": ["true"] })))
+                        .filter(|reply| reply.status != 200)
+                        .map(|reply| format!("{} {}", reply.status, reply.text()))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        clients
+            .into_iter()
+            .flat_map(|client| client.join().unwrap())
+            .collect()
+    });
+    assert!(refused.is_empty(), "{} refused: {refused:?}", refused.len());
+}
+
 both_modes!(sigterm_lets_a_run_finish_and_takes_no_new_connection);
 /// SIGTERM: new connections are refused at once (TCP listener closed); a run going on finishes
 /// and its client gets the result; the server exits 0.
@@ -1205,10 +1234,20 @@ fn sigkill_of_the_server_leaves_no_sandbox_and_a_usable_session(w: &World) {
     assert_eq!(got["status"], "idle", "{got}");
     assert_eq!(got["interrupted_runs"], 1, "{got}");
     let operator = operator_token(w);
-    let runs = assert_ok(&server.client(&operator.token).get(&format!("/v1/sessions/{id}/runs")));
+    let runs = assert_ok(
+        &server
+            .client(&operator.token)
+            .get(&format!("/v1/sessions/{id}/runs")),
+    );
     let last = runs["runs"].as_array().unwrap().last().unwrap().clone();
     assert_eq!(last["ended"], true, "{runs}");
-    assert!(last["interrupted"].as_str().unwrap().contains("supervisor ended"), "{runs}");
+    assert!(
+        last["interrupted"]
+            .as_str()
+            .unwrap()
+            .contains("supervisor ended"),
+        "{runs}"
+    );
     let ran = run_in(&api, &id, json!({ "command": "cat a.txt b.txt" }));
     assert_eq!(ran["stdout"], "before\nduring\n", "{ran}");
     // Closed once: the next run finds nothing left to close.

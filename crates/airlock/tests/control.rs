@@ -402,47 +402,62 @@ both_modes!(a_throwaway_run_is_killed_by_its_pid, |w: &World| {
     assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
 });
 
-both_modes!(a_run_whose_supervisor_was_killed_is_closed_by_the_next, |w: &World| {
-    // `kill -9` of 'airlock run' itself: no Drop, no result record. Its sandbox dies with it,
-    // but its intent stays open and its session holds half of what it wrote, until the next
-    // process that reads the registry closes it.
-    new_session(w, "cut-short");
-    let marker = format!("4343.{}{}", std::process::id(), w.mode as u8);
-    let script = format!("echo half > half.txt; echo started; sleep {marker}");
-    let (mut child, _out) = start(w, "cut-short", &script);
-    child.kill().unwrap();
-    child.wait().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while process_running(&format!("sleep {marker}")) {
-        assert!(Instant::now() < deadline, "the sandbox outlived its supervisor");
-        std::thread::sleep(Duration::from_millis(20));
+both_modes!(
+    a_run_whose_supervisor_was_killed_is_closed_by_the_next,
+    |w: &World| {
+        // `kill -9` of 'airlock run' itself: no Drop, no result record. Its sandbox dies with it,
+        // but its intent stays open and its session holds half of what it wrote, until the next
+        // process that reads the registry closes it.
+        new_session(w, "cut-short");
+        let marker = format!("4343.{}{}", std::process::id(), w.mode as u8);
+        let script = format!("echo half > half.txt; echo started; sleep {marker}");
+        let (mut child, _out) = start(w, "cut-short", &script);
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while process_running(&format!("sleep {marker}")) {
+            assert!(
+                Instant::now() < deadline,
+                "the sandbox outlived its supervisor"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let log = |action: &str| -> Vec<serde_json::Value> {
+            let out = airlock(w, &["log", "--action", action, "--json"]);
+            stdout(&out)
+                .lines()
+                .map(|line| serde_json::from_str(line).unwrap())
+                .collect()
+        };
+        let intent = log("run.intent").pop().unwrap();
+        assert!(
+            log("run.result").is_empty(),
+            "the killed run wrote a result?"
+        );
+        assert!(log("run.abandoned").is_empty());
+        // The next reader of the registry ('airlock sessions' here; any run, 'status', 'serve')
+        // closes it, once.
+        let listed = stdout(&airlock(w, &["sessions", "--json"]));
+        let sessions: serde_json::Value = serde_json::from_str(&listed).unwrap();
+        assert_eq!(sessions[0]["interrupted_runs"], 1, "{listed}");
+        assert_eq!(sessions[0]["runs"], 0, "{listed}");
+        let abandoned = log("run.abandoned");
+        assert_eq!(abandoned.len(), 1, "{abandoned:?}");
+        assert_eq!(abandoned[0]["run_id"], intent["run_id"]);
+        assert!(abandoned[0]["why"]
+            .as_str()
+            .unwrap()
+            .contains("supervisor ended"));
+        let table = stdout(&airlock(w, &["sessions"]));
+        assert!(table.contains("0 (+1 interrupted)"), "{table}");
+        let after = airlock(
+            w,
+            &["run", "--session", "cut-short", "--", "cat", "half.txt"],
+        );
+        assert_eq!(ran(&after), "half\n");
+        assert_eq!(log("run.abandoned").len(), 1, "closed twice");
     }
-    let log = |action: &str| -> Vec<serde_json::Value> {
-        let out = airlock(w, &["log", "--action", action, "--json"]);
-        stdout(&out)
-            .lines()
-            .map(|line| serde_json::from_str(line).unwrap())
-            .collect()
-    };
-    let intent = log("run.intent").pop().unwrap();
-    assert!(log("run.result").is_empty(), "the killed run wrote a result?");
-    assert!(log("run.abandoned").is_empty());
-    // The next reader of the registry ('airlock sessions' here; any run, 'status', 'serve')
-    // closes it, once.
-    let listed = stdout(&airlock(w, &["sessions", "--json"]));
-    let sessions: serde_json::Value = serde_json::from_str(&listed).unwrap();
-    assert_eq!(sessions[0]["interrupted_runs"], 1, "{listed}");
-    assert_eq!(sessions[0]["runs"], 0, "{listed}");
-    let abandoned = log("run.abandoned");
-    assert_eq!(abandoned.len(), 1, "{abandoned:?}");
-    assert_eq!(abandoned[0]["run_id"], intent["run_id"]);
-    assert!(abandoned[0]["why"].as_str().unwrap().contains("supervisor ended"));
-    let table = stdout(&airlock(w, &["sessions"]));
-    assert!(table.contains("0 (+1 interrupted)"), "{table}");
-    let after = airlock(w, &["run", "--session", "cut-short", "--", "cat", "half.txt"]);
-    assert_eq!(ran(&after), "half\n");
-    assert_eq!(log("run.abandoned").len(), 1, "closed twice");
-});
+);
 
 /// Wait until process `pid` is stopped (state T), as the launch's test pause leaves it.
 fn wait_stopped(pid: u32) {

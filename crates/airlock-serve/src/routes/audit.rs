@@ -57,7 +57,7 @@ pub async fn records(
     let (caller, slot) = (authed.caller, authed.slot);
     if query.follow {
         // A follower holds a thread for as long as it reads: it counts as one of its token's runs.
-        let run_slot = app.limiter.run_slot(&authed.token.id)?;
+        let run_slot = app.limiter.run_slot(&authed.token.id).await?;
         let id = authed.token.id.clone();
         // A follower ends with its token, and one that came with the page's login with the login.
         let login = authed.page_login.clone();

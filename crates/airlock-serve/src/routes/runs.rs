@@ -85,7 +85,7 @@ struct Started {
 
 /// Start the run on a task of its own; its events come through the returned receiver, which the
 /// caller drops to say that the client went away.
-fn start(
+async fn start(
     app: &Shared,
     authed: Authed,
     body: RunBody,
@@ -98,7 +98,7 @@ fn start(
         session.clone(),
         asked_of(session.as_deref()),
     )?;
-    let slot: RunSlot = Arc::new(app.limiter.run_slot(&authed.token.id)?);
+    let slot: RunSlot = Arc::new(app.limiter.run_slot(&authed.token.id).await?);
     let run_holds = slot.clone();
     let (events, receiver) = mpsc::channel(16);
     let app = app.clone();
@@ -207,7 +207,7 @@ pub async fn in_session(
     SessionId(id): SessionId,
     Body(body): Body<RunBody>,
 ) -> ApiResult<Response> {
-    answer(start(&app, authed, body, Some(id))?).await
+    answer(start(&app, authed, body, Some(id)).await?).await
 }
 
 pub async fn throwaway(
@@ -215,7 +215,7 @@ pub async fn throwaway(
     authed: Authed,
     Body(body): Body<RunBody>,
 ) -> ApiResult<Response> {
-    answer(start(&app, authed, body, None)?).await
+    answer(start(&app, authed, body, None).await?).await
 }
 
 pub async fn in_session_streamed(
@@ -225,7 +225,7 @@ pub async fn in_session_streamed(
     Body(body): Body<RunBody>,
 ) -> ApiResult<Response> {
     check_first(&authed, &app, &body, Some(id.clone())).await?;
-    Ok(streamed(start(&app, authed, body, Some(id))?))
+    Ok(streamed(start(&app, authed, body, Some(id)).await?))
 }
 
 pub async fn throwaway_streamed(
@@ -234,7 +234,7 @@ pub async fn throwaway_streamed(
     Body(body): Body<RunBody>,
 ) -> ApiResult<Response> {
     check_first(&authed, &app, &body, None).await?;
-    Ok(streamed(start(&app, authed, body, None)?))
+    Ok(streamed(start(&app, authed, body, None).await?))
 }
 
 #[cfg(test)]
