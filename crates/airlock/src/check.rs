@@ -104,6 +104,8 @@ struct Report {
     /// missing: run refuses): the worst of the lines.
     protection: Protection,
     uid_mapping: String,
+    /// Whether the caller's supplementary groups are in force inside (see [`groups`]).
+    supplementary_groups: String,
     layers: Vec<LayerReport>,
     /// Each limit and how it is enforced here.
     limits: Vec<LimitCheck>,
@@ -140,6 +142,7 @@ pub fn check(global: &GlobalArgs, args: CheckArgs) -> Result<ExitCode> {
     let report = Report {
         protection: protection(&layers, &limits),
         uid_mapping: uid_mapping(way),
+        supplementary_groups: groups(way),
         container: airlock_jail::container::detect().map(|engine| advice(engine, &layers)),
         layers,
         limits,
@@ -240,6 +243,36 @@ fn uid_mapping(way: Way) -> String {
     }
 }
 
+/// The caller's supplementary groups inside the sandbox. As root they are dropped (setgroups).
+/// In a user namespace an unprivileged process made, the kernel refuses setgroups (it must be
+/// denied before the gid map is written: dropping a group could open a file a group is denied),
+/// so the caller's groups stay in force for the sandbox's permission checks, on every file it
+/// sees: a limit, said here and in docs/security.md.
+fn groups(way: Way) -> String {
+    if way.is_rootful() {
+        return "none inside: the sandbox's uid has no supplementary group (setgroups)".into();
+    }
+    let primary = nix::unistd::getegid();
+    let extra: Vec<String> = nix::unistd::getgroups()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|gid| *gid != primary)
+        .map(|gid| match nix::unistd::Group::from_gid(gid) {
+            Ok(Some(group)) => format!("{} ({gid})", group.name),
+            _ => gid.to_string(),
+        })
+        .collect();
+    if extra.is_empty() {
+        return "none: you have no supplementary group to carry in".into();
+    }
+    format!(
+        "kept: yours ({}) stay in force inside, where the kernel lets no unprivileged process \
+         drop them: a file in a bind that one of them may read, the sandbox may read too. Run \
+         airlock as root, from a login without them, or keep such files out of binds",
+        extra.join(", ")
+    )
+}
+
 /// Inside a container: the layers it blocks, and what to do about them for `engine`.
 fn advice(engine: String, layers: &[LayerReport]) -> ContainerAdvice {
     let blocked: Vec<&'static str> = layers
@@ -294,6 +327,11 @@ fn table(report: &Report) -> String {
         }
     }
     let _ = writeln!(out, "         {:<18} {}", "uid mapping", report.uid_mapping);
+    let _ = writeln!(
+        out,
+        "         {:<18} {}",
+        "groups", report.supplementary_groups
+    );
     let _ = writeln!(out);
     let _ = writeln!(
         out,

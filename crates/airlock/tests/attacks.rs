@@ -625,3 +625,87 @@ both_modes!(
         assert!(root.1.contains(&"ro".to_string()), "/ is writable");
     }
 );
+
+/// A group the caller belongs to, and a file only that group may read, in a bind.
+const SHARED_GID: u32 = 4398;
+
+/// `program` as the identity under test with [`SHARED_GID`] among its supplementary groups (the
+/// World's own commands clear them).
+fn with_shared_group(w: &World, program: impl AsRef<std::ffi::OsStr>) -> std::process::Command {
+    let mut cmd = std::process::Command::new("setpriv");
+    if w.mode == Mode::User {
+        cmd.arg(format!("--reuid={TEST_UID}"))
+            .arg(format!("--regid={TEST_UID}"));
+    }
+    cmd.arg(format!("--groups={SHARED_GID}"))
+        .arg("--")
+        .arg(program);
+    cmd.env_clear()
+        .env("PATH", TEST_PATH)
+        .env("HOME", &w.home)
+        .current_dir(&w.workspace)
+        .stdin(std::process::Stdio::null());
+    cmd
+}
+
+both_modes!(a_group_readable_file_in_a_bind, |w: &World| {
+    if skip_unless_root("giving the caller a supplementary group needs root") {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let shared = w.outside.join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let secret = shared.join("group-only.txt");
+    std::fs::write(&secret, "PWNED by a group\n").unwrap();
+    // Another user's file, readable by its group alone.
+    std::os::unix::fs::chown(&secret, Some(4397), Some(SHARED_GID)).unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let profile = w.profile(&format!(
+        "[filesystem]\nread_only = [\"{}\"]\n",
+        shared.display()
+    ));
+    let script = format!("cat {}", secret.display());
+    let outside = with_shared_group(w, "sh")
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    assert!(stdout(&outside).contains(PWNED), "{}", stderr(&outside));
+    let inside = with_shared_group(w, airlock_bin())
+        .arg("--state-dir")
+        .arg(&w.state)
+        .args(["run", "--profile-file", &profile, "--workspace"])
+        .arg(&w.workspace)
+        .args(["--", "sh", "-c", &script])
+        .output()
+        .unwrap();
+    let check = with_shared_group(w, airlock_bin())
+        .arg("--state-dir")
+        .arg(&w.state)
+        .args(["check", "--json"])
+        .output()
+        .unwrap();
+    let check: serde_json::Value = serde_json::from_slice(&check.stdout).unwrap();
+    let groups = check["supplementary_groups"].as_str().unwrap();
+    match w.mode {
+        // Dropped: the sandbox's uid has no group.
+        Mode::Root => {
+            assert!(!ran(&inside).contains(PWNED), "{}", stderr(&inside));
+            assert!(
+                stderr(&inside).contains("Permission denied"),
+                "{}",
+                stderr(&inside)
+            );
+            assert!(groups.starts_with("none inside"), "{groups}");
+        }
+        // The kernel lets no unprivileged process drop them: a limit, which check says (and
+        // docs/security.md). Should a kernel ever allow it, this fails: drop them then.
+        Mode::User => {
+            assert!(ran(&inside).contains(PWNED), "{}", stderr(&inside));
+            assert!(
+                groups.starts_with("kept") && groups.contains(&SHARED_GID.to_string()),
+                "{groups}"
+            );
+        }
+    }
+});
