@@ -456,6 +456,7 @@ mod tests {
             let report = Report {
                 protection: protection(&some_layers, &some_limits),
                 uid_mapping: "mapping".into(),
+                supplementary_groups: "groups".into(),
                 layers: some_layers,
                 limits: some_limits,
                 container: None,
