@@ -38,8 +38,13 @@ pub fn log(state_dir: &Path) -> Log {
 
 /// The audit log as `caller` writes to it: with the id of the token it came with, if any.
 pub fn log_for(caller: &Caller, state_dir: &Path) -> Log {
+    log_for_token(state_dir, caller.grant.as_ref().map(|g| g.token.clone()))
+}
+
+/// The audit log as a request with `token` writes to it (its records are that token's to read).
+pub(crate) fn log_for_token(state_dir: &Path, token: Option<String>) -> Log {
     Log {
-        token: caller.grant.as_ref().map(|g| g.token.clone()),
+        token,
         ..log(state_dir)
     }
 }

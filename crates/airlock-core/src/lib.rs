@@ -70,6 +70,7 @@ pub use policy::{
     check_profile_file, effective_profile, learn, list_profiles, profile_as_written,
     profile_origin, starter_text, Learned, ProfileOrigin,
 };
+pub use refusal::flush_suppressed as flush_suppressed_refusals;
 pub use run::{
     check_limits, check_run, command_argv, counted, run, timeout_ms, Limit, LimitCheck,
     RefusedDestination, RunAnswer, RunBody, RunEnd, RunEvent, RunReport, RunRequest, RunResult,

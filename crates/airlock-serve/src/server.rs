@@ -235,6 +235,10 @@ async fn run(
     app.logins.flush(|count, why| {
         airlock_core::page_login::record_refused_logins(&app.service, count, why);
     });
+    // And the counts of tokens' refusals past their budget, the last second's included.
+    if let Ok(state_dir) = app.service.state_dir() {
+        airlock_core::flush_suppressed_refusals(&state_dir, true);
+    }
     if page_address.is_some() {
         forget_address(&app);
     }

@@ -551,3 +551,48 @@ both_modes!(
         assert!(out.status.success(), "{}", stderr(&out));
     }
 );
+
+both_modes!(
+    a_token_refused_again_and_again_does_not_fill_the_log,
+    |w: &World| {
+        // Each request refused, each naming a 100 KB path: before, every one was a record (and each
+        // record held the whole name), so any agent's token could fill the state disk through the
+        // log. Now a record keeps a field's first KiB, and past five a second a token's refusals
+        // are counted into one record.
+        use nix::sys::signal::Signal;
+        const REQUESTS: u64 = 60;
+        let agent = agent_token(w);
+        let mut server = Server::start(w, &[]);
+        let api = server.client(&agent.token);
+        let elsewhere = format!("/etc/{}", "n".repeat(100_000));
+        let started = Instant::now();
+        for _ in 0..REQUESTS {
+            let refused = api.post(
+                "/v1/sessions",
+                &serde_json::json!({ "name": "flood", "workspace": elsewhere }),
+            );
+            assert!(refused.status >= 400, "{}", refused.text());
+        }
+        let seconds = started.elapsed().as_secs() + 1;
+        server.signal(Signal::SIGTERM);
+        assert!(server.wait(Duration::from_secs(10)).success());
+        let written = support::api::audit_of(w, "session.refused");
+        let counted: u64 = support::api::audit_of(w, "refusals.suppressed")
+            .iter()
+            .inspect(|record| assert_eq!(record["by"]["token"], agent.id, "{record}"))
+            .map(|record| record["count"].as_u64().unwrap())
+            .sum();
+        assert_eq!(
+            written.len() as u64 + counted,
+            REQUESTS,
+            "every refusal is on record"
+        );
+        assert!(
+            written.len() as u64 <= 5 * (seconds + 1),
+            "{} records in {seconds} s",
+            written.len()
+        );
+        let log = std::fs::metadata(w.state.join("audit.log")).unwrap().len();
+        assert!(log < 100_000, "the log grew to {log} bytes");
+    }
+);

@@ -152,6 +152,9 @@ pub async fn record_refusals(app: Shared) {
             app.logins.flush(|count, why| {
                 record_refused_logins(&app.service, count, why);
             });
+            if let Ok(state_dir) = app.service.state_dir() {
+                airlock_core::flush_suppressed_refusals(&state_dir, false);
+            }
         })
         .await;
     }

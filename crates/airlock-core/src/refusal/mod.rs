@@ -1,10 +1,14 @@
 //! Refusals are audited too: what was asked, by whom, and why it was refused. Every operation
 //! that would change something records its own refusal here, whichever front end asked.
 
+mod budget;
+
 use serde::Serialize;
 
 use crate::caller::Caller;
 use crate::error::Error;
+use budget::Allowance;
+pub use budget::RECORDS_PER_SECOND;
 
 #[derive(Serialize)]
 struct Refusal {
@@ -61,6 +65,17 @@ fn record(caller: &Caller, action: &str, session: Option<&str>, err: &Error) {
     let Ok(state) = caller.state_dir() else {
         return;
     };
+    // A token's refusals past its budget are counted, not written (see [`budget`]). A person at
+    // the machine (no token) is not a flood to guard against.
+    if let Some(grant) = &caller.grant {
+        match budget::take(&state, &grant.token) {
+            Allowance::Counted => return,
+            Allowance::Write(Some((count, since))) => {
+                record_suppressed(&state, &grant.token, count, since)
+            }
+            Allowance::Write(None) => {}
+        }
+    }
     // Recorded by id, as the session's other records are, when the name given resolves to a
     // session the caller reaches (the record is the caller's to read: another token's session's
     // id is not told in it).
@@ -87,6 +102,27 @@ fn record(caller: &Caller, action: &str, session: Option<&str>, err: &Error) {
     if let Ok(fields) = serde_json::to_value(refusal) {
         let _ = crate::audit::append(&crate::audit::log_for(caller, &state), action, fields);
     }
+}
+
+/// `refusals.suppressed`: how many refusals of `token` were counted and not written, from
+/// `since` on.
+fn record_suppressed(state_dir: &std::path::Path, token: &str, count: u64, since: u64) {
+    let fields = serde_json::json!({
+        "count": count,
+        "since": crate::operations::timestamp(since),
+        "why": format!("more than {RECORDS_PER_SECOND} refusals of this token in a second: the rest are counted here, not written one by one"),
+    });
+    let log = crate::audit::log_for_token(state_dir, Some(token.to_string()));
+    let _ = crate::audit::append(&log, "refusals.suppressed", fields);
+}
+
+/// Write the counts of refusals not on record yet, from seconds already over (`airlock serve`
+/// calls this every second, so that a burst's count is written within a second of its end, not
+/// at the token's next refusal); `everything`, the current second's too (as it stops).
+pub fn flush_suppressed(state_dir: &std::path::Path, everything: bool) {
+    budget::flush(state_dir, everything, |token, count, since| {
+        record_suppressed(state_dir, token, count, since)
+    });
 }
 
 #[cfg(test)]
