@@ -7,6 +7,23 @@ use airlock_rules::Destination;
 use crate::profile::{NetworkMode, Profile};
 
 impl Profile {
+    /// What the injector cannot keep from the sandbox, a sentence per secret: the body of an
+    /// answer from the secret's hosts reaches the sandbox as it is (headers, trailers, a
+    /// redirect's `Location` are scrubbed of the value; a body is not), so a host that echoes
+    /// what it received hands the value back.
+    pub fn secret_notes(&self) -> Vec<String> {
+        self.secrets
+            .iter()
+            .map(|secret| {
+                format!(
+                    "secret {}: the body of an answer from {} reaches the sandbox as it is: an endpoint there that echoes the request (a /headers or debug page, an error that quotes it) would hand the value back; name only hosts whose API echoes nothing (docs/secrets.md)",
+                    secret.name,
+                    secret.hosts.join(", ")
+                )
+            })
+            .collect()
+    }
+
     /// Warnings for `ask` entries that ask nothing: a host an allow entry names is allowed
     /// without asking (allow wins over ask), and one a deny entry names is refused (deny wins).
     pub fn ask_notes(&self) -> Vec<String> {

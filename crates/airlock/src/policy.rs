@@ -105,6 +105,7 @@ pub fn check(args: PolicyCheckArgs) -> Result<ExitCode> {
             // Valid all the same: the rules hold where the gate reads, and these say where not.
             let mut warnings = profile.http_rule_gaps();
             warnings.extend(profile.ask_notes());
+            warnings.extend(profile.secret_notes());
             for warning in &warnings {
                 crate::shown::note!("airlock: warning: {file}: {warning}");
             }

@@ -342,6 +342,12 @@ fn policy_check_says_valid_or_where_it_is_not() {
         stdout(&out).trim(),
         format!("{good}: valid (profile profile, 1 secret)")
     );
+    // What the injector cannot keep from the sandbox is said: a body that echoes the value.
+    assert!(
+        stderr(&out).contains("warning") && stderr(&out).contains("echoes the request"),
+        "{}",
+        stderr(&out)
+    );
     let said: serde_json::Value = serde_json::from_slice(&check(&good, true).stdout).unwrap();
     assert_eq!(said["valid"], true);
     assert_eq!(said["secrets"], 1);
