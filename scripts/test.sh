@@ -34,20 +34,27 @@ if [ "$(id -u)" = 0 ]; then
 fi
 scripts/build.sh
 bin="$PWD/target/release/airlock"
-# The processes running airlock's binary now (a server someone left running), so that only the
-# suite's own are blamed below: the build's, or the copies the tests run (support::airlock_bin).
-copies="${TMPDIR:-/tmp}/airlock-test-bin/"
+# The processes running this suite's binaries (a server someone left running is there before and
+# not blamed; another checkout's suite runs other builds): the release build, and the copies the
+# tests run of it and of the debug build (support::airlock_bin: named by size and mtime).
+copies="${TMPDIR:-/tmp}/airlock-test-bin"
+copy_of() { [ -f "$1" ] && echo "$copies/airlock-$(stat -c %s "$1")-$(date -r "$1" +%s%N)"; }
+ours=("$bin")
 running_airlock() {
   for exe in /proc/[0-9]*/exe; do
     target=$(readlink "$exe" 2>/dev/null) || continue
-    case $target in
-      "$bin" | "$copies"*) p=${exe#/proc/}; echo "${p%/exe}" ;;
-    esac
+    target=${target% (deleted)}
+    for mine in "${ours[@]}"; do
+      if [ "$target" = "$mine" ]; then p=${exe#/proc/}; echo "${p%/exe}"; fi
+    done
   done | sort
 }
 before=$(running_airlock)
 status=0
 AIRLOCK_TEST_BIN="$bin" cargo test --workspace "$@" || status=$?
+for build in "$bin" target/debug/airlock; do
+  copy=$(copy_of "$build") && ours+=("$copy")
+done
 # Nothing the suite started may outlive it: a worker, supervisor or namespace helper left behind
 # is a process airlock failed to end (their parents are gone, so no test would see it).
 sleep 2

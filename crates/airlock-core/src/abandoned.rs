@@ -1,22 +1,26 @@
 //! Runs whose supervisor ended without recording how they ended: `kill -9` of `airlock run` or of
 //! the server that carried them out, a crash, the machine stopping. Their sandbox died with the
-//! supervisor (parent-death signal), but their `run.intent` has no `run.result`, and a session
-//! may hold part of what the run wrote. Whoever reads the registry of running sandboxes next (any
-//! run, `airlock serve` as it starts, `status`, the kill switch) closes each such run:
+//! supervisor (parent-death signal; one frozen by `airlock pause` is killed here), but their
+//! `run.intent` has no `run.result`, and a session may hold part of what the run wrote. Whoever
+//! reads the registry of running sandboxes next (any run, `airlock serve` as it starts,
+//! `status`, the kill switch) closes each such run:
 //!
 //! ```text
-//! STATE/running/PID.json          the entry, while its supervisor lives
-//! STATE/running/.PID.abandoned    claimed by the one process that closes it (rename is atomic)
+//! STATE/running/PID.json          the entry, locked (flock) by its supervisor while it lives
 //! STATE/sessions/ID/interrupted   a line per run of the session that was closed so
 //! ```
 //!
-//! and a `run.abandoned` record with the run's id says what happened.
+//! and a `run.abandoned` record with the run's id and `supervisor_gone: true` says what
+//! happened. A supervisor is judged gone by its lock alone, which the kernel lets go of when it
+//! dies: never by pids and /proc, which another pid namespace or a /proc mounted `hidepid`
+//! would show wrongly (and a live run closed would be out of the kill switch's reach).
 
 use std::fs;
-use std::io::Write as _;
-use std::os::unix::fs::OpenOptionsExt;
+use std::io::{Read as _, Write as _};
+use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 
+use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
 
 use crate::control::{running_dir, Running};
@@ -46,44 +50,92 @@ pub fn close(state_dir: &Path) {
         {
             continue;
         }
-        let Ok(text) = fs::read(&path) else { continue };
-        // An empty entry is reserved by a run that is starting (its sandbox not made yet).
-        let Ok(run) = serde_json::from_slice::<Running>(text.trim_ascii()) else {
-            continue;
-        };
-        if run.supervisor_gone() {
-            close_one(state_dir, &path, &run);
+        if let Some(gone) = Gone::take(&path) {
+            gone.close(state_dir);
         }
     }
 }
 
-/// Claim the entry (only one process wins the rename), record the run as abandoned, note it in
-/// its session, then remove what the entry left.
-fn close_one(state_dir: &Path, entry: &Path, run: &Running) {
-    let claimed = entry.with_file_name(format!(".{}.abandoned", run.supervisor));
-    if fs::rename(entry, &claimed).is_err() {
-        return;
+/// An entry whose supervisor is gone, locked by this process: no other closer has it.
+struct Gone {
+    path: PathBuf,
+    run: Running,
+    _lock: Flock<fs::File>,
+}
+
+impl Gone {
+    /// The entry at `path`, if its supervisor is gone. Its lock held by another process: its
+    /// supervisor lives (or another closer has it). Read from the file locked, not by its name
+    /// again, and only while still linked (a closer before this one removed it).
+    fn take(path: &Path) -> Option<Gone> {
+        let file = fs::File::open(path).ok()?;
+        let mut lock = Flock::lock(file, FlockArg::LockExclusiveNonblock).ok()?;
+        if lock.metadata().ok()?.nlink() == 0 {
+            return None;
+        }
+        let mut text = Vec::new();
+        lock.read_to_end(&mut text).ok()?;
+        // Empty: reserved by a run that died before it was filled in (its intent may be on
+        // record): nothing names it; the entry goes.
+        let Ok(run) = serde_json::from_slice::<Running>(text.trim_ascii()) else {
+            if text.trim_ascii().is_empty() {
+                let _ = fs::remove_file(path);
+            }
+            return None;
+        };
+        // An entry of an airlock that held no lock: judged by its sandbox, which dies with its
+        // supervisor.
+        if !run.locked && run.sandbox.is_alive() {
+            return None;
+        }
+        Some(Gone {
+            path: path.to_path_buf(),
+            run,
+            _lock: lock,
+        })
     }
-    let fields = serde_json::json!({
-        "run_id": run.run_id,
-        "session": run.session,
-        "profile": run.profile,
-        "argv": run.argv,
-        "supervisor": run.supervisor,
-        "token": run.token,
-        "why": WHY,
-    });
-    if crate::audit::append(&crate::audit::log(state_dir), "run.abandoned", fields).is_err() {
-        // Put back for the next reader: a run is never closed without its record.
-        let _ = fs::rename(&claimed, entry);
-        return;
-    }
-    if let Some(session) = &run.session {
-        note_in_session(state_dir, session, run.run_id.clone());
-    }
-    let _ = fs::remove_file(&claimed);
-    for flag in ["cut", "killed", "paused"] {
-        let _ = fs::remove_file(entry.with_extension(flag));
+
+    /// End what is left of the sandbox, record the run as abandoned, note it in its session,
+    /// then remove the entry and its flags.
+    fn close(self, state_dir: &Path) {
+        let run = &self.run;
+        // Frozen by 'airlock pause' (v1 freezer), its processes outlived the parent-death
+        // signal: thawed and killed, or they would stay frozen for good, out of everyone's reach.
+        if run.sandbox.is_alive() {
+            let _ = run.sandbox.send_kill();
+            run.sandbox.wait_gone();
+        }
+        let fields = serde_json::json!({
+            "run_id": run.run_id,
+            "session": run.session,
+            "profile": run.profile,
+            "argv": run.argv,
+            "supervisor": run.supervisor,
+            "supervisor_gone": true,
+            "why": WHY,
+        });
+        // As the run's own records are: its token's to read.
+        let log = crate::audit::log_for_token(state_dir, run.token.clone());
+        if crate::audit::append(&log, "run.abandoned", fields).is_err() {
+            // Left for the next reader: a run is never closed without its record.
+            return;
+        }
+        if let Some(session) = &run.session {
+            note_in_session(state_dir, session, run.run_id.clone());
+        }
+        // Only the file this process locked: a run that reused the pid since has its own.
+        let same = fs::metadata(&self.path)
+            .ok()
+            .zip(self._lock.metadata().ok())
+            .is_some_and(|(named, locked)| {
+                named.ino() == locked.ino() && named.dev() == locked.dev()
+            });
+        if same {
+            let _ = fs::remove_file(&self.path);
+            for flag in ["cut", "killed", "paused"] {
+                let _ = fs::remove_file(self.path.with_extension(flag));
+            }
+        }
     }
 }
 
@@ -93,8 +145,9 @@ fn interrupted_file(session_dir: &Path) -> PathBuf {
 
 /// One line appended (a write this small is whole), to a file only its owner reads.
 fn note_in_session(state_dir: &Path, session_id: &str, run_id: Option<String>) {
-    // The id comes from our own registry; a session gone since has nothing to note.
-    let Ok(session) = crate::session::Session::find(state_dir, session_id) else {
+    // The id comes from our own registry, and is taken as an id only (never as a name another
+    // session took since); a session gone since has nothing to note.
+    let Ok(session) = crate::session::Session::find_among(state_dir, session_id, &|_| false) else {
         return;
     };
     let line = Interrupted {

@@ -12,6 +12,7 @@
 
 use std::collections::BTreeMap;
 use std::fs;
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -64,22 +65,10 @@ pub struct Running {
     /// its supervisor end without doing so (see [`crate::abandoned`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_id: Option<String>,
-    /// The supervisor's start time (clock ticks after boot): a process that got its pid later
-    /// is not taken for it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub supervisor_start: Option<u64>,
-}
-
-impl Running {
-    /// Has the process that supervises this run ended (without removing its entry, or it would
-    /// not be read)? An entry from before supervisors' start times were kept is judged by its
-    /// sandbox, which dies with its supervisor.
-    pub(crate) fn supervisor_gone(&self) -> bool {
-        match self.supervisor_start {
-            Some(start) => !airlock_jail::control::process_running(self.supervisor as i32, start),
-            None => !self.sandbox.is_alive(),
-        }
-    }
+    /// Its supervisor holds a lock on the entry's file for as long as it lives (see
+    /// [`Registration`]); an entry written before supervisors did is judged by its sandbox.
+    #[serde(default)]
+    pub locked: bool,
 }
 
 pub(crate) fn running_dir(state_dir: &Path) -> PathBuf {
@@ -121,7 +110,11 @@ pub(crate) fn run_flags(state_dir: &Path, supervisor: u32) -> Option<String> {
 /// Registers a running sandbox for as long as it lives.
 pub struct Registration {
     path: PathBuf,
-    file: fs::File,
+    /// Locked (flock, exclusive) from the moment it has its name until this process ends: the
+    /// kernel lets go of it when the supervisor dies, however it dies, and a reader in another
+    /// pid namespace, or whose /proc hides this process, sees the lock all the same. What
+    /// tells a live run from one whose supervisor is gone (see [`crate::abandoned`]).
+    file: nix::fcntl::Flock<fs::File>,
 }
 
 impl Registration {
@@ -150,16 +143,22 @@ pub fn reserve(state_dir: &Path) -> Result<Registration, ControlError> {
     let dir = running_dir(state_dir);
     fs::create_dir_all(&dir).map_err(io("create", &dir))?;
     let path = dir.join(format!("{}.json", std::process::id()));
+    // Made, locked and filled under a name no reader takes, then renamed into place: no reader
+    // ever finds the entry unlocked while its supervisor lives.
+    let making = dir.join(format!(".{}.json.new", std::process::id()));
+    let _ = fs::remove_file(&making);
     let file = fs::OpenOptions::new()
         .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&path)
-        .map_err(io("create", &path))?;
-    let registration = Registration { path, file };
-    std::os::unix::fs::FileExt::write_all_at(&registration.file, &[b' '; ENTRY_BYTES], 0)
-        .map_err(io("write", &registration.path))?;
-    Ok(registration)
+        .create_new(true)
+        .mode(0o600)
+        .open(&making)
+        .map_err(io("create", &making))?;
+    let file = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock)
+        .map_err(|(_, errno)| io("lock", &making)(std::io::Error::from(errno)))?;
+    std::os::unix::fs::FileExt::write_all_at(&*file, &[b' '; ENTRY_BYTES], 0)
+        .map_err(io("write", &making))?;
+    fs::rename(&making, &path).map_err(io("rename", &making))?;
+    Ok(Registration { path, file })
 }
 
 impl Registration {
@@ -178,7 +177,7 @@ impl Registration {
                 .map_err(|e| io("encode", &self.path)(std::io::Error::other(e)))?;
         }
         text.resize(ENTRY_BYTES, b' ');
-        std::os::unix::fs::FileExt::write_all_at(&self.file, &text, 0)
+        std::os::unix::fs::FileExt::write_all_at(&*self.file, &text, 0)
             .map_err(io("write", &self.path))?;
         Ok(())
     }

@@ -61,12 +61,6 @@ pub fn start_time(pid: i32) -> Option<u64> {
     stat(pid).map(|(_, _, start)| start)
 }
 
-/// Is the process `pid`, started at `start_time`, still running? Not when its pid is another's
-/// now, nor when it is a zombie: it has ended, only its parent has not collected it.
-pub fn process_running(pid: i32, start_time: u64) -> bool {
-    matches!(stat(pid), Some((state, _, start)) if start == start_time && !matches!(state, 'Z' | 'X'))
-}
-
 impl SandboxId {
     /// Is this sandbox still running (and not a newer process that got its pid)?
     pub fn is_alive(&self) -> bool {

@@ -579,7 +579,14 @@ both_modes!(
         let written = support::api::audit_of(w, "session.refused");
         let counted: u64 = support::api::audit_of(w, "refusals.suppressed")
             .iter()
-            .inspect(|record| assert_eq!(record["by"]["token"], agent.id, "{record}"))
+            .inspect(|record| {
+                assert_eq!(record["by"]["token"], agent.id, "{record}");
+                // What was refused is named, cut short, with its count.
+                let kind = &record["refused"][0];
+                assert_eq!(kind["action"], "session.refused", "{record}");
+                assert!(kind["error"].as_str().unwrap().len() <= 256, "{record}");
+                assert_eq!(kind["count"], record["count"], "{record}");
+            })
             .map(|record| record["count"].as_u64().unwrap())
             .sum();
         assert_eq!(

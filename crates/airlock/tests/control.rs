@@ -459,6 +459,61 @@ both_modes!(
     }
 );
 
+/// A reader in another pid namespace (a container sharing the state directory, say) sees no
+/// process of the host's: it must not take a live run for one whose supervisor is gone, close
+/// it, and leave it out of the kill switch's reach. (Before, it did: pids and /proc decided.)
+#[test]
+fn a_reader_in_another_pid_namespace_closes_no_live_run() {
+    let Some(w) = World::new(Mode::Root) else {
+        return;
+    };
+    new_session(&w, "alive");
+    let (mut child, _out) = start(&w, "alive", "echo started; sleep 300");
+    let status = w
+        .command("unshare")
+        .args(["--pid", "--fork", "--mount-proc", "--"])
+        .arg(support::airlock_bin())
+        .arg("--state-dir")
+        .arg(&w.state)
+        .args(["status", "--json"])
+        .output()
+        .unwrap();
+    assert!(status.status.success(), "{}", stderr(&status));
+    let log = stdout(&airlock(
+        &w,
+        &["log", "--action", "run.abandoned", "--json"],
+    ));
+    assert!(log.trim().is_empty(), "a live run was closed: {log}");
+    let out = airlock(&w, &["kill", "alive", "--reason", "test"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(wait_for_exit(&mut child).code(), Some(137));
+}
+
+both_modes!(
+    a_paused_run_whose_supervisor_was_killed_is_not_left_frozen,
+    |w: &World| {
+        // Frozen, its processes outlive the parent-death signal (a v1 freezer's do): the run that
+        // closes it must end them, or they stay frozen for good with nothing that lists them.
+        new_session(w, "frozen");
+        let marker = format!("4344.{}{}", std::process::id(), w.mode as u8);
+        let (mut child, _out) = start(w, "frozen", &format!("echo started; sleep {marker}"));
+        let out = airlock(w, &["pause", "frozen"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let out = airlock(w, &["status"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while process_running(&format!("sleep {marker}")) {
+            assert!(
+                Instant::now() < deadline,
+                "the paused sandbox outlived its supervisor"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+);
+
 /// Wait until process `pid` is stopped (state T), as the launch's test pause leaves it.
 fn wait_stopped(pid: u32) {
     let deadline = Instant::now() + Duration::from_secs(20);

@@ -68,11 +68,11 @@ fn record(caller: &Caller, action: &str, session: Option<&str>, err: &Error) {
     // A token's refusals past its budget are counted, not written (see [`budget`]). A person at
     // the machine (no token) is not a flood to guard against.
     if let Some(grant) = &caller.grant {
-        match budget::take(&state, &grant.token) {
+        let asked = caller.asked.join(" ");
+        let kind = budget::Kind::new(action, &asked, &err.to_string());
+        match budget::take(&state, &grant.token, kind) {
             Allowance::Counted => return,
-            Allowance::Write(Some((count, since))) => {
-                record_suppressed(&state, &grant.token, count, since)
-            }
+            Allowance::Write(Some(summary)) => record_suppressed(&state, &grant.token, summary),
             Allowance::Write(None) => {}
         }
     }
@@ -104,24 +104,26 @@ fn record(caller: &Caller, action: &str, session: Option<&str>, err: &Error) {
     }
 }
 
-/// `refusals.suppressed`: how many refusals of `token` were counted and not written, from
-/// `since` on.
-fn record_suppressed(state_dir: &std::path::Path, token: &str, count: u64, since: u64) {
+/// `refusals.suppressed`: the refusals of `token` counted and not written one by one: how many,
+/// from when, and what they were.
+fn record_suppressed(state_dir: &std::path::Path, token: &str, summary: budget::Summary) {
     let fields = serde_json::json!({
-        "count": count,
-        "since": crate::operations::timestamp(since),
-        "why": format!("more than {RECORDS_PER_SECOND} refusals of this token in a second: the rest are counted here, not written one by one"),
+        "count": summary.count,
+        "since": crate::operations::timestamp(summary.since),
+        "refused": summary.kinds,
+        "others": summary.others,
+        "why": format!("more than {RECORDS_PER_SECOND} refusals of this token in a second: the rest are summed up here, each distinct one with its count"),
     });
     let log = crate::audit::log_for_token(state_dir, Some(token.to_string()));
     let _ = crate::audit::append(&log, "refusals.suppressed", fields);
 }
 
-/// Write the counts of refusals not on record yet, from seconds already over (`airlock serve`
-/// calls this every second, so that a burst's count is written within a second of its end, not
-/// at the token's next refusal); `everything`, the current second's too (as it stops).
+/// Write the refusals not on record yet, from seconds already over (`airlock serve` calls this
+/// every second, so that a burst's summary is written within a second of its end, not at the
+/// token's next refusal); `everything`, the current second's too (as it stops).
 pub fn flush_suppressed(state_dir: &std::path::Path, everything: bool) {
-    budget::flush(state_dir, everything, |token, count, since| {
-        record_suppressed(state_dir, token, count, since)
+    budget::flush(state_dir, everything, |token, summary| {
+        record_suppressed(state_dir, token, summary)
     });
 }
 

@@ -153,7 +153,7 @@ impl Listing {
             started: self.started,
             token: plan.caller.grant.as_ref().map(|g| g.token.clone()),
             run_id: Some(self.run_id),
-            supervisor_start: airlock_jail::control::start_time(std::process::id() as i32),
+            locked: true,
         }
     }
 }
