@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 use super::added::{AddedTools, ToolEntry};
 use super::collide::Collisions;
 use super::ignored::{in_auto_run_location, Ignores};
-use super::{hazards_in, Hazard, Tree};
+use super::pointed::RunByConfig;
+use super::{hazards_in, path_hazards, Hazard, Tree};
 use crate::node::Kind;
 use crate::scan::Change;
 
@@ -29,7 +30,8 @@ pub struct Verdict {
     /// `git status` will not show it: the repository's ignore rules, as they will be after the
     /// apply, hide it or a directory above it.
     pub ignored: bool,
-    /// Why the profile's tool table names it (`PATTERN: REASON`).
+    /// Why, besides its hazards' descriptions: the profile's tool-table entry that names it
+    /// (`PATTERN: REASON`), the changed configuration that runs it.
     pub reasons: Vec<String>,
 }
 
@@ -44,6 +46,7 @@ pub struct Review<'a> {
     ignores_now: Ignores<'a>,
     names: Collisions<'a>,
     added: AddedTools,
+    run_by: RunByConfig,
 }
 
 impl<'a> Review<'a> {
@@ -55,13 +58,22 @@ impl<'a> Review<'a> {
         changes: &[Change],
         setup: Setup<'_>,
     ) -> Result<Review<'a>, globset::Error> {
+        let added = AddedTools::new(setup.tool_config)?;
+        let tree = Tree::new(layer, host, changes);
+        let runs_code = |change: &Change| {
+            added.matching(&change.path).is_some()
+                || tree.contains(&change.path)
+                || path_hazards(&change.path).iter().any(|h| h.runs_code())
+        };
+        let run_by = RunByConfig::new(layer, changes, setup.size_limit, runs_code);
         Ok(Review {
             size_limit: setup.size_limit,
-            tree: Tree::new(layer, host, changes),
+            tree,
             ignores: Ignores::new(layer, host, setup.global_excludes),
             ignores_now: Ignores::new(host, host, setup.global_excludes),
             names: Collisions::new(host),
-            added: AddedTools::new(setup.tool_config)?,
+            added,
+            run_by,
         })
     }
 
@@ -95,10 +107,25 @@ impl<'a> Review<'a> {
             ..Verdict::default()
         };
         if let Some(entry) = self.added.matching(&change.path) {
+            // The profile explains the dot-file: it is tool configuration.
+            verdict.hazards.retain(|h| *h != Hazard::UnexplainedDotPath);
             verdict.hazards.push(Hazard::ToolConfig);
             verdict
                 .reasons
                 .push(format!("{}: {}", entry.path, entry.reason));
+        }
+        if let Some(config) = self.run_by.named_by(&change.path) {
+            verdict.hazards.push(Hazard::RunByFlaggedConfig);
+            verdict.reasons.push(format!(
+                "named by {}, a changed configuration that runs code",
+                config.display()
+            ));
+        }
+        // A tree git ignores is applied only when named as a whole (or a row of it by its own
+        // path): there the principle adds nothing but noise, `.venv` and `node_modules/.bin`
+        // by the thousand.
+        if self.tree_root(change).is_some() {
+            verdict.hazards.retain(|h| *h != Hazard::UnexplainedDotPath);
         }
         verdict.ignored = self.is_ignored(change);
         if let Some(new) = &change.new {
@@ -115,6 +142,9 @@ impl<'a> Review<'a> {
             }
             if change.old.is_none() && self.names.collides(&change.path) {
                 verdict.hazards.push(Hazard::NameCollision);
+            }
+            if change.old.is_none() && self.names.looks_like_a_host_name(&change.path) {
+                verdict.hazards.push(Hazard::ConfusableName);
             }
         }
         verdict.hazards.sort();
@@ -188,5 +218,63 @@ mod tests {
         assert_eq!(root(".venv/lib/site/a.py"), Some(PathBuf::from(".venv")));
         assert_eq!(root("src/main.py"), None, "the session's own rule");
         assert_eq!(root("build.log"), None, "an ignored file on its own");
+    }
+
+    /// A workflow and a task that run scripts by their paths, a `core.hooksPath` of a git
+    /// directory that names a directory: what they name, and only that, needs the same yes.
+    #[test]
+    fn what_a_changed_configuration_that_runs_code_names_is_a_hazard() {
+        let host = tempfile::tempdir().unwrap();
+        let layer = tempfile::tempdir().unwrap();
+        let l = layer.path();
+        let write = |path: &str, text: &str| {
+            let path = l.join(path);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        };
+        write(
+            ".github/workflows/ci.yml",
+            "jobs:\n  a:\n    steps:\n      - run: ./scripts/deploy.sh --prod\n",
+        );
+        write(
+            ".vscode/tasks.json",
+            r#"{"tasks": [{"command": "python3", "args": ["../tools/x.py"]}]}"#,
+        );
+        write("repo.git/HEAD", "ref: refs/heads/main\n");
+        write("repo.git/objects/.keep", "");
+        write("repo.git/config", "[core]\n\thooksPath = githooks\n");
+        write("README.md", "run scripts/other.sh by hand\n");
+        for file in [
+            "scripts/deploy.sh",
+            "scripts/other.sh",
+            "tools/x.py",
+            "githooks/pre-commit",
+            "src/main.rs",
+        ] {
+            write(file, "echo\n");
+        }
+        let set = crate::scan(l, host.path(), crate::OverlayXattrs::User).unwrap();
+        let setup = Setup {
+            size_limit: u64::MAX,
+            ..Setup::default()
+        };
+        let review = Review::new(l, host.path(), &set.changes, setup).unwrap();
+        let verdict = |p: &str| {
+            let change = set.changes.iter().find(|c| c.path == Path::new(p)).unwrap();
+            review.judge(change)
+        };
+        for (path, config) in [
+            ("scripts/deploy.sh", ".github/workflows/ci.yml"),
+            ("tools/x.py", ".vscode/tasks.json"),
+            ("githooks/pre-commit", "repo.git/config"),
+        ] {
+            let judged = verdict(path);
+            assert_eq!(judged.hazards, vec![Hazard::RunByFlaggedConfig], "{path}");
+            assert!(judged.reasons[0].contains(config), "{judged:?}");
+        }
+        // Named by a file that runs nothing, or by nothing.
+        for path in ["scripts/other.sh", "src/main.rs", "README.md"] {
+            assert_eq!(verdict(path).hazards, vec![], "{path}");
+        }
     }
 }

@@ -312,7 +312,7 @@ impl Planner<'_> {
             let what: Vec<&str> = hazards.iter().map(|h| h.describe()).collect();
             let mut why = what.join("; ");
             for reason in &reasons {
-                why.push_str(&format!(" (the profile's [apply] tool_config: {reason})"));
+                why.push_str(&format!(" ({reason})"));
             }
             return skip(
                 item,
