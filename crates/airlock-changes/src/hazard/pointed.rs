@@ -83,12 +83,14 @@ impl RunByConfig {
     }
 }
 
-/// The text of a file of the layer, read through no symlink, at most [`CONFIG_READ_BYTES`].
+/// The text of a file of the layer, read through no symlink, at most [`CONFIG_READ_BYTES`];
+/// none when it is binary (a NUL in its first 8000 bytes, as git decides).
 fn read_text(file: &Path) -> Option<String> {
     let file = crate::node::open_regular(file).ok()?;
     let mut bytes = Vec::new();
     file.take(CONFIG_READ_BYTES).read_to_end(&mut bytes).ok()?;
-    Some(String::from_utf8_lossy(&bytes).into_owned())
+    let binary = bytes[..bytes.len().min(8000)].contains(&0);
+    (!binary).then(|| String::from_utf8_lossy(&bytes).into_owned())
 }
 
 /// Characters that end a word of a configuration: blanks, quotes, brackets, and what YAML,

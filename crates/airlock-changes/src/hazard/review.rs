@@ -58,23 +58,43 @@ impl<'a> Review<'a> {
         changes: &[Change],
         setup: Setup<'_>,
     ) -> Result<Review<'a>, globset::Error> {
-        let added = AddedTools::new(setup.tool_config)?;
-        let tree = Tree::new(layer, host, changes);
-        let runs_code = |change: &Change| {
-            added.matching(&change.path).is_some()
-                || tree.contains(&change.path)
-                || path_hazards(&change.path).iter().any(|h| h.runs_code())
-        };
-        let run_by = RunByConfig::new(layer, changes, setup.size_limit, runs_code);
-        Ok(Review {
+        let mut review = Review {
             size_limit: setup.size_limit,
-            tree,
+            tree: Tree::new(layer, host, changes),
             ignores: Ignores::new(layer, host, setup.global_excludes),
             ignores_now: Ignores::new(host, host, setup.global_excludes),
             names: Collisions::new(host),
-            added,
-            run_by,
-        })
+            added: AddedTools::new(setup.tool_config)?,
+            run_by: RunByConfig::default(),
+        };
+        let run_by = RunByConfig::new(layer, changes, setup.size_limit, |change| {
+            review.is_configuration_that_runs_code(change)
+        });
+        review.run_by = run_by;
+        Ok(review)
+    }
+
+    /// Is the change a configuration whose text may name what it runs: a hook, a CI workflow,
+    /// an editor's, agent's or tool's configuration (a profile's entry included), a shell
+    /// startup file, an unexplained dot-file outside an ignored tree; of a git directory, only
+    /// its config files (its objects, index and logs name no program).
+    fn is_configuration_that_runs_code(&self, change: &Change) -> bool {
+        let mut hazards = path_hazards(&change.path);
+        if self.tree_root(change).is_some() {
+            hazards.retain(|h| *h != Hazard::UnexplainedDotPath);
+        }
+        let git_config_file = change.path.file_name().is_some_and(|name| {
+            super::is_one_of(
+                name,
+                &["config", "config.worktree", ".gitmodules", ".gitattributes"],
+            )
+        });
+        let in_git_dir = hazards.contains(&Hazard::GitConfig) || self.tree.contains(&change.path);
+        self.added.matching(&change.path).is_some()
+            || in_git_dir && git_config_file
+            || hazards
+                .iter()
+                .any(|h| h.runs_code() && *h != Hazard::GitConfig)
     }
 
     /// Will `git status` leave the change out (see [`Verdict::ignored`])? Cheaper than
@@ -244,6 +264,9 @@ mod tests {
         write("repo.git/objects/.keep", "");
         write("repo.git/config", "[core]\n\thooksPath = githooks\n");
         write("README.md", "run scripts/other.sh by hand\n");
+        // Of a git directory only its config files are read: its objects, logs, index name
+        // no program.
+        write(".git/logs/HEAD", "commit: src/main.rs\n");
         for file in [
             "scripts/deploy.sh",
             "scripts/other.sh",
@@ -272,7 +295,7 @@ mod tests {
             assert_eq!(judged.hazards, vec![Hazard::RunByFlaggedConfig], "{path}");
             assert!(judged.reasons[0].contains(config), "{judged:?}");
         }
-        // Named by a file that runs nothing, or by nothing.
+        // Named by a file that runs nothing, by a git log, or by nothing.
         for path in ["scripts/other.sh", "src/main.rs", "README.md"] {
             assert_eq!(verdict(path).hazards, vec![], "{path}");
         }
