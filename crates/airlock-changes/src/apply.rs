@@ -192,6 +192,15 @@ impl Workspace {
         &self.path
     }
 
+    /// The longest name the workspace's filesystem takes, and the kernel's longest path.
+    pub fn name_limits(&self) -> io::Result<crate::limits::NameLimits> {
+        let stat = nix::sys::statvfs::fstatvfs(&self.root).map_err(errno_io)?;
+        Ok(crate::limits::NameLimits {
+            name_max: usize::try_from(stat.name_max()).unwrap_or(usize::MAX),
+            path_max: libc::PATH_MAX as usize,
+        })
+    }
+
     /// The directory holding `rel` (opened beneath the root, through no symlink) and its name.
     fn parent(&self, rel: &Path) -> io::Result<(OwnedFd, OsString)> {
         let name = rel

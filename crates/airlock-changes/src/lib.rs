@@ -3,6 +3,7 @@
 
 pub mod apply;
 pub mod hazard;
+pub mod limits;
 pub mod node;
 pub mod patch;
 pub mod scan;

@@ -54,9 +54,9 @@ pub fn judge_all(layer: &Path, changes: &[Change], review: &Review) -> io::Resul
 /// `.git` directory (its hooks and config run on the next git command, whatever the ignore
 /// rules say), and only with hazards a build or a virtualenv brings by the thousand (content git
 /// does not show that runs, a symlink out to the system's python, a large file) or that are
-/// never written (setuid bits, a device: they hold the whole tree back). A hook, a configuration
-/// that runs code, an agent's instructions: each stays its own row, applied only when named
-/// itself — naming the tree does not name it.
+/// never written (setuid bits, a device, a confusable name: they hold the whole tree back). A
+/// hook, a configuration that runs code, an agent's instructions: each stays its own row,
+/// applied only when named itself — naming the tree does not name it.
 fn foldable(root: &Path, verdict: &Verdict) -> bool {
     let under_git = root
         .components()
@@ -70,6 +70,7 @@ fn foldable(root: &Path, verdict: &Verdict) -> bool {
                     | Hazard::Large
                     | Hazard::SetId
                     | Hazard::Device
+                    | Hazard::ConfusableName
             )
         })
 }

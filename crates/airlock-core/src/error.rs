@@ -351,5 +351,6 @@ fn apply_code(e: &crate::apply::ApplyError) -> (&'static str, ErrorKind) {
         A::NothingToRollBack(_) => ("nothing_to_roll_back", ErrorKind::Conflict),
         A::ReviewStale { .. } => ("review_stale", ErrorKind::Conflict),
         A::InsideTree { .. } => ("path_inside_tree", ErrorKind::Invalid),
+        A::NameTooLong(_) => ("name_too_long", ErrorKind::Conflict),
     }
 }

@@ -54,13 +54,14 @@ both_modes!(
             &profile,
             "[apply]\ntool_config = [\n  { path = \".buildrc\", reason = \"build.sh: sourced by every build\" },\n]\n",
         );
-        // The built-in tables do not know the file: with the default profile it is no hazard.
+        // The built-in tables do not know the file: with the default profile it is a dot-file no
+        // table explains, configuration until named all the same.
         let plain = new_session(w, &[]);
         let mark = w.outside.join("PWNED-buildrc-applied");
         ran(&run_in(w, &plain, &plant(&mark)));
         assert_eq!(
             diff_entries(w, &plain)(".buildrc")["hazards"],
-            serde_json::json!([])
+            serde_json::json!(["unexplained_dot_path"])
         );
         ran(&airlock(w, &["discard", &plain]));
 

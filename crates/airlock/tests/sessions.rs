@@ -1532,10 +1532,16 @@ both_modes!(
             serde_json::json!(["tool_config"])
         );
         assert_eq!(hazards("Cargo.toml"), serde_json::json!([]));
+        // The wrapper the configuration names runs when it does: held back with it.
+        assert_eq!(
+            hazards("wrap.sh"),
+            serde_json::json!(["run_by_flagged_config"])
+        );
         let applied = airlock(w, &["apply", &id]);
         assert_eq!(applied.status.code(), Some(1), "{}", stderr(&applied));
         assert!(!w.workspace.join(".cargo/config.toml").exists());
-        assert!(w.workspace.join("wrap.sh").exists());
+        assert!(!w.workspace.join("wrap.sh").exists());
+        assert!(w.workspace.join("Cargo.toml").exists());
         if w.mode == Mode::Root {
             let out = std::process::Command::new("cargo")
                 .current_dir(&w.workspace)

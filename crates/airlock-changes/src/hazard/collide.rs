@@ -20,7 +20,14 @@ pub struct Collisions<'a> {
     /// The new names asked about so far, by directory and folded name: two new spellings of one
     /// name collide with each other as much as with the host's.
     new_names: RefCell<HashMap<PathBuf, HashMap<String, PathBuf>>>,
+    /// The confusable skeletons of each host directory's names asked about, each with the
+    /// folded names that have it.
+    skeletons: RefCell<HashMap<PathBuf, Skeletons>>,
+    /// New paths judged by [`Collisions::looks_like_a_host_name`].
+    lookalikes: RefCell<HashMap<PathBuf, bool>>,
 }
+
+type Skeletons = HashMap<String, HashSet<String>>;
 
 impl<'a> Collisions<'a> {
     pub fn new(host: &'a Path) -> Collisions<'a> {
@@ -29,7 +36,64 @@ impl<'a> Collisions<'a> {
             folded: RefCell::default(),
             new_dirs: RefCell::default(),
             new_names: RefCell::default(),
+            skeletons: RefCell::default(),
+            lookalikes: RefCell::default(),
         }
+    }
+
+    /// Does `path`, or a directory on its way that the host does not have, take a name that is
+    /// not ASCII and looks like another name of the host's directory (`maіn.rs` with a Cyrillic
+    /// `і` beside `main.rs`): the same confusable skeleton, another name once folded?
+    pub fn looks_like_a_host_name(&self, path: &Path) -> bool {
+        path.ancestors()
+            .filter(|p| !p.as_os_str().is_empty())
+            .any(|p| self.name_looks_like_a_sibling(p))
+    }
+
+    fn name_looks_like_a_sibling(&self, path: &Path) -> bool {
+        if let Some(known) = self.lookalikes.borrow().get(path) {
+            return *known;
+        }
+        let dir = path.parent().unwrap_or(Path::new(""));
+        let folded = path
+            .file_name()
+            .and_then(OsStr::to_str)
+            .filter(|name| !name.is_ascii())
+            .and_then(|name| fold(OsStr::new(name)));
+        let answer = match folded {
+            Some(folded) if !self.host_has(path) => {
+                let key = super::confusable::key(&folded);
+                let mut skeletons = self.skeletons.borrow_mut();
+                let names = skeletons
+                    .entry(dir.to_path_buf())
+                    .or_insert_with(|| self.skeletons_of(dir));
+                names
+                    .get(&key)
+                    .is_some_and(|same| same.iter().any(|other| *other != folded))
+            }
+            _ => false,
+        };
+        self.lookalikes
+            .borrow_mut()
+            .insert(path.to_path_buf(), answer);
+        answer
+    }
+
+    /// The skeletons of the names of the host's `dir` (none when it has no such directory).
+    fn skeletons_of(&self, dir: &Path) -> Skeletons {
+        let mut skeletons = Skeletons::new();
+        let names = std::fs::read_dir(self.host.join(dir))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|entry| fold(&entry.file_name()));
+        for name in names {
+            skeletons
+                .entry(super::confusable::key(&name))
+                .or_default()
+                .insert(name);
+        }
+        skeletons
     }
 
     /// Does `path` (relative to the workspace), or the first directory on its way that the host
@@ -138,6 +202,23 @@ mod tests {
         assert!(!names.collides(Path::new("src/caf\u{e9}.txt")));
         assert!(!names.collides(Path::new("src/other.c")));
         assert!(!names.collides(Path::new("new/Makefile")));
+    }
+
+    #[test]
+    fn a_new_name_that_looks_like_a_host_name_beside_it() {
+        let host = tempfile::tempdir().unwrap();
+        std::fs::create_dir(host.path().join("src")).unwrap();
+        std::fs::write(host.path().join("src/main.rs"), "").unwrap();
+        let names = Collisions::new(host.path());
+        // A Cyrillic i, in the name and in a new directory on the way.
+        assert!(names.looks_like_a_host_name(Path::new("src/ma\u{456}n.rs")));
+        assert!(names.looks_like_a_host_name(Path::new("sr\u{441}/x.rs")));
+        // The host's own name, a plain new name, one that only folds to it (another hazard).
+        assert!(!names.looks_like_a_host_name(Path::new("src/main.rs")));
+        assert!(!names.looks_like_a_host_name(Path::new("src/lib.rs")));
+        assert!(!names.looks_like_a_host_name(Path::new("src/MAIN.rs")));
+        assert!(!names.looks_like_a_host_name(Path::new("src/caf\u{e9}.rs")));
+        assert!(!names.looks_like_a_host_name(Path::new("new/ma\u{456}n.rs")));
     }
 
     #[test]

@@ -67,12 +67,61 @@ pub enum Hazard {
     /// case-insensitive or normalising filesystem, and tools pick one (make reads `makefile`
     /// first).
     NameCollision,
+    /// A path with a dot-file or dot-directory in it that no table explains (neither git's,
+    /// a shell's, an editor's or agent's, CI's, a tool's) and that is not a known-inert
+    /// dot-file (`.gitignore`, `.editorconfig`, … in `hazard/dotpath.rs`): configuration that
+    /// may run code, until a person names it. The tables cannot keep up with every tool; the
+    /// default fails closed.
+    UnexplainedDotPath,
+    /// A file that a changed configuration which runs code (a CI workflow, an editor's or
+    /// agent's tasks, a tool's configuration, a git hook, a shell startup file, an unexplained
+    /// dot-file) names by its path: it runs when the configuration does, however ordinary its
+    /// own name.
+    RunByFlaggedConfig,
+    /// A name that is not a name git or a tool treats specially (`.git`, `.github`,
+    /// `CLAUDE.md`, `Makefile`, every name of the hazard tables) but looks the same, by
+    /// Unicode's confusable characters (`.gіt` with a Cyrillic `і`), or looks the same as a host
+    /// name in its directory: never written.
+    ConfusableName,
 }
 
 impl Hazard {
     /// Hazards `apply` refuses even when named.
     pub fn never_written(self) -> bool {
-        matches!(self, Hazard::SetId | Hazard::Device)
+        matches!(
+            self,
+            Hazard::SetId | Hazard::Device | Hazard::ConfusableName
+        )
+    }
+
+    /// A hazard a table gives a path by its name, which explains a dot-file or dot-directory
+    /// in it (no [`Hazard::UnexplainedDotPath`] then).
+    fn explains_a_name(self) -> bool {
+        matches!(
+            self,
+            Hazard::GitHook
+                | Hazard::GitConfig
+                | Hazard::ShellStartup
+                | Hazard::EditorOrAgentConfig
+                | Hazard::CiWorkflow
+                | Hazard::ToolConfig
+                | Hazard::AirlockConfig
+        )
+    }
+
+    /// A configuration with this hazard runs code or commands: a path it names is
+    /// [`Hazard::RunByFlaggedConfig`].
+    pub fn runs_code(self) -> bool {
+        matches!(
+            self,
+            Hazard::GitHook
+                | Hazard::GitConfig
+                | Hazard::ShellStartup
+                | Hazard::EditorOrAgentConfig
+                | Hazard::CiWorkflow
+                | Hazard::ToolConfig
+                | Hazard::UnexplainedDotPath
+        )
     }
 
     pub fn describe(self) -> &'static str {
@@ -106,109 +155,18 @@ impl Hazard {
             Hazard::NameCollision => {
                 "same name as a host path after case folding or Unicode normalisation: tools may read it instead"
             }
+            Hazard::UnexplainedDotPath => {
+                "dot-file or dot-directory no table explains: configuration that may run code until you name it"
+            }
+            Hazard::RunByFlaggedConfig => {
+                "named by a changed configuration that runs code (CI, tasks, hooks, tool or unexplained dot-file config): runs when it does"
+            }
+            Hazard::ConfusableName => {
+                "name that looks like a name git or a tool treats specially, or like a host name beside it (Unicode confusables): never applied"
+            }
         }
     }
 }
-
-/// Shell and tool startup files, wherever they are in the tree.
-const SHELL_STARTUP: &[&str] = &[
-    ".envrc",
-    ".bashrc",
-    ".bash_profile",
-    ".bash_login",
-    ".bash_logout",
-    ".profile",
-    ".zshrc",
-    ".zshenv",
-    ".zprofile",
-    ".zlogin",
-    ".zlogout",
-    ".kshrc",
-    ".cshrc",
-    ".tcshrc",
-    ".inputrc",
-    "config.fish",
-];
-
-/// Agent instruction and configuration files, wherever they are: the next coding agent that
-/// opens the workspace reads them as its instructions or its tools (prompt injection, an MCP
-/// server started on the host), and project configs of editors that run code when a file is
-/// opened.
-const AGENT_FILES: &[&str] = &[
-    // Claude Code: project and local memory, MCP servers.
-    "CLAUDE.md",
-    "CLAUDE.local.md",
-    ".mcp.json",
-    // Codex, Amp, Jules, opencode and others read AGENTS.md; some AGENT.md.
-    "AGENTS.md",
-    "AGENT.md",
-    // Gemini CLI, Qwen Code, Crush, Warp.
-    "GEMINI.md",
-    "QWEN.md",
-    "CRUSH.md",
-    "WARP.md",
-    // Cursor, Windsurf, Cline, Roo Code, Zed, Goose, Augment: rules files.
-    ".cursorrules",
-    ".windsurfrules",
-    ".clinerules",
-    ".roorules",
-    ".rules",
-    ".goosehints",
-    ".augment-guidelines",
-    // GitHub Copilot (under .github/).
-    "copilot-instructions.md",
-    // aider, opencode, Continue: their configuration (models, commands run, MCP servers).
-    ".aider.conf.yml",
-    "opencode.json",
-    "opencode.jsonc",
-    ".continuerc.json",
-    // Vim and Neovim run a project's .exrc/.nvimrc/.nvim.lua when 'exrc' is set.
-    ".exrc",
-    ".nvimrc",
-    ".nvim.lua",
-];
-
-/// Directories whose whole content configures an editor or agent (their settings, tasks that
-/// run commands, rules, MCP servers, hooks).
-const AGENT_DIRS: &[&str] = &[
-    ".vscode",
-    ".idea",
-    ".zed",
-    ".devcontainer",
-    ".claude",
-    ".codex",
-    ".cursor",
-    ".windsurf",
-    ".gemini",
-    ".qwen",
-    ".continue",
-    ".clinerules",
-    ".roo",
-    ".kilocode",
-    ".opencode",
-    ".kiro",
-    ".junie",
-    ".amazonq",
-    ".augment",
-    ".crush",
-    ".trae",
-];
-
-/// Directories of `.github` an agent reads as instructions (Copilot's instructions, prompts,
-/// chat modes).
-const GITHUB_AGENT_DIRS: &[&str] = &["instructions", "prompts", "chatmodes"];
-
-/// CI configuration: directories, then single files.
-const CI_DIRS: &[&str] = &[".circleci", ".buildkite", ".gitea", ".forgejo"];
-const CI_FILES: &[&str] = &[
-    ".gitlab-ci.yml",
-    ".travis.yml",
-    "Jenkinsfile",
-    "azure-pipelines.yml",
-    ".drone.yml",
-    "bitbucket-pipelines.yml",
-    ".woodpecker.yml",
-];
 
 /// A name as a case-insensitive or HFS+ filesystem compares it: the code points HFS+ ignores
 /// left out, lower case, trailing dots and spaces dropped (as Windows does). Hazard names are
@@ -316,61 +274,112 @@ pub fn path_hazards(path: &Path) -> Vec<Hazard> {
     let Some(last) = parts.last().copied() else {
         return found;
     };
-    let has_pair = |a: &str, b: &str| {
-        parts
-            .windows(2)
-            .any(|w| is_one_of(w[0], &[a]) && is_one_of(w[1], &[b]))
-    };
-    let in_dir = |dirs: &[&str]| parts[..parts.len() - 1].iter().any(|p| is_one_of(p, dirs));
     if parts.iter().any(|name| is_deceptive_name(name)) {
         found.push(Hazard::DeceptiveName);
     }
-    let git_dir_at = parts.iter().position(|name| is_git_dir_name(name));
-    match git_dir_at {
-        Some(at)
-            if parts
-                .get(at + 1)
-                .is_some_and(|next| is_one_of(next, &["hooks"])) =>
-        {
-            found.push(Hazard::GitHook)
-        }
-        Some(_) => found.push(Hazard::GitConfig),
-        None if is_one_of(last, &[".gitmodules", ".gitattributes"])
-            || is_gitmodules_short_name(last) =>
-        {
-            found.push(Hazard::GitConfig)
-        }
-        None => {}
+    if parts
+        .iter()
+        .any(|name| confusable::spoofs_a_special_name(name))
+    {
+        found.push(Hazard::ConfusableName);
     }
-    if is_one_of(last, SHELL_STARTUP) {
+    found.extend(git_hazard(&parts));
+    if is_in(last, agents::SHELL_STARTUP) {
         found.push(Hazard::ShellStartup);
     }
-    let github_agent = GITHUB_AGENT_DIRS.iter().any(|dir| has_pair(".github", dir));
-    if is_one_of(last, AGENT_FILES)
-        || in_dir(AGENT_DIRS)
-        || is_one_of(last, AGENT_DIRS)
-        || github_agent
-    {
+    if is_agent_config(&parts) {
         found.push(Hazard::EditorOrAgentConfig);
     }
-    // CI: workflows, and what they run without being executables (composite actions under
-    // .github/actions, GitLab CI includes under .gitlab/ci).
-    if has_pair(".github", "workflows")
-        || has_pair(".github", "actions")
-        || has_pair(".gitlab", "ci")
-        || in_dir(CI_DIRS)
-        || is_one_of(last, CI_DIRS)
-        || is_one_of(last, CI_FILES)
-    {
+    if is_ci(&parts) {
         found.push(Hazard::CiWorkflow);
     }
     if is_tool_config(&parts) {
         found.push(Hazard::ToolConfig);
     }
-    if parts.iter().any(|p| is_one_of(p, &[".airlock"])) || has_pair("airlock", "profiles") {
+    if parts.iter().any(|p| is_one_of(p, &[".airlock"])) || has_pair(&parts, "airlock", "profiles")
+    {
         found.push(Hazard::AirlockConfig);
     }
+    let explained = found.iter().any(|hazard| hazard.explains_a_name());
+    if !explained && dotpath::has_unexplained_dot_name(&parts) {
+        found.push(Hazard::UnexplainedDotPath);
+    }
     found
+}
+
+/// Is `name`, folded, one of the table's names?
+fn is_in(name: &OsStr, table: &[(&str, &str)]) -> bool {
+    folded(name).is_some_and(|name| table.iter().any(|(entry, _)| name == entry.to_lowercase()))
+}
+
+/// A directory named `a` holding one named `b`, anywhere in the path.
+fn has_pair(parts: &[&OsStr], a: &str, b: &str) -> bool {
+    parts
+        .windows(2)
+        .any(|w| is_one_of(w[0], &[a]) && is_one_of(w[1], &[b]))
+}
+
+/// Does a directory above the last name have one of the table's names?
+fn in_dir_of(parts: &[&OsStr], table: &[(&str, &str)]) -> bool {
+    parts[..parts.len().saturating_sub(1)]
+        .iter()
+        .any(|p| is_in(p, table))
+}
+
+/// The git hazard of a path: a hook, or anything else git reads as a repository.
+fn git_hazard(parts: &[&OsStr]) -> Option<Hazard> {
+    let last = parts.last()?;
+    match parts.iter().position(|name| is_git_dir_name(name)) {
+        Some(at)
+            if parts
+                .get(at + 1)
+                .is_some_and(|next| is_one_of(next, &["hooks"])) =>
+        {
+            Some(Hazard::GitHook)
+        }
+        Some(_) => Some(Hazard::GitConfig),
+        None if is_one_of(last, &[".gitmodules", ".gitattributes"])
+            || is_gitmodules_short_name(last) =>
+        {
+            Some(Hazard::GitConfig)
+        }
+        None => None,
+    }
+}
+
+/// Is the path an editor's or an agent's configuration ([`agents`]' tables)?
+fn is_agent_config(parts: &[&OsStr]) -> bool {
+    let Some(last) = parts.last() else {
+        return false;
+    };
+    let folded_last = folded(last).unwrap_or_default();
+    let under =
+        |dir: &str, table: &[(&str, &str)]| table.iter().any(|(sub, _)| has_pair(parts, dir, sub));
+    is_in(last, agents::AGENT_FILES)
+        || agents::AGENT_PREFIXES
+            .iter()
+            .any(|(prefix, _)| folded_last.starts_with(&prefix.to_lowercase()))
+        || agents::AGENT_SUFFIXES
+            .iter()
+            .any(|(suffix, _)| folded_last.ends_with(&suffix.to_lowercase()))
+        || in_dir_of(parts, agents::AGENT_DIRS)
+        || is_in(last, agents::AGENT_DIRS)
+        || under(".github", agents::GITHUB_AGENT_DIRS)
+        || under(".gitlab", agents::GITLAB_AGENT_DIRS)
+}
+
+/// CI: workflows, and what they run without being executables (composite actions under
+/// .github/actions, GitLab CI includes under .gitlab/ci).
+fn is_ci(parts: &[&OsStr]) -> bool {
+    let Some(last) = parts.last() else {
+        return false;
+    };
+    has_pair(parts, ".github", "workflows")
+        || has_pair(parts, ".github", "actions")
+        || has_pair(parts, ".gitlab", "ci")
+        || in_dir_of(parts, agents::CI_DIRS)
+        || is_in(last, agents::CI_DIRS)
+        || is_in(last, agents::CI_FILES)
 }
 
 /// Does a symlink at `path` (relative to the workspace) with `target` point outside it?
@@ -465,8 +474,12 @@ fn node_hazards(path: &Path, node: &Node, size_limit: u64) -> Vec<Hazard> {
 }
 
 mod added;
+mod agents;
 mod collide;
+mod confusable;
+mod dotpath;
 mod ignored;
+mod pointed;
 mod review;
 mod tools;
 mod tree;

@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 use super::added::{AddedTools, ToolEntry};
 use super::collide::Collisions;
 use super::ignored::{in_auto_run_location, Ignores};
-use super::{hazards_in, Hazard, Tree};
+use super::pointed::RunByConfig;
+use super::{hazards_in, path_hazards, Hazard, Tree};
 use crate::node::Kind;
 use crate::scan::Change;
 
@@ -29,7 +30,8 @@ pub struct Verdict {
     /// `git status` will not show it: the repository's ignore rules, as they will be after the
     /// apply, hide it or a directory above it.
     pub ignored: bool,
-    /// Why the profile's tool table names it (`PATTERN: REASON`).
+    /// Why, besides its hazards' descriptions: the profile's tool-table entry that names it
+    /// (`PATTERN: REASON`), the changed configuration that runs it.
     pub reasons: Vec<String>,
 }
 
@@ -44,6 +46,7 @@ pub struct Review<'a> {
     ignores_now: Ignores<'a>,
     names: Collisions<'a>,
     added: AddedTools,
+    run_by: RunByConfig,
 }
 
 impl<'a> Review<'a> {
@@ -55,14 +58,43 @@ impl<'a> Review<'a> {
         changes: &[Change],
         setup: Setup<'_>,
     ) -> Result<Review<'a>, globset::Error> {
-        Ok(Review {
+        let mut review = Review {
             size_limit: setup.size_limit,
             tree: Tree::new(layer, host, changes),
             ignores: Ignores::new(layer, host, setup.global_excludes),
             ignores_now: Ignores::new(host, host, setup.global_excludes),
             names: Collisions::new(host),
             added: AddedTools::new(setup.tool_config)?,
-        })
+            run_by: RunByConfig::default(),
+        };
+        let run_by = RunByConfig::new(layer, changes, setup.size_limit, |change| {
+            review.is_configuration_that_runs_code(change)
+        });
+        review.run_by = run_by;
+        Ok(review)
+    }
+
+    /// Is the change a configuration whose text may name what it runs: a hook, a CI workflow,
+    /// an editor's, agent's or tool's configuration (a profile's entry included), a shell
+    /// startup file, an unexplained dot-file outside an ignored tree; of a git directory, only
+    /// its config files (its objects, index and logs name no program).
+    fn is_configuration_that_runs_code(&self, change: &Change) -> bool {
+        let mut hazards = path_hazards(&change.path);
+        if self.tree_root(change).is_some() {
+            hazards.retain(|h| *h != Hazard::UnexplainedDotPath);
+        }
+        let git_config_file = change.path.file_name().is_some_and(|name| {
+            super::is_one_of(
+                name,
+                &["config", "config.worktree", ".gitmodules", ".gitattributes"],
+            )
+        });
+        let in_git_dir = hazards.contains(&Hazard::GitConfig) || self.tree.contains(&change.path);
+        self.added.matching(&change.path).is_some()
+            || in_git_dir && git_config_file
+            || hazards
+                .iter()
+                .any(|h| h.runs_code() && *h != Hazard::GitConfig)
     }
 
     /// Will `git status` leave the change out (see [`Verdict::ignored`])? Cheaper than
@@ -95,10 +127,25 @@ impl<'a> Review<'a> {
             ..Verdict::default()
         };
         if let Some(entry) = self.added.matching(&change.path) {
+            // The profile explains the dot-file: it is tool configuration.
+            verdict.hazards.retain(|h| *h != Hazard::UnexplainedDotPath);
             verdict.hazards.push(Hazard::ToolConfig);
             verdict
                 .reasons
                 .push(format!("{}: {}", entry.path, entry.reason));
+        }
+        if let Some(config) = self.run_by.named_by(&change.path) {
+            verdict.hazards.push(Hazard::RunByFlaggedConfig);
+            verdict.reasons.push(format!(
+                "named by {}, a changed configuration that runs code",
+                config.display()
+            ));
+        }
+        // A tree git ignores is applied only when named as a whole (or a row of it by its own
+        // path): there the principle adds nothing but noise, `.venv` and `node_modules/.bin`
+        // by the thousand.
+        if self.tree_root(change).is_some() {
+            verdict.hazards.retain(|h| *h != Hazard::UnexplainedDotPath);
         }
         verdict.ignored = self.is_ignored(change);
         if let Some(new) = &change.new {
@@ -115,6 +162,9 @@ impl<'a> Review<'a> {
             }
             if change.old.is_none() && self.names.collides(&change.path) {
                 verdict.hazards.push(Hazard::NameCollision);
+            }
+            if change.old.is_none() && self.names.looks_like_a_host_name(&change.path) {
+                verdict.hazards.push(Hazard::ConfusableName);
             }
         }
         verdict.hazards.sort();
@@ -188,5 +238,66 @@ mod tests {
         assert_eq!(root(".venv/lib/site/a.py"), Some(PathBuf::from(".venv")));
         assert_eq!(root("src/main.py"), None, "the session's own rule");
         assert_eq!(root("build.log"), None, "an ignored file on its own");
+    }
+
+    /// A workflow and a task that run scripts by their paths, a `core.hooksPath` of a git
+    /// directory that names a directory: what they name, and only that, needs the same yes.
+    #[test]
+    fn what_a_changed_configuration_that_runs_code_names_is_a_hazard() {
+        let host = tempfile::tempdir().unwrap();
+        let layer = tempfile::tempdir().unwrap();
+        let l = layer.path();
+        let write = |path: &str, text: &str| {
+            let path = l.join(path);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        };
+        write(
+            ".github/workflows/ci.yml",
+            "jobs:\n  a:\n    steps:\n      - run: ./scripts/deploy.sh --prod\n",
+        );
+        write(
+            ".vscode/tasks.json",
+            r#"{"tasks": [{"command": "python3", "args": ["../tools/x.py"]}]}"#,
+        );
+        write("repo.git/HEAD", "ref: refs/heads/main\n");
+        write("repo.git/objects/.keep", "");
+        write("repo.git/config", "[core]\n\thooksPath = githooks\n");
+        write("README.md", "run scripts/other.sh by hand\n");
+        // Of a git directory only its config files are read: its objects, logs, index name
+        // no program.
+        write(".git/logs/HEAD", "commit: src/main.rs\n");
+        for file in [
+            "scripts/deploy.sh",
+            "scripts/other.sh",
+            "tools/x.py",
+            "githooks/pre-commit",
+            "src/main.rs",
+        ] {
+            write(file, "echo\n");
+        }
+        let set = crate::scan(l, host.path(), crate::OverlayXattrs::User).unwrap();
+        let setup = Setup {
+            size_limit: u64::MAX,
+            ..Setup::default()
+        };
+        let review = Review::new(l, host.path(), &set.changes, setup).unwrap();
+        let verdict = |p: &str| {
+            let change = set.changes.iter().find(|c| c.path == Path::new(p)).unwrap();
+            review.judge(change)
+        };
+        for (path, config) in [
+            ("scripts/deploy.sh", ".github/workflows/ci.yml"),
+            ("tools/x.py", ".vscode/tasks.json"),
+            ("githooks/pre-commit", "repo.git/config"),
+        ] {
+            let judged = verdict(path);
+            assert_eq!(judged.hazards, vec![Hazard::RunByFlaggedConfig], "{path}");
+            assert!(judged.reasons[0].contains(config), "{judged:?}");
+        }
+        // Named by a file that runs nothing, by a git log, or by nothing.
+        for path in ["scripts/other.sh", "src/main.rs", "README.md"] {
+            assert_eq!(verdict(path).hazards, vec![], "{path}");
+        }
     }
 }

@@ -256,14 +256,13 @@ fn ordinary_names_are_not_hazards() {
         ".gitignore",
         "docs/git/hooks.md",
         "hooks/pre-commit",
-        ".github/CODEOWNERS",
         "config",
         "my.bashrc.bak",
         ".gitkeep",
-        ".github/dependabot.yml",
         "git/config",
-        ".git-credentials.md",
         "a.git/config",
+        "sub/.editorconfig",
+        ".GITIGNORE",
     ] {
         assert_eq!(of(path), vec![], "{path}");
     }
@@ -314,15 +313,12 @@ fn every_tool_configuration_of_the_table_is_a_hazard_and_what_is_left_out_is_not
         );
     }
     assert_eq!(of(".NPMRC"), vec![Hazard::ToolConfig]);
-    for name in [
-        ".nvmrc",
-        ".python-version",
-        "package.json",
-        "Cargo.toml",
-        "config",
-        "cargo/config",
-    ] {
+    for name in ["package.json", "Cargo.toml", "config", "cargo/config"] {
         assert_eq!(of(name), vec![], "{name}");
+    }
+    // Dot-files the table leaves out are still configuration no table explains.
+    for name in [".nvmrc", ".python-version", ".prettierrc"] {
+        assert_eq!(of(name), vec![Hazard::UnexplainedDotPath], "{name}");
     }
 }
 
@@ -378,4 +374,124 @@ fn every_coding_agents_instructions_and_configuration_are_hazards() {
     ] {
         assert!(path_hazards(Path::new(path)).is_empty(), "{path}");
     }
+}
+
+#[test]
+fn every_entry_of_the_tables_has_one_reason_and_its_hazard() {
+    let tables: [(&[(&str, &str)], Hazard); 6] = [
+        (agents::SHELL_STARTUP, Hazard::ShellStartup),
+        (agents::AGENT_FILES, Hazard::EditorOrAgentConfig),
+        (agents::AGENT_DIRS, Hazard::EditorOrAgentConfig),
+        (agents::CI_DIRS, Hazard::CiWorkflow),
+        (agents::CI_FILES, Hazard::CiWorkflow),
+        (tools::FILES, Hazard::ToolConfig),
+    ];
+    let mut seen = std::collections::HashSet::new();
+    for (table, hazard) in tables {
+        for (name, reason) in table {
+            assert!(!reason.is_empty() && !reason.contains('\n'), "{name}");
+            assert!(of(name).contains(&hazard), "{name}: {:?}", of(name));
+            assert!(of(&format!("deep/er/{name}")).contains(&hazard), "{name}");
+            // One table, one line a name: the same name twice is a reason that drifts.
+            assert!(seen.insert((name.to_lowercase(), hazard)), "{name} twice");
+        }
+    }
+    for (dir, _) in agents::AGENT_DIRS.iter().chain(agents::CI_DIRS) {
+        assert!(!of(&format!("{dir}/any/file")).is_empty(), "{dir}");
+    }
+    for (dir, reason) in agents::GITHUB_AGENT_DIRS {
+        assert!(!reason.is_empty());
+        assert_eq!(
+            of(&format!(".github/{dir}/x.md")),
+            vec![Hazard::EditorOrAgentConfig],
+            "{dir}"
+        );
+    }
+    for (prefix, _) in agents::AGENT_PREFIXES {
+        assert_eq!(
+            of(&format!("{prefix}code")),
+            vec![Hazard::EditorOrAgentConfig]
+        );
+    }
+    for (suffix, _) in agents::AGENT_SUFFIXES {
+        assert_eq!(
+            of(&format!("team{suffix}")),
+            vec![Hazard::EditorOrAgentConfig]
+        );
+    }
+    for (name, reason) in dotpath::KNOWN_INERT {
+        assert!(!reason.is_empty());
+        assert_eq!(of(name), vec![], "{name}");
+        assert_eq!(of(&format!("sub/{name}")), vec![], "{name}");
+    }
+    // The agents' files researched for issue 33, each from its own table.
+    for path in [
+        ".agents/skills/x/SKILL.md",
+        ".github/agents/a.agent.md",
+        ".github/skills/s/SKILL.md",
+        ".gitlab/duo/chat-rules.md",
+        ".factory/settings.json",
+        ".openhands/setup.sh",
+        ".tabnine/agent/settings.json",
+        ".idx/dev.nix",
+        ".devcontainer.json",
+        ".gitpod.yml",
+        ".dir-locals.el",
+        "AGENTS.override.md",
+        ".roomodes",
+        ".roorules-code",
+        "app.code-workspace",
+    ] {
+        assert_eq!(of(path), vec![Hazard::EditorOrAgentConfig], "{path}");
+    }
+}
+
+#[test]
+fn a_dot_name_no_table_explains_is_configuration_until_named() {
+    for path in [
+        ".somenewtool/config",
+        ".somenewtool",
+        "sub/.toolrc",
+        ".github/CODEOWNERS",
+        ".github/dependabot.yml",
+        ".github/ISSUE_TEMPLATE/bug.md",
+        ".git-credentials.md",
+        ".cargo/credentials.toml",
+        ".venv/bin/python",
+        "node_modules/.bin/jest",
+        ".config/tool/settings.toml",
+        // A known-inert name inside a dot-directory: the directory is not explained.
+        ".tool/.gitignore",
+    ] {
+        assert_eq!(of(path), vec![Hazard::UnexplainedDotPath], "{path}");
+    }
+    // A table explains the dot-names: its own hazard alone.
+    assert_eq!(
+        of(".vscode/settings.json"),
+        vec![Hazard::EditorOrAgentConfig]
+    );
+    assert_eq!(of(".cargo/config.toml"), vec![Hazard::ToolConfig]);
+    assert_eq!(of(".git/info/exclude"), vec![Hazard::GitConfig]);
+    assert_eq!(of("a/.envrc"), vec![Hazard::ShellStartup]);
+    // Neither `.` nor `..` is a dot-name.
+    assert_eq!(of("./src/../src/main.rs"), vec![]);
+    assert!(Hazard::UnexplainedDotPath.runs_code());
+    assert!(!Hazard::UnexplainedDotPath.never_written());
+}
+
+#[test]
+fn a_name_that_spoofs_a_special_one_is_never_written() {
+    for path in [
+        ".g\u{456}t/config",
+        "sub/.g\u{456}t",
+        "CLAUDE.m\u{501}",
+        ".github/workfl\u{43e}ws/ci.yml",
+        "Mak\u{435}file",
+    ] {
+        let found = of(path);
+        assert!(found.contains(&Hazard::ConfusableName), "{path}: {found:?}");
+        assert!(found.iter().any(|h| h.never_written()), "{path}");
+    }
+    assert!(!of("src/ma\u{456}n.rs").contains(&Hazard::ConfusableName));
+    assert!(!of(".git/config").contains(&Hazard::ConfusableName));
 }

@@ -70,6 +70,9 @@ pub enum ApplyError {
     },
     #[error("{} lies in {root}/, a tree git ignores, which is applied whole or not at all — name {root} instead", .path.display())]
     InsideTree { path: PathBuf, root: String },
+    /// A path the workspace's filesystem (or the kernel) cannot take. Nothing was written.
+    #[error(transparent)]
+    NameTooLong(#[from] airlock_changes::limits::TooLong),
 }
 
 crate::io_failure::io_variant!(ApplyError, Io);

@@ -127,6 +127,7 @@ pub(super) fn plan_all(
     }
     hold_trees_left_in_part(&mut items, &mut ops);
     order_writes(&mut ops);
+    check_name_limits(workspace, workspace_path, &ops)?;
     Ok(Plan {
         items,
         ops,
@@ -167,6 +168,21 @@ fn check_no_path_inside_a_tree(
                 root: tree.root.clone(),
             });
         }
+    }
+    Ok(())
+}
+
+/// Refused, before anything is written, when a path to write is longer than the workspace takes.
+fn check_name_limits(
+    workspace: &Workspace,
+    workspace_path: &Path,
+    ops: &PlannedOps,
+) -> std::result::Result<(), ApplyError> {
+    let limits = workspace
+        .name_limits()
+        .map_err(io("inspect", workspace_path))?;
+    for (op, _) in ops.iter().filter(|(op, _)| op.new != Entry::Absent) {
+        airlock_changes::limits::check(workspace_path, limits, op.path())?;
     }
     Ok(())
 }
@@ -312,7 +328,7 @@ impl Planner<'_> {
             let what: Vec<&str> = hazards.iter().map(|h| h.describe()).collect();
             let mut why = what.join("; ");
             for reason in &reasons {
-                why.push_str(&format!(" (the profile's [apply] tool_config: {reason})"));
+                why.push_str(&format!(" ({reason})"));
             }
             return skip(
                 item,
