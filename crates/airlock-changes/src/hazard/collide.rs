@@ -55,21 +55,23 @@ impl<'a> Collisions<'a> {
             return *known;
         }
         let dir = path.parent().unwrap_or(Path::new(""));
-        let folded = path
+        let name = path
             .file_name()
-            .and_then(OsStr::to_str)
-            .filter(|name| !name.is_ascii())
-            .and_then(|name| fold(OsStr::new(name)));
+            .filter(|name| name.to_str().is_some_and(|n| !n.is_ascii()));
+        let folded = name
+            .and_then(fold)
+            .zip(name.and_then(super::confusable::keys_of));
         let answer = match folded {
-            Some(folded) if !self.host_has(path) => {
-                let key = super::confusable::key(&folded);
+            Some((folded, keys)) if !self.host_has(path) => {
                 let mut skeletons = self.skeletons.borrow_mut();
                 let names = skeletons
                     .entry(dir.to_path_buf())
                     .or_insert_with(|| self.skeletons_of(dir));
-                names
-                    .get(&key)
-                    .is_some_and(|same| same.iter().any(|other| *other != folded))
+                keys.iter().any(|key| {
+                    names
+                        .get(key)
+                        .is_some_and(|same| same.iter().any(|other| *other != folded))
+                })
             }
             _ => false,
         };
@@ -86,12 +88,14 @@ impl<'a> Collisions<'a> {
             .into_iter()
             .flatten()
             .flatten()
-            .filter_map(|entry| fold(&entry.file_name()));
-        for name in names {
-            skeletons
-                .entry(super::confusable::key(&name))
-                .or_default()
-                .insert(name);
+            .filter_map(|entry| {
+                let name = entry.file_name();
+                fold(&name).zip(super::confusable::keys_of(&name))
+            });
+        for (name, keys) in names {
+            for key in keys {
+                skeletons.entry(key).or_default().insert(name.clone());
+            }
         }
         skeletons
     }
@@ -213,6 +217,9 @@ mod tests {
         // A Cyrillic i, in the name and in a new directory on the way.
         assert!(names.looks_like_a_host_name(Path::new("src/ma\u{456}n.rs")));
         assert!(names.looks_like_a_host_name(Path::new("sr\u{441}/x.rs")));
+        // Capitals whose small letters look like nothing Latin.
+        assert!(names.looks_like_a_host_name(Path::new("src/\u{41c}\u{430}in.rs")));
+        assert!(names.looks_like_a_host_name(Path::new("src/\u{41c}AIN.rs")));
         // The host's own name, a plain new name, one that only folds to it (another hazard).
         assert!(!names.looks_like_a_host_name(Path::new("src/main.rs")));
         assert!(!names.looks_like_a_host_name(Path::new("src/lib.rs")));

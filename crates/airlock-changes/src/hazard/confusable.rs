@@ -51,10 +51,52 @@ const SPECIAL: &[&str] = &[
     "pyproject.toml",
 ];
 
-/// A name (folded as the hazard tables fold it) as it is compared: its confusable skeleton, in
-/// lower case (the skeleton of a lower-case letter may be a capital: `0` is `O`).
-pub(super) fn key(name: &str) -> String {
-    skeleton(name).collect::<String>().to_lowercase()
+/// The keys a name is compared by: its confusable skeleton in lower case, taken three ways,
+/// since the skeleton of a letter and of its other case may differ. Of the name as written,
+/// then again of that in lower case: a capital that looks Latin may have a small letter that
+/// does not (Cyrillic `М` is `M`, its `м` is nothing), so `Мakefile` needs this one. Of the
+/// name in lower case: a small letter may look like a Latin one whose capital it does not look
+/// like (Cyrillic `І` is taken for `l`, its `і` for `i`), so `.GІT` needs that one. And of the
+/// name with each letter that is not ASCII replaced by its skeleton, in lower case: `МAIN.rs`
+/// beside `main.rs` (the skeleton of `I` is `l`, of `i` is `i`). Two names look alike when a
+/// key of one is a key of the other.
+pub(super) fn keys(name: &str) -> [String; 3] {
+    let lower_skeleton = |text: &str| skeleton(text).collect::<String>().to_lowercase();
+    let each_letter: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii() {
+                c.to_string()
+            } else {
+                skeleton(&c.to_string()).collect()
+            }
+        })
+        .collect();
+    [
+        lower_skeleton(&lower_skeleton(name)),
+        lower_skeleton(&name.to_lowercase()),
+        lower_skeleton(&each_letter.to_lowercase()),
+    ]
+}
+
+/// The keys of a name as written (the code points HFS+ ignores left out), or None when it is
+/// not UTF-8.
+pub(super) fn keys_of(name: &OsStr) -> Option<[String; 3]> {
+    let text: String = name
+        .to_str()?
+        .chars()
+        .filter(|c| !super::is_hfs_ignorable(*c))
+        .collect();
+    Some(keys(&text))
+}
+
+/// `text` without its combining marks (decomposed first): `.gi̇t` (i and a dot above) is
+/// `.git` to the eye in most fonts. Compared with the special names alone, which are ASCII, so
+/// that `café` and `cafe` are never taken for each other.
+fn without_marks(text: &str) -> String {
+    use unicode_normalization::char::is_combining_mark;
+    use unicode_normalization::UnicodeNormalization as _;
+    text.nfd().filter(|c| !is_combining_mark(*c)).collect()
 }
 
 /// Every special name in lower case, and their keys.
@@ -86,7 +128,18 @@ fn specials() -> &'static Specials {
             .chain(SPECIAL.iter().copied())
             .map(str::to_lowercase)
             .collect();
-        let keys = names.iter().map(|name| key(name)).collect();
+        // Of each name as the tables write it and in lower case.
+        let written = tables
+            .iter()
+            .flat_map(|table| agents::names(table))
+            .chain(SPECIAL.iter().copied())
+            .map(str::to_string);
+        let keys = names
+            .iter()
+            .cloned()
+            .chain(written)
+            .flat_map(|name| keys(&name))
+            .collect();
         Specials { names, keys }
     })
 }
@@ -105,7 +158,21 @@ pub(super) fn spoofs_a_special_name(name: &OsStr) -> bool {
         return false;
     };
     let specials = specials();
-    !specials.names.contains(&folded) && specials.keys.contains(&key(&folded))
+    if specials.names.contains(&folded) {
+        return false;
+    }
+    // As written (NTFS's `:STREAM` and trailing dots dropped, as `folded` does), and without
+    // combining marks.
+    let visible = text.split(':').next().unwrap_or(text);
+    let visible: String = visible
+        .chars()
+        .filter(|c| !super::is_hfs_ignorable(*c))
+        .collect();
+    let visible = visible.trim_end_matches(['.', ' ']);
+    keys(visible)
+        .into_iter()
+        .chain(keys(&without_marks(visible)))
+        .any(|k| specials.keys.contains(&k))
 }
 
 #[cfg(test)]
@@ -123,6 +190,14 @@ mod tests {
         assert!(spoof("Mak\u{435}file"));
         assert!(spoof(".vsc\u{43e}de"));
         assert!(spoof("h\u{43e}\u{43e}ks"));
+        // Capitals whose small letters look like nothing Latin (the reviewer's).
+        assert!(spoof("\u{41c}akefile"), "Cyrillic capital em");
+        assert!(spoof("\u{397}EAD"), "Greek capital eta");
+        assert!(spoof("GE\u{41c}INI.md"));
+        assert!(spoof(".\u{39d}PMRC"), "Greek capital nu");
+        // Combining marks over an ASCII special name.
+        assert!(spoof(".gi\u{307}t"), "i with a dot above");
+        assert!(spoof(".g\u{ed}t"), "i acute, precomposed");
         // Plain ASCII shows what it is; other names are not special.
         assert!(!spoof(".git"));
         assert!(!spoof(".c1aude"));

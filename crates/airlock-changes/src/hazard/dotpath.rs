@@ -71,5 +71,12 @@ pub(super) fn has_unexplained_dot_name(parts: &[&OsStr]) -> bool {
     let Some((last, dirs)) = parts.split_last() else {
         return false;
     };
-    dirs.iter().any(|dir| is_dot_name(dir)) || is_dot_name(last) && !is_in(last, KNOWN_INERT)
+    dirs.iter().any(|dir| is_dot_name(dir)) || is_dot_name(last) && !is_known_inert(last)
+}
+
+/// One of [`KNOWN_INERT`], in any case (a case-insensitive filesystem's spelling is the same
+/// file), but not by NTFS's `NAME:STREAM` reading that folding allows: on Linux
+/// `.gitignore:x` is another file, which nothing reads as `.gitignore`.
+fn is_known_inert(name: &OsStr) -> bool {
+    !name.as_encoded_bytes().contains(&b':') && is_in(name, KNOWN_INERT)
 }

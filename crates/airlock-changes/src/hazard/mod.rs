@@ -475,6 +475,7 @@ fn node_hazards(path: &Path, node: &Node, size_limit: u64) -> Vec<Hazard> {
 
 mod added;
 mod agents;
+mod aliases;
 mod collide;
 mod confusable;
 mod dotpath;

@@ -2,15 +2,24 @@
 //! a task's `"command": "tools/x.py"`, a `.git/config`'s `fsmonitor = hooks-x`. The script is
 //! ordinary code by its name, but it runs when the configuration does, so it needs the same yes.
 //!
-//! Kept simple and exact: the configuration's text is cut into words at blanks, quotes,
-//! brackets and the punctuation of config formats, and a word that is a relative path of the
-//! change set (from the workspace's root, or from the configuration's directory; a leading `./`
-//! dropped) names that path, and all the change set has under it. Not followed: absolute paths
-//! and paths built from variables (`$GITHUB_WORKSPACE/x.sh`), a script that a named script runs
-//! in turn, and an unchanged configuration that already runs a changed script (that is an
-//! ordinary code change, shown by git diff as any other).
+//! The configuration's text (NUL bytes and all: shells and git read past them) is cut into
+//! words at blanks, brackets and the punctuation of config formats; quotes and backslashes
+//! inside a word are dropped, as a shell drops them. A word names a path of the change set (and
+//! all the change set has under it, a directory the host has already included) when it is that
+//! path from the workspace's root or from the configuration's directory, when a part of it
+//! after a `/` is (`$GITHUB_WORKSPACE/scripts/x.sh`), when it is a file name with an extension
+//! that a changed file has anywhere (`cd scripts && ./x.sh`, a `working-directory`), when it is
+//! a Python module (`-m tools.mod`), or when it is a pattern (`scripts/*.sh`) that matches. A
+//! configuration too large to read whole names every changed script and executable.
+//!
+//! Best effort against an adversary, which it is: a path built at run time (`$(echo …)`, a
+//! variable's value), a script that a named script runs in turn, and an unchanged
+//! configuration that already runs a changed script (an ordinary code change, shown by git diff
+//! as any other) are not followed. The configuration itself needs a person's yes, and says what
+//! it runs to the person who reads it.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::OsStr;
 use std::io::Read;
 use std::path::{Component, Path, PathBuf};
 
@@ -20,11 +29,110 @@ use crate::scan::Change;
 /// The most of one configuration read: no honest one is near this.
 const CONFIG_READ_BYTES: u64 = 1 << 20;
 
+/// Extensions of files that are programs by their name.
+const SCRIPT_EXTENSIONS: &[&str] = &[
+    "sh", "bash", "zsh", "fish", "ps1", "py", "rb", "pl", "js", "mjs", "cjs", "ts", "php", "lua",
+];
+
 /// Paths of a change set that a changed configuration which runs code names.
 #[derive(Debug, Default)]
 pub(super) struct RunByConfig {
     /// Each named path, with the first configuration that names it.
     named: BTreeMap<PathBuf, PathBuf>,
+}
+
+/// The change set's written paths, as the words of a configuration are looked up in it.
+struct Written {
+    /// In path order, component by component: what lies under a path follows it.
+    paths: BTreeSet<PathBuf>,
+    /// File names, each with the changed files that have it.
+    by_name: BTreeMap<String, Vec<PathBuf>>,
+    /// Changed files that are programs by their mode or their name.
+    programs: BTreeSet<PathBuf>,
+}
+
+impl Written {
+    fn of(changes: &[Change]) -> Written {
+        let mut written = Written {
+            paths: BTreeSet::new(),
+            by_name: BTreeMap::new(),
+            programs: BTreeSet::new(),
+        };
+        for change in changes {
+            let Some(new) = &change.new else { continue };
+            written.paths.insert(change.path.clone());
+            if new.kind != Kind::File {
+                continue;
+            }
+            if let Some(name) = change.path.file_name().and_then(OsStr::to_str) {
+                written
+                    .by_name
+                    .entry(name.to_string())
+                    .or_default()
+                    .push(change.path.clone());
+            }
+            if new.mode & 0o111 != 0 || is_script_name(&change.path) {
+                written.programs.insert(change.path.clone());
+            }
+        }
+        written
+    }
+
+    /// `named` and what the change set has under it; when `named` is not changed itself (a
+    /// directory the host has: `hooksPath = githooks`), only the programs under it, or every
+    /// word that names a directory (`src`) would hold back all of its changes.
+    fn at_or_under<'w>(&'w self, named: &'w Path) -> impl Iterator<Item = &'w PathBuf> + 'w {
+        let changed = self.paths.contains(named);
+        self.paths
+            .range(named.to_path_buf()..)
+            .take_while(move |p| p.starts_with(named))
+            .filter(move |p| changed || self.programs.contains(*p))
+    }
+
+    /// The changed paths `word`, a word of the configuration at `config`, names.
+    fn named_by_word(&self, config: &Path, word: &str) -> Vec<PathBuf> {
+        let dir = config.parent().unwrap_or(Path::new(""));
+        let mut found = Vec::new();
+        let look = |found: &mut Vec<PathBuf>, candidate: &Path| {
+            if let Some(named) = normalised(candidate) {
+                found.extend(self.at_or_under(&named).cloned());
+            }
+        };
+        if word.contains(['*', '?']) {
+            for path in &self.paths {
+                let text = path.to_string_lossy();
+                let relative = path.strip_prefix(dir).ok().map(|p| p.to_string_lossy());
+                if wildcard(word, &text) || relative.is_some_and(|r| wildcard(word, &r)) {
+                    found.push(path.clone());
+                }
+            }
+            return found;
+        }
+        look(&mut found, &dir.join(word));
+        look(&mut found, Path::new(word));
+        // Every part after a '/': what a variable or an absolute prefix led to.
+        for (at, _) in word.match_indices('/') {
+            look(&mut found, Path::new(&word[at + 1..]));
+        }
+        if !word.contains('/') {
+            // A file name with an extension, wherever the command is run from.
+            if word
+                .rfind('.')
+                .is_some_and(|dot| dot > 0 && dot + 1 < word.len())
+            {
+                if let Some(paths) = self.by_name.get(word) {
+                    found.extend(paths.iter().cloned());
+                }
+            }
+            // A Python module: `tools.mod` is tools/mod.py or the package tools/mod.
+            if word.contains('.') && word.split('.').all(is_identifier) {
+                let module = word.replace('.', "/");
+                look(&mut found, Path::new(&format!("{module}.py")));
+                look(&mut found, Path::new(&module));
+            }
+        }
+        found
+    }
 }
 
 impl RunByConfig {
@@ -36,12 +144,7 @@ impl RunByConfig {
         size_limit: u64,
         runs_code: impl Fn(&Change) -> bool,
     ) -> RunByConfig {
-        // In path order, component by component: what lies under a path follows it.
-        let written: BTreeSet<PathBuf> = changes
-            .iter()
-            .filter(|c| c.new.is_some())
-            .map(|c| c.path.clone())
-            .collect();
+        let written = Written::of(changes);
         let mut found = RunByConfig::default();
         let configs = changes.iter().filter(|c| {
             c.new
@@ -50,28 +153,20 @@ impl RunByConfig {
                 && runs_code(c)
         });
         for config in configs {
-            let Some(text) = read_text(&layer.join(&config.path)) else {
+            let Some((text, whole)) = read_text(&layer.join(&config.path)) else {
                 continue;
             };
-            let dir = config.path.parent().unwrap_or(Path::new(""));
-            for word in words(&text) {
-                for named in [dir.join(word), PathBuf::from(word)] {
-                    let Some(named) = normalised(&named) else {
-                        continue;
-                    };
-                    if named == config.path || !written.contains(&named) {
-                        continue;
-                    }
-                    let below = written
-                        .range(named.clone()..)
-                        .take_while(|p| p.starts_with(&named));
-                    for path in below {
-                        found
-                            .named
-                            .entry(path.to_path_buf())
-                            .or_insert_with(|| config.path.clone());
-                    }
-                }
+            let mut named: Vec<PathBuf> = words(&text)
+                .flat_map(|word| written.named_by_word(&config.path, &word))
+                .collect();
+            if !whole {
+                named.extend(written.programs.iter().cloned());
+            }
+            for path in named.into_iter().filter(|p| *p != config.path) {
+                found
+                    .named
+                    .entry(path)
+                    .or_insert_with(|| config.path.clone());
             }
         }
         found
@@ -83,31 +178,75 @@ impl RunByConfig {
     }
 }
 
-/// The text of a file of the layer, read through no symlink, at most [`CONFIG_READ_BYTES`];
-/// none when it is binary (a NUL in its first 8000 bytes, as git decides).
-fn read_text(file: &Path) -> Option<String> {
+fn is_script_name(path: &Path) -> bool {
+    path.extension()
+        .and_then(OsStr::to_str)
+        .is_some_and(|ext| SCRIPT_EXTENSIONS.contains(&ext.to_ascii_lowercase().as_str()))
+}
+
+fn is_identifier(part: &str) -> bool {
+    let mut chars = part.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// Does `pattern` (`*` any run of characters but `/`, `?` one) match all of `text`?
+fn wildcard(pattern: &str, text: &str) -> bool {
+    let (p, t): (Vec<char>, Vec<char>) = (pattern.chars().collect(), text.chars().collect());
+    // The classic two-pointer match, backtracking to the last `*`.
+    let (mut pi, mut ti, mut star, mut mark) = (0, 0, None, 0);
+    while ti < t.len() {
+        if pi < p.len() && (p[pi] == '?' && t[ti] != '/' || p[pi] == t[ti]) {
+            pi += 1;
+            ti += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some(pi);
+            mark = ti;
+            pi += 1;
+        } else if let Some(at) = star.filter(|_| t[mark] != '/') {
+            pi = at + 1;
+            mark += 1;
+            ti = mark;
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|c| *c == '*')
+}
+
+/// The text of a file of the layer, read through no symlink, at most [`CONFIG_READ_BYTES`]
+/// (lossily: a NUL or a byte that is not UTF-8 stops no reader of configurations), and whether
+/// that was all of it.
+fn read_text(file: &Path) -> Option<(String, bool)> {
     let file = crate::node::open_regular(file).ok()?;
     let mut bytes = Vec::new();
-    file.take(CONFIG_READ_BYTES).read_to_end(&mut bytes).ok()?;
-    let binary = bytes[..bytes.len().min(8000)].contains(&0);
-    (!binary).then(|| String::from_utf8_lossy(&bytes).into_owned())
+    file.take(CONFIG_READ_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .ok()?;
+    let whole = bytes.len() as u64 <= CONFIG_READ_BYTES;
+    bytes.truncate(CONFIG_READ_BYTES as usize);
+    Some((String::from_utf8_lossy(&bytes).into_owned(), whole))
 }
 
-/// Characters that end a word of a configuration: blanks, quotes, brackets, and what YAML,
-/// JSON, TOML, INI and shell put between a key or a command and a path.
+/// Characters that end a word of a configuration: blanks, controls (NUL among them), brackets,
+/// and what YAML, JSON, TOML, INI and shell put between a key or a command and a path.
 fn ends_a_word(c: char) -> bool {
-    c.is_whitespace() || "\"'`(){}[]<>,;=|&:".contains(c)
+    c.is_whitespace() || c.is_control() || "(){}[]<>,;=|&:".contains(c)
 }
 
-/// The words of `text` that may be relative paths, without a leading `./` or a trailing `/`.
-fn words(text: &str) -> impl Iterator<Item = &str> {
+/// The words of `text` that may be relative paths: quotes and backslashes dropped (as a shell
+/// reads `scr"ipts/x.sh"` or `x\.sh`), without a leading `./` or a trailing `/`.
+fn words(text: &str) -> impl Iterator<Item = String> + '_ {
     text.split(ends_a_word).filter_map(|word| {
+        let word: String = word.chars().filter(|c| !"\"'`\\".contains(*c)).collect();
         let mut word = word.trim_end_matches('/');
         while let Some(rest) = word.strip_prefix("./") {
             word = rest;
         }
         let plain = !word.is_empty() && word != "." && !word.starts_with('/');
-        plain.then_some(word)
+        plain.then(|| word.to_string())
     })
 }
 
@@ -132,7 +271,7 @@ mod tests {
     #[test]
     fn words_that_may_be_paths() {
         let text = "run: ./scripts/deploy.sh --to prod\n\"command\": \"tools/x.py\",\nfsmonitor = hooks/x\nuses: ./.github/actions/a/\n  - bash -c 'make  build'\n/usr/bin/env";
-        let found: Vec<&str> = words(text).collect();
+        let found: Vec<String> = words(text).collect();
         for word in [
             "scripts/deploy.sh",
             "tools/x.py",
@@ -140,9 +279,68 @@ mod tests {
             ".github/actions/a",
             "make",
         ] {
-            assert!(found.contains(&word), "{word} in {found:?}");
+            assert!(found.iter().any(|w| w == word), "{word} in {found:?}");
         }
         assert!(!found.iter().any(|w| w.starts_with('/')), "{found:?}");
+    }
+
+    fn written(paths: &[&str]) -> Written {
+        let mut written = Written {
+            paths: paths.iter().map(PathBuf::from).collect(),
+            by_name: BTreeMap::new(),
+            // All of them, as if executable.
+            programs: paths.iter().map(PathBuf::from).collect(),
+        };
+        for path in paths {
+            let name = Path::new(path).file_name().unwrap().to_str().unwrap();
+            written
+                .by_name
+                .entry(name.to_string())
+                .or_default()
+                .push(PathBuf::from(path));
+        }
+        written
+    }
+
+    /// What the reviewer of the first version found went past it, each named now.
+    #[test]
+    fn ordinary_ways_of_naming_a_script_name_it() {
+        let set = written(&[
+            "scripts/x1.sh",
+            "scripts/x2.sh",
+            "scripts/x3.sh",
+            "scripts/g7.sh",
+            "tools/mod8.py",
+            "githooks/pre-commit",
+            "scripts/x9.sh",
+            "ci/x10.sh",
+        ]);
+        let workflow = Path::new(".github/workflows/ci.yml");
+        let text = "#\0 run: ./x1.sh\nbash scr\"ipts/x2.sh\" scripts/x3\\.sh\nfor f in scripts/g*.sh\npython -m tools.mod8\nhooksPath = githooks\ncd scripts && ./x9.sh\n$GITHUB_WORKSPACE/ci/x10.sh";
+        let named: BTreeSet<PathBuf> = words(text)
+            .flat_map(|w| set.named_by_word(workflow, &w))
+            .collect();
+        for path in [
+            "scripts/x1.sh",
+            "scripts/x2.sh",
+            "scripts/x3.sh",
+            "scripts/g7.sh",
+            "tools/mod8.py",
+            "githooks/pre-commit",
+            "scripts/x9.sh",
+            "ci/x10.sh",
+        ] {
+            assert!(named.contains(Path::new(path)), "{path} not in {named:?}");
+        }
+    }
+
+    #[test]
+    fn a_pattern_matches_within_one_directory() {
+        assert!(wildcard("scripts/g*.sh", "scripts/go.sh"));
+        assert!(wildcard("scripts/?o.sh", "scripts/go.sh"));
+        assert!(!wildcard("scripts/*.sh", "scripts/sub/go.sh"));
+        assert!(!wildcard("*.sh", "a/b.sh"));
+        assert!(wildcard("*", "anything"));
     }
 
     #[test]

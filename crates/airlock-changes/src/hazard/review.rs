@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use super::added::{AddedTools, ToolEntry};
+use super::aliases::Aliases;
 use super::collide::Collisions;
 use super::ignored::{in_auto_run_location, Ignores};
 use super::pointed::RunByConfig;
@@ -46,6 +47,8 @@ pub struct Review<'a> {
     ignores_now: Ignores<'a>,
     names: Collisions<'a>,
     added: AddedTools,
+    /// Hazardous names that are symlinks into the workspace.
+    aliases: Aliases,
     run_by: RunByConfig,
 }
 
@@ -65,6 +68,7 @@ impl<'a> Review<'a> {
             ignores_now: Ignores::new(host, host, setup.global_excludes),
             names: Collisions::new(host),
             added: AddedTools::new(setup.tool_config)?,
+            aliases: Aliases::new(host, changes),
             run_by: RunByConfig::default(),
         };
         let run_by = RunByConfig::new(layer, changes, setup.size_limit, |change| {
@@ -90,7 +94,16 @@ impl<'a> Review<'a> {
             )
         });
         let in_git_dir = hazards.contains(&Hazard::GitConfig) || self.tree.contains(&change.path);
+        let through_a_link = self.aliases.reached_through(&change.path);
+        let (linked_hazards, linked_names): (Vec<Hazard>, Vec<PathBuf>) =
+            through_a_link.into_iter().unzip();
+        let linked_git_config = linked_names.iter().any(|name| {
+            name.file_name()
+                .is_some_and(|n| super::is_one_of(n, &["config", "config.worktree"]))
+        });
+        hazards.extend(linked_hazards.iter().filter(|h| **h != Hazard::GitConfig));
         self.added.matching(&change.path).is_some()
+            || linked_git_config && linked_hazards.contains(&Hazard::GitConfig)
             || in_git_dir && git_config_file
             || hazards
                 .iter()
@@ -133,6 +146,13 @@ impl<'a> Review<'a> {
             verdict
                 .reasons
                 .push(format!("{}: {}", entry.path, entry.reason));
+        }
+        for (hazard, seen_as) in self.aliases.reached_through(&change.path) {
+            verdict.hazards.push(hazard);
+            verdict.reasons.push(format!(
+                "reached through {}, a symlink the next tool reads it by",
+                seen_as.display()
+            ));
         }
         if let Some(config) = self.run_by.named_by(&change.path) {
             verdict.hazards.push(Hazard::RunByFlaggedConfig);
