@@ -78,7 +78,7 @@ impl Gone {
         // Empty: reserved by a run that died before it was filled in (its intent may be on
         // record): nothing names it; the entry goes.
         let Ok(run) = serde_json::from_slice::<Running>(text.trim_ascii()) else {
-            if text.trim_ascii().is_empty() {
+            if text.trim_ascii().is_empty() && same_file(path, &lock) {
                 let _ = fs::remove_file(path);
             }
             return None;
@@ -101,9 +101,14 @@ impl Gone {
         let run = &self.run;
         // Frozen by 'airlock pause' (v1 freezer), its processes outlived the parent-death
         // signal: thawed and killed, or they would stay frozen for good, out of everyone's reach.
-        if run.sandbox.is_alive() {
+        // A reader that cannot see its pid 1 (another pid namespace) cannot kill it: the entry
+        // stays for one that can, and the kill switch still lists it.
+        if run.sandbox.is_frozen() {
             let _ = run.sandbox.send_kill();
             run.sandbox.wait_gone();
+            if run.sandbox.is_frozen() {
+                return;
+            }
         }
         let fields = serde_json::json!({
             "run_id": run.run_id,
@@ -124,19 +129,21 @@ impl Gone {
             note_in_session(state_dir, session, run.run_id.clone());
         }
         // Only the file this process locked: a run that reused the pid since has its own.
-        let same = fs::metadata(&self.path)
-            .ok()
-            .zip(self._lock.metadata().ok())
-            .is_some_and(|(named, locked)| {
-                named.ino() == locked.ino() && named.dev() == locked.dev()
-            });
-        if same {
+        if same_file(&self.path, &self._lock) {
             let _ = fs::remove_file(&self.path);
             for flag in ["cut", "killed", "paused"] {
                 let _ = fs::remove_file(self.path.with_extension(flag));
             }
         }
     }
+}
+
+/// Is `path` still the file `locked` is open on?
+fn same_file(path: &Path, locked: &fs::File) -> bool {
+    fs::metadata(path)
+        .ok()
+        .zip(locked.metadata().ok())
+        .is_some_and(|(named, open)| named.ino() == open.ino() && named.dev() == open.dev())
 }
 
 fn interrupted_file(session_dir: &Path) -> PathBuf {

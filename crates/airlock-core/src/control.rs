@@ -157,8 +157,30 @@ pub fn reserve(state_dir: &Path) -> Result<Registration, ControlError> {
         .map_err(|(_, errno)| io("lock", &making)(std::io::Error::from(errno)))?;
     std::os::unix::fs::FileExt::write_all_at(&*file, &[b' '; ENTRY_BYTES], 0)
         .map_err(io("write", &making))?;
-    fs::rename(&making, &path).map_err(io("rename", &making))?;
-    Ok(Registration { path, file })
+    // Never over another's entry: a live run of the same pid is another pid namespace's (two
+    // airlock in containers sharing this state directory, each pid 1), and replacing its entry
+    // would hide it from the kill switch. (One whose supervisor is gone was closed before.)
+    match nix::fcntl::renameat2(
+        nix::fcntl::AT_FDCWD,
+        &making,
+        nix::fcntl::AT_FDCWD,
+        &path,
+        nix::fcntl::RenameFlags::RENAME_NOREPLACE,
+    ) {
+        Ok(()) => Ok(Registration { path, file }),
+        Err(errno) => {
+            let _ = fs::remove_file(&making);
+            let why = if errno == nix::errno::Errno::EEXIST {
+                std::io::Error::other(format!(
+                    "a live run of another airlock is registered under this process's pid ({}): airlock processes in different pid namespaces share this state directory; give each its own (--state-dir)",
+                    std::process::id()
+                ))
+            } else {
+                std::io::Error::from(errno)
+            };
+            Err(io("register the run as", &path)(why).into())
+        }
+    }
 }
 
 impl Registration {

@@ -166,8 +166,12 @@ pub fn remove_orphaned_runs(support: &CgroupSupport) {
 }
 
 /// Cgroups of runs whose supervisor is gone (killed with SIGKILL, it could not remove them; its
-/// sandbox died with it, so they are empty). Named `run-<supervisor pid>`.
+/// sandbox died with it, so they are empty). Named `run-<supervisor pid>`. A cgroup with a
+/// process in it cannot be removed; one made a moment ago is not yet joined by its sandbox and
+/// is left alone: its supervisor may be alive in another pid namespace, where this /proc does
+/// not show it (an airlock in a container, say), and removing it would fail that run.
 fn remove_orphans(parent: &Path) {
+    const JOINED_WITHIN: std::time::Duration = std::time::Duration::from_secs(30);
     let Ok(entries) = fs::read_dir(parent) else {
         return;
     };
@@ -176,7 +180,13 @@ fn remove_orphans(parent: &Path) {
         let Some(pid) = name.to_str().and_then(|n| n.strip_prefix("run-")) else {
             continue;
         };
-        if pid.parse::<u32>().is_ok() && !Path::new("/proc").join(pid).exists() {
+        let settled = || {
+            entry
+                .metadata()
+                .and_then(|meta| meta.modified())
+                .is_ok_and(|made| made.elapsed().is_ok_and(|age| age > JOINED_WITHIN))
+        };
+        if pid.parse::<u32>().is_ok() && !Path::new("/proc").join(pid).exists() && settled() {
             let _ = fs::remove_dir(entry.path());
         }
     }

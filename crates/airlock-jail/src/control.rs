@@ -196,6 +196,12 @@ impl SandboxId {
         }
     }
 
+    /// Is the sandbox frozen by its freezer cgroup now? Read from the cgroup, which every reader
+    /// sees alike, in whatever pid namespace (false without a freezer).
+    pub fn is_frozen(&self) -> bool {
+        self.freezer.is_some() && self.is_paused()
+    }
+
     /// Is the sandbox paused now?
     pub fn is_paused(&self) -> bool {
         match &self.freezer {

@@ -489,6 +489,94 @@ fn a_reader_in_another_pid_namespace_closes_no_live_run() {
     assert_eq!(wait_for_exit(&mut child).code(), Some(137));
 }
 
+/// `airlock` in a pid namespace of its own (as in a container), against `w`'s state directory.
+fn in_own_pid_namespace(w: &World, args: &[&str]) -> std::process::Command {
+    let mut cmd = w.command("unshare");
+    cmd.args(["--pid", "--fork", "--kill-child", "--mount-proc", "--"])
+        .arg(support::airlock_bin())
+        .arg("--state-dir")
+        .arg(&w.state)
+        .args(args);
+    cmd
+}
+
+/// A frozen run whose supervisor was killed, first read from another pid namespace (which sees
+/// the cgroup frozen but not its processes): left for a reader that can end it, not forgotten
+/// frozen for good.
+#[test]
+fn a_frozen_orphan_is_left_for_a_reader_that_can_end_it() {
+    let Some(w) = World::new(Mode::Root) else {
+        return;
+    };
+    new_session(&w, "frozen");
+    let marker = format!("4345.{}", std::process::id());
+    let (mut child, _out) = start(&w, "frozen", &format!("echo started; sleep {marker}"));
+    assert!(airlock(&w, &["pause", "frozen"]).status.success());
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let elsewhere = in_own_pid_namespace(&w, &["status"]).output().unwrap();
+    assert!(elsewhere.status.success(), "{}", stderr(&elsewhere));
+    let log = stdout(&airlock(
+        &w,
+        &["log", "--action", "run.abandoned", "--json"],
+    ));
+    assert!(log.trim().is_empty(), "closed while still frozen: {log}");
+    assert!(process_running(&format!("sleep {marker}")));
+    // A reader in the host's namespace ends it and closes it.
+    assert!(airlock(&w, &["status"]).status.success());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while process_running(&format!("sleep {marker}")) {
+        assert!(Instant::now() < deadline, "the frozen orphan was not ended");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let log = stdout(&airlock(
+        &w,
+        &["log", "--action", "run.abandoned", "--json"],
+    ));
+    assert_eq!(log.lines().count(), 1, "{log}");
+}
+
+/// Two airlock processes in pid namespaces of their own are both pid 1: the second run must not
+/// take the first one's place in the registry (which would hide the first from the kill switch).
+#[test]
+fn runs_of_the_same_pid_in_two_namespaces_do_not_share_an_entry() {
+    let Some(w) = World::new(Mode::Root) else {
+        return;
+    };
+    let marker = format!("4346.{}", std::process::id());
+    let workspace = w.workspace.to_str().unwrap().to_string();
+    let mut first = in_own_pid_namespace(&w, &["run", "--workspace", &workspace, "--", "sh", "-c"])
+        .arg(format!("echo started; sleep {marker}"))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(first.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let first = Run(first);
+    let second = in_own_pid_namespace(&w, &["run", "--workspace", &workspace, "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(second.status.code(), Some(125), "{}", stderr(&second));
+    assert!(
+        stderr(&second).contains("pid namespaces share this state directory"),
+        "{}",
+        stderr(&second)
+    );
+    // Ended with its namespace (the kill switch on the host does not reach a run registered
+    // with another namespace's pids: a limit docs/kill-switch.md states).
+    drop(first);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while process_running(&format!("sleep {marker}")) {
+        assert!(
+            Instant::now() < deadline,
+            "the first run outlived its namespace"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 both_modes!(
     a_paused_run_whose_supervisor_was_killed_is_not_left_frozen,
     |w: &World| {
