@@ -584,7 +584,7 @@ both_modes!(
                 // What was refused is named, cut short, with its count.
                 let kind = &record["refused"][0];
                 assert_eq!(kind["action"], "session.refused", "{record}");
-                assert!(kind["error"].as_str().unwrap().len() <= 256, "{record}");
+                assert!(kind["error"].as_str().unwrap().len() <= 400, "{record}");
                 assert_eq!(kind["count"], record["count"], "{record}");
             })
             .map(|record| record["count"].as_u64().unwrap())

@@ -4,13 +4,16 @@
 //! into one `refusals.suppressed` record: at its next refusal in a later second, or when
 //! `airlock serve` flushes them (every second, and as it stops). The record names what was
 //! refused, not only how often: each distinct refusal (action, request, error; [`KINDS_KEPT`] of
-//! them, each text cut to [`TEXT_BYTES`]) with its count, so that five harmless refusals a
-//! second cannot hide the one that matters behind a number. Shared by every process of the state
-//! directory (the server, its workers):
+//! them, each text cut to [`TEXT_BYTES`] with the length and SHA-256 of what was cut) with its
+//! count, so that five harmless refusals a second cannot hide the one that matters behind a
+//! number. The budget is a token's for each error code apart: padding of one kind (refusals of
+//! its own sessions, say) cannot crowd out a refusal of another (`outside_token_binding`: a
+//! reach for another token's session or workspace), which has its own five records and sixteen
+//! names a second. Shared by every process of the state directory (the server, its workers):
 //!
 //! ```text
 //! STATE/refusals.lock   flock'd while the tallies are read and rewritten
-//! STATE/refusals.json   {TOKEN_ID: {second, written, suppressed, since, kinds, others}},
+//! STATE/refusals.json   {"TOKEN_ID CODE": {second, written, suppressed, since, kinds, others}},
 //!                       replaced whole (written beside it, renamed over it)
 //! ```
 
@@ -56,12 +59,9 @@ impl Kind {
     }
 }
 
+/// `text` whole if it is short, else its first [`TEXT_BYTES`] and what tells the rest apart.
 fn cut(text: &str) -> String {
-    let mut end = text.len().min(TEXT_BYTES);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    text[..end].to_string()
+    super::bounded_to(text, TEXT_BYTES)
 }
 
 /// One token's count in its latest second.
@@ -152,10 +152,11 @@ impl Locked {
     }
 
     /// Written beside it and renamed over it: a reader sees the old tallies or the new, never a
-    /// part. Not synced: a crash loses counts not on record yet, never a record.
-    fn save(self) {
+    /// part. Not synced: a crash loses counts not on record yet, never a record. False when
+    /// they could not be written.
+    fn save(self) -> bool {
         let Ok(text) = serde_json::to_vec(&self.tallies) else {
-            return;
+            return false;
         };
         let temp = self.path.with_extension("json.new");
         let written = std::fs::OpenOptions::new()
@@ -165,22 +166,33 @@ impl Locked {
             .mode(0o600)
             .open(&temp)
             .and_then(|mut file| file.write_all(&text));
-        if written.is_ok() {
-            let _ = std::fs::rename(&temp, &self.path);
-        }
+        written.is_ok() && std::fs::rename(&temp, &self.path).is_ok()
     }
 }
 
-/// Count a refusal (`kind`) of `token` and say whether its record may be written.
-pub(crate) fn take(state_dir: &Path, token: &str, kind: Kind) -> Allowance {
+/// The tallies' key of a token's refusals with one error code.
+fn key(token: &str, code: &str) -> String {
+    format!("{token} {code}")
+}
+
+/// The token of a tallies' key.
+fn token_of(key: &str) -> &str {
+    key.split_once(' ').map_or(key, |(token, _)| token)
+}
+
+/// Count a refusal (`kind`, with the error `code`) of `token` and say whether its record may be
+/// written. When the count cannot be kept, the record is written: never neither.
+pub(crate) fn take(state_dir: &Path, token: &str, code: &str, kind: Kind) -> Allowance {
     let Some(mut locked) = Locked::open(state_dir) else {
         return Allowance::Write(None);
     };
     let second = now();
-    let tally = locked.tallies.entry(token.to_string()).or_default();
+    let tally = locked.tallies.entry(key(token, code)).or_default();
     let allowance = decide(tally, second, kind);
-    locked.save();
-    allowance
+    match (locked.save(), allowance) {
+        (false, Allowance::Counted) => Allowance::Write(None),
+        (_, allowance) => allowance,
+    }
 }
 
 /// The rule, apart from the file: a new second starts a new count and hands over what was
@@ -223,16 +235,16 @@ pub(crate) fn flush(state_dir: &Path, everything: bool, mut record: impl FnMut(&
         return;
     };
     let second = if everything { u64::MAX } else { now() };
-    locked.tallies.retain(|token, tally| {
+    locked.tallies.retain(|key, tally| {
         if tally.second >= second {
             return true;
         }
         if let Some(summary) = tally.take_summary() {
-            record(token, summary);
+            record(token_of(key), summary);
         }
         false
     });
-    locked.save();
+    let _ = locked.save();
 }
 
 #[cfg(test)]
@@ -284,7 +296,32 @@ mod tests {
         }
         let summary = tally.take_summary().unwrap();
         assert_eq!((summary.kinds.len(), summary.others), (KINDS_KEPT, 40 - 16));
-        assert!(summary.kinds.iter().all(|k| k.error.len() <= TEXT_BYTES));
+        // Cut, with the length and hash of the whole.
+        assert!(summary
+            .kinds
+            .iter()
+            .all(|k| k.error.len() <= TEXT_BYTES + 120));
+        assert!(summary.kinds[0].error.contains("sha256"));
+    }
+
+    /// The second reviewer's: five refusals and sixteen distinct kinds of padding, then the
+    /// probe: with one budget a token, the probe went into `others`, unnamed.
+    #[test]
+    fn padding_of_one_code_cannot_crowd_out_a_refusal_of_another() {
+        let state = tempfile::tempdir().unwrap();
+        for n in 0..(RECORDS_PER_SECOND as usize + KINDS_KEPT + 4) {
+            take(
+                state.path(),
+                "abc",
+                "session_not_found",
+                kind(&n.to_string()),
+            );
+        }
+        let probe = kind("this token may not use session of another");
+        assert_eq!(
+            take(state.path(), "abc", "outside_token_binding", probe),
+            Allowance::Write(None)
+        );
     }
 
     #[test]
@@ -299,10 +336,14 @@ mod tests {
             kinds: vec![kind("k")],
             others: 0,
         };
-        locked.tallies.insert("abc".into(), counted(now() - 1));
+        locked
+            .tallies
+            .insert(key("abc", "forbidden"), counted(now() - 1));
         // A second still going is not over: it is kept for now.
-        locked.tallies.insert("def".into(), counted(now() + 3600));
-        locked.save();
+        locked
+            .tallies
+            .insert(key("def", "forbidden"), counted(now() + 3600));
+        assert!(locked.save());
         let mut handed = Vec::new();
         flush(state.path(), false, |token, summary| {
             handed.push((token.to_string(), summary.count))

@@ -28,10 +28,15 @@ const ARGV_WORDS: usize = 64;
 /// `text` whole if it is short, else its first [`FIELD_BYTES`] (at a character's end) and what
 /// tells the rest apart: its length and SHA-256.
 pub(crate) fn bounded(text: &str) -> String {
-    if text.len() <= FIELD_BYTES {
+    bounded_to(text, FIELD_BYTES)
+}
+
+/// [`bounded`] to `limit` bytes.
+pub(crate) fn bounded_to(text: &str, limit: usize) -> String {
+    if text.len() <= limit {
         return text.to_string();
     }
-    let mut end = FIELD_BYTES;
+    let mut end = limit;
     while !text.is_char_boundary(end) {
         end -= 1;
     }
@@ -70,7 +75,7 @@ fn record(caller: &Caller, action: &str, session: Option<&str>, err: &Error) {
     if let Some(grant) = &caller.grant {
         let asked = caller.asked.join(" ");
         let kind = budget::Kind::new(action, &asked, &err.to_string());
-        match budget::take(&state, &grant.token, kind) {
+        match budget::take(&state, &grant.token, err.code().0, kind) {
             Allowance::Counted => return,
             Allowance::Write(Some(summary)) => record_suppressed(&state, &grant.token, summary),
             Allowance::Write(None) => {}
