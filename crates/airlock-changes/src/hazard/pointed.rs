@@ -89,13 +89,16 @@ impl Written {
             .filter(move |p| changed || self.programs.contains(*p))
     }
 
-    /// The changed paths `word`, a word of the configuration at `config`, names.
-    fn named_by_word(&self, config: &Path, word: &str) -> Vec<PathBuf> {
+    /// The changed paths `word`, a word of the configuration at `config`, names; a directory
+    /// the host has, only when `directories` (see [`Written::at_or_under`]).
+    fn named_by_word(&self, config: &Path, word: &str, directories: bool) -> Vec<PathBuf> {
         let dir = config.parent().unwrap_or(Path::new(""));
         let mut found = Vec::new();
         let look = |found: &mut Vec<PathBuf>, candidate: &Path| {
             if let Some(named) = normalised(candidate) {
-                found.extend(self.at_or_under(&named).cloned());
+                if directories || self.paths.contains(&named) {
+                    found.extend(self.at_or_under(&named).cloned());
+                }
             }
         };
         if word.contains(['*', '?']) {
@@ -108,20 +111,24 @@ impl Written {
             }
             return found;
         }
-        look(&mut found, &dir.join(word));
-        look(&mut found, Path::new(word));
-        // Every part after a '/': what a variable or an absolute prefix led to.
+        if !word.starts_with('/') {
+            look(&mut found, &dir.join(word));
+            look(&mut found, Path::new(word));
+        }
+        // Every part after a '/': what a variable (`${workspaceFolder}/x.sh`) or an absolute
+        // prefix led to.
         for (at, _) in word.match_indices('/') {
             look(&mut found, Path::new(&word[at + 1..]));
         }
         if !word.contains('/') {
-            // A file name with an extension, wherever the command is run from.
+            // A program's file name with an extension, wherever the command is run from.
             if word
                 .rfind('.')
                 .is_some_and(|dot| dot > 0 && dot + 1 < word.len())
             {
                 if let Some(paths) = self.by_name.get(word) {
-                    found.extend(paths.iter().cloned());
+                    let programs = paths.iter().filter(|p| self.programs.contains(*p));
+                    found.extend(programs.cloned());
                 }
             }
             // A Python module: `tools.mod` is tools/mod.py or the package tools/mod.
@@ -142,22 +149,23 @@ impl RunByConfig {
         layer: &Path,
         changes: &[Change],
         size_limit: u64,
-        runs_code: impl Fn(&Change) -> bool,
+        runs_code: impl Fn(&Change) -> Option<bool>,
     ) -> RunByConfig {
         let written = Written::of(changes);
         let mut found = RunByConfig::default();
-        let configs = changes.iter().filter(|c| {
-            c.new
+        let configs = changes.iter().filter_map(|c| {
+            let file = c
+                .new
                 .as_ref()
-                .is_some_and(|n| n.kind == Kind::File && n.size <= size_limit)
-                && runs_code(c)
+                .is_some_and(|n| n.kind == Kind::File && n.size <= size_limit);
+            file.then(|| runs_code(c)).flatten().map(|dirs| (c, dirs))
         });
-        for config in configs {
+        for (config, directories) in configs {
             let Some((text, whole)) = read_text(&layer.join(&config.path)) else {
                 continue;
             };
             let mut named: Vec<PathBuf> = words(&text)
-                .flat_map(|word| written.named_by_word(&config.path, &word))
+                .flat_map(|word| written.named_by_word(&config.path, &word, directories))
                 .collect();
             if !whole {
                 named.extend(written.programs.iter().cloned());
@@ -238,14 +246,17 @@ fn ends_a_word(c: char) -> bool {
 
 /// The words of `text` that may be relative paths: quotes and backslashes dropped (as a shell
 /// reads `scr"ipts/x.sh"` or `x\.sh`), without a leading `./` or a trailing `/`.
-fn words(text: &str) -> impl Iterator<Item = String> + '_ {
-    text.split(ends_a_word).filter_map(|word| {
+fn words(text: &str) -> impl Iterator<Item = String> {
+    // JSON's escaped slash, `scripts\u002fx.sh`, is a slash to the program that reads it.
+    let text = text.replace("\\u002f", "/").replace("\\u002F", "/");
+    let words: Vec<String> = text.split(ends_a_word).map(str::to_string).collect();
+    words.into_iter().filter_map(|word| {
         let word: String = word.chars().filter(|c| !"\"'`\\".contains(*c)).collect();
         let mut word = word.trim_end_matches('/');
         while let Some(rest) = word.strip_prefix("./") {
             word = rest;
         }
-        let plain = !word.is_empty() && word != "." && !word.starts_with('/');
+        let plain = !word.is_empty() && word != "." && word != "/";
         plain.then(|| word.to_string())
     })
 }
@@ -281,7 +292,8 @@ mod tests {
         ] {
             assert!(found.iter().any(|w| w == word), "{word} in {found:?}");
         }
-        assert!(!found.iter().any(|w| w.starts_with('/')), "{found:?}");
+        // An absolute word is kept: what follows a '/' in it may be a workspace path.
+        assert!(found.iter().any(|w| w == "/usr/bin/env"), "{found:?}");
     }
 
     fn written(paths: &[&str]) -> Written {
@@ -314,11 +326,13 @@ mod tests {
             "githooks/pre-commit",
             "scripts/x9.sh",
             "ci/x10.sh",
+            "scripts/x11.sh",
+            "scripts/x12.sh",
         ]);
         let workflow = Path::new(".github/workflows/ci.yml");
-        let text = "#\0 run: ./x1.sh\nbash scr\"ipts/x2.sh\" scripts/x3\\.sh\nfor f in scripts/g*.sh\npython -m tools.mod8\nhooksPath = githooks\ncd scripts && ./x9.sh\n$GITHUB_WORKSPACE/ci/x10.sh";
+        let text = "#\0 run: ./x1.sh\nbash scr\"ipts/x2.sh\" scripts/x3\\.sh\nfor f in scripts/g*.sh\npython -m tools.mod8\nhooksPath = githooks\ncd scripts && ./x9.sh\n$GITHUB_WORKSPACE/ci/x10.sh\n\"command\": \"${workspaceFolder}/scripts/x11.sh\"\nscripts\\u002fx12.sh";
         let named: BTreeSet<PathBuf> = words(text)
-            .flat_map(|w| set.named_by_word(workflow, &w))
+            .flat_map(|w| set.named_by_word(workflow, &w, true))
             .collect();
         for path in [
             "scripts/x1.sh",
@@ -329,9 +343,36 @@ mod tests {
             "githooks/pre-commit",
             "scripts/x9.sh",
             "ci/x10.sh",
+            "scripts/x11.sh",
+            "scripts/x12.sh",
         ] {
             assert!(named.contains(Path::new(path)), "{path} not in {named:?}");
         }
+    }
+
+    /// An editor's settings name directories where to look, not what to run: the programs of
+    /// a host directory named there are not held back, nor a file that is no program.
+    #[test]
+    fn settings_that_name_a_directory_hold_back_nothing_under_it() {
+        let mut set = written(&["src/app.py", "README.md"]);
+        set.programs.remove(Path::new("README.md"));
+        let settings = Path::new(".vscode/settings.json");
+        let text = "\"extraPaths\": [\"src\"], \"open\": \"README.md\"";
+        let named: Vec<PathBuf> = words(text)
+            .flat_map(|w| set.named_by_word(settings, &w, false))
+            .collect();
+        assert_eq!(
+            named,
+            [PathBuf::from("README.md")],
+            "named by its path, as written"
+        );
+        let mut elsewhere = written(&["docs/README.md"]);
+        elsewhere.programs.clear();
+        let by_name = elsewhere.named_by_word(Path::new("ci/x.yml"), "README.md", true);
+        assert!(
+            by_name.is_empty(),
+            "no program: not by its name from elsewhere"
+        );
     }
 
     #[test]

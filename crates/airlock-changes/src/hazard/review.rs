@@ -72,7 +72,7 @@ impl<'a> Review<'a> {
             run_by: RunByConfig::default(),
         };
         let run_by = RunByConfig::new(layer, changes, setup.size_limit, |change| {
-            review.is_configuration_that_runs_code(change)
+            review.configuration_that_runs_code(change)
         });
         review.run_by = run_by;
         Ok(review)
@@ -82,6 +82,34 @@ impl<'a> Review<'a> {
     /// an editor's, agent's or tool's configuration (a profile's entry included), a shell
     /// startup file, an unexplained dot-file outside an ignored tree; of a git directory, only
     /// its config files (its objects, index and logs name no program).
+    /// And whether a directory it names holds what it runs: so for hooks, git's configuration
+    /// (`hooksPath`), CI, tools' configuration and shell startup files, which carry commands;
+    /// not for an editor's settings or an unexplained dot-file, where a directory named
+    /// (`"extraPaths": ["src"]`) is where to look, not what to run.
+    fn configuration_that_runs_code(&self, change: &Change) -> Option<bool> {
+        if !self.is_configuration_that_runs_code(change) {
+            return None;
+        }
+        let mut hazards = path_hazards(&change.path);
+        hazards.extend(
+            self.aliases
+                .reached_through(&change.path)
+                .into_iter()
+                .map(|(hazard, _)| hazard),
+        );
+        let carries_commands = hazards.iter().any(|h| {
+            matches!(
+                h,
+                Hazard::GitHook
+                    | Hazard::GitConfig
+                    | Hazard::CiWorkflow
+                    | Hazard::ToolConfig
+                    | Hazard::ShellStartup
+            )
+        });
+        Some(carries_commands || self.added.matching(&change.path).is_some())
+    }
+
     fn is_configuration_that_runs_code(&self, change: &Change) -> bool {
         let mut hazards = path_hazards(&change.path);
         if self.tree_root(change).is_some() {
@@ -152,6 +180,13 @@ impl<'a> Review<'a> {
             verdict.reasons.push(format!(
                 "reached through {}, a symlink the next tool reads it by",
                 seen_as.display()
+            ));
+        }
+        for (hazard, link) in self.aliases.redirected_by(change) {
+            verdict.hazards.push(hazard);
+            verdict.reasons.push(format!(
+                "changes where {} leads, a symlink the next tool reads",
+                link.display()
             ));
         }
         if let Some(config) = self.run_by.named_by(&change.path) {
