@@ -87,7 +87,7 @@ def session_flow():
     _, [made] = call("POST", "/v1/sessions", AGENT, body={"name": name}, expect=201)
     sid = made["id"]
     script = (
-        "echo hello > a.txt; echo 'export X=1' > .envrc; mkdir -p .github/workflows;"
+        "echo plain > b.txt; echo hello > a.txt; echo 'export X=1' > .envrc; mkdir -p .github/workflows;"
         " echo 'on: push' > .github/workflows/ci.yml; ln -s /etc/passwd outside; chmod 666 a.txt"
     )
     _, [ran] = call("POST", f"/v1/sessions/{sid}/runs", AGENT, f"{S}/runs", {"command": script}, 200)
@@ -107,6 +107,8 @@ def session_flow():
     assert refused["code"] == "review_stale", refused
     _, [left] = call("POST", f"/v1/sessions/{sid}/apply", OPERATOR, f"{S}/apply", {}, 409)
     assert any(i["result"] == "hazard" for i in left["items"]), left
+    # b.txt, the one change without a hazard, was written by it: apply number 1.
+    assert any(i["path"] == "b.txt" and i["result"] == "applied" for i in left["items"]), left
     call("POST", f"/v1/sessions/{sid}/apply", OPERATOR, f"{S}/apply", {"allow_hazards": hazardous}, 200)
     call("POST", f"/v1/sessions/{sid}/runs", AGENT, f"{S}/runs", {"command": "true"}, 409)
     # Two applies (the one that left the hazards out, then the one that wrote them): two
