@@ -17,14 +17,18 @@
 # /etc/group, host names from /etc/hosts and the DNS servers of /etc/resolv.conf (see
 # crates/airlock-jail/src/nss.rs). Without glibc's static library this builds a dynamically
 # linked airlock instead, and says so; `cargo build --release` always gives the dynamic one.
+#
+# AIRLOCK_BUILD_PROFILE=demo builds target/demo/airlock instead, unoptimised, in a third of the
+# time (scripts/demo.sh's; see [profile.demo] in Cargo.toml): never for use.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+profile=${AIRLOCK_BUILD_PROFILE:-release}
 # cc prints the library's full path when it has it, and the bare name when not.
 libc_a=$(cc -print-file-name=libc.a 2>/dev/null || true)
 if [[ $libc_a == /* ]] && [ -e "$libc_a" ]; then
-  cargo rustc --release --quiet -p airlock --bin airlock -- -C target-feature=+crt-static
+  cargo rustc --profile "$profile" --quiet -p airlock --bin airlock -- -C target-feature=+crt-static
 else
   echo "scripts/build.sh: glibc's static library libc.a is not installed (Debian: libc6-dev; Fedora: glibc-static);" >&2
   echo "scripts/build.sh: building a dynamically linked airlock instead (it starts ~0.4 ms slower)" >&2
-  cargo build --release --quiet -p airlock --bin airlock
+  cargo build --profile "$profile" --quiet -p airlock --bin airlock
 fi
