@@ -314,38 +314,30 @@ mod tests {
         written
     }
 
+    /// The scripts the workflow below names, one way each.
+    const NAMED: &[&str] = &[
+        "scripts/x1.sh",
+        "scripts/x2.sh",
+        "scripts/x3.sh",
+        "scripts/g7.sh",
+        "tools/mod8.py",
+        "githooks/pre-commit",
+        "scripts/x9.sh",
+        "ci/x10.sh",
+        "scripts/x11.sh",
+        "scripts/x12.sh",
+    ];
+
     /// What the reviewer of the first version found went past it, each named now.
     #[test]
     fn ordinary_ways_of_naming_a_script_name_it() {
-        let set = written(&[
-            "scripts/x1.sh",
-            "scripts/x2.sh",
-            "scripts/x3.sh",
-            "scripts/g7.sh",
-            "tools/mod8.py",
-            "githooks/pre-commit",
-            "scripts/x9.sh",
-            "ci/x10.sh",
-            "scripts/x11.sh",
-            "scripts/x12.sh",
-        ]);
+        let set = written(NAMED);
         let workflow = Path::new(".github/workflows/ci.yml");
         let text = "#\0 run: ./x1.sh\nbash scr\"ipts/x2.sh\" scripts/x3\\.sh\nfor f in scripts/g*.sh\npython -m tools.mod8\nhooksPath = githooks\ncd scripts && ./x9.sh\n$GITHUB_WORKSPACE/ci/x10.sh\n\"command\": \"${workspaceFolder}/scripts/x11.sh\"\nscripts\\u002fx12.sh";
         let named: BTreeSet<PathBuf> = words(text)
             .flat_map(|w| set.named_by_word(workflow, &w, true))
             .collect();
-        for path in [
-            "scripts/x1.sh",
-            "scripts/x2.sh",
-            "scripts/x3.sh",
-            "scripts/g7.sh",
-            "tools/mod8.py",
-            "githooks/pre-commit",
-            "scripts/x9.sh",
-            "ci/x10.sh",
-            "scripts/x11.sh",
-            "scripts/x12.sh",
-        ] {
+        for path in NAMED {
             assert!(named.contains(Path::new(path)), "{path} not in {named:?}");
         }
     }
