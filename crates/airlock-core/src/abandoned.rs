@@ -50,9 +50,14 @@ pub fn close(state_dir: &Path) {
         {
             continue;
         }
-        if let Some(gone) = Gone::take(&path) {
-            gone.close(state_dir);
-        }
+        close_entry(state_dir, &path);
+    }
+}
+
+/// Close the run of the entry at `path` if its supervisor is gone.
+pub(crate) fn close_entry(state_dir: &Path, path: &Path) {
+    if let Some(gone) = Gone::take(path) {
+        gone.close(state_dir);
     }
 }
 

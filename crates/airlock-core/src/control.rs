@@ -159,14 +159,25 @@ pub fn reserve(state_dir: &Path) -> Result<Registration, ControlError> {
         .map_err(io("write", &making))?;
     // Never over another's entry: a live run of the same pid is another pid namespace's (two
     // airlock in containers sharing this state directory, each pid 1), and replacing its entry
-    // would hide it from the kill switch. (One whose supervisor is gone was closed before.)
-    match nix::fcntl::renameat2(
-        nix::fcntl::AT_FDCWD,
-        &making,
-        nix::fcntl::AT_FDCWD,
-        &path,
-        nix::fcntl::RenameFlags::RENAME_NOREPLACE,
-    ) {
+    // would hide it from the kill switch. One whose supervisor is gone (a pid used again) is
+    // closed first.
+    let place = || {
+        nix::fcntl::renameat2(
+            nix::fcntl::AT_FDCWD,
+            &making,
+            nix::fcntl::AT_FDCWD,
+            &path,
+            nix::fcntl::RenameFlags::RENAME_NOREPLACE,
+        )
+    };
+    let placed = match place() {
+        Err(nix::errno::Errno::EEXIST) => {
+            crate::abandoned::close_entry(state_dir, &path);
+            place()
+        }
+        placed => placed,
+    };
+    match placed {
         Ok(()) => Ok(Registration { path, file }),
         Err(errno) => {
             let _ = fs::remove_file(&making);
@@ -623,5 +634,41 @@ mod tests {
         let kept = switches(&state).unwrap();
         let names: Vec<&String> = kept.profiles.keys().collect();
         assert_eq!(names, profiles.iter().collect::<Vec<_>>());
+    }
+
+    /// A run's supervisor killed, its pid given to this process since: the stale entry under
+    /// the name this run needs is closed (and recorded), not taken for another namespace's.
+    #[test]
+    fn an_entry_left_under_this_pid_is_closed_before_the_run_takes_its_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path();
+        let stale = Running {
+            supervisor: std::process::id(),
+            sandbox: SandboxId {
+                pid: i32::MAX,
+                start_time: 0,
+                freezer: None,
+            },
+            session: None,
+            profile: "default".into(),
+            argv: vec!["true".into()],
+            uid: 0,
+            started: 0,
+            token: None,
+            run_id: Some("0123abcd".into()),
+            locked: true,
+        };
+        let entries = running_dir(state);
+        fs::create_dir_all(&entries).unwrap();
+        let name = entries.join(format!("{}.json", std::process::id()));
+        fs::write(&name, serde_json::to_vec(&stale).unwrap()).unwrap();
+        let registration = reserve(state).unwrap();
+        let log = fs::read_to_string(state.join("audit.log")).unwrap();
+        assert!(
+            log.contains("run.abandoned") && log.contains("0123abcd"),
+            "{log}"
+        );
+        drop(registration);
+        assert!(!name.exists());
     }
 }

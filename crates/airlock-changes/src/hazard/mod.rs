@@ -97,16 +97,7 @@ impl Hazard {
     /// A hazard a table gives a path by its name, which explains a dot-file or dot-directory
     /// in it (no [`Hazard::UnexplainedDotPath`] then).
     fn explains_a_name(self) -> bool {
-        matches!(
-            self,
-            Hazard::GitHook
-                | Hazard::GitConfig
-                | Hazard::ShellStartup
-                | Hazard::EditorOrAgentConfig
-                | Hazard::CiWorkflow
-                | Hazard::ToolConfig
-                | Hazard::AirlockConfig
-        )
+        self.runs_code() && self != Hazard::UnexplainedDotPath || self == Hazard::AirlockConfig
     }
 
     /// A configuration with this hazard runs code or commands: a path it names is

@@ -210,9 +210,10 @@ fn run_confined(caller: &Caller, request: RunRequest) -> Result<RunReport, Error
         placeholders: &placeholders,
         ca,
     };
-    // Runs whose supervisor is gone are closed before this one's intent is written.
-    crate::abandoned::close(&plan.state_dir);
     let (launched, registration, injector) = launch(&plan, launch_plan, network, &audit)?;
+    // Runs whose supervisor is gone are closed while this one's command runs: none of it is on
+    // the way to the command's start (an entry of this pid left by one is closed by `reserve`).
+    crate::abandoned::close(&plan.state_dir);
     let session = session_id.clone();
     let mut supervised = supervise(&plan, launched, registration.as_ref(), session, injector);
     // A relaying gate's last events (connections closed), and a session's layer, are only
