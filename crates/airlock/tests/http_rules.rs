@@ -13,7 +13,7 @@ mod support;
 use std::path::PathBuf;
 use std::process::Output;
 
-use support::servers::{python_server, Server};
+use support::servers::{https_python_server, python_server, Server};
 use support::{ran, stderr, stdout, Mode, World};
 
 const API: &str = "rules.test";
@@ -39,10 +39,7 @@ impl Echo {
     fn serving(w: &World, pki: &std::path::Path, script: &str) -> Echo {
         let log = w.outside.join("received.log");
         let (cert, key) = (pki.join("cert.pem"), pki.join("key.pem"));
-        let server = python_server(
-            script,
-            &[cert.as_os_str(), key.as_os_str(), log.as_os_str()],
-        );
+        let server = https_python_server(script, &cert, &key, &log);
         Echo { server, log }
     }
 
@@ -72,12 +69,6 @@ class H(http.server.BaseHTTPRequestHandler):
         self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers()
         self.wfile.write(body)
     def log_message(self, *a): pass
-s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
-ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-ctx.load_cert_chain(sys.argv[1], sys.argv[2])
-s.socket = ctx.wrap_socket(s.socket, server_side=True)
-print(s.server_address[1], flush=True)
-s.serve_forever()
 "#;
 
 /// Each request the script makes, `LABEL STATUS` on a line (and curl's HTTP version): curl
@@ -300,12 +291,6 @@ class H(http.server.BaseHTTPRequestHandler):
         self.wfile.write(b"ok\n")
     do_DELETE = do_GET
     def log_message(self, *a): pass
-s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
-ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-ctx.load_cert_chain(sys.argv[1], sys.argv[2])
-s.socket = ctx.wrap_socket(s.socket, server_side=True)
-print(s.server_address[1], flush=True)
-s.serve_forever()
 "#;
 
 /// A GET whose body is a DELETE: curl over HTTP/2 to the gate (passed on as HTTP/1.1 with its

@@ -13,7 +13,7 @@ use std::io::{BufRead, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use support::servers::{python_server, KilledOnDrop, Server};
+use support::servers::{https_python_server, KilledOnDrop, Server};
 use support::{ran, stderr, stdout, Mode, World};
 
 /// The real value, as a GitHub token looks (the placeholder must look the same).
@@ -85,19 +85,10 @@ class H(http.server.BaseHTTPRequestHandler):
         self.wfile.write(body)
     do_GET = do_POST = answer
     def log_message(self, *a): pass
-s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
-ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-ctx.load_cert_chain(sys.argv[1], sys.argv[2])
-s.socket = ctx.wrap_socket(s.socket, server_side=True)
-print(s.server_address[1], flush=True)
-s.serve_forever()
 "#;
         let log = w.outside.join(format!("{name}.jsonl"));
         let (cert, key) = (pki.dir.join(cert), pki.dir.join(key));
-        let server = python_server(
-            script,
-            &[cert.as_os_str(), key.as_os_str(), log.as_os_str()],
-        );
+        let server = https_python_server(script, &cert, &key, &log);
         Echo { server, log }
     }
 

@@ -11,7 +11,7 @@ mod support;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
-use support::servers::{python_server, Server};
+use support::servers::{https_python_server, Server};
 use support::{ran, stderr, Mode, World};
 
 const API: &str = "api.reflect.test";
@@ -61,19 +61,10 @@ class H(http.server.BaseHTTPRequestHandler):
         self.wfile.write(body)
     do_GET = do_POST = do_TRACE = do_TRACK = answer
     def log_message(self, *a): pass
-s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
-ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-ctx.load_cert_chain(sys.argv[1], sys.argv[2])
-s.socket = ctx.wrap_socket(s.socket, server_side=True)
-print(s.server_address[1], flush=True)
-s.serve_forever()
 "#;
         let log = w.outside.join("reflect.jsonl");
         let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
-        let server = python_server(
-            script,
-            &[cert.as_os_str(), key.as_os_str(), log.as_os_str()],
-        );
+        let server = https_python_server(script, &cert, &key, &log);
         Reflector {
             server,
             log,

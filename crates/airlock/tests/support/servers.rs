@@ -3,6 +3,7 @@
 
 use std::ffi::OsStr;
 use std::io::BufRead;
+use std::path::Path;
 use std::process::{Child, ChildStdout, Command, Output, Stdio};
 
 use super::World;
@@ -53,6 +54,26 @@ pub fn python_server(script: &str, args: &[&OsStr]) -> Server {
     let mut all: Vec<&OsStr> = vec![OsStr::new("-c"), OsStr::new(script)];
     all.extend_from_slice(args);
     start("/usr/bin/python3", &all)
+}
+
+/// What ends every HTTPS server script of the tests: the handler class `H` served over TLS with
+/// the certificate and key given as `sys.argv[1]` and `[2]`, its port printed.
+const SERVE_H_OVER_TLS: &str = r#"
+s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain(sys.argv[1], sys.argv[2])
+s.socket = ctx.wrap_socket(s.socket, server_side=True)
+print(s.server_address[1], flush=True)
+s.serve_forever()
+"#;
+
+/// [`python_server`] of `handler` (python that defines the class `H`, and may use `sys.argv[3]`,
+/// the `log`), served over TLS with `cert` and `key`.
+pub fn https_python_server(handler: &str, cert: &Path, key: &Path, log: &Path) -> Server {
+    python_server(
+        &format!("{handler}{SERVE_H_OVER_TLS}"),
+        &[cert.as_os_str(), key.as_os_str(), log.as_os_str()],
+    )
 }
 
 /// `script` in python3 inside, with `profile`, allowed.test and denied.test at 127.0.0.1.
