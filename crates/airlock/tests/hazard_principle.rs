@@ -11,27 +11,11 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use support::sessions::{diff_entries, new_session, run_in};
+use support::sessions::{demo_dir, diff_entries, host_sh, new_session, run_in};
 use support::{ran, stderr, stdout, Mode, World};
 
 fn airlock(w: &World, args: &[&str]) -> Output {
     w.airlock().args(args).output().unwrap()
-}
-
-/// `sh -c script` on the host, as the identity under test, in `dir`.
-fn host_sh(w: &World, dir: &Path, script: &str) -> Output {
-    w.command("sh")
-        .current_dir(dir)
-        .args(["-c", script])
-        .output()
-        .unwrap()
-}
-
-fn demo_dir(w: &World, name: &str) -> PathBuf {
-    let demo = w.outside.join(name);
-    std::fs::create_dir_all(&demo).unwrap();
-    w.give(&demo);
-    demo
 }
 
 /// A tool no table knows, which runs what its dot-directory's configuration says on every build.

@@ -10,27 +10,11 @@ mod support;
 use std::path::Path;
 use std::process::Output;
 
-use support::sessions::{diff_entries, diff_json, new_session, run_in};
+use support::sessions::{demo_dir, diff_entries, diff_json, host_sh, new_session, run_in};
 use support::{ran, stderr, stdout, Mode, World};
 
 fn airlock(w: &World, args: &[&str]) -> Output {
     w.airlock().args(args).output().unwrap()
-}
-
-/// `sh -c script` on the host, as the identity under test, in `dir`.
-fn host_sh(w: &World, dir: &Path, script: &str) -> Output {
-    w.command("sh")
-        .current_dir(dir)
-        .args(["-c", script])
-        .output()
-        .unwrap()
-}
-
-fn demo_dir(w: &World) -> std::path::PathBuf {
-    let demo = w.outside.join("demo");
-    std::fs::create_dir_all(&demo).unwrap();
-    w.give(&demo);
-    demo
 }
 
 /// The project's build script reads `.buildrc` when there is one: a convention of this project
@@ -42,7 +26,7 @@ both_modes!(
     |w: &World| {
         let plant = |mark: &Path| format!("printf 'touch {}\\n' > .buildrc", mark.display());
         // Without airlock: the project's build runs what a planted .buildrc says.
-        let demo = demo_dir(w);
+        let demo = demo_dir(w, "demo");
         w.write(&demo.join("build.sh"), BUILD_SH);
         let ran_on_host = w.outside.join("PWNED-buildrc-host");
         let out = host_sh(w, &demo, &format!("{}; sh build.sh", plant(&ran_on_host)));
@@ -132,7 +116,7 @@ both_modes!(
     |w: &World| {
         // Without airlock: git status shows nothing of a planted node_modules/.bin/jest, and
         // `npm test` runs it.
-        let demo = demo_dir(w);
+        let demo = demo_dir(w, "demo");
         git_repository(w, &demo);
         let ran_on_host = w.outside.join("PWNED-jest-host");
         ran(&host_sh(w, &demo, &plant_jest(&ran_on_host)));
@@ -255,7 +239,7 @@ both_modes!(
     a_name_that_folds_to_a_host_name_is_not_applied,
     |w: &World| {
         // Without airlock: beside the project's Makefile, GNU make reads a planted makefile.
-        let demo = demo_dir(w);
+        let demo = demo_dir(w, "demo");
         w.write(&demo.join("Makefile"), HOST_MAKEFILE);
         let ran_on_host = w.outside.join("PWNED-make-host");
         let out = host_sh(
@@ -327,7 +311,7 @@ both_modes!(
             ))
         };
         // Without airlock: git status shows nothing of the .pth, and the next python runs it.
-        let demo = demo_dir(w);
+        let demo = demo_dir(w, "demo");
         venv(&demo);
         let ran_on_host = w.outside.join("PWNED-pth-host");
         ran(&host_sh(w, &demo, &plant_pth(&ran_on_host)));

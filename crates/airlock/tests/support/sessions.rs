@@ -1,8 +1,28 @@
 //! Sessions as the session tests use them: made, run in, and their diff looked up by path.
 
+use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use super::{stderr, stdout, World};
+
+/// `sh -c script` on the host, as the identity under test, in `dir`: what a person or a tool
+/// does there, without airlock.
+pub fn host_sh(w: &World, dir: &Path, script: &str) -> Output {
+    w.command("sh")
+        .current_dir(dir)
+        .args(["-c", script])
+        .output()
+        .unwrap()
+}
+
+/// A directory `name` outside the workspace, the identity under test's: a host without airlock
+/// where a harm is shown first.
+pub fn demo_dir(w: &World, name: &str) -> PathBuf {
+    let demo = w.outside.join(name);
+    std::fs::create_dir_all(&demo).unwrap();
+    w.give(&demo);
+    demo
+}
 
 /// `airlock session new` for the world's workspace, with `extra` arguments; its one id.
 pub fn new_session(w: &World, extra: &[&str]) -> String {
