@@ -294,9 +294,10 @@ fn jail_code(e: &airlock_jail::JailError) -> (&'static str, ErrorKind) {
     use airlock_jail::JailError as J;
     // Every variant named, so that a new one is given its code here.
     match e {
-        J::Refused(_) | J::LayerMissing { .. } | J::UserNamespacesRestricted(_) => {
-            ("layer_unavailable", ErrorKind::Unavailable)
-        }
+        J::Refused(_)
+        | J::LayerMissing { .. }
+        | J::UserNamespacesRestricted(_)
+        | J::SystemdScope { .. } => ("layer_unavailable", ErrorKind::Unavailable),
         J::NoCommand
         | J::SandboxUserIsRoot
         | J::HostsRootWithoutPrivilege

@@ -62,8 +62,8 @@ pub use error::{CommandError, Error, ErrorKind, Refusal};
 pub use identity::DEFAULT_ROOT_SANDBOX_ID;
 pub use operations::{
     create_session, discard_session, gc, list_sessions, names_for_completion, session_summary,
-    tidy_after_crash, timestamp, Collected, GcReport, GcRequest, NameKind, SessionList,
-    SessionRequest, SessionSummary,
+    settle_server_cgroup, tidy_after_crash, timestamp, Collected, GcReport, GcRequest, NameKind,
+    SessionList, SessionRequest, SessionSummary,
 };
 pub use paths::{state_dir, StateDirError};
 pub use policy::{

@@ -170,6 +170,14 @@ pub fn tidy_after_crash() {
     airlock_jail::cgroup::remove_orphaned_runs(&airlock_jail::cgroup::detect());
 }
 
+/// For a server that systemd started in a cgroup delegated to it (`Delegate=yes`): its runs'
+/// cgroups go inside that unit (see `airlock_jail::cgroup::settle_server`). Called first, while
+/// the server has one thread. The unit's cgroup when so; an error in words when it is delegated
+/// but unusable (runs then get a cgroup as a command's would).
+pub fn settle_server_cgroup() -> Result<Option<std::path::PathBuf>, String> {
+    airlock_jail::cgroup::settle_server()
+}
+
 /// What a person may type where a session or a profile is asked for (shell completion): the
 /// names and ids of the caller's sessions still alive, or the profiles the caller can name.
 /// Nothing when the state cannot be read: completion says nothing rather than fail.

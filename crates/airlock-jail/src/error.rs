@@ -30,6 +30,11 @@ pub enum JailError {
         why: &'static str,
         flag: &'static str,
     },
+    /// systemd's user manager did not give the run the scope it asked for (see `cgroup::systemd`).
+    #[error(
+        "cannot get the run's cgroup from systemd (scope {unit}): {why} — run 'airlock check'"
+    )]
+    SystemdScope { unit: String, why: String },
     /// AppArmor keeps this process from using user namespaces: the restriction found, whose
     /// words and fix are [`UsernsRestriction::refusal`]'s.
     #[error("{}", .0.refusal().unwrap_or_else(|| "cannot build a sandbox: AppArmor restricts user namespaces".into()))]

@@ -28,6 +28,7 @@ pub mod cgroup;
 mod confine;
 pub mod container;
 pub mod control;
+pub mod dbus;
 mod error;
 mod etc;
 pub mod gate;

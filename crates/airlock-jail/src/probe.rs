@@ -66,7 +66,18 @@ fn overlay_in_user_namespace(scratch: &Path, way: Way) -> bool {
                 return false;
             }
         }
-        if unshare(CloneFlags::CLONE_NEWNS).is_err() {
+        // Private before anything is mounted: where / is shared (systemd makes it so), a mount
+        // in a new namespace of root's would also appear in the host's, and outlive this child.
+        let private = unshare(CloneFlags::CLONE_NEWNS).is_ok()
+            && mount(
+                None::<&str>,
+                "/",
+                None::<&str>,
+                MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+                None::<&str>,
+            )
+            .is_ok();
+        if !private {
             return false;
         }
         let options = format!(
@@ -368,38 +379,52 @@ fn memory_layer(way: Way) -> LayerReport {
 
 fn cgroups() -> LayerReport {
     let cgroups = cgroup::detect();
-    let (available, detail) = match &cgroups {
-        CgroupSupport::V2 { parent, .. } => (
-            true,
-            format!(
-                "cgroup v2 under {}: memory and process limits per run, its CPU time counted \
+    let (available, detail) =
+        match &cgroups {
+            CgroupSupport::V2 { parent, .. } => (
+                true,
+                format!(
+                    "cgroup v2 under {}: memory and process limits per run, its CPU time counted \
                  by the kernel",
-                parent.display()
+                    parent.display()
+                ),
             ),
-        ),
-        CgroupSupport::V1 {
-            memory, cpuacct, ..
-        } => (
-            true,
-            format!(
-                "cgroup v1 under {}: memory and process limits per run{}",
-                memory.display(),
-                if cpuacct.is_some() {
-                    ", its CPU time counted by the kernel (cpuacct)"
-                } else {
-                    "; no cpuacct hierarchy: the CPU limit over all its processes counts what \
+            CgroupSupport::V2Systemd { manager, cpu } => {
+                (
+                    true,
+                    format!(
+                "cgroup v2 through systemd: each run is a scope of this user's manager ({}, \
+                 delegated memory pids{}), its memory{} limits set by systemd and checked before \
+                 the command starts, its CPU time counted by the kernel",
+                manager.cgroup.display(),
+                if *cpu { " cpu" } else { "" },
+                if *cpu { ", process and CPU" } else { " and process" },
+            ),
+                )
+            }
+            CgroupSupport::V1 {
+                memory, cpuacct, ..
+            } => (
+                true,
+                format!(
+                    "cgroup v1 under {}: memory and process limits per run{}",
+                    memory.display(),
+                    if cpuacct.is_some() {
+                        ", its CPU time counted by the kernel (cpuacct)"
+                    } else {
+                        "; no cpuacct hierarchy: the CPU limit over all its processes counts what \
                      pid 1 sees"
-                }
+                    }
+                ),
             ),
-        ),
-        CgroupSupport::Unavailable { why } => (
-            false,
-            format!(
+            CgroupSupport::Unavailable { why } => (
+                false,
+                format!(
                 "{why}; limits fall back to rlimits (RLIMIT_AS, RLIMIT_NPROC per user namespace), \
                  and the CPU limit over all the run's processes counts what its pid 1 sees"
             ),
-        ),
-    };
+            ),
+        };
     LayerReport {
         name: "cgroups",
         available,

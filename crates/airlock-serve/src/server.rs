@@ -54,6 +54,20 @@ const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
 pub fn serve(config: ServeConfig) -> Result<()> {
     // First, while this process has one thread: it unsets the protocol's variables.
     let passed = crate::activation::take_from_systemd()?;
+    // Also while it has one thread: the whole process moves into its unit's leaf cgroup.
+    match airlock_core::settle_server_cgroup() {
+        Ok(Some(unit)) => {
+            let _ = writeln!(
+                std::io::stderr(),
+                "airlock: runs' cgroups under {} (delegated by systemd)",
+                unit.display()
+            );
+        }
+        Ok(None) => {}
+        Err(why) => {
+            let _ = writeln!(std::io::stderr(), "airlock: warning: {why}");
+        }
+    }
     let mut service = Caller::this_process(config.state_dir.clone(), no_one_to_tell);
     // Clients' paths mean nothing relative to the server's own directory.
     service.cwd = None;

@@ -437,6 +437,44 @@ fn check_reports_every_layer_as_json() {
     assert_eq!(out.status.code(), Some(0));
 }
 
+/// `check` probes overlayfs with a mount in a namespace of its own. Where / is shared (systemd
+/// makes it so; this machine's is private, so the test makes a namespace where it is shared), a
+/// mount made there before the namespace is made private shows in the host's too, and stays.
+#[test]
+fn check_leaves_no_mount_where_the_root_is_shared() {
+    let Some(w) = World::new(Mode::Root) else {
+        return;
+    };
+    let script = r#"mount --make-rshared / || exit 9
+"$@" check >/dev/null
+grep -c " $0/check-" /proc/self/mountinfo"#;
+    let out = w
+        .command("unshare")
+        .args(["--mount", "--propagation", "unchanged", "sh", "-c", script])
+        .arg(&w.state)
+        .arg(airlock_bin())
+        .arg("--state-dir")
+        .arg(&w.state)
+        .output()
+        .unwrap();
+    assert_eq!(
+        stdout(&out).trim(),
+        "0",
+        "check left its probe's mounts in the caller's namespace: {}",
+        stderr(&out)
+    );
+    let left: Vec<_> = std::fs::read_dir(&w.state)
+        .unwrap()
+        .flatten()
+        .map(|entry| entry.file_name())
+        .filter(|name| name.to_string_lossy().starts_with("check-"))
+        .collect();
+    assert!(
+        left.is_empty(),
+        "check left {left:?} in the state directory"
+    );
+}
+
 both_modes!(killing_airlock_kills_the_whole_sandbox, |w: &World| {
     let marker = format!("{}.{}", 5000 + std::process::id() % 1000, w.mode as u8 + 1);
     let mut airlock = w

@@ -50,6 +50,11 @@ fn cpus(support: &CgroupSupport, online: u64) -> LimitCheck {
             format!("the run's cgroup under {}: cpu.max; default {default} of {online} CPUs (all but one){one_cpu}", parent.display()),
             None,
         ),
+        CgroupSupport::V2Systemd { cpu: true, manager } => (
+            "kernel",
+            format!("the run's systemd scope under {}: CPUQuota (cpu.max); default {default} of {online} CPUs (all but one){one_cpu}", manager.cgroup.display()),
+            None,
+        ),
         CgroupSupport::V1 { cpu: Some(dir), .. } => (
             "kernel",
             format!("the run's cgroup under {}: cpu.cfs_quota_us per 100 ms; default {default} of {online} CPUs (all but one){one_cpu}", dir.display()),
@@ -156,6 +161,10 @@ fn memory_and_processes(support: &CgroupSupport) -> LimitCheck {
         CgroupSupport::Unavailable { .. } => (
             "kernel",
             "rlimits only: RLIMIT_AS per process, RLIMIT_NPROC per user namespace".to_string(),
+        ),
+        CgroupSupport::V2Systemd { .. } => (
+            "kernel",
+            "the run's systemd scope (MemoryMax, TasksMax), and rlimits".to_string(),
         ),
         _ => (
             "kernel",

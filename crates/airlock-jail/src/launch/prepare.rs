@@ -100,9 +100,10 @@ fn check(spec: &SandboxSpec) -> Result<Checked> {
     if spec.limits.cpus.explicit && !spec.degraded.cpus && !support.has_cpu() {
         return Err(JailError::LayerMissing {
             layer: "the cpus limit",
-            why: "no cgroup with the cpu controller is writable by this user here (the kernel \
-                  bounds CPU bandwidth only by cgroups); without it the sandbox would run at \
-                  nice 19, which yields to other work but takes every idle CPU",
+            why: "no cgroup with the cpu controller is writable by this user or made for it \
+                  by systemd here (the kernel bounds CPU bandwidth only by cgroups); without it \
+                  the sandbox would run at nice 19, which yields to other work but takes every \
+                  idle CPU",
             flag: "cpus",
         });
     }
@@ -427,7 +428,7 @@ fn drive_setup(
     // than before the clone, where it would delay everything. SECURITY: the setup process joins
     // it before anything that counts against its limits runs. Removed by its Drop if the launch
     // fails from here on.
-    sandbox.cgroup = RunCgroup::create(support, &spec.limits)?;
+    sandbox.cgroup = RunCgroup::create(support, &spec.limits, sandbox.pid)?;
     if let Some(group) = &mut sandbox.cgroup {
         match group.join() {
             Join::ItselfThrough { join, leave } => {
@@ -438,8 +439,10 @@ fn drive_setup(
                 protocol::send(control.as_fd(), &cgroup)?;
                 group.close_tasks_files();
             }
-            Join::BySupervisor => {
-                group.add(sandbox.pid)?;
+            Join::BySupervisor | Join::Joined => {
+                if matches!(group.join(), Join::BySupervisor) {
+                    group.add(sandbox.pid)?;
+                }
                 let cgroup = Message::Cgroup {
                     join: Vec::new(),
                     leave: Vec::new(),

@@ -11,6 +11,11 @@ use nix::unistd::Pid;
 use crate::error::{PathContext, Result};
 use crate::spec::ResourceLimits;
 
+mod delegated;
+mod systemd;
+pub use delegated::settle_server;
+pub use systemd::UserManager;
+
 const ROOT: &str = "/sys/fs/cgroup";
 
 /// Which cgroup hierarchy airlock would use here, if any.
@@ -21,6 +26,14 @@ pub enum CgroupSupport {
     V2 {
         parent: PathBuf,
         /// The cpu controller is there too (for `cpu.max`).
+        cpu: bool,
+    },
+    /// Unified hierarchy where this (unprivileged) user may not make cgroups itself, and their
+    /// systemd user manager, which has memory and pids delegated, makes each run a scope (see
+    /// `systemd.rs`).
+    V2Systemd {
+        manager: UserManager,
+        /// The cpu controller is delegated too (for `CPUQuota`).
         cpu: bool,
     },
     /// Legacy memory and pids hierarchies (root only), and the freezer's and cpuacct's when
@@ -44,6 +57,9 @@ fn writable_dir(path: &Path) -> bool {
 
 /// Find a hierarchy where a per-run cgroup with memory and pids limits can be made.
 pub fn detect() -> CgroupSupport {
+    if let Some((parent, cpu)) = delegated::server_parent() {
+        return CgroupSupport::V2 { parent, cpu };
+    }
     let root = Path::new(ROOT);
     let v2_controllers =
         fs::read_to_string(root.join("cgroup.subtree_control")).unwrap_or_default();
@@ -82,12 +98,43 @@ pub fn detect() -> CgroupSupport {
             cpu,
         };
     }
+    if root.join("cgroup.controllers").exists() {
+        return through_systemd(nix::unistd::geteuid().as_raw());
+    }
     CgroupSupport::Unavailable {
-        why: if v2_controllers.is_empty() && !memory.exists() {
+        why: if !memory.exists() {
             "no cgroup hierarchy with memory and pids controllers is mounted".into()
         } else {
-            "no cgroup with memory and pids controllers is writable by this user (systemd delegation is not used yet)".into()
+            "cgroup v1, whose memory and pids hierarchies only root may write (systemd delegates \
+             cgroups to users on v2 only)"
+                .into()
         },
+    }
+}
+
+/// On cgroup v2, where this user may not write the root: their systemd user manager's scopes,
+/// when it has memory and pids delegated.
+fn through_systemd(uid: u32) -> CgroupSupport {
+    let manager = match systemd::find_user_manager(uid) {
+        Ok(manager) => manager,
+        Err(why) => return CgroupSupport::Unavailable { why },
+    };
+    let delegated = systemd::delegated_controllers(&manager);
+    let has = |name: &str| delegated.iter().any(|c| c == name);
+    if !(has("memory") && has("pids")) {
+        return CgroupSupport::Unavailable {
+            why: format!(
+                "cgroup v2, and systemd delegated only [{}] to this user's manager ({}): \
+                 memory and pids are needed — add a drop-in to user@.service with \
+                 `Delegate=memory pids cpu` (see docs/limits.md)",
+                delegated.join(" "),
+                manager.cgroup.display()
+            ),
+        };
+    }
+    CgroupSupport::V2Systemd {
+        cpu: has("cpu"),
+        manager,
     }
 }
 
@@ -95,7 +142,7 @@ impl CgroupSupport {
     /// Can a run's CPU bandwidth be limited here?
     pub fn has_cpu(&self) -> bool {
         match self {
-            CgroupSupport::V2 { cpu, .. } => *cpu,
+            CgroupSupport::V2 { cpu, .. } | CgroupSupport::V2Systemd { cpu, .. } => *cpu,
             CgroupSupport::V1 { cpu, .. } => cpu.is_some(),
             CgroupSupport::Unavailable { .. } => false,
         }
@@ -104,7 +151,7 @@ impl CgroupSupport {
 
 /// The scheduler's period for the quota: the kernel's default, short enough that a sandbox at
 /// its quota stalls for at most a tenth of a second, long enough to cost nothing.
-const CPU_PERIOD_US: u64 = 100_000;
+pub(crate) const CPU_PERIOD_US: u64 = 100_000;
 
 /// The quota per period for `millicpus` thousandths of a CPU (at least the kernel's 1 ms).
 fn cpu_quota_us(millicpus: u64) -> u64 {
@@ -140,7 +187,8 @@ fn parse_cpu_time(text: &str) -> Option<std::time::Duration> {
 /// its own; a server that was killed does it when it starts again).
 pub fn remove_orphaned_runs(support: &CgroupSupport) {
     match support {
-        CgroupSupport::Unavailable { .. } => {}
+        // systemd removes a scope when its last process ends.
+        CgroupSupport::Unavailable { .. } | CgroupSupport::V2Systemd { .. } => {}
         CgroupSupport::V2 { parent, .. } => remove_orphans(parent),
         CgroupSupport::V1 {
             memory,
@@ -230,6 +278,8 @@ pub enum Join {
     },
     /// v2 (a domain cgroup has no per-thread moves): the supervisor writes the pid.
     BySupervisor,
+    /// v2 through systemd: the process is in already, moved by systemd as it made the scope.
+    Joined,
 }
 
 const DELEGATION_HINT: &str = "is the cgroup hierarchy delegated to this user? run 'airlock check'";
@@ -243,12 +293,27 @@ fn make_dir(path: &Path) -> Result<()> {
 }
 
 impl RunCgroup {
-    pub fn create(support: &CgroupSupport, limits: &ResourceLimits) -> Result<Option<RunCgroup>> {
+    /// The run's cgroup for the sandbox whose first process is `sandbox` (which systemd moves
+    /// into its scope; the others are joined through [`RunCgroup::join`]).
+    pub fn create(
+        support: &CgroupSupport,
+        limits: &ResourceLimits,
+        sandbox: Pid,
+    ) -> Result<Option<RunCgroup>> {
         // Named after the supervisor, so that a later run can tell when it is gone.
         let run_id = format!("run-{}", std::process::id());
         let run_id = run_id.as_str();
         match support {
             CgroupSupport::Unavailable { .. } => Ok(None),
+            CgroupSupport::V2Systemd { manager, cpu } => {
+                let dir = systemd::request_scope(manager, sandbox, limits, *cpu)?;
+                Ok(Some(RunCgroup {
+                    dirs: vec![dir.clone()],
+                    join: Join::Joined,
+                    freezer: Some(crate::control::Freezer::V2(dir.clone())),
+                    cpu_usage: Some(open_to_read(&dir.join("cpu.stat"))?),
+                }))
+            }
             CgroupSupport::V2 { parent, cpu } => {
                 make_dir(parent)?;
                 remove_orphans(parent);
@@ -435,6 +500,10 @@ impl RunCgroup {
     /// Remove the run's cgroups. The kernel refuses while a process is still in one; every process
     /// of the sandbox is dead once its pid 1 is reaped, but their exit may lag by a moment.
     pub fn remove(mut self) {
+        if matches!(self.join, Join::Joined) {
+            // systemd's scope: systemd removes it once empty (see `systemd.rs`).
+            self.dirs.clear();
+        }
         // Taken, so that the drop that follows has nothing left to try.
         for dir in &std::mem::take(&mut self.dirs) {
             for _ in 0..100 {
@@ -449,6 +518,9 @@ impl RunCgroup {
 
 impl Drop for RunCgroup {
     fn drop(&mut self) {
+        if matches!(self.join, Join::Joined) {
+            return;
+        }
         for dir in &self.dirs {
             let _ = fs::remove_dir(dir);
         }

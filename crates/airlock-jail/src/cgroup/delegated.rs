@@ -1,0 +1,105 @@
+//! A server's runs inside the cgroup systemd delegated to its unit (`Delegate=yes`, as
+//! packaging/systemd/airlock.service has): the server moves itself into a leaf of it,
+//! `airlock-server`, and hands memory, pids and cpu down, so that each run's cgroup is made beside
+//! that leaf, inside the unit. `systemctl stop` then ends the runs with the server, their use
+//! counts as the unit's, and airlock writes nowhere systemd did not give it — not into
+//! systemd's own slices, not beside them at the hierarchy's root.
+//!
+//! Delegation is read from the mark systemd (v251 on) sets on a delegated unit's cgroup: the
+//! extended attribute `trusted.delegate` (readable by root) or `user.delegate` (by anyone).
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use super::ROOT;
+
+/// The leaf a server moves itself into; its parent is where the runs' cgroups are made.
+pub(super) const SERVER_LEAF: &str = "airlock-server";
+
+/// This process's cgroup on v2, as a directory under /sys/fs/cgroup (None on v1 alone, or
+/// where /proc says nothing).
+fn own_cgroup() -> Option<PathBuf> {
+    let text = fs::read_to_string("/proc/self/cgroup").ok()?;
+    let path = text.lines().find_map(|line| line.strip_prefix("0::"))?;
+    // A path outside this cgroup namespace's root is shown with "/.." (nothing to use).
+    if path.split('/').any(|part| part == "..") {
+        return None;
+    }
+    Some(Path::new(ROOT).join(path.trim_start_matches('/')))
+}
+
+/// Did systemd delegate `dir` (a unit's cgroup with `Delegate=yes`)?
+fn is_delegated(dir: &Path) -> bool {
+    ["trusted.delegate", "user.delegate"].iter().any(|name| {
+        let mut value = [0u8; 8];
+        rustix::fs::getxattr(dir, *name, &mut value[..]).is_ok_and(|len| &value[..len] == b"1")
+    })
+}
+
+fn controllers(file: &Path) -> Vec<String> {
+    fs::read_to_string(file)
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(str::to_string)
+        .collect()
+}
+
+/// Where a process of a server settled by [`settle_server`] (the server, its workers) makes its
+/// runs' cgroups: the delegated unit's cgroup, and whether cpu is handed down there.
+pub(super) fn server_parent() -> Option<(PathBuf, bool)> {
+    let own = own_cgroup()?;
+    if own.file_name()? != SERVER_LEAF {
+        return None;
+    }
+    let parent = own.parent()?;
+    let handed_down = controllers(&parent.join("cgroup.subtree_control"));
+    let has = |name: &str| handed_down.iter().any(|c| c == name);
+    (is_delegated(parent) && has("memory") && has("pids") && super::writable_dir(parent))
+        .then(|| (parent.to_path_buf(), has("cpu")))
+}
+
+/// For a server started in a cgroup systemd delegated to it: move this process into its leaf
+/// and hand memory, pids (and cpu, when there) down. The unit's cgroup, once done; None where
+/// this process's cgroup is not delegated (runs then get a cgroup as a command's would); an
+/// error in words when it is, but cannot be used (another process is in it, say).
+pub fn settle_server() -> Result<Option<PathBuf>, String> {
+    let Some(own) = own_cgroup() else {
+        return Ok(None);
+    };
+    if own.file_name().is_some_and(|name| name == SERVER_LEAF) {
+        // Settled already (a server restarted in place, or a worker of one).
+        return Ok(server_parent().map(|(parent, _)| parent));
+    }
+    if own == Path::new(ROOT) || !is_delegated(&own) {
+        return Ok(None);
+    }
+    let leaf = own.join(SERVER_LEAF);
+    let failed = |what: &str, path: &Path, error: std::io::Error| {
+        format!(
+            "the cgroup {} that systemd delegated to this server cannot hold its runs: {what} \
+             {}: {error}",
+            own.display(),
+            path.display()
+        )
+    };
+    match fs::create_dir(&leaf) {
+        Ok(()) => {}
+        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(error) => return Err(failed("create", &leaf, error)),
+    }
+    let procs = leaf.join("cgroup.procs");
+    fs::write(&procs, std::process::id().to_string())
+        .map_err(|error| failed("move this server into", &procs, error))?;
+    let available = controllers(&own.join("cgroup.controllers"));
+    let wanted: Vec<String> = ["memory", "pids", "cpu"]
+        .iter()
+        .filter(|name| available.iter().any(|c| c == *name))
+        .map(|name| format!("+{name}"))
+        .collect();
+    let subtree = own.join("cgroup.subtree_control");
+    // EBUSY while another process is still in the unit's own cgroup (an ExecStartPre left
+    // running, say): the kernel hands controllers down only from a cgroup with no process.
+    fs::write(&subtree, wanted.join(" "))
+        .map_err(|error| failed("hand memory and pids down through", &subtree, error))?;
+    Ok(Some(own))
+}

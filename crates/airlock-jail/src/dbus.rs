@@ -1,0 +1,628 @@
+//! The little of D-Bus that asking systemd for a run's scope takes: one method call on a
+//! manager's private socket (peer to peer, no bus daemon), and its reply.
+//!
+//! Hand-written rather than a crate's: the one well-kept Rust implementation (zbus) runs its
+//! connection on a thread of its own, and the supervisor that calls this is a process that forks
+//! and must stay single-threaded. What is read is bounded and checked at every step (see
+//! [`parse_reply`], fuzzed by fuzz/fuzz_targets/dbus_reply.rs); nothing read is trusted beyond
+//! "did systemd say yes, and if not, what did it say".
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::time::Duration;
+
+/// A value of a method call's body (only the types systemd's transient units are given here).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Value {
+    Str(String),
+    Bool(bool),
+    U64(u64),
+    U32Array(Vec<u32>),
+}
+
+impl Value {
+    fn signature(&self) -> &'static str {
+        match self {
+            Value::Str(_) => "s",
+            Value::Bool(_) => "b",
+            Value::U64(_) => "t",
+            Value::U32Array(_) => "au",
+        }
+    }
+}
+
+/// The body of a method call: what the callers here send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Arg {
+    Str(String),
+    /// `a(sv)`: named properties.
+    Properties(Vec<(String, Value)>),
+    /// `a(sa(sv))` with no element (StartTransientUnit's auxiliary units).
+    NoAuxiliaryUnits,
+}
+
+impl Arg {
+    fn signature(&self) -> &'static str {
+        match self {
+            Arg::Str(_) => "s",
+            Arg::Properties(_) => "a(sv)",
+            Arg::NoAuxiliaryUnits => "a(sa(sv))",
+        }
+    }
+}
+
+/// A D-Bus message in the making, little-endian. Offsets are from the message's start; the body
+/// starts on an 8-byte boundary, so a body written on its own pads exactly as it would in place.
+#[derive(Default)]
+struct Writer {
+    bytes: Vec<u8>,
+}
+
+impl Writer {
+    fn pad_to(&mut self, alignment: usize) {
+        while !self.bytes.len().is_multiple_of(alignment) {
+            self.bytes.push(0);
+        }
+    }
+
+    fn byte(&mut self, value: u8) {
+        self.bytes.push(value);
+    }
+
+    fn u32(&mut self, value: u32) {
+        self.pad_to(4);
+        self.bytes.extend_from_slice(&value.to_le_bytes());
+    }
+
+    fn u64(&mut self, value: u64) {
+        self.pad_to(8);
+        self.bytes.extend_from_slice(&value.to_le_bytes());
+    }
+
+    fn string(&mut self, value: &str) {
+        self.u32(value.len() as u32);
+        self.bytes.extend_from_slice(value.as_bytes());
+        self.bytes.push(0);
+    }
+
+    fn signature(&mut self, value: &str) {
+        self.byte(value.len() as u8);
+        self.bytes.extend_from_slice(value.as_bytes());
+        self.bytes.push(0);
+    }
+
+    /// An array: its length in bytes, padding to its elements' alignment (there even when it is
+    /// empty), then the elements.
+    fn array(&mut self, element_alignment: usize, elements: impl FnOnce(&mut Writer)) {
+        self.u32(0);
+        let length_at = self.bytes.len() - 4;
+        self.pad_to(element_alignment);
+        let start = self.bytes.len();
+        elements(self);
+        let length = (self.bytes.len() - start) as u32;
+        self.bytes[length_at..length_at + 4].copy_from_slice(&length.to_le_bytes());
+    }
+
+    fn variant(&mut self, value: &Value) {
+        self.signature(value.signature());
+        match value {
+            Value::Str(text) => self.string(text),
+            Value::Bool(yes) => self.u32(u32::from(*yes)),
+            Value::U64(number) => self.u64(*number),
+            Value::U32Array(numbers) => self.array(4, |w| numbers.iter().for_each(|n| w.u32(*n))),
+        }
+    }
+
+    fn arg(&mut self, arg: &Arg) {
+        match arg {
+            Arg::Str(text) => self.string(text),
+            Arg::Properties(properties) => self.array(8, |w| {
+                for (name, value) in properties {
+                    w.pad_to(8);
+                    w.string(name);
+                    w.variant(value);
+                }
+            }),
+            Arg::NoAuxiliaryUnits => self.array(8, |_| {}),
+        }
+    }
+}
+
+const METHOD_CALL: u8 = 1;
+const METHOD_RETURN: u8 = 2;
+const ERROR: u8 = 3;
+
+const FIELD_PATH: u8 = 1;
+const FIELD_INTERFACE: u8 = 2;
+const FIELD_MEMBER: u8 = 3;
+const FIELD_ERROR_NAME: u8 = 4;
+const FIELD_REPLY_SERIAL: u8 = 5;
+const FIELD_DESTINATION: u8 = 6;
+const FIELD_SIGNATURE: u8 = 8;
+
+/// A method call to `destination`'s object `path`.
+pub struct MethodCall<'a> {
+    pub destination: &'a str,
+    pub path: &'a str,
+    pub interface: &'a str,
+    pub member: &'a str,
+    pub args: Vec<Arg>,
+}
+
+/// The call as bytes on the wire, numbered `serial` (not 0).
+pub fn encode(call: &MethodCall<'_>, serial: u32) -> Vec<u8> {
+    let mut body = Writer::default();
+    call.args.iter().for_each(|arg| body.arg(arg));
+    let signature: String = call.args.iter().map(Arg::signature).collect();
+    let mut message = Writer::default();
+    message.bytes.extend_from_slice(&[b'l', METHOD_CALL, 0, 1]);
+    message.u32(body.bytes.len() as u32);
+    message.u32(serial);
+    let field = |w: &mut Writer, code: u8, type_code: &str, write: &dyn Fn(&mut Writer)| {
+        w.pad_to(8);
+        w.byte(code);
+        w.signature(type_code);
+        write(w);
+    };
+    message.array(8, |w| {
+        field(w, FIELD_PATH, "o", &|w| w.string(call.path));
+        field(w, FIELD_INTERFACE, "s", &|w| w.string(call.interface));
+        field(w, FIELD_MEMBER, "s", &|w| w.string(call.member));
+        field(w, FIELD_DESTINATION, "s", &|w| w.string(call.destination));
+        if !signature.is_empty() {
+            field(w, FIELD_SIGNATURE, "g", &|w| w.signature(&signature));
+        }
+    });
+    message.pad_to(8);
+    message.bytes.extend_from_slice(&body.bytes);
+    message.bytes
+}
+
+/// Largest header-field array and body read from the peer; systemd's replies here are well
+/// under a kilobyte.
+const MAX_FIELDS: usize = 64 * 1024;
+const MAX_BODY: usize = 1024 * 1024;
+
+/// What a message read from the peer says, as far as a caller here needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reply {
+    /// The serial of the call this answers (None: a signal or a call, not for us).
+    pub reply_serial: Option<u32>,
+    pub outcome: Outcome,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// A method return; its first argument when that is a string or an object path.
+    Returned(Option<String>),
+    /// An error: its name and, when the body starts with a string, the message.
+    Failed { name: String, message: String },
+    /// A signal or anything else.
+    Other,
+}
+
+/// Why bytes from the peer were not a message this reader accepts.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("malformed D-Bus message from systemd: {0}")]
+pub struct Malformed(&'static str);
+
+/// A reader over one message's bytes, for either byte order.
+struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+    big_endian: bool,
+}
+
+impl<'a> Reader<'a> {
+    fn skip_to(&mut self, alignment: usize) -> Result<(), Malformed> {
+        let aligned = self.at.div_ceil(alignment) * alignment;
+        if aligned > self.bytes.len() {
+            return Err(Malformed("padding runs past the end"));
+        }
+        self.at = aligned;
+        Ok(())
+    }
+
+    fn take(&mut self, count: usize) -> Result<&'a [u8], Malformed> {
+        let end = self
+            .at
+            .checked_add(count)
+            .filter(|end| *end <= self.bytes.len())
+            .ok_or(Malformed("a value runs past the end"))?;
+        let taken = &self.bytes[self.at..end];
+        self.at = end;
+        Ok(taken)
+    }
+
+    fn byte(&mut self) -> Result<u8, Malformed> {
+        Ok(self.take(1)?[0])
+    }
+
+    fn u32(&mut self) -> Result<u32, Malformed> {
+        self.skip_to(4)?;
+        let raw: [u8; 4] = self
+            .take(4)?
+            .try_into()
+            .map_err(|_| Malformed("short u32"))?;
+        Ok(if self.big_endian {
+            u32::from_be_bytes(raw)
+        } else {
+            u32::from_le_bytes(raw)
+        })
+    }
+
+    /// A string or object path: length, UTF-8 bytes, a NUL.
+    fn string(&mut self) -> Result<String, Malformed> {
+        let length = self.u32()? as usize;
+        let text = self.take(length)?;
+        if self.byte()? != 0 {
+            return Err(Malformed("a string without its NUL"));
+        }
+        String::from_utf8(text.to_vec()).map_err(|_| Malformed("a string that is not UTF-8"))
+    }
+
+    fn signature(&mut self) -> Result<String, Malformed> {
+        let length = usize::from(self.byte()?);
+        let text = self.take(length)?;
+        if self.byte()? != 0 {
+            return Err(Malformed("a signature without its NUL"));
+        }
+        String::from_utf8(text.to_vec()).map_err(|_| Malformed("a signature that is not ASCII"))
+    }
+}
+
+/// The fixed start of every message: byte order, type, flags, version, body length, serial, and
+/// the header fields' length. From it, how many bytes the whole message takes.
+pub const FIXED_HEADER: usize = 16;
+
+/// The whole message's length, from its first [`FIXED_HEADER`] bytes.
+pub fn message_length(fixed: &[u8; FIXED_HEADER]) -> Result<usize, Malformed> {
+    let big_endian = match fixed[0] {
+        b'l' => false,
+        b'B' => true,
+        _ => return Err(Malformed("unknown byte order")),
+    };
+    if fixed[3] != 1 {
+        return Err(Malformed("unknown protocol version"));
+    }
+    let number = |raw: [u8; 4]| {
+        if big_endian {
+            u32::from_be_bytes(raw)
+        } else {
+            u32::from_le_bytes(raw)
+        }
+    };
+    let body = number([fixed[4], fixed[5], fixed[6], fixed[7]]) as usize;
+    let fields = number([fixed[12], fixed[13], fixed[14], fixed[15]]) as usize;
+    if fields > MAX_FIELDS || body > MAX_BODY {
+        return Err(Malformed("a message larger than any systemd sends here"));
+    }
+    Ok((FIXED_HEADER + fields).div_ceil(8) * 8 + body)
+}
+
+/// Read one whole message (as [`message_length`] sized it).
+pub fn parse_reply(message: &[u8]) -> Result<Reply, Malformed> {
+    let fixed: &[u8; FIXED_HEADER] = message
+        .get(..FIXED_HEADER)
+        .and_then(|start| start.try_into().ok())
+        .ok_or(Malformed("shorter than a header"))?;
+    if message_length(fixed)? != message.len() {
+        return Err(Malformed("its length is not what its header says"));
+    }
+    let mut reader = Reader {
+        bytes: message,
+        at: 12,
+        big_endian: fixed[0] == b'B',
+    };
+    let kind = fixed[1];
+    let fields_length = reader.u32()? as usize;
+    let fields_end = FIXED_HEADER + fields_length;
+    let (mut reply_serial, mut error_name, mut signature) = (None, None, String::new());
+    while reader.at < fields_end {
+        reader.skip_to(8)?;
+        let code = reader.byte()?;
+        let type_code = reader.signature()?;
+        match (code, type_code.as_str()) {
+            (FIELD_REPLY_SERIAL, "u") => reply_serial = Some(reader.u32()?),
+            (FIELD_ERROR_NAME, "s") => error_name = Some(reader.string()?),
+            (FIELD_SIGNATURE, "g") => signature = reader.signature()?,
+            (_, "s" | "o") => drop(reader.string()?),
+            (_, "u" | "h") => drop(reader.u32()?),
+            (_, "g") => drop(reader.signature()?),
+            _ => return Err(Malformed("a header field of an unknown type")),
+        }
+        if reader.at > fields_end {
+            return Err(Malformed("a header field runs past the fields' end"));
+        }
+    }
+    reader.skip_to(8)?;
+    let first_string = |reader: &mut Reader<'_>| -> Result<Option<String>, Malformed> {
+        match signature.chars().next() {
+            Some('s' | 'o') => reader.string().map(Some),
+            _ => Ok(None),
+        }
+    };
+    let outcome = match kind {
+        METHOD_RETURN => Outcome::Returned(first_string(&mut reader)?),
+        ERROR => Outcome::Failed {
+            name: error_name.ok_or(Malformed("an error without its name"))?,
+            message: first_string(&mut reader)?.unwrap_or_default(),
+        },
+        _ => Outcome::Other,
+    };
+    Ok(Reply {
+        reply_serial,
+        outcome,
+    })
+}
+
+/// Why a call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    #[error("cannot talk to systemd at {path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("systemd at {path} refused the login (EXTERNAL, uid {uid}): {answer:?}")]
+    Auth {
+        path: String,
+        uid: u32,
+        answer: String,
+    },
+    #[error(transparent)]
+    Malformed(#[from] Malformed),
+    #[error("systemd answered {name}: {message}")]
+    Refused { name: String, message: String },
+    #[error("systemd at {0} sent no answer to the call among its first messages")]
+    NoAnswer(String),
+}
+
+/// How long systemd may take to answer before the call fails (a manager busy starting units
+/// answers in milliseconds; one that hangs must not hang the run).
+const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A connection to a manager's private socket (peer to peer, no bus daemon), logged in.
+pub struct Connection {
+    path: String,
+    reader: BufReader<UnixStream>,
+    writer: UnixStream,
+}
+
+/// The process at the other end of a connection, as the kernel tells it (SO_PEERCRED): its pid
+/// in this process's pid namespace (0 when it is not in it or below it), and its uid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Peer {
+    pub pid: i32,
+    pub uid: u32,
+}
+
+impl Connection {
+    /// Connect to `socket` and log in as `uid` (SASL EXTERNAL: the kernel tells the peer who we
+    /// really are; the uid we name must be it).
+    pub fn open(socket: &Path, uid: u32) -> Result<Connection, CallError> {
+        let path = socket.display().to_string();
+        let io = |source| CallError::Io {
+            path: path.clone(),
+            source,
+        };
+        let stream = UnixStream::connect(socket).map_err(io)?;
+        stream.set_read_timeout(Some(CALL_TIMEOUT)).map_err(io)?;
+        stream.set_write_timeout(Some(CALL_TIMEOUT)).map_err(io)?;
+        let mut reader = BufReader::new(stream.try_clone().map_err(io)?);
+        let mut writer = stream;
+        // A NUL, then EXTERNAL with the uid as hex digits of its decimal form.
+        let uid_hex: String = uid
+            .to_string()
+            .bytes()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        writer
+            .write_all(format!("\0AUTH EXTERNAL {uid_hex}\r\n").as_bytes())
+            .map_err(io)?;
+        let mut answer = Vec::new();
+        (&mut reader)
+            .take(512)
+            .read_until(b'\n', &mut answer)
+            .map_err(io)?;
+        let answer = String::from_utf8_lossy(&answer).trim_end().to_string();
+        if !answer.starts_with("OK ") {
+            return Err(CallError::Auth { path, uid, answer });
+        }
+        writer.write_all(b"BEGIN\r\n").map_err(io)?;
+        Ok(Connection {
+            path,
+            reader,
+            writer,
+        })
+    }
+
+    /// Who is at the other end.
+    pub fn peer(&self) -> Result<Peer, CallError> {
+        let credentials =
+            nix::sys::socket::getsockopt(&self.writer, nix::sys::socket::sockopt::PeerCredentials)
+                .map_err(|errno| CallError::Io {
+                    path: self.path.clone(),
+                    source: errno.into(),
+                })?;
+        Ok(Peer {
+            pid: credentials.pid(),
+            uid: credentials.uid(),
+        })
+    }
+
+    /// Make `call`; the first string of its answer.
+    pub fn call(&mut self, call: &MethodCall<'_>) -> Result<Option<String>, CallError> {
+        let path = self.path.clone();
+        let io = |source| CallError::Io {
+            path: path.clone(),
+            source,
+        };
+        const SERIAL: u32 = 1;
+        self.writer.write_all(&encode(call, SERIAL)).map_err(io)?;
+        // Signals may come first (none are asked for, but a manager may send them): skip a few.
+        for _ in 0..64 {
+            let mut fixed = [0u8; FIXED_HEADER];
+            self.reader.read_exact(&mut fixed).map_err(io)?;
+            let mut message = vec![0u8; message_length(&fixed)?];
+            message[..FIXED_HEADER].copy_from_slice(&fixed);
+            self.reader
+                .read_exact(&mut message[FIXED_HEADER..])
+                .map_err(io)?;
+            let reply = parse_reply(&message)?;
+            if reply.reply_serial != Some(SERIAL) {
+                continue;
+            }
+            return match reply.outcome {
+                Outcome::Returned(first) => Ok(first),
+                Outcome::Failed { name, message } => Err(CallError::Refused { name, message }),
+                Outcome::Other => Err(CallError::Malformed(Malformed(
+                    "an answer that is neither a return nor an error",
+                ))),
+            };
+        }
+        Err(CallError::NoAnswer(path))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn start_transient_unit() -> MethodCall<'static> {
+        MethodCall {
+            destination: "org.freedesktop.systemd1",
+            path: "/org/freedesktop/systemd1",
+            interface: "org.freedesktop.systemd1.Manager",
+            member: "StartTransientUnit",
+            args: vec![
+                Arg::Str("airlock-run-1.scope".into()),
+                Arg::Str("fail".into()),
+                Arg::Properties(vec![
+                    ("PIDs".into(), Value::U32Array(vec![4242])),
+                    ("Delegate".into(), Value::Bool(true)),
+                    ("MemoryMax".into(), Value::U64(64 << 20)),
+                ]),
+                Arg::NoAuxiliaryUnits,
+            ],
+        }
+    }
+
+    /// The call, decoded by hand against the specification: every length and every padding.
+    #[test]
+    fn a_call_is_laid_out_as_the_specification_says() {
+        let bytes = encode(&start_transient_unit(), 7);
+        assert_eq!(&bytes[..4], &[b'l', 1, 0, 1]);
+        let body_length = u32::from_le_bytes(bytes[4..8].try_into().unwrap()) as usize;
+        assert_eq!(u32::from_le_bytes(bytes[8..12].try_into().unwrap()), 7);
+        let fields_length = u32::from_le_bytes(bytes[12..16].try_into().unwrap()) as usize;
+        let body_start = (16 + fields_length).div_ceil(8) * 8;
+        assert_eq!(bytes.len(), body_start + body_length);
+        // The signature field is there and says the body's types.
+        let header = &bytes[16..16 + fields_length];
+        let signature = b"\x08\x01g\x00\x10ssa(sv)a(sa(sv))\x00";
+        assert!(header.windows(signature.len()).any(|w| w == signature));
+        let body = &bytes[body_start..];
+        // "airlock-run-1.scope": length 19, bytes, NUL; then "fail" at offset 24.
+        assert_eq!(&body[..4], &19u32.to_le_bytes());
+        assert_eq!(&body[4..23], b"airlock-run-1.scope");
+        assert_eq!(&body[24..28], &4u32.to_le_bytes());
+        assert_eq!(&body[28..33], b"fail\0");
+        // The properties' array: its length at 36 (after padding to 4), its first struct at 40.
+        let properties_length = u32::from_le_bytes(body[36..40].try_into().unwrap()) as usize;
+        assert_eq!(&body[40..44], &4u32.to_le_bytes());
+        assert_eq!(&body[44..49], b"PIDs\0");
+        // variant "au": signature, then the array's length and its one element.
+        assert_eq!(&body[49..53], b"\x02au\0");
+        assert_eq!(&body[56..60], &4u32.to_le_bytes());
+        assert_eq!(&body[60..64], &4242u32.to_le_bytes());
+        // The auxiliary units: an empty array, padded to 8 after its length, and the body's end.
+        let aux_at = (40 + properties_length).div_ceil(4) * 4;
+        assert_eq!(&body[aux_at..aux_at + 4], &0u32.to_le_bytes());
+        assert_eq!(body.len(), (aux_at + 4).div_ceil(8) * 8);
+    }
+
+    /// A message as systemd would send it, built with the writer above.
+    fn reply(kind: u8, reply_serial: u32, error: Option<&str>, body: Option<&str>) -> Vec<u8> {
+        let mut body_bytes = Writer::default();
+        if let Some(text) = body {
+            body_bytes.string(text);
+        }
+        let mut message = Writer::default();
+        message.bytes.extend_from_slice(&[b'l', kind, 1, 1]);
+        message.u32(body_bytes.bytes.len() as u32);
+        message.u32(99);
+        message.array(8, |w| {
+            w.pad_to(8);
+            w.byte(FIELD_REPLY_SERIAL);
+            w.signature("u");
+            w.u32(reply_serial);
+            if let Some(name) = error {
+                w.pad_to(8);
+                w.byte(FIELD_ERROR_NAME);
+                w.signature("s");
+                w.string(name);
+            }
+            w.pad_to(8);
+            w.byte(7);
+            w.signature("s");
+            w.string(":1.1");
+            if body.is_some() {
+                w.pad_to(8);
+                w.byte(FIELD_SIGNATURE);
+                w.signature("g");
+                w.signature(if error.is_some() { "s" } else { "o" });
+            }
+        });
+        message.pad_to(8);
+        message.bytes.extend_from_slice(&body_bytes.bytes);
+        message.bytes
+    }
+
+    #[test]
+    fn a_return_and_an_error_are_read() {
+        let job = reply(
+            METHOD_RETURN,
+            1,
+            None,
+            Some("/org/freedesktop/systemd1/job/42"),
+        );
+        assert_eq!(
+            parse_reply(&job).unwrap(),
+            Reply {
+                reply_serial: Some(1),
+                outcome: Outcome::Returned(Some("/org/freedesktop/systemd1/job/42".into())),
+            }
+        );
+        let refused = reply(
+            ERROR,
+            1,
+            Some("org.freedesktop.systemd1.UnitExists"),
+            Some("Unit airlock-run-1.scope already exists."),
+        );
+        assert_eq!(
+            parse_reply(&refused).unwrap().outcome,
+            Outcome::Failed {
+                name: "org.freedesktop.systemd1.UnitExists".into(),
+                message: "Unit airlock-run-1.scope already exists.".into(),
+            }
+        );
+    }
+
+    #[test]
+    fn every_cut_or_inflated_message_is_refused_not_read_past() {
+        let whole = reply(ERROR, 1, Some("a.b"), Some("why"));
+        for cut in 0..whole.len() {
+            assert!(parse_reply(&whole[..cut]).is_err(), "cut at {cut}");
+        }
+        // Lengths that claim more than there is, or more than any reply here.
+        let mut inflated = whole.clone();
+        inflated[12..16].copy_from_slice(&(MAX_FIELDS as u32 + 8).to_le_bytes());
+        assert!(parse_reply(&inflated).is_err());
+        let mut string_too_long = whole.clone();
+        let at = whole.windows(4).position(|w| w == b"why\0").unwrap() - 4;
+        string_too_long[at..at + 4].copy_from_slice(&1000u32.to_le_bytes());
+        assert!(parse_reply(&string_too_long).is_err());
+    }
+}
