@@ -259,6 +259,17 @@ section "3. processes = 20: 60 processes"
 # dash ends the script at the first fork that fails ("Cannot fork").
 # shellcheck disable=SC2016 # run by sh -c
 SPAWNER='for i in $(seq 60); do sleep 5 & done; echo SPAWNED 60; kill $(jobs -p) 2>/dev/null; wait'
+# pid_of COMMAND: the pid of the process whose whole command line is COMMAND, once it runs
+# (waiting up to 30 s; empty if it never does).
+pid_of() {
+  local pid
+  for _ in $(seq 60); do
+    pid=$(pgrep -x -f "$1" | head -1)
+    [ -n "$pid" ] && break
+    sleep 0.5
+  done
+  echo "$pid"
+}
 # The cgroup a process is in, and the limits on the way up from it: "path pids.max memory.max".
 limits_of() {
   local cg dir
@@ -290,12 +301,7 @@ for user in "${USERS[@]}"; do
   as "$user" $AIRLOCK run --profile-file /etc/airlock-vm/memory-processes.toml -- sleep "$marker" \
     >"$T/bg.out" 2>"$T/bg.err" </dev/null &
   bg=$!
-  pid=
-  for _ in $(seq 60); do
-    pid=$(pgrep -x -f "sleep $marker" | head -1)
-    [ -n "$pid" ] && break
-    sleep 0.5
-  done
+  pid=$(pid_of "sleep $marker")
   if [ -z "$pid" ]; then
     fail "$user: the run of sleep $marker did not start"
     show stderr "$T/bg.err" 5
@@ -565,12 +571,7 @@ fi
 journalctl -u airlock.service --no-pager -o cat | grep "cgroups under" | sed 's/^/    /'
 python3 "$T/post.py" "$token" "sleep 433" >"$T/held.out" 2>&1 &
 held=$!
-pid=
-for _ in $(seq 60); do
-  pid=$(pgrep -x -f "sleep 433" | head -1)
-  [ -n "$pid" ] && break
-  sleep 0.5
-done
+pid=$(pid_of "sleep 433")
 if [ -z "$pid" ]; then
   fail "the API run of sleep 433 did not start"
   show answer "$T/held.out" 5
