@@ -15,6 +15,7 @@
 #   3. processes = 20: 60 background processes; for root and tester the run's cgroup, read from
 #      outside while it runs (pids.max 20, memory.max 64 MiB), and where it is (root's own
 #      /airlock subtree; a scope of tester's user manager)
+#   3b. root's airlock started in a cgroup a user owns and marked delegated: runs not put there
 #   4. cpus = 0.1: two busy loops for 2 s (CPU_HOG of crates/airlock/tests/limits.rs)
 #   4b. the free margin: a session's run that would fill its state directory's filesystem
 #   5. the .deb (dpkg -i): its AppArmor profile loaded into this kernel, and runs under it
@@ -324,6 +325,20 @@ for user in "${USERS[@]}"; do
     else
       fail "$user: the run's cgroup is not where it belongs (want $where)"
     fi
+    # The kill switch's pause freezes the run's cgroup (tester's: a scope of its manager's).
+    if [ "$user" != nolinger ]; then
+      run_cg=/sys/fs/cgroup$(head -1 "$T/cg" | sed 's/^cgroup of pid [0-9]*: //')
+      as "$user" $AIRLOCK pause --all >"$T/out" 2>&1
+      frozen=$(sed -n 's/^frozen //p' "$run_cg/cgroup.events")
+      as "$user" $AIRLOCK resume --all >>"$T/out" 2>&1
+      thawed=$(sed -n 's/^frozen //p' "$run_cg/cgroup.events")
+      if [ "$frozen" = 1 ] && [ "$thawed" = 0 ]; then
+        ok "$user: airlock pause froze the run's cgroup and resume thawed it"
+      else
+        fail "$user: pause/resume did not freeze and thaw the run's cgroup (frozen $frozen, then $thawed)"
+        show "pause, resume" "$T/out" 6
+      fi
+    fi
     if [ "$user" = nolinger ]; then
       if [ $verdict = 0 ]; then
         fail "$user: the run is in a cgroup with pids.max 20 (it should have none it can write)"
@@ -337,6 +352,38 @@ for user in "${USERS[@]}"; do
   fi
   wait "$bg"
 done
+
+section "3b. root's airlock started in a cgroup a user owns and marked as delegated"
+# A user may set user.delegate=1 on a cgroup of their own and make an airlock-server leaf in it
+# (a root shell started from their terminal stays in their cgroups): a root airlock there must
+# not make its runs' cgroups under it, where that user could move the sandbox out of its limits.
+evil=/sys/fs/cgroup/user.slice/user-1000.slice/user@1000.service/airlock-vm-evil
+# shellcheck disable=SC2016 # expanded by the inner shell
+as tester sh -c 'mkdir -p "$1/airlock-server" &&
+  python3 -c "import os, sys; os.setxattr(sys.argv[1], \"user.delegate\", b\"1\")" "$1" &&
+  echo "+memory +pids" >"$1/cgroup.subtree_control"' sh "$evil" >"$T/out" 2>&1
+check_ok $? "tester made $evil, marked user.delegate=1, with an airlock-server leaf"
+show "tester" "$T/out" 3
+# shellcheck disable=SC2016 # expanded by the inner shell
+as root sh -c 'echo $$ >"$1/airlock-server/cgroup.procs" && exec "$2" run --profile-file /etc/airlock-vm/memory-processes.toml -- sleep 437' \
+  sh "$evil" "$AIRLOCK" >/dev/null 2>"$T/bg.err" </dev/null &
+bg=$!
+pid=$(pid_of "sleep 437")
+if [ -z "$pid" ]; then
+  fail "root's run of sleep 437 did not start"
+  show stderr "$T/bg.err" 5
+else
+  limits_of "$pid" >"$T/cg"
+  sed 's/^/    /' "$T/cg"
+  if grep -q '^cgroup of pid [0-9]*: /airlock/run-[0-9]*$' "$T/cg"; then
+    ok "root's run is in root's own /airlock subtree, not under the user's cgroup"
+  else
+    fail "root's run is not in root's own subtree: a cgroup the user controls holds it"
+  fi
+  kill "$pid"
+fi
+wait "$bg"
+rmdir "$evil/airlock-server" "$evil" 2>/dev/null
 
 section "4. cpus = 0.1: two busy loops for 2 s"
 # crates/airlock/tests/limits.rs's CPU_HOG: the wall time, then the shell's children's CPU time.
@@ -436,6 +483,13 @@ for user in "${USERS[@]}"; do
   median=$(sort -n "$T/times" | sed -n 8p)
   echo "$user: median ${median:-?} us over 15 runs of airlock run -- /bin/true"
 done
+# tester again from a unit of its own manager: the manager moves the sandbox itself, without
+# asking the system manager (see docs/performance.md).
+# shellcheck disable=SC2016 # expanded by the inner shell
+as tester systemd-run --user --wait --pipe --quiet --working-directory=/home/tester/proj sh -c \
+  'for i in $(seq 15); do s=$(date +%s%N); '"$AIRLOCK"' run -- /bin/true || exit 1; e=$(date +%s%N); echo $(((e - s) / 1000)); done' \
+  >"$T/times" 2>"$T/err" </dev/null
+echo "tester in a user unit: median $(sort -n "$T/times" | sed -n 8p) us over 15 runs"
 
 section "5. the .deb and its AppArmor profile"
 dpkg -i /payload/airlock.deb >"$T/out" 2>&1

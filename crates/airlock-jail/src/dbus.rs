@@ -7,10 +7,10 @@
 //! [`parse_reply`], fuzzed by fuzz/fuzz_targets/dbus_reply.rs); nothing read is trusted beyond
 //! "did systemd say yes, and if not, what did it say".
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A value of a method call's body (only the types systemd's transient units are given here).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -365,6 +365,8 @@ pub enum CallError {
         path: String,
         source: std::io::Error,
     },
+    #[error("systemd at {path} gave no answer within {} s", within.as_secs_f32())]
+    TimedOut { path: String, within: Duration },
     #[error("systemd at {path} refused the login (EXTERNAL, uid {uid}): {answer:?}")]
     Auth {
         path: String,
@@ -375,19 +377,22 @@ pub enum CallError {
     Malformed(#[from] Malformed),
     #[error("systemd answered {name}: {message}")]
     Refused { name: String, message: String },
-    #[error("systemd at {0} sent no answer to the call among its first messages")]
-    NoAnswer(String),
 }
 
-/// How long systemd may take to answer before the call fails (a manager busy starting units
-/// answers in milliseconds; one that hangs must not hang the run).
-const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a connection may take, from connecting to the last answer (a manager busy starting
+/// units answers in milliseconds; one that hangs, or a peer that trickles bytes, must not hang
+/// the run).
+pub const TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A connection to a manager's private socket (peer to peer, no bus daemon), logged in.
 pub struct Connection {
     path: String,
     reader: BufReader<UnixStream>,
     writer: UnixStream,
+    /// When everything on this connection must be done by, and how long that was.
+    deadline: Instant,
+    timeout: Duration,
+    serial: u32,
 }
 
 /// The process at the other end of a connection, as the kernel tells it (SO_PEERCRED): its pid
@@ -398,80 +403,156 @@ pub struct Peer {
     pub uid: u32,
 }
 
+/// `socket` connected, waiting no longer than `timeout`: a unix socket's connect waits for room
+/// in the listener's queue for as long as the socket's send timeout, set before it.
+fn connect(socket: &Path, timeout: Duration) -> std::io::Result<UnixStream> {
+    use nix::sys::socket::{self as sock, sockopt, AddressFamily, SockFlag, SockType, UnixAddr};
+    let fd = sock::socket(
+        AddressFamily::Unix,
+        SockType::Stream,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )?;
+    let timeout =
+        nix::sys::time::TimeVal::new(timeout.as_secs() as i64, i64::from(timeout.subsec_micros()));
+    sock::setsockopt(&fd, sockopt::SendTimeout, &timeout)?;
+    sock::connect(
+        std::os::fd::AsRawFd::as_raw_fd(&fd),
+        &UnixAddr::new(socket)?,
+    )?;
+    Ok(UnixStream::from(fd))
+}
+
 impl Connection {
     /// Connect to `socket` and log in as `uid` (SASL EXTERNAL: the kernel tells the peer who we
     /// really are; the uid we name must be it).
     pub fn open(socket: &Path, uid: u32) -> Result<Connection, CallError> {
+        Connection::open_within(socket, uid, TIMEOUT)
+    }
+
+    /// [`Connection::open`], with everything on the connection done within `timeout`.
+    fn open_within(socket: &Path, uid: u32, timeout: Duration) -> Result<Connection, CallError> {
+        let deadline = Instant::now() + timeout;
         let path = socket.display().to_string();
-        let io = |source| CallError::Io {
-            path: path.clone(),
-            source,
+        let stream = connect(socket, timeout).map_err(|source| match source.kind() {
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => CallError::TimedOut {
+                path: path.clone(),
+                within: timeout,
+            },
+            _ => failed(&path, source),
+        })?;
+        let reader = BufReader::new(stream.try_clone().map_err(|source| failed(&path, source))?);
+        let mut connection = Connection {
+            path,
+            reader,
+            writer: stream,
+            deadline,
+            timeout,
+            serial: 0,
         };
-        let stream = UnixStream::connect(socket).map_err(io)?;
-        stream.set_read_timeout(Some(CALL_TIMEOUT)).map_err(io)?;
-        stream.set_write_timeout(Some(CALL_TIMEOUT)).map_err(io)?;
-        let mut reader = BufReader::new(stream.try_clone().map_err(io)?);
-        let mut writer = stream;
         // A NUL, then EXTERNAL with the uid as hex digits of its decimal form.
         let uid_hex: String = uid
             .to_string()
             .bytes()
             .map(|b| format!("{b:02x}"))
             .collect();
-        writer
-            .write_all(format!("\0AUTH EXTERNAL {uid_hex}\r\n").as_bytes())
-            .map_err(io)?;
+        connection.send(format!("\0AUTH EXTERNAL {uid_hex}\r\n").as_bytes())?;
         let mut answer = Vec::new();
-        (&mut reader)
-            .take(512)
-            .read_until(b'\n', &mut answer)
-            .map_err(io)?;
+        while !answer.ends_with(b"\n") && answer.len() < 512 {
+            let mut byte = [0u8; 1];
+            connection.receive(&mut byte)?;
+            answer.push(byte[0]);
+        }
         let answer = String::from_utf8_lossy(&answer).trim_end().to_string();
         if !answer.starts_with("OK ") {
-            return Err(CallError::Auth { path, uid, answer });
+            return Err(CallError::Auth {
+                path: connection.path,
+                uid,
+                answer,
+            });
         }
-        writer.write_all(b"BEGIN\r\n").map_err(io)?;
-        Ok(Connection {
-            path,
-            reader,
-            writer,
-        })
+        connection.send(b"BEGIN\r\n")?;
+        Ok(connection)
+    }
+
+    /// The time left before the deadline, as the stream's timeout for one read or write.
+    fn time_left(&self) -> Result<Duration, CallError> {
+        self.deadline
+            .checked_duration_since(Instant::now())
+            .filter(|left| !left.is_zero())
+            .ok_or_else(|| CallError::TimedOut {
+                path: self.path.clone(),
+                within: self.timeout,
+            })
+    }
+
+    fn send(&mut self, bytes: &[u8]) -> Result<(), CallError> {
+        let left = self.time_left()?;
+        let result = self
+            .writer
+            .set_write_timeout(Some(left))
+            .and_then(|()| self.writer.write_all(bytes));
+        result.map_err(|source| self.io_failed(source))
+    }
+
+    /// Exactly `buffer.len()` bytes, each read within the time left.
+    fn receive(&mut self, buffer: &mut [u8]) -> Result<(), CallError> {
+        let mut filled = 0;
+        while filled < buffer.len() {
+            let left = self.time_left()?;
+            let read = self
+                .reader
+                .get_ref()
+                .set_read_timeout(Some(left))
+                .and_then(|()| self.reader.read(&mut buffer[filled..]));
+            match read {
+                Ok(0) => {
+                    return Err(self.io_failed(std::io::ErrorKind::UnexpectedEof.into()));
+                }
+                Ok(count) => filled += count,
+                Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(error) => return Err(self.io_failed(error)),
+            }
+        }
+        Ok(())
+    }
+
+    /// An I/O error, or the deadline when that is what it was.
+    fn io_failed(&self, source: std::io::Error) -> CallError {
+        match source.kind() {
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => CallError::TimedOut {
+                path: self.path.clone(),
+                within: self.timeout,
+            },
+            _ => failed(&self.path, source),
+        }
     }
 
     /// Who is at the other end.
     pub fn peer(&self) -> Result<Peer, CallError> {
         let credentials =
             nix::sys::socket::getsockopt(&self.writer, nix::sys::socket::sockopt::PeerCredentials)
-                .map_err(|errno| CallError::Io {
-                    path: self.path.clone(),
-                    source: errno.into(),
-                })?;
+                .map_err(|errno| failed(&self.path, errno.into()))?;
         Ok(Peer {
             pid: credentials.pid(),
             uid: credentials.uid(),
         })
     }
 
-    /// Make `call`; the first string of its answer.
+    /// Make `call`; the first string of its answer. Messages that are not its answer (signals a
+    /// manager sends every client of its private socket) are read past until the deadline.
     pub fn call(&mut self, call: &MethodCall<'_>) -> Result<Option<String>, CallError> {
-        let path = self.path.clone();
-        let io = |source| CallError::Io {
-            path: path.clone(),
-            source,
-        };
-        const SERIAL: u32 = 1;
-        self.writer.write_all(&encode(call, SERIAL)).map_err(io)?;
-        // Signals may come first (none are asked for, but a manager may send them): skip a few.
-        for _ in 0..64 {
+        self.serial += 1;
+        let serial = self.serial;
+        self.send(&encode(call, serial))?;
+        loop {
             let mut fixed = [0u8; FIXED_HEADER];
-            self.reader.read_exact(&mut fixed).map_err(io)?;
+            self.receive(&mut fixed)?;
             let mut message = vec![0u8; message_length(&fixed)?];
             message[..FIXED_HEADER].copy_from_slice(&fixed);
-            self.reader
-                .read_exact(&mut message[FIXED_HEADER..])
-                .map_err(io)?;
+            self.receive(&mut message[FIXED_HEADER..])?;
             let reply = parse_reply(&message)?;
-            if reply.reply_serial != Some(SERIAL) {
+            if reply.reply_serial != Some(serial) {
                 continue;
             }
             return match reply.outcome {
@@ -482,7 +563,13 @@ impl Connection {
                 ))),
             };
         }
-        Err(CallError::NoAnswer(path))
+    }
+}
+
+fn failed(path: &str, source: std::io::Error) -> CallError {
+    CallError::Io {
+        path: path.to_string(),
+        source,
     }
 }
 
@@ -608,6 +695,87 @@ mod tests {
                 message: "Unit airlock-run-1.scope already exists.".into(),
             }
         );
+    }
+
+    /// A peer on a socket of the test's own, answering as `serve` says, on its own thread.
+    fn peer(
+        serve: impl FnOnce(UnixStream) + Send + 'static,
+    ) -> (tempfile::TempDir, std::path::PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("private");
+        let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        std::thread::spawn(move || {
+            if let Ok((stream, _)) = listener.accept() {
+                serve(stream);
+            }
+        });
+        (dir, path)
+    }
+
+    const SHORT: Duration = Duration::from_millis(300);
+
+    fn call_within(path: &Path) -> Result<Option<String>, CallError> {
+        let mut connection = Connection::open_within(path, 1000, SHORT)?;
+        connection.call(&start_transient_unit())
+    }
+
+    #[test]
+    fn a_refused_login_and_a_refused_call_are_errors() {
+        let (_dir, path) = peer(|mut stream| {
+            let _ = stream.write_all(b"REJECTED EXTERNAL\r\n");
+        });
+        assert!(matches!(call_within(&path), Err(CallError::Auth { .. })));
+        let (_dir, path) = peer(|mut stream| {
+            let mut login = [0u8; 64];
+            let _ = stream.read(&mut login);
+            let _ = stream.write_all(b"OK 0123456789abcdef\r\n");
+            // A signal first (reply serial 0), then the answer to call 1.
+            let _ = stream.write_all(&reply(4, 0, None, None));
+            let _ = stream.write_all(&reply(
+                ERROR,
+                1,
+                Some("org.freedesktop.DBus.Error.AccessDenied"),
+                Some("no"),
+            ));
+            std::thread::sleep(Duration::from_secs(1));
+        });
+        match call_within(&path) {
+            Err(CallError::Refused { name, message }) => {
+                assert_eq!(name, "org.freedesktop.DBus.Error.AccessDenied");
+                assert_eq!(message, "no");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn times_out_at_the_deadline(path: &Path) {
+        let began = Instant::now();
+        assert!(matches!(call_within(path), Err(CallError::TimedOut { .. })));
+        assert!(
+            began.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            began.elapsed()
+        );
+    }
+
+    /// A peer that says nothing, or trickles its answer a byte at a time, fails the call at the
+    /// deadline, not later.
+    #[test]
+    fn a_silent_or_trickling_peer_times_out_at_the_deadline() {
+        let (_dir, path) = peer(|stream| {
+            std::thread::sleep(Duration::from_secs(3));
+            drop(stream);
+        });
+        times_out_at_the_deadline(&path);
+        let (_dir, path) = peer(|mut stream| {
+            for byte in b"OK 0123456789abcdef\r\n".iter().cycle().take(200) {
+                if stream.write_all(&[*byte]).is_err() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        });
+        times_out_at_the_deadline(&path);
     }
 
     #[test]

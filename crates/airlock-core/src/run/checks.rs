@@ -35,6 +35,9 @@ pub(super) fn check_profile_paths(
     let overlaps = |a: &Path, b: &Path| a.starts_with(b) || b.starts_with(a);
     let state = state_dir;
     for path in fs.read_only.iter().chain(&fs.read_write) {
+        if let Some(why) = reaches_a_manager(path) {
+            return refuse(path, why);
+        }
         if overlaps(path, state) {
             return refuse(path, format!("it would show airlock's state directory {} to the sandbox; bind a narrower path", state.display()));
         }
@@ -74,6 +77,43 @@ pub(super) fn check_profile_paths(
         }
     }
     Ok(())
+}
+
+/// What a bind of `path` would hand the sandbox that runs commands, or changes limits, outside
+/// it: the cgroup hierarchy (unprivileged, the sandbox's uid is the caller's, which owns the
+/// caller's cgroups: its scope's limits, its other runs', cgroup.kill), or a user's systemd
+/// manager or session bus (`systemd-run --user` starts anything, unconfined). A socket is
+/// reached through a read-only bind too: connect() is no write to the filesystem.
+fn reaches_a_manager(path: &Path) -> Option<String> {
+    let overlaps = |a: &Path, b: &Path| a.starts_with(b) || b.starts_with(a);
+    if overlaps(path, Path::new("/sys/fs/cgroup")) {
+        return Some(
+            "it would hand the sandbox the cgroup hierarchy, where the caller's own cgroups \
+             (its runs' limits among them) are the sandbox's to change; bind a narrower path"
+                .into(),
+        );
+    }
+    // /run/user/UID/{systemd,bus} and everything above them.
+    let parts: Vec<_> = path.components().skip(1).collect();
+    let names: Vec<&std::ffi::OsStr> = parts.iter().map(|part| part.as_os_str()).collect();
+    let reaches = match names.as_slice() {
+        [] => true,
+        [run, rest @ ..] if *run == "run" => match rest {
+            [] => true,
+            [user, rest @ ..] if *user == "user" => match rest {
+                [] | [_] => true,
+                [_, inner, ..] => *inner == "systemd" || *inner == "bus",
+            },
+            _ => false,
+        },
+        _ => false,
+    };
+    reaches.then(|| {
+        "it would hand the sandbox a user's systemd manager or session bus (/run/user/UID/systemd, \
+         /run/user/UID/bus), through which `systemd-run --user` starts anything outside the \
+         sandbox; bind a narrower path"
+            .into()
+    })
 }
 
 /// Refuse a secret read from a file the sandbox sees (in the workspace or a bind of the profile,
@@ -277,6 +317,21 @@ mod tests {
             &["/srv/ws/.env"]
         ));
         assert!(!check(&["/var/lib"], &[], &[]), "state dir exposed");
+        for manager in [
+            "/sys/fs/cgroup",
+            "/sys",
+            "/sys/fs/cgroup/user.slice",
+            "/run",
+            "/run/user",
+            "/run/user/1000",
+            "/run/user/1000/bus",
+            "/run/user/1000/systemd",
+            "/run/user/1000/systemd/private",
+        ] {
+            assert!(!check(&[manager], &[], &[]), "{manager} bound read-only");
+            assert!(!check(&[], &[manager], &[]), "{manager} bound read-write");
+        }
+        assert!(check(&["/run/user/1000/pulse", "/sys/class/net"], &[], &[]));
         assert!(
             !check(&["/var/lib/airlock/sessions"], &[], &[]),
             "state dir exposed"

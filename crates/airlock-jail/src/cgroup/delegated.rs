@@ -5,8 +5,13 @@
 //! counts as the unit's, and airlock writes nowhere systemd did not give it — not into
 //! systemd's own slices, not beside them at the hierarchy's root.
 //!
-//! Delegation is read from the mark systemd (v251 on) sets on a delegated unit's cgroup: the
-//! extended attribute `trusted.delegate` (readable by root) or `user.delegate` (by anyone).
+//! Delegation is read from the mark systemd (v251 on) sets on a delegated unit's cgroup, on a
+//! cgroup this user owns: as root only `trusted.delegate`, which takes CAP_SYS_ADMIN to set (the
+//! system manager's mark), never `user.delegate`, which the owner of any cgroup may set — an
+//! ordinary user could otherwise lead a root airlock started in their cgroup (`sudo` from a
+//! desktop terminal) to make its runs' cgroups where that user may move the sandbox out of its
+//! limits. An ordinary user's server trusts `user.delegate` on cgroups it owns (its own
+//! manager's mark; another user cannot make a cgroup this user owns).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -28,12 +33,27 @@ fn own_cgroup() -> Option<PathBuf> {
     Some(Path::new(ROOT).join(path.trim_start_matches('/')))
 }
 
-/// Did systemd delegate `dir` (a unit's cgroup with `Delegate=yes`)?
+/// Did systemd delegate `dir` (a unit's cgroup with `Delegate=yes`) to this user: owned by it,
+/// with the mark this user can trust (see the module's comment)?
 fn is_delegated(dir: &Path) -> bool {
-    ["trusted.delegate", "user.delegate"].iter().any(|name| {
-        let mut value = [0u8; 8];
-        rustix::fs::getxattr(dir, *name, &mut value[..]).is_ok_and(|len| &value[..len] == b"1")
-    })
+    use std::os::unix::fs::MetadataExt as _;
+    let euid = nix::unistd::geteuid();
+    if !fs::metadata(dir).is_ok_and(|meta| meta.uid() == euid.as_raw()) {
+        return false;
+    }
+    let mark = if euid.is_root() {
+        "trusted.delegate"
+    } else {
+        "user.delegate"
+    };
+    let mut value = [0u8; 8];
+    rustix::fs::getxattr(dir, mark, &mut value[..]).is_ok_and(|len| &value[..len] == b"1")
+}
+
+/// Owned by this user (the leaf a server made itself).
+fn is_own(dir: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    fs::metadata(dir).is_ok_and(|meta| meta.uid() == nix::unistd::geteuid().as_raw())
 }
 
 fn controllers(file: &Path) -> Vec<String> {
@@ -54,8 +74,12 @@ pub(super) fn server_parent() -> Option<(PathBuf, bool)> {
     let parent = own.parent()?;
     let handed_down = controllers(&parent.join("cgroup.subtree_control"));
     let has = |name: &str| handed_down.iter().any(|c| c == name);
-    (is_delegated(parent) && has("memory") && has("pids") && super::writable_dir(parent))
-        .then(|| (parent.to_path_buf(), has("cpu")))
+    (is_own(&own)
+        && is_delegated(parent)
+        && has("memory")
+        && has("pids")
+        && super::writable_dir(parent))
+    .then(|| (parent.to_path_buf(), has("cpu")))
 }
 
 /// For a server started in a cgroup systemd delegated to it: move this process into its leaf
@@ -102,4 +126,38 @@ pub fn settle_server() -> Result<Option<PathBuf>, String> {
     fs::write(&subtree, wanted.join(" "))
         .map_err(|error| failed("hand memory and pids down through", &subtree, error))?;
     Ok(Some(own))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mark(dir: &Path, name: &str) {
+        rustix::fs::setxattr(dir, name, b"1", rustix::fs::XattrFlags::empty())
+            .unwrap_or_else(|e| panic!("setxattr {name} on {}: {e}", dir.display()));
+    }
+
+    /// Root trusts only the system manager's mark, which only CAP_SYS_ADMIN can set; an ordinary
+    /// user trusts their own manager's, on cgroups they own. (A directory stands in for the
+    /// cgroup: the rule is about the owner and the attribute.)
+    #[test]
+    fn only_a_mark_this_user_can_trust_delegates() {
+        let base = tempfile::tempdir().unwrap();
+        let by_user_mark = base.path().join("user-marked");
+        fs::create_dir(&by_user_mark).unwrap();
+        mark(&by_user_mark, "user.delegate");
+        let root = nix::unistd::geteuid().is_root();
+        // user.delegate: the owner of any cgroup may set it.
+        assert_eq!(is_delegated(&by_user_mark), !root);
+        if root {
+            let by_system = base.path().join("system-marked");
+            fs::create_dir(&by_system).unwrap();
+            mark(&by_system, "trusted.delegate");
+            assert!(is_delegated(&by_system));
+            // The same mark on a directory another user owns: theirs, not root's.
+            std::os::unix::fs::chown(&by_system, Some(4242), None).unwrap();
+            assert!(!is_delegated(&by_system));
+        }
+        assert!(!is_delegated(base.path()), "no mark at all");
+    }
 }

@@ -99,7 +99,16 @@ pub fn detect() -> CgroupSupport {
         };
     }
     if root.join("cgroup.controllers").exists() {
-        return through_systemd(nix::unistd::geteuid().as_raw());
+        let euid = nix::unistd::geteuid();
+        if euid.is_root() {
+            return CgroupSupport::Unavailable {
+                why: "cgroup v2, and its root /sys/fs/cgroup is not writable here or does not \
+                      hand memory and pids down (a container's, mounted read-only?): limits \
+                      fall back to rlimits (see docs/containers.md)"
+                    .into(),
+            };
+        }
+        return through_systemd(euid.as_raw());
     }
     CgroupSupport::Unavailable {
         why: if !memory.exists() {

@@ -131,9 +131,29 @@ pub(super) fn request_scope(
     connection
         .call(&call)
         .map_err(|error| failed(error.to_string()))?;
-    let dir = wait_until_moved(pid, &unit).map_err(failed)?;
-    verify_limits(&dir, limits, cpu).map_err(failed)?;
-    Ok(dir)
+    let moved =
+        wait_until_moved(pid, &unit).and_then(|dir| verify_limits(&dir, limits, cpu).map(|()| dir));
+    if moved.is_err() {
+        // The move may still be on its way (through the system manager, from a login session):
+        // stopped, the scope can take no process, this one or one given its pid once it is reaped.
+        stop_scope(manager, uid, &unit);
+    }
+    moved.map_err(failed)
+}
+
+/// Ask `manager` to stop `unit` (its job cancelled, any process in it killed); on a connection of
+/// its own, the first one's time being spent.
+fn stop_scope(manager: &UserManager, uid: u32, unit: &str) {
+    let stop = MethodCall {
+        destination: "org.freedesktop.systemd1",
+        path: "/org/freedesktop/systemd1",
+        interface: "org.freedesktop.systemd1.Manager",
+        member: "StopUnit",
+        args: vec![Arg::Str(unit.to_string()), Arg::Str("replace".into())],
+    };
+    if let Ok(mut connection) = dbus::Connection::open(&manager.socket, uid) {
+        let _ = connection.call(&stop);
+    }
 }
 
 /// `PIDs` names processes by their number in the manager's pid namespace: it must be this
@@ -183,8 +203,7 @@ fn wait_until_moved(pid: Pid, unit: &str) -> std::result::Result<PathBuf, String
         }
         if Instant::now() >= deadline {
             return Err(format!(
-                "the sandbox's first process was not moved into it within {} s (`journalctl \
-                 --user -u {unit}` may say why)",
+                "the sandbox's first process was not moved into it within {} s",
                 MOVED_WITHIN.as_secs()
             ));
         }
@@ -205,28 +224,37 @@ fn verify_limits(
             .map(|text| text.trim().to_string())
             .map_err(|e| format!("read {}: {e}", dir.join(name).display()))
     };
-    // The kernel rounds memory.max down to whole pages.
+    let not_set = |file: &str, held: &str, wanted: &str, controller: &str| {
+        format!(
+            "systemd left {file} at {held}, not {wanted} (is the {controller} controller delegated \
+             to the user manager? `systemctl --user show {}` and `cat \
+             /sys/fs/cgroup/user.slice/user-$UID.slice/user@$UID.service/cgroup.controllers` say)",
+            dir.file_name().map_or_else(String::new, |unit| unit.to_string_lossy().into_owned())
+        )
+    };
     let memory = read("memory.max")?;
-    let page = nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE)
-        .ok()
-        .flatten()
-        .map_or(4096, |size| size.unsigned_abs());
-    if !memory
-        .parse::<u64>()
-        .is_ok_and(|held| held <= limits.memory_bytes && held + page > limits.memory_bytes)
-    {
-        return Err(format!(
-            "systemd left memory.max at {memory}, not {} (is the memory controller delegated to \
-             the user manager? run 'airlock check')",
-            limits.memory_bytes
+    if !memory_holds(&memory, limits.memory_bytes, page_size()) {
+        return Err(not_set(
+            "memory.max",
+            &memory,
+            &limits.memory_bytes.to_string(),
+            "memory",
         ));
+    }
+    // Without swap accounting the file is absent, and memory.max holds all the same.
+    if dir.join("memory.swap.max").exists() {
+        let swap = read("memory.swap.max")?;
+        if swap != "0" {
+            return Err(not_set("memory.swap.max", &swap, "0", "memory"));
+        }
     }
     let processes = read("pids.max")?;
     if processes != limits.processes.to_string() {
-        return Err(format!(
-            "systemd left pids.max at {processes}, not {} (is the pids controller delegated to \
-             the user manager? run 'airlock check')",
-            limits.processes
+        return Err(not_set(
+            "pids.max",
+            &processes,
+            &limits.processes.to_string(),
+            "pids",
         ));
     }
     if cpu {
@@ -236,18 +264,46 @@ fn verify_limits(
         );
         let bandwidth = read("cpu.max")?;
         if bandwidth != wanted {
-            return Err(format!(
-                "systemd left cpu.max at {bandwidth:?}, not {wanted:?} (is the cpu controller \
-                 delegated to the user manager? run 'airlock check')"
-            ));
+            return Err(not_set("cpu.max", &bandwidth, &wanted, "cpu"));
         }
     }
     Ok(())
 }
 
+fn page_size() -> u64 {
+    nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE)
+        .ok()
+        .flatten()
+        .map_or(4096, |size| size.unsigned_abs())
+}
+
+/// Does `memory.max` as read hold a run to `wanted` bytes? The kernel rounds down to whole pages,
+/// and shows "max" for any limit of its largest count of pages or more (`LONG_MAX` bytes).
+fn memory_holds(held: &str, wanted: u64, page: u64) -> bool {
+    let largest_pages = i64::MAX.unsigned_abs() / page;
+    match held.parse::<u64>() {
+        Ok(bytes) => bytes <= wanted && bytes + page > wanted,
+        Err(_) => held == "max" && wanted / page >= largest_pages,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn memory_max_is_read_as_the_kernel_writes_it() {
+        let page = 4096;
+        assert!(memory_holds("67108864", 64 << 20, page));
+        // Rounded down to whole pages.
+        assert!(memory_holds("67108864", (64 << 20) + 100, page));
+        assert!(!memory_holds("max", 64 << 20, page));
+        assert!(!memory_holds("67104768", 64 << 20, page));
+        assert!(!memory_holds("67108865", 64 << 20, page));
+        // A limit past what the kernel counts reads as "max".
+        assert!(memory_holds("max", u64::MAX, page));
+        assert!(!memory_holds("garbage", u64::MAX, page));
+    }
 
     #[test]
     fn the_quota_per_second_is_ten_periods_of_the_kernels() {
