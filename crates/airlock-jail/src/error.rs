@@ -31,9 +31,7 @@ pub enum JailError {
         flag: &'static str,
     },
     /// systemd's user manager did not give the run the scope it asked for (see `cgroup::systemd`).
-    #[error(
-        "cannot get the run's cgroup from systemd (scope {unit}): {why} — run 'airlock check'"
-    )]
+    #[error("cannot get the run's cgroup from systemd (scope {unit}): {why} — `journalctl --user -u {unit}` may say why")]
     SystemdScope { unit: String, why: String },
     /// AppArmor keeps this process from using user namespaces: the restriction found, whose
     /// words and fix are [`UsernsRestriction::refusal`]'s.

@@ -79,40 +79,55 @@ pub(super) fn check_profile_paths(
     Ok(())
 }
 
-/// What a bind of `path` would hand the sandbox that runs commands, or changes limits, outside
-/// it: the cgroup hierarchy (unprivileged, the sandbox's uid is the caller's, which owns the
-/// caller's cgroups: its scope's limits, its other runs', cgroup.kill), or a user's systemd
-/// manager or session bus (`systemd-run --user` starts anything, unconfined). A socket is
-/// reached through a read-only bind too: connect() is no write to the filesystem.
+/// Host paths whose bind would hand the sandbox something that runs commands, or changes limits,
+/// outside it (`*` stands for any one name, a user's uid): the cgroup hierarchy (unprivileged, the
+/// sandbox's uid is the caller's, which owns the caller's cgroups: its runs' limits, cgroup.kill),
+/// systemd's managers and the buses (`systemd-run` starts anything, unconfined: as the user, or
+/// as root where the sandbox's uid is the host's root, a container's root without
+/// CAP_SYS_ADMIN), and container engines' sockets. A socket is reached through a read-only bind
+/// too: connect() is no write to the filesystem. A list of what is known, not a proof that
+/// nothing else is such a path: a profile's binds are the operator's to keep narrow.
+const HANDS_OUT_A_MANAGER: &[&str] = &[
+    "/sys/fs/cgroup",
+    "/run/systemd/private",
+    "/run/dbus/system_bus_socket",
+    "/run/user/*/systemd",
+    "/run/user/*/bus",
+    "/run/docker.sock",
+    "/run/containerd",
+    "/run/podman",
+    "/run/user/*/podman",
+    "/run/user/*/docker.sock",
+];
+
+/// Why a bind of `path` is refused, if it is one of [`HANDS_OUT_A_MANAGER`], inside one, or a
+/// directory above one.
 fn reaches_a_manager(path: &Path) -> Option<String> {
-    let overlaps = |a: &Path, b: &Path| a.starts_with(b) || b.starts_with(a);
-    if overlaps(path, Path::new("/sys/fs/cgroup")) {
-        return Some(
-            "it would hand the sandbox the cgroup hierarchy, where the caller's own cgroups \
-             (its runs' limits among them) are the sandbox's to change; bind a narrower path"
-                .into(),
-        );
-    }
-    // /run/user/UID/{systemd,bus} and everything above them.
-    let parts: Vec<_> = path.components().skip(1).collect();
-    let names: Vec<&std::ffi::OsStr> = parts.iter().map(|part| part.as_os_str()).collect();
-    let reaches = match names.as_slice() {
-        [] => true,
-        [run, rest @ ..] if *run == "run" => match rest {
-            [] => true,
-            [user, rest @ ..] if *user == "user" => match rest {
-                [] | [_] => true,
-                [_, inner, ..] => *inner == "systemd" || *inner == "bus",
-            },
-            _ => false,
-        },
-        _ => false,
+    let names = |path: &Path| -> Vec<std::ffi::OsString> {
+        path.components()
+            .filter(|part| matches!(part, std::path::Component::Normal(_)))
+            .map(|part| part.as_os_str().to_os_string())
+            .collect()
     };
-    reaches.then(|| {
-        "it would hand the sandbox a user's systemd manager or session bus (/run/user/UID/systemd, \
-         /run/user/UID/bus), through which `systemd-run --user` starts anything outside the \
-         sandbox; bind a narrower path"
-            .into()
+    let bound = names(path);
+    HANDS_OUT_A_MANAGER.iter().find_map(|pattern| {
+        let pattern_names = names(Path::new(pattern));
+        let overlaps = bound
+            .iter()
+            .zip(&pattern_names)
+            .all(|(name, wanted)| wanted == "*" || name == wanted);
+        overlaps.then(|| {
+            format!(
+                "it would hand the sandbox {pattern} ({}), through which a command runs or \
+                 changes limits outside the sandbox (a socket is reached through a read-only \
+                 bind too); bind a narrower path",
+                if pattern.starts_with("/sys") {
+                    "the cgroup hierarchy"
+                } else {
+                    "a manager's or a bus's socket"
+                }
+            )
+        })
     })
 }
 
@@ -327,11 +342,23 @@ mod tests {
             "/run/user/1000/bus",
             "/run/user/1000/systemd",
             "/run/user/1000/systemd/private",
+            "/run/systemd",
+            "/run/dbus",
+            "/run/docker.sock",
         ] {
             assert!(!check(&[manager], &[], &[]), "{manager} bound read-only");
             assert!(!check(&[], &[manager], &[]), "{manager} bound read-write");
         }
-        assert!(check(&["/run/user/1000/pulse", "/sys/class/net"], &[], &[]));
+        assert!(check(
+            &[
+                "/run/user/1000/pulse",
+                "/sys/class/net",
+                "/run/systemd/resolve",
+                "/opt/run/user/1000/bus"
+            ],
+            &[],
+            &[]
+        ));
         assert!(
             !check(&["/var/lib/airlock/sessions"], &[], &[]),
             "state dir exposed"

@@ -103,8 +103,8 @@ pub fn detect() -> CgroupSupport {
         if euid.is_root() {
             return CgroupSupport::Unavailable {
                 why: "cgroup v2, and its root /sys/fs/cgroup is not writable here or does not \
-                      hand memory and pids down (a container's, mounted read-only?): limits \
-                      fall back to rlimits (see docs/containers.md)"
+                      hand memory and pids down (a container's, mounted read-only? see \
+                      docs/containers.md)"
                     .into(),
             };
         }

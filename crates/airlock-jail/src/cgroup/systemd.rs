@@ -128,9 +128,17 @@ pub(super) fn request_scope(
         .peer()
         .map_err(|error| failed(error.to_string()))?;
     same_pid_namespace(peer, uid).map_err(failed)?;
-    connection
-        .call(&call)
-        .map_err(|error| failed(error.to_string()))?;
+    match connection.call(&call) {
+        Ok(_) => {}
+        // systemd said no: there is no scope, and no move to come.
+        Err(refused @ dbus::CallError::Refused { .. }) => return Err(failed(refused.to_string())),
+        // The call may still reach it, or did without an answer: no scope may take the process
+        // (or one given its pid once it is reaped) afterwards.
+        Err(error) => {
+            stop_scope(manager, uid, &unit);
+            return Err(failed(error.to_string()));
+        }
+    }
     let moved =
         wait_until_moved(pid, &unit).and_then(|dir| verify_limits(&dir, limits, cpu).map(|()| dir));
     if moved.is_err() {
@@ -227,9 +235,8 @@ fn verify_limits(
     let not_set = |file: &str, held: &str, wanted: &str, controller: &str| {
         format!(
             "systemd left {file} at {held}, not {wanted} (is the {controller} controller delegated \
-             to the user manager? `systemctl --user show {}` and `cat \
-             /sys/fs/cgroup/user.slice/user-$UID.slice/user@$UID.service/cgroup.controllers` say)",
-            dir.file_name().map_or_else(String::new, |unit| unit.to_string_lossy().into_owned())
+             to the user manager? `cat \
+             /sys/fs/cgroup/user.slice/user-$UID.slice/user@$UID.service/cgroup.controllers` says)"
         )
     };
     let memory = read("memory.max")?;
@@ -241,7 +248,8 @@ fn verify_limits(
             "memory",
         ));
     }
-    // Without swap accounting the file is absent, and memory.max holds all the same.
+    // Without swap accounting the file is absent: memory.max then bounds what the run holds in
+    // RAM, not what it pushes to swap (as in every cgroup airlock makes itself there).
     if dir.join("memory.swap.max").exists() {
         let swap = read("memory.swap.max")?;
         if swap != "0" {
