@@ -54,6 +54,21 @@ trap cleanup EXIT
 export AIRLOCK_STATE_DIR=$work/state
 ws=$work/ws
 mkdir -p "$AIRLOCK_STATE_DIR" "$ws" "$work/home"
+
+# Codex's own sandbox (steps 4 and 5) runs `codex-linux-sandbox` through bubblewrap: its bundled
+# bwrap is given the path of Codex's binary, but a bwrap on PATH (Debian's, installed by the
+# start-up benchmarks) is preferred and runs the helper by name, which it then cannot find
+# ("bwrap: execvp codex-linux-sandbox"). Codex's binary is that helper when called by that name,
+# so a link of that name on PATH makes both ways work: the test passes with or without a
+# bubblewrap installed.
+native=$codex
+if [ -z "${CODEX_BIN:-}" ]; then
+  found=$(find "$(dirname "$codex")/../node_modules/@openai/" -path '*/bin/codex' -type f 2>/dev/null | head -n 1)
+  native=${found:-$codex}
+fi
+mkdir -p "$work/codex-path"
+ln -s "$(realpath "$native")" "$work/codex-path/codex-linux-sandbox"
+export PATH="$work/codex-path:$PATH"
 echo "from the host" >"$ws/README"
 
 # A Codex home (CODEX_HOME) whose model provider is the fake at port $2, with the config layer
