@@ -57,10 +57,14 @@ fn writable_dir(path: &Path) -> bool {
 
 /// Find a hierarchy where a per-run cgroup with memory and pids limits can be made.
 pub fn detect() -> CgroupSupport {
-    if let Some((parent, cpu)) = delegated::server_parent() {
+    let root = Path::new(ROOT);
+    // cgroup v2 at the root (not v1, nor hybrid with v2 beside it): only there can a server's
+    // cgroup be delegated by systemd, or an ordinary user's come from their manager. PERF: one
+    // stat on v1, rather than reading /proc/self/cgroup at every run.
+    let unified = root.join("cgroup.controllers").exists();
+    if let Some((parent, cpu)) = unified.then(delegated::server_parent).flatten() {
         return CgroupSupport::V2 { parent, cpu };
     }
-    let root = Path::new(ROOT);
     let v2_controllers =
         fs::read_to_string(root.join("cgroup.subtree_control")).unwrap_or_default();
     if v2_controllers.split_whitespace().any(|c| c == "memory")
@@ -98,7 +102,7 @@ pub fn detect() -> CgroupSupport {
             cpu,
         };
     }
-    if root.join("cgroup.controllers").exists() {
+    if unified {
         let euid = nix::unistd::geteuid();
         if euid.is_root() {
             return CgroupSupport::Unavailable {
