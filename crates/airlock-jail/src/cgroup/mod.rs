@@ -305,6 +305,20 @@ fn make_dir(path: &Path) -> Result<()> {
     fs::create_dir_all(path).on_path("create cgroup", path, DELEGATION_HINT)
 }
 
+/// Each of `paths` (v1 `tasks` files) open for writing, for the setup process to join through.
+fn open_to_write(paths: &[PathBuf]) -> Result<Vec<OwnedFd>> {
+    paths
+        .iter()
+        .map(|path| {
+            fs::OpenOptions::new()
+                .write(true)
+                .open(path)
+                .map(OwnedFd::from)
+                .on_path("open cgroup file", path, DELEGATION_HINT)
+        })
+        .collect()
+}
+
 impl RunCgroup {
     /// The run's cgroup for the sandbox whose first process is `sandbox` (which systemd moves
     /// into its scope; the others are joined through [`RunCgroup::join`]).
@@ -319,44 +333,11 @@ impl RunCgroup {
         match support {
             CgroupSupport::Unavailable { .. } => Ok(None),
             CgroupSupport::V2Systemd { manager, cpu } => {
-                let dir = systemd::request_scope(manager, sandbox, limits, *cpu)?;
-                Ok(Some(RunCgroup {
-                    dirs: vec![dir.clone()],
-                    join: Join::Joined,
-                    freezer: Some(crate::control::Freezer::V2(dir.clone())),
-                    cpu_usage: Some(open_to_read(&dir.join("cpu.stat"))?),
-                }))
+                let scope = systemd::request_scope(manager, sandbox, limits, *cpu)?;
+                RunCgroup::v2(scope, Join::Joined).map(Some)
             }
             CgroupSupport::V2 { parent, cpu } => {
-                make_dir(parent)?;
-                remove_orphans(parent);
-                // Children of `parent` get memory and pids only if `parent` hands them down.
-                let controllers = if *cpu {
-                    "+memory +pids +cpu"
-                } else {
-                    "+memory +pids"
-                };
-                write(&parent.join("cgroup.subtree_control"), controllers)?;
-                let dir = parent.join(run_id);
-                make_dir(&dir)?;
-                // Pid 1 stays: under a parent that hands controllers down, v2 allows no process
-                // (the "no internal processes" rule), so it has nowhere to go.
-                let mut group = RunCgroup {
-                    dirs: vec![dir.clone()],
-                    join: Join::BySupervisor,
-                    freezer: Some(crate::control::Freezer::V2(dir.clone())),
-                    cpu_usage: None,
-                };
-                // Every v2 cgroup has it, with or without the cpu controller.
-                group.cpu_usage = Some(open_to_read(&dir.join("cpu.stat"))?);
-                write(&dir.join("memory.max"), &limits.memory_bytes.to_string())?;
-                write(&dir.join("memory.swap.max"), "0").ok();
-                write(&dir.join("pids.max"), &limits.processes.to_string())?;
-                if *cpu {
-                    let quota = cpu_quota_us(limits.cpus.millicpus);
-                    write(&dir.join("cpu.max"), &format!("{quota} {CPU_PERIOD_US}"))?;
-                }
-                Ok(Some(group))
+                RunCgroup::in_own_v2(parent, *cpu, limits, run_id).map(Some)
             }
             CgroupSupport::V1 {
                 memory,
@@ -415,25 +396,59 @@ impl RunCgroup {
                         &cpu_quota_us(limits.cpus.millicpus).to_string(),
                     )?;
                 }
-                let open_all = |paths: &[PathBuf]| {
-                    paths
-                        .iter()
-                        .map(|path| {
-                            fs::OpenOptions::new()
-                                .write(true)
-                                .open(path)
-                                .map(OwnedFd::from)
-                                .on_path("open cgroup file", path, DELEGATION_HINT)
-                        })
-                        .collect::<Result<Vec<_>>>()
-                };
                 group.join = Join::ItselfThrough {
-                    join: open_all(&tasks)?,
-                    leave: open_all(&parent_tasks)?,
+                    join: open_to_write(&tasks)?,
+                    leave: open_to_write(&parent_tasks)?,
                 };
                 Ok(Some(group))
             }
         }
+    }
+
+    /// A v2 cgroup at `dir`, that the sandbox's first process joins as `join` says.
+    /// The group holds `dir` before anything can fail, so that its drop removes it.
+    fn v2(dir: PathBuf, join: Join) -> Result<RunCgroup> {
+        let mut group = RunCgroup {
+            dirs: vec![dir.clone()],
+            join,
+            freezer: Some(crate::control::Freezer::V2(dir.clone())),
+            cpu_usage: None,
+        };
+        // Every v2 cgroup has it, with or without the cpu controller.
+        group.cpu_usage = Some(open_to_read(&dir.join("cpu.stat"))?);
+        Ok(group)
+    }
+
+    /// The run's cgroup `run_id` made under `parent` (airlock's own subtree, or a server's
+    /// delegated unit), with the limits written by airlock itself.
+    fn in_own_v2(
+        parent: &Path,
+        cpu: bool,
+        limits: &ResourceLimits,
+        run_id: &str,
+    ) -> Result<RunCgroup> {
+        make_dir(parent)?;
+        remove_orphans(parent);
+        // Children of `parent` get memory and pids only if `parent` hands them down.
+        let controllers = if cpu {
+            "+memory +pids +cpu"
+        } else {
+            "+memory +pids"
+        };
+        write(&parent.join("cgroup.subtree_control"), controllers)?;
+        let dir = parent.join(run_id);
+        make_dir(&dir)?;
+        // Pid 1 stays: under a parent that hands controllers down, v2 allows no process (the
+        // "no internal processes" rule), so it has nowhere to go.
+        let group = RunCgroup::v2(dir.clone(), Join::BySupervisor)?;
+        write(&dir.join("memory.max"), &limits.memory_bytes.to_string())?;
+        write(&dir.join("memory.swap.max"), "0").ok();
+        write(&dir.join("pids.max"), &limits.processes.to_string())?;
+        if cpu {
+            let quota = cpu_quota_us(limits.cpus.millicpus);
+            write(&dir.join("cpu.max"), &format!("{quota} {CPU_PERIOD_US}"))?;
+        }
+        Ok(group)
     }
 
     /// Peak memory and OOM kills so far (read before the cgroup is removed).
