@@ -317,6 +317,7 @@ fn jail_code(e: &airlock_jail::JailError) -> (&'static str, ErrorKind) {
         | J::Syscall { .. }
         | J::UnexpectedMessage { .. }
         | J::MalformedMessage { .. }
+        | J::MalformedCommand(_)
         | J::UnknownMessage { .. }
         | J::TooManyDescriptors { .. }
         | J::NoUserNamespaces { .. }

@@ -72,9 +72,10 @@ pub use policy::{
 };
 pub use refusal::flush_suppressed as flush_suppressed_refusals;
 pub use run::{
-    check_limits, check_run, command_argv, counted, run, timeout_ms, Limit, LimitCheck,
-    RefusedDestination, RunAnswer, RunBody, RunEnd, RunEvent, RunReport, RunRequest, RunResult,
-    EXIT_CPU_LIMIT, EXIT_DISK_LIMIT, EXIT_TIMED_OUT, MAX_COMMAND_BYTES, SANDBOX_HOME, SANDBOX_USER,
+    check_limits, check_run, command_argv, counted, prepare_run, run, run_prepared, timeout_ms,
+    Limit, LimitCheck, PreparedRun, RefusedDestination, RunAnswer, RunBody, RunEnd, RunEvent,
+    RunReport, RunRequest, RunResult, EXIT_CPU_LIMIT, EXIT_DISK_LIMIT, EXIT_TIMED_OUT,
+    MAX_COMMAND_BYTES, SANDBOX_HOME, SANDBOX_USER,
 };
 pub use session::{
     LayerImage, Lifecycle, ProfileRef, Session, SessionError, SessionMeta, SessionStatus,

@@ -83,6 +83,9 @@ pub enum JailError {
     // The request, or the state of the host it meets, cannot make a sandbox.
     #[error("invalid sandbox request: no command given")]
     NoCommand,
+    /// The command a prepared sandbox was given at START did not read back (a bug).
+    #[error("sandbox setup failed: the command from the supervisor is malformed: {0}")]
+    MalformedCommand(&'static str),
     #[error("invalid sandbox request: the sandbox user must not be root on the host")]
     SandboxUserIsRoot,
     #[error("invalid sandbox request: {HOSTS_ROOT_WITHOUT_PRIVILEGE}")]

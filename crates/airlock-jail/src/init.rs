@@ -13,6 +13,7 @@ use nix::sys::signal::{kill, SigSet, Signal};
 use nix::sys::wait::{waitid, waitpid, Id, WaitPidFlag, WaitStatus};
 use nix::unistd::{chdir, Pid};
 
+use crate::command::Command;
 use crate::launch::Usage;
 use crate::protocol::{self, ExitReport, Report};
 use crate::spec::SandboxSpec;
@@ -41,6 +42,7 @@ pub(crate) fn forwarded_set() -> SigSet {
 /// the command has started (v1; see `cgroup::Join`), and the cgroup's count of CPU time.
 pub(crate) fn run_command(
     spec: &SandboxSpec,
+    command: &Command,
     report: OwnedFd,
     for_init: crate::inside::ForInit,
 ) -> ! {
@@ -55,7 +57,7 @@ pub(crate) fn run_command(
     if waited.thread_block().is_err() {
         std::process::exit(125);
     }
-    let command = start_command(spec);
+    let command = start_command(command);
     // PERF: the command and all it starts stay in the run's cgroups, pid 1 leaves them, so that
     // they are empty when the command's last process ends (see `cgroup::Join`). Should a move
     // fail, this process stays in: the supervisor then removes the cgroups after it is gone, as
@@ -278,23 +280,23 @@ fn cpu_ticks_of_stat(stat: &str) -> u64 {
 
 /// Start the command, found as a shell would find it, or exit as a shell would when it cannot:
 /// 127 not found, 126 not executable.
-fn start_command(spec: &SandboxSpec) -> Pid {
+fn start_command(command: &Command) -> Pid {
     // Spawned children inherit the working directory; init itself has no use for its own.
-    if let Err(errno) = chdir(&spec.cwd) {
+    if let Err(errno) = chdir(&command.cwd) {
         note!(
             "airlock: cannot enter {}: {}",
-            spec.cwd.display(),
+            command.cwd.display(),
             errno.desc()
         );
         std::process::exit(125);
     }
-    let Some(program) = spec.argv.first() else {
+    let Some(program) = command.argv.first() else {
         note!("airlock: no command given");
         std::process::exit(125);
     };
     let to_c = |s: &OsStr| CString::new(s.as_bytes()).ok();
-    let argv: Option<Vec<CString>> = spec.argv.iter().map(|a| to_c(a)).collect();
-    let env: Option<Vec<CString>> = spec
+    let argv: Option<Vec<CString>> = command.argv.iter().map(|a| to_c(a)).collect();
+    let env: Option<Vec<CString>> = command
         .env
         .iter()
         .map(|(k, v)| {
@@ -320,7 +322,7 @@ fn start_command(spec: &SandboxSpec) -> Pid {
     // A file that is there but cannot be started for a missing file: its #! interpreter (or
     // its ELF loader) is not in the sandbox.
     let mut missing_interpreter = None;
-    for candidate in candidates(program, spec) {
+    for candidate in candidates(program, command) {
         let Some(path) = to_c(candidate.as_os_str()) else {
             continue;
         };
@@ -365,7 +367,7 @@ fn start_command(spec: &SandboxSpec) -> Pid {
             Path::new(program).display()
         );
     } else {
-        let search = path_variable(spec).unwrap_or_default();
+        let search = path_variable(command).unwrap_or_default();
         note!(
             "airlock: {}: command not found in the sandbox (PATH={})",
             Path::new(program).display(),
@@ -385,19 +387,20 @@ fn interpreter(path: &Path) -> Option<String> {
     Some(String::from_utf8_lossy(&line[..end]).trim().to_string())
 }
 
-fn path_variable(spec: &SandboxSpec) -> Option<OsString> {
-    spec.env
+fn path_variable(command: &Command) -> Option<OsString> {
+    command
+        .env
         .iter()
         .find(|(k, _)| k == "PATH")
         .map(|(_, v)| v.clone())
 }
 
 /// Where to look for `program`, as a shell would: itself when it names a path, else each PATH dir.
-fn candidates(program: &OsStr, spec: &SandboxSpec) -> Vec<std::path::PathBuf> {
+fn candidates(program: &OsStr, command: &Command) -> Vec<std::path::PathBuf> {
     if program.as_bytes().contains(&b'/') {
         return vec![program.into()];
     }
-    let path = path_variable(spec).unwrap_or_else(|| OsString::from("/usr/bin:/bin"));
+    let path = path_variable(command).unwrap_or_else(|| OsString::from("/usr/bin:/bin"));
     std::env::split_paths(&path)
         .filter(|dir| !dir.as_os_str().is_empty())
         .map(|dir| dir.join(program))

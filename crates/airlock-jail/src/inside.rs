@@ -11,6 +11,7 @@ use nix::sys::prctl;
 use nix::sys::signal::Signal;
 use nix::unistd::{sethostname, setsid};
 
+use crate::command::Command;
 use crate::confine;
 use crate::error::{JailError, Result, SyscallContext, UNEXPECTED};
 use crate::init;
@@ -68,11 +69,12 @@ pub(crate) struct ForInit {
 pub(crate) fn run(spec: &SandboxSpec, channel: SetupChannel, mode: &SetupMode) -> ! {
     let result = setup(spec, &channel, mode);
     match result {
-        Ok(for_init) => {
+        Ok((for_init, given)) => {
             let SetupChannel { control, report } = channel;
             // Already closed, with every other inherited descriptor, at the end of setup.
             std::mem::forget(control);
-            init::run_command(spec, report, for_init)
+            let command = given.unwrap_or_else(|| Command::of(spec));
+            init::run_command(spec, &command, report, for_init)
         }
         Err(err) => {
             let _ = protocol::report(channel.report.as_fd(), &Report::Failed(err.to_string()));
@@ -82,8 +84,13 @@ pub(crate) fn run(spec: &SandboxSpec, channel: SetupChannel, mode: &SetupMode) -
 }
 
 /// Steps 5 to 16 of [`crate::protocol`], the setup process's side, in that order: each step
-/// below is one function, and none of them may move.
-fn setup(spec: &SandboxSpec, channel: &SetupChannel, mode: &SetupMode) -> Result<ForInit> {
+/// below is one function, and none of them may move. Returns what pid 1 keeps, and the command
+/// when START brought one.
+fn setup(
+    spec: &SandboxSpec,
+    channel: &SetupChannel,
+    mode: &SetupMode,
+) -> Result<(ForInit, Option<Command>)> {
     let rootful = mode.rootful;
     start_own_session()?;
     wait_for_id_maps(channel, rootful)?;
@@ -114,9 +121,9 @@ fn setup(spec: &SandboxSpec, channel: &SetupChannel, mode: &SetupMode) -> Result
     enter_sandbox_user_namespace(users)?;
     become_sandbox_user(spec, rootful)?;
     confine_self(spec, channel, mode, gate_ends)?;
-    go_ahead(channel, mode)?;
+    let command = go_ahead(channel, mode)?;
     close_inherited_fds(channel, &for_init)?;
-    Ok(for_init)
+    Ok((for_init, command))
 }
 
 /// Step 6, after the maps: the sandbox's own hostname. A refusal in a UTS namespace that is ours
@@ -333,8 +340,9 @@ fn confine_self(
     Ok(())
 }
 
-/// Step 16 (go-ahead): the command's stdio and CPUs, READY, then START.
-fn go_ahead(channel: &SetupChannel, mode: &SetupMode) -> Result<()> {
+/// Step 16 (go-ahead): the command's stdio and CPUs, READY, then START, and the command START
+/// carries, if any (a sandbox prepared before its command was known).
+fn go_ahead(channel: &SetupChannel, mode: &SetupMode) -> Result<Option<Command>> {
     if let Some(ends) = mode.output {
         nix::unistd::dup2_stdout(&ends.stdout).during("redirect stdout", UNEXPECTED)?;
         nix::unistd::dup2_stderr(&ends.stderr).during("redirect stderr", UNEXPECTED)?;
@@ -347,10 +355,9 @@ fn go_ahead(channel: &SetupChannel, mode: &SetupMode) -> Result<()> {
     // SECURITY: nothing of the command runs before the supervisor says so: its intent record is
     // on disk then. PERF: START usually came while we confined ourselves (see `launch`).
     match channel.receive()? {
-        Message::Start => {}
-        other => return Err(other.unexpected("START")),
+        Message::Start(command) => command.map(Command::from_memfd).transpose(),
+        other => Err(other.unexpected("START")),
     }
-    Ok(())
 }
 
 /// SECURITY: every descriptor closed but stdio: the pipes, and anything the caller leaked to

@@ -25,6 +25,7 @@ macro_rules! note {
 pub mod apparmor;
 mod beneath;
 pub mod cgroup;
+mod command;
 mod confine;
 pub mod container;
 pub mod control;
@@ -50,10 +51,11 @@ mod spec;
 mod sys;
 pub mod trust;
 
+pub use command::Command;
 pub use error::{JailError, Peer, Result};
 pub use launch::{
-    memory_layer_supported, prepare, start_network, Finished, GateSockets, Launching, Outcome,
-    PendingNetwork, Sandbox, Usage,
+    memory_layer_supported, prepare, prepare_without_command, start_network, Finished, GateSockets,
+    Launching, Outcome, PendingNetwork, Sandbox, Usage,
 };
 pub use privilege::Way;
 pub use spec::{

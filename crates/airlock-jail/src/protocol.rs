@@ -52,8 +52,10 @@
 //! 16. **Go-ahead** (both): the setup process moves stdout/stderr onto the output pipes, takes
 //!     every CPU back, reports READY and waits for START. The supervisor sends START as soon as
 //!     `start` is called, before READY (in a gated sandbox: after READY and GATE), then reads
-//!     the report: ERROR and its text, or READY. The setup process then closes every descriptor
-//!     but the report pipe and the cgroup files pid 1 keeps.
+//!     the report: ERROR and its text, or READY. A sandbox prepared without its command
+//!     ([`crate::prepare_without_command`]) gets it with START, in a memfd read and closed here.
+//!     The setup process then closes every descriptor but the report pipe and the cgroup files
+//!     pid 1 keeps.
 //! 17. **Command** (pid 1): posix_spawn of the command; on v1 pid 1 leaves the run's cgroups;
 //!     it reaps, forwards signals, holds the CPU limit, and at the command's end reports EXITED
 //!     and exits.
@@ -104,8 +106,9 @@ pub(crate) enum Message<Fd> {
         relay: Option<Fd>,
     },
     /// Step 16, supervisor → setup process: the caller's intent is written; start the command
-    /// once ready.
-    Start,
+    /// once ready. With a memfd holding the command (see [`crate::command`]) when the sandbox
+    /// was prepared without one; else the spec's.
+    Start(Option<Fd>),
 }
 
 /// As root: the user namespaces the supervisor made at step 3.
@@ -145,7 +148,7 @@ impl<Fd> Message<Fd> {
             Message::Cgroup { .. } => b'c',
             Message::CpuUsage(_) => b'u',
             Message::Gate { .. } => b'G',
-            Message::Start => b's',
+            Message::Start(_) => b's',
         }
     }
 
@@ -157,7 +160,7 @@ impl<Fd> Message<Fd> {
             Message::Cgroup { .. } => "CGROUP",
             Message::CpuUsage(_) => "CPU_USAGE",
             Message::Gate { .. } => "GATE",
-            Message::Start => "START",
+            Message::Start(_) => "START",
         }
     }
 
@@ -183,7 +186,8 @@ impl<Fd: AsRawFd> Message<Fd> {
     /// The fds in the order they travel (see [`decode`]).
     fn raw_fds(&self) -> Vec<RawFd> {
         match self {
-            Message::Go | Message::Start => Vec::new(),
+            Message::Go => Vec::new(),
+            Message::Start(command) => command.iter().map(AsRawFd::as_raw_fd).collect(),
             Message::Namespaces { users, network } => users
                 .iter()
                 .flat_map(|users| [users.idmap.as_raw_fd(), users.sandbox.as_raw_fd()])
@@ -271,7 +275,7 @@ fn decode(tag: u8, mut fds: Vec<OwnedFd>, from: Peer) -> Result<Message<OwnedFd>
     };
     let message = match tag {
         b'g' if count == 0 => Message::Go,
-        b's' if count == 0 => Message::Start,
+        b's' if count <= 1 => Message::Start(fds.pop()),
         b'n' if count == 1 || count == 3 => {
             let network = fds.pop().ok_or_else(|| malformed("NAMESPACES"))?;
             let mut users = fds.into_iter();
@@ -521,10 +525,40 @@ mod tests {
             receive(setup.as_fd(), Peer::Supervisor).unwrap(),
             Message::CpuUsage(None)
         ));
-        send(supervisor.as_fd(), &Message::Start).unwrap();
+        send(supervisor.as_fd(), &Message::Start(None)).unwrap();
         assert!(matches!(
             receive(setup.as_fd(), Peer::Supervisor).unwrap(),
-            Message::Start
+            Message::Start(None)
+        ));
+        send(supervisor.as_fd(), &Message::Start(Some(files[1].as_fd()))).unwrap();
+        match receive(setup.as_fd(), Peer::Supervisor).unwrap() {
+            Message::Start(Some(command)) => assert_eq!(inode(&command), inode_of(1)),
+            other => panic!("got {}", other.name()),
+        }
+    }
+
+    #[test]
+    fn a_start_with_more_than_its_command_is_refused() {
+        let (supervisor, setup) = pair();
+        let file = tempfile::tempfile().unwrap();
+        let raw = [file.as_raw_fd(), file.as_raw_fd()];
+        let rights = [ControlMessage::ScmRights(&raw)];
+        let iov = [IoSlice::new(b"s")];
+        sendmsg::<()>(
+            supervisor.as_raw_fd(),
+            &iov,
+            &rights,
+            MsgFlags::empty(),
+            None,
+        )
+        .unwrap();
+        assert!(matches!(
+            receive(setup.as_fd(), Peer::Supervisor),
+            Err(JailError::MalformedMessage {
+                message: "START",
+                fds: 2,
+                from: Peer::Supervisor
+            })
         ));
     }
 
@@ -532,8 +566,8 @@ mod tests {
     fn a_message_with_the_wrong_fds_for_its_step_is_refused() {
         let (supervisor, setup) = pair();
         let file = tempfile::tempfile().unwrap();
-        // One fd is wrong for each: START and GO carry none, GATE three or four, CGROUP an
-        // even number.
+        // One fd is wrong for each: GO carries none, GATE three or four, CGROUP an even
+        // number (START one at most: see the test above).
         let gate = Message::Gate {
             dns: file.as_fd(),
             dns_tcp: file.as_fd(),
@@ -543,7 +577,6 @@ mod tests {
         let raw = [file.as_raw_fd()];
         let rights = [ControlMessage::ScmRights(&raw)];
         let wrong = [
-            (b's', Some("START")),
             (b'g', Some("GO")),
             (b'G', Some("GATE")),
             (b'c', Some("CGROUP")),
@@ -594,7 +627,7 @@ mod tests {
 
     #[test]
     fn a_message_out_of_step_names_both_messages_and_its_sender() {
-        let err = Message::<BorrowedFd>::Start.unexpected("GATE");
+        let err = Message::<BorrowedFd>::Start(None).unexpected("GATE");
         assert!(matches!(
             err,
             JailError::UnexpectedMessage {

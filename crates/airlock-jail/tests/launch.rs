@@ -192,6 +192,101 @@ fn a_setup_process_that_fails_has_its_report_returned() {
     assert!(!world.marked("ran"));
 }
 
+/// A warm sandbox: prepared with no command, given one at its start. The spec's own command
+/// (which would leave "spec-ran") is never what runs.
+fn a_sandbox_prepared_without_its_command_runs_the_one_given_at_its_start() {
+    let world = World::new();
+    let spec = world.spec("touch \"$MARKS/spec-ran\"", Vec::new());
+    let launching =
+        airlock_jail::prepare_without_command(&spec, &world.staging, &world.cache, None).unwrap();
+    let command = airlock_jail::Command {
+        argv: vec![
+            "/bin/sh".into(),
+            "-c".into(),
+            "pwd > \"$MARKS/given-ran\"; echo \"$GIVEN\" >> \"$MARKS/given-ran\"; exit 3".into(),
+        ],
+        env: vec![
+            ("PATH".into(), "/usr/bin:/bin".into()),
+            ("MARKS".into(), world.marks.clone().into()),
+            ("GIVEN".into(), "at the start".into()),
+        ],
+        cwd: world.workspace.join("sub"),
+    };
+    std::fs::create_dir(world.workspace.join("sub")).unwrap();
+    let mut sandbox = launching.start_command(&command, None).unwrap();
+    let finished = sandbox.wait().unwrap();
+    sandbox.reap();
+    assert_eq!(finished.outcome, Outcome::Exited(3));
+    assert!(!world.marked("spec-ran"), "the spec's command ran");
+    let written = std::fs::read_to_string(world.marks.join("given-ran")).unwrap();
+    assert_eq!(
+        written,
+        format!("{}\nat the start\n", world.workspace.join("sub").display())
+    );
+}
+
+/// Its wall-clock limit counts from the start, not from the preparation: a sandbox that waited
+/// longer than its limit still runs its command whole; one that runs past it is stopped.
+fn a_prepared_sandbox_counts_its_time_limit_from_its_start() {
+    let world = World::new();
+    let mut spec = world.spec("", Vec::new());
+    spec.limits.timeout = Some(std::time::Duration::from_millis(300));
+    let command = |script: &str| airlock_jail::Command {
+        argv: vec!["/bin/sh".into(), "-c".into(), script.into()],
+        env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+        cwd: world.workspace.clone(),
+    };
+    let limit = Some(std::time::Duration::from_secs(2));
+    let launching =
+        airlock_jail::prepare_without_command(&spec, &world.staging, &world.cache, None).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(600));
+    let mut sandbox = launching
+        .start_command(&command("sleep 0.5"), limit)
+        .unwrap();
+    assert_eq!(sandbox.wait().unwrap().outcome, Outcome::Exited(0));
+    sandbox.reap();
+    let short = Some(std::time::Duration::from_millis(200));
+    let launching =
+        airlock_jail::prepare_without_command(&spec, &world.staging, &world.cache, None).unwrap();
+    let mut sandbox = launching.start_command(&command("sleep 5"), short).unwrap();
+    assert_eq!(sandbox.wait().unwrap().outcome, Outcome::TimedOut);
+    sandbox.reap();
+}
+
+/// The two ways do not mix: a sandbox prepared with its command takes no other, one prepared
+/// without takes no empty one and cannot be started without one; each refusal stops it.
+fn a_prepared_sandbox_is_started_only_the_way_it_was_prepared() {
+    let world = World::new();
+    let spec = world.spec("touch \"$MARKS/ran\"", Vec::new());
+    let other = airlock_jail::Command {
+        argv: vec![
+            "/bin/sh".into(),
+            "-c".into(),
+            "touch \"$MARKS/other\"".into(),
+        ],
+        env: vec![("MARKS".into(), world.marks.clone().into())],
+        cwd: world.workspace.clone(),
+    };
+    let launching = airlock_jail::prepare(&spec, &world.staging, &world.cache, None).unwrap();
+    let id = launching.id();
+    assert!(launching.start_command(&other, None).is_err());
+    assert!(!id.is_alive(), "a refused start left the setup process");
+    let launching =
+        airlock_jail::prepare_without_command(&spec, &world.staging, &world.cache, None).unwrap();
+    assert!(launching.start().is_err());
+    let empty = airlock_jail::Command {
+        argv: Vec::new(),
+        ..other.clone()
+    };
+    let launching =
+        airlock_jail::prepare_without_command(&spec, &world.staging, &world.cache, None).unwrap();
+    assert!(matches!(
+        launching.start_command(&empty, None),
+        Err(JailError::Refused(_))
+    ));
+    assert!(!world.marked("ran") && !world.marked("other"));
+}
+
 fn main() {
     let rootful = Way::of_this_process().is_rootful();
     // Unprivileged, a sandbox needs user namespaces and (for the memory layer) Linux 6.6; the
@@ -200,7 +295,7 @@ fn main() {
         eprintln!("skipped: unprivileged, this kernel has no memory layer for a sandbox");
         return;
     }
-    let cases: [(&str, fn()); 4] = [
+    let cases: [(&str, fn()); 7] = [
         (
             "a_launching_dropped_before_its_start_leaves_nothing",
             a_launching_dropped_before_its_start_leaves_nothing,
@@ -216,6 +311,18 @@ fn main() {
         (
             "a_setup_process_that_fails_has_its_report_returned",
             a_setup_process_that_fails_has_its_report_returned,
+        ),
+        (
+            "a_sandbox_prepared_without_its_command_runs_the_one_given_at_its_start",
+            a_sandbox_prepared_without_its_command_runs_the_one_given_at_its_start,
+        ),
+        (
+            "a_prepared_sandbox_counts_its_time_limit_from_its_start",
+            a_prepared_sandbox_counts_its_time_limit_from_its_start,
+        ),
+        (
+            "a_prepared_sandbox_is_started_only_the_way_it_was_prepared",
+            a_prepared_sandbox_is_started_only_the_way_it_was_prepared,
         ),
     ];
     for (name, case) in cases {

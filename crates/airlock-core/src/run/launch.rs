@@ -28,7 +28,7 @@ impl Started {
 pub(super) fn launch(
     plan: &Plan,
     launch: LaunchPlan,
-    network: Option<airlock_jail::PendingNetwork>,
+    sandboxing: Sandboxing,
     audit: &crate::audit::Log,
 ) -> Result<Launched, Error> {
     let LaunchPlan {
@@ -47,14 +47,18 @@ pub(super) fn launch(
         "run.intent"
     };
     let cache = plan.state_dir.join("cache");
-    // Steps 1 to 11 of the jail's protocol: the sandbox is built up to its go-ahead.
-    let launching = match airlock_jail::prepare(spec, staging, &cache, network) {
-        Ok(launching) => launching,
-        Err(err) => {
-            // The attempt is recorded all the same, with its result.
-            crate::audit::append_deferred(audit, action, intent)?;
-            return Ok((Err(err), None, None));
-        }
+    // Steps 1 to 11 of the jail's protocol: the sandbox is built up to its go-ahead (a warm one
+    // was, before its request came).
+    let (launching, warm) = match sandboxing {
+        Sandboxing::Warm(launching, _) => (*launching, true),
+        Sandboxing::Cold(network) => match airlock_jail::prepare(spec, staging, &cache, network) {
+            Ok(launching) => (launching, false),
+            Err(err) => {
+                // The attempt is recorded all the same, with its result.
+                crate::audit::append_deferred(audit, action, intent)?;
+                return Ok((Err(err), None, None));
+            }
+        },
     };
     // The sandbox is cloned and its command not started: the moment to read the values.
     let (launching, injector) = read_secrets(plan, placeholders, ca, launching)?;
@@ -80,8 +84,17 @@ pub(super) fn launch(
         } else {
             audit.sync().map_err(|e| e.to_string())
         };
-    // Step 16 (go-ahead), or the sandbox stopped for the reason the intent is not durable.
+    // Step 16 (go-ahead), or the sandbox stopped for the reason the intent is not durable. A
+    // warm sandbox gets its command now.
     let started = match synced {
+        Ok(()) if warm => launching.start_command(
+            &airlock_jail::Command {
+                argv: spec.argv.clone(),
+                env: spec.env.clone(),
+                cwd: spec.cwd.clone(),
+            },
+            spec.limits.timeout,
+        ),
         Ok(()) => launching.start(),
         Err(why) => Err(launching.refuse(why)),
     };

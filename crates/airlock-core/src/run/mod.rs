@@ -24,6 +24,7 @@ pub(crate) mod limits;
 mod limits_check;
 mod records;
 mod refused;
+mod warm;
 
 use std::ffi::OsString;
 use std::net::IpAddr;
@@ -56,6 +57,7 @@ use launch::{launch, record_result, settle, supervise, LaunchPlan, Listing, Star
 pub use limits_check::{check_limits, LimitCheck};
 use records::{Intent, ResultRecord};
 pub use refused::RefusedDestination;
+pub use warm::{prepare_run, run_prepared, PreparedRun};
 
 /// The sandbox user's uid and gid inside.
 const INSIDE_ID: u32 = 1000;
@@ -174,12 +176,52 @@ fn run_confined(caller: &Caller, request: RunRequest) -> Result<RunReport, Error
     let plan = resolve(caller, request)?;
     // PERF: as root, the sandbox's network namespace is made on the other CPU while this prepares.
     let network = airlock_jail::start_network(caller.way)?;
-    let (staging, disk_guard) = check(&plan)?;
+    let built = build(&plan)?;
+    carry_out(&plan, built, Sandboxing::Cold(network))
+}
+
+/// Phases 2 to 4: what a run's sandbox is built from, judged and made ready.
+struct Built {
+    staging: PathBuf,
+    turn: Turn,
+    placeholders: Vec<Placeholder>,
+    ca: Option<SessionCa>,
+    spec: SandboxSpec,
+}
+
+fn build(plan: &Plan) -> Result<Built, Error> {
+    let (staging, disk_guard) = check(plan)?;
     let ca = injection::session_ca(&plan.profile)?;
-    let mut turn = take_turn(&plan)?;
-    let placeholders = placeholders_for_turn(&plan, &mut turn)?;
+    let mut turn = take_turn(plan)?;
+    let placeholders = placeholders_for_turn(plan, &mut turn)?;
     let trust = ca.as_ref().map(injection::trust);
-    let spec = sandbox_spec(&plan, &turn, &placeholders, trust, disk_guard);
+    let spec = sandbox_spec(plan, &turn, &placeholders, trust, disk_guard);
+    Ok(Built {
+        staging,
+        turn,
+        placeholders,
+        ca,
+        spec,
+    })
+}
+
+/// How the sandbox of a run comes to be: built now, or prepared ahead (a warm sandbox, see
+/// [`warm`]) and given its command at the start.
+enum Sandboxing {
+    Cold(Option<airlock_jail::PendingNetwork>),
+    /// Prepared at that instant.
+    Warm(Box<airlock_jail::Launching>, std::time::Instant),
+}
+
+/// Phases 5 to 8: the run from its intent to its settled session.
+fn carry_out(plan: &Plan, built: Built, sandboxing: Sandboxing) -> Result<RunReport, Error> {
+    let Built {
+        staging,
+        mut turn,
+        placeholders,
+        ca,
+        spec,
+    } = built;
     let session_id = turn.session.as_ref().map(|s| s.id.clone());
     let audit = crate::audit::log_for(plan.caller, &plan.state_dir);
     let intent = Intent {
@@ -194,6 +236,10 @@ fn run_confined(caller: &Caller, request: RunRequest) -> Result<RunReport, Error
         ask: records::Ask::of(&plan.profile),
         limits: Intent::limits(&spec.limits, &plan.profile.limits),
         sandbox_uid: plan.host_ids.0,
+        prepared_ms_before: match &sandboxing {
+            Sandboxing::Warm(_, prepared) => Some(prepared.elapsed().as_millis() as u64),
+            Sandboxing::Cold(_) => None,
+        },
     };
     let clock = Started::now();
     let listing = Listing {
@@ -210,12 +256,12 @@ fn run_confined(caller: &Caller, request: RunRequest) -> Result<RunReport, Error
         placeholders: &placeholders,
         ca,
     };
-    let (launched, registration, injector) = launch(&plan, launch_plan, network, &audit)?;
+    let (launched, registration, injector) = launch(plan, launch_plan, sandboxing, &audit)?;
     // Runs whose supervisor is gone are closed while this one's command runs: none of it is on
     // the way to the command's start (an entry of this pid left by one is closed by `reserve`).
     crate::abandoned::close(&plan.state_dir);
     let session = session_id.clone();
-    let mut supervised = supervise(&plan, launched, registration.as_ref(), session, injector);
+    let mut supervised = supervise(plan, launched, registration.as_ref(), session, injector);
     // A relaying gate's last events (connections closed), and a session's layer, are only
     // complete once no process of the sandbox is left; so are a refusing gate's, when the
     // sandbox used the network (a process may still be asking as pid 1 ends). A run that

@@ -25,6 +25,10 @@ pub(super) struct Intent<'a> {
     pub ask: Option<Ask>,
     pub limits: Limits,
     pub sandbox_uid: u32,
+    /// A warm sandbox (prepared before its request, see `run::warm`): how many milliseconds
+    /// before this intent it was prepared. Absent: built for this run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prepared_ms_before: Option<u64>,
 }
 
 #[derive(Serialize)]

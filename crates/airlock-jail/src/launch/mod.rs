@@ -17,6 +17,7 @@ use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::Pid;
 
 use crate::cgroup::RunCgroup;
+use crate::command::Command;
 use crate::error::{JailError, Result, SyscallContext};
 use crate::idmap::HelperNamespace;
 use crate::output::OutputRelay;
@@ -24,7 +25,7 @@ use crate::privilege::Way;
 use crate::protocol::{self, Message, Peer};
 use crate::sys;
 
-pub use prepare::prepare;
+pub use prepare::{prepare, prepare_without_command};
 
 /// How a run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -166,6 +167,8 @@ pub struct Launching {
     report: std::fs::File,
     /// A gated sandbox hands over its gate sockets before START (see [`Launching::start`]).
     gated: bool,
+    /// Prepared without its command ([`prepare_without_command`]): it goes with START.
+    command_due: bool,
 }
 
 impl Launching {
@@ -177,12 +180,46 @@ impl Launching {
     /// Give the go-ahead: the command may start. Waits for the setup process's report (READY, or
     /// the error it hit, which is returned) and, in a gated sandbox, takes its gate sockets.
     pub fn start(self) -> Result<Sandbox> {
+        if self.command_due {
+            return Err(self.refuse("the sandbox was prepared without its command".into()));
+        }
+        self.go_ahead(None)
+    }
+
+    /// [`Launching::start`] for a sandbox prepared without its command: `command` runs, and the
+    /// wall-clock limit (`timeout`, which replaces the spec's) counts from now, not from when the
+    /// sandbox was prepared.
+    pub fn start_command(
+        mut self,
+        command: &Command,
+        timeout: Option<std::time::Duration>,
+    ) -> Result<Sandbox> {
+        if !self.command_due {
+            return Err(self.refuse("the sandbox was prepared with a command of its own".into()));
+        }
+        if command.argv.is_empty() {
+            return Err(self.refuse(JailError::NoCommand.to_string()));
+        }
+        let memfd = match command.to_memfd() {
+            Ok(memfd) => memfd,
+            Err(err) => {
+                drop(self.refuse(err.to_string()));
+                return Err(err);
+            }
+        };
+        self.sandbox.deadline = timeout.map(|t| Instant::now() + t);
+        self.go_ahead(Some(memfd))
+    }
+
+    fn go_ahead(self, command: Option<OwnedFd>) -> Result<Sandbox> {
         let Launching {
             mut sandbox,
             control,
             mut report,
             gated,
+            command_due: _,
         } = self;
+        let start = Message::Start(command.as_ref().map(AsFd::as_fd));
         // Step 16 (go-ahead). PERF: START is sent now, before the setup process says it is
         // ready: it takes it as soon as it is, rather than waiting for us to hear of it and
         // answer (a round trip between the two CPUs, ~0.1 ms here). SECURITY: a gated sandbox
@@ -190,7 +227,7 @@ impl Launching {
         // On any error, the sandbox's drop kills it.
         let handed_over = (|| {
             if !gated {
-                protocol::send(control.as_fd(), &Message::Start)?;
+                protocol::send(control.as_fd(), &start)?;
             }
             protocol::read_launch_report(&mut report)?;
             if gated {
@@ -210,7 +247,7 @@ impl Launching {
                     }
                     other => return Err(other.unexpected("GATE")),
                 }
-                protocol::send(control.as_fd(), &Message::Start)?;
+                protocol::send(control.as_fd(), &start)?;
             }
             Ok(())
         })();

@@ -38,6 +38,31 @@ pub fn prepare(
     cache: &std::path::Path,
     network: Option<PendingNetwork>,
 ) -> Result<Launching> {
+    if spec.argv.is_empty() {
+        return Err(JailError::NoCommand);
+    }
+    prepare_sandbox(spec, staging, cache, network, false)
+}
+
+/// [`prepare`] a sandbox whose command is not known yet (a warm sandbox, prepared ahead of the
+/// request that will use it): `spec`'s argv, env and cwd are not used; the command comes with
+/// [`Launching::start_command`].
+pub fn prepare_without_command(
+    spec: &SandboxSpec,
+    staging: &std::path::Path,
+    cache: &std::path::Path,
+    network: Option<PendingNetwork>,
+) -> Result<Launching> {
+    prepare_sandbox(spec, staging, cache, network, true)
+}
+
+fn prepare_sandbox(
+    spec: &SandboxSpec,
+    staging: &std::path::Path,
+    cache: &std::path::Path,
+    network: Option<PendingNetwork>,
+    command_due: bool,
+) -> Result<Launching> {
     let Checked { rootful, support } = check(spec)?;
     let signals = block_forwarded_signals()?;
     let ready = prepare_clone(spec, cache, network, rootful)?;
@@ -67,6 +92,7 @@ pub fn prepare(
         control,
         report,
         gated: spec.network_gate.gated(),
+        command_due,
     })
 }
 
@@ -78,10 +104,7 @@ struct Checked {
 
 /// Step 1: refuse what cannot run, and learn which cgroup hierarchy applies.
 fn check(spec: &SandboxSpec) -> Result<Checked> {
-    // Step 1 (checks).
-    if spec.argv.is_empty() {
-        return Err(JailError::NoCommand);
-    }
+    // Step 1 (checks); the command's, by the caller.
     if !spec.degraded.landlock && probe::landlock_abi() == 0 {
         return Err(JailError::LayerMissing {
             layer: "Landlock",

@@ -1,0 +1,154 @@
+//! Warm sandboxes: a throwaway run's sandbox prepared before its request comes (`airlock serve`
+//! keeps a few per profile and workspace), then given the request's command.
+//!
+//! What is prepared ahead is phases 1 to 4 and the jail's steps 1 to 11: namespaces, the root
+//! filesystem, the cgroup, the gate's sockets. Nothing of a run has happened yet: no intent is
+//! written, the kill switch does not list it, no secret's value has been read. When the request
+//! comes, core judges it as it judges every run ([`resolve`] and [`check`] again, the kill
+//! switch asked); the sandbox is used only if the one the request would get is the one that was
+//! prepared (same profile as loaded now, same spec but for the command), else it is destroyed
+//! and the run is built cold. Then the run goes on exactly as a cold one: its intent is
+//! written and synced before its command starts. A prepared sandbox is used for one run only.
+
+use super::*;
+
+/// A throwaway run's sandbox, prepared up to its go-ahead, waiting for its command. Dropping it
+/// kills the sandbox (none of a command ever ran in it).
+pub struct PreparedRun<'a> {
+    plan: Plan<'a>,
+    built: Built,
+    launching: airlock_jail::Launching,
+    prepared: std::time::Instant,
+}
+
+impl PreparedRun<'_> {
+    /// The profile it was prepared under.
+    pub fn profile(&self) -> &str {
+        &self.plan.profile.name
+    }
+
+    /// How the kill switch would find its sandbox.
+    pub fn sandbox(&self) -> airlock_jail::control::SandboxId {
+        self.launching.id()
+    }
+}
+
+/// Prepare the sandbox of a throwaway run that `template` describes (its command, environment
+/// and timeout are not used: they come with the request, in [`run_prepared`]). Only a run kept
+/// in memory can be prepared: not one in a session, kept or learning.
+///
+/// Must be called while the process is single-threaded (the jail forks).
+pub fn prepare_run(caller: &Caller, template: RunRequest) -> Result<PreparedRun<'_>, Error> {
+    let plan = resolve(caller, template)?;
+    if !can_be_warm(&plan) {
+        return Err(Error::Argument {
+            arg: "a warm sandbox".into(),
+            why: "only a throwaway run kept in memory can be prepared ahead: not one in a \
+                  session, kept (--keep) or learning"
+                .into(),
+        });
+    }
+    let network = airlock_jail::start_network(caller.way)?;
+    let built = build(&plan)?;
+    let cache = plan.state_dir.join("cache");
+    let launching =
+        airlock_jail::prepare_without_command(&built.spec, &built.staging, &cache, network)?;
+    Ok(PreparedRun {
+        plan,
+        built,
+        launching,
+        prepared: std::time::Instant::now(),
+    })
+}
+
+/// Run `request` in `prepared` if it is the sandbox the request would get, else in a sandbox
+/// built for it now (`prepared` is then destroyed unused). Judged, recorded and refused exactly
+/// as [`run`]: a refusal is recorded as `run.refused`.
+///
+/// Must be called while the process is single-threaded (the jail forks).
+pub fn run_prepared(
+    caller: &Caller,
+    prepared: PreparedRun,
+    request: RunRequest,
+) -> Result<RunReport, Error> {
+    let session = request.session.clone();
+    crate::refusal::audited(caller, "run.refused", session.as_deref(), || {
+        let plan = resolve(caller, request)?;
+        let prepared_at = prepared.prepared;
+        match matching(&plan, prepared)? {
+            Some((built, launching)) => carry_out(
+                &plan,
+                built,
+                Sandboxing::Warm(Box::new(launching), prepared_at),
+            ),
+            None => {
+                let network = airlock_jail::start_network(caller.way)?;
+                let built = build(&plan)?;
+                carry_out(&plan, built, Sandboxing::Cold(network))
+            }
+        }
+    })
+}
+
+/// The prepared sandbox, with what it was built from and the request's command, if it is the one
+/// `plan` would get: judged again by [`check`] (the workspace, the profile's paths, the kill
+/// switch), the same profile as loaded now and the same spec but for the command. None: it is
+/// not (dropped here, which kills it).
+fn matching(
+    plan: &Plan,
+    prepared: PreparedRun,
+) -> Result<Option<(Built, airlock_jail::Launching)>, Error> {
+    let PreparedRun {
+        plan: was,
+        built,
+        launching,
+        prepared: _,
+    } = prepared;
+    if !can_be_warm(plan) || plan.profile != was.profile || !same_places(plan, &was) {
+        return Ok(None);
+    }
+    let (_, disk_guard) = check(plan)?;
+    let trust = built.spec.trust.clone();
+    let wanted = sandbox_spec(plan, &built.turn, &built.placeholders, trust, disk_guard);
+    if !same_sandbox(&wanted, &built.spec) {
+        return Ok(None);
+    }
+    Ok(Some((
+        Built {
+            spec: wanted,
+            ..built
+        },
+        launching,
+    )))
+}
+
+/// Only a throwaway run whose layer lives in memory leaves nothing of itself on disk before it
+/// starts, and nothing after.
+fn can_be_warm(plan: &Plan) -> bool {
+    plan.session.is_none() && !plan.keep && !plan.learning && layer_in_memory(plan)
+}
+
+fn same_places(plan: &Plan, was: &Plan) -> bool {
+    plan.state_dir == was.state_dir
+        && plan.workspace == was.workspace
+        && plan.profile_ref == was.profile_ref
+        && plan.policy_dirs == was.policy_dirs
+        && plan.host_ids == was.host_ids
+        && plan.degraded == was.degraded
+        && plan.resolve == was.resolve
+        && plan.limit_output == was.limit_output
+}
+
+/// The same sandbox but for what runs in it: its command, environment, working directory and
+/// wall-clock limit, which a warm sandbox is given at its start.
+fn same_sandbox(wanted: &SandboxSpec, prepared: &SandboxSpec) -> bool {
+    let command_aside = |spec: &SandboxSpec| {
+        let mut spec = spec.clone();
+        spec.argv.clear();
+        spec.env.clear();
+        spec.cwd = PathBuf::new();
+        spec.limits.timeout = None;
+        spec
+    };
+    command_aside(wanted) == command_aside(prepared)
+}
