@@ -26,6 +26,8 @@
 #   With no binary, builds target/release/airlock (scripts/build.sh) and measures it. With several
 #   (e.g. a copy of the binary before a change, and after it), each gets a server and a state
 #   directory of its own, and every configuration is timed for each in turn, round after round.
+#   BINARY@ARGS gives its server more arguments (comma-separated), e.g. to time the same binary
+#   with and without warm sandboxes: bench/api.sh target/release/airlock@--warm=0 target/release/airlock
 # Runs as the calling user (as root, airlock runs the command as its dedicated sandbox uid).
 # Environment:
 #   BENCH_ROUNDS=N     rounds, each timing every configuration once (default 10): this machine's
@@ -41,11 +43,19 @@ python=/usr/bin/python3
 cd "$(dirname "$(realpath "$0")")/.."
 load="$PWD/bench/api_load.py"
 binaries=()
+serve_args=()
 if [ $# -eq 0 ]; then
   scripts/build.sh
   binaries=("$PWD/target/release/airlock")
+  serve_args=("")
 else
-  for bin in "$@"; do binaries+=("$(realpath "$bin")"); done
+  for arg in "$@"; do
+    bin=${arg%%@*}
+    extra=""
+    [ "$bin" != "$arg" ] && extra=${arg#*@}
+    binaries+=("$(realpath "$bin")")
+    serve_args+=("$extra")
+  done
 fi
 export AIRLOCK_AUDIT_FSYNC=${BENCH_AUDIT_FSYNC:-1}
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -74,8 +84,9 @@ for i in "${!binaries[@]}"; do
     exit 1
   fi
   port=$($python -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  IFS=, read -r -a extra <<<"${serve_args[$i]}"
   "$bin" --state-dir "$state" serve --listen "127.0.0.1:$port" \
-    --requests-per-second 1000000 --runs-per-token 1000 2>"$scratch/serve-$i.log" &
+    --requests-per-second 1000000 --runs-per-token 1000 "${extra[@]}" 2>"$scratch/serve-$i.log" &
   servers+=($!)
   echo "$port $token $!" >"$scratch/server-$i"
   for _ in $(seq 100); do
@@ -135,6 +146,6 @@ fi
 echo "- state directories on $(df --output=fstype "$scratch" | tail -1); AIRLOCK_AUDIT_FSYNC=$AIRLOCK_AUDIT_FSYNC (servers and CLI)"
 echo "- servers: \`airlock serve --listen 127.0.0.1:PORT --requests-per-second 1000000 --runs-per-token 1000\`"
 echo "- $rounds rounds of $requests runs per configuration, interleaved"
-for i in "${!binaries[@]}"; do echo "- binary $((i + 1)): ${binaries[$i]}"; done
+for i in "${!binaries[@]}"; do echo "- binary $((i + 1)): ${binaries[$i]} ${serve_args[$i]//,/ }"; done
 echo
 $python "$load" report "$scratch" "$rounds" "${#binaries[@]}"

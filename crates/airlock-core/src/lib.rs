@@ -75,7 +75,7 @@ pub use run::{
     check_limits, check_run, command_argv, counted, prepare_run, run, run_prepared, timeout_ms,
     Limit, LimitCheck, PreparedRun, RefusedDestination, RunAnswer, RunBody, RunEnd, RunEvent,
     RunReport, RunRequest, RunResult, EXIT_CPU_LIMIT, EXIT_DISK_LIMIT, EXIT_TIMED_OUT,
-    MAX_COMMAND_BYTES, SANDBOX_HOME, SANDBOX_USER,
+    MAX_COMMAND_BYTES, SANDBOX_HOME, SANDBOX_USER, WARM_MAX_WAIT,
 };
 pub use session::{
     LayerImage, Lifecycle, ProfileRef, Session, SessionError, SessionMeta, SessionStatus,

@@ -196,6 +196,47 @@ fn a_profile_disabled_after_preparation_refuses_the_run_and_its_sandbox_dies() {
     ));
 }
 
+/// A hidden path that was not there when the sandbox was made had nothing to mask then: a file
+/// created there since would be seen through a prepared sandbox. The run gets a new one.
+fn a_file_created_under_a_hide_since_the_preparation_stays_hidden() {
+    let world = World::new();
+    let secret = world.workspace.join(".env");
+    world.write_profile(&format!("[filesystem]\nhide = [{:?}]\n", secret));
+    let prepared = airlock_core::prepare_run(&world.caller, world.request("")).unwrap();
+    std::fs::write(&secret, "TOKEN=s3cret\n").unwrap();
+    let check = format!("! grep -q s3cret {}", secret.display());
+    let report = airlock_core::run_prepared(&world.caller, prepared, world.request(&check));
+    assert_eq!(report.unwrap().exit_status(), 0, "the file was seen");
+    assert!(world.last_intent()["prepared_ms_before"].is_null());
+    // One replaced since (renamed over the masked one) is not masked either.
+    let prepared = airlock_core::prepare_run(&world.caller, world.request("")).unwrap();
+    let replacement = world.workspace.join(".env.new");
+    std::fs::write(&replacement, "TOKEN=s3cret\n").unwrap();
+    std::fs::rename(&replacement, &secret).unwrap();
+    let report = airlock_core::run_prepared(&world.caller, prepared, world.request(&check));
+    assert_eq!(
+        report.unwrap().exit_status(),
+        0,
+        "the replaced file was seen"
+    );
+    assert!(world.last_intent()["prepared_ms_before"].is_null());
+}
+
+/// A process holds one sandbox at a time: a second would share the first's cgroup.
+fn a_second_sandbox_is_not_prepared_while_one_is_held() {
+    let world = World::new();
+    world.write_profile("");
+    let held = airlock_core::prepare_run(&world.caller, world.request("")).unwrap();
+    match airlock_core::prepare_run(&world.caller, world.request("")) {
+        Err(refused) => assert!(refused.to_string().contains("already holds"), "{refused}"),
+        Ok(_) => panic!("a second sandbox was prepared while one was held"),
+    }
+    assert!(airlock_core::run(&world.caller, world.request("exit 0")).is_err());
+    drop(held);
+    let report = airlock_core::run(&world.caller, world.request("exit 0")).unwrap();
+    assert_eq!(report.exit_status(), 0);
+}
+
 fn only_a_throwaway_run_in_memory_is_prepared() {
     let world = World::new();
     world.write_profile("");
@@ -230,7 +271,7 @@ fn main() {
         eprintln!("skipped: unprivileged, this kernel has no memory layer for a sandbox");
         return;
     }
-    let cases: [(&str, fn()); 5] = [
+    let cases: [(&str, fn()); 7] = [
         (
             "a_warm_sandbox_runs_the_requests_command_and_its_intent_is_written_only_then",
             a_warm_sandbox_runs_the_requests_command_and_its_intent_is_written_only_then,
@@ -246,6 +287,14 @@ fn main() {
         (
             "a_profile_disabled_after_preparation_refuses_the_run_and_its_sandbox_dies",
             a_profile_disabled_after_preparation_refuses_the_run_and_its_sandbox_dies,
+        ),
+        (
+            "a_file_created_under_a_hide_since_the_preparation_stays_hidden",
+            a_file_created_under_a_hide_since_the_preparation_stays_hidden,
+        ),
+        (
+            "a_second_sandbox_is_not_prepared_while_one_is_held",
+            a_second_sandbox_is_not_prepared_while_one_is_held,
         ),
         (
             "only_a_throwaway_run_in_memory_is_prepared",

@@ -212,6 +212,8 @@ impl Client {
                 }),
                 keep_bytes: runner.keep_output,
                 token_valid,
+                // An agent's runs over MCP are in its session: none is ever warm.
+                pool: None,
             };
             let record: Recorder = Arc::new(move |why: &str| {
                 airlock_core::audit::record_abandoned(&caller, Some(&session), why)

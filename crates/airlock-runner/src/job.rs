@@ -13,6 +13,10 @@ use airlock_core::{Grant, Refusal, Role, RunEnd, RunRequest, Way};
 /// The environment variable naming the file the job is in (the worker removes it once read).
 pub const JOB_VAR: &str = "AIRLOCK_SERVE_JOB";
 
+/// Set for a warm worker: its job file holds the run to prepare (no command), and the job it
+/// runs comes later on its stdin (see [`crate::warm`]).
+pub const WARM_VAR: &str = "AIRLOCK_SERVE_WARM";
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Job {
     /// The server's state directory, as it was told it.

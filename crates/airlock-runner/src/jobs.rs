@@ -175,6 +175,8 @@ pub struct Launch<'a> {
     /// Whether the request's token still opens the door: once revoked or expired, its run is
     /// interrupted (a revocation stops what the token started, not only what it asks next).
     pub token_valid: Arc<dyn Fn() -> bool + Send + Sync>,
+    /// Warm workers to take the run from, and to refill once it ends (see [`crate::pool`]).
+    pub pool: Option<Arc<crate::pool::WarmPool>>,
 }
 
 /// How often a run's token is looked at again.
@@ -202,7 +204,12 @@ pub async fn execute(
         std::process::id(),
         launch.jobs.next.fetch_add(1, Ordering::Relaxed)
     ));
-    let finished = match run_worker(&launch, &job, &events, abandoned.clone()).await {
+    let kind = launch
+        .pool
+        .as_ref()
+        .and_then(|_| crate::pool::WarmPool::kind_of(&job, &launch.stdin));
+    let warm = kind.as_ref().map(|(key, _)| key.as_str());
+    let finished = match run_worker(&launch, &job, warm, &events, abandoned.clone()).await {
         Ok(Some((outcome, totals))) => finished(outcome, started.elapsed(), totals),
         Ok(None) => {
             abandoned("the client went away before the run ended: it was interrupted, then killed");
@@ -212,10 +219,13 @@ pub async fn execute(
         Err(err) => JobEnd::Refused(err),
     };
     let _ = events.send(JobEvent::Done(Box::new(finished))).await;
-    // The answer goes out first: removing the file is no part of it. The request's task was woken
-    // to this thread's next turn, which this task keeps until it yields.
+    // The answer goes out first: removing the file and refilling the pool are no part of it. The
+    // request's task was woken to this thread's next turn, which this task keeps until it yields.
     tokio::task::yield_now().await;
     let _ = std::fs::remove_file(&job.result_file);
+    if let (Some(pool), Some((key, template))) = (&launch.pool, kind) {
+        pool.refill(key, &template);
+    }
 }
 
 fn finished(outcome: WorkerReport, duration: Duration, totals: (u64, u64)) -> JobEnd {
@@ -229,19 +239,90 @@ fn finished(outcome: WorkerReport, duration: Duration, totals: (u64, u64)) -> Jo
     }
 }
 
+/// A worker started for a run: a warm one from the pool, given its job on stdin, or a new one
+/// with its job in a file.
+struct Started {
+    child: tokio::process::Child,
+    job_file: Option<PathBuf>,
+}
+
 /// Run the worker to its end: its outcome, and the bytes each stream carried. None: the client
-/// went away, and the run was ended for it.
+/// went away, and the run was ended for it. `warm`: the run's kind in the pool, to take a warm
+/// worker of.
 async fn run_worker(
     launch: &Launch<'_>,
     job: &Job,
+    warm: Option<&str>,
     events: &mpsc::Sender<JobEvent>,
     recorder: Recorder,
 ) -> Result<Option<(WorkerReport, (u64, u64))>, Refusal> {
+    let _ = std::fs::remove_file(&job.result_file);
+    let taken = warm.and_then(|key| launch.pool.as_ref()?.take(key));
+    let from_pool = taken.is_some();
+    let started = match taken {
+        Some(warm) => hand_over(warm, job, &launch.stdin)?,
+        None => start_cold(launch, job)?,
+    };
+    let outcome = follow(launch, job, started, events, recorder.clone()).await;
+    match outcome {
+        // A warm worker that ended without taking the job (its profile was disabled just as it
+        // was handed over): the job goes to a new worker, which judges it.
+        Err(Followed::Drained) if from_pool => {
+            Box::pin(run_worker(launch, job, None, events, recorder)).await
+        }
+        Err(Followed::Drained) => Err(Refusal::internal(
+            "the run's worker ended before it took its job — please report it",
+        )),
+        Err(Followed::Refused(refusal)) => Err(refusal),
+        Ok(done) => Ok(done),
+    }
+}
+
+/// How following a worker failed.
+enum Followed {
+    /// It ended with [`crate::worker::DRAINED`] and no result: it never took the job.
+    Drained,
+    Refused(Refusal),
+}
+
+impl From<Refusal> for Followed {
+    fn from(refusal: Refusal) -> Followed {
+        Followed::Refused(refusal)
+    }
+}
+
+/// A warm worker given `job`: its length and the job on stdin, then the command's input, then
+/// end of file.
+fn hand_over(warm: crate::pool::Warm, job: &Job, stdin: &Input) -> Result<Started, Refusal> {
+    let mut child = warm.child;
+    let text = serde_json::to_vec(job)
+        .map_err(|e| Refusal::internal(format!("cannot encode the job: {e}")))?;
+    let mut framed = u32::try_from(text.len())
+        .map_err(|_| Refusal::internal("the job is larger than 4 GiB"))?
+        .to_le_bytes()
+        .to_vec();
+    framed.extend_from_slice(&text);
+    if let Input::Bytes(data) = stdin {
+        framed.extend_from_slice(data);
+    }
+    if let Some(mut pipe) = child.stdin.take() {
+        // Written beside the run: a command that reads nothing must not block on a full pipe.
+        tokio::spawn(async move {
+            let _ = pipe.write_all(&framed).await;
+        });
+    }
+    Ok(Started {
+        child,
+        job_file: None,
+    })
+}
+
+/// A new worker for `job`, its job in a file beside its result.
+fn start_cold(launch: &Launch<'_>, job: &Job) -> Result<Started, Refusal> {
     let job_file = job.result_file.with_extension("job.json");
     // What a process of the same pid left (unlink does not follow a symlink): the files are then
     // made anew, and a name planted meanwhile fails the run rather than being written through.
     let _ = std::fs::remove_file(&job_file);
-    let _ = std::fs::remove_file(&job.result_file);
     write_job(&job_file, job)?;
     let started = Command::new(launch.exe)
         .arg("__serve-worker")
@@ -265,18 +346,36 @@ async fn run_worker(
             launch.exe.display()
         ))
     })?;
-    let pid = child.id().unwrap_or(0);
-    let Some(entry) = launch.jobs.enter(pid, recorder.clone()) else {
-        let _ = child.start_kill();
-        let _ = child.wait().await;
-        return Err(stopping());
-    };
     if let (Some(mut stdin), Input::Bytes(data)) = (child.stdin.take(), launch.stdin.clone()) {
         // Written beside the run: a command that reads nothing must not block on a full pipe.
         tokio::spawn(async move {
             let _ = stdin.write_all(&data).await;
         });
     }
+    Ok(Started {
+        child,
+        job_file: Some(job_file),
+    })
+}
+
+/// Relay the worker's output until it ends, and read its outcome.
+async fn follow(
+    launch: &Launch<'_>,
+    job: &Job,
+    started: Started,
+    events: &mpsc::Sender<JobEvent>,
+    recorder: Recorder,
+) -> Result<Option<(WorkerReport, (u64, u64))>, Followed> {
+    let Started {
+        mut child,
+        job_file,
+    } = started;
+    let pid = child.id().unwrap_or(0);
+    let Some(entry) = launch.jobs.enter(pid, recorder.clone()) else {
+        let _ = child.start_kill();
+        let _ = child.wait().await;
+        return Err(stopping().into());
+    };
     let stdout = child.stdout.take();
     let stderr = child.stderr.take();
     let keep = launch.keep_bytes;
@@ -297,13 +396,20 @@ async fn run_worker(
     }
     let status = child.wait().await;
     // The worker removes it once read; not if it died first.
-    let _ = std::fs::remove_file(&job_file);
+    if let Some(job_file) = &job_file {
+        let _ = std::fs::remove_file(job_file);
+    }
     launch.jobs.leave(entry);
+    let drained = status
+        .as_ref()
+        .is_ok_and(|s| s.code() == Some(i32::from(crate::worker::DRAINED)))
+        && !job.result_file.exists();
     match relayed {
+        Relay::Done(..) if drained => Err(Followed::Drained),
         Relay::ClientGone => Ok(None),
         Relay::TokenEnded => {
             recorder("the token was revoked, or expired, before the run ended: it was interrupted, then killed");
-            Err(token_ended_error())
+            Err(token_ended_error().into())
         }
         Relay::Done(out, err) => Ok(Some((read_outcome(&job.result_file, status)?, (out, err)))),
     }
@@ -329,7 +435,7 @@ fn token_ended_error() -> Refusal {
 
 /// The job, for the worker to read, in a file only this user may read (it names the token's id,
 /// its workspace, the command and its environment).
-fn write_job(path: &Path, job: &Job) -> Result<(), Refusal> {
+pub(crate) fn write_job(path: &Path, job: &Job) -> Result<(), Refusal> {
     use std::io::Write as _;
     let text = serde_json::to_vec(job)
         .map_err(|e| Refusal::internal(format!("cannot encode the job: {e}")))?;

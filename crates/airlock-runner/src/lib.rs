@@ -8,6 +8,8 @@
 mod files;
 pub mod job;
 pub mod jobs;
+pub mod pool;
+mod warm;
 pub mod worker;
 
 pub use job::{Job, WorkerReport, JOB_VAR};

@@ -9,12 +9,18 @@ use std::process::ExitCode;
 
 use airlock_core::{Caller, Session};
 
-use crate::job::{Job, WorkerReport, JOB_VAR};
+use crate::job::{Job, WorkerReport, JOB_VAR, WARM_VAR};
 
 fn nothing_to_tell(_: &Session) {}
 
+/// The exit status of a warm worker that ended without taking a job: its profile was disabled
+/// (its sandbox goes with it), or its server dropped it. The server then runs a job it had just
+/// handed it in a new worker.
+pub const DRAINED: u8 = 75;
+
 /// Read the job, run it, write the outcome. The exit status only says whether the outcome could
-/// be written (0) or not (125): the server reads everything else from the file.
+/// be written (0) or not (125), or that a warm worker took no job ([`DRAINED`]): the server
+/// reads everything else from the file.
 pub fn main() -> ExitCode {
     // The server's death ends this run: its sandbox dies with this process (parent-death signal).
     if nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL).is_err() {
@@ -49,8 +55,16 @@ pub fn main() -> ExitCode {
         );
         return ExitCode::from(125);
     }
+    if std::env::var_os(WARM_VAR).is_some() {
+        return crate::warm::serve_one(&job);
+    }
     let outcome = run(&job);
-    let written = serde_json::to_vec(&outcome)
+    write_outcome(&job, &outcome)
+}
+
+/// The outcome in the job's result file; the exit status says whether it could be written.
+pub(crate) fn write_outcome(job: &Job, outcome: &WorkerReport) -> ExitCode {
+    let written = serde_json::to_vec(outcome)
         .map_err(std::io::Error::other)
         .and_then(|text| {
             crate::files::create_private(&job.result_file)
@@ -80,7 +94,7 @@ fn read_job(path: &Path) -> Result<Job, String> {
 
 /// The caller the job describes: the token's role and binding; the server's state directory and
 /// environment (where profiles are looked up).
-fn caller(job: &Job) -> Caller {
+pub(crate) fn caller(job: &Job) -> Caller {
     let env: Vec<(OsString, OsString)> =
         std::env::vars_os().filter(|(k, _)| k != JOB_VAR).collect();
     Caller {
@@ -95,7 +109,7 @@ fn caller(job: &Job) -> Caller {
     }
 }
 
-fn run(job: &Job) -> WorkerReport {
+pub(crate) fn run(job: &Job) -> WorkerReport {
     let request = job.request();
     match airlock_core::run(&caller(job), request) {
         Ok(report) => WorkerReport::Ran(report.end()),

@@ -24,6 +24,8 @@ pub struct App {
     pub jobs: Arc<Jobs>,
     /// This program, started as each run's worker.
     pub exe: PathBuf,
+    /// Warm workers, each with a sandbox prepared (None: `--warm 0`).
+    pub pool: Option<Arc<airlock_runner::pool::WarmPool>>,
     /// Where workers leave their results.
     pub results_dir: PathBuf,
     /// Bytes of each output stream a run's answer keeps.

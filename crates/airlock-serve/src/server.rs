@@ -40,6 +40,8 @@ pub struct ServeConfig {
     pub grace: Duration,
     /// Names the server answers to besides its IP addresses and `localhost`.
     pub host_names: Vec<String>,
+    /// Warm sandboxes: how many for each kind of run, and in all (see `airlock_runner::pool`).
+    pub warm: (usize, usize),
 }
 
 fn no_one_to_tell(_: &Session) {}
@@ -85,12 +87,23 @@ pub fn serve(config: ServeConfig) -> Result<()> {
     tokens.check()?;
     // Runs a server killed outright (or a crash) left open are closed before any new one starts.
     airlock_core::close_abandoned_runs(&state_dir);
+    let exe =
+        std::env::current_exe().context("cannot tell where this program is (/proc/self/exe)")?;
+    let (per_kind, max_workers) = config.warm;
+    let pool = (per_kind > 0 && max_workers > 0).then(|| {
+        Arc::new(airlock_runner::pool::WarmPool::new(
+            exe.clone(),
+            results_dir.clone(),
+            per_kind,
+            max_workers,
+        ))
+    });
     let app = Arc::new(App {
         tokens,
         limiter: Limiter::new(config.quotas),
         jobs: Arc::new(Jobs::default()),
-        exe: std::env::current_exe()
-            .context("cannot tell where this program is (/proc/self/exe)")?,
+        exe,
+        pool,
         results_dir,
         keep_output: config.keep_output,
         logins: crate::page::Logins::default(),
@@ -196,6 +209,10 @@ async fn run(
         ))
         .layer(axum::Extension(transport));
     let recorder = tokio::spawn(crate::page::record_refusals(app.clone()));
+    let sweeper = app
+        .pool
+        .clone()
+        .map(|pool| tokio::spawn(airlock_runner::pool::keep_swept(pool)));
     let page_address = page_address(&bound, tls.is_some());
     if let Some(url) = &page_address {
         remember_address(&app, url);
@@ -245,6 +262,9 @@ async fn run(
     }
     drain(app.clone(), bound, graceful, config.grace).await;
     recorder.abort();
+    if let Some(sweeper) = sweeper {
+        sweeper.abort();
+    }
     // The refused logins of the last second are on record too.
     app.logins.flush(|count, why| {
         airlock_core::page_login::record_refused_logins(&app.service, count, why);
@@ -370,6 +390,10 @@ async fn drain(app: Arc<App>, bound: Bound, graceful: GracefulShutdown, grace: D
         grace.as_secs()
     );
     app.jobs.close();
+    // The warm sandboxes go at once: none will be used.
+    if let Some(pool) = &app.pool {
+        pool.close();
+    }
     let finished = tokio::time::timeout(grace, wait_for_runs(&app.jobs))
         .await
         .is_ok();

@@ -126,6 +126,7 @@ fn run_for_json(global: &GlobalArgs, mut request: RunRequest) -> Result<ExitCode
             stdin: airlock_runner::Input::Inherit,
             keep_bytes: u64::MAX,
             token_valid: std::sync::Arc::new(|| true),
+            pool: None,
         };
         let recorded = caller.clone();
         let abandoned: airlock_runner::Recorder = std::sync::Arc::new(move |why: &str| {

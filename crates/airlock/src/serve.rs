@@ -35,6 +35,7 @@ pub fn serve(global: &GlobalArgs, args: ServeArgs) -> Result<ExitCode> {
         },
         grace,
         host_names: args.host_names,
+        warm: (args.warm, args.warm_max),
     })?;
     Ok(ExitCode::SUCCESS)
 }

@@ -57,7 +57,7 @@ use launch::{launch, record_result, settle, supervise, LaunchPlan, Listing, Star
 pub use limits_check::{check_limits, LimitCheck};
 use records::{Intent, ResultRecord};
 pub use refused::RefusedDestination;
-pub use warm::{prepare_run, run_prepared, PreparedRun};
+pub use warm::{prepare_run, run_prepared, PreparedRun, MAX_WAIT as WARM_MAX_WAIT};
 
 /// The sandbox user's uid and gid inside.
 const INSIDE_ID: u32 = 1000;

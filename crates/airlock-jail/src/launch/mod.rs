@@ -132,6 +132,38 @@ pub struct Sandbox {
     deadline: Option<Instant>,
     /// The watch on the free space under a session's layer, when it has one (see `disk`).
     disk_watch: Option<disk::DiskWatch>,
+    /// Released last, once everything above is gone (see [`OneSandbox`]).
+    _one: OneSandbox,
+}
+
+/// Whether a sandbox of this process is alive (from its preparation until it is reaped).
+static SANDBOX_HELD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// SECURITY: a process holds one sandbox at a time. Its run's cgroup is named after the
+/// process (`run-PID`, and so found again by the cleanup of a killed supervisor's), so a
+/// second sandbox would join the first's cgroup and set its limits for both; a warm sandbox
+/// held while the same process prepared another would do exactly that.
+struct OneSandbox(());
+
+impl OneSandbox {
+    fn take() -> Result<OneSandbox> {
+        use std::sync::atomic::Ordering;
+        SANDBOX_HELD
+            .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
+            .map(|_| OneSandbox(()))
+            .map_err(|_| {
+                JailError::Caller(
+                    "this process already holds a sandbox: one at a time (drop or reap it first)"
+                        .into(),
+                )
+            })
+    }
+}
+
+impl Drop for OneSandbox {
+    fn drop(&mut self) {
+        SANDBOX_HELD.store(false, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 /// The next sandbox's network namespace, being made ahead of [`prepare`] (see [`start_network`]).
@@ -208,6 +240,7 @@ impl Launching {
             }
         };
         self.sandbox.deadline = timeout.map(|t| Instant::now() + t);
+        self.sandbox.discard_pending_signals();
         self.go_ahead(Some(memfd))
     }
 
@@ -294,6 +327,24 @@ pub struct GateSockets {
 }
 
 impl Sandbox {
+    /// The forwarded signals that came while a warm sandbox waited for its command: meant for
+    /// no command (none ran), they must not reach the one that starts now. Whoever wants a
+    /// waiting sandbox gone kills its process (SIGKILL).
+    fn discard_pending_signals(&self) {
+        use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+        loop {
+            let mut fds = [PollFd::new(self.signals.as_fd(), PollFlags::POLLIN)];
+            match poll(&mut fds, PollTimeout::ZERO) {
+                Ok(n) if n > 0 => {
+                    if !matches!(self.signals.read_signal(), Ok(Some(_))) {
+                        return;
+                    }
+                }
+                _ => return,
+            }
+        }
+    }
+
     /// A gated sandbox's sockets, for the caller's network gate (once).
     pub fn take_gate_sockets(&mut self) -> Option<GateSockets> {
         self.gate_sockets.take()

@@ -63,6 +63,7 @@ fn prepare_sandbox(
     network: Option<PendingNetwork>,
     command_due: bool,
 ) -> Result<Launching> {
+    let one = super::OneSandbox::take()?;
     let Checked { rootful, support } = check(spec)?;
     let signals = block_forwarded_signals()?;
     let ready = prepare_clone(spec, cache, network, rootful)?;
@@ -71,7 +72,7 @@ fn prepare_sandbox(
         control,
         report,
         network,
-    } = clone_setup_process(spec, staging, rootful, &support, signals, ready)?;
+    } = clone_setup_process(spec, staging, rootful, &support, signals, ready, one)?;
     let network = map_helper_namespaces(&mut sandbox, network);
     let mut report = std::fs::File::from(report);
     let driven = network.and_then(|network| {
@@ -275,6 +276,7 @@ fn clone_setup_process(
     support: &cgroup::CgroupSupport,
     signals: SignalFd,
     ready: BeforeClone,
+    one: super::OneSandbox,
 ) -> Result<Cloned> {
     let BeforeClone {
         control: (control_parent, control_child),
@@ -344,6 +346,7 @@ fn clone_setup_process(
             .as_ref()
             .map(super::disk::DiskWatch::start)
             .transpose()?,
+        _one: one,
     };
     Ok(Cloned {
         sandbox,

@@ -118,6 +118,7 @@ async fn start(
             stdin,
             keep_bytes: app.keep_output,
             token_valid,
+            pool: app.pool.clone(),
         };
         let record: airlock_runner::Recorder = Arc::new(move |why: &str| {
             airlock_core::audit::record_abandoned(&caller, session.as_deref(), why)

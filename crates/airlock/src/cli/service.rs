@@ -36,6 +36,14 @@ pub struct ServeArgs {
     /// DNS rebinding would send them
     #[arg(long = "host-name", value_name = "NAME")]
     pub host_names: Vec<String>,
+    /// Sandboxes kept prepared for each kind of throwaway run (the same token, profile and
+    /// workspace) so that a run need not wait for its sandbox to be built; each is used for one
+    /// run; 0 keeps none
+    #[arg(long, value_name = "N", default_value_t = airlock_runner::pool::DEFAULT_PER_KIND)]
+    pub warm: usize,
+    /// Prepared sandboxes kept in all, whatever their kinds
+    #[arg(long, value_name = "N", default_value_t = airlock_runner::pool::DEFAULT_MAX_WORKERS)]
+    pub warm_max: usize,
 }
 
 #[derive(Debug, Args)]

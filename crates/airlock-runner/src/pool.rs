@@ -1,0 +1,224 @@
+//! Warm sandboxes for a server: a few warm workers (see [`crate::warm`]) per kind of run, each
+//! started and preparing its sandbox before a request needs it. A run of that kind takes one
+//! instead of starting a worker; the worker is used for that one run and ends with it. The pool
+//! is refilled once a run ends, bounded per kind and in all, and emptied of what waited too long
+//! or is no longer asked for; a worker whose profile is disabled ends by itself at once.
+//!
+//! A kind is everything of a job but its command, environment, time limit and request line:
+//! the same token, profile, workspace, role and options. Only throwaway runs (no session, not
+//! kept, not learning) whose input is not the front end's own stdin are pooled.
+
+use std::collections::{HashMap, VecDeque};
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::process::{Child, Command};
+
+use crate::job::{Job, JOB_VAR, WARM_VAR};
+use crate::jobs::Input;
+
+/// How many warm workers a kind keeps, and how many the pool holds in all, by default.
+pub const DEFAULT_PER_KIND: usize = 2;
+pub const DEFAULT_MAX_WORKERS: usize = 8;
+
+/// A kind not asked for this long has its workers ended.
+const UNUSED_FOR: Duration = Duration::from_secs(120);
+
+/// A warm worker is ended (and replaced) this long before core would no longer use its sandbox
+/// (`airlock_core::WARM_MAX_WAIT`), so that a request never takes one on the edge.
+const RETIRE_BEFORE_MAX_WAIT: Duration = Duration::from_secs(10);
+
+/// How often the pool looks for ended, old and unused workers.
+pub const SWEEP_EVERY: Duration = Duration::from_secs(1);
+
+/// A worker preparing or holding its sandbox, waiting for its job on stdin.
+pub(crate) struct Warm {
+    pub(crate) child: Child,
+    born: Instant,
+}
+
+struct Kind {
+    /// What its workers prepare: a job without a command.
+    template: Job,
+    idle: VecDeque<Warm>,
+    last_asked: Instant,
+}
+
+#[derive(Default)]
+struct Kinds {
+    by_key: HashMap<String, Kind>,
+    closed: bool,
+}
+
+impl Kinds {
+    fn workers(&self) -> usize {
+        self.by_key.values().map(|kind| kind.idle.len()).sum()
+    }
+}
+
+pub struct WarmPool {
+    exe: PathBuf,
+    results_dir: PathBuf,
+    per_kind: usize,
+    max_workers: usize,
+    kinds: Mutex<Kinds>,
+    next: std::sync::atomic::AtomicU64,
+}
+
+impl WarmPool {
+    /// A pool that starts `exe __serve-worker` for its workers, their job files in
+    /// `results_dir`. `per_kind` 0: nothing is kept warm.
+    pub fn new(exe: PathBuf, results_dir: PathBuf, per_kind: usize, max_workers: usize) -> Self {
+        WarmPool {
+            exe,
+            results_dir,
+            per_kind,
+            max_workers,
+            kinds: Mutex::new(Kinds::default()),
+            next: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    /// The kind of `job` with this input, if it may be pooled.
+    pub(crate) fn kind_of(job: &Job, stdin: &Input) -> Option<(String, Job)> {
+        let run = &job.run;
+        if run.session.is_some() || run.keep || run.learn || matches!(stdin, Input::Inherit) {
+            return None;
+        }
+        let mut template = job.clone();
+        template.run.argv.clear();
+        template.run.env = None;
+        template.run.timeout = None;
+        template.asked.clear();
+        template.result_file = PathBuf::new();
+        let key = serde_json::to_string(&template).ok()?;
+        Some((key, template))
+    }
+
+    /// A warm worker of this kind, if one is ready to take a job; the kind is remembered as
+    /// asked for either way.
+    pub(crate) fn take(&self, key: &str) -> Option<Warm> {
+        let mut kinds = self.kinds.lock().ok()?;
+        let kind = kinds.by_key.get_mut(key)?;
+        kind.last_asked = Instant::now();
+        while let Some(mut warm) = kind.idle.pop_front() {
+            let young = warm.born.elapsed() < retire_at();
+            if young && matches!(warm.child.try_wait(), Ok(None)) {
+                return Some(warm);
+            }
+            let _ = warm.child.start_kill();
+        }
+        None
+    }
+
+    /// Bring the kind's warm workers up to its number (within the pool's bound), its template
+    /// `template`. Called once a run of that kind has ended, off its path.
+    pub(crate) fn refill(&self, key: String, template: &Job) {
+        if self.per_kind == 0 {
+            return;
+        }
+        let Ok(mut kinds) = self.kinds.lock() else {
+            return;
+        };
+        if kinds.closed {
+            return;
+        }
+        let room = self.max_workers.saturating_sub(kinds.workers());
+        let kind = kinds.by_key.entry(key).or_insert_with(|| Kind {
+            template: template.clone(),
+            idle: VecDeque::new(),
+            last_asked: Instant::now(),
+        });
+        let wanted = self.per_kind.saturating_sub(kind.idle.len()).min(room);
+        for _ in 0..wanted {
+            match self.start(&kind.template) {
+                Some(warm) => kind.idle.push_back(warm),
+                None => break,
+            }
+        }
+    }
+
+    /// Start one warm worker, its job file written first.
+    fn start(&self, template: &Job) -> Option<Warm> {
+        let n = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let job_file = self
+            .results_dir
+            .join(format!("{}-warm-{n}.job.json", std::process::id()));
+        let _ = std::fs::remove_file(&job_file);
+        crate::jobs::write_job(&job_file, template).ok()?;
+        let child = Command::new(&self.exe)
+            .arg("__serve-worker")
+            .env(JOB_VAR, &job_file)
+            .env(WARM_VAR, "1")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            // SECURITY: a worker the pool lets go (old, unused, the pool closed) takes its
+            // sandbox with it (its parent-death signal covers the server's own end).
+            .kill_on_drop(true)
+            .spawn();
+        match child {
+            Ok(child) => Some(Warm {
+                child,
+                born: Instant::now(),
+            }),
+            Err(_) => {
+                let _ = std::fs::remove_file(&job_file);
+                None
+            }
+        }
+    }
+
+    /// End the workers that ended by themselves (a disabled profile), that are near the end of
+    /// their sandbox's life (replaced), and those of kinds no longer asked for.
+    pub fn sweep(&self) {
+        let Ok(mut kinds) = self.kinds.lock() else {
+            return;
+        };
+        let mut replace = Vec::new();
+        kinds.by_key.retain(|key, kind| {
+            let before = kind.idle.len();
+            kind.idle.retain_mut(|warm| {
+                let alive = matches!(warm.child.try_wait(), Ok(None));
+                alive && warm.born.elapsed() < retire_at()
+            });
+            let unused = kind.last_asked.elapsed() > UNUSED_FOR;
+            if !unused && kind.idle.len() < before {
+                replace.push((key.clone(), kind.template.clone()));
+            }
+            !unused
+        });
+        drop(kinds);
+        for (key, template) in replace {
+            self.refill(key, &template);
+        }
+    }
+
+    /// No more workers; those waiting end now (with their sandboxes).
+    pub fn close(&self) {
+        if let Ok(mut kinds) = self.kinds.lock() {
+            kinds.closed = true;
+            kinds.by_key.clear();
+        }
+    }
+
+    /// Warm workers waiting now (for tests and the status of the server).
+    pub fn waiting(&self) -> usize {
+        self.kinds.lock().map_or(0, |kinds| kinds.workers())
+    }
+}
+
+fn retire_at() -> Duration {
+    airlock_core::WARM_MAX_WAIT.saturating_sub(RETIRE_BEFORE_MAX_WAIT)
+}
+
+/// Sweep `pool` every [`SWEEP_EVERY`] until the task is dropped.
+pub async fn keep_swept(pool: Arc<WarmPool>) {
+    loop {
+        tokio::time::sleep(SWEEP_EVERY).await;
+        pool.sweep();
+    }
+}

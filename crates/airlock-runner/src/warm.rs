@@ -1,0 +1,146 @@
+//! A warm worker (`airlock __serve-worker` with [`crate::job::WARM_VAR`] set): it prepares the
+//! sandbox of the run its job file describes (core's `prepare_run`), then waits for the job it
+//! is to run, which the server writes on its stdin (a length, then the job as JSON) followed by
+//! what the command reads; it runs that job in the prepared sandbox (core's `run_prepared`,
+//! which judges it as any run and builds another sandbox when the prepared one is not the one
+//! the job would get) and writes its outcome as any worker does.
+//!
+//! While it waits it watches the kill switch: once its profile is disabled it ends at once with
+//! its sandbox ([`crate::worker::DRAINED`]), unless a job has already come.
+
+use std::io::Read as _;
+use std::os::fd::AsFd as _;
+use std::process::ExitCode;
+
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
+
+use crate::job::{Job, WorkerReport};
+use crate::worker::{caller, run, write_outcome, DRAINED};
+
+/// The most bytes of a job on stdin: far above any job (a command line is at most 64 KiB, six
+/// times that in JSON), a bound on what a worker reads.
+const MAX_JOB_BYTES: u32 = 32 << 20;
+
+/// Prepare, wait, run one job.
+pub(crate) fn serve_one(prepare: &Job) -> ExitCode {
+    let preparer = caller(prepare);
+    // SECURITY: first, before this process has read anything of a request: the sandbox's
+    // processes are its clones. A preparation that fails is not an answer to anyone: the job,
+    // when it comes, is judged and built cold, and its refusal, if any, is recorded then.
+    let prepared = airlock_core::prepare_run(&preparer, prepare.request()).ok();
+    let profile = prepared.as_ref().map(|p| p.profile().to_string());
+    let job = match wait_for_job(prepare, profile.as_deref()) {
+        Waited::Job(job) => job,
+        Waited::Drained => return ExitCode::from(DRAINED),
+        Waited::Unreadable(why) => {
+            let _ = std::io::Write::write_all(
+                &mut std::io::stderr(),
+                format!("airlock: __serve-worker: {why}\n").as_bytes(),
+            );
+            return ExitCode::from(125);
+        }
+    };
+    // The server that prepared it hands it its jobs alone.
+    if job.server_pid != prepare.server_pid || job.way != prepare.way {
+        return ExitCode::from(125);
+    }
+    let outcome = match prepared {
+        Some(prepared) => {
+            match airlock_core::run_prepared(&caller(&job), prepared, job.request()) {
+                Ok(report) => WorkerReport::Ran(report.end()),
+                Err(err) => WorkerReport::Refused(err.into()),
+            }
+        }
+        None => run(&job),
+    };
+    write_outcome(&job, &outcome)
+}
+
+enum Waited {
+    Job(Box<Job>),
+    /// The profile was disabled, or the server closed stdin without a job.
+    Drained,
+    Unreadable(String),
+}
+
+/// Wait for the job on stdin; meanwhile, on every change in the state directory (where the kill
+/// switch keeps its switches), ask core whether `profile` (the prepared sandbox's) is still
+/// enabled.
+fn wait_for_job(prepare: &Job, profile: Option<&str>) -> Waited {
+    let stdin = std::io::stdin();
+    let watch = profile.and_then(|_| watch_state_dir(prepare));
+    loop {
+        let mut fds = vec![PollFd::new(stdin.as_fd(), PollFlags::POLLIN)];
+        if let Some(watch) = &watch {
+            fds.push(PollFd::new(watch.as_fd(), PollFlags::POLLIN));
+        }
+        match poll(&mut fds, PollTimeout::NONE) {
+            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+            Err(errno) => return Waited::Unreadable(format!("cannot wait for a job: {errno}")),
+        }
+        let job_came = fds[0].any().unwrap_or(true);
+        if job_came {
+            return read_job_from_stdin();
+        }
+        if let (Some(watch), Some(profile)) = (&watch, profile) {
+            // Read to empty; the events themselves say nothing core's answer does not.
+            while watch.read_events().is_ok_and(|events| !events.is_empty()) {}
+            if disabled(prepare, profile) && !stdin_has_data(&stdin) {
+                return Waited::Drained;
+            }
+        }
+    }
+}
+
+fn watch_state_dir(prepare: &Job) -> Option<Inotify> {
+    let state_dir = caller(prepare).state_dir().ok()?;
+    let watch = Inotify::init(InitFlags::IN_CLOEXEC | InitFlags::IN_NONBLOCK).ok()?;
+    let changes = AddWatchFlags::IN_MOVED_TO
+        | AddWatchFlags::IN_CLOSE_WRITE
+        | AddWatchFlags::IN_CREATE
+        | AddWatchFlags::IN_DELETE;
+    watch.add_watch(&state_dir, changes).ok()?;
+    Some(watch)
+}
+
+fn disabled(prepare: &Job, profile: &str) -> bool {
+    let Ok(state_dir) = caller(prepare).state_dir() else {
+        return false;
+    };
+    airlock_core::control::check_enabled(&state_dir, profile).is_err()
+}
+
+fn stdin_has_data(stdin: &std::io::Stdin) -> bool {
+    let mut fds = [PollFd::new(stdin.as_fd(), PollFlags::POLLIN)];
+    poll(&mut fds, PollTimeout::ZERO).is_ok_and(|n| n > 0)
+}
+
+/// A length (u32, little-endian) and that many bytes of JSON, read exactly: what follows is the
+/// command's stdin, which the sandbox reads from the same pipe.
+fn read_job_from_stdin() -> Waited {
+    // Unbuffered: a buffer would take the command's input with the job.
+    let mut stdin = match std::io::stdin().as_fd().try_clone_to_owned() {
+        Ok(fd) => std::fs::File::from(fd),
+        Err(e) => return Waited::Unreadable(format!("cannot read stdin: {e}")),
+    };
+    let mut length = [0u8; 4];
+    match stdin.read_exact(&mut length) {
+        Ok(()) => {}
+        // Closed without a job: the server dropped this worker.
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Waited::Drained,
+        Err(e) => return Waited::Unreadable(format!("cannot read the job: {e}")),
+    }
+    let length = u32::from_le_bytes(length);
+    if length > MAX_JOB_BYTES {
+        return Waited::Unreadable(format!("a job of {length} bytes is past the limit"));
+    }
+    let mut text = vec![0u8; length as usize];
+    if let Err(e) = stdin.read_exact(&mut text) {
+        return Waited::Unreadable(format!("cannot read the job: {e}"));
+    }
+    match serde_json::from_slice(&text) {
+        Ok(job) => Waited::Job(Box::new(job)),
+        Err(e) => Waited::Unreadable(format!("the job on stdin is not valid: {e}")),
+    }
+}

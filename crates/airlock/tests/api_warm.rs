@@ -1,0 +1,198 @@
+//! Warm sandboxes of `airlock serve`: throwaway runs take a sandbox prepared before they came
+//! (their intent says `prepared_ms_before`), each used once; a profile changed meanwhile gets a
+//! sandbox of its own; disabling the profile ends its warm sandboxes at once; a stopping server
+//! leaves none. The real server, as root and as an unprivileged user.
+// Tests: a panic is how a test fails, helpers included.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+use serde_json::{json, Value};
+
+use support::api::{assert_ok, assert_refused, audit_of, make_token, Server};
+use support::{Mode, World};
+
+/// Poll `done` until it holds, for at most `within`.
+#[track_caller]
+fn wait_for(what: &str, within: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !done() {
+        assert!(Instant::now() < deadline, "{what}: not within {within:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The live processes of this world's server's workers, warm or not, and of the sandboxes they
+/// forked (which carry the worker's environment): each has `AIRLOCK_SERVE_JOB` under the
+/// world's state directory. The test runs as root and reads every process's environment.
+fn workers(w: &World) -> Vec<i32> {
+    let mark = format!("AIRLOCK_SERVE_JOB={}", w.state.display());
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
+            continue;
+        };
+        let zombie = std::fs::read_to_string(entry.path().join("stat"))
+            .ok()
+            .and_then(|stat| {
+                stat.rsplit_once(") ")
+                    .map(|(_, rest)| rest.starts_with('Z'))
+            })
+            .unwrap_or(true);
+        let ours = environ
+            .split(|b| *b == 0)
+            .any(|var| var.starts_with(mark.as_bytes()));
+        if ours && !zombie {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// The warm workers waiting (each with its sandbox's setup process): none has a job yet.
+fn warm_processes(w: &World) -> usize {
+    workers(w).len()
+}
+
+/// The last `run.intent` record.
+fn last_intent(w: &World) -> Value {
+    audit_of(w, "run.intent").pop().expect("no run.intent")
+}
+
+/// An agent token of the profile `warm` over the world's workspace.
+fn warm_token(w: &World, toml: &str) -> support::api::Token {
+    w.named_profile("warm", toml);
+    let workspace = w.workspace.canonicalize().unwrap();
+    make_token(
+        w,
+        "agent",
+        &[
+            "--profile",
+            "warm",
+            "--workspace",
+            workspace.to_str().unwrap(),
+        ],
+    )
+}
+
+both_modes!(runs_take_sandboxes_prepared_before_them);
+fn runs_take_sandboxes_prepared_before_them(w: &World) {
+    let agent = warm_token(w, "");
+    let server = Server::start(w, &["--warm", "2"]);
+    let api = server.client(&agent.token);
+    // The first run of its kind finds nothing prepared; once it ends, two are.
+    let ran = assert_ok(&api.post("/v1/runs", &json!({ "argv": ["echo", "cold"] })));
+    assert_eq!(ran["stdout"], "cold\n");
+    assert!(last_intent(w)["prepared_ms_before"].is_null());
+    wait_for("two warm sandboxes", Duration::from_secs(20), || {
+        warm_processes(w) >= 4
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    let ran = assert_ok(&api.post(
+        "/v1/runs",
+        &json!({ "command": "id -u; pwd; cat; echo $GREETING", "stdin": "from stdin\n",
+                 "env": { "GREETING": "filtered?" } }),
+    ));
+    let workspace = w.workspace.canonicalize().unwrap();
+    assert_eq!(
+        ran["stdout"].as_str().unwrap(),
+        format!("1000\n{}\nfrom stdin\n\n", workspace.display()),
+        "{ran}"
+    );
+    let intent = last_intent(w);
+    assert!(intent["prepared_ms_before"].is_u64(), "not warm: {intent}");
+    // Its result follows its intent; nothing of it was written before the request.
+    let results = audit_of(w, "run.result");
+    assert!(results.last().unwrap()["seq"].as_u64() > intent["seq"].as_u64());
+    // A time limit of the request counts from its start, not from the preparation.
+    std::thread::sleep(Duration::from_millis(600));
+    let ran = assert_ok(&api.post(
+        "/v1/runs",
+        &json!({ "argv": ["sleep", "0.2"], "timeout": 0.5 }),
+    ));
+    assert_eq!(ran["exit_code"], 0, "{ran}");
+    assert!(last_intent(w)["prepared_ms_before"].as_u64() >= Some(500));
+    let ran = assert_ok(&api.post(
+        "/v1/runs",
+        &json!({ "argv": ["sleep", "5"], "timeout": 0.3 }),
+    ));
+    assert_eq!(ran["limit"], "timeout", "{ran}");
+}
+
+both_modes!(a_profile_changed_since_gets_a_sandbox_of_its_own);
+fn a_profile_changed_since_gets_a_sandbox_of_its_own(w: &World) {
+    let agent = warm_token(w, "[limits]\nprocesses = 300\n");
+    let server = Server::start(w, &["--warm", "1"]);
+    let api = server.client(&agent.token);
+    let limit_is_77 = json!({ "command": "grep -q '^Max processes  *77 ' /proc/self/limits" });
+    assert_ok(&api.post("/v1/runs", &json!({ "argv": ["true"] })));
+    wait_for("a warm sandbox", Duration::from_secs(20), || {
+        warm_processes(w) >= 2
+    });
+    w.named_profile("warm", "[limits]\nprocesses = 77\n");
+    let ran = assert_ok(&api.post("/v1/runs", &limit_is_77));
+    assert_eq!(
+        ran["exit_code"], 0,
+        "the run had the old profile's limit: {ran}"
+    );
+    assert!(last_intent(w)["prepared_ms_before"].is_null());
+}
+
+both_modes!(disabling_the_profile_ends_its_warm_sandboxes_at_once);
+fn disabling_the_profile_ends_its_warm_sandboxes_at_once(w: &World) {
+    let agent = warm_token(w, "");
+    // An operator's switch is its token's profile's.
+    let operator = make_token(w, "operator", &["--profile", "warm"]);
+    let server = Server::start(w, &["--warm", "2"]);
+    let api = server.client(&agent.token);
+    let op = server.client(&operator.token);
+    assert_ok(&api.post("/v1/runs", &json!({ "argv": ["true"] })));
+    wait_for("two warm sandboxes", Duration::from_secs(20), || {
+        warm_processes(w) >= 4
+    });
+    let disable = json!({ "reason": "incident 9" });
+    assert_ok(&op.post("/v1/disable", &disable));
+    // Within a second (the workers watch the switch; the server reaps them within its sweep).
+    wait_for("no warm sandbox", Duration::from_secs(2), || {
+        warm_processes(w) == 0
+    });
+    let refused = assert_refused(
+        &api.post("/v1/runs", &json!({ "argv": ["true"] })),
+        403,
+        "disabled",
+    );
+    assert!(refused["message"].as_str().unwrap().contains("incident 9"));
+    assert_ok(&op.post("/v1/enable", &json!({})));
+    let ran = assert_ok(&api.post("/v1/runs", &json!({ "argv": ["echo", "back"] })));
+    assert_eq!(ran["stdout"], "back\n");
+}
+
+both_modes!(a_stopping_server_leaves_no_warm_sandbox);
+fn a_stopping_server_leaves_no_warm_sandbox(w: &World) {
+    let agent = warm_token(w, "");
+    let mut server = Server::start(w, &["--warm", "2"]);
+    let api = server.client(&agent.token);
+    assert_ok(&api.post("/v1/runs", &json!({ "argv": ["true"] })));
+    wait_for("two warm sandboxes", Duration::from_secs(20), || {
+        warm_processes(w) >= 4
+    });
+    server.signal(Signal::SIGTERM);
+    assert!(server.wait(Duration::from_secs(20)).success());
+    wait_for("no warm sandbox", Duration::from_secs(5), || {
+        warm_processes(w) == 0
+    });
+    // And with --warm 0, none is ever made.
+    let server = Server::start(w, &["--warm", "0"]);
+    let api = server.client(&agent.token);
+    assert_ok(&api.post("/v1/runs", &json!({ "argv": ["true"] })));
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(warm_processes(w), 0);
+    assert!(last_intent(w)["prepared_ms_before"].is_null());
+    drop(server);
+}
