@@ -478,8 +478,12 @@ pub struct Switches {
 }
 
 fn switches_path(state_dir: &Path) -> PathBuf {
-    state_dir.join("switches.json")
+    state_dir.join(SWITCHES_FILE)
 }
+
+/// The kill switch's file in the state directory: replaced whole (renamed into place) at every
+/// change, which is what a watcher of the directory sees.
+pub const SWITCHES_FILE: &str = "switches.json";
 
 /// The switches in force. A file that cannot be read counts as "all disabled": failing open
 /// would let runs through that someone meant to stop.

@@ -2,7 +2,8 @@
 //! started and preparing its sandbox before a request needs it. A run of that kind takes one
 //! instead of starting a worker; the worker is used for that one run and ends with it. The pool
 //! is refilled once a run ends, bounded per kind and in all, and emptied of what waited too long
-//! or is no longer asked for; a worker whose profile is disabled ends by itself at once.
+//! or is no longer asked for; the workers of a profile the kill switch disables end at once (the
+//! pool watches the switch's file: see [`keep_swept`]).
 //!
 //! A kind is everything of a job but its command, environment, time limit and request line:
 //! the same token, profile, workspace, role and options. Only throwaway runs (no session, not
@@ -14,6 +15,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
 use tokio::process::{Child, Command};
 
 use crate::job::{Job, JOB_VAR, WARM_VAR};
@@ -114,9 +116,10 @@ impl WarmPool {
     }
 
     /// Bring the kind's warm workers up to its number (within the pool's bound), its template
-    /// `template`. Called once a run of that kind has ended, off its path.
+    /// `template`. Called once a run of that kind has ended, off its path. None for a profile
+    /// the kill switch holds off.
     pub(crate) fn refill(&self, key: String, template: &Job) {
-        if self.per_kind == 0 {
+        if self.per_kind == 0 || disabled(template) {
             return;
         }
         let Ok(mut kinds) = self.kinds.lock() else {
@@ -197,6 +200,18 @@ impl WarmPool {
         }
     }
 
+    /// End at once the waiting workers of every kind whose profile the kill switch holds off
+    /// (core's answer), with their sandboxes; their kinds are kept, refilled once enabled.
+    pub fn drain_disabled(&self) {
+        if let Ok(mut kinds) = self.kinds.lock() {
+            for kind in kinds.by_key.values_mut() {
+                if disabled(&kind.template) {
+                    kind.idle.clear();
+                }
+            }
+        }
+    }
+
     /// No more workers; those waiting end now (with their sandboxes).
     pub fn close(&self) {
         if let Ok(mut kinds) = self.kinds.lock() {
@@ -215,10 +230,53 @@ fn retire_at() -> Duration {
     airlock_core::WARM_MAX_WAIT.saturating_sub(RETIRE_BEFORE_MAX_WAIT)
 }
 
-/// Sweep `pool` every [`SWEEP_EVERY`] until the task is dropped.
-pub async fn keep_swept(pool: Arc<WarmPool>) {
+/// Whether the kill switch holds off the profile of `template`'s runs (core's check; a state
+/// directory that cannot be named counts as held off: nothing is prepared for it).
+fn disabled(template: &Job) -> bool {
+    let Some(state_dir) = &template.state_dir else {
+        return false;
+    };
+    airlock_core::control::check_enabled(state_dir, &template.profile).is_err()
+}
+
+/// Sweep `pool` every [`SWEEP_EVERY`] until the task is dropped; and, on a thread of its own
+/// for the server's life, drain what the kill switch disables as soon as its file in
+/// `state_dir` changes. Without a watch (inotify refused), the switch is looked at on every
+/// sweep instead.
+pub async fn keep_swept(pool: Arc<WarmPool>, state_dir: PathBuf) {
+    let watched = watch_switches(pool.clone(), &state_dir);
+    let mut sweeps = tokio::time::interval(SWEEP_EVERY);
     loop {
-        tokio::time::sleep(SWEEP_EVERY).await;
+        sweeps.tick().await;
         pool.sweep();
+        if !watched {
+            pool.drain_disabled();
+        }
     }
+}
+
+/// An inotify watch on the state directory for the kill switch's file (renamed into place at
+/// each change), read on a thread that blocks on it: no unsafe registration with the runtime,
+/// and never closed (closing one waits for a kernel grace period). False: no watch.
+fn watch_switches(pool: Arc<WarmPool>, state_dir: &std::path::Path) -> bool {
+    let Ok(watch) = Inotify::init(InitFlags::IN_CLOEXEC) else {
+        return false;
+    };
+    let changes =
+        AddWatchFlags::IN_MOVED_TO | AddWatchFlags::IN_CLOSE_WRITE | AddWatchFlags::IN_DELETE;
+    if watch.add_watch(state_dir, changes).is_err() {
+        return false;
+    }
+    let switches = std::ffi::OsStr::new(airlock_core::control::SWITCHES_FILE);
+    std::thread::Builder::new()
+        .name("airlock-switch-watch".into())
+        .spawn(move || {
+            // The audit log's files change at every record: only the switch's file counts.
+            while let Ok(events) = watch.read_events() {
+                if events.iter().any(|e| e.name.as_deref() == Some(switches)) {
+                    pool.drain_disabled();
+                }
+            }
+        })
+        .is_ok()
 }

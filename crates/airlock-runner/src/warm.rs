@@ -5,15 +5,14 @@
 //! which judges it as any run and builds another sandbox when the prepared one is not the one
 //! the job would get) and writes its outcome as any worker does.
 //!
-//! While it waits it watches the kill switch: once its profile is disabled it ends at once with
-//! its sandbox ([`crate::worker::DRAINED`]), unless a job has already come.
+//! The server's pool ends it (SIGKILL; its sandbox goes with it) when the kill switch disables
+//! its profile, or when it is no longer wanted (see [`crate::pool`]). It watches nothing itself:
+//! a watch of its own (inotify) would cost every run ~10 ms when closed, the kernel waiting for
+//! a grace period (SRCU) before the close returns.
 
 use std::io::Read as _;
 use std::os::fd::AsFd as _;
 use std::process::ExitCode;
-
-use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
 
 use crate::job::{Job, WorkerReport};
 use crate::worker::{caller, run, write_outcome, DRAINED};
@@ -29,8 +28,7 @@ pub(crate) fn serve_one(prepare: &Job) -> ExitCode {
     // processes are its clones. A preparation that fails is not an answer to anyone: the job,
     // when it comes, is judged and built cold, and its refusal, if any, is recorded then.
     let prepared = airlock_core::prepare_run(&preparer, prepare.request()).ok();
-    let profile = prepared.as_ref().map(|p| p.profile().to_string());
-    let job = match wait_for_job(prepare, profile.as_deref()) {
+    let job = match read_job_from_stdin() {
         Waited::Job(job) => job,
         Waited::Drained => return ExitCode::from(DRAINED),
         Waited::Unreadable(why) => {
@@ -59,61 +57,9 @@ pub(crate) fn serve_one(prepare: &Job) -> ExitCode {
 
 enum Waited {
     Job(Box<Job>),
-    /// The profile was disabled, or the server closed stdin without a job.
+    /// The server closed stdin without a job (it let this worker go).
     Drained,
     Unreadable(String),
-}
-
-/// Wait for the job on stdin; meanwhile, on every change in the state directory (where the kill
-/// switch keeps its switches), ask core whether `profile` (the prepared sandbox's) is still
-/// enabled.
-fn wait_for_job(prepare: &Job, profile: Option<&str>) -> Waited {
-    let stdin = std::io::stdin();
-    let watch = profile.and_then(|_| watch_state_dir(prepare));
-    loop {
-        let mut fds = vec![PollFd::new(stdin.as_fd(), PollFlags::POLLIN)];
-        if let Some(watch) = &watch {
-            fds.push(PollFd::new(watch.as_fd(), PollFlags::POLLIN));
-        }
-        match poll(&mut fds, PollTimeout::NONE) {
-            Ok(_) | Err(nix::errno::Errno::EINTR) => {}
-            Err(errno) => return Waited::Unreadable(format!("cannot wait for a job: {errno}")),
-        }
-        let job_came = fds[0].any().unwrap_or(true);
-        if job_came {
-            return read_job_from_stdin();
-        }
-        if let (Some(watch), Some(profile)) = (&watch, profile) {
-            // Read to empty; the events themselves say nothing core's answer does not.
-            while watch.read_events().is_ok_and(|events| !events.is_empty()) {}
-            if disabled(prepare, profile) && !stdin_has_data(&stdin) {
-                return Waited::Drained;
-            }
-        }
-    }
-}
-
-fn watch_state_dir(prepare: &Job) -> Option<Inotify> {
-    let state_dir = caller(prepare).state_dir().ok()?;
-    let watch = Inotify::init(InitFlags::IN_CLOEXEC | InitFlags::IN_NONBLOCK).ok()?;
-    let changes = AddWatchFlags::IN_MOVED_TO
-        | AddWatchFlags::IN_CLOSE_WRITE
-        | AddWatchFlags::IN_CREATE
-        | AddWatchFlags::IN_DELETE;
-    watch.add_watch(&state_dir, changes).ok()?;
-    Some(watch)
-}
-
-fn disabled(prepare: &Job, profile: &str) -> bool {
-    let Ok(state_dir) = caller(prepare).state_dir() else {
-        return false;
-    };
-    airlock_core::control::check_enabled(&state_dir, profile).is_err()
-}
-
-fn stdin_has_data(stdin: &std::io::Stdin) -> bool {
-    let mut fds = [PollFd::new(stdin.as_fd(), PollFlags::POLLIN)];
-    poll(&mut fds, PollTimeout::ZERO).is_ok_and(|n| n > 0)
 }
 
 /// A length (u32, little-endian) and that many bytes of JSON, read exactly: what follows is the

@@ -209,10 +209,12 @@ async fn run(
         ))
         .layer(axum::Extension(transport));
     let recorder = tokio::spawn(crate::page::record_refusals(app.clone()));
-    let sweeper = app
-        .pool
-        .clone()
-        .map(|pool| tokio::spawn(airlock_runner::pool::keep_swept(pool)));
+    let sweeper = match (app.pool.clone(), app.service.state_dir()) {
+        (Some(pool), Ok(state_dir)) => Some(tokio::spawn(airlock_runner::pool::keep_swept(
+            pool, state_dir,
+        ))),
+        _ => None,
+    };
     let page_address = page_address(&bound, tls.is_some());
     if let Some(url) = &page_address {
         remember_address(&app, url);
