@@ -341,7 +341,7 @@ fn confine_self(
 }
 
 /// Step 16 (go-ahead): the command's stdio and CPUs, READY, then START, and the command START
-/// carries, if any (a sandbox prepared before its command was known).
+/// carries, if any, with its stdin (a sandbox prepared before its command was known).
 fn go_ahead(channel: &SetupChannel, mode: &SetupMode) -> Result<Option<Command>> {
     if let Some(ends) = mode.output {
         nix::unistd::dup2_stdout(&ends.stdout).during("redirect stdout", UNEXPECTED)?;
@@ -355,7 +355,12 @@ fn go_ahead(channel: &SetupChannel, mode: &SetupMode) -> Result<Option<Command>>
     // SECURITY: nothing of the command runs before the supervisor says so: its intent record is
     // on disk then. PERF: START usually came while we confined ourselves (see `launch`).
     match channel.receive()? {
-        Message::Start(command) => command.map(Command::from_memfd).transpose(),
+        Message::Start(None) => Ok(None),
+        Message::Start(Some(given)) => {
+            nix::unistd::dup2_stdin(&given.stdin)
+                .during("give the command its stdin", UNEXPECTED)?;
+            Command::from_memfd(given.command).map(Some)
+        }
         other => Err(other.unexpected("START")),
     }
 }

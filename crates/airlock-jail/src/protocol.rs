@@ -106,9 +106,17 @@ pub(crate) enum Message<Fd> {
         relay: Option<Fd>,
     },
     /// Step 16, supervisor → setup process: the caller's intent is written; start the command
-    /// once ready. With a memfd holding the command (see [`crate::command`]) when the sandbox
-    /// was prepared without one; else the spec's.
-    Start(Option<Fd>),
+    /// once ready. With the command (a memfd, see [`crate::command`]) and its stdin when the
+    /// sandbox was prepared without them; else the spec's command and the stdin it inherited.
+    Start(Option<Given<Fd>>),
+}
+
+/// What a sandbox prepared without its command is given at START.
+pub(crate) struct Given<Fd> {
+    /// A memfd holding the command (see [`crate::command`]).
+    pub command: Fd,
+    /// What the command reads on its stdin.
+    pub stdin: Fd,
 }
 
 /// As root: the user namespaces the supervisor made at step 3.
@@ -187,7 +195,10 @@ impl<Fd: AsRawFd> Message<Fd> {
     fn raw_fds(&self) -> Vec<RawFd> {
         match self {
             Message::Go => Vec::new(),
-            Message::Start(command) => command.iter().map(AsRawFd::as_raw_fd).collect(),
+            Message::Start(given) => given
+                .iter()
+                .flat_map(|given| [given.command.as_raw_fd(), given.stdin.as_raw_fd()])
+                .collect(),
             Message::Namespaces { users, network } => users
                 .iter()
                 .flat_map(|users| [users.idmap.as_raw_fd(), users.sandbox.as_raw_fd()])
@@ -275,7 +286,14 @@ fn decode(tag: u8, mut fds: Vec<OwnedFd>, from: Peer) -> Result<Message<OwnedFd>
     };
     let message = match tag {
         b'g' if count == 0 => Message::Go,
-        b's' if count <= 1 => Message::Start(fds.pop()),
+        b's' if count == 0 => Message::Start(None),
+        b's' if count == 2 => {
+            let mut fds = fds.into_iter();
+            match (fds.next(), fds.next()) {
+                (Some(command), Some(stdin)) => Message::Start(Some(Given { command, stdin })),
+                _ => return Err(malformed("START")),
+            }
+        }
         b'n' if count == 1 || count == 3 => {
             let network = fds.pop().ok_or_else(|| malformed("NAMESPACES"))?;
             let mut users = fds.into_iter();
@@ -530,36 +548,45 @@ mod tests {
             receive(setup.as_fd(), Peer::Supervisor).unwrap(),
             Message::Start(None)
         ));
-        send(supervisor.as_fd(), &Message::Start(Some(files[1].as_fd()))).unwrap();
+        let given = Given {
+            command: files[1].as_fd(),
+            stdin: files[2].as_fd(),
+        };
+        send(supervisor.as_fd(), &Message::Start(Some(given))).unwrap();
         match receive(setup.as_fd(), Peer::Supervisor).unwrap() {
-            Message::Start(Some(command)) => assert_eq!(inode(&command), inode_of(1)),
+            Message::Start(Some(given)) => {
+                assert_eq!(inode(&given.command), inode_of(1));
+                assert_eq!(inode(&given.stdin), inode_of(2));
+            }
             other => panic!("got {}", other.name()),
         }
     }
 
     #[test]
-    fn a_start_with_more_than_its_command_is_refused() {
+    fn a_start_with_other_than_a_command_and_its_stdin_is_refused() {
         let (supervisor, setup) = pair();
         let file = tempfile::tempfile().unwrap();
-        let raw = [file.as_raw_fd(), file.as_raw_fd()];
-        let rights = [ControlMessage::ScmRights(&raw)];
-        let iov = [IoSlice::new(b"s")];
-        sendmsg::<()>(
-            supervisor.as_raw_fd(),
-            &iov,
-            &rights,
-            MsgFlags::empty(),
-            None,
-        )
-        .unwrap();
-        assert!(matches!(
-            receive(setup.as_fd(), Peer::Supervisor),
-            Err(JailError::MalformedMessage {
-                message: "START",
-                fds: 2,
-                from: Peer::Supervisor
-            })
-        ));
+        for count in [1, 3] {
+            let raw = vec![file.as_raw_fd(); count];
+            let rights = [ControlMessage::ScmRights(&raw)];
+            let iov = [IoSlice::new(b"s")];
+            sendmsg::<()>(
+                supervisor.as_raw_fd(),
+                &iov,
+                &rights,
+                MsgFlags::empty(),
+                None,
+            )
+            .unwrap();
+            match receive(setup.as_fd(), Peer::Supervisor) {
+                Err(JailError::MalformedMessage {
+                    message: "START",
+                    fds,
+                    from: Peer::Supervisor,
+                }) => assert_eq!(fds, count),
+                other => panic!("{count} fds: {:?}", other.err()),
+            }
+        }
     }
 
     #[test]

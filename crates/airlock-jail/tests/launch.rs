@@ -7,6 +7,7 @@
 // Tests: a panic is how a test fails, helpers included.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::os::fd::AsFd;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
@@ -192,8 +193,9 @@ fn a_setup_process_that_fails_has_its_report_returned() {
     assert!(!world.marked("ran"));
 }
 
-/// A warm sandbox: prepared with no command, given one at its start. The spec's own command
-/// (which would leave "spec-ran") is never what runs.
+/// A warm sandbox: prepared with no command, given one and its stdin at its start. The spec's
+/// own command (which would leave "spec-ran") is never what runs, nor does it read the stdin
+/// the sandbox inherited.
 fn a_sandbox_prepared_without_its_command_runs_the_one_given_at_its_start() {
     let world = World::new();
     let spec = world.spec("touch \"$MARKS/spec-ran\"", Vec::new());
@@ -203,7 +205,9 @@ fn a_sandbox_prepared_without_its_command_runs_the_one_given_at_its_start() {
         argv: vec![
             "/bin/sh".into(),
             "-c".into(),
-            "pwd > \"$MARKS/given-ran\"; echo \"$GIVEN\" >> \"$MARKS/given-ran\"; exit 3".into(),
+            "pwd > \"$MARKS/given-ran\"; echo \"$GIVEN\" >> \"$MARKS/given-ran\"; \
+             cat >> \"$MARKS/given-ran\"; exit 3"
+                .into(),
         ],
         env: vec![
             ("PATH".into(), "/usr/bin:/bin".into()),
@@ -213,7 +217,12 @@ fn a_sandbox_prepared_without_its_command_runs_the_one_given_at_its_start() {
         cwd: world.workspace.join("sub"),
     };
     std::fs::create_dir(world.workspace.join("sub")).unwrap();
-    let mut sandbox = launching.start_command(&command, None).unwrap();
+    let mut input = tempfile::tempfile().unwrap();
+    std::io::Write::write_all(&mut input, b"its stdin\n").unwrap();
+    std::io::Seek::rewind(&mut input).unwrap();
+    let mut sandbox = launching
+        .start_command(&command, input.as_fd(), None)
+        .unwrap();
     let finished = sandbox.wait().unwrap();
     sandbox.reap();
     assert_eq!(finished.outcome, Outcome::Exited(3));
@@ -221,7 +230,10 @@ fn a_sandbox_prepared_without_its_command_runs_the_one_given_at_its_start() {
     let written = std::fs::read_to_string(world.marks.join("given-ran")).unwrap();
     assert_eq!(
         written,
-        format!("{}\nat the start\n", world.workspace.join("sub").display())
+        format!(
+            "{}\nat the start\nits stdin\n",
+            world.workspace.join("sub").display()
+        )
     );
 }
 
@@ -241,14 +253,16 @@ fn a_prepared_sandbox_counts_its_time_limit_from_its_start() {
         airlock_jail::prepare_without_command(&spec, &world.staging, &world.cache, None).unwrap();
     std::thread::sleep(std::time::Duration::from_millis(600));
     let mut sandbox = launching
-        .start_command(&command("sleep 0.5"), limit)
+        .start_command(&command("sleep 0.5"), devnull().as_fd(), limit)
         .unwrap();
     assert_eq!(sandbox.wait().unwrap().outcome, Outcome::Exited(0));
     sandbox.reap();
     let short = Some(std::time::Duration::from_millis(200));
     let launching =
         airlock_jail::prepare_without_command(&spec, &world.staging, &world.cache, None).unwrap();
-    let mut sandbox = launching.start_command(&command("sleep 5"), short).unwrap();
+    let mut sandbox = launching
+        .start_command(&command("sleep 5"), devnull().as_fd(), short)
+        .unwrap();
     assert_eq!(sandbox.wait().unwrap().outcome, Outcome::TimedOut);
     sandbox.reap();
 }
@@ -269,7 +283,9 @@ fn a_prepared_sandbox_is_started_only_the_way_it_was_prepared() {
     };
     let launching = airlock_jail::prepare(&spec, &world.staging, &world.cache, None).unwrap();
     let id = launching.id();
-    assert!(launching.start_command(&other, None).is_err());
+    assert!(launching
+        .start_command(&other, devnull().as_fd(), None)
+        .is_err());
     assert!(!id.is_alive(), "a refused start left the setup process");
     let launching =
         airlock_jail::prepare_without_command(&spec, &world.staging, &world.cache, None).unwrap();
@@ -281,10 +297,15 @@ fn a_prepared_sandbox_is_started_only_the_way_it_was_prepared() {
     let launching =
         airlock_jail::prepare_without_command(&spec, &world.staging, &world.cache, None).unwrap();
     assert!(matches!(
-        launching.start_command(&empty, None),
+        launching.start_command(&empty, devnull().as_fd(), None),
         Err(JailError::Refused(_))
     ));
     assert!(!world.marked("ran") && !world.marked("other"));
+}
+
+/// What a command started with [`airlock_jail::Launching::start_command`] reads.
+fn devnull() -> std::fs::File {
+    std::fs::File::open("/dev/null").unwrap()
 }
 
 fn main() {

@@ -279,6 +279,7 @@ impl Client {
             },
             result_file: PathBuf::new(),
             server_pid: std::process::id() as i32,
+            stdin_given: false,
         }
     }
 }

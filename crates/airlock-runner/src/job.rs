@@ -43,6 +43,10 @@ pub struct Job {
     pub result_file: PathBuf,
     /// The server's pid: a worker whose parent is no longer it does not start the run.
     pub server_pid: i32,
+    /// A warm worker's job only: the command reads what follows the job on the worker's stdin.
+    /// False: it reads /dev/null, as a cold worker's command does when given no input.
+    #[serde(default)]
+    pub stdin_given: bool,
 }
 
 impl Job {

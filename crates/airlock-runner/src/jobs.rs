@@ -218,13 +218,16 @@ pub async fn execute(
         }
         Err(err) => JobEnd::Refused(err),
     };
+    // SECURITY: only a run that ran (core let it) makes its kind worth keeping warm: refused
+    // requests (a workspace beyond the token's, a disabled profile) prepare nothing.
+    let ran = matches!(finished, JobEnd::Ran { .. });
     let _ = events.send(JobEvent::Done(Box::new(finished))).await;
     // The answer goes out first: removing the file and refilling the pool are no part of it. The
     // request's task was woken to this thread's next turn, which this task keeps until it yields.
     tokio::task::yield_now().await;
     let _ = std::fs::remove_file(&job.result_file);
-    if let (Some(pool), Some((key, template))) = (&launch.pool, kind) {
-        pool.refill(key, &template);
+    if let (Some(pool), Some((key, template)), true) = (&launch.pool, kind, ran) {
+        pool.refill(key, &template, launch.token_valid.clone());
     }
 }
 
@@ -257,11 +260,18 @@ async fn run_worker(
     recorder: Recorder,
 ) -> Result<Option<(WorkerReport, (u64, u64))>, Refusal> {
     let _ = std::fs::remove_file(&job.result_file);
-    let taken = warm.and_then(|key| launch.pool.as_ref()?.take(key));
+    let framed = match warm {
+        Some(_) => frame(job, &launch.stdin)?,
+        None => None,
+    };
+    let taken = match (warm, &framed) {
+        (Some(key), Some(_)) => launch.pool.as_ref().and_then(|pool| pool.take(key)),
+        _ => None,
+    };
     let from_pool = taken.is_some();
-    let started = match taken {
-        Some(warm) => hand_over(warm, job, &launch.stdin)?,
-        None => start_cold(launch, job)?,
+    let started = match (taken, framed) {
+        (Some(warm), Some(framed)) => hand_over(warm, framed),
+        _ => start_cold(launch, job)?,
     };
     let outcome = follow(launch, job, started, events, recorder.clone()).await;
     match outcome {
@@ -291,30 +301,40 @@ impl From<Refusal> for Followed {
     }
 }
 
-/// A warm worker given `job`: its length and the job on stdin, then the command's input, then
-/// end of file.
-fn hand_over(warm: crate::pool::Warm, job: &Job, stdin: &Input) -> Result<Started, Refusal> {
-    let mut child = warm.child;
-    let text = serde_json::to_vec(job)
+/// What a warm worker is given on stdin: the job's length and the job, then the command's input;
+/// end of file then. None: a job too large for a warm worker (it goes to a new one).
+fn frame(job: &Job, stdin: &Input) -> Result<Option<Vec<u8>>, Refusal> {
+    let mut job = job.clone();
+    job.stdin_given = matches!(stdin, Input::Bytes(_));
+    let text = serde_json::to_vec(&job)
         .map_err(|e| Refusal::internal(format!("cannot encode the job: {e}")))?;
-    let mut framed = u32::try_from(text.len())
-        .map_err(|_| Refusal::internal("the job is larger than 4 GiB"))?
-        .to_le_bytes()
-        .to_vec();
+    let Some(length) = u32::try_from(text.len())
+        .ok()
+        .filter(|n| *n <= crate::warm::MAX_JOB_BYTES)
+    else {
+        return Ok(None);
+    };
+    let mut framed = length.to_le_bytes().to_vec();
     framed.extend_from_slice(&text);
     if let Input::Bytes(data) = stdin {
         framed.extend_from_slice(data);
     }
+    Ok(Some(framed))
+}
+
+/// A warm worker given its framed job.
+fn hand_over(warm: crate::pool::Warm, framed: Vec<u8>) -> Started {
+    let mut child = warm.child;
     if let Some(mut pipe) = child.stdin.take() {
         // Written beside the run: a command that reads nothing must not block on a full pipe.
         tokio::spawn(async move {
             let _ = pipe.write_all(&framed).await;
         });
     }
-    Ok(Started {
+    Started {
         child,
         job_file: None,
-    })
+    }
 }
 
 /// A new worker for `job`, its job in a file beside its result.

@@ -41,11 +41,23 @@ pub(crate) struct Warm {
     born: Instant,
 }
 
+/// Whether the token of a kind's runs still opens the door (the server's tokens decide).
+pub type TokenValid = Arc<dyn Fn() -> bool + Send + Sync>;
+
 struct Kind {
     /// What its workers prepare: a job without a command.
     template: Job,
     idle: VecDeque<Warm>,
     last_asked: Instant,
+    token_valid: TokenValid,
+}
+
+impl Kind {
+    /// Nothing is kept warm for a token revoked or expired, nor for a profile the kill switch
+    /// holds off (core's check).
+    fn wanted(&self) -> bool {
+        (self.token_valid)() && !disabled(&self.template)
+    }
 }
 
 #[derive(Default)]
@@ -90,6 +102,11 @@ impl WarmPool {
             return None;
         }
         let mut template = job.clone();
+        // One kind for one place, however a request spells it (a relative one is the token's
+        // workspace's to resolve, and kept as it is). Core judges the place again at the run.
+        if let Some(workspace) = template.run.workspace.as_mut().filter(|w| w.is_absolute()) {
+            *workspace = std::fs::canonicalize(&*workspace).ok()?;
+        }
         template.run.argv.clear();
         template.run.env = None;
         template.run.timeout = None;
@@ -115,11 +132,11 @@ impl WarmPool {
         None
     }
 
-    /// Bring the kind's warm workers up to its number (within the pool's bound), its template
-    /// `template`. Called once a run of that kind has ended, off its path. None for a profile
-    /// the kill switch holds off.
-    pub(crate) fn refill(&self, key: String, template: &Job) {
-        if self.per_kind == 0 || disabled(template) {
+    /// Bring the kind's warm workers up to its number (within the pool's bound, making room by
+    /// ending those of the kind asked for least recently), its template `template`. Called once
+    /// a run of that kind has ended, off its path.
+    pub(crate) fn refill(&self, key: String, template: &Job, token_valid: TokenValid) {
+        if self.per_kind == 0 {
             return;
         }
         let Ok(mut kinds) = self.kinds.lock() else {
@@ -128,13 +145,24 @@ impl WarmPool {
         if kinds.closed {
             return;
         }
-        let room = self.max_workers.saturating_sub(kinds.workers());
-        let kind = kinds.by_key.entry(key).or_insert_with(|| Kind {
+        let kind = kinds.by_key.entry(key.clone()).or_insert_with(|| Kind {
             template: template.clone(),
             idle: VecDeque::new(),
             last_asked: Instant::now(),
+            token_valid,
         });
-        let wanted = self.per_kind.saturating_sub(kind.idle.len()).min(room);
+        // Asked under the lock, so that a drain of the kill switch is not followed by a refill.
+        if !kind.wanted() {
+            kind.idle.clear();
+            return;
+        }
+        let missing = self.per_kind.saturating_sub(kind.idle.len());
+        make_room(&mut kinds, &key, missing, self.max_workers);
+        let room = self.max_workers.saturating_sub(kinds.workers());
+        let Some(kind) = kinds.by_key.get_mut(&key) else {
+            return;
+        };
+        let wanted = missing.min(room);
         for _ in 0..wanted {
             match self.start(&kind.template) {
                 Some(warm) => kind.idle.push_back(warm),
@@ -175,8 +203,9 @@ impl WarmPool {
         }
     }
 
-    /// End the workers that ended by themselves (a disabled profile), that are near the end of
-    /// their sandbox's life (replaced), and those of kinds no longer asked for.
+    /// End the workers that ended by themselves, that are near the end of their sandbox's life
+    /// (replaced), and those of kinds no longer asked for or no longer wanted (a disabled
+    /// profile, a revoked token).
     pub fn sweep(&self) {
         let Ok(mut kinds) = self.kinds.lock() else {
             return;
@@ -188,15 +217,18 @@ impl WarmPool {
                 let alive = matches!(warm.child.try_wait(), Ok(None));
                 alive && warm.born.elapsed() < retire_at()
             });
-            let unused = kind.last_asked.elapsed() > UNUSED_FOR;
+            let unused = kind.last_asked.elapsed() > UNUSED_FOR || !(kind.token_valid)();
+            if disabled(&kind.template) {
+                kind.idle.clear();
+            }
             if !unused && kind.idle.len() < before {
-                replace.push((key.clone(), kind.template.clone()));
+                replace.push((key.clone(), kind.template.clone(), kind.token_valid.clone()));
             }
             !unused
         });
         drop(kinds);
-        for (key, template) in replace {
-            self.refill(key, &template);
+        for (key, template, token_valid) in replace {
+            self.refill(key, &template, token_valid);
         }
     }
 
@@ -230,53 +262,74 @@ fn retire_at() -> Duration {
     airlock_core::WARM_MAX_WAIT.saturating_sub(RETIRE_BEFORE_MAX_WAIT)
 }
 
-/// Whether the kill switch holds off the profile of `template`'s runs (core's check; a state
-/// directory that cannot be named counts as held off: nothing is prepared for it).
-fn disabled(template: &Job) -> bool {
-    let Some(state_dir) = &template.state_dir else {
-        return false;
-    };
-    airlock_core::control::check_enabled(state_dir, &template.profile).is_err()
+/// End the waiting workers of the kinds asked for least recently (other than `key`'s) until
+/// `missing` more fit under `max_workers`.
+fn make_room(kinds: &mut Kinds, key: &str, missing: usize, max_workers: usize) {
+    while kinds.workers() + missing > max_workers {
+        let oldest = kinds
+            .by_key
+            .iter()
+            .filter(|(other, kind)| other.as_str() != key && !kind.idle.is_empty())
+            .min_by_key(|(_, kind)| kind.last_asked)
+            .map(|(other, _)| other.clone());
+        match oldest.and_then(|other| kinds.by_key.get_mut(&other)) {
+            Some(kind) => kind.idle.clear(),
+            None => return,
+        }
+    }
 }
 
-/// Sweep `pool` every [`SWEEP_EVERY`] until the task is dropped; and, on a thread of its own
-/// for the server's life, drain what the kill switch disables as soon as its file in
-/// `state_dir` changes. Without a watch (inotify refused), the switch is looked at on every
-/// sweep instead.
+/// Whether the kill switch holds off the profile of `template`'s runs (core's check, in the
+/// state directory core resolves for the job's caller; one it cannot resolve counts as held
+/// off: nothing is prepared for it).
+fn disabled(template: &Job) -> bool {
+    match crate::worker::caller(template).state_dir() {
+        Ok(state_dir) => {
+            airlock_core::control::check_enabled(&state_dir, &template.profile).is_err()
+        }
+        Err(_) => true,
+    }
+}
+
+/// Sweep `pool` every [`SWEEP_EVERY`] (which drains what the kill switch disables) until the
+/// task is dropped; and, on a thread of its own for the server's life, drain as soon as the
+/// switch's file in `state_dir` changes.
 pub async fn keep_swept(pool: Arc<WarmPool>, state_dir: PathBuf) {
-    let watched = watch_switches(pool.clone(), &state_dir);
+    watch_switches(pool.clone(), &state_dir);
     let mut sweeps = tokio::time::interval(SWEEP_EVERY);
     loop {
         sweeps.tick().await;
         pool.sweep();
-        if !watched {
-            pool.drain_disabled();
-        }
     }
 }
 
 /// An inotify watch on the state directory for the kill switch's file (renamed into place at
 /// each change), read on a thread that blocks on it: no unsafe registration with the runtime,
-/// and never closed (closing one waits for a kernel grace period). False: no watch.
-fn watch_switches(pool: Arc<WarmPool>, state_dir: &std::path::Path) -> bool {
+/// and never closed (closing one waits for a kernel grace period). Without it (inotify
+/// refused), the sweeps alone drain, within a second.
+fn watch_switches(pool: Arc<WarmPool>, state_dir: &std::path::Path) {
     let Ok(watch) = Inotify::init(InitFlags::IN_CLOEXEC) else {
-        return false;
+        return;
     };
     let changes =
         AddWatchFlags::IN_MOVED_TO | AddWatchFlags::IN_CLOSE_WRITE | AddWatchFlags::IN_DELETE;
     if watch.add_watch(state_dir, changes).is_err() {
-        return false;
+        return;
     }
     let switches = std::ffi::OsStr::new(airlock_core::control::SWITCHES_FILE);
-    std::thread::Builder::new()
+    let _ = std::thread::Builder::new()
         .name("airlock-switch-watch".into())
         .spawn(move || {
-            // The audit log's files change at every record: only the switch's file counts.
+            // The audit log's files change at every record: only the switch's file counts, or
+            // events lost (the queue overflowed). Should the watch end, each sweep drains.
             while let Ok(events) = watch.read_events() {
-                if events.iter().any(|e| e.name.as_deref() == Some(switches)) {
+                let changed = events.iter().any(|e| {
+                    e.name.as_deref() == Some(switches)
+                        || e.mask.contains(AddWatchFlags::IN_Q_OVERFLOW)
+                });
+                if changed {
                     pool.drain_disabled();
                 }
             }
-        })
-        .is_ok()
+        });
 }

@@ -19,9 +19,10 @@ use crate::worker::{caller, run, write_outcome, DRAINED};
 
 /// The most bytes of a job on stdin: far above any job (a command line is at most 64 KiB, six
 /// times that in JSON), a bound on what a worker reads.
-const MAX_JOB_BYTES: u32 = 32 << 20;
+pub(crate) const MAX_JOB_BYTES: u32 = 32 << 20;
 
-/// Prepare, wait, run one job.
+/// Prepare, wait, run one job. Its stdin: the rest of this process's (the request's input), or
+/// /dev/null (none).
 pub(crate) fn serve_one(prepare: &Job) -> ExitCode {
     let preparer = caller(prepare);
     // SECURITY: first, before this process has read anything of a request: the sandbox's
@@ -42,6 +43,16 @@ pub(crate) fn serve_one(prepare: &Job) -> ExitCode {
     // The server that prepared it hands it its jobs alone.
     if job.server_pid != prepare.server_pid || job.way != prepare.way {
         return ExitCode::from(125);
+    }
+    // What the command reads, whichever sandbox it gets: core gives it this process's stdin.
+    if !job.stdin_given {
+        let null = std::fs::File::open("/dev/null");
+        if null
+            .and_then(|null| nix::unistd::dup2_stdin(&null).map_err(std::io::Error::from))
+            .is_err()
+        {
+            return ExitCode::from(125);
+        }
     }
     let outcome = match prepared {
         Some(prepared) => {

@@ -108,6 +108,7 @@ fn run_for_json(global: &GlobalArgs, mut request: RunRequest) -> Result<ExitCode
         run: request,
         result_file: std::path::PathBuf::new(),
         server_pid: std::process::id() as i32,
+        stdin_given: false,
     };
     let exe =
         std::env::current_exe().context("cannot tell where this program is (/proc/self/exe)")?;

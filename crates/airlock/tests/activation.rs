@@ -17,17 +17,7 @@ use support::api::{
     agent_token, assert_ok, assert_refused, free_port, skip_without_socket_activate,
     spawn_activated, Addr, Server,
 };
-use support::{process_running, Mode, World};
-
-/// Poll `done` until it holds, for at most `within`.
-#[track_caller]
-fn wait_for(what: &str, within: Duration, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + within;
-    while !done() {
-        assert!(Instant::now() < deadline, "{what}: not within {within:?}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
+use support::{process_running, wait_for, Mode, World};
 
 /// A string no other test's processes carry on their command line.
 fn marker(w: &World, tag: &str) -> String {

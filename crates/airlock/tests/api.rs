@@ -16,7 +16,7 @@ use support::api::{
     agent_token, assert_ok, assert_refused, audit_log, audit_of, free_port, make_token,
     operator_token, Client, Server,
 };
-use support::{is_root, process_running, stderr, stdout, Mode, World, TEST_UID};
+use support::{is_root, process_running, stderr, stdout, wait_for, Mode, World, TEST_UID};
 
 /// A string no other test's processes carry on their command line.
 fn marker(w: &World, tag: &str) -> String {
@@ -28,16 +28,6 @@ fn marker(w: &World, tag: &str) -> String {
 /// `pgrep -f marker` finds its shell.
 fn running_until_stopped(marker: &str) -> Value {
     json!({ "argv": ["sh", "-c", "echo up; while :; do sleep 0.05; done", marker] })
-}
-
-/// Poll `done` until it holds, for at most `within`.
-#[track_caller]
-fn wait_for(what: &str, within: Duration, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + within;
-    while !done() {
-        assert!(Instant::now() < deadline, "{what}: not within {within:?}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// The workspace as the server names it (canonical).

@@ -7,23 +7,13 @@
 
 mod support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use serde_json::{json, Value};
 
 use support::api::{assert_ok, assert_refused, audit_of, make_token, Server};
-use support::{Mode, World};
-
-/// Poll `done` until it holds, for at most `within`.
-#[track_caller]
-fn wait_for(what: &str, within: Duration, mut done: impl FnMut() -> bool) {
-    let deadline = Instant::now() + within;
-    while !done() {
-        assert!(Instant::now() < deadline, "{what}: not within {within:?}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
+use support::{wait_for, Mode, World};
 
 /// The live processes of this world's server's workers, warm or not, and of the sandboxes they
 /// forked (which carry the worker's environment): each has `AIRLOCK_SERVE_JOB` under the
@@ -107,6 +97,15 @@ fn runs_take_sandboxes_prepared_before_them(w: &World) {
     );
     let intent = last_intent(w);
     assert!(intent["prepared_ms_before"].is_u64(), "not warm: {intent}");
+    // Given no input, its stdin is /dev/null, as a cold run's (a tool such as rg reads a pipe
+    // instead of the workspace).
+    std::thread::sleep(Duration::from_millis(200));
+    let ran = assert_ok(&api.post(
+        "/v1/runs",
+        &json!({ "command": "test -c /proc/self/fd/0 && echo null" }),
+    ));
+    assert_eq!(ran["stdout"], "null\n", "{ran}");
+    assert!(last_intent(w)["prepared_ms_before"].is_u64());
     // Its result follows its intent; nothing of it was written before the request.
     let results = audit_of(w, "run.result");
     assert!(results.last().unwrap()["seq"].as_u64() > intent["seq"].as_u64());
@@ -123,6 +122,44 @@ fn runs_take_sandboxes_prepared_before_them(w: &World) {
         &json!({ "argv": ["sleep", "5"], "timeout": 0.3 }),
     ));
     assert_eq!(ran["limit"], "timeout", "{ran}");
+}
+
+both_modes!(refused_requests_prepare_nothing_and_kinds_share_the_bound);
+/// A request core refuses (a workspace beyond the token's) makes no kind warm; kinds beyond
+/// `--warm-max` take the place of the one asked for least recently.
+fn refused_requests_prepare_nothing_and_kinds_share_the_bound(w: &World) {
+    let agent = warm_token(w, "");
+    let server = Server::start(w, &["--warm", "1", "--warm-max", "1"]);
+    let api = server.client(&agent.token);
+    for outside in ["/etc", "/nonexistent/a"] {
+        let asked = json!({ "argv": ["true"], "workspace": outside });
+        let refused = api.post("/v1/runs", &asked);
+        assert!(refused.status >= 400, "{}", refused.text());
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(warm_processes(w), 0, "a refused request made a kind warm");
+    for dir in ["a", "b"] {
+        std::fs::create_dir(w.workspace.join(dir)).unwrap();
+        w.give(&w.workspace.join(dir));
+    }
+    let in_dir = |dir: &str| json!({ "argv": ["true"], "workspace": dir });
+    assert_ok(&api.post("/v1/runs", &in_dir("a")));
+    wait_for("a's warm sandbox", Duration::from_secs(20), || {
+        warm_processes(w) >= 2
+    });
+    let one = warm_processes(w);
+    assert_ok(&api.post("/v1/runs", &in_dir("b")));
+    std::thread::sleep(Duration::from_millis(1000));
+    assert!(
+        warm_processes(w) <= one,
+        "past --warm-max: {}",
+        warm_processes(w)
+    );
+    assert_ok(&api.post("/v1/runs", &in_dir("b")));
+    assert!(
+        last_intent(w)["prepared_ms_before"].is_u64(),
+        "b's run was not warm"
+    );
 }
 
 both_modes!(a_profile_changed_since_gets_a_sandbox_of_its_own);

@@ -85,7 +85,8 @@ pub(super) fn launch(
             audit.sync().map_err(|e| e.to_string())
         };
     // Step 16 (go-ahead), or the sandbox stopped for the reason the intent is not durable. A
-    // warm sandbox gets its command now.
+    // warm sandbox gets its command now, and this process's stdin as it is now, as a cold one
+    // inherits it (its own is this process's stdin at its preparation).
     let started = match synced {
         Ok(()) if warm => launching.start_command(
             &airlock_jail::Command {
@@ -93,6 +94,7 @@ pub(super) fn launch(
                 env: spec.env.clone(),
                 cwd: spec.cwd.clone(),
             },
+            std::os::fd::AsFd::as_fd(&std::io::stdin()),
             spec.limits.timeout,
         ),
         Ok(()) => launching.start(),

@@ -8,7 +8,7 @@ mod disk;
 mod prepare;
 mod watch;
 
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::time::Instant;
 
 use nix::sys::signal::{kill, Signal};
@@ -218,12 +218,15 @@ impl Launching {
         self.go_ahead(None)
     }
 
-    /// [`Launching::start`] for a sandbox prepared without its command: `command` runs, and the
-    /// wall-clock limit (`timeout`, which replaces the spec's) counts from now, not from when the
-    /// sandbox was prepared.
+    /// [`Launching::start`] for a sandbox prepared without its command: `command` runs with
+    /// `stdin` as its stdin (what the sandbox inherited at its preparation is not the
+    /// request's), and the wall-clock limit (`timeout`, which replaces the spec's) counts from
+    /// now, not from when the sandbox was prepared. Forwarded signals that came meanwhile (an
+    /// interrupt of the run before its start) reach the command as they would a cold run's.
     pub fn start_command(
         mut self,
         command: &Command,
+        stdin: BorrowedFd<'_>,
         timeout: Option<std::time::Duration>,
     ) -> Result<Sandbox> {
         if !self.command_due {
@@ -240,11 +243,14 @@ impl Launching {
             }
         };
         self.sandbox.deadline = timeout.map(|t| Instant::now() + t);
-        self.sandbox.discard_pending_signals();
-        self.go_ahead(Some(memfd))
+        let given = protocol::Given {
+            command: memfd.as_fd(),
+            stdin,
+        };
+        self.go_ahead(Some(given))
     }
 
-    fn go_ahead(self, command: Option<OwnedFd>) -> Result<Sandbox> {
+    fn go_ahead(self, given: Option<protocol::Given<BorrowedFd<'_>>>) -> Result<Sandbox> {
         let Launching {
             mut sandbox,
             control,
@@ -252,7 +258,7 @@ impl Launching {
             gated,
             command_due: _,
         } = self;
-        let start = Message::Start(command.as_ref().map(AsFd::as_fd));
+        let start = Message::Start(given);
         // Step 16 (go-ahead). PERF: START is sent now, before the setup process says it is
         // ready: it takes it as soon as it is, rather than waiting for us to hear of it and
         // answer (a round trip between the two CPUs, ~0.1 ms here). SECURITY: a gated sandbox
@@ -327,24 +333,6 @@ pub struct GateSockets {
 }
 
 impl Sandbox {
-    /// The forwarded signals that came while a warm sandbox waited for its command: meant for
-    /// no command (none ran), they must not reach the one that starts now. Whoever wants a
-    /// waiting sandbox gone kills its process (SIGKILL).
-    fn discard_pending_signals(&self) {
-        use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-        loop {
-            let mut fds = [PollFd::new(self.signals.as_fd(), PollFlags::POLLIN)];
-            match poll(&mut fds, PollTimeout::ZERO) {
-                Ok(n) if n > 0 => {
-                    if !matches!(self.signals.read_signal(), Ok(Some(_))) {
-                        return;
-                    }
-                }
-                _ => return,
-            }
-        }
-    }
-
     /// A gated sandbox's sockets, for the caller's network gate (once).
     pub fn take_gate_sockets(&mut self) -> Option<GateSockets> {
         self.gate_sockets.take()

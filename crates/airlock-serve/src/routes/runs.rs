@@ -44,6 +44,7 @@ fn job_of(
         run: body.request(session).map_err(airlock_core::Error::from)?,
         result_file: PathBuf::new(),
         server_pid: std::process::id() as i32,
+        stdin_given: false,
     })
 }
 

@@ -228,6 +228,19 @@ impl World {
     }
 }
 
+/// Poll `done` until it holds, for at most `within`.
+#[track_caller]
+pub fn wait_for(what: &str, within: std::time::Duration, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + within;
+    while !done() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what}: not within {within:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// Is a process whose whole command line matches `pattern` (pgrep -f) running on the host?
 pub fn process_running(pattern: &str) -> bool {
     Command::new("pgrep")
