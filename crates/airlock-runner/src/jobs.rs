@@ -179,6 +179,9 @@ pub struct Launch<'a> {
     pub pool: Option<Arc<crate::pool::WarmPool>>,
 }
 
+/// How long an interrupted run has to end before its worker is killed.
+const KILL_AFTER_INTERRUPT: Duration = Duration::from_secs(10);
+
 /// How often a run's token is looked at again.
 const TOKEN_CHECK_INTERVAL: Duration = Duration::from_secs(1);
 
@@ -414,7 +417,16 @@ async fn follow(
     if !matches!(relayed, Relay::Done(..)) {
         interrupt(pid).await;
     }
-    let status = child.wait().await;
+    let status = match tokio::time::timeout(KILL_AFTER_INTERRUPT, child.wait()).await {
+        Ok(status) => status,
+        // Two interrupts that came before the command started are one to it (pending signals
+        // merge), and a command may ignore them: the worker is killed, its sandbox with it.
+        Err(_) if !matches!(relayed, Relay::Done(..)) => {
+            let _ = child.start_kill();
+            child.wait().await
+        }
+        Err(_) => child.wait().await,
+    };
     // The worker removes it once read; not if it died first.
     if let Some(job_file) = &job_file {
         let _ = std::fs::remove_file(job_file);

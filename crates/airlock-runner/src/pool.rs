@@ -28,6 +28,13 @@ pub const DEFAULT_MAX_WORKERS: usize = 8;
 /// A kind not asked for this long has its workers ended.
 const UNUSED_FOR: Duration = Duration::from_secs(120);
 
+/// A kind not asked for this long may give up its workers to make room for another's.
+const EVICTABLE_AFTER: Duration = Duration::from_secs(10);
+
+/// The most kinds the pool remembers; past it, those with no worker waiting are forgotten
+/// first, then the one asked for least recently.
+const MAX_KINDS: usize = 64;
+
 /// A warm worker is ended (and replaced) this long before core would no longer use its sandbox
 /// (`airlock_core::WARM_MAX_WAIT`), so that a request never takes one on the edge.
 const RETIRE_BEFORE_MAX_WAIT: Duration = Duration::from_secs(10);
@@ -103,9 +110,17 @@ impl WarmPool {
         }
         let mut template = job.clone();
         // One kind for one place, however a request spells it (a relative one is the token's
-        // workspace's to resolve, and kept as it is). Core judges the place again at the run.
-        if let Some(workspace) = template.run.workspace.as_mut().filter(|w| w.is_absolute()) {
-            *workspace = std::fs::canonicalize(&*workspace).ok()?;
+        // workspace's to resolve: only tidied). Core judges the place again at the run.
+        if let Some(workspace) = template.run.workspace.as_mut() {
+            *workspace = if workspace.is_absolute() {
+                std::fs::canonicalize(&*workspace).ok()?
+            } else {
+                // `a`, `./a` and `a/` alike (`..` is core's to judge: kept).
+                workspace
+                    .components()
+                    .filter(|part| *part != std::path::Component::CurDir)
+                    .collect()
+            };
         }
         template.run.argv.clear();
         template.run.env = None;
@@ -145,6 +160,7 @@ impl WarmPool {
         if kinds.closed {
             return;
         }
+        forget_kinds_past_the_bound(&mut kinds, &key);
         let kind = kinds.by_key.entry(key.clone()).or_insert_with(|| Kind {
             template: template.clone(),
             idle: VecDeque::new(),
@@ -262,18 +278,40 @@ fn retire_at() -> Duration {
     airlock_core::WARM_MAX_WAIT.saturating_sub(RETIRE_BEFORE_MAX_WAIT)
 }
 
-/// End the waiting workers of the kinds asked for least recently (other than `key`'s) until
-/// `missing` more fit under `max_workers`.
+/// Forget kinds until one more fits under [`MAX_KINDS`]: those with no worker waiting first,
+/// the one asked for least recently among them (`key`'s is kept).
+fn forget_kinds_past_the_bound(kinds: &mut Kinds, key: &str) {
+    while kinds.by_key.len() >= MAX_KINDS && !kinds.by_key.contains_key(key) {
+        let forgotten = kinds
+            .by_key
+            .iter()
+            .min_by_key(|(_, kind)| (!kind.idle.is_empty(), kind.last_asked))
+            .map(|(other, _)| other.clone());
+        match forgotten {
+            Some(other) => drop(kinds.by_key.remove(&other)),
+            None => return,
+        }
+    }
+}
+
+/// End waiting workers of the kinds asked for least recently (other than `key`'s) until
+/// `missing` more fit under `max_workers`, one worker at a time, and only from kinds not asked
+/// for in [`EVICTABLE_AFTER`]: kinds asked for in turn, more than the pool holds, must not
+/// end each other's workers at every run (each would then be prepared for nothing).
 fn make_room(kinds: &mut Kinds, key: &str, missing: usize, max_workers: usize) {
     while kinds.workers() + missing > max_workers {
         let oldest = kinds
             .by_key
             .iter()
-            .filter(|(other, kind)| other.as_str() != key && !kind.idle.is_empty())
+            .filter(|(other, kind)| {
+                other.as_str() != key
+                    && !kind.idle.is_empty()
+                    && kind.last_asked.elapsed() > EVICTABLE_AFTER
+            })
             .min_by_key(|(_, kind)| kind.last_asked)
             .map(|(other, _)| other.clone());
         match oldest.and_then(|other| kinds.by_key.get_mut(&other)) {
-            Some(kind) => kind.idle.clear(),
+            Some(kind) => drop(kind.idle.pop_front()),
             None => return,
         }
     }

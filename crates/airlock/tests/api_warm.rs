@@ -125,8 +125,9 @@ fn runs_take_sandboxes_prepared_before_them(w: &World) {
 }
 
 both_modes!(refused_requests_prepare_nothing_and_kinds_share_the_bound);
-/// A request core refuses (a workspace beyond the token's) makes no kind warm; kinds beyond
-/// `--warm-max` take the place of the one asked for least recently.
+/// A request core refuses (a workspace beyond the token's) makes no kind warm; the pool holds
+/// no more than `--warm-max`, and a kind asked for a moment ago keeps its sandbox when another
+/// kind comes (two kinds in turn must not end each other's at every run).
 fn refused_requests_prepare_nothing_and_kinds_share_the_bound(w: &World) {
     let agent = warm_token(w, "");
     let server = Server::start(w, &["--warm", "1", "--warm-max", "1"]);
@@ -155,10 +156,11 @@ fn refused_requests_prepare_nothing_and_kinds_share_the_bound(w: &World) {
         "past --warm-max: {}",
         warm_processes(w)
     );
-    assert_ok(&api.post("/v1/runs", &in_dir("b")));
+    // However a request spells the place.
+    assert_ok(&api.post("/v1/runs", &in_dir("./a/")));
     assert!(
         last_intent(w)["prepared_ms_before"].is_u64(),
-        "b's run was not warm"
+        "a's sandbox was not kept"
     );
 }
 
