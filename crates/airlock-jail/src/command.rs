@@ -76,7 +76,8 @@ impl Command {
 
     /// Each string as its length (u32, little-endian) and its bytes: the arguments' count and
     /// the arguments, the variables' count and each name and value, the working directory.
-    fn encode(&self) -> Vec<u8> {
+    /// Public for the fuzz target (`fuzz/fuzz_targets/start_command.rs`).
+    pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::new();
         let mut put = |bytes: &[u8]| {
             out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
@@ -95,7 +96,8 @@ impl Command {
         out
     }
 
-    fn decode(bytes: &[u8]) -> Result<Command> {
+    /// What [`Command::encode`] wrote, or why these bytes are not that; never reads past them.
+    pub fn decode(bytes: &[u8]) -> Result<Command> {
         let mut reader = Reader { rest: bytes };
         let argc = reader.count()?;
         let mut argv = Vec::new();
