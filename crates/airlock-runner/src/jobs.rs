@@ -278,8 +278,9 @@ async fn run_worker(
     };
     let outcome = follow(launch, job, started, events, recorder.clone()).await;
     match outcome {
-        // A warm worker that ended without taking the job (its profile was disabled just as it
-        // was handed over): the job goes to a new worker, which judges it.
+        // A warm worker that ended without taking the job (it found its stdin ended before a
+        // job came: not expected of one handed a job, but then nothing of the job ran): the job
+        // goes to a new worker, which judges it. Any other end is the run's, never run twice.
         Err(Followed::Drained) if from_pool => {
             Box::pin(run_worker(launch, job, None, events, recorder)).await
         }
