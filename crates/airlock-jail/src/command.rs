@@ -27,8 +27,8 @@ pub struct Command {
 const MAX_ENCODED_BYTES: u64 = 64 << 20;
 
 impl Command {
-    /// The command a spec names (a sandbox prepared with its command).
-    pub(crate) fn of(spec: &SandboxSpec) -> Command {
+    /// The command a spec names.
+    pub fn of(spec: &SandboxSpec) -> Command {
         Command {
             argv: spec.argv.clone(),
             env: spec.env.clone(),

@@ -501,6 +501,13 @@ mod tests {
         .unwrap()
     }
 
+    /// A message as a peer that does not follow the protocol could send it: `tag` with `fds`.
+    fn send_raw(socket: &OwnedFd, tag: u8, fds: &[RawFd]) {
+        let iov = [IoSlice::new(std::slice::from_ref(&tag))];
+        let rights = [ControlMessage::ScmRights(fds)];
+        sendmsg::<()>(socket.as_raw_fd(), &iov, &rights, MsgFlags::empty(), None).unwrap();
+    }
+
     #[test]
     fn messages_arrive_with_their_fds_in_place() {
         let (supervisor, setup) = pair();
@@ -567,17 +574,7 @@ mod tests {
         let (supervisor, setup) = pair();
         let file = tempfile::tempfile().unwrap();
         for count in [1, 3] {
-            let raw = vec![file.as_raw_fd(); count];
-            let rights = [ControlMessage::ScmRights(&raw)];
-            let iov = [IoSlice::new(b"s")];
-            sendmsg::<()>(
-                supervisor.as_raw_fd(),
-                &iov,
-                &rights,
-                MsgFlags::empty(),
-                None,
-            )
-            .unwrap();
+            send_raw(&supervisor, b's', &vec![file.as_raw_fd(); count]);
             match receive(setup.as_fd(), Peer::Supervisor) {
                 Err(JailError::MalformedMessage {
                     message: "START",
@@ -594,15 +591,13 @@ mod tests {
         let (supervisor, setup) = pair();
         let file = tempfile::tempfile().unwrap();
         // One fd is wrong for each: GO carries none, GATE three or four, CGROUP an even
-        // number (START one at most: see the test above).
+        // number (START none or two: see the test above).
         let gate = Message::Gate {
             dns: file.as_fd(),
             dns_tcp: file.as_fd(),
             listener: file.as_fd(),
             relay: Some(file.as_fd()),
         };
-        let raw = [file.as_raw_fd()];
-        let rights = [ControlMessage::ScmRights(&raw)];
         let wrong = [
             (b'g', Some("GO")),
             (b'G', Some("GATE")),
@@ -610,15 +605,7 @@ mod tests {
             (b'?', None),
         ];
         for (tag, name) in wrong {
-            let iov = [IoSlice::new(std::slice::from_ref(&tag))];
-            sendmsg::<()>(
-                supervisor.as_raw_fd(),
-                &iov,
-                &rights,
-                MsgFlags::empty(),
-                None,
-            )
-            .unwrap();
+            send_raw(&supervisor, tag, &[file.as_raw_fd()]);
             match (receive(setup.as_fd(), Peer::Supervisor), name) {
                 (
                     Err(JailError::MalformedMessage {

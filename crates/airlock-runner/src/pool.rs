@@ -40,7 +40,7 @@ const MAX_KINDS: usize = 64;
 const RETIRE_BEFORE_MAX_WAIT: Duration = Duration::from_secs(10);
 
 /// How often the pool looks for ended, old and unused workers.
-pub const SWEEP_EVERY: Duration = Duration::from_secs(1);
+const SWEEP_EVERY: Duration = Duration::from_secs(1);
 
 /// A worker preparing or holding its sandbox, waiting for its job on stdin.
 pub(crate) struct Warm {
@@ -104,8 +104,7 @@ impl WarmPool {
 
     /// The kind of `job` with this input, if it may be pooled.
     pub(crate) fn kind_of(job: &Job, stdin: &Input) -> Option<(String, Job)> {
-        let run = &job.run;
-        if run.session.is_some() || run.keep || run.learn || matches!(stdin, Input::Inherit) {
+        if !job.run.is_throwaway() || matches!(stdin, Input::Inherit) {
             return None;
         }
         let mut template = job.clone();
@@ -267,11 +266,6 @@ impl WarmPool {
             kinds.by_key.clear();
         }
     }
-
-    /// Warm workers waiting now (for tests and the status of the server).
-    pub fn waiting(&self) -> usize {
-        self.kinds.lock().map_or(0, |kinds| kinds.workers())
-    }
 }
 
 fn retire_at() -> Duration {
@@ -342,9 +336,9 @@ pub async fn keep_swept(pool: Arc<WarmPool>, state_dir: PathBuf) {
 }
 
 /// An inotify watch on the state directory for the kill switch's file (renamed into place at
-/// each change), read on a thread that blocks on it: no unsafe registration with the runtime,
-/// and never closed (closing one waits for a kernel grace period). Without it (inotify
-/// refused), the sweeps alone drain, within a second.
+/// each change), read on a thread that blocks on it (registering a raw descriptor with tokio
+/// is for airlock-jail alone, by DESIGN's rules), and never closed (closing one waits for a
+/// kernel grace period). Without it (inotify refused), the sweeps alone drain, within a second.
 fn watch_switches(pool: Arc<WarmPool>, state_dir: &std::path::Path) {
     let Ok(watch) = Inotify::init(InitFlags::IN_CLOEXEC) else {
         return;

@@ -89,11 +89,7 @@ pub(super) fn launch(
     // inherits it (its own is this process's stdin at its preparation).
     let started = match synced {
         Ok(()) if warm => launching.start_command(
-            &airlock_jail::Command {
-                argv: spec.argv.clone(),
-                env: spec.env.clone(),
-                cwd: spec.cwd.clone(),
-            },
+            &airlock_jail::Command::of(spec),
             std::os::fd::AsFd::as_fd(&std::io::stdin()),
             spec.limits.timeout,
         ),

@@ -99,6 +99,14 @@ pub struct RunRequest {
     pub learn: bool,
 }
 
+impl RunRequest {
+    /// A throwaway run: in no session, not kept, not learning. Only such a run's sandbox may be
+    /// prepared before it comes (see [`prepare_run`]), when its layer also lives in memory.
+    pub fn is_throwaway(&self) -> bool {
+        self.session.is_none() && !self.keep && !self.learn
+    }
+}
+
 #[derive(Debug)]
 pub struct RunReport {
     pub outcome: Outcome,

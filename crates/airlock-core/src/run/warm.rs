@@ -34,11 +34,6 @@ pub struct PreparedRun<'a> {
 }
 
 impl PreparedRun<'_> {
-    /// The profile it was prepared under.
-    pub fn profile(&self) -> &str {
-        &self.plan.profile.name
-    }
-
     /// How the kill switch would find its sandbox.
     pub fn sandbox(&self) -> airlock_jail::control::SandboxId {
         self.launching.id()
