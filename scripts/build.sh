@@ -26,7 +26,17 @@ profile=${AIRLOCK_BUILD_PROFILE:-release}
 # cc prints the library's full path when it has it, and the bare name when not.
 libc_a=$(cc -print-file-name=libc.a 2>/dev/null || true)
 if [[ $libc_a == /* ]] && [ -e "$libc_a" ]; then
-  cargo rustc --profile "$profile" --quiet -p airlock --bin airlock -- -C target-feature=+crt-static
+  static=(-C target-feature=+crt-static)
+  # The start of a static PIE applies its ~20,000 relative relocations (pointers in its data,
+  # moved to where the kernel placed it): packed (DT_RELR, glibc 2.36, binutils 2.38), their
+  # table is ~4 KB instead of ~480 KB read at every start. Only where a program linked so runs.
+  probe=$(mktemp -d)
+  printf 'static const char *t[] = {"a", "b"};\nconst char **p = t;\nint main(void) { return p[1][0] != 98; }\n' >"$probe/relr.c"
+  if cc -static-pie -Wl,-z,pack-relative-relocs -o "$probe/relr" "$probe/relr.c" 2>/dev/null && "$probe/relr"; then
+    static+=(-C link-arg=-Wl,-z,pack-relative-relocs)
+  fi
+  rm -rf "$probe"
+  cargo rustc --profile "$profile" --quiet -p airlock --bin airlock -- "${static[@]}"
 else
   echo "scripts/build.sh: glibc's static library libc.a is not installed (Debian: libc6-dev; Fedora: glibc-static);" >&2
   echo "scripts/build.sh: building a dynamically linked airlock instead (it starts ~0.4 ms slower)" >&2

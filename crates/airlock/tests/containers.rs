@@ -313,17 +313,26 @@ both_modes!(
 );
 
 // The device nodes are the host's own inodes: bound read-only, their metadata cannot change
-// (Landlock has no say over chmod, chown or utimes), while reads and writes still work.
+// (Landlock has no say over chmod, chown or utimes), while reads and writes still work. They are
+// made read-only with /dev, and the private devpts and /dev/shm, mounted after, stay writable.
 both_modes!(device_nodes_are_bound_read_only, |w: &World| {
     let out = w.inside(
         "for dev in null zero full random urandom tty; do \
-           grep \" /dev/$dev \" /proc/self/mountinfo | cut -d' ' -f6; done; echo x >/dev/null && echo wrote",
+           grep \" /dev/$dev \" /proc/self/mountinfo | cut -d' ' -f6; done; echo x >/dev/null && echo wrote; \
+         for own in pts shm; do grep \" /dev/$own \" /proc/self/mountinfo | cut -d' ' -f6 | sed \"s/^/$own /\"; done; \
+         echo y >/dev/shm/y && echo shm-written",
     );
     let text = ran(&out);
-    let flags: Vec<&str> = text.lines().filter(|l| l.contains(',')).collect();
+    let flags: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains(',') && !l.contains(' '))
+        .collect();
     assert_eq!(flags.len(), 6, "{text}");
     assert!(flags.iter().all(|f| f.starts_with("ro,")), "{text}");
     assert!(text.contains("wrote"), "{text}");
+    assert!(text.contains("\npts rw,"), "{text}");
+    assert!(text.contains("\nshm rw,"), "{text}");
+    assert!(text.contains("shm-written"), "{text}");
 });
 
 #[test]
@@ -370,11 +379,25 @@ fn a_session_is_read_only_the_way_it_was_made() {
 // /proc's files that only their owner may read (the kernel's memory: slabinfo, kpageflags…; the
 // host's processes by name: timer_list) are covered: what the owner's uid could read is hidden
 // from a sandbox whose uid might be that owner.
+// Each is a read-only, nodev mount, which cannot be opened: the first hidden is made so, the
+// others take its flags by being bound from it.
 both_modes!(what_proc_shows_only_root_is_hidden, |w: &World| {
     let out = w.inside(
-        "for f in /proc/timer_list /proc/slabinfo; do [ -c $f ] && echo \"hidden $f\"; done; true",
+        "for f in /proc/kmsg /proc/timer_list /proc/slabinfo; do \
+           [ -c $f ] && echo \"hidden $f\"; cat $f >/dev/null 2>&1 || echo \"unread $f\"; \
+         done; awk '$5 ~ /^\\/proc\\/(kmsg|timer_list|slabinfo)$/ { print \"mount\", $5, $6 }' \
+         /proc/self/mountinfo; true",
     );
     let text = ran(&out);
-    assert!(text.contains("hidden /proc/timer_list"), "{text}");
-    assert!(text.contains("hidden /proc/slabinfo"), "{text}");
+    for file in ["/proc/kmsg", "/proc/timer_list", "/proc/slabinfo"] {
+        assert!(text.contains(&format!("hidden {file}")), "{text}");
+        assert!(text.contains(&format!("unread {file}")), "{text}");
+        let mount = text
+            .lines()
+            .find(|line| line.starts_with(&format!("mount {file} ")))
+            .unwrap_or_else(|| panic!("no mount at {file}: {text}"));
+        let options: Vec<&str> = mount.rsplit(' ').next().unwrap().split(',').collect();
+        assert!(options.contains(&"ro"), "{mount}");
+        assert!(options.contains(&"nodev"), "{mount}");
+    }
 });

@@ -81,7 +81,7 @@ pub(crate) fn execute(
             MountStep::Proc => proc_fs(staging)?,
             MountStep::Restrict { at, attrs } => {
                 let dst = inside(staging, at)?;
-                mount_setattr(&dst, *attrs, false).on_path("make read-only", &dst, UNEXPECTED)?
+                mount_setattr(&dst, *attrs, true).on_path("make read-only", &dst, UNEXPECTED)?
             }
             MountStep::BindProfile { path, kind, attrs } => {
                 bind_profile_path(opened(&mut tree, staging)?, path, *kind, *attrs)?
@@ -251,20 +251,12 @@ fn device(staging: &Path, name: &str) -> Result<()> {
         MsFlags::MS_BIND,
         None::<&str>,
     )
-    .on_path("bind device", &host, "is /dev a devtmpfs on this host?")?;
+    .on_path("bind device", &host, "is /dev a devtmpfs on this host?")
     // SECURITY: the host's own inode, root's: a sandbox whose uid is root's (a container's root,
-    // in a user namespace) owns it, and Landlock does not cover chmod, chown or utimes. Read-only,
-    // its metadata cannot change; a device's reads and writes do not need a writable mount.
-    mount_setattr(&dst, DEVICE_BIND, false).on_path("make read-only", &dst, UNEXPECTED)
+    // in a user namespace) owns it, and Landlock does not cover chmod, chown or utimes. Made
+    // read-only with /dev (its `Restrict` step, recursive), its metadata cannot change; a
+    // device's reads and writes do not need a writable mount.
 }
-
-/// A bound device node: read-only (its metadata), and nothing on it executed or setuid.
-const DEVICE_BIND: MountAttrs = MountAttrs {
-    read_only: true,
-    no_suid: true,
-    no_dev: false,
-    no_exec: true,
-};
 
 fn devpts(staging: &Path) -> Result<()> {
     let pts = staging.join("dev/pts");
@@ -320,27 +312,44 @@ fn proc_fs(staging: &Path) -> Result<()> {
 /// name and pid) are read by owner's permission alone, with no capability checked: a sandbox
 /// whose uid is root's (a container's root) would. /dev/null over each, read-only and nodev, so
 /// it cannot be opened. Write-only files (sysrq-trigger) are made read-only by the caller.
+///
+/// PERF: only regular files are looked at (the directory entry's type says which, without a
+/// stat), each stat'd by name in the open directory; the first hidden file is made read-only and
+/// nodev, and the others are bound from it: a bind mount takes its source's flags, so each is
+/// one `mount` instead of two calls.
 fn hide_root_only_proc_files(staging: &Path, proc_dir: &Path) -> Result<()> {
-    let null = staging.join("dev/null");
+    let mut hider: Option<PathBuf> = None;
     let entries = fs::read_dir(proc_dir).map_err(|e| io_error("list", proc_dir, e))?;
     for entry in entries {
-        let at = entry.map_err(|e| io_error("list", proc_dir, e))?.path();
-        let Ok(meta) = fs::symlink_metadata(&at) else {
-            continue; // gone (a process that ended): nothing to hide
-        };
-        let mode = meta.permissions().mode();
-        if !meta.is_file() || mode & 0o400 == 0 || mode & 0o044 != 0 {
+        let entry = entry.map_err(|e| io_error("list", proc_dir, e))?;
+        // Directories (processes, sys, net) and links (self, mounts) are not hidden this way.
+        if !entry.file_type().is_ok_and(|kind| kind.is_file()) {
             continue;
         }
+        let Ok(meta) = entry.metadata() else {
+            continue; // gone: nothing to hide
+        };
+        let mode = meta.permissions().mode();
+        if mode & 0o400 == 0 || mode & 0o044 != 0 {
+            continue;
+        }
+        let at = entry.path();
+        let source = match &hider {
+            Some(hidden) => hidden.clone(),
+            None => staging.join("dev/null"),
+        };
         mount(
-            Some(&null),
+            Some(&source),
             &at,
             None::<&str>,
             MsFlags::MS_BIND,
             None::<&str>,
         )
         .on_path("hide", &at, UNEXPECTED)?;
-        mount_setattr(&at, SYSTEM_BIND, false).on_path("hide", &at, UNEXPECTED)?;
+        if hider.is_none() {
+            mount_setattr(&at, SYSTEM_BIND, false).on_path("hide", &at, UNEXPECTED)?;
+            hider = Some(at);
+        }
     }
     Ok(())
 }

@@ -45,13 +45,14 @@ pub(crate) enum MountStep {
         flags: MsFlags,
         options: String,
     },
-    /// The host's /dev/`name` (a harmless character device) bound on an empty file.
+    /// The host's /dev/`name` (a harmless character device) bound on an empty file; made
+    /// read-only with /dev (see [`MountStep::Restrict`]).
     Device { name: &'static str },
     /// A private devpts instance at /dev/pts.
     Devpts,
     /// A private procfs at /proc, of the sandbox's pid namespace.
     Proc,
-    /// The mount at `at` restricted with `attrs`, that mount alone.
+    /// The mount at `at`, and each mount below it so far, restricted with `attrs`.
     Restrict { at: PathBuf, attrs: MountAttrs },
     /// A profile path bound at the same path: cloned, restricted with `attrs` while detached,
     /// attached by fd on a mount point resolved beneath the new root.
@@ -210,8 +211,9 @@ fn trust_store(steps: &mut Vec<MountStep>, trust: &Trust, host: &dyn HostFacts) 
     }
 }
 
-/// A minimal /dev, read-only once filled: its tmpfs is the sandbox user's when mounted in a
-/// user namespace; a private devpts and /dev/shm are mounts of their own.
+/// A minimal /dev, read-only once filled, its device nodes with it (PERF: one call for all):
+/// its tmpfs is the sandbox user's when mounted in a user namespace; a private devpts and
+/// /dev/shm are mounts of their own, made after, writable.
 fn dev(steps: &mut Vec<MountStep>) {
     steps.push(MountStep::Tmpfs {
         at: PathBuf::from("/dev"),
@@ -219,12 +221,6 @@ fn dev(steps: &mut Vec<MountStep>) {
         options: "mode=0755,size=64k".into(),
     });
     steps.extend(DEVICES.iter().map(|&name| MountStep::Device { name }));
-    steps.push(MountStep::Devpts);
-    steps.push(MountStep::Tmpfs {
-        at: PathBuf::from("/dev/shm"),
-        flags: MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-        options: "mode=1777,size=64m".into(),
-    });
     for (link, target) in [
         ("ptmx", "pts/ptmx"),
         ("fd", "/proc/self/fd"),
@@ -237,6 +233,8 @@ fn dev(steps: &mut Vec<MountStep>) {
             target: PathBuf::from(target),
         });
     }
+    steps.push(MountStep::Dir(PathBuf::from("/dev/pts")));
+    steps.push(MountStep::Dir(PathBuf::from("/dev/shm")));
     steps.push(MountStep::Restrict {
         at: PathBuf::from("/dev"),
         attrs: MountAttrs {
@@ -245,6 +243,12 @@ fn dev(steps: &mut Vec<MountStep>) {
             no_dev: false,
             no_exec: true,
         },
+    });
+    steps.push(MountStep::Devpts);
+    steps.push(MountStep::Tmpfs {
+        at: PathBuf::from("/dev/shm"),
+        flags: MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        options: "mode=1777,size=64m".into(),
     });
 }
 
@@ -415,10 +419,10 @@ mod tests {
     /// The mounts of the finished root, as the sandbox sees them: path → writable.
     fn final_mounts(steps: &[MountStep]) -> BTreeMap<PathBuf, bool> {
         let mut mounts = BTreeMap::new();
-        let mut set = |path: &Path, writable: bool| {
-            mounts.insert(path.to_path_buf(), writable);
-        };
         for step in steps {
+            let mut set = |path: &Path, writable: bool| {
+                mounts.insert(path.to_path_buf(), writable);
+            };
             match step {
                 MountStep::RootTmpfs => set(Path::new("/"), true),
                 MountStep::BindSystem { path, attrs } => set(path, !attrs.read_only),
@@ -427,7 +431,13 @@ mod tests {
                 MountStep::Device { name } => set(&Path::new("/dev").join(name), true),
                 MountStep::Devpts => set(Path::new("/dev/pts"), true),
                 MountStep::Proc => set(Path::new("/proc"), true),
-                MountStep::Restrict { at, attrs } => set(at, !attrs.read_only),
+                MountStep::Restrict { at, attrs } => {
+                    for (path, writable) in mounts.iter_mut() {
+                        if path.starts_with(at) {
+                            *writable = !attrs.read_only;
+                        }
+                    }
+                }
                 MountStep::BindProfile { path, attrs, .. } => set(path, !attrs.read_only),
                 MountStep::Workspace { lower, .. } => set(lower, true),
                 // Read-only, as `execute` mounts it.
@@ -469,17 +479,11 @@ mod tests {
             "/tmp",
             "/home/agent",
             "/dev/shm",
-            // A private instance and the sandbox's own procfs; the device nodes are the
-            // harmless character devices only (their files cannot be replaced: /dev is
-            // read-only).
+            // A private instance and the sandbox's own procfs; the device nodes are
+            // read-only with /dev (their metadata cannot change; their reads and writes do not
+            // need a writable mount).
             "/dev/pts",
             "/proc",
-            "/dev/null",
-            "/dev/zero",
-            "/dev/full",
-            "/dev/random",
-            "/dev/urandom",
-            "/dev/tty",
         ]
         .into_iter()
         .map(PathBuf::from)
@@ -616,12 +620,24 @@ mod tests {
         let steps = steps(&busy_spec());
         let restrict = position(&steps, |s| matches!(s, MountStep::Restrict { .. }));
         assert_eq!(restrict.len(), 1);
-        let in_dev = position(&steps, |s| match s {
-            MountStep::Device { .. } | MountStep::Devpts => true,
-            MountStep::Tmpfs { at, .. } | MountStep::Symlink { at, .. } => at.starts_with("/dev/"),
+        let filled = position(&steps, |s| match s {
+            MountStep::Device { .. } => true,
+            MountStep::Symlink { at, .. } | MountStep::Dir(at) => at.starts_with("/dev/"),
             _ => false,
         });
-        assert!(in_dev.iter().all(|i| *i < restrict[0]));
+        assert!(filled.iter().all(|i| *i < restrict[0]));
+        // The writable mounts of /dev come after it, or they would be made read-only with it.
+        let own = position(&steps, |s| match s {
+            MountStep::Devpts => true,
+            MountStep::Tmpfs { at, .. } => at == Path::new("/dev/shm"),
+            _ => false,
+        });
+        assert_eq!(own.len(), 2);
+        assert!(own.iter().all(|i| *i > restrict[0]));
+        let mounts = final_mounts(&steps);
+        for name in DEVICES {
+            assert_eq!(mounts.get(&Path::new("/dev").join(name)), Some(&false));
+        }
         for at in ["/tmp", "/home/agent"] {
             let found = steps.iter().any(|s| match s {
                 MountStep::Tmpfs {
