@@ -22,6 +22,8 @@ pub enum Error {
     Changes(#[from] crate::changes::ChangesError),
     #[error(transparent)]
     Apply(#[from] crate::apply::ApplyError),
+    #[error(transparent)]
+    PodFile(#[from] crate::pod_runtime::PodFileError),
     #[error("workspace {path}: {why}")]
     Workspace { path: PathBuf, why: String },
     #[error("profile {profile}: [filesystem] path {path}: {why}")]
@@ -223,6 +225,7 @@ impl Error {
             Error::StateDir(_) => ("state_dir", Internal),
             Error::Changes(e) => changes_code(e),
             Error::Apply(e) => apply_code(e),
+            Error::PodFile(e) => e.code(),
             Error::Workspace { .. } => ("workspace_refused", Invalid),
             Error::ProfilePath { .. } => ("profile_path_refused", Invalid),
             Error::Argument { .. } => ("bad_argument", Invalid),

@@ -29,6 +29,7 @@ pub mod netlog;
 mod operations;
 pub mod page_login;
 mod paths;
+pub mod pod_runtime;
 mod policy;
 mod refusal;
 pub mod replay;

@@ -564,6 +564,18 @@ pub fn result_of(end: JobEnd, kept: (u64, u64)) -> Result<RunResult, Refusal> {
 
 /// A run's events gathered into one answer, as the API gives it (and `airlock run --json`).
 pub async fn collect(events: &mut mpsc::Receiver<JobEvent>) -> Result<RunAnswer, Refusal> {
+    let (result, out, err) = collect_bytes(events).await?;
+    Ok(RunAnswer {
+        result,
+        stdout: lossy(out),
+        stderr: lossy(err),
+    })
+}
+
+/// A run's result and its output as the bytes it wrote (stdout, stderr), as much as was kept.
+pub async fn collect_bytes(
+    events: &mut mpsc::Receiver<JobEvent>,
+) -> Result<(RunResult, Vec<u8>, Vec<u8>), Refusal> {
     let mut out = Vec::new();
     let mut err = Vec::new();
     while let Some(event) = events.recv().await {
@@ -578,11 +590,7 @@ pub async fn collect(events: &mut mpsc::Receiver<JobEvent>) -> Result<RunAnswer,
             } => err.extend_from_slice(&data),
             JobEvent::Done(end) => {
                 let kept = (out.len() as u64, err.len() as u64);
-                return Ok(RunAnswer {
-                    result: result_of(*end, kept)?,
-                    stdout: lossy(out),
-                    stderr: lossy(err),
-                });
+                return Ok((result_of(*end, kept)?, out, err));
             }
         }
     }

@@ -14,6 +14,6 @@ pub mod worker;
 
 pub use job::{Job, WorkerReport, JOB_VAR};
 pub use jobs::{
-    collect, execute, result_of, results_dir, Input, JobEnd, JobEvent, Jobs, Launch, Recorder,
-    Stream,
+    collect, collect_bytes, execute, result_of, results_dir, Input, JobEnd, JobEvent, Jobs, Launch,
+    Recorder, Stream,
 };

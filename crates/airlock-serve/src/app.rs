@@ -36,6 +36,8 @@ pub struct App {
     pub host_names: Vec<String>,
     /// Whether it serves over TLS (the page's cookie is then `Secure`).
     pub tls: bool,
+    /// agent-sandbox's runtime (`--agent-sandbox`): what it is bound to, its session.
+    pub pod: Option<Arc<crate::routes::pod::Pod>>,
 }
 
 pub type Shared = Arc<App>;

@@ -104,7 +104,10 @@ pub fn check(
             ));
         }
     }
-    if changes_state && has_body(headers) && !is_json(headers) {
+    // agent-sandbox's runtime takes its uploads as a multipart form (its contract); the Origin
+    // checks above hold for it, and it carries no credential a browser could lend.
+    let pod_upload = path == "/upload" && media_type(headers) == "multipart/form-data";
+    if changes_state && has_body(headers) && !is_json(headers) && !pod_upload {
         return Err(ApiError::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "unsupported_media_type",
@@ -174,20 +177,20 @@ fn has_body(headers: &HeaderMap) -> bool {
 }
 
 fn is_json(headers: &HeaderMap) -> bool {
-    let Some(value) = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-    else {
-        return false;
-    };
-    let essence = value
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
+    let essence = media_type(headers);
     essence == "application/json"
         || (essence.starts_with("application/") && essence.ends_with("+json"))
+}
+
+/// The Content-Type's type and subtype, lower-cased, without parameters ("" when none is sent).
+fn media_type(headers: &HeaderMap) -> String {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|value| value.split(';').next())
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase()
 }
 
 #[cfg(test)]
@@ -366,5 +369,31 @@ mod tests {
                 "{refused:?}"
             );
         }
+    }
+
+    #[test]
+    fn only_the_pod_runtimes_upload_takes_a_form_and_not_from_another_site() {
+        let upload = |path: &str, pairs: &[(&str, &str)]| {
+            let mut all = vec![
+                ("host", "127.0.0.1:8888"),
+                ("content-length", "9"),
+                ("content-type", "multipart/form-data; boundary=x"),
+            ];
+            all.extend_from_slice(pairs);
+            code(check(&Method::POST, path, &headers(&all), TCP, &[]))
+        };
+        assert_eq!(upload("/upload", &[]), None);
+        assert_eq!(
+            upload("/v1/sessions", &[]).as_deref(),
+            Some("unsupported_media_type")
+        );
+        assert_eq!(
+            upload("/upload", &[("origin", "https://evil.example")]).as_deref(),
+            Some("origin_forbidden")
+        );
+        assert_eq!(
+            upload("/upload", &[("sec-fetch-site", "cross-site")]).as_deref(),
+            Some("origin_forbidden")
+        );
     }
 }

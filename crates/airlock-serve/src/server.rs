@@ -25,6 +25,7 @@ use crate::app::App;
 use crate::browser::Transport;
 use crate::limits::{Limiter, Quotas};
 use crate::listen::{choose_source, tls_config, Listen, Source, TlsFiles};
+use crate::routes::pod::Pod;
 use airlock_runner::Jobs;
 
 #[derive(Debug, Clone)]
@@ -42,6 +43,8 @@ pub struct ServeConfig {
     pub host_names: Vec<String>,
     /// Warm sandboxes: how many for each kind of run, and in all (see `airlock_runner::pool`).
     pub warm: (usize, usize),
+    /// Serve agent-sandbox's in-pod runtime too, its runs bound so (`--agent-sandbox`).
+    pub agent_sandbox: Option<airlock_core::pod_runtime::PodBinding>,
 }
 
 fn no_one_to_tell(_: &Session) {}
@@ -109,13 +112,40 @@ pub fn serve(config: ServeConfig) -> Result<()> {
         logins: crate::page::Logins::default(),
         host_names: config.host_names.clone(),
         tls: tls.is_some(),
+        pod: config
+            .agent_sandbox
+            .clone()
+            .map(|binding| Arc::new(Pod::new(binding))),
         service,
     });
+    if let Some(pod) = &app.pod {
+        start_pod(&app, pod)?;
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("cannot start the server's runtime")?;
     runtime.block_on(run(app, source, tls.map(TlsAcceptor::from), &config))
+}
+
+/// The pod runtime's session, found or made before the first request: a profile that does not
+/// load, or a workspace no session may overlay, stops the server now, with its reason.
+fn start_pod(app: &App, pod: &Pod) -> Result<()> {
+    let caller = pod
+        .binding
+        .caller(&app.service, "airlock serve --agent-sandbox".into());
+    let session = pod
+        .binding
+        .session(&caller, None)
+        .context("--agent-sandbox: cannot start the pod's session")?;
+    let _ = writeln!(
+        std::io::stderr(),
+        "airlock: agent-sandbox runtime for {} (profile {}): runs go into session {session}",
+        pod.binding.workspace().display(),
+        pod.binding.profile(),
+    );
+    pod.set_session(session);
+    Ok(())
 }
 
 /// A bound listener: unix (with its path when this server made the socket, to remove it at the
@@ -178,7 +208,7 @@ async fn remove_stale_socket(path: &std::path::Path) -> Result<()> {
             path.display()
         );
     }
-    if tokio::net::UnixStream::connect(path).await.is_ok() {
+    if answers(path).await {
         bail!(
             "another server answers on {}: stop it first, or --listen elsewhere",
             path.display()
@@ -186,6 +216,20 @@ async fn remove_stale_socket(path: &std::path::Path) -> Result<()> {
     }
     std::fs::remove_file(path)
         .with_context(|| format!("cannot remove the stale socket {}", path.display()))
+}
+
+/// Whether a server listens on the socket at `path`. A connection is taken by a listening socket
+/// whoever holds it, and the kernel may release a killed server's socket a moment after the
+/// server is gone (its last reference dropped by deferred work): one that refuses a connection
+/// within ~100 ms is no server's.
+async fn answers(path: &std::path::Path) -> bool {
+    for _ in 0..5 {
+        if tokio::net::UnixStream::connect(path).await.is_err() {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    true
 }
 
 async fn run(
@@ -200,9 +244,13 @@ async fn run(
         Bound::Unix(..) => Transport::Unix,
         Bound::Tcp(_) => Transport::Tcp { tls: tls.is_some() },
     };
-    let router = crate::routes::router(app.clone(), config.max_body)
+    let mut router = crate::routes::router(app.clone(), config.max_body)
         .merge(crate::mcp::router(app.clone(), config.max_body))
-        .merge(crate::page::router(app.clone(), config.max_body))
+        .merge(crate::page::router(app.clone(), config.max_body));
+    if app.pod.is_some() {
+        router = router.merge(crate::routes::pod::router(app.clone(), config.max_body));
+    }
+    let router = router
         .layer(axum::middleware::from_fn_with_state(
             app.clone(),
             crate::browser::guard,

@@ -305,8 +305,13 @@ fn codes_in_sources() -> BTreeMap<String, BTreeSet<String>> {
     codes
 }
 
+/// The server's sources but agent-sandbox's in-pod runtime (routes/pod.rs): its routes are that
+/// project's contract, not this API's, and its codes are documented with it (docs/kubernetes.md).
 fn serve_sources() -> Vec<PathBuf> {
     sources_of("src")
+        .into_iter()
+        .filter(|path| !path.ends_with("routes/pod.rs"))
+        .collect()
 }
 
 /// The Rust files under `dir`, relative to this crate.

@@ -23,6 +23,13 @@ pub fn serve(global: &GlobalArgs, args: ServeArgs) -> Result<ExitCode> {
     let grace = airlock_core::units::parse_duration(&args.grace)
         .map(std::time::Duration::from_secs)
         .with_context(|| format!("--grace {:?}", args.grace))?;
+    let agent_sandbox = match (args.agent_sandbox, &args.workspace) {
+        (true, Some(workspace)) => Some(
+            airlock_core::pod_runtime::PodBinding::new(workspace, args.profile, args.session)
+                .context("--workspace")?,
+        ),
+        _ => None,
+    };
     airlock_serve::serve(airlock_serve::ServeConfig {
         listen,
         tls,
@@ -36,6 +43,7 @@ pub fn serve(global: &GlobalArgs, args: ServeArgs) -> Result<ExitCode> {
         grace,
         host_names: args.host_names,
         warm: (args.warm, args.warm_max),
+        agent_sandbox,
     })?;
     Ok(ExitCode::SUCCESS)
 }

@@ -4,6 +4,7 @@
 mod approvals;
 mod audit;
 mod control;
+pub(crate) mod pod;
 mod runs;
 mod sessions;
 

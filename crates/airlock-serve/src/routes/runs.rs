@@ -76,12 +76,21 @@ async fn check_first(
 /// One of the token's run places (see [`crate::limits::Limiter::run_slot`]), held by the run and
 /// by its answer until the answer has gone out: a client that does not read its answer must not
 /// make the server keep answer after answer (each up to twice --max-output) beyond its places.
-type RunSlot = Arc<tokio::sync::OwnedSemaphorePermit>;
+pub(crate) type RunSlot = Arc<tokio::sync::OwnedSemaphorePermit>;
 
 /// The run's events, and its place.
-struct Started {
-    events: mpsc::Receiver<JobEvent>,
-    slot: RunSlot,
+pub(crate) struct Started {
+    pub(crate) events: mpsc::Receiver<JobEvent>,
+    pub(crate) slot: RunSlot,
+}
+
+/// Who asked for a run, as the server keeps it going: the key its places are counted under,
+/// whether its credentials still open the door, and its caller (for the record of a run its
+/// client left).
+pub(crate) struct Asker {
+    pub(crate) key: String,
+    pub(crate) still_valid: Arc<dyn Fn() -> bool + Send + Sync>,
+    pub(crate) caller: airlock_core::Caller,
 }
 
 /// Start the run on a task of its own; its events come through the returned receiver, which the
@@ -99,18 +108,37 @@ async fn start(
         session.clone(),
         asked_of(session.as_deref()),
     )?;
-    let slot: RunSlot = Arc::new(app.limiter.run_slot(&authed.token.id).await?);
-    let run_holds = slot.clone();
-    let (events, receiver) = mpsc::channel(16);
-    let app = app.clone();
-    let caller = authed.caller;
     let stdin = body.stdin.map_or(airlock_runner::Input::Nothing, |text| {
         airlock_runner::Input::Bytes(text.into_bytes())
     });
-    let token_valid = {
-        let (app, id) = (app.clone(), authed.token.id.clone());
-        Arc::new(move || app.tokens.is_valid(&id))
+    let asker = Asker {
+        still_valid: {
+            let (app, id) = (app.clone(), authed.token.id.clone());
+            Arc::new(move || app.tokens.is_valid(&id))
+        },
+        key: authed.token.id,
+        caller: authed.caller,
     };
+    start_job(app, asker, job, stdin, session).await
+}
+
+/// Start `job` for `asker` in one of its run places, with `stdin` as the command's input.
+pub(crate) async fn start_job(
+    app: &Shared,
+    asker: Asker,
+    job: Job,
+    stdin: airlock_runner::Input,
+    session: Option<String>,
+) -> ApiResult<Started> {
+    let slot: RunSlot = Arc::new(app.limiter.run_slot(&asker.key).await?);
+    let run_holds = slot.clone();
+    let (events, receiver) = mpsc::channel(16);
+    let app = app.clone();
+    let Asker {
+        still_valid,
+        caller,
+        ..
+    } = asker;
     tokio::spawn(async move {
         let launch = Launch {
             exe: &app.exe,
@@ -118,7 +146,7 @@ async fn start(
             jobs: app.jobs.clone(),
             stdin,
             keep_bytes: app.keep_output,
-            token_valid,
+            token_valid: still_valid,
             pool: app.pool.clone(),
         };
         let record: airlock_runner::Recorder = Arc::new(move |why: &str| {
@@ -134,7 +162,7 @@ async fn start(
 }
 
 /// `response` with its body holding `slot` until the body has been sent (or the client is gone).
-fn holding(slot: RunSlot, response: Response) -> Response {
+pub(crate) fn holding(slot: RunSlot, response: Response) -> Response {
     let (mut parts, body) = response.into_parts();
     // A body made of a stream has no size of its own: its length still goes in the head, or the
     // answer would be chunked (which clients that read Content-Length alone do not take).

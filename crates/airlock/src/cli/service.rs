@@ -44,6 +44,23 @@ pub struct ServeArgs {
     /// Prepared sandboxes kept in all, whatever their kinds
     #[arg(long, value_name = "N", default_value_t = airlock_runner::pool::DEFAULT_MAX_WORKERS)]
     pub warm_max: usize,
+    /// Also serve agent-sandbox's in-pod runtime (kubernetes-sigs/agent-sandbox: POST /execute,
+    /// POST /upload, GET /download|list|exists/PATH), without a token: each request a run in
+    /// one session over --workspace, with --profile; what it writes waits in the session for
+    /// 'airlock diff' and 'airlock apply'. Only the pod's agent may reach --listen
+    #[arg(long, requires = "workspace")]
+    pub agent_sandbox: bool,
+    /// The directory the pod's agent works on (with --agent-sandbox)
+    #[arg(long, value_name = "DIR", requires = "agent_sandbox")]
+    pub workspace: Option<PathBuf>,
+    /// The profile the pod's runs use (with --agent-sandbox) [default: default]
+    #[arg(long, short = 'p', value_name = "NAME", requires = "agent_sandbox")]
+    pub profile: Option<String>,
+    /// The session the pod's runs go into (with --agent-sandbox) [default: the runtime's own,
+    /// pod-…: the newest it made over this workspace and profile that is not applied or
+    /// discarded yet, or a new one]
+    #[arg(long, value_name = "ID", requires = "agent_sandbox")]
+    pub session: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -1,0 +1,278 @@
+//! agent-sandbox's runtime inside a pod, as its client (`k8s-agent-sandbox`) speaks to it:
+//! `POST /execute`, `POST /upload`, `GET /download/{path}`, `GET /list/{path}`, `GET
+//! /exists/{path}`. Each request is a run in the pod's session, made and read by core (see
+//! `airlock_core::pod_runtime`); this turns the contract's HTTP into those runs and their ends
+//! into its JSON. The routes are served only by `airlock serve --agent-sandbox`, without a token:
+//! who reaches the pod's port is the pod's agent (agent-sandbox's router, which drops an
+//! `Authorization` header, sends it there), bound to what the operator's command line names.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use airlock_core::pod_runtime::{FileAnswer, FileOp, FileRunEnd, PodBinding, PodPath};
+use airlock_core::{Limit, Role, RunRequest};
+use airlock_runner::{Input, Job};
+use axum::extract::{DefaultBodyLimit, FromRequest, Multipart, Path, Request, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::{Deserialize, Serialize};
+
+use super::runs::{holding, start_job, Asker, Started};
+use super::Body;
+use crate::app::{blocking, Shared};
+use crate::error::{ApiError, ApiResult};
+
+/// The runtime's state: what the operator bound it to, and the session its runs go into now.
+pub struct Pod {
+    pub binding: PodBinding,
+    session: tokio::sync::Mutex<Option<String>>,
+}
+
+impl Pod {
+    pub fn new(binding: PodBinding) -> Pod {
+        Pod {
+            binding,
+            session: tokio::sync::Mutex::new(None),
+        }
+    }
+
+    /// The session found or made as the server starts (before any request: nothing waits).
+    pub fn set_session(&self, id: String) {
+        if let Ok(mut current) = self.session.try_lock() {
+            *current = Some(id);
+        }
+    }
+}
+
+/// What the limiter counts the pod's requests and runs under (never a token's id: those are hex).
+const POD_KEY: &str = "agent-sandbox";
+
+pub fn router(app: Shared, max_body: usize) -> Router {
+    Router::new()
+        .route("/execute", post(execute))
+        .route("/upload", post(upload))
+        .route("/download/{*path}", get(download))
+        .route("/list/", get(list_workspace))
+        .route("/list/{*path}", get(list))
+        .route("/exists/{*path}", get(exists))
+        .layer(DefaultBodyLimit::max(max_body))
+        .with_state(app)
+}
+
+/// A request to the runtime: the pod's caller, one of its places for requests in progress, and
+/// the session its run goes into.
+struct PodRequest {
+    caller: airlock_core::Caller,
+    slot: crate::app::RequestSlot,
+    session: String,
+}
+
+async fn admit(app: &Shared, asked: String) -> ApiResult<(Arc<Pod>, PodRequest)> {
+    let pod = app.pod.clone().ok_or_else(|| {
+        ApiError::internal("a runtime route is served without --agent-sandbox — please report it")
+    })?;
+    app.limiter.admit(POD_KEY)?;
+    let slot = Arc::new(app.limiter.request_slot(POD_KEY)?);
+    let caller = pod.binding.caller(&app.service, asked);
+    // One request at a time finds (or makes) the session: two would make two.
+    let mut current = pod.session.lock().await;
+    let session = {
+        let (pod, caller, current) = (pod.clone(), caller.clone(), current.clone());
+        blocking(slot.clone(), move || {
+            pod.binding.session(&caller, current.as_deref())
+        })
+        .await?
+    };
+    *current = Some(session.clone());
+    drop(current);
+    Ok((
+        pod,
+        PodRequest {
+            caller,
+            slot,
+            session,
+        },
+    ))
+}
+
+/// Start `run` for the pod, `stdin` its input.
+async fn start(
+    app: &Shared,
+    pod: &Pod,
+    request: PodRequest,
+    run: RunRequest,
+    stdin: Input,
+) -> ApiResult<Started> {
+    let job = Job {
+        state_dir: app.service.state_dir.clone(),
+        role: Role::Agent,
+        way: app.service.way,
+        token: None,
+        profile: pod.binding.profile().to_string(),
+        workspace: Some(pod.binding.workspace().to_path_buf()),
+        asked: request.caller.asked.clone(),
+        cwd: None,
+        run,
+        result_file: PathBuf::new(),
+        server_pid: std::process::id() as i32,
+        stdin_given: false,
+    };
+    let asker = Asker {
+        key: POD_KEY.into(),
+        still_valid: Arc::new(|| true),
+        caller: request.caller,
+    };
+    drop(request.slot);
+    start_job(app, asker, job, stdin, Some(request.session)).await
+}
+
+/// `POST /execute`'s body: the client may send more than these (it is read leniently, as the
+/// contract's runtime reads it).
+#[derive(Deserialize)]
+struct ExecuteBody {
+    command: String,
+    timeout_seconds: Option<f64>,
+}
+
+/// The contract's answer to a command: its output and status (`timed_out` when the time limit
+/// ended it); airlock's session beside them.
+#[derive(Serialize)]
+struct Executed {
+    stdout: String,
+    stderr: String,
+    exit_code: i32,
+    timed_out: bool,
+    stdout_truncated: bool,
+    stderr_truncated: bool,
+    session: String,
+}
+
+async fn execute(State(app): State<Shared>, Body(body): Body<ExecuteBody>) -> ApiResult<Response> {
+    let (pod, request) = admit(&app, "POST /execute".into()).await?;
+    let session = request.session.clone();
+    let run = pod
+        .binding
+        .command(&session, &body.command, body.timeout_seconds)?;
+    let Started { mut events, slot } = start(&app, &pod, request, run, Input::Nothing).await?;
+    let answer = airlock_runner::collect(&mut events).await?;
+    let executed = Executed {
+        timed_out: answer.result.end.limit == Some(Limit::Timeout),
+        exit_code: answer.result.end.exit_code,
+        stdout_truncated: answer.result.stdout_truncated,
+        stderr_truncated: answer.result.stderr_truncated,
+        stdout: answer.stdout,
+        stderr: answer.stderr,
+        session,
+    };
+    Ok(holding(slot, Json(executed).into_response()))
+}
+
+/// Carry out `op` in the pod's session (a write with `bytes` as the file's content).
+async fn file_op(
+    app: &Shared,
+    asked: String,
+    op: FileOp,
+    bytes: Option<Vec<u8>>,
+) -> ApiResult<FileAnswer> {
+    let (pod, request) = admit(app, asked).await?;
+    let run = pod.binding.file_run(&request.session, &op)?;
+    let stdin = bytes.map_or(Input::Nothing, Input::Bytes);
+    let Started { mut events, slot } = start(app, &pod, request, run, stdin).await?;
+    let (result, stdout, stderr) = airlock_runner::collect_bytes(&mut events).await?;
+    drop(slot);
+    let stderr = String::from_utf8_lossy(&stderr);
+    Ok(op.answer(FileRunEnd {
+        exit_code: result.end.exit_code,
+        stdout,
+        stdout_truncated: result.stdout_truncated,
+        stderr: &stderr,
+        kept_bytes: app.keep_output,
+    })?)
+}
+
+/// `POST /upload`: one multipart part named `file`, its file name the path to write.
+async fn upload(State(app): State<Shared>, request: Request) -> ApiResult<Response> {
+    let mut form = Multipart::from_request(request, &app)
+        .await
+        .map_err(|e| ApiError::bad_request("bad_upload", e.body_text()))?;
+    while let Some(field) = form.next_field().await.map_err(upload_error)? {
+        if field.name() != Some("file") {
+            continue;
+        }
+        let Some(name) = field.file_name().map(str::to_string) else {
+            return Err(ApiError::bad_request(
+                "bad_upload",
+                "the part named file has no file name: it names the path to write",
+            ));
+        };
+        let path = PodPath::parse(&name)?;
+        let bytes = field.bytes().await.map_err(upload_error)?.to_vec();
+        file_op(
+            &app,
+            format!("POST /upload {}", path.as_str()),
+            FileOp::Write(path),
+            Some(bytes),
+        )
+        .await?;
+        let message = format!("File '{name}' uploaded successfully.");
+        return Ok(Json(serde_json::json!({ "message": message })).into_response());
+    }
+    Err(ApiError::bad_request(
+        "bad_upload",
+        "no part named file: send the file as multipart/form-data, field 'file', its file name the path",
+    ))
+}
+
+fn upload_error(e: axum::extract::multipart::MultipartError) -> ApiError {
+    if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        crate::error::too_large()
+    } else {
+        ApiError::bad_request("bad_upload", e.body_text())
+    }
+}
+
+async fn download(State(app): State<Shared>, Path(raw): Path<String>) -> ApiResult<Response> {
+    let path = PodPath::parse(&raw)?;
+    let asked = format!("GET /download/{}", path.as_str());
+    match file_op(&app, asked, FileOp::Read(path), None).await? {
+        FileAnswer::Read(bytes) => {
+            Ok(([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response())
+        }
+        _ => Err(unexpected()),
+    }
+}
+
+async fn list(State(app): State<Shared>, Path(raw): Path<String>) -> ApiResult<Response> {
+    listed(app, &raw).await
+}
+
+/// `GET /list/`: the workspace itself (the client's `list(".")` comes so).
+async fn list_workspace(State(app): State<Shared>) -> ApiResult<Response> {
+    listed(app, ".").await
+}
+
+async fn listed(app: Shared, raw: &str) -> ApiResult<Response> {
+    let path = PodPath::parse(raw)?;
+    let asked = format!("GET /list/{}", path.as_str());
+    match file_op(&app, asked, FileOp::List(path), None).await? {
+        FileAnswer::Listed(entries) => Ok(Json(entries).into_response()),
+        _ => Err(unexpected()),
+    }
+}
+
+async fn exists(State(app): State<Shared>, Path(raw): Path<String>) -> ApiResult<Response> {
+    let path = PodPath::parse(&raw)?;
+    let asked = format!("GET /exists/{}", path.as_str());
+    match file_op(&app, asked, FileOp::Exists(path), None).await? {
+        FileAnswer::Exists(found) => {
+            Ok(Json(serde_json::json!({ "path": raw, "exists": found })).into_response())
+        }
+        _ => Err(unexpected()),
+    }
+}
+
+fn unexpected() -> ApiError {
+    ApiError::internal("a file operation answered another's kind — please report it")
+}

@@ -1,0 +1,154 @@
+"""The real agent-sandbox client (k8s-agent-sandbox, PyPI) against `airlock serve --agent-sandbox`.
+
+Run by scripts/test-agent-sandbox.sh, once as root and once with the server as an ordinary user.
+Usage: agent_sandbox_client.py URL WORKSPACE OUTSIDE_PORT AIRLOCK_ARGV_JSON
+
+The client's direct mode (SandboxDirectConnectionConfig: a URL, no cluster) speaks the legacy
+in-pod runtime. `Sandbox` is built by hand with a Kubernetes helper that answers nothing, as
+direct use without a cluster needs (SandboxClient always asks the Kubernetes API for a claim).
+"""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+from k8s_agent_sandbox.exceptions import SandboxRequestError
+from k8s_agent_sandbox.k8s_helper import K8sHelper
+from k8s_agent_sandbox.models import SandboxDirectConnectionConfig
+from k8s_agent_sandbox.sandbox import Sandbox
+
+URL, WORKSPACE, OUTSIDE_PORT = sys.argv[1], sys.argv[2], int(sys.argv[3])
+AIRLOCK = json.loads(sys.argv[4])
+
+
+class NoCluster(K8sHelper):
+    """No Kubernetes API: no pod address to add to the requests."""
+
+    def __init__(self):
+        self.injected_api_client = None
+
+    def get_sandbox(self, name, namespace):
+        return {}
+
+
+def airlock(*args):
+    out = subprocess.run(AIRLOCK + list(args), capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"airlock {' '.join(args)} failed ({out.returncode}): {out.stderr}")
+    return out.stdout
+
+
+def check(condition, what):
+    if not condition:
+        raise SystemExit(f"FAILED: {what}")
+    print(f"ok: {what}")
+
+
+def refused(call, status, text):
+    try:
+        call()
+    except SandboxRequestError as e:
+        body = e.response.text if e.response is not None else ""
+        return e.status_code == status and text in body
+    return False
+
+
+def pod_sessions():
+    return [s for s in json.loads(airlock("sessions", "--json")) if (s.get("name") or "").startswith("pod-")]
+
+
+sandbox = Sandbox(
+    claim_name="airlock",
+    sandbox_id="airlock-test",
+    namespace="default",
+    connection_config=SandboxDirectConnectionConfig(api_url=URL),
+    k8s_helper=NoCluster(),
+)
+
+# A command runs, confined: the sandbox's name and user, in the workspace.
+ran = sandbox.commands.run("hostname; id -un; pwd")
+check(ran.exit_code == 0, f"a command runs ({ran})")
+check(ran.stdout.split() == ["airlock", "agent", WORKSPACE], f"it runs as the sandbox's user in the workspace ({ran.stdout!r})")
+
+# The host's files beyond the workspace are not there; the profile's hidden file is hidden.
+with open(f"{WORKSPACE}/../outside-secret.txt") as f:
+    check(f.read().strip() == "outside", "the file beside the workspace is readable outside")
+ran = sandbox.commands.run("cat ../outside-secret.txt")
+check(ran.exit_code != 0 and "outside" not in ran.stdout, "the file beside the workspace is not there inside")
+ran = sandbox.commands.run("cat .env")
+check("TOKEN=" not in ran.stdout, f"the profile's hidden .env reads as nothing ({ran.stdout!r})")
+check(
+    refused(lambda: sandbox.files.read(".env"), 404, "file_not_found"),
+    "a download of the hidden .env is refused as absent",
+)
+
+# The network: this machine's port answers outside; the profile gives the sandbox none.
+socket.create_connection(("127.0.0.1", OUTSIDE_PORT), timeout=2).close()
+print("ok: the loopback port answers outside")
+probe = f"import socket; socket.create_connection(('127.0.0.1', {OUTSIDE_PORT}), timeout=2)"
+ran = sandbox.commands.run(f"python3 -c \"{probe}\"")
+check(ran.exit_code != 0, f"inside, the port cannot be reached ({ran.stderr.strip()[-80:]!r})")
+
+# A shell line, as sandboxd and the client's documentation run it.
+ran = sandbox.commands.run("echo a | tr a b; exit 3")
+check((ran.stdout, ran.exit_code) == ("b\n", 3), f"a shell line, its status ({ran})")
+
+# The time limit the client asks for ends the command.
+ran = sandbox.commands.run("sleep 10", command_timeout=1)
+check(ran.timed_out and ran.exit_code == 124, f"command_timeout ends it ({ran})")
+
+# An upload lands in the session's layer: readable through the sandbox, not in the workspace.
+sandbox.files.write("data/in.txt", "payload")
+check(sandbox.files.read("data/in.txt") == b"payload", "the upload reads back")
+check(sandbox.commands.run("cat data/in.txt").stdout == "payload", "a command sees the upload")
+check(not os.path.exists(f"{WORKSPACE}/data/in.txt"), "the workspace does not have it before it is applied")
+entries = {e.name: e for e in sandbox.files.list("data")}
+check(set(entries) == {"in.txt"} and entries["in.txt"].size == 7, f"list names it ({entries})")
+top = {e.name: e.type for e in sandbox.files.list(".")}
+check(top.get("data") == "directory" and top.get("readme.txt") == "file", f"the workspace's listing ({top})")
+check(sandbox.files.exists("data/in.txt") and not sandbox.files.exists("nope"), "exists says which is there")
+binary = bytes(range(256)) * 4
+sandbox.files.write("bin/all.bytes", binary)
+check(sandbox.files.read("bin/all.bytes") == binary, "binary content reads back whole")
+check(refused(lambda: sandbox.files.read("nope"), 404, "file_not_found"), "a missing file is 404")
+check(refused(lambda: sandbox.files.list("readme.txt"), 404, "not_a_directory"), "listing a file is 404")
+check(
+    refused(lambda: sandbox.files.read("../outside-secret.txt", allow_unsafe_paths=True), 403, "path_outside_workspace"),
+    "a path out of the workspace is refused",
+)
+
+# The session is the operator's to review: its diff names the upload, and the audit log has
+# every request as a run.
+sessions = pod_sessions()
+check(len(sessions) == 1, f"one pod session ({[s['id'] for s in sessions]})")
+session = sessions[0]["id"]
+diff = airlock("diff", session, "--name-status")
+check("data/in.txt" in diff and "bin/all.bytes" in diff, f"the session's diff names the uploads ({diff.strip()!r})")
+log = [json.loads(line) for line in airlock("log", "--session", session, "--json").splitlines() if line.strip()]
+intents = [r["argv"] for r in log if r["action"] == "run.intent"]
+check(["/bin/sh", "-c", "hostname; id -un; pwd"] in intents, "the audit log has the command's intent")
+check(any(argv[-1] == "./data/in.txt" for argv in intents), "and the upload's, as a run")
+check(sum(r["action"] == "run.result" for r in log) == len(intents), "each with its result")
+
+# The kill switch: a disabled profile refuses, with its reason, through the client.
+airlock("disable", "--profile", "pod", "--reason", "incident 42")
+check(
+    refused(lambda: sandbox.commands.run("true"), 403, "incident 42"),
+    "a disabled profile refuses the command with its reason",
+)
+check(refused(lambda: sandbox.files.read("data/in.txt"), 403, "incident 42"), "and the download")
+airlock("enable", "--profile", "pod")
+check(sandbox.commands.run("true").exit_code == 0, "enabled again, it runs")
+
+# Applied by a person, the upload is in the workspace; the next request goes into a new session.
+airlock("apply", session)
+with open(f"{WORKSPACE}/data/in.txt") as f:
+    check(f.read() == "payload", "once applied, the workspace has the upload")
+sandbox.commands.run("echo later > later.txt")
+after = [s["id"] for s in pod_sessions() if s["lifecycle"] == "active"]
+check(len(after) == 1 and after[0] != session, f"the next command went into a new session ({after})")
+check(not os.path.exists(f"{WORKSPACE}/later.txt"), "and waits there")
+sandbox.close_connection()
+print("agent-sandbox client: all passed")

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# `airlock serve --agent-sandbox` with the real agent-sandbox client (k8s-agent-sandbox from PyPI,
+# pinned), in its direct mode (a URL, no cluster): commands, uploads, downloads, listings and
+# existence checks through the in-pod runtime's contract, each a run in the pod's session.
+# scripts/agent_sandbox_client.py says what is checked: the command runs confined (the sandbox's
+# user and name, no file beyond the workspace, the profile's hidden file hidden, no network), the
+# time limit, uploads in the session's diff and not in the workspace until applied, the audit
+# log, the kill switch refusing with its reason, and a new session once a person applied one.
+# As root, and with the server as an ordinary user (uid 4242, setpriv).
+#
+#   scripts/test-agent-sandbox.sh     # ~1 minute; the client is cached in ${AIRLOCK_CI_CACHE:-~/.cache/airlock-ci}
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$PWD
+cache=${AIRLOCK_CI_CACHE:-$HOME/.cache/airlock-ci}
+python=${PYTHON:-python3}
+pin="k8s-agent-sandbox==1.0.8"
+uid=4242
+
+venv="$cache/agent-sandbox-client"
+if [ "$(cat "$venv/.airlock-pins" 2>/dev/null)" != "$pin" ] || ! "$venv/bin/python" -c 'import k8s_agent_sandbox' 2>/dev/null; then
+  rm -rf "$venv"
+  mkdir -p "$cache"
+  "$python" -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check "$pin"
+  echo "$pin" >"$venv/.airlock-pins"
+fi
+
+if [ -n "${AIRLOCK_BIN:-}" ]; then
+  airlock=$AIRLOCK_BIN
+else
+  scripts/build.sh
+  airlock="$repo/target/release/airlock"
+fi
+
+work=$(mktemp -d /tmp/airlock-agent-sandbox-XXXXXX)
+chmod 755 "$work"
+server=
+outside=
+stop_server() {
+  if [ -n "$server" ] && kill -0 "$server" 2>/dev/null; then
+    kill -TERM "$server" 2>/dev/null || true
+    wait "$server" 2>/dev/null || true
+  fi
+  server=
+}
+trap 'stop_server; [ -n "$outside" ] && kill "$outside" 2>/dev/null; rm -rf "$work"' EXIT
+
+free_port() {
+  "$python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# A port on loopback that answers outside the sandbox (the network check's target).
+outside_port=$(free_port)
+"$python" -m http.server --bind 127.0.0.1 "$outside_port" --directory "$work" >/dev/null 2>&1 &
+outside=$!
+
+pass() {
+  local who=$1 dir port log as=()
+  dir=$(mktemp -d "$work/pass-XXXXXX")
+  chmod 755 "$dir"
+  mkdir -p "$dir/workspace" "$dir/home/.config/airlock/profiles" "$dir/state"
+  echo readme >"$dir/workspace/readme.txt"
+  echo "TOKEN=not-for-the-agent" >"$dir/workspace/.env"
+  echo outside >"$dir/outside-secret.txt"
+  # The profile the pod runs with: the defaults, and the workspace's .env hidden.
+  printf '[filesystem]\nhide = ["%s"]\n' "$dir/workspace/.env" >"$dir/home/.config/airlock/profiles/pod.toml"
+  if [ "$who" != root ]; then
+    chown -R "$uid:$uid" "$dir"
+    as=(setpriv --reuid "$uid" --regid "$uid" --clear-groups --)
+  fi
+  local airlock_argv=(env HOME="$dir/home" "${as[@]}" "$airlock" --state-dir "$dir/state")
+  port=$(free_port)
+  log="$dir/serve.log"
+  "${airlock_argv[@]}" serve --listen "127.0.0.1:$port" --agent-sandbox \
+    --workspace "$dir/workspace" --profile pod >"$log" 2>&1 &
+  server=$!
+  for _ in $(seq 100); do
+    grep -q "serving on" "$log" && break
+    sleep 0.1
+  done
+  grep -q "serving on" "$log" || { cat "$log" >&2; echo "airlock serve did not start" >&2; exit 1; }
+  echo "== agent-sandbox client ($pin), server as $who"
+  "$venv/bin/python" scripts/agent_sandbox_client.py "http://127.0.0.1:$port" \
+    "$dir/workspace" "$outside_port" "$("$python" -c 'import json,sys; print(json.dumps(sys.argv[1:]))' "${airlock_argv[@]}")"
+  stop_server
+}
+
+pass root
+if [ "$(id -u)" = 0 ]; then
+  pass "uid $uid"
+elif [ "${AIRLOCK_TEST_REQUIRE_ROOT:-}" = 1 ]; then
+  echo "test-agent-sandbox: AIRLOCK_TEST_REQUIRE_ROOT=1 but not root" >&2
+  exit 1
+fi
+echo "test-agent-sandbox: all passed"
