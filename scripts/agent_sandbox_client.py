@@ -14,6 +14,8 @@ import socket
 import subprocess
 import sys
 
+import requests
+
 from k8s_agent_sandbox.exceptions import SandboxRequestError
 from k8s_agent_sandbox.k8s_helper import K8sHelper
 from k8s_agent_sandbox.models import SandboxDirectConnectionConfig
@@ -118,6 +120,24 @@ check(
     refused(lambda: sandbox.files.read("../outside-secret.txt", allow_unsafe_paths=True), 403, "path_outside_workspace"),
     "a path out of the workspace is refused",
 )
+# Past the profile's output limit (64 KiB here), a download is refused, never cut short.
+sandbox.files.write("big.bin", b"x" * 100_000)
+check(refused(lambda: sandbox.files.read("big.bin"), 400, "file_too_large"), "a file past the output limit is refused whole")
+check(sandbox.commands.run("wc -c < big.bin").stdout.strip() == "100000", "and is whole in the session")
+# A link loop does not keep the rest of a directory from being listed.
+sandbox.commands.run("mkdir -p loops && ln -s loop loops/loop && touch loops/plain")
+check("plain" in {e.name for e in sandbox.files.list("loops")}, "a directory with a link loop is listed")
+
+# No page of another site may read the runtime's files through a browser (no token guards them).
+raw = requests.get(f"{URL}/download/readme.txt", timeout=30)
+check(raw.status_code == 200 and raw.content == b"readme\n", "a plain client reads a file")
+check(raw.headers.get("cross-origin-resource-policy") == "same-origin", "answers are for this origin only")
+check(raw.headers.get("x-content-type-options") == "nosniff", "and never taken for a script")
+for header in ({"Sec-Fetch-Site": "cross-site"}, {"Sec-Fetch-Site": "same-site"}, {"Origin": "http://evil.test"}):
+    answer = requests.get(f"{URL}/download/readme.txt", headers=header, timeout=30)
+    check(answer.status_code == 403 and "origin_forbidden" in answer.text, f"a browser's request from another page is refused ({header})")
+two = requests.post(f"{URL}/upload", files=[("file", ("a.txt", b"a")), ("file", ("b.txt", b"b"))], timeout=30)
+check(two.status_code == 400 and "bad_upload" in two.text, "an upload of two files is refused")
 
 # The session is the operator's to review: its diff names the upload, and the audit log has
 # every request as a run.
@@ -125,7 +145,7 @@ sessions = pod_sessions()
 check(len(sessions) == 1, f"one pod session ({[s['id'] for s in sessions]})")
 session = sessions[0]["id"]
 diff = airlock("diff", session, "--name-status")
-check("data/in.txt" in diff and "bin/all.bytes" in diff, f"the session's diff names the uploads ({diff.strip()!r})")
+check("data/in.txt" in diff and "bin/all.bytes" in diff and "a.txt" not in diff, f"the session's diff names the uploads ({diff.strip()!r})")
 log = [json.loads(line) for line in airlock("log", "--session", session, "--json").splitlines() if line.strip()]
 intents = [r["argv"] for r in log if r["action"] == "run.intent"]
 check(["/bin/sh", "-c", "hostname; id -un; pwd"] in intents, "the audit log has the command's intent")

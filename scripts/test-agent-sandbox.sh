@@ -63,13 +63,25 @@ pass() {
   echo readme >"$dir/workspace/readme.txt"
   echo "TOKEN=not-for-the-agent" >"$dir/workspace/.env"
   echo outside >"$dir/outside-secret.txt"
-  # The profile the pod runs with: the defaults, and the workspace's .env hidden.
-  printf '[filesystem]\nhide = ["%s"]\n' "$dir/workspace/.env" >"$dir/home/.config/airlock/profiles/pod.toml"
+  # The profile the pod runs with: the defaults, the workspace's .env hidden, 64 KiB of output.
+  printf '[filesystem]\nhide = ["%s"]\n[limits]\noutput = "64KiB"\n' "$dir/workspace/.env" \
+    >"$dir/home/.config/airlock/profiles/pod.toml"
   if [ "$who" != root ]; then
     chown -R "$uid:$uid" "$dir"
     as=(setpriv --reuid "$uid" --regid "$uid" --clear-groups --)
   fi
   local airlock_argv=(env HOME="$dir/home" "${as[@]}" "$airlock" --state-dir "$dir/state")
+  # A session of another profile is not the runtime's to take (its runs would take that profile).
+  local other
+  other=$("${airlock_argv[@]}" session new --workspace "$dir/workspace" --name other-profile 2>&1 | tail -1)
+  if "${airlock_argv[@]}" serve --listen "127.0.0.1:$(free_port)" --agent-sandbox \
+    --workspace "$dir/workspace" --profile pod --session other-profile >"$dir/refused.log" 2>&1; then
+    echo "FAILED: a session of another profile was taken ($other)" >&2
+    exit 1
+  fi
+  grep -q -- "--session other-profile" "$dir/refused.log" || { cat "$dir/refused.log" >&2; exit 1; }
+  echo "ok: a session of another profile is refused at start"
+  "${airlock_argv[@]}" discard other-profile >/dev/null 2>&1
   port=$(free_port)
   log="$dir/serve.log"
   "${airlock_argv[@]}" serve --listen "127.0.0.1:$port" --agent-sandbox \

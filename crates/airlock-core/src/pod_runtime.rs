@@ -38,7 +38,9 @@ const WRITE_SCRIPT: &str = r#"mkdir -p -- "$(dirname -- "$1")" && exec cat >"$1"
 const READ_SCRIPT: &str = r#"[ -f "$1" ] || exit 3; exec cat -- "$1""#;
 /// GNU find: each entry's name, size, type letter and modification time, NUL-ended; symlinks
 /// followed, as the contract's runtime lists them.
-const LIST_SCRIPT: &str = r#"[ -d "$1" ] || exit 3; exec find -L "$1" -mindepth 1 -maxdepth 1 -printf '%f\t%s\t%y\t%T@\0'"#;
+/// An entry find cannot follow (a loop, a link to nothing) is listed as find sees it, its error
+/// not the listing's; a directory that cannot be read fails it.
+const LIST_SCRIPT: &str = r#"[ -d "$1" ] || exit 3; [ -r "$1" ] && [ -x "$1" ] || { echo "$1: permission denied" >&2; exit 1; }; find -L "$1" -mindepth 1 -maxdepth 1 -printf '%f\t%s\t%y\t%T@\0' 2>/dev/null; exit 0"#;
 const EXISTS_SCRIPT: &str = r#"[ -e "$1" ] || exit 3"#;
 
 impl PodBinding {
@@ -86,6 +88,7 @@ impl PodBinding {
     pub fn session(&self, caller: &Caller, current: Option<&str>) -> Result<String, Error> {
         if let Some(named) = &self.named_session {
             let summary = crate::session_summary(caller, named)?;
+            self.check_named(named, &summary.meta)?;
             return Ok(summary.meta.id);
         }
         if let Some(id) = current {
@@ -112,6 +115,30 @@ impl PodBinding {
             file: None,
         };
         Ok(crate::create_session(caller, request)?.meta.id)
+    }
+
+    /// SECURITY: the session named must be over the runtime's workspace with its profile: a
+    /// session's runs take its own, and `airlock disable --profile` would not stop another's.
+    fn check_named(&self, named: &str, meta: &crate::SessionMeta) -> Result<(), Error> {
+        let same = meta.workspace == self.workspace
+            && meta.profile.name == self.profile
+            && meta.profile.file.is_none();
+        if same {
+            return Ok(());
+        }
+        let profile = match &meta.profile.file {
+            Some(file) => file.display().to_string(),
+            None => meta.profile.name.clone(),
+        };
+        Err(Error::Argument {
+            arg: format!("--session {named}"),
+            why: format!(
+                "it overlays {} with profile {profile}, and the runtime is bound to {} with profile {}: name a session over --workspace made with --profile, or leave --session out",
+                meta.workspace.display(),
+                self.workspace.display(),
+                self.profile,
+            ),
+        })
     }
 
     /// An active session a pod runtime bound as this one made (no token's, its name `pod-…`).
@@ -265,8 +292,8 @@ pub enum EntryKind {
 pub struct FileRunEnd<'a> {
     pub exit_code: i32,
     pub stdout: Vec<u8>,
-    /// More came than the server keeps of a run's output.
-    pub stdout_truncated: bool,
+    /// Not all it wrote came: past the server's --max-output, or the profile's output limit.
+    pub stdout_cut: bool,
     pub stderr: &'a str,
     /// What the server keeps of a run's output, in bytes (for the message when a file is larger).
     pub kept_bytes: u64,
@@ -290,7 +317,7 @@ impl FileOp {
             (FileOp::Exists(_), ABSENT) => Ok(FileAnswer::Exists(false)),
             (FileOp::Read(_), ABSENT) => Err(PodFileError::NotFound { path }.into()),
             (FileOp::List(_), ABSENT) => Err(PodFileError::NotADirectory { path }.into()),
-            (FileOp::Read(_) | FileOp::List(_), 0) if end.stdout_truncated => {
+            (FileOp::Read(_) | FileOp::List(_), 0) if end.stdout_cut => {
                 Err(PodFileError::TooLarge {
                     path,
                     max: end.kept_bytes,
@@ -364,7 +391,7 @@ pub enum PodFileError {
     #[error("{path}: no such directory in the sandbox's view of the workspace")]
     NotADirectory { path: String },
     #[error(
-        "{path}: more than the server keeps of a run's output ({max} bytes): read it in parts with a command, or start the server with a larger --max-output"
+        "{path}: more than a run's output may carry here (the profile's [limits] output, or the server's --max-output, {max} bytes): read it in parts with a command"
     )]
     TooLarge { path: String, max: u64 },
     #[error("cannot {action} {path} in the sandbox: {why}")]
@@ -435,7 +462,7 @@ mod tests {
         let end = |code, stderr| FileRunEnd {
             exit_code: code,
             stdout: Vec::new(),
-            stdout_truncated: false,
+            stdout_cut: false,
             stderr,
             kept_bytes: 10,
         };
@@ -460,7 +487,7 @@ mod tests {
             "{failed}"
         );
         let truncated = FileRunEnd {
-            stdout_truncated: true,
+            stdout_cut: true,
             ..end(0, "")
         };
         assert_eq!(

@@ -5,10 +5,12 @@
 //! - **Host** (over TCP): an IP address, `localhost`, or a name given with `airlock serve
 //!   --host-name`. A name the server does not know is how DNS rebinding reaches a loopback server
 //!   from a foreign page (its name made to resolve to 127.0.0.1): refused, 421.
-//! - **Origin**: on every request that changes state, and every request to `/mcp` (as the MCP
-//!   specification requires), an Origin header, if sent, must be this server's own; `null` (a
-//!   sandboxed frame, a `data:` page, a redirect) is refused too. Clients that are not browsers
-//!   send none and are not affected. `Sec-Fetch-Site: cross-site` is refused the same way.
+//! - **Origin**: on every request that changes state, every request to `/mcp` (as the MCP
+//!   specification requires) and every request to agent-sandbox's runtime (no token guards its
+//!   reads), an Origin header, if sent, must be this server's own; `null` (a sandboxed frame, a
+//!   `data:` page, a redirect) is refused too. Clients that are not browsers send none and are not
+//!   affected. `Sec-Fetch-Site: cross-site` is refused the same way (and `same-site`, for the
+//!   runtime).
 //! - **Content-Type**: a request body is JSON, said as `application/json`: a browser sends a
 //!   cross-site `text/plain` or form body without asking first, and a JSON parser would have read
 //!   it all the same.
@@ -65,6 +67,7 @@ pub fn check(
 ) -> Result<(), ApiError> {
     let changes_state = !matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS);
     let mcp = path == "/mcp" || path.starts_with("/mcp/");
+    let pod = is_pod_route(path);
     let host = headers.get(header::HOST).and_then(|v| v.to_str().ok());
     if let Transport::Tcp { .. } = transport {
         let known = host.is_some_and(|host| known_host(host, host_names));
@@ -79,7 +82,7 @@ pub fn check(
             ));
         }
     }
-    if changes_state || mcp {
+    if changes_state || mcp || pod {
         if let Some(origin) = headers.get(header::ORIGIN) {
             let origin = origin.to_str().unwrap_or("null");
             if !same_origin(origin, host, transport) {
@@ -92,10 +95,15 @@ pub fn check(
                 ));
             }
         }
+        // The pod runtime's reads carry the workspace's files and need no credential: a page of
+        // a sibling site may not read them either.
         let cross_site = headers
             .get("sec-fetch-site")
             .and_then(|v| v.to_str().ok())
-            .is_some_and(|site| site.eq_ignore_ascii_case("cross-site"));
+            .is_some_and(|site| {
+                site.eq_ignore_ascii_case("cross-site")
+                    || (pod && site.eq_ignore_ascii_case("same-site"))
+            });
         if cross_site {
             return Err(ApiError::new(
                 StatusCode::FORBIDDEN,
@@ -115,6 +123,16 @@ pub fn check(
         ));
     }
     Ok(())
+}
+
+/// agent-sandbox's in-pod runtime (`airlock serve --agent-sandbox`): no token, so no request a
+/// browser makes from another page may reach it, whatever its method (a `<script src>` of a
+/// download would read a workspace's file).
+fn is_pod_route(path: &str) -> bool {
+    matches!(path, "/execute" | "/upload")
+        || ["/download/", "/list/", "/exists/"]
+            .iter()
+            .any(|prefix| path.starts_with(prefix))
 }
 
 /// An IP address, `localhost`, or a name the operator gave; with or without a port.
@@ -394,6 +412,35 @@ mod tests {
         assert_eq!(
             upload("/upload", &[("sec-fetch-site", "cross-site")]).as_deref(),
             Some("origin_forbidden")
+        );
+    }
+
+    #[test]
+    fn another_page_may_not_read_the_pod_runtimes_files() {
+        let get = |path: &str, pairs: &[(&str, &str)]| {
+            let mut all = vec![("host", "127.0.0.1:8888")];
+            all.extend_from_slice(pairs);
+            code(check(&Method::GET, path, &headers(&all), TCP, &[]))
+        };
+        assert_eq!(get("/download/config.js", &[]), None);
+        for path in ["/download/config.js", "/list/", "/exists/a"] {
+            for site in ["cross-site", "same-site"] {
+                assert_eq!(
+                    get(path, &[("sec-fetch-site", site)]).as_deref(),
+                    Some("origin_forbidden"),
+                    "{path} {site}"
+                );
+            }
+            assert_eq!(
+                get(path, &[("origin", "http://evil.test")]).as_deref(),
+                Some("origin_forbidden")
+            );
+            assert_eq!(get(path, &[("sec-fetch-site", "same-origin")]), None);
+        }
+        // The API's own reads are the page's, which its cookie rules guard.
+        assert_eq!(
+            get("/v1/sessions", &[("sec-fetch-site", "same-site")]),
+            None
         );
     }
 }

@@ -115,9 +115,9 @@ impl<S: Send + Sync> FromRequestParts<S> for ApprovalId {
 }
 
 /// How long a request's body may take to arrive, once its head has.
-const BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+pub(crate) const BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
-fn body_timeout() -> ApiError {
+pub(crate) fn body_timeout() -> ApiError {
     ApiError::new(
         StatusCode::REQUEST_TIMEOUT,
         "body_timeout",

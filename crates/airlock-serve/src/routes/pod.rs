@@ -19,7 +19,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::{Deserialize, Serialize};
 
-use super::runs::{holding, start_job, Asker, Started};
+use super::runs::{holding, start_job, Asker, RunSlot, Started};
 use super::Body;
 use crate::app::{blocking, Shared};
 use crate::error::{ApiError, ApiResult};
@@ -58,7 +58,24 @@ pub fn router(app: Shared, max_body: usize) -> Router {
         .route("/list/{*path}", get(list))
         .route("/exists/{*path}", get(exists))
         .layer(DefaultBodyLimit::max(max_body))
+        .layer(axum::middleware::map_response(not_for_other_pages))
         .with_state(app)
+}
+
+/// Every answer of the runtime is this server's own to read: another site's page may not load it
+/// (as a script, an image: the browser guard refuses such requests too, where browsers say where
+/// they come from), nor take it for something to run.
+async fn not_for_other_pages(mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    headers.insert(
+        header::HeaderName::from_static("cross-origin-resource-policy"),
+        header::HeaderValue::from_static("same-origin"),
+    );
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        header::HeaderValue::from_static("nosniff"),
+    );
+    response
 }
 
 /// A request to the runtime: the pod's caller, one of its places for requests in progress, and
@@ -169,37 +186,60 @@ async fn execute(State(app): State<Shared>, Body(body): Body<ExecuteBody>) -> Ap
     Ok(holding(slot, Json(executed).into_response()))
 }
 
-/// Carry out `op` in the pod's session (a write with `bytes` as the file's content).
+/// Carry out `op` for `request` (a write with `bytes` as the file's content): its answer, and the
+/// run's place, for the answer to hold until it has been sent.
 async fn file_op(
     app: &Shared,
-    asked: String,
+    (pod, request): (Arc<Pod>, PodRequest),
     op: FileOp,
     bytes: Option<Vec<u8>>,
-) -> ApiResult<FileAnswer> {
-    let (pod, request) = admit(app, asked).await?;
+) -> ApiResult<(FileAnswer, RunSlot)> {
     let run = pod.binding.file_run(&request.session, &op)?;
     let stdin = bytes.map_or(Input::Nothing, Input::Bytes);
     let Started { mut events, slot } = start(app, &pod, request, run, stdin).await?;
     let (result, stdout, stderr) = airlock_runner::collect_bytes(&mut events).await?;
-    drop(slot);
     let stderr = String::from_utf8_lossy(&stderr);
-    Ok(op.answer(FileRunEnd {
+    let answer = op.answer(FileRunEnd {
         exit_code: result.end.exit_code,
         stdout,
-        stdout_truncated: result.stdout_truncated,
+        stdout_cut: result.stdout_truncated || result.end.output_dropped > 0,
         stderr: &stderr,
         kept_bytes: app.keep_output,
-    })?)
+    })?;
+    Ok((answer, slot))
 }
 
-/// `POST /upload`: one multipart part named `file`, its file name the path to write.
+/// `POST /upload`: one multipart part named `file`, its file name the path to write. Admitted
+/// before its body is read, which must arrive within the time any request's body has.
 async fn upload(State(app): State<Shared>, request: Request) -> ApiResult<Response> {
-    let mut form = Multipart::from_request(request, &app)
+    let admitted = admit(&app, "POST /upload".into()).await?;
+    let (name, bytes) = tokio::time::timeout(super::BODY_TIMEOUT, read_upload(&app, request))
+        .await
+        .map_err(|_| super::body_timeout())??;
+    let path = PodPath::parse(&name)?;
+    let (_, slot) = file_op(&app, admitted, FileOp::Write(path), Some(bytes)).await?;
+    let message = format!("File '{name}' uploaded successfully.");
+    Ok(holding(
+        slot,
+        Json(serde_json::json!({ "message": message })).into_response(),
+    ))
+}
+
+/// The path and the bytes of the upload's one `file` part (other parts are passed over).
+async fn read_upload(app: &Shared, request: Request) -> ApiResult<(String, Vec<u8>)> {
+    let mut form = Multipart::from_request(request, app)
         .await
         .map_err(|e| ApiError::bad_request("bad_upload", e.body_text()))?;
+    let mut upload = None;
     while let Some(field) = form.next_field().await.map_err(upload_error)? {
         if field.name() != Some("file") {
             continue;
+        }
+        if upload.is_some() {
+            return Err(ApiError::bad_request(
+                "bad_upload",
+                "more than one part named file: send one file per upload",
+            ));
         }
         let Some(name) = field.file_name().map(str::to_string) else {
             return Err(ApiError::bad_request(
@@ -207,22 +247,15 @@ async fn upload(State(app): State<Shared>, request: Request) -> ApiResult<Respon
                 "the part named file has no file name: it names the path to write",
             ));
         };
-        let path = PodPath::parse(&name)?;
         let bytes = field.bytes().await.map_err(upload_error)?.to_vec();
-        file_op(
-            &app,
-            format!("POST /upload {}", path.as_str()),
-            FileOp::Write(path),
-            Some(bytes),
-        )
-        .await?;
-        let message = format!("File '{name}' uploaded successfully.");
-        return Ok(Json(serde_json::json!({ "message": message })).into_response());
+        upload = Some((name, bytes));
     }
-    Err(ApiError::bad_request(
-        "bad_upload",
-        "no part named file: send the file as multipart/form-data, field 'file', its file name the path",
-    ))
+    upload.ok_or_else(|| {
+        ApiError::bad_request(
+            "bad_upload",
+            "no part named file: send the file as multipart/form-data, field 'file', its file name the path",
+        )
+    })
 }
 
 fn upload_error(e: axum::extract::multipart::MultipartError) -> ApiError {
@@ -235,11 +268,19 @@ fn upload_error(e: axum::extract::multipart::MultipartError) -> ApiError {
 
 async fn download(State(app): State<Shared>, Path(raw): Path<String>) -> ApiResult<Response> {
     let path = PodPath::parse(&raw)?;
-    let asked = format!("GET /download/{}", path.as_str());
-    match file_op(&app, asked, FileOp::Read(path), None).await? {
-        FileAnswer::Read(bytes) => {
-            Ok(([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response())
-        }
+    let admitted = admit(&app, format!("GET /download/{}", path.as_str())).await?;
+    match file_op(&app, admitted, FileOp::Read(path), None).await? {
+        (FileAnswer::Read(bytes), slot) => Ok(holding(
+            slot,
+            (
+                [
+                    (header::CONTENT_TYPE, "application/octet-stream"),
+                    (header::CONTENT_DISPOSITION, "attachment"),
+                ],
+                bytes,
+            )
+                .into_response(),
+        )),
         _ => Err(unexpected()),
     }
 }
@@ -255,20 +296,21 @@ async fn list_workspace(State(app): State<Shared>) -> ApiResult<Response> {
 
 async fn listed(app: Shared, raw: &str) -> ApiResult<Response> {
     let path = PodPath::parse(raw)?;
-    let asked = format!("GET /list/{}", path.as_str());
-    match file_op(&app, asked, FileOp::List(path), None).await? {
-        FileAnswer::Listed(entries) => Ok(Json(entries).into_response()),
+    let admitted = admit(&app, format!("GET /list/{}", path.as_str())).await?;
+    match file_op(&app, admitted, FileOp::List(path), None).await? {
+        (FileAnswer::Listed(entries), slot) => Ok(holding(slot, Json(entries).into_response())),
         _ => Err(unexpected()),
     }
 }
 
 async fn exists(State(app): State<Shared>, Path(raw): Path<String>) -> ApiResult<Response> {
     let path = PodPath::parse(&raw)?;
-    let asked = format!("GET /exists/{}", path.as_str());
-    match file_op(&app, asked, FileOp::Exists(path), None).await? {
-        FileAnswer::Exists(found) => {
-            Ok(Json(serde_json::json!({ "path": raw, "exists": found })).into_response())
-        }
+    let admitted = admit(&app, format!("GET /exists/{}", path.as_str())).await?;
+    match file_op(&app, admitted, FileOp::Exists(path), None).await? {
+        (FileAnswer::Exists(found), slot) => Ok(holding(
+            slot,
+            Json(serde_json::json!({ "path": raw, "exists": found })).into_response(),
+        )),
         _ => Err(unexpected()),
     }
 }
