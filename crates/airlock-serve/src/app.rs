@@ -54,6 +54,11 @@ pub struct Authed {
     pub page_login: Option<String>,
 }
 
+/// The token in a header of airlock's own, when `Authorization` cannot carry it: agent-sandbox's
+/// router drops `Authorization` on its way to a pod. (A browser sends a header of its own only
+/// after asking this server, which never says yes: no page can make it send one.)
+pub const TOKEN_HEADER: &str = "x-airlock-token";
+
 /// A place for a request in progress, shared by what it hands work to.
 pub type RequestSlot = Arc<OwnedSemaphorePermit>;
 
@@ -68,6 +73,12 @@ impl FromRequestParts<Shared> for Authed {
             .and_then(|v| {
                 v.strip_prefix("Bearer ")
                     .or_else(|| v.strip_prefix("bearer "))
+            })
+            .or_else(|| {
+                parts
+                    .headers
+                    .get(TOKEN_HEADER)
+                    .and_then(|v| v.to_str().ok())
             })
             .map(str::trim);
         // A bearer token decides when one is sent; else the review page's cookie, if any.

@@ -757,6 +757,23 @@ fn tokens_missing_wrong_revoked_or_expired_open_nothing(w: &World) {
         b"",
     );
     assert_refused(&basic, 401, "token_missing");
+    // The token in airlock's own header (for a router that drops Authorization) opens the same
+    // door, and only with the token itself; Authorization decides when both come.
+    let own_header = |token: &str, extra: &[(&str, &str)]| {
+        let mut headers = vec![("X-Airlock-Token", token)];
+        headers.extend_from_slice(extra);
+        server
+            .anonymous()
+            .send("GET", "/v1/sessions", &headers, b"")
+    };
+    assert_ok(&own_header(&agent.token, &[]));
+    assert_refused(&own_header(&flipped, &[]), 401, "token_unknown");
+    let bearer_wrong = format!("Bearer {flipped}");
+    assert_refused(
+        &own_header(&agent.token, &[("Authorization", &bearer_wrong)]),
+        401,
+        "token_unknown",
+    );
 
     let out = w
         .airlock()
