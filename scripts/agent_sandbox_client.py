@@ -1,10 +1,11 @@
 """The real agent-sandbox client (k8s-agent-sandbox, PyPI) against `airlock serve --agent-sandbox`.
 
 Run by scripts/test-agent-sandbox.sh, once as root and once with the server as an ordinary user.
-Usage: agent_sandbox_client.py URL WORKSPACE OUTSIDE_PORT AIRLOCK_ARGV_JSON
+Usage: agent_sandbox_client.py URL WORKSPACE OUTSIDE_PORT AIRLOCK_ARGV_JSON SANDBOXD_REST SANDBOXD_GRPC
 
 The client's direct mode (SandboxDirectConnectionConfig: a URL, no cluster) speaks the legacy
-in-pod runtime. `Sandbox` is built by hand with a Kubernetes helper that answers nothing, as
+in-pod runtime; its in-cluster sandboxd mode, given the pod's address by a helper, speaks sandboxd
+(gRPC for commands, REST for files). `Sandbox` is built by hand with a Kubernetes helper that answers nothing, as
 direct use without a cluster needs (SandboxClient always asks the Kubernetes API for a claim).
 """
 
@@ -16,6 +17,7 @@ import sys
 
 import requests
 
+from k8s_agent_sandbox import SandboxdInClusterConnectionConfig
 from k8s_agent_sandbox.exceptions import SandboxRequestError
 from k8s_agent_sandbox.k8s_helper import K8sHelper
 from k8s_agent_sandbox.models import SandboxDirectConnectionConfig
@@ -23,6 +25,7 @@ from k8s_agent_sandbox.sandbox import Sandbox
 
 URL, WORKSPACE, OUTSIDE_PORT = sys.argv[1], sys.argv[2], int(sys.argv[3])
 AIRLOCK = json.loads(sys.argv[4])
+SANDBOXD_REST, SANDBOXD_GRPC = int(sys.argv[5]), int(sys.argv[6])
 
 
 class NoCluster(K8sHelper):
@@ -149,7 +152,7 @@ check("data/in.txt" in diff and "bin/all.bytes" in diff and "a.txt" not in diff,
 log = [json.loads(line) for line in airlock("log", "--session", session, "--json").splitlines() if line.strip()]
 intents = [r["argv"] for r in log if r["action"] == "run.intent"]
 check(["/bin/sh", "-c", "hostname; id -un; pwd"] in intents, "the audit log has the command's intent")
-check(any(argv[-1] == "./data/in.txt" for argv in intents), "and the upload's, as a run")
+check(any("./data/in.txt" in argv for argv in intents), "and the upload's, as a run")
 check(sum(r["action"] == "run.result" for r in log) == len(intents), "each with its result")
 
 # The kill switch: a disabled profile refuses, with its reason, through the client.
@@ -171,4 +174,69 @@ after = [s["id"] for s in pod_sessions() if s["lifecycle"] == "active"]
 check(len(after) == 1 and after[0] != session, f"the next command went into a new session ({after})")
 check(not os.path.exists(f"{WORKSPACE}/later.txt"), "and waits there")
 sandbox.close_connection()
+
+# sandboxd, the runtime the client prefers in a cluster: commands over gRPC (process.v1
+# ProcessService/Execute), files over its REST API. The client reaches it only by the pod's
+# address, which a cluster would give: here the helper says 127.0.0.1.
+class PodAtLoopback(K8sHelper):
+    def __init__(self):
+        self.injected_api_client = None
+
+    def get_sandbox(self, name, namespace):
+        return {"status": {"podIPs": [{"ip": "127.0.0.1"}]}}
+
+
+pod = Sandbox(
+    claim_name="airlock",
+    sandbox_id="airlock-sandboxd",
+    namespace="default",
+    connection_config=SandboxdInClusterConnectionConfig(
+        mode="in-cluster-pod-ip", rest_port=SANDBOXD_REST, grpc_port=SANDBOXD_GRPC
+    ),
+    k8s_helper=PodAtLoopback(),
+)
+ran = pod.commands.run("hostname; id -un; pwd; echo ${GREETING:-none} ${OTHER:-none}", env={"GREETING": "hi", "OTHER": "no"})
+check(
+    ran.stdout.split() == ["airlock", "agent", WORKSPACE, "hi", "none"],
+    f"sandboxd: a command runs confined, with the variables the profile allows ({ran.stdout!r})",
+)
+ran = pod.commands.run("cat ../outside-secret.txt; cat .env")
+check("outside" not in ran.stdout and "TOKEN=" not in ran.stdout, "sandboxd: nothing beyond the workspace, the hidden file hidden")
+ran = pod.commands.run("sleep 10", command_timeout=1)
+check(ran.timed_out and ran.exit_code == 124, f"sandboxd: the deadline ends the command ({ran})")
+pod.files.write("deep/dir/f.txt", "sandboxd")
+check(pod.files.read("deep/dir/f.txt") == b"sandboxd", "sandboxd: a written file reads back")
+ran = pod.commands.run("pwd; cat f.txt", cwd="deep/dir")
+check(ran.stdout.split() == [f"{WORKSPACE}/deep/dir", "sandboxd"], f"sandboxd: cwd within the workspace ({ran.stdout!r})")
+try:
+    pod.commands.run("pwd", cwd="../..")
+    check(False, "sandboxd: a cwd out of the workspace is refused")
+except RuntimeError as e:
+    check("path_outside_workspace" in str(e), f"sandboxd: a cwd out of the workspace is refused ({e})")
+listed = {e.name: (e.type, e.mode) for e in pod.files.list("deep/dir")}
+check(listed == {"f.txt": ("file", "0644")}, f"sandboxd: the listing, with modes ({listed})")
+check(pod.files.exists("deep/dir/f.txt") and not pod.files.exists("nope"), "sandboxd: HEAD says which is there")
+try:
+    pod.files.delete("deep")
+    check(False, "sandboxd: a directory with files is not removed without recursive")
+except SandboxRequestError as e:
+    check(e.status_code == 409, "sandboxd: a directory with files is not removed without recursive")
+pod.files.delete("later.txt")
+check(not pod.files.exists("later.txt") and os.path.exists(f"{WORKSPACE}/later.txt") is False, "sandboxd: a file removed")
+pod.files.delete("readme.txt")
+check(os.path.exists(f"{WORKSPACE}/readme.txt"), "sandboxd: a workspace file removed in the session stays in the workspace")
+active = [s["id"] for s in pod_sessions() if s["lifecycle"] == "active"]
+diff = airlock("diff", active[0], "--name-status")
+check("D\treadme.txt" in diff and "A\tdeep/dir/f.txt" in diff, f"sandboxd: its changes wait in the session ({diff.strip()!r})")
+cross = requests.get(f"http://127.0.0.1:{SANDBOXD_REST}/v1/files/deep/dir/f.txt", headers={"Sec-Fetch-Site": "cross-site"}, timeout=30)
+check(cross.status_code == 403, "sandboxd: another site's page may not read a file")
+airlock("disable", "--profile", "pod", "--reason", "incident 43")
+try:
+    pod.commands.run("true")
+    check(False, "sandboxd: a disabled profile refuses the command")
+except RuntimeError as e:
+    check("incident 43" in str(e), f"sandboxd: a disabled profile refuses the command with its reason ({e})")
+check(refused(lambda: pod.files.read("deep/dir/f.txt"), 403, "incident 43"), "sandboxd: and the read")
+airlock("enable", "--profile", "pod")
+pod.close_connection()
 print("agent-sandbox client: all passed")

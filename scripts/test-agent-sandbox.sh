@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 repo=$PWD
 cache=${AIRLOCK_CI_CACHE:-$HOME/.cache/airlock-ci}
 python=${PYTHON:-python3}
-pin="k8s-agent-sandbox==1.0.8"
+pin="k8s-agent-sandbox[grpc]==1.0.8"
 uid=4242
 
 venv="$cache/agent-sandbox-client"
@@ -63,8 +63,9 @@ pass() {
   echo readme >"$dir/workspace/readme.txt"
   echo "TOKEN=not-for-the-agent" >"$dir/workspace/.env"
   echo outside >"$dir/outside-secret.txt"
-  # The profile the pod runs with: the defaults, the workspace's .env hidden, 64 KiB of output.
-  printf '[filesystem]\nhide = ["%s"]\n[limits]\noutput = "64KiB"\n' "$dir/workspace/.env" \
+  # The profile the pod runs with: the defaults, the workspace's .env hidden, 64 KiB of output,
+  # GREETING passed to commands.
+  printf '[filesystem]\nhide = ["%s"]\n[limits]\noutput = "64KiB"\n[env]\nallow = ["GREETING"]\n' "$dir/workspace/.env" \
     >"$dir/home/.config/airlock/profiles/pod.toml"
   if [ "$who" != root ]; then
     chown -R "$uid:$uid" "$dir"
@@ -82,10 +83,12 @@ pass() {
   grep -q -- "--session other-profile" "$dir/refused.log" || { cat "$dir/refused.log" >&2; exit 1; }
   echo "ok: a session of another profile is refused at start"
   "${airlock_argv[@]}" discard other-profile >/dev/null 2>&1
-  port=$(free_port)
+  local rest grpc
+  port=$(free_port) rest=$(free_port) grpc=$(free_port)
   log="$dir/serve.log"
   "${airlock_argv[@]}" serve --listen "127.0.0.1:$port" --agent-sandbox \
-    --workspace "$dir/workspace" --profile pod >"$log" 2>&1 &
+    --workspace "$dir/workspace" --profile pod \
+    --sandboxd-rest "127.0.0.1:$rest" --sandboxd-grpc "127.0.0.1:$grpc" >"$log" 2>&1 &
   server=$!
   for _ in $(seq 100); do
     grep -q "serving on" "$log" && break
@@ -94,7 +97,8 @@ pass() {
   grep -q "serving on" "$log" || { cat "$log" >&2; echo "airlock serve did not start" >&2; exit 1; }
   echo "== agent-sandbox client ($pin), server as $who"
   "$venv/bin/python" scripts/agent_sandbox_client.py "http://127.0.0.1:$port" \
-    "$dir/workspace" "$outside_port" "$("$python" -c 'import json,sys; print(json.dumps(sys.argv[1:]))' "${airlock_argv[@]}")"
+    "$dir/workspace" "$outside_port" "$("$python" -c 'import json,sys; print(json.dumps(sys.argv[1:]))' "${airlock_argv[@]}")" \
+    "$rest" "$grpc"
   stop_server
 }
 

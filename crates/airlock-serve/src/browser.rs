@@ -90,7 +90,7 @@ pub fn check(
                     StatusCode::FORBIDDEN,
                     "origin_forbidden",
                     format!(
-                        "a request from the page {origin:?} may not change anything here, nor use /mcp: only this server's own page may (clients that are not browsers send no Origin)"
+                        "a request from the page {origin:?} may not change anything here, use /mcp or reach agent-sandbox's runtime: only this server's own page may (clients that are not browsers send no Origin)"
                     ),
                 ));
             }
@@ -108,14 +108,17 @@ pub fn check(
             return Err(ApiError::new(
                 StatusCode::FORBIDDEN,
                 "origin_forbidden",
-                "a request another site's page made may not change anything here, nor use /mcp",
+                "a request another site's page made may not change anything here, use /mcp or reach agent-sandbox's runtime",
             ));
         }
     }
     // agent-sandbox's runtime takes its uploads as a multipart form (its contract); the Origin
     // checks above hold for it, and it carries no credential a browser could lend.
     let pod_upload = path == "/upload" && media_type(headers) == "multipart/form-data";
-    if changes_state && has_body(headers) && !is_json(headers) && !pod_upload {
+    // sandboxd's PUT of a file carries the file as it is; a browser asks before it sends a PUT
+    // to another origin, which this server never allows.
+    let file_put = *method == Method::PUT && path.starts_with("/v1/files/");
+    if changes_state && has_body(headers) && !is_json(headers) && !pod_upload && !file_put {
         return Err(ApiError::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "unsupported_media_type",
@@ -130,7 +133,7 @@ pub fn check(
 /// download would read a workspace's file).
 fn is_pod_route(path: &str) -> bool {
     matches!(path, "/execute" | "/upload")
-        || ["/download/", "/list/", "/exists/"]
+        || ["/download/", "/list/", "/exists/", "/v1/files/"]
             .iter()
             .any(|prefix| path.starts_with(prefix))
 }

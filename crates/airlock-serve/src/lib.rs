@@ -13,9 +13,11 @@ mod listen;
 mod mcp;
 mod page;
 mod routes;
+mod sandboxd;
 mod server;
 
 pub use limits::Quotas;
 pub use listen::{Listen, TlsFiles};
 pub use routes::OPENAPI;
+pub use sandboxd::SandboxdPorts;
 pub use server::{serve, ServeConfig};

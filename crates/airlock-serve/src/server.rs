@@ -45,6 +45,8 @@ pub struct ServeConfig {
     pub warm: (usize, usize),
     /// Serve agent-sandbox's in-pod runtime too, its runs bound so (`--agent-sandbox`).
     pub agent_sandbox: Option<airlock_core::pod_runtime::PodBinding>,
+    /// And sandboxd's services, on ports of their own.
+    pub sandboxd: crate::SandboxdPorts,
 }
 
 fn no_one_to_tell(_: &Session) {}
@@ -256,6 +258,7 @@ async fn run(
             crate::browser::guard,
         ))
         .layer(axum::Extension(transport));
+    let sandboxd = crate::sandboxd::start(&app, &config.sandboxd, config.max_body).await?;
     let recorder = tokio::spawn(crate::page::record_refusals(app.clone()));
     let sweeper = match (app.pool.clone(), app.service.state_dir()) {
         (Some(pool), Ok(state_dir)) => Some(tokio::spawn(airlock_runner::pool::keep_swept(
@@ -309,6 +312,11 @@ async fn run(
             }
             drop(permit);
         });
+    }
+    // sandboxd's services take no more requests either (one they were answering ends with its
+    // connection: its run is interrupted, and recorded so).
+    for task in sandboxd {
+        task.abort();
     }
     drain(app.clone(), bound, graceful, config.grace).await;
     recorder.abort();

@@ -44,6 +44,10 @@ pub fn serve(global: &GlobalArgs, args: ServeArgs) -> Result<ExitCode> {
         host_names: args.host_names,
         warm: (args.warm, args.warm_max),
         agent_sandbox,
+        sandboxd: airlock_serve::SandboxdPorts {
+            rest: args.sandboxd_rest,
+            grpc: args.sandboxd_grpc,
+        },
     })?;
     Ok(ExitCode::SUCCESS)
 }

@@ -5,7 +5,7 @@ mod approvals;
 mod audit;
 mod control;
 pub(crate) mod pod;
-mod runs;
+pub(crate) mod runs;
 mod sessions;
 
 use axum::extract::{DefaultBodyLimit, FromRequest, FromRequestParts, Path, Request};

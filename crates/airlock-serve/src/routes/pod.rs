@@ -80,17 +80,30 @@ async fn not_for_other_pages(mut response: Response) -> Response {
 
 /// A request to the runtime: the pod's caller, one of its places for requests in progress, and
 /// the session its run goes into.
-struct PodRequest {
+pub(crate) struct PodRequest {
     caller: airlock_core::Caller,
     slot: crate::app::RequestSlot,
-    session: String,
+    pub(crate) session: String,
 }
 
-async fn admit(app: &Shared, asked: String) -> ApiResult<(Arc<Pod>, PodRequest)> {
+/// A request to the runtime, admitted: counted against the pod's rate, given one of its places for
+/// requests in progress, its session found.
+pub(crate) async fn admit(app: &Shared, asked: String) -> ApiResult<(Arc<Pod>, PodRequest)> {
+    charge(app)?;
+    seat(app, asked).await
+}
+
+/// The pod's rate, charged for a request (before its body is read: a body that comes slowly
+/// holds a connection, not one of the pod's places).
+pub(crate) fn charge(app: &Shared) -> ApiResult<()> {
+    app.limiter.admit(POD_KEY)
+}
+
+/// A place for a request in progress, and the session it goes into.
+pub(crate) async fn seat(app: &Shared, asked: String) -> ApiResult<(Arc<Pod>, PodRequest)> {
     let pod = app.pod.clone().ok_or_else(|| {
         ApiError::internal("a runtime route is served without --agent-sandbox — please report it")
     })?;
-    app.limiter.admit(POD_KEY)?;
     let slot = Arc::new(app.limiter.request_slot(POD_KEY)?);
     let caller = pod.binding.caller(&app.service, asked);
     // One request at a time finds (or makes) the session: two would make two.
@@ -115,7 +128,7 @@ async fn admit(app: &Shared, asked: String) -> ApiResult<(Arc<Pod>, PodRequest)>
 }
 
 /// Start `run` for the pod, `stdin` its input.
-async fn start(
+pub(crate) async fn start(
     app: &Shared,
     pod: &Pod,
     request: PodRequest,
@@ -188,7 +201,7 @@ async fn execute(State(app): State<Shared>, Body(body): Body<ExecuteBody>) -> Ap
 
 /// Carry out `op` for `request` (a write with `bytes` as the file's content): its answer, and the
 /// run's place, for the answer to hold until it has been sent.
-async fn file_op(
+pub(crate) async fn file_op(
     app: &Shared,
     (pod, request): (Arc<Pod>, PodRequest),
     op: FileOp,
@@ -209,15 +222,23 @@ async fn file_op(
     Ok((answer, slot))
 }
 
-/// `POST /upload`: one multipart part named `file`, its file name the path to write. Admitted
-/// before its body is read, which must arrive within the time any request's body has.
+/// `POST /upload`: one multipart part named `file`, its file name the path to write. Charged to
+/// the pod's rate before its body is read, which must arrive within the time any request's body
+/// has; given a place and a session once it has.
 async fn upload(State(app): State<Shared>, request: Request) -> ApiResult<Response> {
-    let admitted = admit(&app, "POST /upload".into()).await?;
+    charge(&app)?;
     let (name, bytes) = tokio::time::timeout(super::BODY_TIMEOUT, read_upload(&app, request))
         .await
         .map_err(|_| super::body_timeout())??;
     let path = PodPath::parse(&name)?;
-    let (_, slot) = file_op(&app, admitted, FileOp::Write(path), Some(bytes)).await?;
+    let admitted = seat(&app, format!("POST /upload {}", path.as_str())).await?;
+    let (_, slot) = file_op(
+        &app,
+        admitted,
+        FileOp::Write { path, mode: None },
+        Some(bytes),
+    )
+    .await?;
     let message = format!("File '{name}' uploaded successfully.");
     Ok(holding(
         slot,

@@ -61,6 +61,14 @@ pub struct ServeArgs {
     /// discarded yet, or a new one]
     #[arg(long, value_name = "ID", requires = "agent_sandbox")]
     pub session: Option<String>,
+    /// Also serve sandboxd's REST files API (PUT/GET/HEAD/DELETE /v1/files/PATH) on this
+    /// IP:PORT (with --agent-sandbox; sandboxd's own is 8080)
+    #[arg(long, value_name = "ADDR", requires = "agent_sandbox")]
+    pub sandboxd_rest: Option<std::net::SocketAddr>,
+    /// Also serve sandboxd's gRPC ProcessService (Execute) on this IP:PORT (with
+    /// --agent-sandbox; sandboxd's own is 9090)
+    #[arg(long, value_name = "ADDR", requires = "agent_sandbox")]
+    pub sandboxd_grpc: Option<std::net::SocketAddr>,
 }
 
 #[derive(Debug, Args)]

@@ -1,0 +1,182 @@
+//! sandboxd's `process.v1.ProcessService`, as agent-sandbox's client calls it: `Execute`, a
+//! command run whole, each a run in the pod's session. The streaming calls (`Start` and what
+//! drives a started process) are not served: the client uses none of them.
+
+use std::pin::Pin;
+use std::time::Duration;
+
+use airlock_core::Limit;
+use airlock_runner::Input;
+use axum::http::StatusCode;
+use tonic::{Code, Request, Response, Status};
+
+use crate::app::Shared;
+use crate::error::ApiError;
+use crate::routes::pod::{admit, start};
+use crate::routes::runs::Started;
+
+/// The code compiled from the contract (build.rs).
+#[allow(
+    clippy::all,
+    clippy::pedantic,
+    clippy::unwrap_used,
+    clippy::expect_used
+)]
+pub mod process {
+    tonic::include_proto!("process.v1");
+}
+
+use process::process_service_server::{ProcessService, ProcessServiceServer};
+use process::{
+    ExecuteRequest, ExecuteResponse, ResizeTtyRequest, ResizeTtyResponse, SendSignalRequest,
+    SendSignalResponse, StartRequest, StartResponse, WriteStdinRequest, WriteStdinResponse,
+};
+
+pub struct Process {
+    app: Shared,
+}
+
+pub fn service(app: Shared) -> ProcessServiceServer<Process> {
+    ProcessServiceServer::new(Process { app })
+}
+
+type StartStream =
+    Pin<Box<dyn futures_util::Stream<Item = Result<StartResponse, Status>> + Send + 'static>>;
+
+fn not_served(what: &str) -> Status {
+    Status::unimplemented(format!(
+        "airlock's runtime runs commands whole (Execute); {what} is not served"
+    ))
+}
+
+#[tonic::async_trait]
+impl ProcessService for Process {
+    type StartStream = StartStream;
+
+    async fn start(&self, _: Request<StartRequest>) -> Result<Response<StartStream>, Status> {
+        Err(not_served("Start"))
+    }
+
+    async fn execute(
+        &self,
+        request: Request<ExecuteRequest>,
+    ) -> Result<Response<ExecuteResponse>, Status> {
+        let deadline = request
+            .metadata()
+            .get("grpc-timeout")
+            .and_then(|value| value.to_str().ok())
+            .and_then(grpc_timeout);
+        let config = request
+            .into_inner()
+            .config
+            .ok_or_else(|| Status::invalid_argument("config is required"))?;
+        if config.command.is_empty() {
+            return Err(Status::invalid_argument(
+                "config.command is empty: give the program and its arguments",
+            ));
+        }
+        let (pod, admitted) = admit(&self.app, "gRPC process.v1.ProcessService/Execute".into())
+            .await
+            .map_err(status_of)?;
+        let run = pod
+            .binding
+            .program(
+                &admitted.session,
+                config.command,
+                config.env_vars.into_iter().collect(),
+                config.cwd.as_deref(),
+                deadline.map(|limit| limit.as_secs_f64()),
+            )
+            .map_err(|e| status_of(e.into()))?;
+        let Started { mut events, slot } = start(&self.app, &pod, admitted, run, Input::Nothing)
+            .await
+            .map_err(status_of)?;
+        let (result, stdout, stderr) = airlock_runner::collect_bytes(&mut events)
+            .await
+            .map_err(|refusal| status_of(refusal.into()))?;
+        drop(slot);
+        if result.end.limit == Some(Limit::Timeout) && deadline.is_some() {
+            // As sandboxd ends a command at its caller's deadline.
+            return Err(Status::deadline_exceeded(
+                "the command ran past the call's deadline and was ended",
+            ));
+        }
+        Ok(Response::new(ExecuteResponse {
+            exit_code: result.end.exit_code,
+            stdout,
+            stderr,
+        }))
+    }
+
+    async fn write_stdin(
+        &self,
+        _: Request<WriteStdinRequest>,
+    ) -> Result<Response<WriteStdinResponse>, Status> {
+        Err(not_served("WriteStdin"))
+    }
+
+    async fn send_signal(
+        &self,
+        _: Request<SendSignalRequest>,
+    ) -> Result<Response<SendSignalResponse>, Status> {
+        Err(not_served("SendSignal"))
+    }
+
+    async fn resize_tty(
+        &self,
+        _: Request<ResizeTtyRequest>,
+    ) -> Result<Response<ResizeTtyResponse>, Status> {
+        Err(not_served("ResizeTTY"))
+    }
+}
+
+/// A refusal as a gRPC status: its kind as the nearest code, airlock's code and message in the
+/// details (the client shows them).
+fn status_of(error: ApiError) -> Status {
+    let code = match error.status {
+        StatusCode::BAD_REQUEST | StatusCode::PAYLOAD_TOO_LARGE => Code::InvalidArgument,
+        StatusCode::UNAUTHORIZED => Code::Unauthenticated,
+        StatusCode::FORBIDDEN => Code::PermissionDenied,
+        StatusCode::NOT_FOUND => Code::NotFound,
+        StatusCode::CONFLICT => Code::FailedPrecondition,
+        StatusCode::TOO_MANY_REQUESTS => Code::ResourceExhausted,
+        StatusCode::REQUEST_TIMEOUT => Code::Cancelled,
+        StatusCode::SERVICE_UNAVAILABLE => Code::Unavailable,
+        _ => Code::Internal,
+    };
+    Status::new(code, format!("{}: {}", error.code, error.message))
+}
+
+/// The `grpc-timeout` header: an amount of at most 8 digits and its unit (H, M, S, m, u, n).
+fn grpc_timeout(text: &str) -> Option<Duration> {
+    let (digits, unit) = text.split_at(text.len().checked_sub(1)?);
+    if digits.is_empty() || digits.len() > 8 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let amount: u64 = digits.parse().ok()?;
+    Some(match unit {
+        "H" => Duration::from_secs(amount * 3600),
+        "M" => Duration::from_secs(amount * 60),
+        "S" => Duration::from_secs(amount),
+        "m" => Duration::from_millis(amount),
+        "u" => Duration::from_micros(amount),
+        "n" => Duration::from_nanos(amount),
+        _ => return None,
+    })
+    .filter(|limit| !limit.is_zero())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_deadline_is_read_as_grpc_writes_it() {
+        assert_eq!(grpc_timeout("59999m"), Some(Duration::from_millis(59_999)));
+        assert_eq!(grpc_timeout("5S"), Some(Duration::from_secs(5)));
+        assert_eq!(grpc_timeout("2H"), Some(Duration::from_secs(7200)));
+        for bad in ["", "S", "123456789S", "5s", "-5S", "0m", "5"] {
+            assert_eq!(grpc_timeout(bad), None, "{bad}");
+        }
+    }
+}

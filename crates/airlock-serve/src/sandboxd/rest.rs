@@ -1,0 +1,228 @@
+//! sandboxd's REST files API, as agent-sandbox's client calls it: `PUT`, `GET`, `HEAD` and
+//! `DELETE /v1/files/{path}` (a `GET` of a directory lists it), `GET /v1/health` and `GET
+//! /v1/metadata`. Each file operation is a run in the pod's session (see `routes::pod`); its
+//! errors are sandboxd's `{"code", "message"}`, airlock's own code beside them.
+
+use std::time::Instant;
+
+use airlock_core::pod_runtime::{EntryKind, FileAnswer, FileMode, FileOp, PodEntry, PodPath};
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use serde::{Deserialize, Serialize};
+
+use crate::app::Shared;
+use crate::error::ApiError;
+use crate::routes::pod::{admit, charge, file_op, seat};
+use crate::routes::runs::holding;
+
+pub fn router(app: Shared, max_body: usize, started: Instant) -> Router {
+    let files = get(read).head(exists).put(write).delete(remove);
+    Router::new()
+        .route("/v1/files/", files.clone())
+        .route("/v1/files/{*path}", files)
+        .route("/v1/health", get(move || health(started)))
+        .route("/v1/metadata", get(metadata))
+        .fallback(|| async {
+            sandboxd_error(ApiError::new(
+                StatusCode::NOT_FOUND,
+                "no_such_endpoint",
+                "no such endpoint of sandboxd's files API",
+            ))
+        })
+        .layer(axum::extract::DefaultBodyLimit::max(max_body))
+        .with_state((app, max_body))
+}
+
+type RestState = (Shared, usize);
+
+/// An error as sandboxd says it: its code for the status, the message, and airlock's code.
+fn sandboxd_error(error: ApiError) -> Response {
+    let code = match error.status {
+        StatusCode::BAD_REQUEST | StatusCode::PAYLOAD_TOO_LARGE => "INVALID_ARGUMENT",
+        StatusCode::FORBIDDEN | StatusCode::UNAUTHORIZED => "PERMISSION_DENIED",
+        StatusCode::NOT_FOUND => "NOT_FOUND",
+        StatusCode::CONFLICT => "CONFLICT",
+        StatusCode::SERVICE_UNAVAILABLE => "UNAVAILABLE",
+        _ => "INTERNAL",
+    };
+    let body = serde_json::json!({
+        "code": code,
+        "message": error.message,
+        "airlock_code": error.code,
+    });
+    (error.status, Json(body)).into_response()
+}
+
+/// The path a request names: `/v1/files/` is the workspace itself.
+fn path_of(raw: Option<Path<String>>) -> Result<PodPath, ApiError> {
+    let raw = raw.map(|Path(raw)| raw).unwrap_or_default();
+    Ok(PodPath::parse(&raw)?)
+}
+
+#[derive(Serialize)]
+struct Listing {
+    path: String,
+    entries: Vec<ListedEntry>,
+}
+
+#[derive(Serialize)]
+struct ListedEntry {
+    name: String,
+    size: u64,
+    #[serde(rename = "type")]
+    kind: EntryKind,
+    /// RFC 3339, UTC, to the second.
+    modified_at: String,
+    /// The permission bits, as `0644`.
+    mode: String,
+}
+
+impl ListedEntry {
+    fn of(entry: PodEntry) -> ListedEntry {
+        let seconds = entry.mod_time.max(0.0) as u64;
+        ListedEntry {
+            modified_at: humantime::format_rfc3339_seconds(
+                std::time::UNIX_EPOCH + std::time::Duration::from_secs(seconds),
+            )
+            .to_string(),
+            mode: format!("{:04o}", entry.mode & 0o7777),
+            name: entry.name,
+            size: entry.size,
+            kind: entry.kind,
+        }
+    }
+}
+
+async fn read(State((app, _)): State<RestState>, raw: Option<Path<String>>) -> Response {
+    let answered = async {
+        let path = path_of(raw)?;
+        let admitted = admit(&app, format!("GET /v1/files/{}", path.as_str())).await?;
+        let shown = if path.as_str() == "." {
+            "/".to_string()
+        } else {
+            format!("/{}", path.as_str())
+        };
+        let (answer, slot) = file_op(&app, admitted, FileOp::Get(path), None).await?;
+        let response = match answer {
+            FileAnswer::Read(bytes) => {
+                ([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response()
+            }
+            FileAnswer::Listed(entries) => Json(Listing {
+                path: shown,
+                entries: entries.into_iter().map(ListedEntry::of).collect(),
+            })
+            .into_response(),
+            _ => {
+                return Err(ApiError::internal(
+                    "a read answered another kind — please report it",
+                ))
+            }
+        };
+        Ok::<_, ApiError>(holding(slot, response))
+    };
+    answered.await.unwrap_or_else(sandboxd_error)
+}
+
+async fn exists(State((app, _)): State<RestState>, raw: Option<Path<String>>) -> Response {
+    let answered = async {
+        let path = path_of(raw)?;
+        let admitted = admit(&app, format!("HEAD /v1/files/{}", path.as_str())).await?;
+        match file_op(&app, admitted, FileOp::Exists(path), None).await? {
+            (FileAnswer::Exists(true), _) => Ok(StatusCode::OK.into_response()),
+            (FileAnswer::Exists(false), _) => Ok(StatusCode::NOT_FOUND.into_response()),
+            _ => Err(ApiError::internal(
+                "a look answered another kind — please report it",
+            )),
+        }
+    };
+    answered.await.unwrap_or_else(sandboxd_error)
+}
+
+#[derive(Deserialize)]
+struct WriteQuery {
+    mode: Option<String>,
+}
+
+/// `PUT`: the body is the file, as it is (charged to the pod's rate before it is read, which must
+/// arrive within the time any request's body has; given a place and a session once it has).
+async fn write(
+    State((app, max_body)): State<RestState>,
+    raw: Option<Path<String>>,
+    Query(query): Query<WriteQuery>,
+    request: Request,
+) -> Response {
+    let answered = async {
+        let path = path_of(raw)?;
+        let mode = query.mode.as_deref().map(FileMode::parse).transpose()?;
+        charge(&app)?;
+        let bytes = tokio::time::timeout(
+            crate::routes::BODY_TIMEOUT,
+            axum::body::to_bytes(request.into_body(), max_body),
+        )
+        .await
+        .map_err(|_| crate::routes::body_timeout())?
+        .map_err(|_| crate::error::too_large())?;
+        let admitted = seat(&app, format!("PUT /v1/files/{}", path.as_str())).await?;
+        let (_, slot) = file_op(
+            &app,
+            admitted,
+            FileOp::Write { path, mode },
+            Some(bytes.to_vec()),
+        )
+        .await?;
+        Ok::<_, ApiError>(holding(slot, StatusCode::NO_CONTENT.into_response()))
+    };
+    answered.await.unwrap_or_else(sandboxd_error)
+}
+
+#[derive(Deserialize)]
+struct RemoveQuery {
+    #[serde(default)]
+    recursive: bool,
+}
+
+async fn remove(
+    State((app, _)): State<RestState>,
+    raw: Option<Path<String>>,
+    Query(query): Query<RemoveQuery>,
+) -> Response {
+    let answered = async {
+        let path = path_of(raw)?;
+        let admitted = admit(&app, format!("DELETE /v1/files/{}", path.as_str())).await?;
+        let op = FileOp::Delete {
+            path,
+            recursive: query.recursive,
+        };
+        let (_, slot) = file_op(&app, admitted, op, None).await?;
+        Ok::<_, ApiError>(holding(slot, StatusCode::NO_CONTENT.into_response()))
+    };
+    answered.await.unwrap_or_else(sandboxd_error)
+}
+
+async fn health(started: Instant) -> Response {
+    Json(serde_json::json!({
+        "status": "ok",
+        "uptime_seconds": started.elapsed().as_secs(),
+    }))
+    .into_response()
+}
+
+/// The server's `SANDBOX_…` variables, but any whose name says it holds a secret: sandboxd's
+/// metadata, which neither client asks for.
+async fn metadata() -> Response {
+    const SECRET_WORDS: [&str; 10] = [
+        "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CRED", "KEY", "AUTH", "BEARER", "PRIVATE", "CERT",
+    ];
+    let env: serde_json::Map<String, serde_json::Value> = std::env::vars()
+        .filter(|(name, _)| name.starts_with("SANDBOX_"))
+        .filter(|(name, _)| {
+            let upper = name.to_ascii_uppercase();
+            !SECRET_WORDS.iter().any(|word| upper.contains(word))
+        })
+        .map(|(name, value)| (name, serde_json::Value::String(value)))
+        .collect();
+    Json(serde_json::json!({ "env": env })).into_response()
+}
