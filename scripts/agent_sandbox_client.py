@@ -127,6 +127,8 @@ check(
 sandbox.files.write("big.bin", b"x" * 100_000)
 check(refused(lambda: sandbox.files.read("big.bin"), 400, "file_too_large"), "a file past the output limit is refused whole")
 check(sandbox.commands.run("wc -c < big.bin").stdout.strip() == "100000", "and is whole in the session")
+ran = sandbox.commands.run("head -c 100000 /dev/zero | tr '\\0' x")
+check(len(ran.stdout) < 100000 and "cut short" in ran.stderr, "output past the limit says it was cut")
 # A link loop does not keep the rest of a directory from being listed.
 sandbox.commands.run("mkdir -p loops && ln -s loop loops/loop && touch loops/plain")
 check("plain" in {e.name for e in sandbox.files.list("loops")}, "a directory with a link loop is listed")
@@ -216,6 +218,11 @@ except RuntimeError as e:
 listed = {e.name: (e.type, e.mode) for e in pod.files.list("deep/dir")}
 check(listed == {"f.txt": ("file", "0644")}, f"sandboxd: the listing, with modes ({listed})")
 check(pod.files.exists("deep/dir/f.txt") and not pod.files.exists("nope"), "sandboxd: HEAD says which is there")
+check(not pod.files.exists(".env"), "sandboxd: the hidden .env is not there for HEAD either")
+ran = pod.commands.run("head -c 100000 /dev/zero | tr '\\0' x")
+check(len(ran.stdout) < 100000 and "cut short" in ran.stderr, f"sandboxd: output past the limit says it was cut ({len(ran.stdout)} bytes)")
+meta = requests.get(f"http://127.0.0.1:{SANDBOXD_REST}/v1/metadata", timeout=30)
+check(meta.json() == {"env": {}}, f"sandboxd: metadata tells nothing of the server's environment ({meta.text})")
 try:
     pod.files.delete("deep")
     check(False, "sandboxd: a directory with files is not removed without recursive")

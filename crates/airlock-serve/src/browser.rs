@@ -132,7 +132,7 @@ pub fn check(
 /// browser makes from another page may reach it, whatever its method (a `<script src>` of a
 /// download would read a workspace's file).
 fn is_pod_route(path: &str) -> bool {
-    matches!(path, "/execute" | "/upload")
+    matches!(path, "/execute" | "/upload" | "/v1/metadata")
         || ["/download/", "/list/", "/exists/", "/v1/files/"]
             .iter()
             .any(|prefix| path.starts_with(prefix))

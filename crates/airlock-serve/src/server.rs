@@ -313,11 +313,9 @@ async fn run(
             drop(permit);
         });
     }
-    // sandboxd's services take no more requests either (one they were answering ends with its
-    // connection: its run is interrupted, and recorded so).
-    for task in sandboxd {
-        task.abort();
-    }
+    // sandboxd's services take no more connections or calls either; those being answered go on
+    // as the API's do.
+    sandboxd.stop();
     drain(app.clone(), bound, graceful, config.grace).await;
     recorder.abort();
     if let Some(sweeper) = sweeper {
@@ -404,7 +402,7 @@ async fn accept(bound: &Bound) -> std::io::Result<Stream> {
     }
 }
 
-async fn serve_connection<S>(
+pub(crate) async fn serve_connection<S>(
     stream: S,
     service: TowerToHyperService<axum::Router>,
     watcher: hyper_util::server::graceful::Watcher,

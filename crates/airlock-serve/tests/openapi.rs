@@ -305,12 +305,16 @@ fn codes_in_sources() -> BTreeMap<String, BTreeSet<String>> {
     codes
 }
 
-/// The server's sources but agent-sandbox's in-pod runtime (routes/pod.rs): its routes are that
-/// project's contract, not this API's, and its codes are documented with it (docs/kubernetes.md).
+/// The server's sources but agent-sandbox's in-pod runtimes (routes/pod.rs, sandboxd/): their
+/// routes are that project's contracts, not this API's, and their codes are documented with them
+/// (docs/kubernetes.md).
 fn serve_sources() -> Vec<PathBuf> {
     sources_of("src")
         .into_iter()
-        .filter(|path| !path.ends_with("routes/pod.rs"))
+        .filter(|path| {
+            !path.ends_with("routes/pod.rs")
+                && !path.components().any(|c| c.as_os_str() == "sandboxd")
+        })
         .collect()
 }
 

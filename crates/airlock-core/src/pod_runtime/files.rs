@@ -32,7 +32,8 @@ fn script(op: &FileOp) -> String {
         FileOp::Get(_) => format!(
             r#"if [ -d "$1" ]; then printf D; {LIST}; elif [ -f "$1" ]; then printf F; exec cat -- "$1"; else exit 3; fi"#
         ),
-        FileOp::Exists(_) => r#"[ -e "$1" ] || exit 3"#.into(),
+        // What a read or a listing finds: a hidden file (a device over it) is not there.
+        FileOp::Exists(_) => r#"[ -f "$1" ] || [ -d "$1" ] || exit 3"#.into(),
         FileOp::Delete { .. } => concat!(
             r#"if [ "$1" = . ]; then [ "$2" = recursive ] || exit 4; "#,
             r#"exec find . -mindepth 1 -maxdepth 1 -exec rm -rf -- {} +; fi; "#,
@@ -160,7 +161,7 @@ pub enum FileOp {
     List(PodPath),
     /// Read a file or list a directory, whichever it is (sandboxd's GET).
     Get(PodPath),
-    /// Whether anything is there (links followed).
+    /// Whether a file or a directory is there (links followed).
     Exists(PodPath),
     /// Remove a file, or an empty directory (any directory, `recursive`).
     Delete { path: PodPath, recursive: bool },

@@ -28,13 +28,19 @@ use crate::error::{ApiError, ApiResult};
 pub struct Pod {
     pub binding: PodBinding,
     session: tokio::sync::Mutex<Option<String>>,
+    /// Places for upload bodies being read: at most this many at once are held in memory.
+    bodies: Arc<tokio::sync::Semaphore>,
 }
+
+/// Upload bodies read at once (each at most --max-body).
+const BODIES_AT_ONCE: usize = 16;
 
 impl Pod {
     pub fn new(binding: PodBinding) -> Pod {
         Pod {
             binding,
             session: tokio::sync::Mutex::new(None),
+            bodies: Arc::new(tokio::sync::Semaphore::new(BODIES_AT_ONCE)),
         }
     }
 
@@ -65,7 +71,7 @@ pub fn router(app: Shared, max_body: usize) -> Router {
 /// Every answer of the runtime is this server's own to read: another site's page may not load it
 /// (as a script, an image: the browser guard refuses such requests too, where browsers say where
 /// they come from), nor take it for something to run.
-async fn not_for_other_pages(mut response: Response) -> Response {
+pub(crate) async fn not_for_other_pages(mut response: Response) -> Response {
     let headers = response.headers_mut();
     headers.insert(
         header::HeaderName::from_static("cross-origin-resource-policy"),
@@ -97,6 +103,24 @@ pub(crate) async fn admit(app: &Shared, asked: String) -> ApiResult<(Arc<Pod>, P
 /// holds a connection, not one of the pod's places).
 pub(crate) fn charge(app: &Shared) -> ApiResult<()> {
     app.limiter.admit(POD_KEY)
+}
+
+/// A place for an upload's body, charged to the pod's rate: a body is read only while it holds
+/// one, so that no more than [`BODIES_AT_ONCE`] of them are held in memory at a time.
+pub(crate) fn body_place(app: &Shared) -> ApiResult<tokio::sync::OwnedSemaphorePermit> {
+    charge(app)?;
+    let pod = app.pod.as_ref().ok_or_else(|| {
+        ApiError::internal("a runtime route is served without --agent-sandbox — please report it")
+    })?;
+    pod.bodies.clone().try_acquire_owned().map_err(|_| {
+        let mut refused = ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too_many_uploads",
+            format!("{BODIES_AT_ONCE} uploads are being received already: send this one again in a moment"),
+        );
+        refused.retry_after = Some(1);
+        refused
+    })
 }
 
 /// A place for a request in progress, and the session it goes into.
@@ -187,13 +211,17 @@ async fn execute(State(app): State<Shared>, Body(body): Body<ExecuteBody>) -> Ap
         .command(&session, &body.command, body.timeout_seconds)?;
     let Started { mut events, slot } = start(&app, &pod, request, run, Input::Nothing).await?;
     let answer = airlock_runner::collect(&mut events).await?;
+    let mut stderr = answer.stderr;
+    if let Some(note) = crate::sandboxd::cut_note(&answer.result) {
+        stderr.push_str(&note);
+    }
     let executed = Executed {
         timed_out: answer.result.end.limit == Some(Limit::Timeout),
         exit_code: answer.result.end.exit_code,
         stdout_truncated: answer.result.stdout_truncated,
         stderr_truncated: answer.result.stderr_truncated,
         stdout: answer.stdout,
-        stderr: answer.stderr,
+        stderr,
         session,
     };
     Ok(holding(slot, Json(executed).into_response()))
@@ -226,10 +254,11 @@ pub(crate) async fn file_op(
 /// the pod's rate before its body is read, which must arrive within the time any request's body
 /// has; given a place and a session once it has.
 async fn upload(State(app): State<Shared>, request: Request) -> ApiResult<Response> {
-    charge(&app)?;
+    let reading = body_place(&app)?;
     let (name, bytes) = tokio::time::timeout(super::BODY_TIMEOUT, read_upload(&app, request))
         .await
         .map_err(|_| super::body_timeout())??;
+    drop(reading);
     let path = PodPath::parse(&name)?;
     let admitted = seat(&app, format!("POST /upload {}", path.as_str())).await?;
     let (_, slot) = file_op(

@@ -36,8 +36,43 @@ pub struct Process {
     app: Shared,
 }
 
-pub fn service(app: Shared) -> ProcessServiceServer<Process> {
-    ProcessServiceServer::new(Process { app })
+/// The largest call taken: a command line is at most 64 KiB (`MAX_COMMAND_BYTES`), its
+/// variables a little more.
+const MAX_MESSAGE: usize = 256 << 10;
+/// Calls one connection may have going at once (each is a run: the pod's run places bound them
+/// again).
+const STREAMS_PER_CONNECTION: u32 = 16;
+
+/// Serve `ProcessService` on `listener` until `stop`, each connection holding one of the port's
+/// places, within HTTP/2 limits that keep one client from holding the server's memory.
+pub(super) async fn serve(
+    app: Shared,
+    listener: tokio::net::TcpListener,
+    stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let places = std::sync::Arc::new(tokio::sync::Semaphore::new(super::CONNECTIONS_PER_PORT));
+    let incoming = futures_util::stream::unfold((listener, places), |(listener, places)| async {
+        loop {
+            if let Some(held) = super::accept(&listener, &places).await {
+                return Some((Ok::<_, std::io::Error>(held), (listener, places)));
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    });
+    let service = ProcessServiceServer::new(Process { app }).max_decoding_message_size(MAX_MESSAGE);
+    let served = tonic::transport::Server::builder()
+        .max_concurrent_streams(Some(STREAMS_PER_CONNECTION))
+        .concurrency_limit_per_connection(STREAMS_PER_CONNECTION as usize)
+        .http2_max_local_error_reset_streams(Some(1024))
+        .http2_max_pending_accept_reset_streams(Some(20))
+        .http2_keepalive_interval(Some(Duration::from_secs(30)))
+        .http2_keepalive_timeout(Some(Duration::from_secs(20)))
+        .add_service(service)
+        .serve_with_incoming_shutdown(Box::pin(incoming), super::stopped(stop))
+        .await;
+    if let Err(why) = served {
+        super::say(&format!("sandboxd's ProcessService stopped: {why}"));
+    }
 }
 
 type StartStream =
@@ -101,6 +136,10 @@ impl ProcessService for Process {
                 "the command ran past the call's deadline and was ended",
             ));
         }
+        let mut stderr = stderr;
+        if let Some(note) = cut_note(&result) {
+            stderr.extend_from_slice(note.as_bytes());
+        }
         Ok(Response::new(ExecuteResponse {
             exit_code: result.end.exit_code,
             stdout,
@@ -128,6 +167,15 @@ impl ProcessService for Process {
     ) -> Result<Response<ResizeTtyResponse>, Status> {
         Err(not_served("ResizeTTY"))
     }
+}
+
+/// A line for the end of stderr when not all of the command's output came back (the client has
+/// no other place to be told).
+pub(crate) fn cut_note(result: &airlock_core::RunResult) -> Option<String> {
+    let cut = result.stdout_truncated || result.stderr_truncated || result.end.output_dropped > 0;
+    cut.then(|| {
+        "\nairlock: the command's output was cut short (the profile's [limits] output, or the server's --max-output)\n".to_string()
+    })
 }
 
 /// A refusal as a gRPC status: its kind as the nearest code, airlock's code and message in the
@@ -164,6 +212,8 @@ fn grpc_timeout(text: &str) -> Option<Duration> {
         _ => return None,
     })
     .filter(|limit| !limit.is_zero())
+    // A deadline past any run's is none: the profile's limit holds.
+    .filter(|limit| *limit < Duration::from_secs(30 * 24 * 3600))
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::app::Shared;
 use crate::error::ApiError;
-use crate::routes::pod::{admit, charge, file_op, seat};
+use crate::routes::pod::{admit, body_place, file_op, not_for_other_pages, seat};
 use crate::routes::runs::holding;
 
 pub fn router(app: Shared, max_body: usize, started: Instant) -> Router {
@@ -33,6 +33,7 @@ pub fn router(app: Shared, max_body: usize, started: Instant) -> Router {
             ))
         })
         .layer(axum::extract::DefaultBodyLimit::max(max_body))
+        .layer(axum::middleware::map_response(not_for_other_pages))
         .with_state((app, max_body))
 }
 
@@ -157,7 +158,7 @@ async fn write(
     let answered = async {
         let path = path_of(raw)?;
         let mode = query.mode.as_deref().map(FileMode::parse).transpose()?;
-        charge(&app)?;
+        let reading = body_place(&app)?;
         let bytes = tokio::time::timeout(
             crate::routes::BODY_TIMEOUT,
             axum::body::to_bytes(request.into_body(), max_body),
@@ -165,6 +166,7 @@ async fn write(
         .await
         .map_err(|_| crate::routes::body_timeout())?
         .map_err(|_| crate::error::too_large())?;
+        drop(reading);
         let admitted = seat(&app, format!("PUT /v1/files/{}", path.as_str())).await?;
         let (_, slot) = file_op(
             &app,
@@ -210,19 +212,9 @@ async fn health(started: Instant) -> Response {
     .into_response()
 }
 
-/// The server's `SANDBOX_…` variables, but any whose name says it holds a secret: sandboxd's
-/// metadata, which neither client asks for.
+/// sandboxd answers with its own `SANDBOX_…` variables; airlock tells nothing of its environment
+/// (a name cannot say whether a value is a secret, and a command's variables are the profile's):
+/// the shape, empty. Neither client asks for it.
 async fn metadata() -> Response {
-    const SECRET_WORDS: [&str; 10] = [
-        "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CRED", "KEY", "AUTH", "BEARER", "PRIVATE", "CERT",
-    ];
-    let env: serde_json::Map<String, serde_json::Value> = std::env::vars()
-        .filter(|(name, _)| name.starts_with("SANDBOX_"))
-        .filter(|(name, _)| {
-            let upper = name.to_ascii_uppercase();
-            !SECRET_WORDS.iter().any(|word| upper.contains(word))
-        })
-        .map(|(name, value)| (name, serde_json::Value::String(value)))
-        .collect();
-    Json(serde_json::json!({ "env": env })).into_response()
+    Json(serde_json::json!({ "env": {} })).into_response()
 }
