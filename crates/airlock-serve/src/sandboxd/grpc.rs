@@ -51,13 +51,26 @@ pub(super) async fn serve(
     stop: tokio::sync::watch::Receiver<bool>,
 ) {
     let places = std::sync::Arc::new(tokio::sync::Semaphore::new(super::CONNECTIONS_PER_PORT));
-    let incoming = futures_util::stream::unfold((listener, places), |(listener, places)| async {
+    // tonic waits for a connection's first bytes without a limit: a connection is handed to it
+    // only once it has sent some, within FIRST_BYTES (a silent one gives its place back).
+    let (ready, incoming) = tokio::sync::mpsc::channel::<super::Held>(16);
+    let accepting = tokio::spawn(async move {
         loop {
-            if let Some(held) = super::accept(&listener, &places).await {
-                return Some((Ok::<_, std::io::Error>(held), (listener, places)));
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
+            let Some(held) = super::accept(&listener, &places).await else {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            };
+            let ready = ready.clone();
+            tokio::spawn(async move {
+                if let Ok(Ok(())) = tokio::time::timeout(FIRST_BYTES, held.sent_something()).await {
+                    let _ = ready.send(held).await;
+                }
+            });
         }
+    });
+    let incoming = futures_util::stream::unfold(incoming, |mut incoming| async {
+        let held = incoming.recv().await?;
+        Some((Ok::<_, std::io::Error>(held), incoming))
     });
     let service = ProcessServiceServer::new(Process { app }).max_decoding_message_size(MAX_MESSAGE);
     let served = tonic::transport::Server::builder()
@@ -70,10 +83,18 @@ pub(super) async fn serve(
         .add_service(service)
         .serve_with_incoming_shutdown(Box::pin(incoming), super::stopped(stop))
         .await;
+    accepting.abort();
     if let Err(why) = served {
         super::say(&format!("sandboxd's ProcessService stopped: {why}"));
     }
 }
+
+/// How long a new connection has to send its first bytes (HTTP/2's preface).
+const FIRST_BYTES: Duration = Duration::from_secs(10);
+
+/// What an answer may carry: the client reads at most 4 MiB (grpcio's default), and the rest of
+/// the message needs a little room.
+const MAX_ANSWER_OUTPUT: usize = (4 << 20) - (64 << 10);
 
 type StartStream =
     Pin<Box<dyn futures_util::Stream<Item = Result<StartResponse, Status>> + Send + 'static>>;
@@ -136,8 +157,15 @@ impl ProcessService for Process {
                 "the command ran past the call's deadline and was ended",
             ));
         }
-        let mut stderr = stderr;
-        if let Some(note) = cut_note(&result) {
+        let (mut stdout, mut stderr) = (stdout, stderr);
+        let too_long = stdout.len() + stderr.len() > MAX_ANSWER_OUTPUT;
+        if too_long {
+            stdout.truncate(
+                MAX_ANSWER_OUTPUT.saturating_sub(stderr.len().min(MAX_ANSWER_OUTPUT / 2)),
+            );
+            stderr.truncate(MAX_ANSWER_OUTPUT - stdout.len());
+        }
+        if let Some(note) = cut_note(&result).or_else(|| too_long.then(answer_note)) {
             stderr.extend_from_slice(note.as_bytes());
         }
         Ok(Response::new(ExecuteResponse {
@@ -176,6 +204,10 @@ pub(crate) fn cut_note(result: &airlock_core::RunResult) -> Option<String> {
     cut.then(|| {
         "\nairlock: the command's output was cut short (the profile's [limits] output, or the server's --max-output)\n".to_string()
     })
+}
+
+fn answer_note() -> String {
+    "\nairlock: the command's output was cut short (a gRPC answer carries at most 4 MiB)\n".into()
 }
 
 /// A refusal as a gRPC status: its kind as the nearest code, airlock's code and message in the

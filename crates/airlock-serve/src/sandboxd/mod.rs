@@ -123,6 +123,14 @@ pub(crate) struct Held {
     _place: OwnedSemaphorePermit,
 }
 
+impl Held {
+    /// Once the peer has sent something (or closed): a byte looked at, not taken.
+    async fn sent_something(&self) -> std::io::Result<()> {
+        let mut first = [0u8; 1];
+        self.stream.peek(&mut first).await.map(drop)
+    }
+}
+
 impl AsyncRead for Held {
     fn poll_read(
         self: Pin<&mut Self>,

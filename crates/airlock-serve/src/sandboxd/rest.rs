@@ -46,7 +46,7 @@ fn sandboxd_error(error: ApiError) -> Response {
         StatusCode::FORBIDDEN | StatusCode::UNAUTHORIZED => "PERMISSION_DENIED",
         StatusCode::NOT_FOUND => "NOT_FOUND",
         StatusCode::CONFLICT => "CONFLICT",
-        StatusCode::SERVICE_UNAVAILABLE => "UNAVAILABLE",
+        StatusCode::SERVICE_UNAVAILABLE | StatusCode::TOO_MANY_REQUESTS => "UNAVAILABLE",
         _ => "INTERNAL",
     };
     let body = serde_json::json!({
@@ -54,7 +54,13 @@ fn sandboxd_error(error: ApiError) -> Response {
         "message": error.message,
         "airlock_code": error.code,
     });
-    (error.status, Json(body)).into_response()
+    let mut response = (error.status, Json(body)).into_response();
+    if let Some(seconds) = error.retry_after {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, header::HeaderValue::from(seconds));
+    }
+    response
 }
 
 /// The path a request names: `/v1/files/` is the workspace itself.
