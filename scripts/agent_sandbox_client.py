@@ -219,6 +219,11 @@ listed = {e.name: (e.type, e.mode) for e in pod.files.list("deep/dir")}
 check(listed == {"f.txt": ("file", "0644")}, f"sandboxd: the listing, with modes ({listed})")
 check(pod.files.exists("deep/dir/f.txt") and not pod.files.exists("nope"), "sandboxd: HEAD says which is there")
 check(not pod.files.exists(".env"), "sandboxd: the hidden .env is not there for HEAD either")
+put = requests.put(f"http://127.0.0.1:{SANDBOXD_REST}/v1/files/deep/private.txt?mode=0600", data=b"p", timeout=30)
+modes = {e.name: e.mode for e in pod.files.list("deep")}
+check(put.status_code == 204 and modes.get("private.txt") == "0600", f"sandboxd: a PUT with a mode ({put.status_code}, {modes})")
+bad = requests.put(f"http://127.0.0.1:{SANDBOXD_REST}/v1/files/deep/x.txt?mode=4755", data=b"p", timeout=30)
+check(bad.status_code == 400, "sandboxd: a setuid mode is refused")
 ran = pod.commands.run("head -c 100000 /dev/zero | tr '\\0' x")
 check(len(ran.stdout) < 100000 and "cut short" in ran.stderr, f"sandboxd: output past the limit says it was cut ({len(ran.stdout)} bytes)")
 meta = requests.get(f"http://127.0.0.1:{SANDBOXD_REST}/v1/metadata", timeout=30)
