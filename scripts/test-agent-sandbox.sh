@@ -11,39 +11,20 @@
 #   scripts/test-agent-sandbox.sh     # ~1 minute; the client is cached in ${AIRLOCK_CI_CACHE:-~/.cache/airlock-ci}
 set -euo pipefail
 cd "$(dirname "$0")/.."
-repo=$PWD
 cache=${AIRLOCK_CI_CACHE:-$HOME/.cache/airlock-ci}
 python=${PYTHON:-python3}
 pin="k8s-agent-sandbox[grpc]==1.0.8"
 uid=4242
 
+# shellcheck source=scripts/lib/clients.sh
+. scripts/lib/clients.sh
 venv="$cache/agent-sandbox-client"
-if [ "$(cat "$venv/.airlock-pins" 2>/dev/null)" != "$pin" ] || ! "$venv/bin/python" -c 'import k8s_agent_sandbox' 2>/dev/null; then
-  rm -rf "$venv"
-  mkdir -p "$cache"
-  "$python" -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check "$pin"
-  echo "$pin" >"$venv/.airlock-pins"
-fi
-
-if [ -n "${AIRLOCK_BIN:-}" ]; then
-  airlock=$AIRLOCK_BIN
-else
-  scripts/build.sh
-  airlock="$repo/target/release/airlock"
-fi
+pinned_venv "$venv" k8s_agent_sandbox "$pin"
+airlock_binary
 
 work=$(mktemp -d /tmp/airlock-agent-sandbox-XXXXXX)
 chmod 755 "$work"
-server=
 outside=
-stop_server() {
-  if [ -n "$server" ] && kill -0 "$server" 2>/dev/null; then
-    kill -TERM "$server" 2>/dev/null || true
-    wait "$server" 2>/dev/null || true
-  fi
-  server=
-}
 trap 'stop_server; [ -n "$outside" ] && kill "$outside" 2>/dev/null; rm -rf "$work"' EXIT
 
 free_port() {

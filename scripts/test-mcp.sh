@@ -10,7 +10,6 @@
 #   scripts/test-mcp.sh          # ~1 minute; the SDKs are cached in ${AIRLOCK_CI_CACHE:-~/.cache/airlock-ci}
 set -euo pipefail
 cd "$(dirname "$0")/.."
-repo=$PWD
 cache=${AIRLOCK_CI_CACHE:-$HOME/.cache/airlock-ci}
 python=${PYTHON:-python3}
 versions=(1.30.0 2.3.0)
@@ -18,35 +17,17 @@ uid=4242
 
 # One venv per pinned SDK, made again when its pin changes (or it no longer runs).
 venv_of() {
-  local venv="$cache/mcp-python-$1"
-  if [ "$(cat "$venv/.airlock-pins" 2>/dev/null)" != "mcp==$1" ] || ! "$venv/bin/python" -c 'import mcp' 2>/dev/null; then
-    rm -rf "$venv"
-    mkdir -p "$cache"
-    "$python" -m venv "$venv"
-    "$venv/bin/pip" install --quiet --disable-pip-version-check "mcp==$1"
-    echo "mcp==$1" >"$venv/.airlock-pins"
-  fi
-  echo "$venv"
+  pinned_venv "$cache/mcp-python-$1" mcp "mcp==$1" >&2
+  echo "$cache/mcp-python-$1"
 }
 
-if [ -n "${AIRLOCK_BIN:-}" ]; then
-  airlock=$AIRLOCK_BIN
-else
-  scripts/build.sh
-  airlock="$repo/target/release/airlock"
-fi
+# shellcheck source=scripts/lib/clients.sh
+. scripts/lib/clients.sh
+airlock_binary
 
 work=$(mktemp -d /tmp/airlock-mcp-XXXXXX)
 chmod 755 "$work"
 
-server=
-stop_server() {
-  if [ -n "$server" ] && kill -0 "$server" 2>/dev/null; then
-    kill -TERM "$server" 2>/dev/null || true
-    wait "$server" 2>/dev/null || true
-  fi
-  server=
-}
 trap 'stop_server; rm -rf "$work"' EXIT
 
 # airlock as the pass's user: the command line, in as_user_argv (env and setpriv exec airlock, so a

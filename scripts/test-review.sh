@@ -22,20 +22,10 @@ if ! command -v chromium >/dev/null; then
   [ "$(id -u)" = 0 ] || { echo "test-review: needs chromium (apt-get install chromium)" >&2; exit 1; }
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 fi
-if [ "$(cat "$venv/.airlock-pins" 2>/dev/null)" != "playwright==$version" ] || ! "$venv/bin/python" -c 'import playwright' 2>/dev/null; then
-  rm -rf "$venv"
-  mkdir -p "$cache"
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check "playwright==$version"
-  echo "playwright==$version" >"$venv/.airlock-pins"
-fi
-
-if [ -n "${AIRLOCK_BIN:-}" ]; then
-  airlock=$AIRLOCK_BIN
-else
-  scripts/build.sh
-  airlock="$repo/target/release/airlock"
-fi
+# shellcheck source=scripts/lib/clients.sh
+. scripts/lib/clients.sh
+pinned_venv "$venv" playwright "playwright==$version"
+airlock_binary
 
 work=$(mktemp -d /tmp/airlock-review-XXXXXX)
 chmod 755 "$work"

@@ -87,6 +87,15 @@ pub struct PodPath(String);
 
 impl PodPath {
     pub fn parse(raw: &str) -> Result<PodPath, Error> {
+        // SECURITY: bounded before anything of it is kept: a multipart file name can be as long
+        // as the body, and the path goes into messages and the audit log's requests.
+        if raw.len() > MAX_PATH_BYTES {
+            return Err(PodFileError::Invalid {
+                path: shown_start(raw),
+                why: "it is longer than 4096 bytes (PATH_MAX)",
+            }
+            .into());
+        }
         if raw.contains('\0') {
             return Err(PodFileError::Invalid {
                 path: raw.escape_debug().to_string(),
@@ -129,6 +138,18 @@ impl PodPath {
             format!("./{}", self.0)
         }
     }
+}
+
+/// The longest path taken: Linux's PATH_MAX.
+const MAX_PATH_BYTES: usize = 4096;
+
+/// The start of a path too long to show whole, for its message.
+fn shown_start(raw: &str) -> String {
+    let mut end = 64.min(raw.len());
+    while !raw.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", raw[..end].escape_debug())
 }
 
 /// Permission bits for a written file, as sandboxd takes them: `0` and three octal digits.
@@ -211,6 +232,24 @@ pub struct FileRunEnd<'a> {
     pub stderr: &'a str,
     /// What the server keeps of a run's output, in bytes (for the message when a file is larger).
     pub kept_bytes: u64,
+}
+
+impl<'a> FileRunEnd<'a> {
+    /// How the operation's run ended, from its result and the output kept of it.
+    pub fn of(
+        result: &crate::RunResult,
+        stdout: Vec<u8>,
+        stderr: &'a str,
+        kept_bytes: u64,
+    ) -> FileRunEnd<'a> {
+        FileRunEnd {
+            exit_code: result.end.exit_code,
+            stdout,
+            stdout_cut: result.stdout_truncated || result.end.output_dropped > 0,
+            stderr,
+            kept_bytes,
+        }
+    }
 }
 
 impl FileOp {
@@ -377,6 +416,11 @@ mod tests {
             assert_eq!(err.code().0, "path_outside_workspace", "{raw}");
         }
         assert_eq!(PodPath::parse("a\0b").unwrap_err().code().0, "bad_path");
+        let long = "é".repeat(3000);
+        let refused = PodPath::parse(&long).unwrap_err();
+        assert_eq!(refused.code().0, "bad_path");
+        assert!(refused.to_string().len() < 200, "{refused}");
+        assert!(PodPath::parse(&"a/".repeat(2048)).is_ok());
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! --agent-sandbox`) turns the contract's HTTP into these requests and their answers into its
 //! JSON; the rules are here.
 
+mod answers;
 mod files;
 
 use std::path::{Path, PathBuf};
@@ -14,6 +15,7 @@ use std::path::{Path, PathBuf};
 use crate::bodies::NewSessionBody;
 use crate::{Caller, Error, Lifecycle, ProfileChoice, Role, RunBody, RunRequest};
 
+pub use answers::{output_cut_note, timed_out, CommandAnswer, DirectoryListing, ListedEntry};
 pub use files::{
     EntryKind, FileAnswer, FileMode, FileOp, FileRunEnd, PodEntry, PodFileError, PodPath,
 };

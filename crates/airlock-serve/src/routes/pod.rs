@@ -9,15 +9,17 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use airlock_core::pod_runtime::{FileAnswer, FileOp, FileRunEnd, PodBinding, PodPath};
-use airlock_core::{Limit, Role, RunRequest};
+use airlock_core::pod_runtime::{
+    CommandAnswer, FileAnswer, FileOp, FileRunEnd, PodBinding, PodPath,
+};
+use airlock_core::{Role, RunRequest};
 use airlock_runner::{Input, Job};
 use axum::extract::{DefaultBodyLimit, FromRequest, Multipart, Path, Request, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 use super::runs::{holding, start_job, Asker, RunSlot, Started};
 use super::Body;
@@ -190,19 +192,6 @@ struct ExecuteBody {
     timeout_seconds: Option<f64>,
 }
 
-/// The contract's answer to a command: its output and status (`timed_out` when the time limit
-/// ended it); airlock's session beside them.
-#[derive(Serialize)]
-struct Executed {
-    stdout: String,
-    stderr: String,
-    exit_code: i32,
-    timed_out: bool,
-    stdout_truncated: bool,
-    stderr_truncated: bool,
-    session: String,
-}
-
 async fn execute(State(app): State<Shared>, Body(body): Body<ExecuteBody>) -> ApiResult<Response> {
     let (pod, request) = admit(&app, "POST /execute".into()).await?;
     let session = request.session.clone();
@@ -211,19 +200,7 @@ async fn execute(State(app): State<Shared>, Body(body): Body<ExecuteBody>) -> Ap
         .command(&session, &body.command, body.timeout_seconds)?;
     let Started { mut events, slot } = start(&app, &pod, request, run, Input::Nothing).await?;
     let answer = airlock_runner::collect(&mut events).await?;
-    let mut stderr = answer.stderr;
-    if let Some(note) = crate::sandboxd::cut_note(&answer.result) {
-        stderr.push_str(&note);
-    }
-    let executed = Executed {
-        timed_out: answer.result.end.limit == Some(Limit::Timeout),
-        exit_code: answer.result.end.exit_code,
-        stdout_truncated: answer.result.stdout_truncated,
-        stderr_truncated: answer.result.stderr_truncated,
-        stdout: answer.stdout,
-        stderr,
-        session,
-    };
+    let executed = CommandAnswer::of(answer, session);
     Ok(holding(slot, Json(executed).into_response()))
 }
 
@@ -240,14 +217,18 @@ pub(crate) async fn file_op(
     let Started { mut events, slot } = start(app, &pod, request, run, stdin).await?;
     let (result, stdout, stderr) = airlock_runner::collect_bytes(&mut events).await?;
     let stderr = String::from_utf8_lossy(&stderr);
-    let answer = op.answer(FileRunEnd {
-        exit_code: result.end.exit_code,
-        stdout,
-        stdout_cut: result.stdout_truncated || result.end.output_dropped > 0,
-        stderr: &stderr,
-        kept_bytes: app.keep_output,
-    })?;
+    let answer = op.answer(FileRunEnd::of(&result, stdout, &stderr, app.keep_output))?;
     Ok((answer, slot))
+}
+
+/// Carry out `op`, asked by `asked` (the request line, the path to come): admitted, then done.
+pub(crate) async fn asked_op(
+    app: &Shared,
+    asked: &str,
+    op: FileOp,
+) -> ApiResult<(FileAnswer, RunSlot)> {
+    let admitted = admit(app, format!("{asked}{}", op.path().as_str())).await?;
+    file_op(app, admitted, op, None).await
 }
 
 /// `POST /upload`: one multipart part named `file`, its file name the path to write. Charged to
@@ -318,8 +299,7 @@ fn upload_error(e: axum::extract::multipart::MultipartError) -> ApiError {
 
 async fn download(State(app): State<Shared>, Path(raw): Path<String>) -> ApiResult<Response> {
     let path = PodPath::parse(&raw)?;
-    let admitted = admit(&app, format!("GET /download/{}", path.as_str())).await?;
-    match file_op(&app, admitted, FileOp::Read(path), None).await? {
+    match asked_op(&app, "GET /download/", FileOp::Read(path)).await? {
         (FileAnswer::Read(bytes), slot) => Ok(holding(
             slot,
             (
@@ -346,8 +326,7 @@ async fn list_workspace(State(app): State<Shared>) -> ApiResult<Response> {
 
 async fn listed(app: Shared, raw: &str) -> ApiResult<Response> {
     let path = PodPath::parse(raw)?;
-    let admitted = admit(&app, format!("GET /list/{}", path.as_str())).await?;
-    match file_op(&app, admitted, FileOp::List(path), None).await? {
+    match asked_op(&app, "GET /list/", FileOp::List(path)).await? {
         (FileAnswer::Listed(entries), slot) => Ok(holding(slot, Json(entries).into_response())),
         _ => Err(unexpected()),
     }
@@ -355,8 +334,7 @@ async fn listed(app: Shared, raw: &str) -> ApiResult<Response> {
 
 async fn exists(State(app): State<Shared>, Path(raw): Path<String>) -> ApiResult<Response> {
     let path = PodPath::parse(&raw)?;
-    let admitted = admit(&app, format!("GET /exists/{}", path.as_str())).await?;
-    match file_op(&app, admitted, FileOp::Exists(path), None).await? {
+    match asked_op(&app, "GET /exists/", FileOp::Exists(path)).await? {
         (FileAnswer::Exists(found), slot) => Ok(holding(
             slot,
             Json(serde_json::json!({ "path": raw, "exists": found })).into_response(),

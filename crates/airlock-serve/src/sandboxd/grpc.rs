@@ -5,7 +5,8 @@
 use std::pin::Pin;
 use std::time::Duration;
 
-use airlock_core::Limit;
+use airlock_core::pod_runtime::{output_cut_note, timed_out};
+use airlock_core::RunResult;
 use airlock_runner::Input;
 use axum::http::StatusCode;
 use tonic::{Code, Request, Response, Status};
@@ -151,23 +152,13 @@ impl ProcessService for Process {
             .await
             .map_err(|refusal| status_of(refusal.into()))?;
         drop(slot);
-        if result.end.limit == Some(Limit::Timeout) && deadline.is_some() {
+        if timed_out(&result) && deadline.is_some() {
             // As sandboxd ends a command at its caller's deadline.
             return Err(Status::deadline_exceeded(
                 "the command ran past the call's deadline and was ended",
             ));
         }
-        let (mut stdout, mut stderr) = (stdout, stderr);
-        let too_long = stdout.len() + stderr.len() > MAX_ANSWER_OUTPUT;
-        if too_long {
-            stdout.truncate(
-                MAX_ANSWER_OUTPUT.saturating_sub(stderr.len().min(MAX_ANSWER_OUTPUT / 2)),
-            );
-            stderr.truncate(MAX_ANSWER_OUTPUT - stdout.len());
-        }
-        if let Some(note) = cut_note(&result).or_else(|| too_long.then(answer_note)) {
-            stderr.extend_from_slice(note.as_bytes());
-        }
+        let (stdout, stderr) = fitted(&result, stdout, stderr);
         Ok(Response::new(ExecuteResponse {
             exit_code: result.end.exit_code,
             stdout,
@@ -197,18 +188,23 @@ impl ProcessService for Process {
     }
 }
 
-/// A line for the end of stderr when not all of the command's output came back (the client has
-/// no other place to be told).
-pub(crate) fn cut_note(result: &airlock_core::RunResult) -> Option<String> {
-    let cut = result.stdout_truncated || result.stderr_truncated || result.end.output_dropped > 0;
-    cut.then(|| {
-        "\nairlock: the command's output was cut short (the profile's [limits] output, or the server's --max-output)\n".to_string()
-    })
+/// The output as an answer may carry it: at most [`MAX_ANSWER_OUTPUT`] (stderr keeps up to half
+/// of it), the note of what was cut, by the limits or here, at stderr's end.
+fn fitted(result: &RunResult, mut stdout: Vec<u8>, mut stderr: Vec<u8>) -> (Vec<u8>, Vec<u8>) {
+    let too_long = stdout.len() + stderr.len() > MAX_ANSWER_OUTPUT;
+    if too_long {
+        stdout.truncate(MAX_ANSWER_OUTPUT - stderr.len().min(MAX_ANSWER_OUTPUT / 2));
+        stderr.truncate(MAX_ANSWER_OUTPUT - stdout.len());
+    }
+    let note = output_cut_note(result).or(too_long.then_some(ANSWER_CUT_NOTE));
+    if let Some(note) = note {
+        stderr.extend_from_slice(note.as_bytes());
+    }
+    (stdout, stderr)
 }
 
-fn answer_note() -> String {
-    "\nairlock: the command's output was cut short (a gRPC answer carries at most 4 MiB)\n".into()
-}
+const ANSWER_CUT_NOTE: &str =
+    "\nairlock: the command's output was cut short (a gRPC answer carries at most 4 MiB)\n";
 
 /// A refusal as a gRPC status: its kind as the nearest code, airlock's code and message in the
 /// details (the client shows them).

@@ -10,8 +10,6 @@
 mod grpc;
 mod rest;
 
-pub(crate) use grpc::cut_note;
-
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;

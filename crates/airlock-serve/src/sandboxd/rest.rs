@@ -5,17 +5,17 @@
 
 use std::time::Instant;
 
-use airlock_core::pod_runtime::{EntryKind, FileAnswer, FileMode, FileOp, PodEntry, PodPath};
+use airlock_core::pod_runtime::{DirectoryListing, FileAnswer, FileMode, FileOp, PodPath};
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 use crate::app::Shared;
 use crate::error::ApiError;
-use crate::routes::pod::{admit, body_place, file_op, not_for_other_pages, seat};
+use crate::routes::pod::{asked_op, body_place, file_op, not_for_other_pages, seat};
 use crate::routes::runs::holding;
 
 pub fn router(app: Shared, max_body: usize, started: Instant) -> Router {
@@ -26,7 +26,7 @@ pub fn router(app: Shared, max_body: usize, started: Instant) -> Router {
         .route("/v1/health", get(move || health(started)))
         .route("/v1/metadata", get(metadata))
         .fallback(|| async {
-            sandboxd_error(ApiError::new(
+            SandboxdError(ApiError::new(
                 StatusCode::NOT_FOUND,
                 "no_such_endpoint",
                 "no such endpoint of sandboxd's files API",
@@ -40,28 +40,47 @@ pub fn router(app: Shared, max_body: usize, started: Instant) -> Router {
 type RestState = (Shared, usize);
 
 /// An error as sandboxd says it: its code for the status, the message, and airlock's code.
-fn sandboxd_error(error: ApiError) -> Response {
-    let code = match error.status {
-        StatusCode::BAD_REQUEST | StatusCode::PAYLOAD_TOO_LARGE => "INVALID_ARGUMENT",
-        StatusCode::FORBIDDEN | StatusCode::UNAUTHORIZED => "PERMISSION_DENIED",
-        StatusCode::NOT_FOUND => "NOT_FOUND",
-        StatusCode::CONFLICT => "CONFLICT",
-        StatusCode::SERVICE_UNAVAILABLE | StatusCode::TOO_MANY_REQUESTS => "UNAVAILABLE",
-        _ => "INTERNAL",
-    };
-    let body = serde_json::json!({
-        "code": code,
-        "message": error.message,
-        "airlock_code": error.code,
-    });
-    let mut response = (error.status, Json(body)).into_response();
-    if let Some(seconds) = error.retry_after {
-        response
-            .headers_mut()
-            .insert(header::RETRY_AFTER, header::HeaderValue::from(seconds));
+struct SandboxdError(ApiError);
+
+impl From<ApiError> for SandboxdError {
+    fn from(error: ApiError) -> SandboxdError {
+        SandboxdError(error)
     }
-    response
 }
+
+impl From<airlock_core::Error> for SandboxdError {
+    fn from(error: airlock_core::Error) -> SandboxdError {
+        SandboxdError(error.into())
+    }
+}
+
+impl IntoResponse for SandboxdError {
+    fn into_response(self) -> Response {
+        let SandboxdError(error) = self;
+        let code = match error.status {
+            StatusCode::BAD_REQUEST | StatusCode::PAYLOAD_TOO_LARGE => "INVALID_ARGUMENT",
+            StatusCode::FORBIDDEN | StatusCode::UNAUTHORIZED => "PERMISSION_DENIED",
+            StatusCode::NOT_FOUND => "NOT_FOUND",
+            StatusCode::CONFLICT => "CONFLICT",
+            StatusCode::SERVICE_UNAVAILABLE | StatusCode::TOO_MANY_REQUESTS => "UNAVAILABLE",
+            _ => "INTERNAL",
+        };
+        let body = serde_json::json!({
+            "code": code,
+            "message": error.message,
+            "airlock_code": error.code,
+        });
+        let mut response = (error.status, Json(body)).into_response();
+        if let Some(seconds) = error.retry_after {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, header::HeaderValue::from(seconds));
+        }
+        response
+    }
+}
+
+type Answer = Result<Response, SandboxdError>;
 
 /// The path a request names: `/v1/files/` is the workspace itself.
 fn path_of(raw: Option<Path<String>>) -> Result<PodPath, ApiError> {
@@ -69,83 +88,31 @@ fn path_of(raw: Option<Path<String>>) -> Result<PodPath, ApiError> {
     Ok(PodPath::parse(&raw)?)
 }
 
-#[derive(Serialize)]
-struct Listing {
-    path: String,
-    entries: Vec<ListedEntry>,
-}
-
-#[derive(Serialize)]
-struct ListedEntry {
-    name: String,
-    size: u64,
-    #[serde(rename = "type")]
-    kind: EntryKind,
-    /// RFC 3339, UTC, to the second.
-    modified_at: String,
-    /// The permission bits, as `0644`.
-    mode: String,
-}
-
-impl ListedEntry {
-    fn of(entry: PodEntry) -> ListedEntry {
-        let seconds = entry.mod_time.max(0.0) as u64;
-        ListedEntry {
-            modified_at: humantime::format_rfc3339_seconds(
-                std::time::UNIX_EPOCH + std::time::Duration::from_secs(seconds),
-            )
-            .to_string(),
-            mode: format!("{:04o}", entry.mode & 0o7777),
-            name: entry.name,
-            size: entry.size,
-            kind: entry.kind,
+async fn read(State((app, _)): State<RestState>, raw: Option<Path<String>>) -> Answer {
+    let path = path_of(raw)?;
+    let (answer, slot) = asked_op(&app, "GET /v1/files/", FileOp::Get(path.clone())).await?;
+    let response = match answer {
+        FileAnswer::Read(bytes) => {
+            ([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response()
         }
+        FileAnswer::Listed(entries) => Json(DirectoryListing::of(&path, entries)).into_response(),
+        _ => return Err(unexpected()),
+    };
+    Ok(holding(slot, response))
+}
+
+async fn exists(State((app, _)): State<RestState>, raw: Option<Path<String>>) -> Answer {
+    match asked_op(&app, "HEAD /v1/files/", FileOp::Exists(path_of(raw)?)).await? {
+        (FileAnswer::Exists(true), _) => Ok(StatusCode::OK.into_response()),
+        (FileAnswer::Exists(false), _) => Ok(StatusCode::NOT_FOUND.into_response()),
+        _ => Err(unexpected()),
     }
 }
 
-async fn read(State((app, _)): State<RestState>, raw: Option<Path<String>>) -> Response {
-    let answered = async {
-        let path = path_of(raw)?;
-        let admitted = admit(&app, format!("GET /v1/files/{}", path.as_str())).await?;
-        let shown = if path.as_str() == "." {
-            "/".to_string()
-        } else {
-            format!("/{}", path.as_str())
-        };
-        let (answer, slot) = file_op(&app, admitted, FileOp::Get(path), None).await?;
-        let response = match answer {
-            FileAnswer::Read(bytes) => {
-                ([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response()
-            }
-            FileAnswer::Listed(entries) => Json(Listing {
-                path: shown,
-                entries: entries.into_iter().map(ListedEntry::of).collect(),
-            })
-            .into_response(),
-            _ => {
-                return Err(ApiError::internal(
-                    "a read answered another kind — please report it",
-                ))
-            }
-        };
-        Ok::<_, ApiError>(holding(slot, response))
-    };
-    answered.await.unwrap_or_else(sandboxd_error)
-}
-
-async fn exists(State((app, _)): State<RestState>, raw: Option<Path<String>>) -> Response {
-    let answered = async {
-        let path = path_of(raw)?;
-        let admitted = admit(&app, format!("HEAD /v1/files/{}", path.as_str())).await?;
-        match file_op(&app, admitted, FileOp::Exists(path), None).await? {
-            (FileAnswer::Exists(true), _) => Ok(StatusCode::OK.into_response()),
-            (FileAnswer::Exists(false), _) => Ok(StatusCode::NOT_FOUND.into_response()),
-            _ => Err(ApiError::internal(
-                "a look answered another kind — please report it",
-            )),
-        }
-    };
-    answered.await.unwrap_or_else(sandboxd_error)
+fn unexpected() -> SandboxdError {
+    SandboxdError(ApiError::internal(
+        "a file operation answered another's kind — please report it",
+    ))
 }
 
 #[derive(Deserialize)]
@@ -160,30 +127,22 @@ async fn write(
     raw: Option<Path<String>>,
     Query(query): Query<WriteQuery>,
     request: Request,
-) -> Response {
-    let answered = async {
-        let path = path_of(raw)?;
-        let mode = query.mode.as_deref().map(FileMode::parse).transpose()?;
-        let reading = body_place(&app)?;
-        let bytes = tokio::time::timeout(
-            crate::routes::BODY_TIMEOUT,
-            axum::body::to_bytes(request.into_body(), max_body),
-        )
-        .await
-        .map_err(|_| crate::routes::body_timeout())?
-        .map_err(|_| crate::error::too_large())?;
-        drop(reading);
-        let admitted = seat(&app, format!("PUT /v1/files/{}", path.as_str())).await?;
-        let (_, slot) = file_op(
-            &app,
-            admitted,
-            FileOp::Write { path, mode },
-            Some(bytes.to_vec()),
-        )
-        .await?;
-        Ok::<_, ApiError>(holding(slot, StatusCode::NO_CONTENT.into_response()))
-    };
-    answered.await.unwrap_or_else(sandboxd_error)
+) -> Answer {
+    let path = path_of(raw)?;
+    let mode = query.mode.as_deref().map(FileMode::parse).transpose()?;
+    let reading = body_place(&app)?;
+    let bytes = tokio::time::timeout(
+        crate::routes::BODY_TIMEOUT,
+        axum::body::to_bytes(request.into_body(), max_body),
+    )
+    .await
+    .map_err(|_| crate::routes::body_timeout())?
+    .map_err(|_| crate::error::too_large())?;
+    drop(reading);
+    let admitted = seat(&app, format!("PUT /v1/files/{}", path.as_str())).await?;
+    let op = FileOp::Write { path, mode };
+    let (_, slot) = file_op(&app, admitted, op, Some(bytes.to_vec())).await?;
+    Ok(holding(slot, StatusCode::NO_CONTENT.into_response()))
 }
 
 #[derive(Deserialize)]
@@ -196,18 +155,13 @@ async fn remove(
     State((app, _)): State<RestState>,
     raw: Option<Path<String>>,
     Query(query): Query<RemoveQuery>,
-) -> Response {
-    let answered = async {
-        let path = path_of(raw)?;
-        let admitted = admit(&app, format!("DELETE /v1/files/{}", path.as_str())).await?;
-        let op = FileOp::Delete {
-            path,
-            recursive: query.recursive,
-        };
-        let (_, slot) = file_op(&app, admitted, op, None).await?;
-        Ok::<_, ApiError>(holding(slot, StatusCode::NO_CONTENT.into_response()))
+) -> Answer {
+    let op = FileOp::Delete {
+        path: path_of(raw)?,
+        recursive: query.recursive,
     };
-    answered.await.unwrap_or_else(sandboxd_error)
+    let (_, slot) = asked_op(&app, "DELETE /v1/files/", op).await?;
+    Ok(holding(slot, StatusCode::NO_CONTENT.into_response()))
 }
 
 async fn health(started: Instant) -> Response {
