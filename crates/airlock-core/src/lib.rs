@@ -23,6 +23,7 @@ mod digest;
 mod error;
 mod identity;
 mod io_failure;
+pub mod k8s;
 pub mod kill_switch;
 mod ledger;
 pub mod netlog;

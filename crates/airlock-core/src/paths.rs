@@ -100,8 +100,27 @@ pub(crate) fn check_private(
     risk: &str,
 ) -> std::io::Result<()> {
     use std::os::unix::fs::MetadataExt;
+    check_not_writable_by_others(path, meta, risk)?;
     let mode = meta.mode() & 0o7777;
     let me = nix::unistd::geteuid().as_raw();
+    if meta.uid() != me {
+        return Err(std::io::Error::other(format!(
+            "it is owned by uid {}, not by this user (uid {me}; mode {mode:04o}): {risk} — 'chown {me} {}' if it is yours, or run airlock as its owner",
+            meta.uid(),
+            path.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Refuse a file its group or everyone may write (whoever owns it).
+pub(crate) fn check_not_writable_by_others(
+    path: &Path,
+    meta: &std::fs::Metadata,
+    risk: &str,
+) -> std::io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let mode = meta.mode() & 0o7777;
     if mode & 0o022 != 0 {
         return Err(std::io::Error::other(format!(
             "it is {} (mode {mode:04o}, owner uid {}): {risk} — 'chmod 600 {}'",
@@ -110,13 +129,6 @@ pub(crate) fn check_private(
             } else {
                 "group-writable"
             },
-            meta.uid(),
-            path.display()
-        )));
-    }
-    if meta.uid() != me {
-        return Err(std::io::Error::other(format!(
-            "it is owned by uid {}, not by this user (uid {me}; mode {mode:04o}): {risk} — 'chown {me} {}' if it is yours, or run airlock as its owner",
             meta.uid(),
             path.display()
         )));

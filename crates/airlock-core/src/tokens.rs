@@ -158,8 +158,23 @@ fn untrusted(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
     }
 }
 
+/// Who may own a token file airlock reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Owners {
+    /// This user alone: the state directory's store, which airlock itself writes.
+    ThisUser,
+    /// This user or root: a file given to the server (`--tokens-file`), such as a Kubernetes
+    /// Secret, which the kubelet mounts as root's. Root could write any file of this user's
+    /// anyway, so trusting root's adds no one.
+    ThisUserOrRoot,
+}
+
 /// The records of the store, if it is this user's own and no one else could have written it.
 fn read_records(path: &Path) -> Result<Vec<TokenRecord>, Error> {
+    read_records_owned(path, Owners::ThisUser)
+}
+
+fn read_records_owned(path: &Path, owners: Owners) -> Result<Vec<TokenRecord>, Error> {
     let mut file = match fs::File::open(path) {
         Ok(file) => file,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -167,8 +182,14 @@ fn read_records(path: &Path) -> Result<Vec<TokenRecord>, Error> {
     };
     // Checked on the file opened, not on the path, which could be another file by now.
     let meta = file.metadata().map_err(io("read", path))?;
-    crate::paths::check_private(path, &meta, "whoever can write it can add tokens")
-        .map_err(untrusted(path))?;
+    let root_owns = owners == Owners::ThisUserOrRoot && meta.uid() == 0;
+    let risk = "whoever can write it can add tokens";
+    if root_owns {
+        crate::paths::check_not_writable_by_others(path, &meta, risk)
+    } else {
+        crate::paths::check_private(path, &meta, risk)
+    }
+    .map_err(untrusted(path))?;
     let mut text = Vec::new();
     file.read_to_end(&mut text).map_err(io("read", path))?;
     serde_json::from_slice(&text).map_err(|e| Error::State {
@@ -410,6 +431,7 @@ fn find<'a>(records: &'a [TokenRecord], id_or_name: &str) -> Result<&'a TokenRec
 /// from the next request on), for a server that checks every request.
 pub struct Tokens {
     path: PathBuf,
+    owners: Owners,
     cache: Mutex<Option<(Stamp, Vec<TokenRecord>)>>,
 }
 
@@ -421,6 +443,17 @@ impl Tokens {
     pub fn new(state_dir: &Path) -> Tokens {
         Tokens {
             path: store(state_dir),
+            owners: Owners::ThisUser,
+            cache: Mutex::new(None),
+        }
+    }
+
+    /// The tokens of `file` (in the store's format), which this process only reads: a file
+    /// mounted in for a server (`airlock serve --tokens-file`), this user's or root's.
+    pub fn from_file(file: &Path) -> Tokens {
+        Tokens {
+            path: file.to_path_buf(),
+            owners: Owners::ThisUserOrRoot,
             cache: Mutex::new(None),
         }
     }
@@ -428,7 +461,7 @@ impl Tokens {
     /// Whether the store can be read and trusted now: a server checks it as it starts, so that a
     /// store it would refuse on every request is said at once (each request then opens nothing).
     pub fn check(&self) -> Result<(), Error> {
-        read_records(&self.path).map(|_| ())
+        read_records_owned(&self.path, self.owners).map(|_| ())
     }
 
     /// The record of the token presented (`None`: no credentials were sent), if it is valid now.
@@ -470,7 +503,7 @@ impl Tokens {
         let stamp = Stamp(meta.ino(), meta.size(), meta.ctime(), meta.ctime_nsec());
         let mut cache = self.cache.lock().ok()?;
         if cache.as_ref().is_none_or(|(seen, _)| *seen != stamp) {
-            *cache = Some((stamp, read_records(&self.path).ok()?));
+            *cache = Some((stamp, read_records_owned(&self.path, self.owners).ok()?));
         }
         let (_, records) = cache.as_ref()?;
         records.iter().find(|r| r.id == id).cloned()
@@ -524,6 +557,24 @@ mod tests {
         );
         fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
         assert!(tokens.authenticate(presented).is_ok());
+
+        // The same file given to a server (a mounted Secret, readable by its group): the same
+        // rule against writers; a file of another user, not root, opens nothing.
+        let given = Tokens::from_file(&path);
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o440)).unwrap();
+        assert!(given.check().is_ok() && given.authenticate(presented).is_ok());
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o660)).unwrap();
+        assert!(given
+            .check()
+            .unwrap_err()
+            .to_string()
+            .contains("group-writable"));
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o440)).unwrap();
+        if nix::unistd::geteuid().is_root() {
+            std::os::unix::fs::chown(&path, Some(4242), None).unwrap();
+            let refused = given.check().unwrap_err().to_string();
+            assert!(refused.contains("owned by uid 4242"), "{refused}");
+        }
     }
 
     #[test]

@@ -149,6 +149,16 @@ pub fn special(addr: IpAddr) -> Option<&'static str> {
         .map(|(_, kind)| *kind)
 }
 
+/// Every network [`special`] names (and the metadata addresses), as address and prefix: what
+/// a rule kept outside the host (a Kubernetes NetworkPolicy's `except`) must leave out for the
+/// sandbox's "public addresses" to mean the same there as here.
+pub fn protected_networks() -> impl Iterator<Item = (IpAddr, u8)> {
+    METADATA
+        .iter()
+        .chain(SPECIAL.iter().map(|(net, _)| net))
+        .map(|net| (net.base, net.prefix))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

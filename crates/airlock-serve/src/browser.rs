@@ -147,9 +147,24 @@ fn known_host(host: &str, host_names: &[String]) -> bool {
     let bare = name.trim_start_matches('[').trim_end_matches(']');
     bare.parse::<IpAddr>().is_ok()
         || name.eq_ignore_ascii_case("localhost")
-        || host_names
-            .iter()
-            .any(|known| known.eq_ignore_ascii_case(name))
+        || host_names.iter().any(|known| names_match(known, name))
+}
+
+/// Whether `name` is the name the operator gave, or, for `*.SUFFIX`, a name of one or more
+/// labels under SUFFIX (a pod's Service names, `ID.NAMESPACE.svc.cluster.local`).
+fn names_match(known: &str, name: &str) -> bool {
+    match known.strip_prefix("*.") {
+        Some(suffix) => {
+            let cut = name.len().saturating_sub(suffix.len());
+            match (name.get(..cut), name.get(cut..)) {
+                (Some(labels), Some(tail)) => {
+                    labels.len() > 1 && labels.ends_with('.') && tail.eq_ignore_ascii_case(suffix)
+                }
+                _ => false,
+            }
+        }
+        None => known.eq_ignore_ascii_case(name),
+    }
 }
 
 /// The name (or address) of a Host header, without its port.
@@ -270,7 +285,24 @@ mod tests {
             code(check(&Method::GET, "/", &HeaderMap::new(), TCP, &names)).as_deref(),
             Some("host_not_allowed")
         );
+        // A pod's Service names, all of one namespace: one label or more under the suffix.
+        let names = vec!["*.agents.svc.cluster.local".to_string()];
+        for (host, known) in [
+            ("pod-1.agents.svc.cluster.local:8888", true),
+            ("a.b.agents.svc.cluster.local", true),
+            ("POD.AGENTS.svc.cluster.local", true),
+            ("agents.svc.cluster.local", false),
+            (".agents.svc.cluster.local", false),
+            ("pod-1.other.svc.cluster.local", false),
+            ("pod-1.xagents.svc.cluster.local", false),
+            ("pod-1.agents.svc.cluster.local.attacker.example", false),
+        ] {
+            let h = headers(&[("host", host)]);
+            let refused = code(check(&Method::GET, "/", &h, TCP, &names));
+            assert_eq!(refused.is_none(), known, "{host}: {refused:?}");
+        }
         // Over a Unix socket the Host is whatever the client wrote.
+        let names = vec!["airlock.example".to_string()];
         let h = headers(&[("host", "airlock")]);
         assert_eq!(
             code(check(

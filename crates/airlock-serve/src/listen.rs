@@ -84,11 +84,26 @@ fn read_pem<T>(
         .with_context(|| format!("{arg} {}: not PEM", path.display()))
 }
 
-/// Refuse to send tokens in clear text beyond this machine.
-pub fn check_clear_text(listen: &Listen, tls: bool) -> Result<()> {
+/// How a TCP listener's requests travel: TLS, or clear text, which beyond loopback needs the
+/// operator's explicit acceptance (`--allow-clear-text`).
+#[derive(Debug, Clone, Copy)]
+pub struct WireSecurity {
+    pub tls: bool,
+    pub clear_text_allowed: bool,
+}
+
+impl WireSecurity {
+    /// Whether requests to `addr` may come in as this says.
+    fn allows(self, addr: &std::net::SocketAddr) -> bool {
+        self.tls || self.clear_text_allowed || addr.ip().is_loopback()
+    }
+}
+
+/// Refuse to send tokens in clear text beyond this machine, unless the operator accepted it.
+pub fn check_clear_text(listen: &Listen, wire: WireSecurity) -> Result<()> {
     if let Listen::Tcp(addr) = listen {
-        if !tls && !addr.ip().is_loopback() {
-            bail!("--listen {addr}: not a loopback address, and no TLS: tokens would cross the network in clear text — give --tls-cert and --tls-key, or listen on 127.0.0.1 or a unix socket");
+        if !wire.allows(addr) {
+            bail!("--listen {addr}: not a loopback address, and no TLS: tokens would cross the network in clear text — give --tls-cert and --tls-key, or listen on 127.0.0.1 or a unix socket (or, where that network is the server's and its one client's alone, as a pod's behind agent-sandbox's router, accept it with --allow-clear-text)");
         }
     }
     Ok(())
@@ -109,11 +124,11 @@ pub fn choose_source(
     listen: Option<Listen>,
     passed: Option<Passed>,
     default: PathBuf,
-    tls: bool,
+    wire: WireSecurity,
 ) -> Result<Source> {
     let Some(passed) = passed else {
         let listen = listen.unwrap_or(Listen::Unix(default));
-        check_clear_text(&listen, tls)?;
+        check_clear_text(&listen, wire)?;
         return Ok(Source::Bind(listen));
     };
     let address = passed.address()?;
@@ -128,7 +143,7 @@ pub fn choose_source(
         }
     }
     if let PassedAddress::Tcp(addr) = address {
-        if !tls && !addr.ip().is_loopback() {
+        if !wire.allows(&addr) {
             bail!("the socket systemd passed (LISTEN_FDS) listens on {addr}: not a loopback address, and no TLS: tokens would cross the network in clear text — give --tls-cert and --tls-key, or make the .socket unit's ListenStream= 127.0.0.1:PORT or a unix socket path");
         }
     }
@@ -146,6 +161,19 @@ fn shown(listen: &Listen) -> String {
 mod tests {
     use super::*;
 
+    const CLEAR: WireSecurity = WireSecurity {
+        tls: false,
+        clear_text_allowed: false,
+    };
+    const TLS: WireSecurity = WireSecurity {
+        tls: true,
+        clear_text_allowed: false,
+    };
+    const ACCEPTED: WireSecurity = WireSecurity {
+        tls: false,
+        clear_text_allowed: true,
+    };
+
     #[test]
     fn addresses() {
         assert_eq!(
@@ -162,9 +190,10 @@ mod tests {
         );
         assert!(Listen::parse("example.com:80").is_err());
         let public = Listen::parse("0.0.0.0:8700").unwrap();
-        assert!(check_clear_text(&public, false).is_err());
-        assert!(check_clear_text(&public, true).is_ok());
-        assert!(check_clear_text(&Listen::parse("[::1]:1").unwrap(), false).is_ok());
+        assert!(check_clear_text(&public, CLEAR).is_err());
+        assert!(check_clear_text(&public, TLS).is_ok());
+        assert!(check_clear_text(&public, ACCEPTED).is_ok());
+        assert!(check_clear_text(&Listen::parse("[::1]:1").unwrap(), CLEAR).is_ok());
     }
 
     fn passed_tcp(addr: &str) -> (Passed, SocketAddr) {
@@ -178,25 +207,30 @@ mod tests {
         let default = PathBuf::from("/nonexistent/airlock.sock");
         let choose = |listen, passed, tls| choose_source(listen, passed, default.clone(), tls);
         let (public, addr) = passed_tcp("0.0.0.0:0");
-        let refused = choose(None, Some(public), false).unwrap_err().to_string();
+        let refused = choose(None, Some(public), CLEAR).unwrap_err().to_string();
         assert!(
             refused.contains(&addr.to_string()) && refused.contains("--tls-cert"),
             "{refused}"
         );
         let (public, _) = passed_tcp("0.0.0.0:0");
         assert!(matches!(
-            choose(None, Some(public), true),
+            choose(None, Some(public), TLS),
+            Ok(Source::Passed(_))
+        ));
+        let (public, _) = passed_tcp("0.0.0.0:0");
+        assert!(matches!(
+            choose(None, Some(public), ACCEPTED),
             Ok(Source::Passed(_))
         ));
         let (local, addr) = passed_tcp("127.0.0.1:0");
         let same = Some(Listen::Tcp(addr));
         assert!(matches!(
-            choose(same, Some(local), false),
+            choose(same, Some(local), CLEAR),
             Ok(Source::Passed(_))
         ));
         let (local, _) = passed_tcp("127.0.0.1:0");
         let other = Some(Listen::Unix("/run/other.sock".into()));
-        let refused = choose(other, Some(local), false).unwrap_err().to_string();
+        let refused = choose(other, Some(local), CLEAR).unwrap_err().to_string();
         assert!(
             refused.contains("--listen says unix:/run/other.sock"),
             "{refused}"
@@ -207,11 +241,11 @@ mod tests {
         let unix = Passed::Unix(std::os::unix::net::UnixListener::bind(&path).unwrap());
         let same = Some(Listen::Unix(path));
         assert!(matches!(
-            choose(same, Some(unix), false),
+            choose(same, Some(unix), CLEAR),
             Ok(Source::Passed(_))
         ));
         assert!(
-            matches!(choose(None, None, false), Ok(Source::Bind(Listen::Unix(p))) if p == default)
+            matches!(choose(None, None, CLEAR), Ok(Source::Bind(Listen::Unix(p))) if p == default)
         );
     }
 }

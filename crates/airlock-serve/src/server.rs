@@ -24,7 +24,7 @@ use crate::activation::Passed;
 use crate::app::App;
 use crate::browser::Transport;
 use crate::limits::{Limiter, Quotas};
-use crate::listen::{choose_source, tls_config, Listen, Source, TlsFiles};
+use crate::listen::{choose_source, tls_config, Listen, Source, TlsFiles, WireSecurity};
 use crate::routes::pod::Pod;
 use airlock_runner::Jobs;
 
@@ -33,6 +33,10 @@ pub struct ServeConfig {
     /// None: a unix socket in the state directory (`airlock.sock`).
     pub listen: Option<Listen>,
     pub tls: Option<TlsFiles>,
+    /// Beyond loopback without TLS, by the operator's explicit choice (`--allow-clear-text`).
+    pub clear_text_allowed: bool,
+    /// Where the tokens are read from, if not the state directory's `tokens.json`.
+    pub tokens_file: Option<PathBuf>,
     pub state_dir: Option<PathBuf>,
     pub max_body: usize,
     pub keep_output: u64,
@@ -85,10 +89,16 @@ pub fn serve(config: ServeConfig) -> Result<()> {
         config.listen.clone(),
         passed,
         state_dir.join("airlock.sock"),
-        config.tls.is_some(),
+        WireSecurity {
+            tls: config.tls.is_some(),
+            clear_text_allowed: config.clear_text_allowed,
+        },
     )?;
     let tls = config.tls.as_ref().map(tls_config).transpose()?;
-    let tokens = Tokens::new(&state_dir);
+    let tokens = match &config.tokens_file {
+        Some(file) => Tokens::from_file(file),
+        None => Tokens::new(&state_dir),
+    };
     tokens.check()?;
     // Runs a server killed outright (or a crash) left open are closed before any new one starts.
     airlock_core::close_abandoned_runs(&state_dir);
@@ -278,6 +288,15 @@ async fn run(
         "airlock: serving on {}",
         described(&bound, tls.is_some(), passed)
     );
+    if let Bound::Tcp(listener) = &bound {
+        let beyond_loopback = listener.local_addr().is_ok_and(|a| !a.ip().is_loopback());
+        if beyond_loopback && tls.is_none() {
+            let _ = writeln!(
+                std::io::stderr(),
+                "airlock: warning: no TLS beyond loopback (--allow-clear-text): tokens cross this network in clear text; admit only the one client to it"
+            );
+        }
+    }
     // Past this many connections at once, the next waits to be accepted (file descriptors are
     // kept for the runs' pipes and the sessions' files).
     let connections = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));

@@ -522,6 +522,9 @@ pub enum Command {
     /// Run Codex's shell commands in airlock (see 'airlock codex settings --help')
     #[command(subcommand)]
     Codex(crate::codex::CodexCommand),
+    /// airlock in agent-sandbox pods on Kubernetes: render the manifests of a pool
+    #[command(subcommand)]
+    K8s(K8sCommand),
 }
 
 #[derive(Debug, Args)]

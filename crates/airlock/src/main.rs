@@ -13,6 +13,7 @@ mod codex;
 mod completion;
 mod control;
 mod diff;
+mod k8s;
 mod learn;
 mod log;
 mod policy;
@@ -97,6 +98,7 @@ fn main() -> ExitCode {
         Command::Policy(cli::PolicyCommand::Replay(a)) => a.json,
         Command::Policy(cli::PolicyCommand::List(a)) => a.json,
         Command::ClaudeCode(claude_code::ClaudeCodeCommand::Settings(a)) => a.json,
+        Command::K8s(cli::K8sCommand::Render(a)) => a.json,
         _ => false,
     };
     let remote = match remote::from_args(cli.global.server.as_deref(), &cli.command) {
@@ -182,6 +184,7 @@ fn local(global: &cli::GlobalArgs, command: Command) -> anyhow::Result<ExitCode>
         Command::Token(command) => serve::token(global, command),
         Command::ClaudeCode(command) => claude_code::dispatch(global, command),
         Command::Codex(command) => codex::dispatch(global, command),
+        Command::K8s(cli::K8sCommand::Render(args)) => k8s::render(global, args),
     }
 }
 

@@ -33,6 +33,8 @@ pub fn serve(global: &GlobalArgs, args: ServeArgs) -> Result<ExitCode> {
     airlock_serve::serve(airlock_serve::ServeConfig {
         listen,
         tls,
+        clear_text_allowed: args.allow_clear_text,
+        tokens_file: args.tokens_file,
         state_dir: global.state_dir.clone(),
         max_body: args.max_body,
         keep_output: args.max_output,

@@ -1379,6 +1379,62 @@ fn clear_text_beyond_loopback_is_refused_and_tls_works() {
     assert!(clear.is_err(), "answered in clear text: {clear:?}");
 }
 
+/// A pod's server (`airlock k8s render`'s arguments): beyond loopback in clear text only when
+/// the operator accepts it, which it says at start; its tokens from a file mounted in (a
+/// Secret), not from the state directory: a token of the state directory opens nothing there.
+#[test]
+fn clear_text_when_accepted_and_tokens_from_a_mounted_file() {
+    let Some(w) = World::new(Mode::User) else {
+        return;
+    };
+    let of_the_state_dir = agent_token(&w);
+    let secret = w.base.join("secret-state");
+    std::fs::create_dir(&secret).unwrap();
+    w.give(&secret);
+    let secret_arg = secret.to_str().unwrap();
+    let operator = make_token(&w, "operator", &["--state-dir", secret_arg]);
+    let tokens_file = secret.join("tokens.json");
+    let port = free_port();
+    let mut serve = w.airlock();
+    serve
+        .args([
+            "serve",
+            "--listen",
+            &format!("0.0.0.0:{port}"),
+            "--allow-clear-text",
+        ])
+        .arg("--tokens-file")
+        .arg(&tokens_file);
+    let addr = format!("127.0.0.1:{port}").parse().unwrap();
+    let server = Server::start_command(&w, serve, support::api::Addr::Tcp(addr));
+    assert_ok(&server.client(&operator.token).get("/v1/sessions"));
+    assert_refused(
+        &server.client(&of_the_state_dir.token).get("/v1/sessions"),
+        401,
+        "token_unknown",
+    );
+    assert!(
+        server
+            .stderr()
+            .contains("no TLS beyond loopback (--allow-clear-text)"),
+        "{}",
+        server.stderr()
+    );
+    // The file is read again when it changes: a token revoked where it was made, and the
+    // file copied over (as a Secret is updated), opens nothing from then on.
+    let out = w
+        .airlock()
+        .args(["token", "revoke", &operator.id, "--state-dir", secret_arg])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_refused(
+        &server.client(&operator.token).get("/v1/sessions"),
+        401,
+        "token_revoked",
+    );
+}
+
 both_modes!(a_sessions_runs_are_listed_with_the_end_of_their_output);
 /// GET /v1/sessions/{id}/runs: each run with how it ended and the end of its output (the last
 /// 16 KiB of each stream, and how much came before), the refused one too; another agent's token

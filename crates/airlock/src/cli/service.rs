@@ -16,6 +16,18 @@ pub struct ServeArgs {
     /// TLS private key (PEM), with --tls-cert
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
+    /// Listen beyond loopback without TLS, accepting that tokens cross that network in clear
+    /// text: only where the network itself is private to the server and its one client, as a pod
+    /// behind agent-sandbox's router (which speaks plain HTTP to its pods), with a NetworkPolicy
+    /// that admits only the router
+    #[arg(long, conflicts_with_all = ["tls_cert", "tls_key"])]
+    pub allow_clear_text: bool,
+    /// Read the API's tokens from FILE (as 'airlock token create' writes STATE/tokens.json: only
+    /// hashes) instead of the state directory's, read again when it changes; for a file that is
+    /// mounted in, such as a Kubernetes Secret. It may be root's or this user's, never writable
+    /// by others. 'airlock token create' and 'revoke' then change it only where it comes from
+    #[arg(long, value_name = "FILE", env = "AIRLOCK_TOKENS_FILE")]
+    pub tokens_file: Option<PathBuf>,
     /// Largest request body taken, in bytes
     #[arg(long, value_name = "BYTES", default_value_t = 1 << 20)]
     pub max_body: usize,
@@ -32,8 +44,9 @@ pub struct ServeArgs {
     #[arg(long, value_name = "DURATION", default_value = "30s")]
     pub grace: String,
     /// A name the server answers to over TCP besides its IP addresses and localhost (the name in
-    /// its clients' URLs, e.g. airlock.internal); repeat for more. Others are refused (421), as
-    /// DNS rebinding would send them
+    /// its clients' URLs, e.g. airlock.internal), or every name under one (*.agents.svc.cluster.local,
+    /// as a pod's Service names); repeat for more. Others are refused (421), as DNS rebinding
+    /// would send them
     #[arg(long = "host-name", value_name = "NAME")]
     pub host_names: Vec<String>,
     /// Sandboxes kept prepared for each kind of throwaway run (the same token, profile and
@@ -344,6 +357,67 @@ pub struct PolicyReplayArgs {
     pub log: Option<PathBuf>,
     /// Print JSON: {"draft", "runs_of", "runs", "attempts", "would_refuse", "runs_broken",
     /// "would_now_allow", "never_used", "not_replayed"}
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum K8sCommand {
+    /// Write the manifests of a pool of airlock pods for a profile (YAML on stdout)
+    #[command(
+        long_about = "Write the Kubernetes manifests that run airlock as the runtime of \
+            kubernetes-sigs/agent-sandbox's pods, each command of the pod's agent a run in airlock's \
+            sandbox under PROFILE: a ConfigMap with the profile; a SandboxTemplate whose pod runs \
+            airlock's image (scripts/build-oci.sh) in its own user namespace with what airlock needs \
+            and nothing more, resources from the profile's limits, the API's tokens from the Secret \
+            NAME-tokens and the profile's env secrets from NAME-credentials; a SandboxWarmPool; and \
+            a NetworkPolicy admitting only agent-sandbox's router and letting the pod reach only \
+            public addresses on the ports the profile allows (which domains stays airlock's gate's \
+            decision). Notes on what the profile names that a pod will not have go to stderr. \
+            docs/kubernetes.md takes it from there to a running pool.",
+        after_help = "Examples:\n  airlock k8s render agent --image registry.example/airlock:0.1.0 --namespace agents | kubectl apply -f -\n  \
+            airlock token create --role operator --profile agent --state-dir ./k8s-tokens --name k8s\n  \
+            kubectl -n agents create secret generic airlock-agent-tokens --from-file=tokens.json=./k8s-tokens/tokens.json\n\n\
+            Exit status: 0 written; 125 the profile does not load, or an argument is not a name Kubernetes takes."
+    )]
+    Render(K8sRenderArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct K8sRenderArgs {
+    /// The profile the pods' runs use (a name, as -p takes it)
+    #[arg(value_name = "PROFILE")]
+    pub profile: String,
+    /// airlock's image, as the cluster pulls it
+    #[arg(long, value_name = "IMAGE", default_value = concat!("localhost/airlock:", env!("CARGO_PKG_VERSION")))]
+    pub image: String,
+    /// The namespace of the pods (and of the router, unless --router-namespace)
+    #[arg(long, short = 'n', value_name = "NAMESPACE", default_value = "default")]
+    pub namespace: String,
+    /// The objects' name (the Secrets': NAME-tokens, NAME-credentials) [default: airlock-PROFILE]
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+    /// Pods kept warm by a SandboxWarmPool; 0 writes no pool
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    pub pool: u32,
+    /// The cluster's DNS domain (the names the router reaches pods by)
+    #[arg(long, value_name = "DOMAIN", default_value = "cluster.local")]
+    pub cluster_domain: String,
+    /// The namespace of agent-sandbox's router [default: --namespace]
+    #[arg(long, value_name = "NAMESPACE")]
+    pub router_namespace: Option<String>,
+    /// A label of the router's pods, KEY=VALUE; repeat for more
+    #[arg(
+        long = "router-label",
+        value_name = "KEY=VALUE",
+        default_value = "app.kubernetes.io/name=sandbox-router"
+    )]
+    pub router_labels: Vec<String>,
+    /// A namespace whose pods may reach the pods' ports directly (sandboxd's in-cluster clients
+    /// connect to a pod's address, not through the router); repeat for more
+    #[arg(long = "allow-from-namespace", value_name = "NAMESPACE")]
+    pub client_namespaces: Vec<String>,
+    /// The objects as a JSON array instead of YAML
     #[arg(long)]
     pub json: bool,
 }

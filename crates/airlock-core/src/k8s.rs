@@ -1,0 +1,58 @@
+//! `airlock k8s render`: the manifests of a pool of airlock pods (see the airlock-k8s crate),
+//! from a profile chosen as a run chooses it. The ConfigMap carries the profile's text, and the
+//! NetworkPolicy and the pod's resources are rendered from that same text parsed again, so the
+//! two cannot disagree (a file changed between reading and rendering).
+
+pub use airlock_k8s::yaml::stream as yaml_stream;
+pub use airlock_k8s::{RenderRequest, Rendered, RouterPods};
+
+use crate::caller::{Caller, ProfileChoice};
+use crate::error::Error;
+
+/// Everything of the render but the profile, as the command line gave it.
+#[derive(Debug, Clone)]
+pub struct K8sSettings {
+    pub image: String,
+    pub namespace: String,
+    /// Default: `airlock-PROFILE`.
+    pub name: Option<String>,
+    pub pool_size: u32,
+    pub cluster_domain: String,
+    pub router: RouterPods,
+    pub client_namespaces: Vec<String>,
+}
+
+/// The manifests for the profile `choice` names.
+pub fn render_manifests(
+    caller: &Caller,
+    choice: &ProfileChoice,
+    settings: K8sSettings,
+) -> Result<Rendered, Error> {
+    let loaded = crate::policy::effective_profile(caller, choice)?;
+    let text = crate::policy::profile_as_written(&loaded)?;
+    let origin = loaded
+        .source
+        .clone()
+        .unwrap_or_else(|| format!("(the profile {})", loaded.name).into());
+    let profile = airlock_policy::parse_profile(&text, &loaded.name, &origin)?;
+    let name = settings
+        .name
+        .unwrap_or_else(|| format!("airlock-{}", profile.name));
+    let request = RenderRequest {
+        profile: &profile,
+        profile_text: &text,
+        image: settings.image,
+        namespace: settings.namespace,
+        name,
+        pool_size: settings.pool_size,
+        cluster_domain: settings.cluster_domain,
+        router: settings.router,
+        client_namespaces: settings.client_namespaces,
+    };
+    airlock_k8s::render(&request).map_err(|refused| match refused {
+        airlock_k8s::RenderError::Argument { arg, value, why } => Error::Argument {
+            arg: format!("{arg} {value:?}"),
+            why,
+        },
+    })
+}
