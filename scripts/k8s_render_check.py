@@ -9,6 +9,7 @@ Usage: k8s_render_check.py AIRLOCK_ARGV_JSON SCHEMA_DIR
 
 import copy
 import json
+import os
 import subprocess
 import sys
 
@@ -102,6 +103,10 @@ CASES = {
     ],
     "secrets from the credentials Secret": ["creds", "--image", "registry.example:5000/team/airlock@sha256:" + "a" * 64],
     "a starter (npm)": ["npm", "--cluster-domain", "corp.internal"],
+    "a profile a YAML reader might misread, and odd label values": [
+        "nasty", "--router-namespace", "routers", "--router-label", "k=x\u0085y\u2028z", "--router-label", "yes=no",
+        "--exclude-cidr", "34.118.224.0/20",
+    ],
 }
 for case, args in CASES.items():
     as_json, notes = render(*args, "--json")
@@ -112,6 +117,12 @@ for case, args in CASES.items():
         found = problems(obj)
         check(not found, f"{case}: {obj['kind']} {obj['metadata']['name']} is valid" + ("" if not found else f": {found[:5]}"))
     consistent(objects, case)
+    profile = objects[0]["data"]
+    (key,) = profile
+    source = f"{os.environ['XDG_CONFIG_HOME']}/airlock/profiles/{key}"
+    if os.path.exists(source):
+        with open(source, encoding="utf-8", newline="") as f:
+            check(profile[key] == f.read(), f"{case}: the ConfigMap holds the profile's file byte for byte")
     if case.startswith("secrets"):
         check("comes from file /run/secrets/gh" in notes, f"{case}: a file secret is noted ({notes.strip()!r})")
 

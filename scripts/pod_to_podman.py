@@ -61,8 +61,15 @@ if security.get("procMount") == "Unmasked":
 if security.get("readOnlyRootFilesystem"):
     # The kubelet adds no writable /tmp; podman would.
     options += ["--read-only", "--read-only-tmpfs=false"]
-# appArmorProfile: these machines run no AppArmor; podman has nothing to unconfine.
+# appArmorProfile: these machines run no AppArmor; podman has nothing to unconfine, but nothing
+# else than Unconfined is expected.
+if security.get("appArmorProfile") != {"type": "Unconfined"}:
+    raise SystemExit(f"pod_to_podman: appArmorProfile {security.get('appArmorProfile')}")
 
+only(container["resources"], ["limits", "requests"], "resources")
+only(container["resources"]["limits"], ["memory", "cpu"], "resources.limits")
+only(container["readinessProbe"], ["httpGet"], "readinessProbe")
+only(container["readinessProbe"]["httpGet"], ["path", "port"], "readinessProbe.httpGet")
 limits = container["resources"]["limits"]
 options += ["--memory", limits["memory"].replace("Mi", "m")]
 if "cpu" in limits:
@@ -72,6 +79,7 @@ for variable in container["env"]:
     only(variable, ["name", "value"], f"env {variable['name']}")
     options += ["--env", f"{variable['name']}={variable['value']}"]
 for port in container["ports"]:
+    only(port, ["name", "containerPort", "protocol"], f"port {port.get('name')}")
     options += ["--publish", f"127.0.0.1:{port_map[port['containerPort']]}:{port['containerPort']}"]
 
 
@@ -104,6 +112,10 @@ def projected(name, files, mode):
 volumes = {}
 for volume in pod["volumes"]:
     name = volume["name"]
+    only(volume, ["name", "configMap", "secret", "emptyDir"], f"volume {name}")
+    for kind, known in (("configMap", ["name"]), ("secret", ["secretName", "optional", "defaultMode"]), ("emptyDir", ["medium", "sizeLimit"])):
+        if kind in volume:
+            only(volume[kind], known, f"volume {name}.{kind}")
     if "configMap" in volume:
         source = config_maps[volume["configMap"]["name"]]
         volumes[name] = projected(name, source["data"], volume["configMap"].get("defaultMode", 0o644))
@@ -117,6 +129,7 @@ for volume in pod["volumes"]:
     else:
         raise SystemExit(f"pod_to_podman: volume {name}: a kind this does not translate")
 for mount in container["volumeMounts"]:
+    only(mount, ["name", "mountPath", "readOnly"], f"volumeMount {mount['name']}")
     suffix = ":ro" if mount.get("readOnly") else ""
     options += ["--volume", f"{volumes[mount['name']]}:{mount['mountPath']}{suffix}"]
 

@@ -10,6 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cache=${AIRLOCK_CI_CACHE:-$HOME/.cache/airlock-ci}
+python=${PYTHON:-python3}
 # shellcheck source=scripts/lib/clients.sh
 . scripts/lib/clients.sh
 venv="$cache/k8s-render-check"
@@ -47,6 +48,16 @@ from = { file = "/run/secrets/gh" }
 hosts = ["api.github.com"]
 inject = { header = "X-Token", format = "{}" }
 TOML
+# What a YAML reader might take for structure (found by review): a paragraph or line separator
+# or NEL in a comment followed by what looks like a key, a first line that is blank and one
+# indented, lines like document markers and keys (in a TOML string), trailing blanks, a tab.
+"$python" - "$profiles/nasty.toml" <<'PY'
+import sys
+text = ("\n  [limits]\nmemory = \"1GiB\"\n# hidden:\u2029  README: |\n# x\u2028y\u0085z\n"
+        "# trailing blanks   \n#\ttab\n[filesystem]\nhide = [\"/workspace/.env\"]\n"
+        "[env.set]\nNOTE = \"\"\"\n---\n...\n  spaced\nkey: value\n\"\"\"\n")
+open(sys.argv[1], "w", encoding="utf-8").write(text)
+PY
 XDG_CONFIG_HOME="$work/config" "$venv/bin/python" scripts/k8s_render_check.py \
   "$(python3 -c 'import json,sys; print(json.dumps(sys.argv[1:]))' "$airlock" --state-dir "$work/state")" \
   crates/airlock-k8s/schemas

@@ -53,6 +53,27 @@ PODMAN_OPTIONS="${podman_global[*]}" AIRLOCK_OCI_BASE=$base_image AIRLOCK_BINARY
   scripts/build-oci.sh "$image" >/dev/null
 say "built $image"
 
+# By default the image says what the container allows and ends: it serves nothing without the
+# pod's arguments (the runtime's ports take no token).
+status=0
+timeout 60 "${podman[@]}" run --rm --ulimit nofile=1024:1024 --ulimit nproc=4096:4096 "$image" >"$work/default.out" 2>&1 || status=$?
+if grep -q '^protection:' "$work/default.out" && [ "$status" != 124 ]; then
+  echo "ok: the image's default command is 'airlock check' (exit $status), not a server"
+else
+  sed 's/^/    /' "$work/default.out" >&2
+  echo "FAILED: the image's default command (exit $status)" >&2
+  exit 1
+fi
+"${podman[@]}" run --rm --ulimit nofile=1024:1024 --ulimit nproc=4096:4096 --entrypoint sh "$image" \
+  -c 'id -u; find / -xdev -type f -perm /6000 2>/dev/null; true' >"$work/image.out" 2>&1 || true
+if [ "$(cat "$work/image.out")" = 1000 ]; then
+  echo "ok: the image runs as uid 1000 and has no setuid or setgid program"
+else
+  sed 's/^/    /' "$work/image.out" >&2
+  echo "FAILED: the image's user or its setuid programs" >&2
+  exit 1
+fi
+
 # The pod's profile (the workspace's .env hidden; no network) and an operator token for the
 # Secret, made where the platform engineer would make them.
 mkdir -p "$work/config/airlock/profiles" "$work/tokens-state"
@@ -61,7 +82,7 @@ printf '[filesystem]\nhide = ["/workspace/.env"]\n[limits]\nmemory = "512MiB"\n'
 export XDG_CONFIG_HOME=$work/config
 operator=$("$airlock" --state-dir "$work/tokens-state" token create --role operator --profile pod --name k8s | tail -1)
 "$airlock" --state-dir "$work/tokens-state" k8s render pod \
-  --image "$image" --namespace agents --json >"$work/rendered.json"
+  --image "$image" --namespace agents --router-namespace agent-sandbox-system --json >"$work/rendered.json"
 
 free_port() {
   "$python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'

@@ -20,6 +20,7 @@ pub struct K8sSettings {
     pub cluster_domain: String,
     pub router: RouterPods,
     pub client_namespaces: Vec<String>,
+    pub excluded_cidrs: Vec<String>,
 }
 
 /// The manifests for the profile `choice` names.
@@ -48,6 +49,7 @@ pub fn render_manifests(
         cluster_domain: settings.cluster_domain,
         router: settings.router,
         client_namespaces: settings.client_namespaces,
+        excluded_cidrs: settings.excluded_cidrs,
     };
     airlock_k8s::render(&request).map_err(|refused| match refused {
         airlock_k8s::RenderError::Argument { arg, value, why } => Error::Argument {

@@ -51,6 +51,9 @@ pub struct RenderRequest<'a> {
     /// Namespaces whose pods may also reach the pod's ports directly (sandboxd's in-cluster
     /// clients connect to the pod's address, not through the router).
     pub client_namespaces: Vec<String>,
+    /// The cluster's own networks (pods, services, nodes) to keep out of "public" where they
+    /// are not private addresses already, as CIDRs (`--exclude-cidr`).
+    pub excluded_cidrs: Vec<String>,
 }
 
 /// The objects, and what the person should know about them.
@@ -83,6 +86,8 @@ fn bad(arg: &'static str, value: &str, why: &str) -> RenderError {
 pub fn render(request: &RenderRequest) -> Result<Rendered, RenderError> {
     check_request(request)?;
     check_limits_a_pod_keeps(request.profile)?;
+    check_secret_variables(request.profile)?;
+    let excluded = excluded_networks(&request.excluded_cidrs)?;
     let names = Names::of(request);
     let labels = json!({
         "app.kubernetes.io/name": "airlock",
@@ -105,11 +110,12 @@ pub fn render(request: &RenderRequest) -> Result<Rendered, RenderError> {
             &request.profile.network,
             &request.router,
             &request.client_namespaces,
+            &excluded,
         ),
     }));
     Ok(Rendered {
         objects,
-        notes: notes(request.profile),
+        notes: notes(request),
     })
 }
 
@@ -148,6 +154,46 @@ fn check_limits_a_pod_keeps(profile: &Profile) -> Result<(), RenderError> {
         )),
         None => Ok(()),
     }
+}
+
+/// Variables airlock itself reads from its environment (where its state is, where profiles
+/// are found): a `[[secret]]` read from one of them would have the Secret set it for airlock.
+fn check_secret_variables(profile: &Profile) -> Result<(), RenderError> {
+    for secret in &profile.secrets {
+        let SecretSource::Env(variable) = &secret.source else {
+            continue;
+        };
+        let airlocks_own = variable.starts_with("AIRLOCK_")
+            || variable.starts_with("XDG_")
+            || matches!(variable.as_str(), "HOME" | "PATH" | "USER" | "TMPDIR");
+        if airlocks_own {
+            return Err(bad(
+                "PROFILE",
+                &profile.name,
+                &format!("secret {} is read from {variable}, which airlock itself reads in the pod: read it from a variable of its own (from = {{ env = \"{}_VALUE\" }})", secret.name, secret.name),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `--exclude-cidr` values as networks (an IPv4-mapped IPv6 one as the IPv4 network).
+fn excluded_networks(cidrs: &[String]) -> Result<Vec<(std::net::IpAddr, u8)>, RenderError> {
+    cidrs
+        .iter()
+        .map(|text| match airlock_rules::Destination::parse(text) {
+            Ok(airlock_rules::Destination::Net {
+                addr,
+                prefix,
+                port: None,
+            }) if prefix > 0 => Ok(network::canonical_net(addr, prefix)),
+            _ => Err(bad(
+                "--exclude-cidr",
+                text,
+                "a network such as 10.96.0.0/12 or fd00:10::/108 (no port, not all addresses)",
+            )),
+        })
+        .collect()
 }
 
 /// Names Kubernetes takes (DNS labels), short enough for the suffixes added to them.
@@ -382,9 +428,17 @@ fn container_env(profile: &Profile, names: &Names) -> Vec<Value> {
     std::iter::once(state).chain(credentials).collect()
 }
 
-/// What the profile names that the pod does not have as this machine does.
-fn notes(profile: &Profile) -> Vec<String> {
+/// What the person should know: what the profile names that the pod does not have as this
+/// machine does, and who else could reach the pods.
+fn notes(request: &RenderRequest) -> Vec<String> {
+    let profile = request.profile;
     let mut notes = Vec::new();
+    if request.router.namespace == request.namespace {
+        notes.push(format!(
+            "the router is looked for in the pods' own namespace {}: whoever may make pods there can label one as the router and reach these pods' runtime, which takes no token; give agent-sandbox's router a namespace of its own (--router-namespace)",
+            request.namespace
+        ));
+    }
     let fs = &profile.filesystem;
     for path in fs.read_only.iter().chain(&fs.read_write).chain(&fs.hide) {
         if !path.starts_with(WORKSPACE_DIR) {

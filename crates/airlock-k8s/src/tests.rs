@@ -17,10 +17,11 @@ fn request<'a>(profile: &'a Profile, text: &'a str) -> RenderRequest<'a> {
         pool_size: 2,
         cluster_domain: "cluster.local".into(),
         router: RouterPods {
-            namespace: "agents".into(),
+            namespace: "agent-sandbox-system".into(),
             labels: vec![("app.kubernetes.io/name".into(), "sandbox-router".into())],
         },
         client_namespaces: Vec::new(),
+        excluded_cidrs: Vec::new(),
     }
 }
 
@@ -86,6 +87,20 @@ fn the_objects_and_what_binds_them() {
         template["spec"]["podTemplate"]["metadata"]["labels"]
     );
     assert!(rendered.notes.is_empty(), "{:?}", rendered.notes);
+
+    // The router in the pods' own namespace: said.
+    let mut asked = request(&profile, text);
+    asked.router.namespace = "agents".into();
+    asked.namespace = "agents".into();
+    let rendered = render(&asked).unwrap();
+    assert!(
+        rendered
+            .notes
+            .iter()
+            .any(|n| n.contains("--router-namespace")),
+        "{:?}",
+        rendered.notes
+    );
 }
 
 #[test]
@@ -157,5 +172,21 @@ fn limits_only_a_cgroup_of_airlocks_own_keeps_are_refused() {
         let refused = render(&request(&profile, &text)).unwrap_err().to_string();
         let name = key.split(' ').next().unwrap();
         assert!(refused.contains(&format!("[limits] {name}")), "{refused}");
+    }
+}
+
+#[test]
+fn secrets_from_airlocks_own_variables_and_bad_networks_are_refused() {
+    let text = "[network]\nallow = [\"api.github.com:443\"]\n[[secret]]\nname = \"T\"\nfrom = { env = \"AIRLOCK_STATE_DIR\" }\nhosts = [\"api.github.com\"]\ninject = { header = \"Authorization\", format = \"Bearer {}\" }\n";
+    let profile = profile(text);
+    let refused = render(&request(&profile, text)).unwrap_err().to_string();
+    assert!(refused.contains("AIRLOCK_STATE_DIR"), "{refused}");
+
+    let profile = Profile::builtin_default();
+    for bad in ["0.0.0.0/0", "10.0.0.0/8:80", "example.com", "10.0.0.1/33"] {
+        let mut asked = request(&profile, "");
+        asked.excluded_cidrs = vec![bad.into()];
+        let refused = render(&asked).unwrap_err().to_string();
+        assert!(refused.starts_with("--exclude-cidr"), "{bad}: {refused}");
     }
 }

@@ -134,13 +134,31 @@ fn key_text(key: &str) -> String {
     scalar_text(key)
 }
 
-/// A string plain when it can only be read as that string, else JSON-quoted.
+/// A string plain when it can only be read as that string, else double-quoted: JSON's escapes,
+/// and `\uXXXX` besides for what JSON leaves raw but YAML would not read back as it is (DEL, the
+/// C1 controls, the byte-order mark, the non-characters, and NEL and the Unicode line and
+/// paragraph separators, which YAML takes for line breaks and folds).
 fn scalar_text(text: &str) -> String {
     if is_plain_word(text) {
-        text.to_string()
-    } else {
-        Value::String(text.to_string()).to_string()
+        return text.to_string();
     }
+    let json = Value::String(text.to_string()).to_string();
+    let mut quoted = String::with_capacity(json.len());
+    for c in json.chars() {
+        if yaml_reads_back(c) {
+            quoted.push(c);
+        } else {
+            quoted.push_str(&format!("\\u{:04x}", u32::from(c)));
+        }
+    }
+    quoted
+}
+
+/// Whether `c`, written as it is inside a scalar, reads back as itself: YAML's printable
+/// characters (its spec, 5.1) but for the ones it takes as line breaks or a byte-order mark.
+fn yaml_reads_back(c: char) -> bool {
+    matches!(c, '\t' | '\n' | '\x20'..='\x7e' | '\u{a0}'..='\u{d7ff}' | '\u{e000}'..='\u{fffd}' | '\u{10000}'..)
+        && !matches!(c, '\u{2028}' | '\u{2029}' | '\u{feff}')
 }
 
 /// Letters first, then letters, digits and `._/-`; never one of YAML 1.1's words for a
@@ -156,30 +174,34 @@ fn is_plain_word(text: &str) -> bool {
         && !SPECIAL_WORDS.iter().any(|w| w.eq_ignore_ascii_case(text))
 }
 
-/// A literal block (`|`) reads back as exactly `text` when: it has more than one line, only
-/// printable characters and tabs besides its newlines, its first line does not start with a
-/// space (that would need an indentation indicator), and no line is only blanks (read back as
-/// an empty line).
+/// A literal block reads back as exactly `text` when: it has a line besides its trailing
+/// newlines, only characters that read back as themselves besides its newlines and tabs (no
+/// carriage return, no NEL or Unicode line separator, which YAML would take for line breaks), and
+/// no line only of blanks (which YAML may read as an empty line). Its indentation is written
+/// out (`|2`), so a first line that starts with a blank or an empty one is kept as it is.
 fn literal_block_fits(text: &str) -> bool {
-    let printable = text
-        .chars()
-        .all(|c| c == '\n' || c == '\t' || (!c.is_control() && c != '\u{feff}'));
-    printable
+    let body = text.trim_end_matches('\n');
+    !body.is_empty()
         && text.contains('\n')
-        && !text.starts_with([' ', '\t'])
+        && text
+            .chars()
+            .all(|c| c == '\n' || c == '\t' || (c != '\r' && yaml_reads_back(c)))
         && text
             .split('\n')
             .all(|line| line.is_empty() || !line.chars().all(|c| c == ' ' || c == '\t'))
 }
 
-/// `text` as `|`, `|-` or `|+` (one, no or more trailing newlines kept), its lines at `indent`.
+/// `text` as `|2`, `|2-` or `|2+` (one, no or more trailing newlines kept), its lines at `indent`
+/// (always two more than its key's, as the indicator says).
 fn literal_block(out: &mut String, text: &str, indent: usize) {
     let body = text.trim_end_matches('\n');
     let trailing = text.len() - body.len();
+    // The indentation indicator: the block's lines are `indent` in from its key's, whatever
+    // its first line starts with.
     out.push_str(match trailing {
-        0 => "|-",
-        1 => "|",
-        _ => "|+",
+        0 => "|2-",
+        1 => "|2",
+        _ => "|2+",
     });
     out.push('\n');
     let mut lines: Vec<&str> = body.split('\n').collect();
@@ -219,9 +241,17 @@ mod tests {
             "a: b",
             "a#b",
             "ünï",
+            "x\u{85}y",
+            "x\u{2028}y",
+            "x\u{2029}y",
+            "x\u{7f}y",
+            "x\u{9f}y",
+            "\u{feff}x",
+            "x\u{fffe}\u{ffff}",
         ] {
             let text = scalar_text(quoted);
             assert!(text.starts_with('"'), "{quoted:?} -> {text}");
+            assert!(text.chars().all(yaml_reads_back), "{quoted:?} -> {text}");
             assert_eq!(serde_json::from_str::<String>(&text).unwrap(), quoted);
         }
     }
@@ -248,15 +278,21 @@ mod tests {
             after_key(&mut out, &json!(text), 0);
             out
         };
-        assert_eq!(block_of("a = 1\n\nb = 2\n"), " |\n  a = 1\n\n  b = 2\n");
-        assert_eq!(block_of("a\nb"), " |-\n  a\n  b\n");
-        assert_eq!(block_of("a\n\n\n"), " |+\n  a\n\n\n");
+        assert_eq!(block_of("a = 1\n\nb = 2\n"), " |2\n  a = 1\n\n  b = 2\n");
+        assert_eq!(block_of("a\nb"), " |2-\n  a\n  b\n");
+        assert_eq!(block_of("a\n\n\n"), " |2+\n  a\n\n\n");
+        assert_eq!(block_of(" leading\nspace\n"), " |2\n   leading\n  space\n");
+        assert_eq!(block_of("\n  [limits]\n"), " |2\n\n    [limits]\n");
         for quoted in [
             "one line",
-            " leading\nspace",
+            "\n",
             "blank\n  \nline",
             "cr\r\n",
             "bell\u{7}\n",
+            "# para\u{2029}  README: |\n",
+            "line\u{2028}sep\n",
+            "nel\u{85}\n",
+            "bom\u{feff}\n",
         ] {
             let out = block_of(quoted);
             assert!(out.starts_with(" \""), "{quoted:?} -> {out}");

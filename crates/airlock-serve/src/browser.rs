@@ -150,6 +150,35 @@ fn known_host(host: &str, host_names: &[String]) -> bool {
         || host_names.iter().any(|known| names_match(known, name))
 }
 
+/// Refuse a `--host-name` that is not a DNS name or `*.` before one of two labels or more: a
+/// bare `*`, `*.` or `*.com` would answer names an attacker controls, and DNS rebinding is what
+/// the Host check is for.
+pub fn check_host_names(names: &[String]) -> anyhow::Result<()> {
+    for name in names {
+        let (wildcard, rest) = match name.strip_prefix("*.") {
+            Some(rest) => (true, rest),
+            None => (false, name.as_str()),
+        };
+        let labels: Vec<&str> = rest.split('.').collect();
+        let label_ok = |label: &&str| {
+            !label.is_empty()
+                && label.len() <= 63
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+        };
+        let named = rest.len() <= 253 && labels.iter().all(label_ok);
+        if !named || (wildcard && labels.len() < 2) {
+            anyhow::bail!(
+                "--host-name {name:?}: give a DNS name (airlock.internal), or every name under one of two labels or more (*.agents.svc.cluster.local): no empty label, no trailing dot, no other '*'"
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Whether `name` is the name the operator gave, or, for `*.SUFFIX`, a name of one or more
 /// labels under SUFFIX (a pod's Service names, `ID.NAMESPACE.svc.cluster.local`).
 fn names_match(known: &str, name: &str) -> bool {
@@ -300,6 +329,21 @@ mod tests {
             let h = headers(&[("host", host)]);
             let refused = code(check(&Method::GET, "/", &h, TCP, &names));
             assert_eq!(refused.is_none(), known, "{host}: {refused:?}");
+        }
+        let given = |name: &str| check_host_names(&[name.to_string()]);
+        for refused in [
+            "*", "*.", "*.com", "..a.b", "a..b", "a.b.", "*.a.b.", "a b", "x.*.b", "-a.b",
+        ] {
+            assert!(given(refused).is_err(), "{refused}");
+        }
+        for taken in [
+            "airlock",
+            "airlock.internal",
+            "*.agents.svc.cluster.local",
+            "*.a.b",
+            "10.0.0.1",
+        ] {
+            assert!(given(taken).is_ok(), "{taken}");
         }
         // Over a Unix socket the Host is whatever the client wrote.
         let names = vec!["airlock.example".to_string()];

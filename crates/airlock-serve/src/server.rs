@@ -94,6 +94,7 @@ pub fn serve(config: ServeConfig) -> Result<()> {
             clear_text_allowed: config.clear_text_allowed,
         },
     )?;
+    crate::browser::check_host_names(&config.host_names)?;
     let tls = config.tls.as_ref().map(tls_config).transpose()?;
     let tokens = match &config.tokens_file {
         Some(file) => Tokens::from_file(file),

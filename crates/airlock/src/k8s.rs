@@ -31,6 +31,7 @@ pub fn render(global: &GlobalArgs, args: K8sRenderArgs) -> Result<ExitCode> {
         pool_size: args.pool,
         cluster_domain: args.cluster_domain,
         client_namespaces: args.client_namespaces,
+        excluded_cidrs: args.excluded_cidrs,
     };
     let choice = ProfileChoice {
         name: Some(args.profile),

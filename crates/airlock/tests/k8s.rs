@@ -54,7 +54,7 @@ fn a_profile_becomes_the_pods_configmap_and_arguments() {
         "{yaml}"
     );
     assert!(
-        yaml.contains("  agent.toml: |\n    # the pod's profile\n"),
+        yaml.contains("  agent.toml: |2\n    # the pod's profile\n"),
         "{yaml}"
     );
 }

@@ -403,7 +403,8 @@ pub struct K8sRenderArgs {
     /// The cluster's DNS domain (the names the router reaches pods by)
     #[arg(long, value_name = "DOMAIN", default_value = "cluster.local")]
     pub cluster_domain: String,
-    /// The namespace of agent-sandbox's router [default: --namespace]
+    /// The namespace of agent-sandbox's router [default: --namespace; a namespace of its own is
+    /// better: whoever makes pods in the router's may label one as the router]
     #[arg(long, value_name = "NAMESPACE")]
     pub router_namespace: Option<String>,
     /// A label of the router's pods, KEY=VALUE; repeat for more
@@ -417,6 +418,11 @@ pub struct K8sRenderArgs {
     /// connect to a pod's address, not through the router); repeat for more
     #[arg(long = "allow-from-namespace", value_name = "NAMESPACE")]
     pub client_namespaces: Vec<String>,
+    /// A network of the cluster's own (its pods', services', nodes') that the pods may not reach
+    /// even where it is not a private address (some clusters number pods from public ranges);
+    /// repeat for more
+    #[arg(long = "exclude-cidr", value_name = "CIDR")]
+    pub excluded_cidrs: Vec<String>,
     /// The objects as a JSON array instead of YAML
     #[arg(long)]
     pub json: bool,
