@@ -737,7 +737,10 @@ mod tests {
         let verdict = verify_text(&stream);
         assert_eq!(verdict.problem, None, "{verdict:?}");
         assert_eq!(verdict.records, 6);
-        assert_eq!((verdict.first, verdict.duplicates, verdict.skipped), (Some(1), 2, 2));
+        assert_eq!(
+            (verdict.first, verdict.duplicates, verdict.skipped),
+            (Some(1), 2, 2)
+        );
         assert_eq!(verdict.last.unwrap().1, log.verify().unwrap().head.unwrap());
     }
 
@@ -746,7 +749,10 @@ mod tests {
         let (_dir, log) = log_with(5);
         let all = lines(&log);
         let verdict = verify_text(&all[2..].join("\n"));
-        assert_eq!((verdict.problem, verdict.first, verdict.records), (None, Some(3), 3));
+        assert_eq!(
+            (verdict.problem, verdict.first, verdict.records),
+            (None, Some(3), 3)
+        );
     }
 
     #[test]
@@ -757,14 +763,22 @@ mod tests {
         lost.remove(2);
         assert_eq!(
             verify_text(&lost.join("\n")).problem,
-            Some(Problem::Missing { line: 3, expected: 3, found: 4 })
+            Some(Problem::Missing {
+                line: 3,
+                expected: 3,
+                found: 4
+            })
         );
         // Altered so that it no longer reads as a record: skipped, and the gap it leaves found.
         let mut unreadable = all.clone();
         unreadable[1] = unreadable[1].replace("\"seq\":2", "\"seq\":\"2\"");
         assert!(matches!(
             verify_text(&unreadable.join("\n")).problem,
-            Some(Problem::Missing { line: 3, expected: 2, found: 3 })
+            Some(Problem::Missing {
+                line: 3,
+                expected: 2,
+                found: 3
+            })
         ));
         let mut altered = all.clone();
         altered[3] = altered[3].replace("\"i\":3", "\"i\":9");

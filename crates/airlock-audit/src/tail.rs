@@ -92,7 +92,7 @@ pub struct Tail {
 
 impl Tail {
     /// Follow the log at `path` after `position` (from its first record when None). Nothing is
-    /// read until [`Tail::next`]; a log that does not exist yet is waited for.
+    /// read until [`Tail::next_record`]; a log that does not exist yet is waited for.
     pub fn after(path: &Path, position: Option<Position>) -> Tail {
         Tail {
             path: path.to_path_buf(),
@@ -120,7 +120,7 @@ impl Tail {
     }
 
     /// The next complete record after the last one taken; None when there is none yet.
-    pub fn next(&mut self) -> Result<Option<Tailed>, AuditError> {
+    pub fn next_record(&mut self) -> Result<Option<Tailed>, AuditError> {
         loop {
             if self.file.is_none() && !self.open()? {
                 return Ok(None);
@@ -128,7 +128,9 @@ impl Tail {
             if let Some(end) = self.buffer.iter().position(|&b| b == b'\n') {
                 let at = self.offset;
                 let parsed = Tailed::parse(&self.buffer[..end], at);
-                if parsed.as_ref().is_some_and(|r| record_hash(&r.record) != r.hash)
+                if parsed
+                    .as_ref()
+                    .is_some_and(|r| record_hash(&r.record) != r.hash)
                     && self.rechecked != Some(at)
                 {
                     // Pieces of two writes? (A torn line cut off and written over between two
@@ -173,7 +175,9 @@ impl Tail {
         if let Some(position) = self.resume.take() {
             // The record the position names, where it says: then go on right after it. Else
             // (the log was moved, cut, or replaced) read from the start, skipping by seq.
-            if let Some(line) = read_line_at(&file, position.offset).map_err(|e| self.read_error(e))? {
+            if let Some(line) =
+                read_line_at(&file, position.offset).map_err(|e| self.read_error(e))?
+            {
                 let found = Tailed::parse(&line, position.offset);
                 if found.is_some_and(|r| r.seq == position.seq && r.hash == position.hash) {
                     self.offset = position.offset + line.len() as u64 + 1;
@@ -298,7 +302,7 @@ mod tests {
 
     fn drain(tail: &mut Tail) -> Vec<u64> {
         let mut seqs = Vec::new();
-        while let Some(record) = tail.next().unwrap() {
+        while let Some(record) = tail.next_record().unwrap() {
             seqs.push(record.seq);
         }
         seqs
@@ -331,8 +335,8 @@ mod tests {
         append(&log, 2);
         let text = std::fs::read(log.path()).unwrap();
         let mut tail = Tail::after(&log.path(), None);
-        let first = tail.next().unwrap().unwrap();
-        let second = tail.next().unwrap().unwrap();
+        let first = tail.next_record().unwrap().unwrap();
+        let second = tail.next_record().unwrap().unwrap();
         let first_end = text.iter().position(|&b| b == b'\n').unwrap();
         assert_eq!(first.line, &text[..first_end]);
         assert_eq!(second.offset, first_end as u64 + 1);
@@ -346,10 +350,10 @@ mod tests {
         let log = AuditLog::new(dir.path(), Sync::Never);
         append(&log, 5);
         let mut tail = Tail::after(&log.path(), None);
-        tail.next().unwrap();
+        tail.next_record().unwrap();
         let third = {
-            tail.next().unwrap();
-            tail.next().unwrap().unwrap()
+            tail.next_record().unwrap();
+            tail.next_record().unwrap().unwrap()
         };
         // Spoil the first record: a resume that read the log again from its start would say
         // so; one that starts at the offset never sees it.
@@ -370,8 +374,8 @@ mod tests {
         let log = AuditLog::new(dir.path(), Sync::Never);
         append(&log, 4);
         let mut tail = Tail::after(&log.path(), None);
-        tail.next().unwrap();
-        let mut position = tail.next().unwrap().unwrap().position();
+        tail.next_record().unwrap();
+        let mut position = tail.next_record().unwrap().unwrap().position();
         position.offset += 7;
         assert_eq!(drain(&mut Tail::after(&log.path(), Some(position))), [3, 4]);
     }
@@ -384,12 +388,15 @@ mod tests {
         let mut tail = Tail::after(&log.path(), None);
         assert_eq!(drain(&mut tail), [1]);
         // Half a record, as a crash (or a write in progress) leaves it.
-        let mut file = std::fs::OpenOptions::new().append(true).open(log.path()).unwrap();
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(log.path())
+            .unwrap();
         file.write_all(b"{\"seq\":2,\"time\":\"half").unwrap();
         assert_eq!(drain(&mut tail), Vec::<u64>::new());
         // The next append cuts it off and says so; both records come, the torn line never.
         append(&log, 1);
-        let records: Vec<String> = std::iter::from_fn(|| tail.next().unwrap())
+        let records: Vec<String> = std::iter::from_fn(|| tail.next_record().unwrap())
             .map(|r| r.record["action"].as_str().unwrap().to_string())
             .collect();
         assert_eq!(records, ["log.recovered", "test.event"]);
@@ -417,7 +424,7 @@ mod tests {
         let log = AuditLog::new(dir.path(), Sync::Never);
         append(&log, 3);
         let mut tail = Tail::after(&log.path(), None);
-        let exported: Vec<Tailed> = std::iter::from_fn(|| tail.next().unwrap()).collect();
+        let exported: Vec<Tailed> = std::iter::from_fn(|| tail.next_record().unwrap()).collect();
         // Another log entirely at the same place: its record 3 is not the one exported.
         let other = tempfile::tempdir().unwrap();
         let replacement = AuditLog::new(other.path(), Sync::Never);
@@ -426,7 +433,10 @@ mod tests {
         let mut resumed = Tail::after(&log.path(), Some(exported[2].position()));
         assert_eq!(drain(&mut resumed), [4, 5]);
         let notes = resumed.take_notes();
-        assert!(notes[0].contains("record 3 is not the record 3 exported before"), "{notes:?}");
+        assert!(
+            notes[0].contains("record 3 is not the record 3 exported before"),
+            "{notes:?}"
+        );
 
         // Records removed from the middle before they were exported: the gap is said.
         let mut lines: Vec<String> = std::fs::read_to_string(log.path())
@@ -439,7 +449,10 @@ mod tests {
         let mut tail = Tail::after(&log.path(), None);
         assert_eq!(drain(&mut tail), [1, 3, 4, 5]);
         let notes = tail.take_notes();
-        assert!(notes[0].contains("records 2 to 2 are not in the log"), "{notes:?}");
+        assert!(
+            notes[0].contains("records 2 to 2 are not in the log"),
+            "{notes:?}"
+        );
         assert!(notes[1].contains("is not an audit record"), "{notes:?}");
     }
 
@@ -451,7 +464,7 @@ mod tests {
         let text = std::fs::read_to_string(log.path()).unwrap();
         std::fs::write(log.path(), text.replacen("\"i\":1", "\"i\":7", 1)).unwrap();
         let mut tail = Tail::after(&log.path(), None);
-        let records: Vec<Tailed> = std::iter::from_fn(|| tail.next().unwrap()).collect();
+        let records: Vec<Tailed> = std::iter::from_fn(|| tail.next_record().unwrap()).collect();
         assert_eq!(records.len(), 3);
         assert!(String::from_utf8_lossy(&records[1].line).contains("\"i\":7"));
     }
