@@ -386,7 +386,10 @@ pub fn parse_endpoint(url: &str) -> Result<Endpoint, String> {
     } else {
         return Err("not an http:// or https:// URL".into());
     };
-    if url.chars().any(|c| c.is_ascii_control() || c.is_whitespace()) {
+    if url
+        .chars()
+        .any(|c| c.is_ascii_control() || c.is_whitespace())
+    {
         return Err("it holds spaces or control characters".into());
     }
     if url.contains('#') {
@@ -448,7 +451,9 @@ fn split_host_port(authority: &str) -> Result<(&str, Option<&str>), String> {
     };
     let name_char = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '.' || c == '_';
     if !host.chars().all(name_char) {
-        return Err(format!("{host:?} is not a host name or address (IPv6 goes in [ ])"));
+        return Err(format!(
+            "{host:?} is not a host name or address (IPv6 goes in [ ])"
+        ));
     }
     Ok((host, port))
 }
@@ -462,7 +467,12 @@ fn check_header_name(name: &str) -> Result<(), String> {
     let lower = name.to_ascii_lowercase();
     if matches!(
         lower.as_str(),
-        "host" | "content-type" | "content-length" | "content-encoding" | "transfer-encoding" | "connection"
+        "host"
+            | "content-type"
+            | "content-length"
+            | "content-encoding"
+            | "transfer-encoding"
+            | "connection"
     ) {
         return Err("airlock sets this header itself".into());
     }
@@ -538,7 +548,10 @@ mod tests {
             otlp.endpoint.to_string(),
             "https://collector.example:4318/v1/logs"
         );
-        assert_eq!(otlp.ca_file.as_deref(), Some(Path::new("/etc/airlock/ca.pem")));
+        assert_eq!(
+            otlp.ca_file.as_deref(),
+            Some(Path::new("/etc/airlock/ca.pem"))
+        );
         let headers: Vec<(&str, &str)> = otlp
             .headers
             .iter()
@@ -552,7 +565,10 @@ mod tests {
                 ("x-tenant", "team-a")
             ]
         );
-        assert!(!format!("{config:?}").contains("s3cret"), "a credential in Debug output");
+        assert!(
+            !format!("{config:?}").contains("s3cret"),
+            "a credential in Debug output"
+        );
     }
 
     #[test]
@@ -567,26 +583,45 @@ mod tests {
             "{unknown}"
         );
         let top = error("[audits]\n");
-        assert!(top.starts_with("/etc/airlock/config.toml:1:2: unknown field `audits`"), "{top}");
+        assert!(
+            top.starts_with("/etc/airlock/config.toml:1:2: unknown field `audits`"),
+            "{top}"
+        );
         let in_otlp =
             error("[audit]\nexport = [\"otlp\"]\n[audit.otlp]\nendpoint = \"http://c:4318\"\ntimeout = 3\n");
-        assert!(in_otlp.contains(":5:1: unknown field `timeout`"), "{in_otlp}");
+        assert!(
+            in_otlp.contains(":5:1: unknown field `timeout`"),
+            "{in_otlp}"
+        );
         let no_table = error("[audit]\nexport = [\"otlp\"]\n");
         assert!(
-            no_table.contains(":2:11: \"otlp\" is named in `export` but there is no [audit.otlp] table"),
+            no_table.contains(
+                ":2:11: \"otlp\" is named in `export` but there is no [audit.otlp] table"
+            ),
             "{no_table}"
         );
-        let unused = error("[audit]\nexport = [\"stdout\"]\n[audit.otlp]\nendpoint = \"http://c\"\n");
+        let unused =
+            error("[audit]\nexport = [\"stdout\"]\n[audit.otlp]\nendpoint = \"http://c\"\n");
         assert!(unused.contains("does not name \"otlp\""), "{unused}");
         let twice = error("[audit]\nexport = [\"stdout\", \"stdout\"]\n");
-        assert!(twice.contains(":2:21: \"stdout\" is named twice"), "{twice}");
+        assert!(
+            twice.contains(":2:21: \"stdout\" is named twice"),
+            "{twice}"
+        );
         let not_toml = error("[audit\n");
-        assert!(not_toml.starts_with("/etc/airlock/config.toml:1:"), "{not_toml}");
+        assert!(
+            not_toml.starts_with("/etc/airlock/config.toml:1:"),
+            "{not_toml}"
+        );
     }
 
     #[test]
     fn a_bad_endpoint_or_header_is_refused_at_its_line() {
-        let with = |otlp: &str| error(&format!("[audit]\nexport = [\"otlp\"]\n[audit.otlp]\n{otlp}\n"));
+        let with = |otlp: &str| {
+            error(&format!(
+                "[audit]\nexport = [\"otlp\"]\n[audit.otlp]\n{otlp}\n"
+            ))
+        };
         let ftp = with("endpoint = \"ftp://c/v1/logs\"");
         assert!(
             ftp.contains(":4:12: endpoint \"ftp://c/v1/logs\": not an http:// or https:// URL"),
@@ -597,19 +632,27 @@ mod tests {
         assert!(with("endpoint = \"http://c:99999/\"").contains("not a port number"));
         assert!(with("endpoint = \"http:///v1/logs\"").contains("no host"));
         assert!(with("endpoint = \"http://c d/\"").contains("spaces"));
-        let env = with("endpoint = \"https://c\"\nheaders = { authorization = { env = \"UNSET\" } }");
+        let env =
+            with("endpoint = \"https://c\"\nheaders = { authorization = { env = \"UNSET\" } }");
         assert!(
-            env.contains(":5:29: header \"authorization\": the environment variable UNSET is not set"),
+            env.contains(
+                ":5:29: header \"authorization\": the environment variable UNSET is not set"
+            ),
             "{env}"
         );
-        let clear = with("endpoint = \"http://collector:4318\"\nheaders = { authorization = \"x\" }");
+        let clear =
+            with("endpoint = \"http://collector:4318\"\nheaders = { authorization = \"x\" }");
         assert!(clear.contains("clear text"), "{clear}");
         assert!(with("endpoint = \"https://c\"\nheaders = { host = \"x\" }")
             .contains("airlock sets this header itself"));
-        assert!(with("endpoint = \"https://c\"\nheaders = { a = { file = \"/nonexistent/x\" } }")
-            .contains("cannot read /nonexistent/x"));
-        assert!(with("endpoint = \"https://c\"\nheaders = { a = { vault = \"x\" } }")
-            .contains(":5:17:"));
+        assert!(
+            with("endpoint = \"https://c\"\nheaders = { a = { file = \"/nonexistent/x\" } }")
+                .contains("cannot read /nonexistent/x")
+        );
+        assert!(
+            with("endpoint = \"https://c\"\nheaders = { a = { vault = \"x\" } }")
+                .contains(":5:17:")
+        );
         assert!(with("endpoint = \"http://c\"\nca_file = \"/ca.pem\"").contains("http://"));
         assert!(with("endpoint = \"https://c\"\nca_file = \"ca.pem\"").contains("absolute"));
     }
@@ -617,10 +660,19 @@ mod tests {
     #[test]
     fn endpoints_take_the_default_path_and_ports() {
         let url = |text: &str| parse_endpoint(text).unwrap().to_string();
-        assert_eq!(url("http://collector:4318"), "http://collector:4318/v1/logs");
-        assert_eq!(url("http://collector:4318/"), "http://collector:4318/v1/logs");
+        assert_eq!(
+            url("http://collector:4318"),
+            "http://collector:4318/v1/logs"
+        );
+        assert_eq!(
+            url("http://collector:4318/"),
+            "http://collector:4318/v1/logs"
+        );
         assert_eq!(url("https://collector"), "https://collector/v1/logs");
-        assert_eq!(url("https://c/otlp/v1/logs?tenant=a"), "https://c/otlp/v1/logs?tenant=a");
+        assert_eq!(
+            url("https://c/otlp/v1/logs?tenant=a"),
+            "https://c/otlp/v1/logs?tenant=a"
+        );
         let v6 = parse_endpoint("http://[::1]:4318/v1/logs").unwrap();
         assert_eq!((v6.host.as_str(), v6.port), ("::1", 4318));
         assert_eq!(v6.authority(), "[::1]:4318");
