@@ -162,15 +162,21 @@ pub fn config_path(
     Some((dir.join(CONFIG_FILE), false))
 }
 
-/// This process's config: `explicit` (from `--config` or `AIRLOCK_CONFIG`) or the default file.
-/// Returns the file read, if one was, with what it says.
-pub fn load(explicit: Option<&Path>) -> Result<(Config, Option<PathBuf>), ConfigError> {
-    let Some((path, named)) = config_path(
+/// Where this process looks for its config: `explicit` (from `--config` or `AIRLOCK_CONFIG`),
+/// else the default place for its user; and whether the file was named (so must exist).
+pub fn location(explicit: Option<&Path>) -> Option<(PathBuf, bool)> {
+    config_path(
         explicit.map(Path::as_os_str),
         nix::unistd::geteuid().is_root(),
         std::env::var_os("XDG_CONFIG_HOME").as_deref(),
         std::env::var_os("HOME").as_deref(),
-    ) else {
+    )
+}
+
+/// This process's config: `explicit` (from `--config` or `AIRLOCK_CONFIG`) or the default file.
+/// Returns the file read, if one was, with what it says.
+pub fn load(explicit: Option<&Path>) -> Result<(Config, Option<PathBuf>), ConfigError> {
+    let Some((path, named)) = location(explicit) else {
         return Ok((Config::default(), None));
     };
     let text = match std::fs::read_to_string(&path) {
@@ -219,21 +225,9 @@ struct RawOtlp {
     ca_file: Option<Spanned<String>>,
 }
 
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum RawHeaderValue {
-    Literal(String),
-    From(HeaderSource),
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "lowercase")]
-enum HeaderSource {
-    /// The value of this environment variable of the process reading the config.
-    Env(String),
-    /// The content of this file (its trailing newline cut).
-    File(PathBuf),
-}
+/// A header's value as written: a string, `{ env = "NAME" }` or `{ file = "/path" }` (read as a
+/// plain TOML value, so that anything else gets a message that shows the three forms).
+type RawHeaderValue = toml::Value;
 
 /// Where a problem is, and how to say it.
 struct Located<'a> {
@@ -483,22 +477,30 @@ fn header_value(
     raw: &RawHeaderValue,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<HeaderValue, (String, &'static str)> {
-    let value = match raw {
-        RawHeaderValue::Literal(value) => value.clone(),
-        RawHeaderValue::From(HeaderSource::Env(name)) => env(name).ok_or_else(|| {
+    const FORMS: &str =
+        "write a string, { env = \"VARIABLE\" } or { file = \"/run/secrets/otlp-token\" }";
+    let source = match raw {
+        toml::Value::String(_) => None,
+        toml::Value::Table(table) if table.len() == 1 => table.iter().next(),
+        _ => return Err(("not a header value".into(), FORMS)),
+    };
+    let value = match source {
+        None => raw.as_str().unwrap_or_default().to_string(),
+        Some((kind, toml::Value::String(name))) if kind == "env" => env(name).ok_or_else(|| {
             (
                 format!("the environment variable {name} is not set"),
                 "set it in the environment of the process reading the config (a Kubernetes Secret as an env var)",
             )
         })?,
-        RawHeaderValue::From(HeaderSource::File(file)) => std::fs::read_to_string(file)
+        Some((kind, toml::Value::String(file))) if kind == "file" => std::fs::read_to_string(file)
             .map(|text| text.trim_end_matches(['\n', '\r']).to_string())
             .map_err(|e| {
                 (
-                    format!("cannot read {}: {e}", file.display()),
+                    format!("cannot read {file}: {e}"),
                     "give a readable file holding the value (a mounted Secret)",
                 )
             })?,
+        Some((kind, _)) => return Err((format!("`{kind}` is not a source of a header value"), FORMS)),
     };
     if value.chars().any(|c| c.is_ascii_control() && c != '\t') || !value.is_ascii() {
         return Err((
