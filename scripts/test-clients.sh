@@ -13,12 +13,14 @@
 #                                  PyPI, the npm registry, crates.io and Debian's mirror
 #   scripts/test-review.sh         the review page in Debian's chromium driven by Playwright (PyPI)
 #   scripts/test-agent-sandbox.sh  agent-sandbox's Python client (PyPI) against airlock serve --agent-sandbox
+#   scripts/test-otlp.sh           the audit log exported by airlock serve to an OTLP/HTTP receiver that
+#                                  decodes it with opentelemetry-proto (PyPI), through an outage and a restart
 # All use the release binary scripts/build.sh makes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh
 status=0
-for test in scripts/test-mcp.sh scripts/test-schemathesis.sh scripts/test-n8n.sh scripts/test-n8n-approval.sh scripts/test-claude-code.sh scripts/test-codex.sh scripts/test-learn.sh scripts/test-starters.sh scripts/test-review.sh scripts/test-agent-sandbox.sh; do
+for test in scripts/test-mcp.sh scripts/test-schemathesis.sh scripts/test-n8n.sh scripts/test-n8n-approval.sh scripts/test-claude-code.sh scripts/test-codex.sh scripts/test-learn.sh scripts/test-starters.sh scripts/test-review.sh scripts/test-agent-sandbox.sh scripts/test-otlp.sh; do
   echo "== $test"
   if ! "$test"; then
     echo "FAILED: $test" >&2
