@@ -18,7 +18,8 @@
 //!   `verify` reports one it finds. No complete record is ever touched.
 //!
 //! What this cannot do alone: someone who can write the state directory can rewrite the whole
-//! chain consistently. Forwarding each record elsewhere as it is written (syslog) is the anchor.
+//! chain consistently. A copy of each record elsewhere is the anchor: forwarded to syslog as it is
+//! written, or exported (airlock-export, which reads the log with [`Tail`]).
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
