@@ -145,7 +145,7 @@ run -- /bin/sh -c 'exit 3' || true
 printf '[network]\nallow = ["example.invalid"]\n' >"$work/net.toml"
 run --profile-file "$work/net.toml" -- /usr/bin/python3 -c \
   'import socket; socket.create_connection(("192.0.2.1", 80), timeout=2)' 2>/dev/null || true
-agent=$("$airlock" --state-dir "$state" token create --role agent --workspace "$workspace" --name otlp | tail -1)
+agent=$("$airlock" --state-dir "$state" token create --role agent --workspace "$workspace" --name otlp 2>/dev/null | tail -1)
 curl -fsS -H "Authorization: Bearer $agent" -H 'Content-Type: application/json' \
   -d "{\"command\": \"echo from the API\", \"workspace\": \"$workspace\"}" "$api/v1/runs" >/dev/null ||
   fail "a run through the API"
