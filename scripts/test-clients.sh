@@ -15,12 +15,14 @@
 #   scripts/test-agent-sandbox.sh  agent-sandbox's Python client (PyPI) against airlock serve --agent-sandbox
 #   scripts/test-k8s-render.sh     airlock k8s render's manifests against Kubernetes' and agent-sandbox's
 #                                  schemas with jsonschema (PyPI)
+#   scripts/test-otlp.sh           the audit log exported by airlock serve to an OTLP/HTTP receiver that
+#                                  decodes it with opentelemetry-proto (PyPI), through an outage and a restart
 # All use the release binary scripts/build.sh makes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh
 status=0
-for test in scripts/test-mcp.sh scripts/test-schemathesis.sh scripts/test-n8n.sh scripts/test-n8n-approval.sh scripts/test-claude-code.sh scripts/test-codex.sh scripts/test-learn.sh scripts/test-starters.sh scripts/test-review.sh scripts/test-agent-sandbox.sh scripts/test-k8s-render.sh; do
+for test in scripts/test-mcp.sh scripts/test-schemathesis.sh scripts/test-n8n.sh scripts/test-n8n-approval.sh scripts/test-claude-code.sh scripts/test-codex.sh scripts/test-learn.sh scripts/test-starters.sh scripts/test-review.sh scripts/test-agent-sandbox.sh scripts/test-k8s-render.sh scripts/test-otlp.sh; do
   echo "== $test"
   if ! "$test"; then
     echo "FAILED: $test" >&2

@@ -18,7 +18,8 @@
 //!   `verify` reports one it finds. No complete record is ever touched.
 //!
 //! What this cannot do alone: someone who can write the state directory can rewrite the whole
-//! chain consistently. Forwarding each record elsewhere as it is written (syslog) is the anchor.
+//! chain consistently. A copy of each record elsewhere is the anchor: forwarded to syslog as it is
+//! written, or exported (airlock-export, which reads the log with [`Tail`]).
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
@@ -31,10 +32,12 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 mod reader;
+mod tail;
 mod verify;
 
 pub use reader::{Filter, Records};
-pub use verify::{Problem, Verdict};
+pub use tail::{Position, Tail, Tailed};
+pub use verify::{verify_exported, Problem, StreamVerdict, Verdict};
 
 pub const LOG_FILE: &str = "audit.log";
 pub const HEAD_FILE: &str = "audit.head";
@@ -707,5 +710,94 @@ mod tests {
             "{error}"
         );
         assert!(Records::exported(&dir.path().join("absent")).is_err());
+    }
+
+    fn verify_text(text: &str) -> StreamVerdict {
+        verify_exported(text.as_bytes(), Path::new("exported.jsonl")).unwrap()
+    }
+
+    #[test]
+    fn an_exported_stream_verifies_with_other_lines_and_resent_records_between() {
+        let (_dir, log) = log_with(6);
+        let all = lines(&log);
+        // As serve's stdout could hold it, and an at-least-once export resent records 3 to 4.
+        let stream = [
+            "serving on 127.0.0.1:8700",
+            &all[0],
+            &all[1],
+            &all[2],
+            &all[3],
+            "",
+            &all[2],
+            &all[3],
+            &all[4],
+            "{\"not\": \"a record\"}",
+            &all[5],
+        ]
+        .join("\n");
+        let verdict = verify_text(&stream);
+        assert_eq!(verdict.problem, None, "{verdict:?}");
+        assert_eq!(verdict.records, 6);
+        assert_eq!(
+            (verdict.first, verdict.duplicates, verdict.skipped),
+            (Some(1), 2, 2)
+        );
+        assert_eq!(verdict.last.unwrap().1, log.verify().unwrap().head.unwrap());
+    }
+
+    #[test]
+    fn an_exported_stream_may_start_after_the_first_record() {
+        let (_dir, log) = log_with(5);
+        let all = lines(&log);
+        let verdict = verify_text(&all[2..].join("\n"));
+        assert_eq!(
+            (verdict.problem, verdict.first, verdict.records),
+            (None, Some(3), 3)
+        );
+    }
+
+    #[test]
+    fn an_exported_stream_with_a_record_lost_altered_or_foreign_is_broken() {
+        let (_dir, log) = log_with(5);
+        let all = lines(&log);
+        let mut lost = all.clone();
+        lost.remove(2);
+        assert_eq!(
+            verify_text(&lost.join("\n")).problem,
+            Some(Problem::Missing {
+                line: 3,
+                expected: 3,
+                found: 4
+            })
+        );
+        // Altered so that it no longer reads as a record: skipped, and the gap it leaves found.
+        let mut unreadable = all.clone();
+        unreadable[1] = unreadable[1].replace("\"seq\":2", "\"seq\":\"2\"");
+        assert!(matches!(
+            verify_text(&unreadable.join("\n")).problem,
+            Some(Problem::Missing {
+                line: 3,
+                expected: 2,
+                found: 3
+            })
+        ));
+        let mut altered = all.clone();
+        altered[3] = altered[3].replace("\"i\":3", "\"i\":9");
+        assert_eq!(
+            verify_text(&altered.join("\n")).problem,
+            Some(Problem::Altered { line: 4, seq: 4 })
+        );
+        // Another log's record 2, sent after this one's record 3.
+        let (_other_dir, other) = log_with(2);
+        let foreign = [all[0].as_str(), &all[1], &all[2], &lines(&other)[1]].join("\n");
+        assert_eq!(
+            verify_text(&foreign).problem,
+            Some(Problem::Conflicting { line: 4, seq: 2 })
+        );
+        let swapped = [all[0].as_str(), &all[2], &all[1]].join("\n");
+        assert!(matches!(
+            verify_text(&swapped).problem,
+            Some(Problem::Missing { line: 2, .. })
+        ));
     }
 }

@@ -1,7 +1,9 @@
 //! Walking the chain: `airlock log verify` and what it can find.
 
+use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader};
+use std::path::Path;
 
 use nix::fcntl::{Flock, FlockArg};
 use serde::Serialize;
@@ -115,6 +117,117 @@ impl AuditLog {
     }
 }
 
+/// How many records back a repeated one is still recognised as a copy of the one sent before
+/// (an exporter resends at most one batch, far fewer).
+const DUPLICATE_WINDOW: usize = 65_536;
+
+/// What [`verify_exported`] found in a stream of exported records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamVerdict {
+    /// Distinct records checked and found intact (before the problem, if any).
+    pub records: u64,
+    /// The first record's seq: a stream may start after the log's start (its `prev` is then
+    /// taken on trust: nothing before it is there to check it against).
+    pub first: Option<u64>,
+    /// The last intact record's seq and hash.
+    pub last: Option<(u64, String)>,
+    /// Records that came again, identical (an at-least-once export resends after a failure).
+    pub duplicates: u64,
+    /// Lines that are not audit records (other output interleaved, blank lines).
+    pub skipped: u64,
+    pub problem: Option<Problem>,
+}
+
+/// Walk the chain of an exported stream of records (`airlock log verify --from FILE`): JSON
+/// lines as airlock's export wrote them (stdout, or a collector's copy of the stored lines),
+/// possibly interleaved with other lines, which are counted and skipped: a record removed, or
+/// altered so that it no longer reads as one, still breaks the chain of `seq` and `prev`. Records
+/// sent again identical are counted as duplicates; a different record under a seq already seen
+/// is a problem.
+pub fn verify_exported(input: impl BufRead, name: &Path) -> Result<StreamVerdict, AuditError> {
+    let mut verdict = StreamVerdict {
+        records: 0,
+        first: None,
+        last: None,
+        duplicates: 0,
+        skipped: 0,
+        problem: None,
+    };
+    // The hashes of the last records, by seq (contiguous: only the next record is pushed).
+    let mut recent: VecDeque<(u64, String)> = VecDeque::new();
+    for (index, line) in input.split(b'\n').enumerate() {
+        let line = line.map_err(|source| AuditError::Read {
+            path: name.to_path_buf(),
+            source,
+        })?;
+        let line_no = index as u64 + 1;
+        let Some((seq, hash, prev, record)) = exported_record(&line) else {
+            verdict.skipped += u64::from(!line.trim_ascii().is_empty());
+            continue;
+        };
+        if record_hash(&record) != hash {
+            verdict.problem = Some(Problem::Altered { line: line_no, seq });
+            return Ok(verdict);
+        }
+        let expected = verdict.last.as_ref().map_or(seq, |(last, _)| last + 1);
+        if seq < expected {
+            let seen = recent
+                .front()
+                .and_then(|(front, _)| seq.checked_sub(*front))
+                .and_then(|back| recent.get(back as usize));
+            match seen {
+                Some((_, earlier)) if *earlier == hash => verdict.duplicates += 1,
+                Some(_) => {
+                    verdict.problem = Some(Problem::Conflicting { line: line_no, seq });
+                    return Ok(verdict);
+                }
+                None => {
+                    verdict.problem = Some(Problem::Reordered {
+                        line: line_no,
+                        expected,
+                        found: seq,
+                    });
+                    return Ok(verdict);
+                }
+            }
+            continue;
+        }
+        if seq > expected {
+            verdict.problem = Some(Problem::Missing {
+                line: line_no,
+                expected,
+                found: seq,
+            });
+            return Ok(verdict);
+        }
+        let follows = match &verdict.last {
+            Some((_, last_hash)) => prev == *last_hash,
+            None => seq > 1 || prev == GENESIS,
+        };
+        if !follows {
+            verdict.problem = Some(Problem::ChainBroken { line: line_no, seq });
+            return Ok(verdict);
+        }
+        verdict.first.get_or_insert(seq);
+        verdict.records += 1;
+        if recent.len() == DUPLICATE_WINDOW {
+            recent.pop_front();
+        }
+        recent.push_back((seq, hash.clone()));
+        verdict.last = Some((seq, hash));
+    }
+    Ok(verdict)
+}
+
+/// A line as an exported record: a JSON object with `seq`, `hash` and `prev`.
+fn exported_record(line: &[u8]) -> Option<(u64, String, String, Map<String, Value>)> {
+    let record: Map<String, Value> = serde_json::from_slice(line).ok()?;
+    let seq = record.get("seq")?.as_u64()?;
+    let hash = record.get("hash")?.as_str()?.to_string();
+    let prev = record.get("prev")?.as_str()?.to_string();
+    Some((seq, hash, prev, record))
+}
+
 /// What `verify` found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verdict {
@@ -158,6 +271,9 @@ pub enum Problem {
     },
     /// The line is not a JSON object.
     Unreadable { line: u64 },
+    /// A record under a seq already seen, but not the same record (an exported stream: two
+    /// logs mixed, or a copy altered).
+    Conflicting { line: u64, seq: u64 },
     /// The last line was cut short (a crash while appending; the next append recovers it).
     TornLastLine { line: u64 },
     /// Records after `last` were removed: the head file saw `head`.
@@ -185,6 +301,10 @@ impl std::fmt::Display for Problem {
                 "line {line}: record {found} where record {expected} belongs: records were reordered"
             ),
             Problem::Unreadable { line } => write!(f, "line {line} is not a JSON record"),
+            Problem::Conflicting { line, seq } => write!(
+                f,
+                "line {line} holds a record {seq} that is not the record {seq} before it: two logs were mixed, or one copy was altered"
+            ),
             Problem::TornLastLine { line } => write!(
                 f,
                 "line {line}, the last, was cut short (a crash while appending); the next record written removes it and says so"

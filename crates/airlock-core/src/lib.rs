@@ -17,6 +17,7 @@ pub mod audit;
 pub mod bodies;
 mod caller;
 mod changes;
+pub mod config;
 pub mod control;
 mod diff;
 mod digest;

@@ -99,7 +99,8 @@ impl PolicyError {
 
 /// 1-based line and column of byte `offset` in `text`. Columns count characters, not bytes,
 /// because that is what editors show; an offset inside a character or past the end is clamped.
-fn line_column(text: &str, offset: usize) -> (usize, usize) {
+/// (Also how airlock's config file, read by core, points at its errors.)
+pub fn line_column(text: &str, offset: usize) -> (usize, usize) {
     let bytes = text.as_bytes();
     let before = &bytes[..offset.min(bytes.len())];
     let line_start = before

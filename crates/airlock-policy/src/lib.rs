@@ -121,7 +121,7 @@ mod render;
 mod starters;
 pub mod units;
 
-pub use error::PolicyError;
+pub use error::{line_column, PolicyError};
 pub use load::{
     ensure_outside_workspace, list_profiles, load_file, load_named, profile_names,
     profile_search_dirs, Listed, ListedFrom,

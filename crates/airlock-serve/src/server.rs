@@ -51,6 +51,8 @@ pub struct ServeConfig {
     pub agent_sandbox: Option<airlock_core::pod_runtime::PodBinding>,
     /// And sandboxd's services, on ports of their own.
     pub sandboxd: crate::SandboxdPorts,
+    /// Where copies of the audit log's records go while the server runs (`[audit] export`).
+    pub export: airlock_core::config::AuditConfig,
 }
 
 fn no_one_to_tell(_: &Session) {}
@@ -134,11 +136,38 @@ pub fn serve(config: ServeConfig) -> Result<()> {
     if let Some(pod) = &app.pod {
         start_pod(&app, pod)?;
     }
+    // Threads of their own, which read the log and never hold up a run (airlock-export).
+    let exporters = airlock_export::start(&state_dir, &config.export)
+        .context("cannot export the audit log as [audit] export says")?;
+    if !exporters.destinations().is_empty() {
+        let _ = writeln!(
+            std::io::stderr(),
+            "airlock: exporting the audit log to {}",
+            exporters.destinations().join(" and ")
+        );
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("cannot start the server's runtime")?;
-    runtime.block_on(run(app, source, tls.map(TlsAcceptor::from), &config))
+    let served = runtime.block_on(run(app, source, tls.map(TlsAcceptor::from), &config));
+    finish_export(exporters);
+    served
+}
+
+/// How long a stopping server goes on sending the last records (a pod's state directory may not
+/// outlive it); what is left is sent at the next start, from the cursor.
+const EXPORT_FINISH: Duration = Duration::from_secs(5);
+
+fn finish_export(exporters: airlock_export::Exporters) {
+    for (destination, ended) in exporters.finish(EXPORT_FINISH) {
+        if !matches!(ended, Some(airlock_export::Ended::CaughtUp { .. })) {
+            let _ = writeln!(
+                std::io::stderr(),
+                "airlock: export to {destination}: stopped before every record was taken; the next start sends the rest"
+            );
+        }
+    }
 }
 
 /// The pod runtime's session, found or made before the first request: a profile that does not

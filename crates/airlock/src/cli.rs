@@ -467,7 +467,13 @@ pub enum Command {
             /openapi.json describes every endpoint; /mcp serves agents' MCP clients (see 'airlock mcp \
             --help').\n\n\
             On SIGTERM the server stops accepting connections, lets runs go on for --grace, then \
-            interrupts the rest (each recorded as run.abandoned) and exits.",
+            interrupts the rest (each recorded as run.abandoned) and exits.\n\n\
+            With [audit] export in airlock's config (--config), the server also sends each audit \
+            record, as it is written, to stdout (one JSON line per record, as stored: what a \
+            cluster's log collector reads; the server's own messages go to stderr) and/or to an \
+            OpenTelemetry collector over OTLP/HTTP, each from where the last export stopped, in \
+            order; runs never wait for it, and a collector that is down only makes it lag (see \
+            'airlock log export --help'). A config that is wrong stops the server at start.",
         after_help = "Example:\n  token=$(airlock token create --profile ci --role agent --workspace ~/src/app | tail -1)\n  \
             airlock serve --listen 127.0.0.1:8700 &\n  \
             curl -s -H \"Authorization: Bearer $token\" -d '{\"command\": \"make test\"}' \\\n    \

@@ -1,6 +1,7 @@
 //! `airlock log` and `airlock log verify`.
 
 use std::io::Write;
+use std::path::Path;
 use std::process::ExitCode;
 use std::time::SystemTime;
 
@@ -15,6 +16,140 @@ use crate::shown::{counted, note};
 
 /// Exit status when the chain is broken.
 const EXIT_BROKEN: u8 = 2;
+
+/// `airlock log verify --from FILE`: the chain of an exported stream.
+fn verify_exported(file: &Path, json: bool) -> Result<ExitCode> {
+    let verdict = if file == Path::new("-") {
+        airlock_audit::verify_exported(std::io::stdin().lock(), Path::new("stdin"))?
+    } else {
+        let opened =
+            std::fs::File::open(file).with_context(|| format!("cannot read {}", file.display()))?;
+        airlock_audit::verify_exported(std::io::BufReader::new(opened), file)?
+    };
+    let empty = verdict.records == 0 && verdict.problem.is_none();
+    let problem = verdict
+        .problem
+        .as_ref()
+        .map(ToString::to_string)
+        .or_else(|| {
+            empty.then(|| {
+                "it holds no audit record (JSON lines with seq, prev and hash)".to_string()
+            })
+        });
+    let (last_seq, head) = match &verdict.last {
+        Some((seq, hash)) => (Some(*seq), Some(hash.as_str())),
+        None => (None, None),
+    };
+    if json {
+        crate::shown::out!(
+            "{}",
+            serde_json::json!({
+                "intact": problem.is_none(),
+                "records": verdict.records,
+                "first": verdict.first,
+                "last": last_seq,
+                "duplicates": verdict.duplicates,
+                "skipped_lines": verdict.skipped,
+                "problem": problem,
+                "problem_at": verdict.problem,
+                "head": head.filter(|_| problem.is_none()),
+            })
+        );
+    } else if let Some(problem) = &problem {
+        note!(
+            "airlock: {}: BROKEN after {}: {problem}",
+            file.display(),
+            counted(verdict.records, "intact record", "intact records")
+        );
+    } else {
+        let mut also = Vec::new();
+        if verdict.duplicates > 0 {
+            also.push(format!(
+                "{} sent twice",
+                counted(verdict.duplicates, "record", "records")
+            ));
+        }
+        if verdict.skipped > 0 {
+            also.push(format!(
+                "{} skipped",
+                counted(verdict.skipped, "other line", "other lines")
+            ));
+        }
+        let also = if also.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", also.join(", "))
+        };
+        crate::shown::out!(
+            "{}: intact, records {} to {}{also}; last hash {}",
+            file.display(),
+            verdict.first.unwrap_or(0),
+            last_seq.unwrap_or(0),
+            head.unwrap_or("-")
+        );
+        if verdict.first.is_some_and(|first| first > 1) {
+            note!(
+                "airlock: the stream starts at record {}: the records before it are not in {}, so its first record's prev is taken on trust",
+                verdict.first.unwrap_or(0),
+                file.display()
+            );
+        }
+    }
+    Ok(if problem.is_some() {
+        ExitCode::from(EXIT_BROKEN)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// Exit status when a destination could not take every record.
+const EXIT_LAGGING: u8 = 1;
+
+/// `airlock log export [--follow]`: the same exporters `airlock serve` runs, in this process.
+fn export(global: &GlobalArgs, follow: bool, config: Option<&Path>) -> Result<ExitCode> {
+    let state = state_dir(global)?;
+    let (config, read) = airlock_core::config::load(config)?;
+    if config.audit.export.is_empty() {
+        let place = match (read, airlock_core::config::location(None)) {
+            (Some(read), _) => format!("{} names no destination", read.display()),
+            (None, Some((default, _))) => format!("there is no config at {}", default.display()),
+            (None, None) => "there is no config (neither HOME nor XDG_CONFIG_HOME is set)".into(),
+        };
+        bail!("nothing to export to: {place} — add [audit] with export = [\"stdout\"] or [\"otlp\"] and [audit.otlp] endpoint = \"…\" (see docs/audit.md), or pass --config FILE");
+    }
+    if follow {
+        let exporters = airlock_export::start(&state, &config.audit)?;
+        note!(
+            "airlock: exporting {} to {} as records are written; stop with Ctrl-C (the cursors in {} keep the place)",
+            state.join(airlock_audit::LOG_FILE).display(),
+            exporters.destinations().join(" and "),
+            state.join(airlock_export::EXPORT_DIR).display()
+        );
+        exporters.wait();
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut lagging = false;
+    for (destination, ended) in airlock_export::export_now(&state, &config.audit)? {
+        match ended {
+            airlock_export::Ended::CaughtUp { sent } => note!(
+                "airlock: export to {destination}: {} sent; it has every record",
+                counted(sent, "record", "records")
+            ),
+            airlock_export::Ended::Lagging { sent, why } => {
+                lagging = true;
+                note!(
+                    "airlock: export to {destination}: {} sent, then it failed ({why}); the next export continues from there",
+                    counted(sent, "record", "records")
+                );
+            }
+        }
+    }
+    Ok(if lagging {
+        ExitCode::from(EXIT_LAGGING)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
 
 pub(crate) fn since(text: &str) -> Result<String> {
     let at = if let Ok(ago) = airlock_core::units::parse_duration(text) {
@@ -189,9 +324,19 @@ fn print(out: &mut impl Write, record: &Map<String, Value>, json: bool) -> std::
 }
 
 pub fn log(global: &GlobalArgs, args: LogArgs) -> Result<ExitCode> {
+    match args.command {
+        Some(LogCommand::Verify {
+            json,
+            from: Some(file),
+        }) => return verify_exported(&file, json),
+        Some(LogCommand::Export { follow, config }) => {
+            return export(global, follow, config.as_deref())
+        }
+        _ => {}
+    }
     let state = state_dir(global)?;
     let log = airlock_core::audit::log(&state);
-    if let Some(LogCommand::Verify { json }) = args.command {
+    if let Some(LogCommand::Verify { json, .. }) = args.command {
         let verdict = log.verify()?;
         if json {
             crate::shown::out!(

@@ -30,7 +30,9 @@ pub fn serve(global: &GlobalArgs, args: ServeArgs) -> Result<ExitCode> {
         ),
         _ => None,
     };
+    let (config, _) = airlock_core::config::load(args.config.as_deref())?;
     airlock_serve::serve(airlock_serve::ServeConfig {
+        export: config.audit,
         listen,
         tls,
         clear_text_allowed: args.allow_clear_text,

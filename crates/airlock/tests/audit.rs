@@ -504,3 +504,77 @@ both_modes!(the_result_counts_what_the_command_used, |w: &World| {
         );
     }
 });
+
+both_modes!(
+    an_export_to_stdout_sends_each_record_once_and_its_copy_verifies,
+    |w: &World| {
+        let run = || {
+            ran(&airlock(
+                w,
+                &[
+                    "run",
+                    "--workspace",
+                    w.workspace.to_str().unwrap(),
+                    "--",
+                    "true",
+                ],
+            ))
+        };
+        let config = w.base.join("config.toml");
+        w.write(&config, "[audit]\nexport = [\"stdout\"]\n");
+        let export = || airlock(w, &["log", "export", "--config", config.to_str().unwrap()]);
+        run();
+        let first = export();
+        assert!(first.status.success(), "{}", stderr(&first));
+        assert!(
+            stderr(&first).contains("export to stdout: 2 records sent"),
+            "{}",
+            stderr(&first)
+        );
+        // The next export starts at the cursor: only what was written since.
+        run();
+        let second = export();
+        assert!(second.status.success(), "{}", stderr(&second));
+        let mut exported = first.stdout.clone();
+        exported.extend_from_slice(&second.stdout);
+        assert_eq!(exported, std::fs::read(w.state.join("audit.log")).unwrap());
+
+        // The copy verifies, with another line and a record sent twice between its records.
+        let copy = w.base.join("exported.jsonl");
+        let mut mixed = b"a line of something else\n".to_vec();
+        mixed.extend_from_slice(&exported);
+        mixed.extend_from_slice(&second.stdout);
+        w.write(&copy, &String::from_utf8(mixed).unwrap());
+        let out = airlock(w, &["log", "verify", "--from", copy.to_str().unwrap()]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(
+            stdout(&out)
+                .contains("intact, records 1 to 4 (2 records sent twice, 1 other line skipped)"),
+            "{}",
+            stdout(&out)
+        );
+        // A record missing from the copy breaks it.
+        let lines: Vec<&str> = std::str::from_utf8(&exported).unwrap().lines().collect();
+        w.write(&copy, &format!("{}\n{}\n", lines[0], lines[2]));
+        let out = airlock(
+            w,
+            &["log", "verify", "--from", copy.to_str().unwrap(), "--json"],
+        );
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        let verdict: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(
+            verdict["problem_at"],
+            serde_json::json!({"kind": "missing", "line": 2, "expected": 2, "found": 3})
+        );
+
+        // A config with a key it does not know is refused, naming where.
+        w.write(&config, "[audit]\nexport = [\"stdout\"]\nsink = 1\n");
+        let out = export();
+        assert_eq!(out.status.code(), Some(125));
+        assert!(
+            stderr(&out).contains("config.toml:3:1: unknown field `sink`"),
+            "{}",
+            stderr(&out)
+        );
+    }
+);

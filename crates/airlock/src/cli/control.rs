@@ -36,10 +36,55 @@ pub struct LogArgs {
 #[derive(Debug, Subcommand)]
 pub enum LogCommand {
     /// Walk the hash chain; name the first record altered, removed or reordered
+    #[command(
+        long_about = "Walk the hash chain of this state directory's audit log and name the first \
+            record altered, removed, reordered or cut off the end; or, when intact, print the \
+            last record's hash (keep it elsewhere as an anchor).\n\n\
+            --from FILE verifies an exported copy instead: the JSON lines 'airlock log export' or \
+            'airlock serve' wrote on stdout (as a cluster's log collector kept them, other lines \
+            between them skipped), or the records' bodies as an OTLP collector kept them, one a \
+            line. Records sent twice (export is at-least-once) are counted, not refused; a \
+            record missing, altered or out of order breaks the chain.",
+        after_help = "Exit status: 0 intact; 2 broken (or --from FILE holds no record); 125 the \
+            log or FILE cannot be read."
+    )]
     Verify {
         /// Print the verdict as JSON
         #[arg(long)]
         json: bool,
+        /// Verify an exported stream of records (JSON lines) instead of this machine's log;
+        /// - for stdin
+        #[arg(long, value_name = "FILE")]
+        from: Option<std::path::PathBuf>,
+    },
+    /// Send the log's records to the destinations of [audit] export in airlock's config
+    #[command(
+        long_about = "Send the audit log's records to the destinations that [audit] export names \
+            in airlock's config (stdout: each record as the JSON line it is stored as; otlp: \
+            OpenTelemetry logs over OTLP/HTTP to a collector), each from where the last export \
+            to it stopped (its cursor in STATE/export/), in order, at least once. 'airlock \
+            serve' exports by itself while it runs; this is for machines without a server, or \
+            to catch up by hand.\n\n\
+            Without --follow: sends what the log holds now and exits; a destination that fails \
+            stops at its first failure and the next export continues from there. With --follow: \
+            keeps sending new records as they are written, retrying a destination that is down, \
+            until killed (the cursor keeps the place).",
+        after_help = "The config is --config FILE (AIRLOCK_CONFIG), else /etc/airlock/config.toml \
+            as root and $XDG_CONFIG_HOME/airlock/config.toml (~/.config/airlock/config.toml) \
+            otherwise:\n  [audit]\n  export = [\"otlp\"]\n  [audit.otlp]\n  endpoint = \
+            \"http://127.0.0.1:4318/v1/logs\"\n\n\
+            Exit status: 0 every destination has every record; 1 a destination failed (said on \
+            stderr); 125 the config is wrong or names no destination, or a cursor is held by \
+            another airlock process (a server exporting)."
+    )]
+    Export {
+        /// Keep sending records as they are written, until killed
+        #[arg(long, short = 'f')]
+        follow: bool,
+        /// airlock's config file [default: /etc/airlock/config.toml as root, else
+        /// $XDG_CONFIG_HOME/airlock/config.toml]
+        #[arg(long, value_name = "FILE", env = "AIRLOCK_CONFIG")]
+        config: Option<std::path::PathBuf>,
     },
 }
 

@@ -7,6 +7,10 @@ use clap::{Args, Subcommand, ValueEnum};
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
+    /// airlock's config file, whose [audit] export the server carries out while it runs
+    /// [default: /etc/airlock/config.toml as root, else $XDG_CONFIG_HOME/airlock/config.toml]
+    #[arg(long, value_name = "FILE", env = "AIRLOCK_CONFIG")]
+    pub config: Option<PathBuf>,
     /// unix:PATH, an absolute socket path, or IP:PORT [default: unix socket STATE_DIR/airlock.sock]
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<String>,

@@ -1,0 +1,454 @@
+//! One destination's loop: read a batch of records after the cursor, deliver it until the
+//! destination acknowledges it, move the cursor, again. The batch waits in memory (bounded) while
+//! a destination is down; everything after it waits in the log, where it already is.
+
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use airlock_audit::{Tail, Tailed};
+
+use crate::cursor::Cursor;
+use crate::trouble::Trouble;
+
+/// What a destination said to one batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Delivery {
+    /// Acknowledged; with what to tell a person (a collector that rejected part of it).
+    Delivered { note: Option<String> },
+    /// Not now (the destination is unreachable, busy or overloaded): try again, after `after`
+    /// if it said when (Retry-After), else after the backoff.
+    Retry {
+        after: Option<Duration>,
+        why: String,
+    },
+    /// Refused as it is (a request the collector calls bad, a credential it does not take). Not
+    /// resent at once, as OTLP asks; but not dropped either: the log keeps every record for
+    /// the destination, so it is tried again after a long pause, for someone to fix the cause.
+    Refused { why: String },
+}
+
+/// Somewhere records go.
+pub trait Sink: Send {
+    fn deliver(&mut self, batch: &[Tailed]) -> Delivery;
+}
+
+/// The loop's timings and bounds.
+#[derive(Debug, Clone)]
+pub struct Pacing {
+    /// How often the log is looked at when there is nothing new.
+    pub poll: Duration,
+    /// The first wait after a failed delivery; doubled with each failure after it…
+    pub first_retry: Duration,
+    /// …up to this.
+    pub max_retry: Duration,
+    /// The longest a Retry-After is obeyed.
+    pub max_retry_after: Duration,
+    /// The wait after a refusal.
+    pub refused_pause: Duration,
+    /// A batch's bounds: records, and bytes of stored lines (at least one record, however long).
+    pub max_records: usize,
+    pub max_bytes: usize,
+}
+
+impl Default for Pacing {
+    fn default() -> Pacing {
+        Pacing {
+            poll: Duration::from_millis(200),
+            first_retry: Duration::from_millis(500),
+            // A collector that comes back is found within 5 s: one connection attempt every 5 s
+            // costs nothing, and an outage of a day is still a line a minute on stderr.
+            max_retry: Duration::from_secs(5),
+            max_retry_after: Duration::from_secs(300),
+            refused_pause: Duration::from_secs(60),
+            max_records: 512,
+            max_bytes: 1 << 20,
+        }
+    }
+}
+
+impl Pacing {
+    /// The wait before attempt `failures + 1`, after `failures` failed ones.
+    pub fn retry_wait(&self, failures: u32, delivery: &Delivery) -> Duration {
+        match delivery {
+            Delivery::Refused { .. } => self.refused_pause,
+            Delivery::Retry {
+                after: Some(after), ..
+            } => (*after).min(self.max_retry_after),
+            _ => {
+                let doublings = failures.saturating_sub(1).min(16);
+                self.first_retry
+                    .saturating_mul(1 << doublings)
+                    .min(self.max_retry)
+            }
+        }
+    }
+}
+
+/// When to stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Until [`Stop::finish`]: then what the log holds is sent, for as long as it allows.
+    Follow,
+    /// Send what the log holds now; a failed delivery ends the loop with it (a one-shot export,
+    /// which the next one continues).
+    UntilCaughtUp,
+}
+
+/// Tells a following loop to finish: send what the log holds, then end, by a deadline.
+#[derive(Default)]
+pub struct Stop {
+    deadline: Mutex<Option<Instant>>,
+    woken: Condvar,
+}
+
+impl Stop {
+    pub fn finish(&self, within: Duration) {
+        if let Ok(mut deadline) = self.deadline.lock() {
+            *deadline = Some(Instant::now() + within);
+        }
+        self.woken.notify_all();
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        self.deadline.lock().ok().and_then(|d| *d)
+    }
+
+    /// Wait `wait`, or less if asked to finish meanwhile. False: the deadline comes first, so
+    /// stop now.
+    fn sleep(&self, wait: Duration) -> bool {
+        let Ok(guard) = self.deadline.lock() else {
+            return false;
+        };
+        match *guard {
+            Some(deadline) if deadline < Instant::now() + wait => return false,
+            Some(_) => {
+                drop(guard);
+                std::thread::sleep(wait);
+                return true;
+            }
+            None => {}
+        }
+        let Ok((guard, _)) = self.woken.wait_timeout_while(guard, wait, |d| d.is_none()) else {
+            return false;
+        };
+        guard.is_none_or(|deadline| Instant::now() < deadline)
+    }
+}
+
+/// How a loop ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ended {
+    /// Everything the log held was delivered (with how many records).
+    CaughtUp { sent: u64 },
+    /// Stopped before it was: what the last delivery said.
+    Lagging { sent: u64, why: String },
+}
+
+/// Everything one destination's loop uses.
+pub struct Pump {
+    pub sink: Box<dyn Sink>,
+    pub tail: Tail,
+    pub cursor: Cursor,
+    pub trouble: Trouble,
+    pub pacing: Pacing,
+    pub stop: Arc<Stop>,
+}
+
+impl Pump {
+    /// Run until the mode says to end.
+    pub fn run(mut self, mode: Mode) -> Ended {
+        let mut sent = 0u64;
+        loop {
+            let batch = self.next_batch();
+            if batch.is_empty() {
+                if mode == Mode::UntilCaughtUp || self.stop.deadline().is_some() {
+                    return Ended::CaughtUp { sent };
+                }
+                self.stop.sleep(self.pacing.poll);
+                continue;
+            }
+            if let Err(why) = self.deliver(&batch, mode) {
+                return Ended::Lagging { sent, why };
+            }
+            sent += batch.len() as u64;
+            if let Some(last) = batch.last() {
+                if let Err(e) = self.cursor.save(&last.position()) {
+                    // The batch was delivered; only its acknowledgement is not kept: after a
+                    // restart it is sent again, a duplicate and not a gap.
+                    self.trouble.failed(
+                        Instant::now(),
+                        &format!("cannot write {}: {e}", self.cursor.path().display()),
+                    );
+                }
+            }
+        }
+    }
+
+    /// The records after the last batch, within the pacing's bounds; the log's trouble said.
+    fn next_batch(&mut self) -> Vec<Tailed> {
+        let mut batch = Vec::new();
+        let mut bytes = 0usize;
+        while batch.len() < self.pacing.max_records && bytes < self.pacing.max_bytes {
+            match self.tail.next_record() {
+                Ok(Some(record)) => {
+                    bytes += record.line.len();
+                    batch.push(record);
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    self.trouble.failed(Instant::now(), &e.to_string());
+                    break;
+                }
+            }
+        }
+        for note in self.tail.take_notes() {
+            self.trouble.note(&note);
+        }
+        batch
+    }
+
+    /// Deliver `batch`, trying again as the destination and the pacing say. Err: stopped first.
+    fn deliver(&mut self, batch: &[Tailed], mode: Mode) -> Result<(), String> {
+        let mut failures = 0u32;
+        loop {
+            let delivery = self.sink.deliver(batch);
+            let why = match &delivery {
+                Delivery::Delivered { note } => {
+                    if let Some(note) = note {
+                        self.trouble.note(note);
+                    }
+                    self.trouble.delivered();
+                    return Ok(());
+                }
+                Delivery::Retry { why, .. } | Delivery::Refused { why } => why.clone(),
+            };
+            failures += 1;
+            self.trouble.failed(Instant::now(), &why);
+            if mode == Mode::UntilCaughtUp {
+                return Err(why);
+            }
+            if !self.stop.sleep(self.pacing.retry_wait(failures, &delivery)) {
+                return Err(why);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use airlock_audit::{AuditLog, Sync};
+    use serde_json::json;
+    use std::collections::VecDeque;
+
+    /// A destination that answers from a script, then delivers, keeping what it got.
+    struct Scripted {
+        answers: VecDeque<Delivery>,
+        got: Arc<Mutex<Vec<Vec<u64>>>>,
+    }
+
+    impl Sink for Scripted {
+        fn deliver(&mut self, batch: &[Tailed]) -> Delivery {
+            let answer = self
+                .answers
+                .pop_front()
+                .unwrap_or(Delivery::Delivered { note: None });
+            if answer == (Delivery::Delivered { note: None }) {
+                self.got
+                    .lock()
+                    .unwrap()
+                    .push(batch.iter().map(|r| r.seq).collect());
+            }
+            answer
+        }
+    }
+
+    fn quick() -> Pacing {
+        Pacing {
+            poll: Duration::from_millis(5),
+            first_retry: Duration::from_millis(1),
+            max_retry: Duration::from_millis(4),
+            max_retry_after: Duration::from_millis(20),
+            refused_pause: Duration::from_millis(10),
+            max_records: 3,
+            max_bytes: 1 << 20,
+        }
+    }
+
+    struct Setup {
+        state: tempfile::TempDir,
+        log: AuditLog,
+        got: Arc<Mutex<Vec<Vec<u64>>>>,
+        heard: Arc<Mutex<Vec<String>>>,
+    }
+
+    fn setup(records: u64) -> Setup {
+        let state = tempfile::tempdir().unwrap();
+        let log = AuditLog::new(state.path(), Sync::Never);
+        for i in 0..records {
+            log.append("test.event", json!({ "i": i })).unwrap();
+        }
+        Setup {
+            state,
+            log,
+            got: Arc::default(),
+            heard: Arc::default(),
+        }
+    }
+
+    fn pump_for(setup: &Setup, answers: Vec<Delivery>, pacing: Pacing) -> Pump {
+        let claimed = Cursor::claim(setup.state.path(), "test").unwrap();
+        let heard = setup.heard.clone();
+        Pump {
+            sink: Box::new(Scripted {
+                answers: answers.into(),
+                got: setup.got.clone(),
+            }),
+            tail: Tail::after(&setup.log.path(), claimed.position),
+            cursor: claimed.cursor,
+            trouble: Trouble::new(
+                "test",
+                Box::new(move |line| heard.lock().unwrap().push(line.to_string())),
+            ),
+            pacing,
+            stop: Arc::default(),
+        }
+    }
+
+    fn delivered(setup: &Setup) -> Vec<u64> {
+        setup.got.lock().unwrap().concat()
+    }
+
+    #[test]
+    fn batches_are_bounded_and_the_cursor_carries_on_where_the_last_run_stopped() {
+        let setup = setup(7);
+        let ended = pump_for(&setup, vec![], quick()).run(Mode::UntilCaughtUp);
+        assert_eq!(ended, Ended::CaughtUp { sent: 7 });
+        assert_eq!(
+            *setup.got.lock().unwrap(),
+            [vec![1, 2, 3], vec![4, 5, 6], vec![7]]
+        );
+        for i in 0..2 {
+            setup
+                .log
+                .append("test.event", json!({ "more": i }))
+                .unwrap();
+        }
+        let ended = pump_for(&setup, vec![], quick()).run(Mode::UntilCaughtUp);
+        assert_eq!(ended, Ended::CaughtUp { sent: 2 });
+        assert_eq!(delivered(&setup), [1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    }
+
+    #[test]
+    fn a_destination_that_is_down_is_retried_until_it_takes_the_batch_in_order_without_gaps() {
+        let setup = setup(5);
+        let down = |why: &str| Delivery::Retry {
+            after: None,
+            why: why.into(),
+        };
+        let answers = vec![
+            down("cannot connect"),
+            down("cannot connect"),
+            Delivery::Retry {
+                after: Some(Duration::from_millis(3)),
+                why: "HTTP 503".into(),
+            },
+            Delivery::Delivered { note: None },
+            Delivery::Refused {
+                why: "HTTP 401".into(),
+            },
+        ];
+        let pump = pump_for(&setup, answers, quick());
+        let stop = pump.stop.clone();
+        let running = std::thread::spawn(move || pump.run(Mode::Follow));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while delivered(&setup).len() < 5 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // Records written while it follows come too, then it finishes.
+        setup.log.append("test.event", json!({})).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        stop.finish(Duration::from_secs(5));
+        assert_eq!(running.join().unwrap(), Ended::CaughtUp { sent: 6 });
+        assert_eq!(delivered(&setup), [1, 2, 3, 4, 5, 6]);
+        let heard = setup.heard.lock().unwrap();
+        assert!(heard[0].contains("cannot connect"), "{heard:?}");
+        assert!(
+            heard.iter().any(|l| l.contains("delivering again")),
+            "{heard:?}"
+        );
+    }
+
+    #[test]
+    fn a_one_shot_export_stops_at_the_first_failure_and_the_next_sends_that_batch_again() {
+        let setup = setup(4);
+        let answers = vec![
+            Delivery::Delivered { note: None },
+            Delivery::Retry {
+                after: None,
+                why: "HTTP 503".into(),
+            },
+        ];
+        let ended = pump_for(&setup, answers, quick()).run(Mode::UntilCaughtUp);
+        assert_eq!(
+            ended,
+            Ended::Lagging {
+                sent: 3,
+                why: "HTTP 503".into()
+            }
+        );
+        let ended = pump_for(&setup, vec![], quick()).run(Mode::UntilCaughtUp);
+        assert_eq!(ended, Ended::CaughtUp { sent: 1 });
+        assert_eq!(delivered(&setup), [1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn finishing_gives_up_on_a_destination_still_down_at_the_deadline() {
+        let setup = setup(2);
+        let answers = (0..10_000)
+            .map(|_| Delivery::Retry {
+                after: None,
+                why: "down".into(),
+            })
+            .collect();
+        let pump = pump_for(&setup, answers, quick());
+        let stop = pump.stop.clone();
+        let running = std::thread::spawn(move || pump.run(Mode::Follow));
+        std::thread::sleep(Duration::from_millis(30));
+        stop.finish(Duration::from_millis(50));
+        assert!(matches!(
+            running.join().unwrap(),
+            Ended::Lagging { sent: 0, .. }
+        ));
+        assert!(delivered(&setup).is_empty());
+        // Nothing was acknowledged: the next start sends both.
+        assert_eq!(
+            pump_for(&setup, vec![], quick()).run(Mode::UntilCaughtUp),
+            Ended::CaughtUp { sent: 2 }
+        );
+    }
+
+    #[test]
+    fn waits_grow_to_their_bound_and_a_retry_after_is_obeyed_within_reason() {
+        let pacing = Pacing::default();
+        let down = Delivery::Retry {
+            after: None,
+            why: String::new(),
+        };
+        let waits: Vec<u128> = (1..=6)
+            .map(|n| pacing.retry_wait(n, &down).as_millis())
+            .collect();
+        assert_eq!(waits, [500, 1000, 2000, 4000, 5000, 5000]);
+        let told = |secs| Delivery::Retry {
+            after: Some(Duration::from_secs(secs)),
+            why: String::new(),
+        };
+        assert_eq!(pacing.retry_wait(1, &told(2)), Duration::from_secs(2));
+        assert_eq!(
+            pacing.retry_wait(1, &told(86_400)),
+            Duration::from_secs(300)
+        );
+        let refused = Delivery::Refused { why: String::new() };
+        assert_eq!(pacing.retry_wait(1, &refused), Duration::from_secs(60));
+    }
+}
