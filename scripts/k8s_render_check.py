@@ -81,6 +81,7 @@ def consistent(objects, name):
     """What refers to what: the policy selects the template's pods, the pool names the
     template, the volumes the ConfigMap and the mounts the volumes."""
     by_kind = {o["kind"]: o for o in objects}
+    config_maps = {o["metadata"]["name"] for o in objects if o["kind"] == "ConfigMap"}
     template = by_kind["SandboxTemplate"]
     pod = template["spec"]["podTemplate"]["spec"]
     selected = by_kind["NetworkPolicy"]["spec"]["podSelector"]["matchLabels"]
@@ -89,7 +90,10 @@ def consistent(objects, name):
     mounts = {m["name"] for c in pod["containers"] for m in c["volumeMounts"]}
     check(all(labels.get(k) == v for k, v in selected.items()), f"{name}: the NetworkPolicy selects the template's pods")
     check(mounts <= set(volumes), f"{name}: every mount has its volume")
-    check(volumes["profile"]["configMap"]["name"] == by_kind["ConfigMap"]["metadata"]["name"], f"{name}: the profile's volume is the ConfigMap")
+    check(
+        {v["configMap"]["name"] for v in volumes.values() if "configMap" in v} == config_maps,
+        f"{name}: the ConfigMap volumes are the ConfigMaps rendered",
+    )
     if "SandboxWarmPool" in by_kind:
         check(by_kind["SandboxWarmPool"]["spec"]["sandboxTemplateRef"]["name"] == template["metadata"]["name"], f"{name}: the pool names the template")
 
@@ -101,7 +105,10 @@ CASES = {
         "open", "--name", "open-pool", "--router-namespace", "agent-sandbox-system",
         "--router-label", "app=sandbox-router", "--allow-from-namespace", "agents-clients", "--pool", "5",
     ],
-    "secrets from the credentials Secret": ["creds", "--image", "registry.example:5000/team/airlock@sha256:" + "a" * 64],
+    "secrets from the credentials Secret, and an OTLP collector": [
+        "creds", "--image", "registry.example:5000/team/airlock@sha256:" + "a" * 64,
+        "--otlp-endpoint", "http://otel-collector.observability:4318",
+    ],
     "a starter (npm)": ["npm", "--cluster-domain", "corp.internal"],
     "a profile a YAML reader might misread, and odd label values": [
         "nasty", "--router-namespace", "routers", "--router-label", "k=x\u0085y\u2028z", "--router-label", "yes=no",

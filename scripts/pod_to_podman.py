@@ -75,9 +75,21 @@ options += ["--memory", limits["memory"].replace("Mi", "m")]
 if "cpu" in limits:
     options += ["--cpus", str(int(limits["cpu"].rstrip("m")) / 1000)]
 
+# The downward API's fields as the kubelet fills them for this pod, and $(NAME) references to
+# variables defined before, as the kubelet expands them.
+POD_FIELDS = {"metadata.name": "airlock-oci-pod", "metadata.namespace": template["metadata"]["namespace"]}
+defined = {}
 for variable in container["env"]:
-    only(variable, ["name", "value"], f"env {variable['name']}")
-    options += ["--env", f"{variable['name']}={variable['value']}"]
+    only(variable, ["name", "value", "valueFrom"], f"env {variable['name']}")
+    if "valueFrom" in variable:
+        only(variable["valueFrom"], ["fieldRef"], f"env {variable['name']}.valueFrom")
+        value = POD_FIELDS[variable["valueFrom"]["fieldRef"]["fieldPath"]]
+    else:
+        value = variable["value"]
+        for name, known in defined.items():
+            value = value.replace(f"$({name})", known)
+    defined[variable["name"]] = value
+    options += ["--env", f"{variable['name']}={value}"]
 for port in container["ports"]:
     only(port, ["name", "containerPort", "protocol"], f"port {port.get('name')}")
     options += ["--publish", f"127.0.0.1:{port_map[port['containerPort']]}:{port['containerPort']}"]

@@ -42,7 +42,7 @@ podman=(podman "${podman_global[@]}")
 cleanup() {
   "${podman[@]}" rm -f "$name" >/dev/null 2>&1 || true
   "${podman[@]}" rmi -f "$image" "$base_image" >/dev/null 2>&1 || true
-  rm -rf "$work"
+  if [ -n "${TEST_OCI_KEEP:-}" ]; then echo "test-oci: kept $work" >&2; else rm -rf "$work"; fi
 }
 trap cleanup EXIT
 
@@ -122,6 +122,18 @@ fi
 
 "$venv/bin/python" scripts/oci_client.py "http://127.0.0.1:$runtime" "$rest" "$grpc" "$operator" \
   "$(printf '%s\n' "${podman[@]}" exec "$name" | "$python" -c 'import json,sys; print(json.dumps(sys.stdin.read().split()))')"
+# The pod's audit log leaves it on stdout, where the cluster's log collector reads it: every
+# record, its chain verifiable from the copy alone.
+sleep 1
+"${podman[@]}" logs "$name" >"$work/pod.log" 2>&1
+records=$(grep -c '^{.*"seq":' "$work/pod.log" || true)
+if "$airlock" log verify --from "$work/pod.log" >"$work/verify.out" 2>&1 && [ "$records" -gt 20 ]; then
+  echo "ok: the pod's stdout carries its audit log ($records records), and the copy verifies"
+else
+  sed 's/^/    /' "$work/verify.out" >&2
+  echo "FAILED: the pod's audit records on stdout ($records)" >&2
+  exit 1
+fi
 "${podman[@]}" logs "$name" 2>&1 | grep -q 'no TLS beyond loopback (--allow-clear-text)' ||
   { echo "FAILED: the server did not warn of clear text" >&2; exit 1; }
 echo "ok: the server warns that the pod's network carries tokens in clear text"

@@ -21,6 +21,8 @@ pub struct K8sSettings {
     pub router: RouterPods,
     pub client_namespaces: Vec<String>,
     pub excluded_cidrs: Vec<String>,
+    /// Where the pods' audit records go besides stdout: an OTLP/HTTP endpoint.
+    pub otlp_endpoint: Option<String>,
 }
 
 /// The manifests for the profile `choice` names.
@@ -39,9 +41,11 @@ pub fn render_manifests(
     let name = settings
         .name
         .unwrap_or_else(|| format!("airlock-{}", profile.name));
+    let config_text = pod_config(settings.otlp_endpoint.as_deref())?;
     let request = RenderRequest {
         profile: &profile,
         profile_text: &text,
+        config_text: &config_text,
         image: settings.image,
         namespace: settings.namespace,
         name,
@@ -57,4 +61,28 @@ pub fn render_manifests(
             why,
         },
     })
+}
+
+/// The pods' config: every audit record as a JSON line on stdout (what the cluster's log
+/// collector reads), and over OTLP/HTTP where an endpoint is given; checked as `airlock serve
+/// --config` will check it in the pod, so that a pod never fails to start on what was rendered.
+fn pod_config(otlp_endpoint: Option<&str>) -> Result<String, Error> {
+    let mut text = String::from(
+        "# airlock's config in the pod (docs/audit.md): each audit record as a JSON line on stdout,\n# which the cluster's log collector reads; add \"otlp\" and [audit.otlp] for a collector.\n[audit]\n",
+    );
+    match otlp_endpoint {
+        None => text.push_str("export = [\"stdout\"]\n"),
+        Some(endpoint) => {
+            let endpoint = serde_json::to_string(endpoint)?;
+            text.push_str(&format!(
+                "export = [\"stdout\", \"otlp\"]\n\n[audit.otlp]\nendpoint = {endpoint}\n"
+            ));
+        }
+    }
+    let path = std::path::Path::new("/etc/airlock/config/config.toml");
+    crate::config::parse(path, &text, &|_| None).map_err(|refused| Error::Argument {
+        arg: "--otlp-endpoint".into(),
+        why: refused.to_string(),
+    })?;
+    Ok(text)
 }

@@ -2,7 +2,9 @@
 //! profile (`airlock k8s render`). Pure: a profile and the cluster's names in, objects out.
 //!
 //! What each object is for:
-//! - a ConfigMap with the profile, mounted where airlock looks for profiles;
+//! - a ConfigMap with the profile, mounted where airlock looks for profiles, and one with
+//!   airlock's config (the audit log exported as JSON lines on stdout, where the cluster's log
+//!   collector reads it, and to an OpenTelemetry collector if one is named);
 //! - a `SandboxTemplate` (extensions.agents.x-k8s.io/v1beta1) whose pod runs airlock's image as
 //!   the agent-sandbox runtime: a user namespace (`hostUsers: false`) and a securityContext that
 //!   gives what airlock needs to build its sandbox in it and nothing more (docs/kubernetes.md has
@@ -25,6 +27,7 @@ pub const IMAGE_UID: u64 = 1000;
 
 /// Where the image keeps what the pod mounts.
 const PROFILE_DIR: &str = "/etc/airlock/profiles";
+const CONFIG_DIR: &str = "/etc/airlock/config";
 const TOKENS_DIR: &str = "/etc/airlock/tokens";
 const STATE_VOLUME_DIR: &str = "/var/lib/airlock";
 const WORKSPACE_DIR: &str = "/workspace";
@@ -40,6 +43,8 @@ pub struct RenderRequest<'a> {
     pub profile: &'a Profile,
     /// The profile's file as written (the built-in default: empty), for the ConfigMap.
     pub profile_text: &'a str,
+    /// airlock's config file for the pod (`[audit] export`), already validated by core.
+    pub config_text: &'a str,
     pub image: String,
     pub namespace: String,
     /// The objects' names start with it.
@@ -95,7 +100,20 @@ pub fn render(request: &RenderRequest) -> Result<Rendered, RenderError> {
         "app.kubernetes.io/component": "agent-sandbox-runtime",
     });
     let mut objects = vec![
-        config_map(request, &names, &labels),
+        config_map(
+            request,
+            &names.config_map,
+            &profile_file_name(request.profile),
+            request.profile_text,
+            &labels,
+        ),
+        config_map(
+            request,
+            &names.airlock_config,
+            "config.toml",
+            request.config_text,
+            &labels,
+        ),
         sandbox_template(request, &names, &labels),
     ];
     if request.pool_size > 0 {
@@ -122,6 +140,7 @@ pub fn render(request: &RenderRequest) -> Result<Rendered, RenderError> {
 /// The names of the objects the template refers to.
 struct Names {
     config_map: String,
+    airlock_config: String,
     tokens_secret: String,
     credentials_secret: String,
 }
@@ -130,6 +149,7 @@ impl Names {
     fn of(request: &RenderRequest) -> Names {
         Names {
             config_map: format!("{}-profile", request.name),
+            airlock_config: format!("{}-config", request.name),
             tokens_secret: format!("{}-tokens", request.name),
             credentials_secret: format!("{}-credentials", request.name),
         }
@@ -270,12 +290,12 @@ fn profile_file_name(profile: &Profile) -> String {
     format!("{}.toml", profile.name)
 }
 
-fn config_map(request: &RenderRequest, names: &Names, labels: &Value) -> Value {
+fn config_map(request: &RenderRequest, name: &str, key: &str, text: &str, labels: &Value) -> Value {
     json!({
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": metadata(&names.config_map, request, labels),
-        "data": {profile_file_name(request.profile): request.profile_text},
+        "metadata": metadata(name, request, labels),
+        "data": {key: text},
     })
 }
 
@@ -328,6 +348,7 @@ fn pod_spec(request: &RenderRequest, names: &Names) -> Value {
         "containers": [container(request, names)],
         "volumes": [
             {"name": "profile", "configMap": {"name": names.config_map}},
+            {"name": "config", "configMap": {"name": names.airlock_config}},
             {"name": "tokens", "secret": {"secretName": names.tokens_secret, "optional": true, "defaultMode": 0o440}},
             {"name": "state", "emptyDir": {}},
             {"name": "workspace", "emptyDir": {}},
@@ -374,6 +395,7 @@ fn container(request: &RenderRequest, names: &Names) -> Value {
         },
         "volumeMounts": [
             {"name": "profile", "mountPath": PROFILE_DIR, "readOnly": true},
+            {"name": "config", "mountPath": CONFIG_DIR, "readOnly": true},
             {"name": "tokens", "mountPath": TOKENS_DIR, "readOnly": true},
             {"name": "state", "mountPath": STATE_VOLUME_DIR},
             {"name": "workspace", "mountPath": WORKSPACE_DIR},
@@ -394,6 +416,8 @@ fn serve_args(request: &RenderRequest) -> Vec<String> {
         &format!("*.{}.svc.{}", request.namespace, request.cluster_domain),
         "--tokens-file",
         &format!("{TOKENS_DIR}/tokens.json"),
+        "--config",
+        &format!("{CONFIG_DIR}/config.toml"),
         "--agent-sandbox",
         "--workspace",
         WORKSPACE_DIR,
@@ -409,11 +433,19 @@ fn serve_args(request: &RenderRequest) -> Vec<String> {
     .collect()
 }
 
-/// airlock's state directory inside the state volume (airlock makes it, its own, in the volume
-/// the kubelet made), and the values of the profile's `[[secret]]`s read from airlock's
+/// The pod's name for exported records, airlock's state directory inside the state volume
+/// (airlock makes it, its own, in the volume the kubelet made), and the values of the profile's `[[secret]]`s read from airlock's
 /// environment: from a Secret, as variables of airlock's container (never of the sandbox, which
 /// sees only placeholders).
 fn container_env(profile: &Profile, names: &Names) -> Vec<Value> {
+    let field = |name: &str, path: &str| json!({"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}});
+    // The pod's name on each exported record (OpenTelemetry's resource): what keeps the chains
+    // of a pool's pods apart in one collector.
+    let identity = [
+        field("POD_NAME", "metadata.name"),
+        field("POD_NAMESPACE", "metadata.namespace"),
+        json!({"name": "OTEL_RESOURCE_ATTRIBUTES", "value": "k8s.pod.name=$(POD_NAME),k8s.namespace.name=$(POD_NAMESPACE)"}),
+    ];
     let state = json!({"name": "AIRLOCK_STATE_DIR", "value": format!("{STATE_VOLUME_DIR}/state")});
     let credentials = profile
         .secrets
@@ -425,7 +457,11 @@ fn container_env(profile: &Profile, names: &Names) -> Vec<Value> {
             })),
             _ => None,
         });
-    std::iter::once(state).chain(credentials).collect()
+    identity
+        .into_iter()
+        .chain(std::iter::once(state))
+        .chain(credentials)
+        .collect()
 }
 
 /// What the person should know: what the profile names that the pod does not have as this

@@ -11,6 +11,7 @@ fn request<'a>(profile: &'a Profile, text: &'a str) -> RenderRequest<'a> {
     RenderRequest {
         profile,
         profile_text: text,
+        config_text: "[audit]\nexport = [\"stdout\"]\n",
         image: "registry.example/airlock:0.1.0".into(),
         namespace: "agents".into(),
         name: "airlock-agent".into(),
@@ -47,10 +48,15 @@ fn the_objects_and_what_binds_them() {
         kinds,
         [
             "ConfigMap",
+            "ConfigMap",
             "SandboxTemplate",
             "SandboxWarmPool",
             "NetworkPolicy"
         ]
+    );
+    assert_eq!(
+        rendered.objects[1]["data"]["config.toml"],
+        "[audit]\nexport = [\"stdout\"]\n"
     );
     assert_eq!(kind(&rendered, "ConfigMap")["data"]["agent.toml"], text);
     let pool = kind(&rendered, "SandboxWarmPool");
@@ -75,6 +81,7 @@ fn the_objects_and_what_binds_them() {
     assert_eq!(after("--profile"), "agent");
     assert_eq!(after("--host-name"), "*.agents.svc.cluster.local");
     assert_eq!(after("--tokens-file"), "/etc/airlock/tokens/tokens.json");
+    assert_eq!(after("--config"), "/etc/airlock/config/config.toml");
     // 1 GiB for the run, 512 MiB of /tmp, 256 MiB for airlock.
     assert_eq!(
         container["resources"]["limits"],

@@ -32,6 +32,7 @@ pub fn render(global: &GlobalArgs, args: K8sRenderArgs) -> Result<ExitCode> {
         cluster_domain: args.cluster_domain,
         client_namespaces: args.client_namespaces,
         excluded_cidrs: args.excluded_cidrs,
+        otlp_endpoint: args.otlp_endpoint,
     };
     let choice = ProfileChoice {
         name: Some(args.profile),

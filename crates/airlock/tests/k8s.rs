@@ -30,6 +30,12 @@ fn a_profile_becomes_the_pods_configmap_and_arguments() {
     let objects: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
     let config_map = objects.iter().find(|o| o["kind"] == "ConfigMap").unwrap();
     assert_eq!(config_map["data"]["agent.toml"], text);
+    // The pods' audit records leave them on stdout, where the cluster's collector reads them.
+    let config = objects
+        .iter()
+        .find(|o| o["metadata"]["name"] == "airlock-agent-config")
+        .unwrap();
+    assert!(config["data"]["config.toml"].as_str().unwrap().contains("export = [\"stdout\"]"));
     let template = objects
         .iter()
         .find(|o| o["kind"] == "SandboxTemplate")
@@ -50,7 +56,7 @@ fn a_profile_becomes_the_pods_configmap_and_arguments() {
     let yaml = stdout(&yaml);
     assert_eq!(
         yaml.matches("\n---\n").count() + usize::from(yaml.starts_with("---\n")),
-        4,
+        objects.len(),
         "{yaml}"
     );
     assert!(

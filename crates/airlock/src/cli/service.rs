@@ -427,6 +427,10 @@ pub struct K8sRenderArgs {
     /// repeat for more
     #[arg(long = "exclude-cidr", value_name = "CIDR")]
     pub excluded_cidrs: Vec<String>,
+    /// Also send the pods' audit records to this OpenTelemetry collector (OTLP/HTTP, e.g.
+    /// http://otel-collector.observability:4318); they always go to stdout as JSON lines
+    #[arg(long, value_name = "URL")]
+    pub otlp_endpoint: Option<String>,
     /// The objects as a JSON array instead of YAML
     #[arg(long)]
     pub json: bool,
