@@ -746,6 +746,52 @@ mod tests {
     }
 
     #[test]
+    fn a_whole_log_resent_verifies_once_its_chain_joins_what_was_seen() {
+        let (_dir, log) = log_with(8);
+        let all = lines(&log);
+        let verify_remembering = |stream: &[String], window| {
+            let text = stream.join("\n");
+            verify::verify_stream(text.as_bytes(), Path::new("exported.jsonl"), window).unwrap()
+        };
+        // Found by review: a resend from record 1, further back than the records remembered,
+        // was called reordered. Its chain from record 1 joins record 7, which was seen.
+        let resent: Vec<String> = all[..6].iter().chain(&all[..8]).cloned().collect();
+        let verdict = verify_remembering(&resent, 2);
+        assert_eq!(verdict.problem, None, "{verdict:?}");
+        assert_eq!((verdict.records, verdict.duplicates), (8, 6));
+        // A resend that never joins (the stream ends in it) proves nothing.
+        let cut: Vec<String> = all[..6].iter().chain(&all[..3]).cloned().collect();
+        assert!(matches!(
+            verify_remembering(&cut, 2).problem,
+            Some(Problem::Reordered { .. })
+        ));
+        // A forged record 2 in the resend breaks its chain to record 3.
+        let mut forged: Vec<String> = all[..6].iter().chain(&all[..8]).cloned().collect();
+        forged[7] = all[1].replace("\"seq\":2", "\"seq\":2,\"x\":1");
+        assert!(verify_remembering(&forged, 2).problem.is_some());
+    }
+
+    #[test]
+    fn a_line_not_in_the_stored_form_is_altered_even_when_it_reads_the_same() {
+        let (_dir, log) = log_with(3);
+        let all = lines(&log);
+        // Found by review: a second key, which a first-key reader would take, re-serializes
+        // to the same record.
+        let doubled = all[1].replacen('{', "{\"action\":\"rm -rf / (evil)\",", 1);
+        let spaced = all[1].replace(",", ", ");
+        for line in [doubled, spaced] {
+            let stream = [all[0].clone(), line, all[2].clone()].join("\n");
+            assert!(
+                matches!(
+                    verify_text(&stream).problem,
+                    Some(Problem::Altered { seq: 2, .. })
+                ),
+                "{stream}"
+            );
+        }
+    }
+
+    #[test]
     fn an_exported_stream_may_start_after_the_first_record() {
         let (_dir, log) = log_with(5);
         let all = lines(&log);

@@ -261,11 +261,11 @@ impl Tail {
                 }
                 return None;
             }
-            if record.seq > last_seq + 1 {
+            if record.seq > last_seq.saturating_add(1) {
                 self.notes.push(format!(
                     "{}: records {} to {} are not in the log (removed or moved away before they were exported)",
                     self.path.display(),
-                    last_seq + 1,
+                    last_seq.saturating_add(1),
                     record.seq - 1
                 ));
             }

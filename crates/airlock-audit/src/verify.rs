@@ -145,6 +145,15 @@ pub struct StreamVerdict {
 /// sent again identical are counted as duplicates; a different record under a seq already seen
 /// is a problem.
 pub fn verify_exported(input: impl BufRead, name: &Path) -> Result<StreamVerdict, AuditError> {
+    verify_stream(input, name, DUPLICATE_WINDOW)
+}
+
+/// [`verify_exported`] remembering the hashes of the last `window` records.
+pub(crate) fn verify_stream(
+    input: impl BufRead,
+    name: &Path,
+    window: usize,
+) -> Result<StreamVerdict, AuditError> {
     let mut verdict = StreamVerdict {
         records: 0,
         first: None,
@@ -155,42 +164,77 @@ pub fn verify_exported(input: impl BufRead, name: &Path) -> Result<StreamVerdict
     };
     // The hashes of the last records, by seq (contiguous: only the next record is pushed).
     let mut recent: VecDeque<(u64, String)> = VecDeque::new();
+    // Records sent again from further back than `recent` reaches (a whole log resent): taken as
+    // copies only once their own chain, from record 1, joins a record `recent` holds, which the
+    // chain then proves identical all the way back.
+    let mut replay: Option<Replay> = None;
+    let mut lines_read = 0;
     for (index, line) in input.split(b'\n').enumerate() {
         let line = line.map_err(|source| AuditError::Read {
             path: name.to_path_buf(),
             source,
         })?;
         let line_no = index as u64 + 1;
+        lines_read = line_no;
         let Some((seq, hash, prev, record)) = exported_record(&line) else {
             verdict.skipped += u64::from(!line.trim_ascii().is_empty());
             continue;
         };
-        if record_hash(&record) != hash {
+        // The stored form is one: compact, keys sorted, each once. A line that reads as the
+        // same record but is not that form (a second `action` key a reader might take first)
+        // was not written by airlock.
+        let stored_form = serde_json::to_vec(&Value::Object(record.clone())).ok();
+        if record_hash(&record) != hash || stored_form.as_deref() != Some(line.as_slice()) {
             verdict.problem = Some(Problem::Altered { line: line_no, seq });
             return Ok(verdict);
         }
-        let expected = verdict.last.as_ref().map_or(seq, |(last, _)| last + 1);
+        let expected = match &verdict.last {
+            Some((last, _)) => last.saturating_add(1),
+            None => seq,
+        };
         if seq < expected {
             let seen = recent
                 .front()
                 .and_then(|(front, _)| seq.checked_sub(*front))
                 .and_then(|back| recent.get(back as usize));
-            match seen {
-                Some((_, earlier)) if *earlier == hash => verdict.duplicates += 1,
-                Some(_) => {
-                    verdict.problem = Some(Problem::Conflicting { line: line_no, seq });
-                    return Ok(verdict);
+            let outcome = match (seen, replay.take()) {
+                (Some((_, earlier)), pending) => {
+                    let joins = pending.as_ref().is_none_or(|r| r.continued_by(seq, &prev));
+                    if *earlier == hash && joins {
+                        verdict.duplicates += 1 + pending.map_or(0, |r| r.records);
+                        Ok(())
+                    } else {
+                        Err(Problem::Conflicting { line: line_no, seq })
+                    }
                 }
-                None => {
-                    verdict.problem = Some(Problem::Reordered {
-                        line: line_no,
-                        expected,
-                        found: seq,
-                    });
-                    return Ok(verdict);
+                (None, Some(pending)) if pending.continued_by(seq, &prev) => {
+                    replay = Some(pending.then(seq, hash));
+                    Ok(())
                 }
+                (None, None) if seq == 1 && prev == GENESIS => {
+                    replay = Some(Replay::starting(hash));
+                    Ok(())
+                }
+                (None, _) => Err(Problem::Reordered {
+                    line: line_no,
+                    expected,
+                    found: seq,
+                }),
+            };
+            if let Err(problem) = outcome {
+                verdict.problem = Some(problem);
+                return Ok(verdict);
             }
             continue;
+        }
+        if let Some(pending) = replay.take() {
+            // A resend that never came back to records already seen: nothing proves it a copy.
+            verdict.problem = Some(Problem::Reordered {
+                line: line_no,
+                expected: pending.next_seq,
+                found: seq,
+            });
+            return Ok(verdict);
         }
         if seq > expected {
             verdict.problem = Some(Problem::Missing {
@@ -210,13 +254,53 @@ pub fn verify_exported(input: impl BufRead, name: &Path) -> Result<StreamVerdict
         }
         verdict.first.get_or_insert(seq);
         verdict.records += 1;
-        if recent.len() == DUPLICATE_WINDOW {
+        if recent.len() == window.max(1) {
             recent.pop_front();
         }
         recent.push_back((seq, hash.clone()));
         verdict.last = Some((seq, hash));
     }
+    if let Some(pending) = replay {
+        // The stream ends inside a resend that never came back to what was seen before.
+        verdict.problem = Some(Problem::Reordered {
+            line: lines_read,
+            expected: verdict
+                .last
+                .as_ref()
+                .map_or(1, |(last, _)| last.saturating_add(1)),
+            found: pending.next_seq.saturating_sub(1),
+        });
+    }
     Ok(verdict)
+}
+
+/// Records resent from the log's start, not yet joined to those seen before.
+struct Replay {
+    next_seq: u64,
+    last_hash: String,
+    records: u64,
+}
+
+impl Replay {
+    fn starting(hash: String) -> Replay {
+        Replay {
+            next_seq: 2,
+            last_hash: hash,
+            records: 1,
+        }
+    }
+
+    fn continued_by(&self, seq: u64, prev: &str) -> bool {
+        seq == self.next_seq && prev == self.last_hash
+    }
+
+    fn then(self, seq: u64, hash: String) -> Replay {
+        Replay {
+            next_seq: seq.saturating_add(1),
+            last_hash: hash,
+            records: self.records + 1,
+        }
+    }
 }
 
 /// A line as an exported record: a JSON object with `seq`, `hash` and `prev`.

@@ -135,9 +135,14 @@ impl Endpoint {
 }
 
 impl fmt::Display for Endpoint {
+    /// As a person reads it in messages: the query, which may carry a key, left out.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let scheme = if self.tls { "https" } else { "http" };
-        write!(f, "{scheme}://{}{}", self.authority(), self.path)
+        let path = match self.path.split_once('?') {
+            Some((path, _)) => format!("{path}?…"),
+            None => self.path.clone(),
+        };
+        write!(f, "{scheme}://{}{path}", self.authority())
     }
 }
 
@@ -673,11 +678,21 @@ mod tests {
         assert_eq!(url("https://collector"), "https://collector/v1/logs");
         assert_eq!(
             url("https://c/otlp/v1/logs?tenant=a"),
-            "https://c/otlp/v1/logs?tenant=a"
+            "https://c/otlp/v1/logs?…"
+        );
+        assert_eq!(
+            parse_endpoint("https://c/otlp/v1/logs?tenant=a")
+                .unwrap()
+                .path,
+            "/otlp/v1/logs?tenant=a",
+            "what is sent keeps its query"
         );
         let v6 = parse_endpoint("http://[::1]:4318/v1/logs").unwrap();
         assert_eq!((v6.host.as_str(), v6.port), ("::1", 4318));
         assert_eq!(v6.authority(), "[::1]:4318");
+        // Found by review: a key in the query was printed with every trouble line.
+        let keyed = parse_endpoint("https://collector.example/v1/logs?api_key=SECRET").unwrap();
+        assert_eq!(keyed.to_string(), "https://collector.example/v1/logs?…");
         assert!(parse_endpoint("http://[::1/").is_err());
         assert!(parse_endpoint("http://[zz]/").is_err());
         // A loopback collector may take headers over http://.

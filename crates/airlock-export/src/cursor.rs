@@ -48,11 +48,14 @@ impl Cursor {
             .create(&dir)
             .map_err(failed(&dir))?;
         let lock_path = dir.join(format!("{destination}.lock"));
+        // No link is followed here (nor for the cursor): a name planted in a directory of the
+        // state would otherwise have this process, perhaps root, write where it points.
         let lock = OpenOptions::new()
             .create(true)
             .truncate(false)
             .write(true)
             .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
             .open(&lock_path)
             .map_err(failed(&lock_path))?;
         let held = match Flock::lock(lock, FlockArg::LockExclusiveNonblock) {
@@ -66,7 +69,7 @@ impl Cursor {
             Err((_, errno)) => return Err(failed(&lock_path)(errno.into())),
         };
         let path = dir.join(format!("{destination}.cursor"));
-        let (position, note) = match fs::read(&path) {
+        let (position, note) = match read_no_follow(&path) {
             Ok(bytes) => match serde_json::from_slice::<Position>(&bytes) {
                 Ok(position) => (Some(position), None),
                 Err(e) => (
@@ -94,11 +97,18 @@ impl Cursor {
         let mut temp = self.path.clone().into_os_string();
         temp.push(".tmp");
         let temp = PathBuf::from(temp);
+        // A temporary file left by a crash is this process's own to replace, never a link's
+        // target to write through.
+        match fs::remove_file(&temp) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
         let mut file = OpenOptions::new()
-            .create(true)
-            .truncate(true)
+            .create_new(true)
             .write(true)
             .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
             .open(&temp)?;
         let mut text = serde_json::to_vec(position).map_err(io::Error::other)?;
         text.push(b'\n');
@@ -109,6 +119,17 @@ impl Cursor {
     pub fn path(&self) -> &Path {
         &self.path
     }
+}
+
+/// A cursor file's bytes, refusing a link in its place (ELOOP).
+fn read_no_follow(path: &Path) -> io::Result<Vec<u8>> {
+    let mut file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)?;
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut file, &mut bytes)?;
+    Ok(bytes)
 }
 
 #[cfg(test)]
@@ -143,6 +164,37 @@ mod tests {
         let again = Cursor::claim(state.path(), "otlp").unwrap();
         assert_eq!(again.position, Some(position));
         assert!(again.note.is_none());
+    }
+
+    #[test]
+    fn no_link_planted_in_the_export_directory_is_written_through() {
+        // Found by review: a link at NAME.cursor.tmp had root overwrite the file it named.
+        let state = tempfile::tempdir().unwrap();
+        let victim = state.path().join("victim");
+        fs::write(&victim, b"keep me").unwrap();
+        let dir = state.path().join(EXPORT_DIR);
+        fs::create_dir_all(&dir).unwrap();
+        std::os::unix::fs::symlink(&victim, dir.join("otlp.cursor.tmp")).unwrap();
+        let claimed = Cursor::claim(state.path(), "otlp").unwrap();
+        let position = Position {
+            seq: 1,
+            hash: "ab".repeat(32),
+            offset: 0,
+        };
+        claimed.cursor.save(&position).unwrap();
+        assert_eq!(fs::read(&victim).unwrap(), b"keep me");
+        drop(claimed);
+        assert_eq!(
+            Cursor::claim(state.path(), "otlp").unwrap().position,
+            Some(position)
+        );
+        // A link as the lock or as the cursor itself is refused, not followed.
+        std::os::unix::fs::symlink(&victim, dir.join("stdout.lock")).unwrap();
+        assert!(Cursor::claim(state.path(), "stdout").is_err());
+        fs::remove_file(dir.join("otlp.cursor")).unwrap();
+        std::os::unix::fs::symlink(&victim, dir.join("otlp.cursor")).unwrap();
+        assert!(Cursor::claim(state.path(), "otlp").is_err());
+        assert_eq!(fs::read(&victim).unwrap(), b"keep me");
     }
 
     #[test]

@@ -2,9 +2,8 @@
 //! a SIEM needs to file a run as process activity, an egress decision as network activity and an
 //! apply as file system activity without knowing airlock's actions. The record itself is not
 //! rewritten (its hash covers it); the class goes beside it, as attributes of the exported log.
-//! docs/audit.md has the table; the tests below hold it. A DNS query is Network Activity (traffic,
-//! or refused), not 1.x's DNS Activity (4003): OCSF 2.0 folds that class into Network Activity,
-//! and so one class holds every egress decision whichever version a SIEM reads.
+//! docs/audit.md has the table; the tests below hold it. A DNS query is DNS Activity (4003),
+//! Query; refused, its status is failure.
 
 use serde_json::{Map, Value};
 
@@ -32,6 +31,9 @@ impl OcsfClass {
 const PROCESS_ACTIVITY: u32 = 1007;
 const FILE_SYSTEM_ACTIVITY: u32 = 1001;
 const NETWORK_ACTIVITY: u32 = 4001;
+/// DNS Activity, whose Query is activity 1.
+const DNS_ACTIVITY: u32 = 4003;
+const QUERY: u32 = 1;
 
 // Activities, as OCSF numbers them in each class.
 const LAUNCH: u32 = 1;
@@ -107,7 +109,8 @@ pub fn classify(record: &Map<String, Value>) -> Option<OcsfClass> {
         "net.closed" => (NETWORK_ACTIVITY, CLOSE),
         "net.cut" => (NETWORK_ACTIVITY, RESET),
         "net.failed" => (NETWORK_ACTIVITY, FAIL),
-        "net.dns" | "net.tls" | "net.tunnel" | "net.request" | "net.secret" | "net.placeholder" => {
+        "net.dns" => (DNS_ACTIVITY, QUERY),
+        "net.tls" | "net.tunnel" | "net.request" | "net.secret" | "net.placeholder" => {
             (NETWORK_ACTIVITY, if refused { REFUSE } else { TRAFFIC })
         }
         _ => return None,
@@ -174,7 +177,7 @@ mod tests {
     }
 
     #[test]
-    fn egress_decisions_are_network_activity_dns_queries_too() {
+    fn egress_decisions_are_network_activity_and_dns_queries_dns_activity() {
         let connect = |allowed: bool| {
             class_of(json!({"action": "net.connect", "allowed": allowed, "denied": !allowed}))
         };
@@ -206,11 +209,11 @@ mod tests {
         );
         assert_eq!(
             class_of(json!({"action": "net.dns", "allowed": true})),
-            Some((4001, 6, 1))
+            Some((4003, 1, 1))
         );
         assert_eq!(
             class_of(json!({"action": "net.dns", "allowed": false})),
-            Some((4001, 5, 2))
+            Some((4003, 1, 2))
         );
     }
 

@@ -68,18 +68,21 @@ impl Default for Pacing {
 
 impl Pacing {
     /// The wait before attempt `failures + 1`, after `failures` failed ones.
+    /// A collector's `Retry-After` is taken up to `max_retry_after`, and never shorter than the
+    /// backoff: `Retry-After: 0` would otherwise have the exporter ask as fast as it can, taking
+    /// the CPU the runs need.
     pub fn retry_wait(&self, failures: u32, delivery: &Delivery) -> Duration {
+        let doublings = failures.saturating_sub(1).min(16);
+        let backoff = self
+            .first_retry
+            .saturating_mul(1 << doublings)
+            .min(self.max_retry);
         match delivery {
             Delivery::Refused { .. } => self.refused_pause,
             Delivery::Retry {
                 after: Some(after), ..
-            } => (*after).min(self.max_retry_after),
-            _ => {
-                let doublings = failures.saturating_sub(1).min(16);
-                self.first_retry
-                    .saturating_mul(1 << doublings)
-                    .min(self.max_retry)
-            }
+            } => (*after).min(self.max_retry_after).max(backoff),
+            _ => backoff,
         }
     }
 }
@@ -450,5 +453,8 @@ mod tests {
         );
         let refused = Delivery::Refused { why: String::new() };
         assert_eq!(pacing.retry_wait(1, &refused), Duration::from_secs(60));
+        // Found by review: Retry-After: 0 had the exporter ask 4,000 times a second.
+        assert_eq!(pacing.retry_wait(1, &told(0)), Duration::from_millis(500));
+        assert_eq!(pacing.retry_wait(4, &told(0)), Duration::from_secs(4));
     }
 }

@@ -35,7 +35,10 @@ fn a_profile_becomes_the_pods_configmap_and_arguments() {
         .iter()
         .find(|o| o["metadata"]["name"] == "airlock-agent-config")
         .unwrap();
-    assert!(config["data"]["config.toml"].as_str().unwrap().contains("export = [\"stdout\"]"));
+    assert!(config["data"]["config.toml"]
+        .as_str()
+        .unwrap()
+        .contains("export = [\"stdout\"]"));
     let template = objects
         .iter()
         .find(|o| o["kind"] == "SandboxTemplate")
