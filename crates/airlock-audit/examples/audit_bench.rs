@@ -93,7 +93,7 @@ fn history_record(seq: u64, prev: &str, session: &str, profile: &str) -> Map<Str
     record.insert("seq".into(), seq.into());
     record.insert("time".into(), format_time(time).into());
     record.insert("prev".into(), prev.into());
-    let by = if seq % 3 == 0 {
+    let by = if seq.is_multiple_of(3) {
         json!({"uid": 0, "pid": 4000 + seq % 500, "token": format!("tok{}", seq % 7)})
     } else {
         json!({"uid": 0, "pid": 4000 + seq % 500})
@@ -171,7 +171,13 @@ impl Sessions {
     fn fresh(&mut self) -> (String, u64) {
         self.made += 1;
         let life = 1_000 + self.random() % 2_000;
-        (format!("{:012x}", self.made.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 16), life)
+        (
+            format!(
+                "{:012x}",
+                self.made.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 16
+            ),
+            life,
+        )
     }
 
     fn next(&mut self) -> String {

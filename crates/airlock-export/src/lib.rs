@@ -4,7 +4,8 @@
 //! over OTLP/HTTP to a collector).
 //!
 //! The local log stays the source of truth, and export is only its reader: each destination has
-//! a thread that tails `STATE/audit.log` ([`airlock_audit::Tail`]) after its cursor
+//! a thread that tails the log (its sealed segments, then `STATE/audit.log`: [`airlock_audit::Tail`])
+//! after its cursor
 //! (`STATE/export/NAME.cursor`, the last record the destination acknowledged), sends batches of at
 //! most 512 records or 1 MiB, and moves the cursor once the destination has taken a batch. So a
 //! run never waits for an export (it appends to the log and goes on); a slow or dead destination
@@ -17,7 +18,8 @@
 //!
 //! `airlock serve` runs the exporters while it serves (in a Kubernetes pod, the process whose
 //! stdout the cluster collects); `airlock log export` sends what is there, or follows, where no
-//! server runs.
+//! server runs. Retention ([`retention_pass`]) keeps every segment holding a record a
+//! destination has not sent yet ([`first_unsent`]).
 
 use std::path::Path;
 use std::sync::Arc;
