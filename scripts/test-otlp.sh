@@ -13,6 +13,9 @@
 #   - stdout: serve's stdout holds the same records as JSON lines, verifiable by `log verify --from`;
 #   - `airlock log export` (one shot, its own cursor) and a config that names an unknown
 #     destination, which stops the server at start.
+# The log rolls every 2 KiB here (AIRLOCK_AUDIT_SEGMENT_SIZE), so every check above is also one
+# of export across segment rolls: the local log compared is every sealed segment, then the open
+# one.
 #
 #   scripts/test-otlp.sh     # ~30 s; the receiver's venv is cached in ${AIRLOCK_CI_CACHE:-~/.cache/airlock-ci}
 set -euo pipefail
@@ -79,6 +82,8 @@ endpoint = "http://127.0.0.1:$port/v1/logs"
 headers = { authorization = { env = "AIRLOCK_TEST_OTLP_AUTH" } }
 EOF
 export AIRLOCK_TEST_OTLP_AUTH="Bearer $token"
+# A segment every few records: export across rolls, throughout.
+export AIRLOCK_AUDIT_SEGMENT_SIZE=2K
 export OTEL_RESOURCE_ATTRIBUTES="k8s.pod.name=otlp-test-pod"
 
 start_serve() {
@@ -100,10 +105,19 @@ run() {
   "$airlock" --state-dir "$state" run --workspace "$workspace" "$@" >/dev/null
 }
 
+# The local log of state directory $1, as stored: its sealed segments, oldest first (their names
+# are their first seq in 20 digits, so they sort), then the open segment.
+local_log() {
+  local sealed=("$1"/audit/*.log)
+  [ -e "${sealed[0]}" ] || sealed=()
+  cat "${sealed[@]}" "$1/audit.log"
+}
+
 # Does FILE hold every record of the local log, in order, each the stored line? Records sent
 # again (at-least-once) may repeat, identical; anything else is a failure. Prints why not.
 holds_all() {
-  "$python" - "$state/audit.log" "$1" <<'EOF'
+  local_log "$state" >"$work/local.jsonl"
+  "$python" - "$work/local.jsonl" "$1" <<'EOF'
 import json, sys
 local = open(sys.argv[1], "rb").read().decode().splitlines()
 got, seen = [], {}
@@ -154,7 +168,8 @@ curl -fsS -H "Authorization: Bearer $agent" -H 'Content-Type: application/json' 
 "$airlock" --state-dir "$state" apply applied >/dev/null 2>&1 || fail "apply"
 wait_for_all "$work/received.jsonl"
 "$airlock" log verify --from "$work/received.jsonl" >/dev/null || fail "the received copy does not verify"
-"$python" - "$work/meta.jsonl" "$state/audit.log" <<'EOF' || fail "what came beside the records"
+local_log "$state" >"$work/local.jsonl"
+"$python" - "$work/meta.jsonl" "$work/local.jsonl" <<'EOF' || fail "what came beside the records"
 import json, sys
 meta = [json.loads(line) for line in open(sys.argv[1])]
 local = [json.loads(line) for line in open(sys.argv[2])]
@@ -226,7 +241,12 @@ state2="$work/state2"
   fail "log export: $(cat "$work/export.err")"
 "$airlock" --state-dir "$state2" run --workspace "$workspace" -- /bin/true
 "$airlock" --state-dir "$state2" log export --config "$work/stdout.toml" >>"$work/exported.jsonl" 2>"$work/export.err"
-cmp -s "$work/exported.jsonl" "$state2/audit.log" || fail "two one-shot exports are not the log, once each"
+local_log "$state2" | cmp -s "$work/exported.jsonl" - || fail "two one-shot exports are not the log, once each"
+
+sealed=$(find "$state/audit" -name '*.log' | wc -l)
+[ "$sealed" -ge 5 ] || fail "the log rolled only $sealed times: no test of export across rolls"
+echo "   the log exported rolled into $sealed sealed segments meanwhile; none lost a record"
+"$airlock" --state-dir "$state" log verify >/dev/null || fail "the local log does not verify across its segments"
 
 echo "== a config naming an unknown destination stops the server at start"
 printf '[audit]\nexport = ["stdout", "splunk"]\n' >"$work/bad.toml"

@@ -1,21 +1,28 @@
-//! The audit log: one append-only JSON-lines file per state directory, written before every
-//! action, hash-chained, verifiable.
+//! The audit log: append-only JSON lines in sealed segments and one open one, written before
+//! every action, hash-chained across all of them, verifiable.
 //!
 //! ```text
-//! STATE/audit.log    one record per line: {"seq":N,"time":…,"prev":HASH,…fields…,"hash":HASH}
-//! STATE/audit.head   the last record's seq and hash (detects records cut off the end)
+//! STATE/audit.log            the open segment, one record per line:
+//!                            {"seq":N,"time":…,"prev":HASH,…fields…,"hash":HASH}
+//! STATE/audit/<seq>.log      sealed segments, oldest first, each with its <seq>.index
+//! STATE/audit.head           the last record's seq and hash (detects records cut off the end)
 //! ```
 //!
-//! - **Append** takes an exclusive `flock` on the log, reads its last record (seq and hash),
-//!   writes the new line with one `write`, and fsyncs before returning: a caller that got `Ok`
-//!   knows the record is on disk; one that got `Err` must not act.
+//! - **Append** takes an exclusive `flock` on the open segment (checking that the file it locked
+//!   is still the one at the path: another writer may have sealed it meanwhile), reads its last
+//!   record (seq and hash), rolls the segment if it is full or of an earlier day (see
+//!   `segments`), writes the new line with one `write`, and fsyncs before returning: a caller
+//!   that got `Ok` knows the record is on disk; one that got `Err` must not act.
 //! - **Chain**: `hash` is the SHA-256 of the line with `"hash"` left out; `prev` is the previous
-//!   record's `hash`; `seq` counts from 1. Editing a field breaks that record's hash (and, if the
-//!   hash is recomputed, the next record's `prev`); a removed or reordered line breaks `seq`; cutting
-//!   records off the end leaves `audit.head` ahead of the log.
+//!   record's `hash`, across segments; `seq` counts from 1. Editing a field breaks that record's
+//!   hash (and, if the hash is recomputed, the next record's `prev`); a removed or reordered line
+//!   or segment breaks `seq`; cutting records off the end leaves `audit.head` ahead of the log.
 //! - **Torn line**: a crash in the middle of a write leaves a last line without its newline. The
 //!   next append (holding the lock) cuts it off and records that it did, with the bytes' hash;
-//!   `verify` reports one it finds. No complete record is ever touched.
+//!   `verify` reports one it finds. No complete record is ever touched, and a segment is never
+//!   sealed with a torn line.
+//! - **Retention** (`retention`) removes the oldest sealed segments past a number of days or
+//!   bytes, recording the removal in the chain first, so that `verify` can tell it from tampering.
 //!
 //! What this cannot do alone: someone who can write the state directory can rewrite the whole
 //! chain consistently. A copy of each record elsewhere is the anchor: forwarded to syslog as it is
@@ -25,17 +32,28 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::time::SystemTime;
 
 use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
+mod index;
 mod reader;
+mod retention;
+#[cfg(test)]
+mod segment_tests;
+mod segments;
 mod tail;
 mod verify;
 
+pub use index::{SegmentIndex, INDEX_VERSION};
 pub use reader::{Filter, Records};
+pub use retention::{Removed, Retention, RetentionReport};
+pub use segments::{
+    sealed_segments, segment_file_name, Layout, Sealed, DEFAULT_SEGMENT_SIZE, SEGMENT_DIR,
+};
 pub use tail::{Position, Tail, Tailed};
 pub use verify::{verify_exported, Problem, StreamVerdict, Verdict};
 
@@ -82,6 +100,9 @@ pub struct AuditLog {
     dir: PathBuf,
     sync: Sync,
     forward: Option<PathBuf>,
+    layout: Layout,
+    /// The time records are written at (a fake one in tests of rolling by day).
+    clock: fn() -> SystemTime,
 }
 
 /// Where `AIRLOCK_AUDIT_SYSLOG` sends a copy of each record: `1` (or `on`) for the system
@@ -111,12 +132,15 @@ fn forward(socket: &Path, line: &[u8]) {
 pub struct Appended {
     pub seq: u64,
     pub hash: String,
+    /// Its `time`.
+    pub time: String,
 }
 
+/// What `audit.head` holds.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-struct Head {
-    seq: u64,
-    hash: String,
+pub(crate) struct Head {
+    pub(crate) seq: u64,
+    pub(crate) hash: String,
 }
 
 /// The chain's first `prev`.
@@ -133,22 +157,61 @@ pub fn record_hash(record: &Map<String, Value>) -> String {
 
 /// RFC 3339 with milliseconds, UTC.
 pub fn timestamp_now() -> String {
-    humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
+    format_time(SystemTime::now())
+}
+
+/// `at` as records carry times: RFC 3339 with milliseconds, UTC.
+pub fn format_time(at: SystemTime) -> String {
+    humantime::format_rfc3339_millis(at).to_string()
+}
+
+/// How often an append tries again when the open segment it locked was sealed meanwhile, or
+/// rolls it: far more than the writers that can seal one segment after another.
+const ATTEMPTS: usize = 64;
+
+/// Where the chain stands: the last record's seq, hash and time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Tip {
+    seq: u64,
+    hash: String,
+    /// None when the last record is not in the open segment.
+    time: Option<String>,
 }
 
 impl AuditLog {
-    /// The log of `state_dir`; a copy of each record also goes to syslog when
-    /// `AIRLOCK_AUDIT_SYSLOG` asks for it.
+    /// The log of `state_dir`, rolled as `AIRLOCK_AUDIT_SEGMENT_SIZE` and
+    /// `AIRLOCK_AUDIT_SEGMENT_DAILY` say (else 64 MiB or a UTC day); a copy of each record also
+    /// goes to syslog when `AIRLOCK_AUDIT_SYSLOG` asks for it.
     pub fn new(state_dir: &Path, sync: Sync) -> AuditLog {
         AuditLog {
             dir: state_dir.to_path_buf(),
             sync,
             forward: forward_from_env(),
+            layout: Layout::from_env(),
+            clock: SystemTime::now,
         }
     }
 
+    /// The same log, rolled by `layout`.
+    pub fn with_layout(mut self, layout: Layout) -> AuditLog {
+        self.layout = layout;
+        self
+    }
+
+    /// The same log, its records' times (and the day it rolls by) read from `clock`.
+    pub fn with_clock(mut self, clock: fn() -> SystemTime) -> AuditLog {
+        self.clock = clock;
+        self
+    }
+
+    /// The open segment, where records are appended.
     pub fn path(&self) -> PathBuf {
         self.dir.join(LOG_FILE)
+    }
+
+    /// The state directory the log is in.
+    pub fn state_dir(&self) -> &Path {
+        &self.dir
     }
 
     fn head_path(&self) -> PathBuf {
@@ -175,7 +238,8 @@ impl AuditLog {
         self.append_as(action, fields, Sync::Never)
     }
 
-    /// Make every record appended so far durable (with [`Sync::Always`]).
+    /// Make every record appended so far durable (with [`Sync::Always`]). A segment sealed since
+    /// was synced as it was sealed.
     pub fn sync(&self) -> Result<(), AuditError> {
         if self.sync == Sync::Never {
             return Ok(());
@@ -186,43 +250,144 @@ impl AuditLog {
     }
 
     fn append_as(&self, action: &str, fields: Value, sync: Sync) -> Result<Appended, AuditError> {
-        fs::create_dir_all(&self.dir).map_err(|e| self.append_error(e))?;
-        let file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create(true)
-            .mode(0o600)
-            .open(self.path())
-            .map_err(|e| self.append_error(e))?;
-        let mut file = Flock::lock(file, FlockArg::LockExclusive)
-            .map_err(|(_, errno)| self.append_error(errno.into()))?;
-        let (last, torn) = last_record(&mut file).map_err(|e| self.append_error(e))?;
-        // An empty or missing log after records were written (the head says so) was removed:
-        // the chain goes on from the head, so the gap stays in it for `verify` to report,
-        // rather than a new chain that would verify as whole. (To rotate the log, move
-        // audit.head with it.)
-        let (mut seq, mut prev) = match last {
-            Some(last) => last,
-            None => self
-                .read_head()
-                .map_or((0, GENESIS.to_string()), |head| (head.seq, head.hash)),
-        };
-        if let Some(torn) = torn {
-            // Cut the torn line off, then say so in the chain.
-            file.set_len(torn.offset)
-                .map_err(|e| self.append_error(e))?;
-            let fields = serde_json::json!({
-                "torn_bytes": torn.bytes.len(),
-                "torn_sha256": hex::encode(Sha256::digest(&torn.bytes)),
-                "summary": "a record cut short by a crash was removed",
-            });
-            let appended =
-                self.write_record(&mut file, seq + 1, &prev, "log.recovered", fields, sync)?;
-            seq = appended.seq;
-            prev = appended.hash;
+        let mut file = self.lock_open_segment()?;
+        for _ in 0..ATTEMPTS {
+            let size = file.metadata().map_err(|e| self.append_error(e))?.len();
+            let tip = self.recovered_tip(&mut file, sync)?;
+            if !self.layout.rolls(size, tip.time.as_deref(), (self.clock)()) {
+                break;
+            }
+            segments::seal(
+                &self.dir,
+                &self.path(),
+                &mut file,
+                self.sync == Sync::Always,
+            )?;
+            drop(file);
+            file = self.lock_open_segment()?;
         }
-        let appended = self.write_record(&mut file, seq + 1, &prev, action, fields, sync)?;
-        // Not fsync'd: a head that lags after a crash is no alarm, only one ahead of the log is.
+        self.append_locked(&mut file, action, fields, sync)
+    }
+
+    /// Seal the open segment now, whatever its size and day (nothing when it holds no record):
+    /// what a roll does, for a tool that builds a log (the benchmark) or a person who wants the
+    /// records so far in a read-only file. Returns the sealed segment's index.
+    pub fn seal(&self) -> Result<Option<SegmentIndex>, AuditError> {
+        let mut file = self.lock_open_segment()?;
+        self.recovered_tip(&mut file, self.sync)?;
+        if file.metadata().map_err(|e| self.append_error(e))?.len() == 0 {
+            return Ok(None);
+        }
+        segments::seal(
+            &self.dir,
+            &self.path(),
+            &mut file,
+            self.sync == Sync::Always,
+        )
+        .map(Some)
+    }
+
+    /// The open segment, opened (created if need be) and locked exclusively; the file locked is
+    /// the one at the path (not one sealed while this process waited for its lock).
+    fn lock_open_segment(&self) -> Result<Flock<File>, AuditError> {
+        fs::create_dir_all(&self.dir).map_err(|e| self.append_error(e))?;
+        for _ in 0..ATTEMPTS {
+            let file = OpenOptions::new()
+                .read(true)
+                .append(true)
+                .create(true)
+                .mode(0o600)
+                .open(self.path())
+                .map_err(|e| self.append_error(e))?;
+            let file = Flock::lock(file, FlockArg::LockExclusive)
+                .map_err(|(_, errno)| self.append_error(errno.into()))?;
+            if segments::is_at(&file, &self.path()).map_err(|e| self.append_error(e))? {
+                return Ok(file);
+            }
+        }
+        Err(self.append_error(io::Error::other(
+            "it was moved away each time this process locked it: is something renaming it?",
+        )))
+    }
+
+    /// Append to the open segment this process holds locked.
+    fn append_locked(
+        &self,
+        file: &mut File,
+        action: &str,
+        fields: Value,
+        sync: Sync,
+    ) -> Result<Appended, AuditError> {
+        let tip = self.recovered_tip(file, sync)?;
+        let appended = self.write_record(file, tip.seq + 1, &tip.hash, action, fields, sync)?;
+        self.write_head(&appended);
+        Ok(appended)
+    }
+
+    /// Where the chain stands, a torn last line (a crash) cut off first and said in the chain.
+    fn recovered_tip(&self, file: &mut File, sync: Sync) -> Result<Tip, AuditError> {
+        let (last, torn) = last_record(file).map_err(|e| self.append_error(e))?;
+        let tip = match last {
+            Some(tip) => tip,
+            None => self.tip_before_open_segment()?,
+        };
+        let Some(torn) = torn else {
+            return Ok(tip);
+        };
+        file.set_len(torn.offset)
+            .map_err(|e| self.append_error(e))?;
+        let fields = serde_json::json!({
+            "torn_bytes": torn.bytes.len(),
+            "torn_sha256": hex::encode(Sha256::digest(&torn.bytes)),
+            "summary": "a record cut short by a crash was removed",
+        });
+        let appended =
+            self.write_record(file, tip.seq + 1, &tip.hash, "log.recovered", fields, sync)?;
+        self.write_head(&appended);
+        Ok(Tip {
+            seq: appended.seq,
+            hash: appended.hash,
+            time: Some(appended.time),
+        })
+    }
+
+    /// Where the chain stands when the open segment holds no record: at the last sealed one's
+    /// last record. An open segment emptied or removed after records were written to it (the
+    /// head is ahead of the sealed ones) leaves the chain going on from the head, so the gap
+    /// stays in it for `verify` to report, rather than a new chain that would verify as whole.
+    fn tip_before_open_segment(&self) -> Result<Tip, AuditError> {
+        let mut tip = Tip {
+            seq: 0,
+            hash: GENESIS.to_string(),
+            time: None,
+        };
+        if let Some(newest) = sealed_segments(&self.dir)?.pop() {
+            let mut file = File::open(&newest.path).map_err(|source| AuditError::Read {
+                path: newest.path.clone(),
+                source,
+            })?;
+            if let (Some(last), _) = last_record(&mut file).map_err(|source| AuditError::Read {
+                path: newest.path.clone(),
+                source,
+            })? {
+                tip = Tip { time: None, ..last };
+            }
+        }
+        if let Some(head) = self.read_head() {
+            if head.seq > tip.seq {
+                tip = Tip {
+                    seq: head.seq,
+                    hash: head.hash,
+                    time: None,
+                };
+            }
+        }
+        Ok(tip)
+    }
+
+    /// Note the last record written. Not fsync'd: a head that lags after a crash is no alarm,
+    /// only one ahead of the log is.
+    fn write_head(&self, appended: &Appended) {
         let head = serde_json::to_vec(&Head {
             seq: appended.seq,
             hash: appended.hash.clone(),
@@ -240,7 +405,6 @@ impl AuditLog {
         {
             let _ = head_file.write_all_at(&padded, 0);
         }
-        Ok(appended)
     }
 
     fn write_record(
@@ -252,9 +416,10 @@ impl AuditLog {
         fields: Value,
         sync: Sync,
     ) -> Result<Appended, AuditError> {
+        let time = format_time((self.clock)());
         let mut record = Map::new();
         record.insert("seq".into(), seq.into());
-        record.insert("time".into(), timestamp_now().into());
+        record.insert("time".into(), time.clone().into());
         record.insert("prev".into(), prev.into());
         record.insert("action".into(), action.into());
         if let Value::Object(fields) = fields {
@@ -284,16 +449,16 @@ impl AuditLog {
         if let Some(socket) = &self.forward {
             forward(socket, &line);
         }
-        Ok(Appended { seq, hash })
+        Ok(Appended { seq, hash, time })
     }
 
-    /// Read records in order (see [`Records`]).
+    /// Read records in order, the sealed segments' then the open one's (see [`Records`]).
     pub fn records(&self) -> Result<Records, AuditError> {
-        Records::open(&self.path())
+        Records::of_log(&self.dir)
     }
 
     /// What audit.head says was written last, if it says anything.
-    fn read_head(&self) -> Option<Head> {
+    pub(crate) fn read_head(&self) -> Option<Head> {
         let bytes = fs::read(self.head_path()).ok()?;
         serde_json::from_slice::<Head>(bytes.trim_ascii_end()).ok()
     }
@@ -321,12 +486,9 @@ struct Torn {
     bytes: Vec<u8>,
 }
 
-/// The last complete record's seq and hash, and a torn line after it, if any. Reads only the
-/// file's tail.
-/// The seq and hash of a record.
-type Link = (u64, String);
-
-fn last_record(file: &mut File) -> io::Result<(Option<Link>, Option<Torn>)> {
+/// The last complete record's seq, hash and time, and a torn line after it, if any. Reads only
+/// the file's tail.
+fn last_record(file: &mut File) -> io::Result<(Option<Tip>, Option<Torn>)> {
     let len = file.seek(SeekFrom::End(0))?;
     if len == 0 {
         return Ok((None, None));
@@ -382,12 +544,13 @@ fn last_record(file: &mut File) -> io::Result<(Option<Link>, Option<Torn>)> {
             }
         };
         let seq = record.get("seq").and_then(Value::as_u64).unwrap_or(0);
-        let hash = record
-            .get("hash")
-            .and_then(Value::as_str)
-            .unwrap_or(GENESIS)
-            .to_string();
-        return Ok((Some((seq, hash)), torn));
+        let text = |key: &str| record.get(key).and_then(Value::as_str).map(str::to_string);
+        let tip = Tip {
+            seq,
+            hash: text("hash").unwrap_or_else(|| GENESIS.to_string()),
+            time: text("time"),
+        };
+        return Ok((Some(tip), torn));
     }
 }
 
@@ -525,14 +688,9 @@ mod tests {
             // The next record goes on from the head: the gap cannot be covered by a new chain.
             log.append("test.event", json!({"i": 6})).unwrap();
             assert!(lines(&log)[0].contains("\"seq\":6"));
-            assert!(matches!(
-                log.verify().unwrap().problem,
-                Some(Problem::Missing {
-                    line: 1,
-                    expected: 1,
-                    found: 6
-                })
-            ));
+            let verdict = log.verify().unwrap();
+            assert_eq!(verdict.problem, Some(Problem::StartRemoved { first: 6 }));
+            assert_eq!(verdict.at, Some(log.path()));
         }
     }
 

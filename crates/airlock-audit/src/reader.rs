@@ -1,5 +1,6 @@
 //! Reading the log: records in order, filtered, optionally following new ones as they come.
 
+use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -7,6 +8,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
+use crate::segments::{first_seq_of, is_at, sealed_segments, Sealed};
 use crate::AuditError;
 
 /// Which records to keep. Empty fields keep everything.
@@ -56,10 +58,7 @@ impl Filter {
         }
         if !self.actions.is_empty() {
             let action = text("action").unwrap_or("");
-            let hit = self.actions.iter().any(|a| {
-                action == a
-                    || (action.starts_with(a.as_str()) && action[a.len()..].starts_with('.'))
-            });
+            let hit = self.actions.iter().any(|a| action_matches(action, a));
             if !hit {
                 return false;
             }
@@ -77,22 +76,50 @@ impl Filter {
     }
 }
 
-/// Records of the log in order. A torn last line (a crash) is skipped.
-pub struct Records {
-    path: PathBuf,
-    reader: Option<BufReader<File>>,
-    line: Vec<u8>,
-    /// The number of the line read last.
-    number: u64,
-    /// A file someone handed over ([`Records::exported`]): every line must be a record.
-    strict: bool,
+/// Whether `action` is `wanted` or one of its family (`run` holds `run.intent`).
+pub(crate) fn action_matches(action: &str, wanted: &str) -> bool {
+    action == wanted || (action.starts_with(wanted) && action[wanted.len()..].starts_with('.'))
 }
 
-impl Records {
-    pub(crate) fn open(path: &Path) -> Result<Records, AuditError> {
-        let reader = match File::open(path) {
-            Ok(file) => Some(BufReader::with_capacity(1 << 20, file)),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+/// Records of the log in order: the sealed segments', oldest first, then the open segment's. A
+/// sealed segment whose index says it holds nothing the filter keeps is not opened. A torn last
+/// line (a crash, or a record being written) is not a record.
+pub struct Records {
+    /// The state directory whose log this is; None for a file someone handed over.
+    state_dir: Option<PathBuf>,
+    /// Sealed segments not read yet.
+    queue: VecDeque<Sealed>,
+    /// The first seq of the last sealed segment passed (read, or left unopened by its index).
+    passed: u64,
+    /// The open segment, opened, waiting for segments sealed before it to be read.
+    open_waiting: Option<Reading>,
+    /// The file being read.
+    current: Option<Reading>,
+    line: Vec<u8>,
+    /// A file someone handed over ([`Records::exported`]): every line must be a record.
+    strict: bool,
+    /// Files opened so far (a test counts them).
+    opened: u64,
+}
+
+/// One file being read.
+struct Reading {
+    path: PathBuf,
+    reader: BufReader<File>,
+    /// The number of the line read last.
+    number: u64,
+    /// The open segment, which may be written to, and sealed.
+    open_segment: bool,
+    /// The open segment was found sealed (or moved away): read to its end, then go on.
+    sealed_since: bool,
+}
+
+impl Reading {
+    fn open(path: &Path, open_segment: bool) -> Result<Option<Reading>, AuditError> {
+        let file = match File::open(path) {
+            Ok(file) => file,
+            // Removed by retention after it was listed, or no record written yet.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(source) => {
                 return Err(AuditError::Read {
                     path: path.to_path_buf(),
@@ -100,12 +127,45 @@ impl Records {
                 })
             }
         };
-        Ok(Records {
+        Ok(Some(Reading {
             path: path.to_path_buf(),
-            reader,
-            line: Vec::new(),
+            reader: BufReader::with_capacity(1 << 20, file),
             number: 0,
+            open_segment,
+            sealed_since: false,
+        }))
+    }
+
+    fn read_error(&self, source: io::Error) -> AuditError {
+        AuditError::Read {
+            path: self.path.clone(),
+            source,
+        }
+    }
+}
+
+/// What the end of a file means.
+enum AtEnd {
+    /// No more records for now.
+    Wait,
+    /// Go on with the next file.
+    Next,
+    /// The open segment was sealed meanwhile: read what reached it before, then go on.
+    Drain,
+}
+
+impl Records {
+    /// The records of the log of `state_dir`.
+    pub(crate) fn of_log(state_dir: &Path) -> Result<Records, AuditError> {
+        Ok(Records {
+            state_dir: Some(state_dir.to_path_buf()),
+            queue: sealed_segments(state_dir)?.into(),
+            passed: 0,
+            open_waiting: None,
+            current: None,
+            line: Vec::new(),
             strict: false,
+            opened: 0,
         })
     }
 
@@ -118,43 +178,146 @@ impl Records {
             source,
         })?;
         Ok(Records {
-            path: path.to_path_buf(),
-            reader: Some(BufReader::with_capacity(1 << 20, file)),
+            state_dir: None,
+            queue: VecDeque::new(),
+            passed: 0,
+            open_waiting: None,
+            current: Some(Reading {
+                path: path.to_path_buf(),
+                reader: BufReader::with_capacity(1 << 20, file),
+                number: 0,
+                open_segment: false,
+                sealed_since: false,
+            }),
             line: Vec::new(),
-            number: 0,
             strict: true,
+            opened: 1,
         })
     }
 
+    /// How many files were opened so far.
+    pub fn files_opened(&self) -> u64 {
+        self.opened
+    }
+
     fn malformed(&self, why: &str) -> AuditError {
+        let (path, line) = self
+            .current
+            .as_ref()
+            .map_or((PathBuf::new(), 0), |r| (r.path.clone(), r.number));
         AuditError::Malformed {
-            path: self.path.clone(),
-            line: self.number,
+            path,
+            line,
             why: why.to_string(),
         }
     }
 
-    /// The next record that passes `filter`; None at the end of the log.
+    /// Open the next file that may hold a record `filter` keeps: a sealed segment whose index
+    /// does not rule it out, else the open segment. False: nothing to read (yet).
+    fn open_next(&mut self, filter: &Filter) -> Result<bool, AuditError> {
+        let Some(state_dir) = self.state_dir.clone() else {
+            return Ok(false);
+        };
+        loop {
+            if let Some(sealed) = self.queue.pop_front() {
+                self.passed = sealed.first_seq;
+                if sealed.index().is_some_and(|index| !index.may_hold(filter)) {
+                    continue;
+                }
+                if let Some(reading) = Reading::open(&sealed.path, false)? {
+                    self.opened += 1;
+                    self.current = Some(reading);
+                    return Ok(true);
+                }
+                continue;
+            }
+            if let Some(open) = self.open_waiting.take() {
+                self.current = Some(open);
+                return Ok(true);
+            }
+            let Some(open) = Reading::open(&state_dir.join(crate::LOG_FILE), true)? else {
+                return Ok(false);
+            };
+            self.opened += 1;
+            // Segments sealed since the list was made come before the open segment (not the
+            // one just opened, if it was sealed too: it is read through the file opened).
+            let first = first_seq_of(open.reader.get_ref())
+                .map_err(|e| open.read_error(e))?
+                .unwrap_or(u64::MAX);
+            let passed = self.passed;
+            self.queue = sealed_segments(&state_dir)?
+                .into_iter()
+                .filter(|s| s.first_seq > passed && s.first_seq < first)
+                .collect();
+            if self.queue.is_empty() {
+                self.current = Some(open);
+                return Ok(true);
+            }
+            self.open_waiting = Some(open);
+        }
+    }
+
+    /// At the end of the file being read: what next.
+    fn at_end(&mut self) -> Result<AtEnd, AuditError> {
+        let (Some(state_dir), Some(reading)) = (&self.state_dir, &mut self.current) else {
+            return Ok(AtEnd::Wait);
+        };
+        if !reading.open_segment {
+            return Ok(AtEnd::Next);
+        }
+        if reading.sealed_since {
+            // Read to its end since it was sealed: the segments sealed after it, then the new
+            // open segment.
+            let first =
+                first_seq_of(reading.reader.get_ref()).map_err(|e| reading.read_error(e))?;
+            let after = first.unwrap_or(self.passed);
+            self.passed = after;
+            self.queue = sealed_segments(state_dir)?
+                .into_iter()
+                .filter(|s| s.first_seq > after)
+                .collect();
+            return Ok(AtEnd::Next);
+        }
+        let open_path = state_dir.join(crate::LOG_FILE);
+        if is_at(reading.reader.get_ref(), &open_path).map_err(|e| reading.read_error(e))? {
+            return Ok(AtEnd::Wait);
+        }
+        reading.sealed_since = true;
+        Ok(AtEnd::Drain)
+    }
+
+    /// The next record that passes `filter`; None at the end of the log (for now: a follower
+    /// waits and asks again).
     pub fn next_matching(
         &mut self,
         filter: &Filter,
     ) -> Result<Option<Map<String, Value>>, AuditError> {
-        let Some(reader) = &mut self.reader else {
-            return Ok(None);
-        };
         loop {
-            self.line.clear();
-            let n =
-                reader
-                    .read_until(b'\n', &mut self.line)
-                    .map_err(|source| AuditError::Read {
-                        path: self.path.clone(),
-                        source,
-                    })?;
-            if n == 0 {
+            if self.current.is_none() && !self.open_next(filter)? {
                 return Ok(None);
             }
-            self.number += 1;
+            let Some(reading) = &mut self.current else {
+                return Ok(None);
+            };
+            self.line.clear();
+            let n = reading
+                .reader
+                .read_until(b'\n', &mut self.line)
+                .map_err(|e| reading.read_error(e))?;
+            if n == 0 {
+                match self.at_end()? {
+                    AtEnd::Wait => return Ok(None),
+                    AtEnd::Drain => continue,
+                    AtEnd::Next => {
+                        self.current = None;
+                        if self.state_dir.is_none() {
+                            return Ok(None);
+                        }
+                        continue;
+                    }
+                }
+            }
+            reading.number += 1;
             if self.strict {
                 if !self.line.ends_with(b"\n") {
                     return Err(
@@ -174,8 +337,8 @@ impl Records {
             if !self.line.ends_with(b"\n") {
                 // Being written, or torn: not a record (yet). Let a follower read it again.
                 let back = self.line.len() as i64;
-                let _ = io::Seek::seek_relative(reader, -back);
-                self.number -= 1;
+                let _ = io::Seek::seek_relative(&mut reading.reader, -back);
+                reading.number -= 1;
                 return Ok(None);
             }
             if !filter.may_match(&self.line) {
@@ -189,13 +352,8 @@ impl Records {
         }
     }
 
-    /// Wait for more records (polling; for `--follow`). Opens the log if it did not exist yet.
+    /// Wait for more records (polling; for `--follow`).
     pub fn wait(&mut self) {
         std::thread::sleep(Duration::from_millis(200));
-        if self.reader.is_none() {
-            if let Ok(file) = File::open(&self.path) {
-                self.reader = Some(BufReader::with_capacity(1 << 20, file));
-            }
-        }
     }
 }

@@ -7,9 +7,12 @@
 //! record starts in the file (so the next start need not read the log from its beginning). It
 //! never yields a line without its newline (one being written, or torn by a crash: the next
 //! append cuts it off and writes `log.recovered` in its place), and never a record whose `seq`
-//! is not past the last one yielded. A log moved away (rotated by hand, with `audit.head`) is
-//! read to its end, then the new file at the same path is followed; a log cut shorter is read
-//! again from its start, its records up to the position skipped.
+//! is not past the last one yielded. The sealed segments come first, oldest first, then the open
+//! segment; an open segment sealed while it is read (or moved away by hand) is read to its end,
+//! then the segments sealed after it, then the new open segment: a roll loses no record and
+//! sends none twice. A position resumes in the segment that holds its record (the offset is in
+//! that file). A log cut shorter is read again from its start, its records up to the position
+//! skipped.
 
 use std::fs::File;
 use std::io;
@@ -19,6 +22,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::segments::{first_seq_of, read_line_at, sealed_segments};
 use crate::{record_hash, AuditError};
 
 /// How much of the file one read takes.
@@ -29,7 +33,7 @@ const CHUNK: usize = 64 * 1024;
 pub struct Position {
     pub seq: u64,
     pub hash: String,
-    /// The byte offset in the log file where the record's line starts.
+    /// The byte offset where the record's line starts, in the segment that holds it.
     pub offset: u64,
 }
 
@@ -73,8 +77,15 @@ impl Tailed {
 
 /// The records of a log after a position, as they are written. See the module's documentation.
 pub struct Tail {
+    /// The open segment.
     path: PathBuf,
+    /// The state directory, whose `audit/` holds the sealed segments.
+    state_dir: PathBuf,
     file: Option<File>,
+    /// The file being read is the sealed segment starting at this seq; None: the open segment.
+    sealed: Option<u64>,
+    /// The first seq of the last segment read: the segments sealed after it come next.
+    passed: u64,
     /// The open file's device and inode: another at the path means the log was moved away.
     identity: (u64, u64),
     /// Where `buffer` starts in the file: the start of the next line not yet taken.
@@ -96,7 +107,10 @@ impl Tail {
     pub fn after(path: &Path, position: Option<Position>) -> Tail {
         Tail {
             path: path.to_path_buf(),
+            state_dir: path.parent().map(Path::to_path_buf).unwrap_or_default(),
             file: None,
+            sealed: None,
+            passed: 0,
             identity: (0, 0),
             offset: 0,
             buffer: Vec::new(),
@@ -155,24 +169,36 @@ impl Tail {
             // never joined to what is written after (the appender may cut it off first).
             let incomplete = self.buffer.len() as u64;
             self.buffer.clear();
+            if let Some(first) = self.sealed {
+                // A sealed segment read to its end: the next one.
+                self.passed = first;
+                self.file = None;
+                continue;
+            }
             if !self.follow_replacement(incomplete)? {
                 return Ok(None);
             }
         }
     }
 
-    /// Open the log, and find the position given in it. False: there is no log yet.
+    /// Open the next segment to read, and find the position given in it. False: there is no
+    /// log yet.
     fn open(&mut self) -> Result<bool, AuditError> {
-        let file = match File::open(&self.path) {
-            Ok(file) => file,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
-            Err(e) => return Err(self.read_error(e)),
+        let resume = self.resume.take();
+        let chosen = match &resume {
+            Some(position) => self.segment_holding(position.seq)?,
+            None => self.segment_after(self.passed)?,
+        };
+        let Some((file, sealed)) = chosen else {
+            self.resume = resume;
+            return Ok(false);
         };
         let meta = file.metadata().map_err(|e| self.read_error(e))?;
         self.identity = (meta.dev(), meta.ino());
+        self.sealed = sealed;
         self.offset = 0;
         self.buffer.clear();
-        if let Some(position) = self.resume.take() {
+        if let Some(position) = resume {
             // The record the position names, where it says: then go on right after it. Else
             // (the log was moved, cut, or replaced) read from the start, skipping by seq.
             if let Some(line) =
@@ -186,6 +212,79 @@ impl Tail {
         }
         self.file = Some(file);
         Ok(true)
+    }
+
+    /// The segment that holds record `seq` (with the first seq of a sealed one): the open
+    /// segment if it starts at or before it, else the last sealed one that does; the oldest
+    /// segment when the log starts after it (the records were removed: the gap is noted).
+    fn segment_holding(&mut self, seq: u64) -> Result<Option<(File, Option<u64>)>, AuditError> {
+        let open = match File::open(&self.path) {
+            Ok(file) => Some(file),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(e) => return Err(self.read_error(e)),
+        };
+        let open_first = match &open {
+            Some(file) => first_seq_of(file).map_err(|e| self.read_error(e))?,
+            None => None,
+        };
+        if let (Some(file), Some(first)) = (open, open_first) {
+            if first <= seq {
+                self.passed = first.saturating_sub(1);
+                return Ok(Some((file, None)));
+            }
+        }
+        let sealed = sealed_segments(&self.state_dir)?;
+        if let Some(holding) = sealed.iter().rev().find(|s| s.first_seq <= seq) {
+            match File::open(&holding.path) {
+                Ok(file) => return Ok(Some((file, Some(holding.first_seq)))),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(source) => {
+                    return Err(AuditError::Read {
+                        path: holding.path.clone(),
+                        source,
+                    })
+                }
+            }
+        }
+        self.segment_after(0)
+    }
+
+    /// The first segment after the sealed one starting at `passed`: the next sealed segment, else
+    /// the open one (after any segment sealed while it was being opened).
+    fn segment_after(&self, mut passed: u64) -> Result<Option<(File, Option<u64>)>, AuditError> {
+        loop {
+            let sealed = sealed_segments(&self.state_dir)?;
+            if let Some(next) = sealed.iter().find(|s| s.first_seq > passed) {
+                match File::open(&next.path) {
+                    Ok(file) => return Ok(Some((file, Some(next.first_seq)))),
+                    // Removed by retention since it was listed.
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                        passed = next.first_seq;
+                        continue;
+                    }
+                    Err(source) => {
+                        return Err(AuditError::Read {
+                            path: next.path.clone(),
+                            source,
+                        })
+                    }
+                }
+            }
+            let open = match File::open(&self.path) {
+                Ok(file) => file,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+                Err(e) => return Err(self.read_error(e)),
+            };
+            let first = first_seq_of(&open)
+                .map_err(|e| self.read_error(e))?
+                .unwrap_or(u64::MAX);
+            let sealed_meanwhile = sealed_segments(&self.state_dir)?
+                .iter()
+                .any(|s| s.first_seq > passed && s.first_seq < first);
+            if !sealed_meanwhile {
+                return Ok(Some((open, None)));
+            }
+        }
     }
 
     /// Read the next chunk into the buffer. False at the end of the file.
@@ -234,6 +333,14 @@ impl Tail {
                 self.path.display(),
             ));
         }
+        if moved {
+            // Sealed (or moved away by hand): the segments sealed after it come next.
+            if let Some(file) = &self.file {
+                if let Some(first) = first_seq_of(file).map_err(|e| self.read_error(e))? {
+                    self.passed = first;
+                }
+            }
+        }
         self.file = None;
         Ok(true)
     }
@@ -272,24 +379,6 @@ impl Tail {
         }
         self.last = Some((record.seq, record.hash.clone()));
         Some(record)
-    }
-}
-
-/// The complete line starting at `offset`, without its newline; None at or past the end, or when
-/// the line there has no newline yet.
-fn read_line_at(file: &File, offset: u64) -> io::Result<Option<Vec<u8>>> {
-    let mut line = Vec::new();
-    let mut chunk = vec![0u8; CHUNK];
-    loop {
-        let n = file.read_at(&mut chunk, offset + line.len() as u64)?;
-        if n == 0 {
-            return Ok(None);
-        }
-        if let Some(end) = chunk[..n].iter().position(|&b| b == b'\n') {
-            line.extend_from_slice(&chunk[..end]);
-            return Ok(Some(line));
-        }
-        line.extend_from_slice(&chunk[..n]);
     }
 }
 

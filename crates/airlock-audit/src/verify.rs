@@ -3,118 +3,323 @@
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use nix::fcntl::{Flock, FlockArg};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+use crate::index::{IndexBuilder, SegmentIndex};
+use crate::retention::{Removed, RETENTION_ACTION};
+use crate::segments::{first_seq_of, is_at, sealed_segments, Sealed};
 use crate::{record_hash, AuditError, AuditLog, GENESIS};
 
 impl AuditLog {
-    /// Walk the chain; the first problem found, if any.
+    /// Walk the chain over every segment, oldest first; the first problem found, if any. Sealed
+    /// segments are read without the lock (nothing writes them); the open segment under a
+    /// shared one (a writer mid-append would look like a torn line), taken only once the sealed
+    /// ones are walked, so that appends wait for one segment's walk at most.
     pub fn verify(&self) -> Result<Verdict, AuditError> {
-        let read_err = |source| AuditError::Read {
+        let mut walk = Walk::default();
+        let mut passed = 0;
+        for segment in sealed_segments(self.state_dir())? {
+            passed = segment.first_seq;
+            if !walk.sealed(&segment)? {
+                return Ok(walk.verdict());
+            }
+        }
+        let Some(open) = self.lock_open_segment_shared()? else {
+            // No open segment: sealed a moment ago, or never written (or removed: the head says).
+            return Ok(walk.finish(self.read_head(), false));
+        };
+        // Segments sealed after the list was made, before the open segment locked.
+        let first_open = first_seq_of(&open)
+            .map_err(|source| self.read_error(source))?
+            .unwrap_or(u64::MAX);
+        for segment in sealed_segments(self.state_dir())? {
+            if segment.first_seq > passed
+                && segment.first_seq < first_open
+                && !walk.sealed(&segment)?
+            {
+                return Ok(walk.verdict());
+            }
+        }
+        if !walk.file(&self.path(), &open, None)? {
+            return Ok(walk.verdict());
+        }
+        drop(open);
+        Ok(walk.finish(self.read_head(), true))
+    }
+
+    fn read_error(&self, source: io::Error) -> AuditError {
+        AuditError::Read {
             path: self.path(),
             source,
-        };
-        let file = match File::open(self.path()) {
+        }
+    }
+
+    /// The open segment, locked shared (the file at the path, not one sealed meanwhile); None
+    /// when there is none.
+    fn lock_open_segment_shared(&self) -> Result<Option<Flock<File>>, AuditError> {
+        loop {
+            let file = match File::open(self.path()) {
+                Ok(file) => file,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+                Err(e) => return Err(self.read_error(e)),
+            };
+            let file = Flock::lock(file, FlockArg::LockShared)
+                .map_err(|(_, e)| self.read_error(e.into()))?;
+            if is_at(&file, &self.path()).map_err(|e| self.read_error(e))? {
+                return Ok(Some(file));
+            }
+        }
+    }
+}
+
+/// The chain walked so far, across files.
+#[derive(Default)]
+struct Walk {
+    /// The last intact record's seq and hash.
+    last: Option<(u64, String)>,
+    records: u64,
+    segments: u64,
+    first: Option<u64>,
+    /// The log starts after record 1: its first seq and `prev`, until a retention record says
+    /// those records were removed.
+    unexplained_start: Option<(PathBuf, u64, String)>,
+    retention: Option<RetentionNote>,
+    problem: Option<(PathBuf, Problem)>,
+}
+
+impl Walk {
+    /// Walk a sealed segment: its records, its name, its index. False at a problem.
+    fn sealed(&mut self, segment: &Sealed) -> Result<bool, AuditError> {
+        let file = match File::open(&segment.path) {
             Ok(file) => file,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                return Ok(match self.read_head() {
-                    Some(head) if head.seq > 0 => {
-                        Verdict::broken(0, Problem::Removed { head: head.seq })
-                    }
-                    _ => Verdict {
-                        records: 0,
-                        problem: None,
-                        head: None,
-                    },
+            // Removed by retention since it was listed: its record says so, further on.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(true),
+            Err(source) => {
+                return Err(AuditError::Read {
+                    path: segment.path.clone(),
+                    source,
                 })
             }
-            Err(e) => return Err(read_err(e)),
         };
-        // A writer mid-append would look like a torn line: wait for it.
-        let file = Flock::lock(file, FlockArg::LockShared).map_err(|(_, e)| read_err(e.into()))?;
-        let mut reader = BufReader::new(&*file);
-        let mut expected_seq = 1u64;
-        let mut prev = GENESIS.to_string();
+        let mut index = IndexBuilder::default();
+        if !self.file(&segment.path, &file, Some(&mut index))? {
+            return Ok(false);
+        }
+        self.segments += 1;
+        let built = index.finish();
+        let problem = match (&built, segment.index()) {
+            (None, _) => Some(Problem::EmptySegment),
+            (Some(built), _) if built.first_seq != segment.first_seq => Some(Problem::Misnamed {
+                named: segment.first_seq,
+                found: built.first_seq,
+            }),
+            (Some(_), None) => Some(Problem::IndexMissing),
+            (Some(built), Some(stored)) => {
+                first_difference(built, &stored).map(|field| Problem::IndexMismatch { field })
+            }
+        };
+        match problem {
+            Some(problem) => {
+                self.problem = Some((segment.path.clone(), problem));
+                Ok(false)
+            }
+            None => Ok(true),
+        }
+    }
+
+    /// Walk the records of one file. False at a problem. `index` (a sealed segment's) is built
+    /// from its records as they are checked.
+    fn file(
+        &mut self,
+        path: &Path,
+        file: &File,
+        mut index: Option<&mut IndexBuilder>,
+    ) -> Result<bool, AuditError> {
+        let sealed = index.is_some();
+        let mut reader = BufReader::with_capacity(1 << 20, file);
         let mut line = Vec::new();
-        let mut count = 0u64;
         let mut line_no = 0u64;
         loop {
             line.clear();
-            let n = reader.read_until(b'\n', &mut line).map_err(read_err)?;
+            let n = reader
+                .read_until(b'\n', &mut line)
+                .map_err(|source| AuditError::Read {
+                    path: path.to_path_buf(),
+                    source,
+                })?;
             if n == 0 {
-                break;
+                return Ok(true);
             }
             line_no += 1;
-            if !line.ends_with(b"\n") {
-                return Ok(Verdict::broken(
-                    count,
-                    Problem::TornLastLine { line: line_no },
-                ));
-            }
-            let record: Map<String, Value> = match serde_json::from_slice(&line) {
-                Ok(Value::Object(map)) => map,
-                _ => {
-                    return Ok(Verdict::broken(
-                        count,
-                        Problem::Unreadable { line: line_no },
-                    ))
-                }
+            let problem = if !line.ends_with(b"\n") && !sealed {
+                Err(Problem::TornLastLine { line: line_no })
+            } else {
+                self.record(&line, line_no)
             };
-            let seq = record.get("seq").and_then(Value::as_u64).unwrap_or(0);
-            let hash = record.get("hash").and_then(Value::as_str).unwrap_or("");
-            if record_hash(&record) != hash {
-                return Ok(Verdict::broken(
-                    count,
-                    Problem::Altered { line: line_no, seq },
-                ));
-            }
-            if seq != expected_seq {
-                let problem = if seq > expected_seq {
-                    Problem::Missing {
-                        line: line_no,
-                        expected: expected_seq,
-                        found: seq,
+            match problem {
+                Ok(record) => {
+                    if let Some((at, _, _)) = &mut self.unexplained_start {
+                        if at.as_os_str().is_empty() {
+                            *at = path.to_path_buf();
+                        }
                     }
-                } else {
-                    Problem::Reordered {
+                    if let Some(index) = index.as_deref_mut() {
+                        index.add(line.len(), Some(&record));
+                    }
+                }
+                Err(problem) => {
+                    self.problem = Some((path.to_path_buf(), problem));
+                    return Ok(false);
+                }
+            }
+        }
+    }
+
+    /// Check one line as the next record of the chain.
+    fn record(&mut self, line: &[u8], line_no: u64) -> Result<Map<String, Value>, Problem> {
+        let record: Map<String, Value> = match serde_json::from_slice(line) {
+            Ok(Value::Object(map)) if line.ends_with(b"\n") => map,
+            _ => return Err(Problem::Unreadable { line: line_no }),
+        };
+        let seq = record.get("seq").and_then(Value::as_u64).unwrap_or(0);
+        let hash = record.get("hash").and_then(Value::as_str).unwrap_or("");
+        let prev = record.get("prev").and_then(Value::as_str).unwrap_or("");
+        if record_hash(&record) != hash {
+            return Err(Problem::Altered { line: line_no, seq });
+        }
+        match &self.last {
+            Some((last, last_hash)) => {
+                let expected = last + 1;
+                if seq > expected {
+                    return Err(Problem::Missing {
                         line: line_no,
-                        expected: expected_seq,
+                        expected,
                         found: seq,
+                    });
+                }
+                if seq < expected {
+                    return Err(Problem::Reordered {
+                        line: line_no,
+                        expected,
+                        found: seq,
+                    });
+                }
+                if prev != last_hash {
+                    return Err(Problem::ChainBroken { line: line_no, seq });
+                }
+            }
+            None if seq == 1 => {
+                if prev != GENESIS {
+                    return Err(Problem::ChainBroken { line: line_no, seq });
+                }
+            }
+            // The log starts later: retention (a record further on says so), or not.
+            None => self.unexplained_start = Some((PathBuf::new(), seq, prev.to_string())),
+        }
+        if self.last.is_none() {
+            self.first = Some(seq);
+        }
+        if record.get("action").and_then(Value::as_str) == Some(RETENTION_ACTION) {
+            self.note_retention(&record, seq);
+        }
+        self.last = Some((seq, hash.to_string()));
+        self.records += 1;
+        Ok(record)
+    }
+
+    /// A retention record: does it account for where the log starts?
+    fn note_retention(&mut self, record: &Map<String, Value>, seq: u64) {
+        let Some((_, first, prev)) = &self.unexplained_start else {
+            return;
+        };
+        let removed: Vec<Removed> = record
+            .get("segments")
+            .and_then(|s| serde_json::from_value(s.clone()).ok())
+            .unwrap_or_default();
+        let through = record.get("through").and_then(Value::as_u64);
+        let through_hash = record.get("through_hash").and_then(Value::as_str);
+        let before = first - 1;
+        let accounts = removed
+            .iter()
+            .any(|r| r.last == before && r.last_hash == *prev)
+            || (through == Some(before) && through_hash == Some(prev.as_str()));
+        if accounts {
+            self.retention = Some(RetentionNote {
+                through: before,
+                time: record
+                    .get("time")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string(),
+                record: seq,
+            });
+            self.unexplained_start = None;
+        }
+    }
+
+    /// The walk is over: a start no retention record accounts for, records cut off the end.
+    /// `open_segment`: whether there is an open segment (a log removed whole is said so).
+    fn finish(mut self, head: Option<crate::Head>, open_segment: bool) -> Verdict {
+        if self.problem.is_some() {
+            return self.verdict();
+        }
+        if let Some((path, first, _)) = self.unexplained_start.take() {
+            self.problem = Some((path, Problem::StartRemoved { first }));
+            return self.verdict();
+        }
+        let last = self.last.as_ref().map_or(0, |(seq, _)| *seq);
+        if let Some(head) = head {
+            if head.seq > last {
+                let problem = if self.last.is_none() && !open_segment {
+                    Problem::Removed { head: head.seq }
+                } else {
+                    Problem::Truncated {
+                        last,
+                        head: head.seq,
                     }
                 };
-                return Ok(Verdict::broken(count, problem));
-            }
-            if record.get("prev").and_then(Value::as_str) != Some(prev.as_str()) {
-                return Ok(Verdict::broken(
-                    count,
-                    Problem::ChainBroken { line: line_no, seq },
-                ));
-            }
-            prev = hash.to_string();
-            expected_seq += 1;
-            count += 1;
-        }
-        if let Some(head) = &self.read_head() {
-            if head.seq > count {
-                return Ok(Verdict::broken(
-                    count,
-                    Problem::Truncated {
-                        last: count,
-                        head: head.seq,
-                    },
-                ));
+                self.problem = Some((PathBuf::new(), problem));
             }
         }
-        Ok(Verdict {
-            records: count,
-            problem: None,
-            head: Some(prev),
-        })
+        self.verdict()
     }
+
+    fn verdict(self) -> Verdict {
+        let intact = self.problem.is_none();
+        let (at, problem) = match self.problem {
+            Some((at, problem)) => (
+                Some(at).filter(|p| !p.as_os_str().is_empty()),
+                Some(problem),
+            ),
+            None => (None, None),
+        };
+        Verdict {
+            records: self.records,
+            head: self.last.map(|(_, hash)| hash).filter(|_| intact),
+            problem,
+            at,
+            first: self.first,
+            segments: self.segments,
+            retention: self.retention,
+        }
+    }
+}
+
+/// The first field in which an index rebuilt from its segment differs from the one stored.
+fn first_difference(built: &SegmentIndex, stored: &SegmentIndex) -> Option<String> {
+    let as_map = |index: &SegmentIndex| match serde_json::to_value(index) {
+        Ok(Value::Object(map)) => map,
+        _ => Map::new(),
+    };
+    let (built, stored) = (as_map(built), as_map(stored));
+    built
+        .iter()
+        .find(|(key, value)| stored.get(*key) != Some(value))
+        .map(|(key, _)| key.clone())
 }
 
 /// How many records back a repeated one is still recognised as a copy of the one sent before
@@ -318,18 +523,28 @@ pub struct Verdict {
     /// Records checked and found intact (before the problem, if any).
     pub records: u64,
     pub problem: Option<Problem>,
+    /// The file the problem is in (a segment's `line` counts in it); None for a problem of the
+    /// whole log (records cut off its end).
+    pub at: Option<PathBuf>,
     /// The last record's hash, when the log is intact: note it elsewhere to anchor the chain.
     pub head: Option<String>,
+    /// The first record's seq: 1, or later after retention.
+    pub first: Option<u64>,
+    /// Sealed segments walked.
+    pub segments: u64,
+    /// The retention record that accounts for a log starting after record 1.
+    pub retention: Option<RetentionNote>,
 }
 
-impl Verdict {
-    fn broken(records: u64, problem: Problem) -> Verdict {
-        Verdict {
-            records,
-            problem: Some(problem),
-            head: None,
-        }
-    }
+/// Records removed by retention, as the chain says.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RetentionNote {
+    /// Records 1 to `through` were removed…
+    pub through: u64,
+    /// …at this time…
+    pub time: String,
+    /// …as record `record` says.
+    pub record: u64,
 }
 
 /// What `log verify` found first. As JSON (`log verify --json`): `{"kind": "altered", "line": …,
@@ -364,6 +579,17 @@ pub enum Problem {
     Truncated { last: u64, head: u64 },
     /// The log file is gone, though `head` records were written to it.
     Removed { head: u64 },
+    /// The log starts at record `first`, and no retention record says the ones before it were
+    /// removed.
+    StartRemoved { first: u64 },
+    /// A sealed segment's name says it starts at `named`, its first record is `found`.
+    Misnamed { named: u64, found: u64 },
+    /// A sealed segment has no index (or one that does not read).
+    IndexMissing,
+    /// A sealed segment's index does not say what the segment holds: `field` differs.
+    IndexMismatch { field: String },
+    /// A sealed segment holds no record.
+    EmptySegment,
 }
 
 impl std::fmt::Display for Problem {
@@ -399,8 +625,26 @@ impl std::fmt::Display for Problem {
             ),
             Problem::Removed { head } => write!(
                 f,
-                "the log file is missing but {head} records were written to it: it was removed (to rotate the log, move audit.head with it)"
+                "the log file is missing but {head} records were written to it: it was removed"
             ),
+            Problem::StartRemoved { first } => write!(
+                f,
+                "the log starts at record {first}, and no retention record says records 1 to {} were removed: sealed segments were removed by hand",
+                first - 1
+            ),
+            Problem::Misnamed { named, found } => write!(
+                f,
+                "the segment is named for record {named} but starts at record {found}: segments were renamed or their content swapped"
+            ),
+            Problem::IndexMissing => write!(
+                f,
+                "the segment's index is missing or does not read: it was removed or altered"
+            ),
+            Problem::IndexMismatch { field } => write!(
+                f,
+                "the segment's index does not match its records ({field} differs): the index was altered"
+            ),
+            Problem::EmptySegment => write!(f, "the sealed segment holds no record"),
         }
     }
 }

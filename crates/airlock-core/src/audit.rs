@@ -146,3 +146,20 @@ pub fn record_abandoned(caller: &Caller, session: Option<&str>, why: &str) {
     let fields = serde_json::json!({ "session": session, "why": why, "argv": caller.asked });
     let _ = append(&log_for(caller, &state_dir), "run.abandoned", fields);
 }
+
+/// Remove the sealed segments past `retention` (`[audit] keep_days`, `keep_size`), the oldest
+/// first, and none holding a record from `keep_from` on (the first record an export destination
+/// has not sent yet); the removal is recorded in the log, saying who did it, before any file goes
+/// (see [`airlock_audit::AuditLog::apply_retention`]). Nothing at all without a limit.
+pub fn apply_retention(
+    state_dir: &Path,
+    retention: &airlock_audit::Retention,
+    keep_from: Option<u64>,
+) -> Result<airlock_audit::RetentionReport, AuditError> {
+    if retention.is_unlimited() {
+        return Ok(airlock_audit::RetentionReport::default());
+    }
+    let mut fields = serde_json::Map::new();
+    fields.insert("by".into(), actor(None));
+    log(state_dir).apply_retention(retention, keep_from, fields)
+}

@@ -1,9 +1,12 @@
 //! airlock's own configuration file: what the whole installation does beyond any one profile.
-//! Today only `[audit]`: where copies of the audit log's records go (`export`).
+//! Today only `[audit]`: where copies of the audit log's records go (`export`), and how long the
+//! log keeps its sealed segments (`keep_days`, `keep_size`).
 //!
 //! ```toml
 //! [audit]
 //! export = ["stdout", "otlp"]          # each record also as a JSON line on stdout, and over OTLP
+//! keep_days = 365                      # remove sealed segments whose records are all older
+//! keep_size = "20GiB"                  # remove the oldest sealed segments past this size
 //!
 //! [audit.otlp]
 //! endpoint = "https://collector.example:4318/v1/logs"
@@ -58,6 +61,8 @@ pub struct Config {
 pub struct AuditConfig {
     /// Where each record also goes, in the order named; empty: nowhere (the local log only).
     pub export: Vec<Destination>,
+    /// How long sealed segments are kept (`keep_days`, `keep_size`); unlimited by default.
+    pub retention: airlock_audit::Retention,
 }
 
 /// One place exported records go.
@@ -219,6 +224,8 @@ struct RawAudit {
     #[serde(default)]
     export: Vec<Spanned<String>>,
     otlp: Option<Spanned<RawOtlp>>,
+    keep_days: Option<Spanned<i64>>,
+    keep_size: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -265,12 +272,13 @@ pub fn parse(
         at.error(
             e.span().unwrap_or(0..0),
             e.message().trim_end(),
-            "the config takes an [audit] table with `export` and [audit.otlp] (see docs/audit.md)",
+            "the config takes an [audit] table with `export`, `keep_days`, `keep_size` and [audit.otlp] (see docs/audit.md)",
         )
     })?;
     let Some(audit) = raw.audit else {
         return Ok(Config::default());
     };
+    let retention = retention(&at, audit.keep_days, audit.keep_size)?;
     let mut otlp = audit.otlp;
     let mut export = Vec::new();
     for name in &audit.export {
@@ -311,7 +319,45 @@ pub fn parse(
         ));
     }
     Ok(Config {
-        audit: AuditConfig { export },
+        audit: AuditConfig { export, retention },
+    })
+}
+
+fn retention(
+    at: &Located<'_>,
+    keep_days: Option<Spanned<i64>>,
+    keep_size: Option<Spanned<String>>,
+) -> Result<airlock_audit::Retention, ConfigError> {
+    let keep_days = match keep_days {
+        Some(days) if *days.get_ref() < 1 => {
+            return Err(at.error(
+                days.span(),
+                format!("keep_days = {} keeps nothing", days.get_ref()),
+                "give a number of days of at least 1, or leave keep_days out to keep every day",
+            ))
+        }
+        Some(days) => Some(days.into_inner().unsigned_abs()),
+        None => None,
+    };
+    let keep_bytes = match keep_size {
+        Some(size) => {
+            let bytes = airlock_policy::units::parse_size(size.get_ref())
+                .ok()
+                .filter(|bytes| *bytes > 0)
+                .ok_or_else(|| {
+                    at.error(
+                        size.span(),
+                        format!("keep_size {:?} is not a size", size.get_ref()),
+                        "give a size such as \"20GiB\" or \"500MiB\", or leave keep_size out to keep every size",
+                    )
+                })?;
+            Some(bytes)
+        }
+        None => None,
+    };
+    Ok(airlock_audit::Retention {
+        keep_days,
+        keep_bytes,
     })
 }
 
@@ -533,6 +579,31 @@ mod tests {
     fn an_empty_file_or_one_without_audit_is_the_default() {
         assert_eq!(parse_text("").unwrap(), Config::default());
         assert_eq!(parse_text("[audit]\n").unwrap(), Config::default());
+    }
+
+    #[test]
+    fn retention_is_read_in_days_and_a_size_and_refuses_what_keeps_nothing() {
+        let config = parse_text("[audit]\nkeep_days = 90\nkeep_size = \"20GiB\"\n").unwrap();
+        assert_eq!(
+            config.audit.retention,
+            airlock_audit::Retention {
+                keep_days: Some(90),
+                keep_bytes: Some(20 << 30)
+            }
+        );
+        assert!(config.audit.export.is_empty());
+        let zero = error("[audit]\nkeep_days = 0\n");
+        assert!(
+            zero.starts_with("/etc/airlock/config.toml:2:13: keep_days = 0 keeps nothing"),
+            "{zero}"
+        );
+        let size = error("[audit]\nkeep_size = \"lots\"\n");
+        assert!(
+            size.contains(":2:13: keep_size \"lots\" is not a size; give a size such as"),
+            "{size}"
+        );
+        assert!(error("[audit]\nkeep_size = \"0\"\n").contains("is not a size"));
+        assert!(error("[audit]\nkeep_size = 10\n").contains("invalid type"));
     }
 
     #[test]

@@ -90,6 +90,15 @@ impl Cursor {
         })
     }
 
+    /// What the cursor of `destination` says, without claiming it (another process may be
+    /// exporting); None when there is none or it does not read.
+    pub fn read(state_dir: &Path, destination: &str) -> Option<Position> {
+        let path = state_dir
+            .join(EXPORT_DIR)
+            .join(format!("{destination}.cursor"));
+        serde_json::from_slice(&fs::read(path).ok()?).ok()
+    }
+
     /// Record that the destination acknowledged every record up to `position`: written beside
     /// the cursor and renamed over it, so a crash leaves the old cursor or the new one. Not
     /// fsync'd: a cursor that lags after a power cut only sends records again.
@@ -162,6 +171,8 @@ mod tests {
         );
         drop(claimed);
         let again = Cursor::claim(state.path(), "otlp").unwrap();
+        assert_eq!(Cursor::read(state.path(), "otlp"), Some(position.clone()));
+        assert_eq!(Cursor::read(state.path(), "stdout"), None);
         assert_eq!(again.position, Some(position));
         assert!(again.note.is_none());
     }

@@ -4,7 +4,8 @@
 //! over OTLP/HTTP to a collector).
 //!
 //! The local log stays the source of truth, and export is only its reader: each destination has
-//! a thread that tails `STATE/audit.log` ([`airlock_audit::Tail`]) after its cursor
+//! a thread that tails the log (its sealed segments, then `STATE/audit.log`: [`airlock_audit::Tail`])
+//! after its cursor
 //! (`STATE/export/NAME.cursor`, the last record the destination acknowledged), sends batches of at
 //! most 512 records or 1 MiB, and moves the cursor once the destination has taken a batch. So a
 //! run never waits for an export (it appends to the log and goes on); a slow or dead destination
@@ -17,7 +18,8 @@
 //!
 //! `airlock serve` runs the exporters while it serves (in a Kubernetes pod, the process whose
 //! stdout the cluster collects); `airlock log export` sends what is there, or follows, where no
-//! server runs.
+//! server runs. Retention ([`retention_pass`]) keeps every segment holding a record a
+//! destination has not sent yet ([`first_unsent`]).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -138,6 +140,60 @@ fn prepare(state_dir: &Path, destination: &Destination) -> Result<Pump, ExportEr
         pacing: Pacing::default(),
         stop: Arc::default(),
     })
+}
+
+/// The first record a destination of `audit` has not sent yet, and which destination: retention
+/// keeps every segment from there on (an export never loses a record to it). A destination with
+/// no cursor, or one that does not read, has sent nothing: everything is kept for it. None when
+/// every destination has sent everything up to the last record acknowledged (or there is none).
+pub fn first_unsent(state_dir: &Path, audit: &AuditConfig) -> Option<(u64, &'static str)> {
+    audit
+        .export
+        .iter()
+        .map(|destination| {
+            let name = destination.name();
+            let sent = Cursor::read(state_dir, name).map_or(0, |position| position.seq);
+            (sent + 1, name)
+        })
+        .min_by_key(|(seq, _)| *seq)
+}
+
+/// One pass of retention over `state_dir`'s log as `audit` says (`keep_days`, `keep_size`),
+/// holding back what an export destination has not sent: what `airlock log prune` and `airlock
+/// serve` (at start, then hourly) run. Returns the report and what a person should read of it.
+pub fn retention_pass(
+    state_dir: &Path,
+    audit: &AuditConfig,
+) -> Result<(airlock_audit::RetentionReport, Vec<String>), airlock_audit::AuditError> {
+    let unsent = first_unsent(state_dir, audit);
+    let report =
+        airlock_core::audit::apply_retention(state_dir, &audit.retention, unsent.map(|u| u.0))?;
+    let mut said = Vec::new();
+    if let (Some(first), Some(last)) = (report.removed.first(), report.removed.last()) {
+        let bytes: u64 = report.removed.iter().map(|r| r.bytes).sum();
+        said.push(format!(
+            "audit retention: removed {} (records {} to {}, {}, the last written {}); record {} says so",
+            airlock_core::counted(report.removed.len() as u64, "sealed segment", "sealed segments"),
+            first.first,
+            last.last,
+            mebibytes(bytes),
+            last.last_time,
+            report.record.unwrap_or(0),
+        ));
+    }
+    if let (Some(held), Some((seq, destination))) = (report.held.first(), unsent) {
+        said.push(format!(
+            "audit retention: {} past keep_days/keep_size kept from record {}: export to {destination} has not sent records from {seq} on (they go once it has; the log may grow past keep_size meanwhile)",
+            airlock_core::counted(report.held.len() as u64, "sealed segment", "sealed segments"),
+            held.first,
+        ));
+    }
+    Ok((report, said))
+}
+
+/// `12.3 MiB`: a size a person reads at a glance.
+fn mebibytes(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / f64::from(1u32 << 20))
 }
 
 impl Exporters {

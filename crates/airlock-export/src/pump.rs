@@ -300,7 +300,11 @@ mod tests {
     }
 
     fn pump_for(setup: &Setup, answers: Vec<Delivery>, pacing: Pacing) -> Pump {
-        let claimed = Cursor::claim(setup.state.path(), "test").unwrap();
+        pump_as(setup, "test", answers, pacing)
+    }
+
+    fn pump_as(setup: &Setup, name: &str, answers: Vec<Delivery>, pacing: Pacing) -> Pump {
+        let claimed = Cursor::claim(setup.state.path(), name).unwrap();
         let heard = setup.heard.clone();
         Pump {
             sink: Box::new(Scripted {
@@ -340,6 +344,71 @@ mod tests {
         let ended = pump_for(&setup, vec![], quick()).run(Mode::UntilCaughtUp);
         assert_eq!(ended, Ended::CaughtUp { sent: 2 });
         assert_eq!(delivered(&setup), [1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    }
+
+    #[test]
+    fn records_across_segment_rolls_are_sent_once_each_and_retention_waits_for_the_cursor() {
+        let state = tempfile::tempdir().unwrap();
+        let log = AuditLog::new(state.path(), Sync::Never).with_layout(airlock_audit::Layout {
+            segment_size: 500,
+            daily: false,
+        });
+        let setup = Setup {
+            state,
+            log,
+            got: Arc::default(),
+            heard: Arc::default(),
+        };
+        let append = |n: u64| {
+            for i in 0..n {
+                setup.log.append("test.event", json!({ "i": i })).unwrap();
+            }
+        };
+        append(10);
+        let audit = airlock_core::config::AuditConfig {
+            export: vec![airlock_core::config::Destination::Stdout],
+            ..Default::default()
+        };
+        // Nothing sent yet: retention keeps every record for the destination.
+        assert_eq!(
+            crate::first_unsent(setup.state.path(), &audit),
+            Some((1, "stdout"))
+        );
+        let ended = pump_as(&setup, "stdout", vec![], quick()).run(Mode::UntilCaughtUp);
+        assert_eq!(ended, Ended::CaughtUp { sent: 10 });
+        // More records, rolling more segments; the next run resumes in a sealed segment.
+        append(15);
+        let sealed = airlock_audit::sealed_segments(setup.state.path()).unwrap();
+        assert!(sealed.len() >= 4, "{sealed:?}");
+        let ended = pump_as(&setup, "stdout", vec![], quick()).run(Mode::UntilCaughtUp);
+        assert_eq!(ended, Ended::CaughtUp { sent: 15 });
+        assert_eq!(delivered(&setup), (1..=25).collect::<Vec<_>>());
+        assert!(setup.heard.lock().unwrap().is_empty());
+        // Sent up to 25: retention may take every sealed segment, and the records after wait.
+        append(5);
+        let first_unsent = crate::first_unsent(setup.state.path(), &audit);
+        assert_eq!(first_unsent, Some((26, "stdout")));
+        let everything = airlock_audit::Retention {
+            keep_days: None,
+            keep_bytes: Some(0),
+        };
+        let report = setup
+            .log
+            .apply_retention(
+                &everything,
+                first_unsent.map(|(seq, _)| seq),
+                Default::default(),
+            )
+            .unwrap();
+        assert!(report.removed.iter().all(|r| r.last < 26), "{report:?}");
+        assert!(!report.held.is_empty(), "{report:?}");
+        let ended = pump_as(&setup, "stdout", vec![], quick()).run(Mode::UntilCaughtUp);
+        assert_eq!(
+            ended,
+            Ended::CaughtUp { sent: 6 },
+            "five and the retention record"
+        );
+        assert_eq!(delivered(&setup), (1..=31).collect::<Vec<_>>());
     }
 
     #[test]

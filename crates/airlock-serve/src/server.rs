@@ -146,6 +146,7 @@ pub fn serve(config: ServeConfig) -> Result<()> {
             exporters.destinations().join(" and ")
         );
     }
+    start_retention(&state_dir, &config.export);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -153,6 +154,43 @@ pub fn serve(config: ServeConfig) -> Result<()> {
     let served = runtime.block_on(run(app, source, tls.map(TlsAcceptor::from), &config));
     finish_export(exporters);
     served
+}
+
+/// How often a server applies the log's retention, after once at start.
+const RETENTION_EVERY: Duration = Duration::from_secs(3600);
+
+/// Retention (`[audit] keep_days`, `keep_size`) on a thread of its own: now, then every hour.
+/// It holds the log's lock to decide, record and unlink, reading the segments' indexes (a
+/// segment whole only when its index is missing): runs wait for it about as long as for a roll.
+fn start_retention(state_dir: &std::path::Path, audit: &airlock_core::config::AuditConfig) {
+    if audit.retention.is_unlimited() {
+        return;
+    }
+    let (state_dir, audit) = (state_dir.to_path_buf(), audit.clone());
+    let started = std::thread::Builder::new()
+        .name("audit-retention".into())
+        .spawn(move || loop {
+            match airlock_export::retention_pass(&state_dir, &audit) {
+                Ok((_, said)) => {
+                    for line in said {
+                        let _ = writeln!(std::io::stderr(), "airlock: {line}");
+                    }
+                }
+                Err(e) => {
+                    let _ = writeln!(
+                        std::io::stderr(),
+                        "airlock: audit retention: {e}; tried again in an hour"
+                    );
+                }
+            }
+            std::thread::sleep(RETENTION_EVERY);
+        });
+    if let Err(e) = started {
+        let _ = writeln!(
+            std::io::stderr(),
+            "airlock: warning: cannot start audit retention ({e}): run 'airlock log prune' from a timer"
+        );
+    }
 }
 
 /// How long a stopping server goes on sending the last records (a pod's state directory may not

@@ -151,6 +151,28 @@ fn export(global: &GlobalArgs, follow: bool, config: Option<&Path>) -> Result<Ex
     })
 }
 
+/// `airlock log prune`: one retention pass, as the config says.
+fn prune(global: &GlobalArgs, config: Option<&Path>) -> Result<ExitCode> {
+    let state = state_dir(global)?;
+    let (config, read) = airlock_core::config::load(config)?;
+    if config.audit.retention.is_unlimited() {
+        let place = match (read, airlock_core::config::location(None)) {
+            (Some(read), _) => format!("{} sets no retention", read.display()),
+            (None, Some((default, _))) => format!("there is no config at {}", default.display()),
+            (None, None) => "there is no config (neither HOME nor XDG_CONFIG_HOME is set)".into(),
+        };
+        bail!("nothing to prune by: {place} — add keep_days = N and/or keep_size = \"20GiB\" under [audit] (see docs/audit.md), or pass --config FILE");
+    }
+    let (report, said) = airlock_export::retention_pass(&state, &config.audit)?;
+    for line in &said {
+        note!("airlock: {line}");
+    }
+    if report.removed.is_empty() && report.held.is_empty() {
+        note!("airlock: audit retention: no sealed segment is past keep_days/keep_size");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 pub(crate) fn since(text: &str) -> Result<String> {
     let at = if let Ok(ago) = airlock_core::units::parse_duration(text) {
         SystemTime::now()
@@ -323,6 +345,75 @@ fn print(out: &mut impl Write, record: &Map<String, Value>, json: bool) -> std::
     )
 }
 
+/// `airlock log verify`: the chain of this machine's log, over every segment.
+fn verify(log: &airlock_audit::AuditLog, json: bool) -> Result<ExitCode> {
+    let verdict = log.verify()?;
+    let place = match verdict.segments {
+        0 => log.path().display().to_string(),
+        n => format!(
+            "{} and {} in {}",
+            log.path().display(),
+            counted(n, "sealed segment", "sealed segments"),
+            log.state_dir().join(airlock_audit::SEGMENT_DIR).display()
+        ),
+    };
+    let retention = verdict.retention.as_ref().map(|r| {
+        format!(
+            "records 1 to {} removed by retention at {} (record {})",
+            r.through, r.time, r.record
+        )
+    });
+    if json {
+        crate::shown::out!(
+            "{}",
+            serde_json::json!({
+                "intact": verdict.problem.is_none(),
+                "records": verdict.records,
+                "first": verdict.first,
+                "segments": verdict.segments,
+                "problem": verdict.problem.as_ref().map(|p| p.to_string()),
+                // The same, for scripts: {"kind": "altered", "line": 3, "seq": 3}…
+                "problem_at": verdict.problem,
+                // The file the problem (and its line) is in.
+                "file": verdict.at,
+                "retention": verdict.retention,
+                "head": verdict.head,
+            })
+        );
+    } else if let Some(problem) = &verdict.problem {
+        let file = verdict
+            .at
+            .as_deref()
+            .unwrap_or(log.path().as_path())
+            .display()
+            .to_string();
+        note!(
+            "airlock: {file}: BROKEN after {}: {problem}",
+            counted(verdict.records, "intact record", "intact records")
+        );
+    } else {
+        let range = match (verdict.first, verdict.records) {
+            (Some(first), n) if first > 1 && n > 0 => {
+                format!(" ({first} to {})", first + n - 1)
+            }
+            _ => String::new(),
+        };
+        crate::shown::out!(
+            "{place}: intact, {}{range}; last hash {}",
+            counted(verdict.records, "record", "records"),
+            verdict.head.as_deref().unwrap_or("-")
+        );
+        if let Some(retention) = retention {
+            note!("airlock: {retention}: the chain starts after them, as that record says");
+        }
+    }
+    Ok(if verdict.problem.is_some() {
+        ExitCode::from(EXIT_BROKEN)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
 pub fn log(global: &GlobalArgs, args: LogArgs) -> Result<ExitCode> {
     match args.command {
         Some(LogCommand::Verify {
@@ -332,43 +423,13 @@ pub fn log(global: &GlobalArgs, args: LogArgs) -> Result<ExitCode> {
         Some(LogCommand::Export { follow, config }) => {
             return export(global, follow, config.as_deref())
         }
+        Some(LogCommand::Prune { config }) => return prune(global, config.as_deref()),
         _ => {}
     }
     let state = state_dir(global)?;
     let log = airlock_core::audit::log(&state);
     if let Some(LogCommand::Verify { json, .. }) = args.command {
-        let verdict = log.verify()?;
-        if json {
-            crate::shown::out!(
-                "{}",
-                serde_json::json!({
-                    "intact": verdict.problem.is_none(),
-                    "records": verdict.records,
-                    "problem": verdict.problem.as_ref().map(|p| p.to_string()),
-                    // The same, for scripts: {"kind": "altered", "line": 3, "seq": 3}…
-                    "problem_at": verdict.problem,
-                    "head": verdict.head,
-                })
-            );
-        } else if let Some(problem) = &verdict.problem {
-            note!(
-                "airlock: {}: BROKEN after {}: {problem}",
-                log.path().display(),
-                counted(verdict.records, "intact record", "intact records")
-            );
-        } else {
-            crate::shown::out!(
-                "{}: intact, {}; last hash {}",
-                log.path().display(),
-                counted(verdict.records, "record", "records"),
-                verdict.head.as_deref().unwrap_or("-")
-            );
-        }
-        return Ok(if verdict.problem.is_some() {
-            ExitCode::from(EXIT_BROKEN)
-        } else {
-            ExitCode::SUCCESS
-        });
+        return verify(&log, json);
     }
     let filter = Filter {
         session: args.session,

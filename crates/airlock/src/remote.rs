@@ -108,11 +108,12 @@ pub fn from_args(server: Option<&str>, command: &Command) -> Result<Option<Remot
             | Command::Policy(_)
             | Command::ClaudeCode(_)
             | Command::Codex(_)
-            // An exported file is read here, and export sends this machine's log.
+            // An exported file is read here, and export and prune work on this machine's log.
             | Command::Log(crate::cli::LogArgs {
                 command: Some(
                     crate::cli::LogCommand::Verify { from: Some(_), .. }
                         | crate::cli::LogCommand::Export { .. }
+                        | crate::cli::LogCommand::Prune { .. }
                 ),
                 ..
             })

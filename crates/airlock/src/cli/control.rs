@@ -86,6 +86,28 @@ pub enum LogCommand {
         #[arg(long, value_name = "FILE", env = "AIRLOCK_CONFIG")]
         config: Option<std::path::PathBuf>,
     },
+    /// Remove the sealed segments past [audit] keep_days / keep_size, recording it in the log
+    #[command(
+        long_about = "Remove the oldest sealed segments of the audit log (STATE/audit/) that \
+            are past the retention airlock's config sets under [audit]: keep_days (every record \
+            of the segment older than that) and keep_size (the whole log larger than that). \
+            The removal is written to the log first, as a log.retention record naming each \
+            segment, its records and its last hash, so that 'airlock log verify' tells it from \
+            tampering. The open segment is never removed, nor a segment holding a record an \
+            export destination has not sent yet (said on stderr). 'airlock serve' does this by \
+            itself at start and every hour; this is for machines without a server (a timer).",
+        after_help = "The config is --config FILE (AIRLOCK_CONFIG), else /etc/airlock/config.toml \
+            as root and $XDG_CONFIG_HOME/airlock/config.toml otherwise:\n  [audit]\n  \
+            keep_days = 365\n  keep_size = \"20GiB\"\n\n\
+            Exit status: 0 done (or nothing past the retention); 125 the config is wrong or \
+            sets no retention, or the log cannot be written."
+    )]
+    Prune {
+        /// airlock's config file [default: /etc/airlock/config.toml as root, else
+        /// $XDG_CONFIG_HOME/airlock/config.toml]
+        #[arg(long, value_name = "FILE", env = "AIRLOCK_CONFIG")]
+        config: Option<std::path::PathBuf>,
+    },
 }
 
 #[derive(Debug, Args)]

@@ -1,0 +1,225 @@
+//! Retention: the oldest sealed segments go once they are past a number of days or the log past
+//! a size, and the chain says so.
+//!
+//! The removal is a record of the chain (`log.retention`), appended and synced *before* any file
+//! goes, holding the log's lock so that no segment rolls meanwhile: each segment removed with its
+//! seq range, times, size and last hash, and `through` / `through_hash`, the last record removed.
+//! `verify` then finds a log that starts at `through + 1` whose first `prev` is `through_hash`,
+//! and says "records 1 to N removed by retention at TIME" instead of calling it tampering; a
+//! segment removed by hand has no such record, and stays a gap. A crash after the record and
+//! before the files are gone leaves the segments in place: they still verify, and the next
+//! retention removes them (with a record of its own).
+//!
+//! Only whole sealed segments are removed, oldest first: never the open segment, never one in
+//! the middle, and never one holding a record an export destination has not sent yet (the caller
+//! says which: `keep_from`): retention holds back then, and says so, rather than lose records
+//! export promised to deliver.
+
+use std::fs;
+use std::io;
+use std::time::{Duration, SystemTime};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::index::{index_of, SegmentIndex};
+use crate::segments::{sealed_segments, Sealed, SEGMENT_DIR};
+use crate::{format_time, AuditError, AuditLog};
+
+/// The action of the record a removal writes.
+pub const RETENTION_ACTION: &str = "log.retention";
+
+/// How long the log keeps sealed segments. None: no limit of that kind.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Retention {
+    /// Remove a sealed segment once its latest record is older than this many days.
+    pub keep_days: Option<u64>,
+    /// Remove the oldest sealed segments while the log (all segments) is larger than this.
+    pub keep_bytes: Option<u64>,
+}
+
+impl Retention {
+    pub fn is_unlimited(&self) -> bool {
+        self.keep_days.is_none() && self.keep_bytes.is_none()
+    }
+}
+
+/// A sealed segment removed, as the retention record lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Removed {
+    /// Its file name in `STATE/audit/`.
+    pub segment: String,
+    pub first: u64,
+    pub last: u64,
+    pub first_time: String,
+    pub last_time: String,
+    pub last_hash: String,
+    pub bytes: u64,
+}
+
+/// What a retention pass did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RetentionReport {
+    /// The segments removed, oldest first.
+    pub removed: Vec<Removed>,
+    /// The seq of the `log.retention` record that says so.
+    pub record: Option<u64>,
+    /// Segments past the limits but kept: they hold records from `keep_from` on, which an export
+    /// destination has not sent yet.
+    pub held: Vec<Removed>,
+    /// The log's size after the pass (all segments, bytes).
+    pub bytes_after: u64,
+}
+
+fn removed_of(sealed: &Sealed, index: &SegmentIndex) -> Removed {
+    Removed {
+        segment: sealed
+            .path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        first: index.first_seq,
+        last: index.last_seq,
+        first_time: index.first_time.clone(),
+        last_time: index.last_time.clone(),
+        last_hash: index.last_hash.clone(),
+        bytes: index.bytes,
+    }
+}
+
+impl AuditLog {
+    /// Remove the sealed segments past `retention`, oldest first, recording the removal first
+    /// (with `fields`, e.g. who asked, in the record). None of a segment holding a record at or
+    /// after `keep_from` (the first record an export destination still has to send) is removed.
+    pub fn apply_retention(
+        &self,
+        retention: &Retention,
+        keep_from: Option<u64>,
+        fields: Map<String, Value>,
+    ) -> Result<RetentionReport, AuditError> {
+        let mut report = RetentionReport::default();
+        // Held for the whole pass: no segment rolls, and no other pass runs, meanwhile.
+        let mut open = self.lock_open_segment()?;
+        let open_bytes = open.metadata().map_err(|e| self.append_error(e))?.len();
+        let sealed = sealed_segments(self.state_dir())?;
+        let mut segments = Vec::with_capacity(sealed.len());
+        let mut total = open_bytes;
+        for segment in sealed {
+            let index = match segment.index() {
+                Some(index) => index,
+                // No index (a crash, or removed): the segment itself says what it holds.
+                None => match read_index(&segment)? {
+                    Some(index) => index,
+                    None => continue,
+                },
+            };
+            total += index.bytes;
+            segments.push((segment, index));
+        }
+        let now = (self.clock)();
+        let cutoff = retention
+            .keep_days
+            .map(|days| now.checked_sub(Duration::from_secs(days.saturating_mul(86_400))))
+            .map(|at| format_time(at.unwrap_or(SystemTime::UNIX_EPOCH)));
+        let mut chosen = Vec::new();
+        for (segment, index) in &segments {
+            let too_old = cutoff
+                .as_deref()
+                .is_some_and(|c| index.max_time.as_str() < c);
+            let too_big = retention.keep_bytes.is_some_and(|keep| total > keep);
+            if !too_old && !too_big {
+                break;
+            }
+            if keep_from.is_some_and(|first_unsent| index.last_seq >= first_unsent) {
+                report.held.push(removed_of(segment, index));
+                continue;
+            }
+            if !report.held.is_empty() {
+                // Oldest first: nothing after a segment held back goes.
+                continue;
+            }
+            chosen.push((segment.clone(), removed_of(segment, index)));
+            total -= index.bytes;
+        }
+        report.bytes_after = total;
+        let Some((_, last)) = chosen.last() else {
+            return Ok(report);
+        };
+        let mut record = fields;
+        record.insert(
+            "segments".into(),
+            serde_json::to_value(chosen.iter().map(|(_, r)| r).collect::<Vec<_>>())
+                .unwrap_or_default(),
+        );
+        record.insert("through".into(), last.last.into());
+        record.insert("through_hash".into(), last.last_hash.clone().into());
+        record.insert("keep_days".into(), retention.keep_days.into());
+        record.insert("keep_bytes".into(), retention.keep_bytes.into());
+        record.insert(
+            "summary".into(),
+            format!(
+                "records {} to {} removed by retention ({} sealed segment{})",
+                chosen[0].1.first,
+                last.last,
+                chosen.len(),
+                if chosen.len() == 1 { "" } else { "s" }
+            )
+            .into(),
+        );
+        let appended = self.append_locked(
+            &mut open,
+            RETENTION_ACTION,
+            Value::Object(record),
+            self.sync,
+        )?;
+        report.record = Some(appended.seq);
+        for (segment, removed) in chosen {
+            remove_if_there(&segment.path)?;
+            remove_if_there(&segment.index_path())?;
+            report.removed.push(removed);
+        }
+        self.remove_orphan_indexes()?;
+        Ok(report)
+    }
+
+    /// Indexes whose segment is gone (a crash between the two removals).
+    fn remove_orphan_indexes(&self) -> Result<(), AuditError> {
+        let dir = self.state_dir().join(SEGMENT_DIR);
+        let Ok(entries) = fs::read_dir(&dir) else {
+            return Ok(());
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.extension().is_some_and(|e| e == "index")
+                && !path.with_extension("log").exists()
+            {
+                remove_if_there(&path)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn read_index(segment: &Sealed) -> Result<Option<SegmentIndex>, AuditError> {
+    let read_error = |source| AuditError::Read {
+        path: segment.path.clone(),
+        source,
+    };
+    let file = match fs::File::open(&segment.path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(read_error(e)),
+    };
+    index_of(io::BufReader::new(file)).map_err(read_error)
+}
+
+fn remove_if_there(path: &std::path::Path) -> Result<(), AuditError> {
+    match fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(source) => Err(AuditError::Append {
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
+}
