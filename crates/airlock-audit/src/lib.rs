@@ -52,7 +52,8 @@ pub use index::{SegmentIndex, INDEX_VERSION};
 pub use reader::{Filter, Records};
 pub use retention::{Removed, Retention, RetentionReport};
 pub use segments::{
-    sealed_segments, segment_file_name, Layout, Sealed, DEFAULT_SEGMENT_SIZE, SEGMENT_DIR,
+    hash_of_record, sealed_segments, segment_file_name, Layout, Sealed, DEFAULT_SEGMENT_SIZE,
+    SEGMENT_DIR,
 };
 pub use tail::{Position, Tail, Tailed};
 pub use verify::{verify_exported, Problem, StreamVerdict, Verdict};

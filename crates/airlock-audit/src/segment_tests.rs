@@ -590,3 +590,68 @@ fn writers_in_several_processes_roll_each_segment_once() {
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }
+
+#[test]
+fn verify_while_others_roll_the_log_never_cries_tampering() {
+    // Found by review: verify run beside appenders that rolled the log called it broken now and
+    // then (a segment sealed between listing and locking, the head read after the lock).
+    let dir = tempfile::tempdir().unwrap();
+    let layout = Layout {
+        segment_size: 1500,
+        daily: false,
+    };
+    let log = AuditLog::new(dir.path(), Sync::Never).with_layout(layout);
+    log.append("test.event", json!({"i": 0})).unwrap();
+    let writers: Vec<_> = (0..2)
+        .map(|w| {
+            let log = AuditLog::new(dir.path(), Sync::Never).with_layout(layout);
+            std::thread::spawn(move || {
+                for i in 0..2500 {
+                    log.append("test.event", json!({"w": w, "i": i})).unwrap();
+                }
+            })
+        })
+        .collect();
+    let mut walks = 0;
+    while writers.iter().any(|w| !w.is_finished()) {
+        let verdict = log.verify().unwrap();
+        assert_eq!(verdict.problem, None, "walk {walks}: {verdict:?}");
+        walks += 1;
+    }
+    for writer in writers {
+        writer.join().unwrap();
+    }
+    assert!(walks > 3, "the walks ran beside the appends ({walks})");
+    assert_eq!(log.verify().unwrap().problem, None);
+}
+
+#[test]
+fn a_seal_that_cannot_take_its_name_changes_nothing_and_the_log_stays_writable() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = small_log(dir.path());
+    append_sessions(&log, &["a"; 12]);
+    let first = sealed(dir.path());
+    assert!(!first.is_empty());
+    let index_before = fs::read(first[0].index_path()).unwrap();
+    // An old copy of the log put back as the open segment: its first segment's name is taken.
+    let old = fs::read(&first[0].path).unwrap();
+    fs::remove_file(log.path()).unwrap();
+    fs::write(log.path(), &old).unwrap();
+    fs::set_permissions(log.path(), fs::Permissions::from_mode(0o600)).unwrap();
+    let mut refused = false;
+    for i in 0..20 {
+        if log.append("run.intent", json!({"i": i})).is_err() {
+            refused = true;
+            break;
+        }
+    }
+    assert!(
+        refused,
+        "a seal over an existing segment name must be refused"
+    );
+    // Found by review: the existing segment's index was replaced before the rename refused.
+    assert_eq!(fs::read(first[0].index_path()).unwrap(), index_before);
+    // The open segment is still this user's to write (it was made read-only before the rename).
+    let mode = fs::metadata(log.path()).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode & 0o200, 0o200, "mode {mode:o}");
+}

@@ -16,10 +16,10 @@
 //! written, the file made read-only and renamed into `STATE/audit/`), and the record goes to a
 //! new open segment whose first `prev` is the sealed one's last hash. The chain is one chain.
 //!
-//! Sealing order, so that a crash at any step leaves a log that reads and verifies: the index is
-//! written first (a crash before the rename leaves an index the next roll writes again), then
-//! the segment renamed with `RENAME_NOREPLACE` (it is never put over another), then the
-//! directories synced.
+//! Sealing order, so that a crash at any step leaves a log that reads and verifies and can be
+//! written again: the index is written first (a crash before the rename leaves an index the next
+//! roll writes again), then the segment renamed with `RENAME_NOREPLACE` (it is never put over
+//! another), then made read-only, then the directories synced.
 
 use std::fs::{self, File};
 use std::io::{self, BufReader, Read, Seek, SeekFrom, Write};
@@ -146,6 +146,53 @@ impl Sealed {
 
 /// The sealed segments of `state_dir`, oldest first. Other files there (indexes, a temporary
 /// file a crash left) are not segments.
+/// The hash of record `seq` as the log holds it now (in the sealed segment whose range holds it,
+/// else the open one at `open_path`); None when the log has no such record (removed, or never
+/// written: a log replaced since). What retention checks an export's cursor against.
+pub fn hash_of_record(
+    state_dir: &Path,
+    open_path: &Path,
+    seq: u64,
+) -> Result<Option<String>, AuditError> {
+    #[derive(serde::Deserialize)]
+    struct Link {
+        seq: u64,
+        hash: String,
+    }
+    let holder = sealed_segments(state_dir)?
+        .into_iter()
+        .rfind(|segment| segment.first_seq <= seq)
+        .map(|segment| segment.path);
+    let mut found = None;
+    for path in holder.iter().map(PathBuf::as_path).chain([open_path]) {
+        let file = match File::open(path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(source) => {
+                return Err(AuditError::Read {
+                    path: path.to_path_buf(),
+                    source,
+                })
+            }
+        };
+        for line in io::BufRead::split(BufReader::new(file), b'\n') {
+            let line = line.map_err(|source| AuditError::Read {
+                path: path.to_path_buf(),
+                source,
+            })?;
+            match serde_json::from_slice::<Link>(&line) {
+                Ok(link) if link.seq == seq => found = Some(link.hash),
+                Ok(link) if link.seq > seq => break,
+                _ => {}
+            }
+        }
+        if found.is_some() {
+            break;
+        }
+    }
+    Ok(found)
+}
+
 pub fn sealed_segments(state_dir: &Path) -> Result<Vec<Sealed>, AuditError> {
     let dir = state_dir.join(SEGMENT_DIR);
     let entries = match fs::read_dir(&dir) {
@@ -248,9 +295,16 @@ pub(crate) fn seal(
     if durable {
         file.sync_data().map_err(fail(open_path))?;
     }
+    // Found by review: a segment of that name already there (an old copy of the log put back)
+    // had its index replaced before the rename below refused; refused here, before either.
+    if fs::symlink_metadata(&sealed.path).is_ok() {
+        return Err(fail(open_path)(io::Error::other(format!(
+            "{} exists already: two segments start at record {}; run 'airlock log verify'",
+            sealed.path.display(),
+            index.first_seq
+        ))));
+    }
     write_index(&sealed.index_path(), &index, durable)?;
-    file.set_permissions(fs::Permissions::from_mode(SEALED_MODE))
-        .map_err(fail(open_path))?;
     nix::fcntl::renameat2(
         nix::fcntl::AT_FDCWD,
         open_path,
@@ -270,6 +324,10 @@ pub(crate) fn seal(
         };
         fail(open_path)(why)
     })?;
+    // Read-only once it is sealed, through the file this process holds: made so before the
+    // rename, a crash between the two left the open segment unwritable for its own user.
+    file.set_permissions(fs::Permissions::from_mode(SEALED_MODE))
+        .map_err(fail(&sealed.path))?;
     if durable {
         for synced in [&dir, state_dir] {
             File::open(synced)

@@ -19,7 +19,38 @@ impl AuditLog {
     /// segments are read without the lock (nothing writes them); the open segment under a
     /// shared one (a writer mid-append would look like a torn line), taken only once the sealed
     /// ones are walked, so that appends wait for one segment's walk at most.
+    ///
+    /// A walk races the log's own changes: a roll sealing the open segment, retention removing
+    /// the oldest. A problem found while the segments changed beneath the walk is walked again
+    /// (a few times); only one found in a log that held still, or again and again, is reported.
     pub fn verify(&self) -> Result<Verdict, AuditError> {
+        const WALKS: usize = 5;
+        let mut verdict = self.verify_once()?;
+        for _ in 1..WALKS {
+            if verdict.problem.is_none() {
+                break;
+            }
+            let before = self.shape()?;
+            verdict = self.verify_once()?;
+            if verdict.problem.is_none() || self.shape()? == before {
+                break;
+            }
+        }
+        Ok(verdict)
+    }
+
+    /// What a roll or retention changes: the sealed segments there, and which file is open.
+    fn shape(&self) -> Result<(Vec<u64>, Option<u64>), AuditError> {
+        use std::os::unix::fs::MetadataExt;
+        let sealed = sealed_segments(self.state_dir())?
+            .iter()
+            .map(|segment| segment.first_seq)
+            .collect();
+        let open = std::fs::metadata(self.path()).ok().map(|meta| meta.ino());
+        Ok((sealed, open))
+    }
+
+    fn verify_once(&self) -> Result<Verdict, AuditError> {
         let mut walk = Walk::default();
         let mut passed = 0;
         for segment in sealed_segments(self.state_dir())? {
@@ -47,8 +78,10 @@ impl AuditLog {
         if !walk.file(&self.path(), &open, None)? {
             return Ok(walk.verdict());
         }
+        // The head as it was when the open segment was walked: read while appends still wait.
+        let head = self.read_head();
         drop(open);
-        Ok(walk.finish(self.read_head(), true))
+        Ok(walk.finish(head, true))
     }
 
     fn read_error(&self, source: io::Error) -> AuditError {
@@ -61,9 +94,17 @@ impl AuditLog {
     /// The open segment, locked shared (the file at the path, not one sealed meanwhile); None
     /// when there is none.
     fn lock_open_segment_shared(&self) -> Result<Option<Flock<File>>, AuditError> {
+        // A roll renames the open segment away and its appender makes the next one at once:
+        // a missing file is looked for again for a moment before it is taken as none.
+        let mut absent_for = 0;
         loop {
             let file = match File::open(self.path()) {
                 Ok(file) => file,
+                Err(e) if e.kind() == io::ErrorKind::NotFound && absent_for < 100 => {
+                    absent_for += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                    continue;
+                }
                 Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
                 Err(e) => return Err(self.read_error(e)),
             };

@@ -146,14 +146,27 @@ fn prepare(state_dir: &Path, destination: &Destination) -> Result<Pump, ExportEr
 /// keeps every segment from there on (an export never loses a record to it). A destination with
 /// no cursor, or one that does not read, has sent nothing: everything is kept for it. None when
 /// every destination has sent everything up to the last record acknowledged (or there is none).
+///
+/// A cursor counts only where the log still holds its record, with its hash: one ahead of the
+/// log, or naming a record the log does not have (the log replaced or restored since), has sent
+/// nothing of this log, so everything is kept (found by review: retention trusted such a cursor
+/// and removed records never exported).
 pub fn first_unsent(state_dir: &Path, audit: &AuditConfig) -> Option<(u64, &'static str)> {
+    let open_path = state_dir.join(airlock_audit::LOG_FILE);
     audit
         .export
         .iter()
         .map(|destination| {
             let name = destination.name();
-            let sent = Cursor::read(state_dir, name).map_or(0, |position| position.seq);
-            (sent + 1, name)
+            let sent = Cursor::read(state_dir, name)
+                .filter(|position| {
+                    airlock_audit::hash_of_record(state_dir, &open_path, position.seq)
+                        .ok()
+                        .flatten()
+                        .is_some_and(|hash| hash == position.hash)
+                })
+                .map_or(0, |position| position.seq);
+            (sent.saturating_add(1), name)
         })
         .min_by_key(|(seq, _)| *seq)
 }

@@ -347,6 +347,51 @@ mod tests {
     }
 
     #[test]
+    fn a_cursor_the_log_does_not_hold_keeps_everything_from_retention() {
+        // Found by review: a log replaced under a cursor at 40 had retention remove records
+        // 1 to 16 of the new log, never exported.
+        let state = tempfile::tempdir().unwrap();
+        let log = AuditLog::new(state.path(), Sync::Never);
+        for i in 0..5 {
+            log.append("test.event", json!({ "i": i })).unwrap();
+        }
+        let audit = airlock_core::config::AuditConfig {
+            export: vec![airlock_core::config::Destination::Stdout],
+            ..Default::default()
+        };
+        let claimed = Cursor::claim(state.path(), "stdout").unwrap();
+        let mut tail = airlock_audit::Tail::after(&log.path(), None);
+        let mut third = None;
+        for _ in 0..3 {
+            third = tail.next_record().unwrap();
+        }
+        let third = third.unwrap().position();
+        claimed.cursor.save(&third).unwrap();
+        assert_eq!(
+            crate::first_unsent(state.path(), &audit),
+            Some((4, "stdout"))
+        );
+        // The same seq with another hash (the log replaced), or a seq past the log's end.
+        for stale in [
+            airlock_audit::Position {
+                hash: "00".repeat(32),
+                ..third.clone()
+            },
+            airlock_audit::Position {
+                seq: 40,
+                ..third.clone()
+            },
+        ] {
+            claimed.cursor.save(&stale).unwrap();
+            assert_eq!(
+                crate::first_unsent(state.path(), &audit),
+                Some((1, "stdout")),
+                "{stale:?}"
+            );
+        }
+    }
+
+    #[test]
     fn records_across_segment_rolls_are_sent_once_each_and_retention_waits_for_the_cursor() {
         let state = tempfile::tempdir().unwrap();
         let log = AuditLog::new(state.path(), Sync::Never).with_layout(airlock_audit::Layout {
