@@ -15,6 +15,7 @@
 //! says which: `keep_from`): retention holds back then, and says so, rather than lose records
 //! export promised to deliver.
 
+use std::collections::BTreeSet;
 use std::fs;
 use std::io;
 use std::time::{Duration, SystemTime};
@@ -65,8 +66,10 @@ pub struct RetentionReport {
     /// The seq of the `log.retention` record that says so.
     pub record: Option<u64>,
     /// Segments past the limits but kept: they hold records from `keep_from` on, which an export
-    /// destination has not sent yet.
+    /// destination has not sent yet, or records of a session still waiting for review.
     pub held: Vec<Removed>,
+    /// The sessions under review whose records held segments back.
+    pub held_for_sessions: Vec<String>,
     /// The log's size after the pass (all segments, bytes).
     pub bytes_after: u64,
 }
@@ -95,6 +98,19 @@ impl AuditLog {
         &self,
         retention: &Retention,
         keep_from: Option<u64>,
+        fields: Map<String, Value>,
+    ) -> Result<RetentionReport, AuditError> {
+        self.apply_retention_holding(retention, keep_from, &BTreeSet::new(), fields)
+    }
+
+    /// [`AuditLog::apply_retention`], also keeping every segment that holds a record of one of
+    /// `under_review` (sessions not yet applied or discarded): a busy or hostile run cannot push
+    /// the history of changes still waiting for a person out of the log.
+    pub fn apply_retention_holding(
+        &self,
+        retention: &Retention,
+        keep_from: Option<u64>,
+        under_review: &BTreeSet<String>,
         fields: Map<String, Value>,
     ) -> Result<RetentionReport, AuditError> {
         let mut report = RetentionReport::default();
@@ -132,6 +148,20 @@ impl AuditLog {
             }
             if keep_from.is_some_and(|first_unsent| index.last_seq >= first_unsent) {
                 report.held.push(removed_of(segment, index));
+                continue;
+            }
+            let reviewed: Vec<&String> = index
+                .sessions
+                .iter()
+                .filter(|session| under_review.contains(*session))
+                .collect();
+            if !reviewed.is_empty() {
+                report.held.push(removed_of(segment, index));
+                for session in reviewed {
+                    if !report.held_for_sessions.contains(session) {
+                        report.held_for_sessions.push(session.clone());
+                    }
+                }
                 continue;
             }
             if !report.held.is_empty() {

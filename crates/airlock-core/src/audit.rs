@@ -161,5 +161,17 @@ pub fn apply_retention(
     }
     let mut fields = serde_json::Map::new();
     fields.insert("by".into(), actor(None));
-    log(state_dir).apply_retention(retention, keep_from, fields)
+    // The sessions still waiting for a person (not applied, not discarded): their records stay.
+    // A state that cannot be read keeps nothing back by session, and says so by failing: so
+    // retention does not run at all then.
+    let under_review: std::collections::BTreeSet<String> = crate::session::Session::list(state_dir)
+        .map_err(|e| AuditError::Read {
+            path: state_dir.join("sessions"),
+            source: std::io::Error::other(e.to_string()),
+        })?
+        .into_iter()
+        .filter(|s| s.meta.lifecycle == crate::session::Lifecycle::Active)
+        .map(|s| s.meta.id.clone())
+        .collect();
+    log(state_dir).apply_retention_holding(retention, keep_from, &under_review, fields)
 }

@@ -194,6 +194,12 @@ pub fn retention_pass(
             report.record.unwrap_or(0),
         ));
     }
+    if !report.held_for_sessions.is_empty() {
+        said.push(format!(
+            "audit retention: segments past keep_days/keep_size kept: they hold records of sessions still waiting for review ({}); they go once each is applied or discarded",
+            report.held_for_sessions.join(", "),
+        ));
+    }
     if let (Some(held), Some((seq, destination))) = (report.held.first(), unsent) {
         said.push(format!(
             "audit retention: {} past keep_days/keep_size kept from record {}: export to {destination} has not sent records from {seq} on (they go once it has; the log may grow past keep_size meanwhile)",

@@ -179,11 +179,30 @@ both_modes!(
             said.contains(&format!("and {} sealed segments in", sealed.len())),
             "{said}"
         );
-        // Retention by size: every sealed segment goes, recorded first; verify says where the
-        // chain starts and why.
+        // Retention by size keeps what sessions still under review wrote, and says so.
         let config = w.base.join("config.toml");
         w.write(&config, "[audit]\nkeep_size = \"1\"\n");
-        let out = small_segments(w, &["log", "prune", "--config", config.to_str().unwrap()]);
+        let prune = || small_segments(w, &["log", "prune", "--config", config.to_str().unwrap()]);
+        let out = prune();
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(
+            stderr(&out).contains("sessions still waiting for review")
+                && stderr(&out).contains(&one)
+                && stderr(&out).contains(&two),
+            "{}",
+            stderr(&out)
+        );
+        assert_eq!(
+            airlock_audit::sealed_segments(&w.state).unwrap().len(),
+            sealed.len()
+        );
+        // Once both are discarded, every sealed segment goes, recorded first; verify says where
+        // the chain starts and why.
+        for session in [&one, &two] {
+            ran(&small_segments(w, &["discard", session]));
+        }
+        let sealed = airlock_audit::sealed_segments(&w.state).unwrap();
+        let out = prune();
         assert!(out.status.success(), "{}", stderr(&out));
         assert!(
             stderr(&out).contains(&format!(
@@ -205,14 +224,22 @@ both_modes!(
             "{}",
             stderr(&out)
         );
-        // The other session's records after the cut are still found.
+        // A session's records after the cut are found.
+        let three = new_session(w, "three");
         ran(&small_segments(
             w,
-            &["run", "--session", "two", "--", "true"],
+            &["run", "--session", "three", "--", "true"],
         ));
         let out = small_segments(
             w,
-            &["log", "--session", &two, "--action", "run.result", "--json"],
+            &[
+                "log",
+                "--session",
+                &three,
+                "--action",
+                "run.result",
+                "--json",
+            ],
         );
         let kept: Vec<serde_json::Value> = stdout(&out)
             .lines()
@@ -223,11 +250,11 @@ both_modes!(
         // A segment removed by hand is no retention: verify names it.
         ran(&small_segments(
             w,
-            &["run", "--session", "one", "--", "true"],
+            &["run", "--session", "three", "--", "true"],
         ));
         ran(&small_segments(
             w,
-            &["run", "--session", "one", "--", "true"],
+            &["run", "--session", "three", "--", "true"],
         ));
         let sealed = airlock_audit::sealed_segments(&w.state).unwrap();
         assert!(sealed.len() >= 2, "{sealed:?}");
