@@ -439,35 +439,14 @@ pub(crate) fn verify_stream(
             None => seq,
         };
         if seq < expected {
-            let seen = recent
-                .front()
-                .and_then(|(front, _)| seq.checked_sub(*front))
-                .and_then(|back| recent.get(back as usize));
-            let outcome = match (seen, replay.take()) {
-                (Some((_, earlier)), pending) => {
-                    let joins = pending.as_ref().is_none_or(|r| r.continued_by(seq, &prev));
-                    if *earlier == hash && joins {
-                        verdict.duplicates += 1 + pending.map_or(0, |r| r.records);
-                        Ok(())
-                    } else {
-                        Err(Problem::Conflicting { line: line_no, seq })
-                    }
-                }
-                (None, Some(pending)) if pending.continued_by(seq, &prev) => {
-                    replay = Some(pending.then(seq, hash));
-                    Ok(())
-                }
-                (None, None) if seq == 1 && prev == GENESIS => {
-                    replay = Some(Replay::starting(hash));
-                    Ok(())
-                }
-                (None, _) => Err(Problem::Reordered {
-                    line: line_no,
-                    expected,
-                    found: seq,
-                }),
+            let resent = Resent {
+                seq,
+                hash,
+                prev: &prev,
+                line: line_no,
+                expected,
             };
-            if let Err(problem) = outcome {
+            if let Err(problem) = resent.take(&recent, &mut replay, &mut verdict.duplicates) {
                 verdict.problem = Some(problem);
                 return Ok(verdict);
             }
@@ -518,6 +497,63 @@ pub(crate) fn verify_stream(
         });
     }
     Ok(verdict)
+}
+
+/// A record from before the last one taken: a copy of one seen, or a step of a resend.
+struct Resent<'a> {
+    seq: u64,
+    hash: String,
+    prev: &'a str,
+    line: u64,
+    expected: u64,
+}
+
+impl Resent<'_> {
+    /// A copy of a record still in `recent` (counted in `duplicates`, with the resend it ends),
+    /// a step of a resend from record 1 (kept in `replay` until its chain joins one seen), or a
+    /// problem: another record under a seq seen, or one from further back than a resend.
+    fn take(
+        self,
+        recent: &VecDeque<(u64, String)>,
+        replay: &mut Option<Replay>,
+        duplicates: &mut u64,
+    ) -> Result<(), Problem> {
+        let Resent {
+            seq,
+            hash,
+            prev,
+            line,
+            expected,
+        } = self;
+        let seen = recent
+            .front()
+            .and_then(|(front, _)| seq.checked_sub(*front))
+            .and_then(|back| recent.get(back as usize));
+        match (seen, replay.take()) {
+            (Some((_, earlier)), pending) => {
+                let joins = pending.as_ref().is_none_or(|r| r.continued_by(seq, prev));
+                if *earlier == hash && joins {
+                    *duplicates += 1 + pending.map_or(0, |r| r.records);
+                    Ok(())
+                } else {
+                    Err(Problem::Conflicting { line, seq })
+                }
+            }
+            (None, Some(pending)) if pending.continued_by(seq, prev) => {
+                *replay = Some(pending.then(seq, hash));
+                Ok(())
+            }
+            (None, None) if seq == 1 && prev == GENESIS => {
+                *replay = Some(Replay::starting(hash));
+                Ok(())
+            }
+            (None, _) => Err(Problem::Reordered {
+                line,
+                expected,
+                found: seq,
+            }),
+        }
+    }
 }
 
 /// Records resent from the log's start, not yet joined to those seen before.
