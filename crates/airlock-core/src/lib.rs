@@ -75,9 +75,9 @@ pub use policy::{
 };
 pub use refusal::flush_suppressed as flush_suppressed_refusals;
 pub use run::{
-    check_limits, check_run, command_argv, counted, prepare_run, run, run_prepared, timeout_ms,
-    Limit, LimitCheck, PreparedRun, RefusedDestination, RunAnswer, RunBody, RunEnd, RunEvent,
-    RunReport, RunRequest, RunResult, EXIT_CPU_LIMIT, EXIT_DISK_LIMIT, EXIT_TIMED_OUT,
+    check_limits, check_run, command_argv, counted, prepare_run, run, run_answering, run_prepared,
+    timeout_ms, Limit, LimitCheck, PreparedRun, RefusedDestination, RunAnswer, RunBody, RunEnd,
+    RunEvent, RunReport, RunRequest, RunResult, EXIT_CPU_LIMIT, EXIT_DISK_LIMIT, EXIT_TIMED_OUT,
     MAX_COMMAND_BYTES, SANDBOX_HOME, SANDBOX_USER, WARM_MAX_WAIT,
 };
 pub use session::{

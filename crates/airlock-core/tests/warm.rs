@@ -113,13 +113,23 @@ fn a_warm_sandbox_runs_the_requests_command_and_its_intent_is_written_only_then(
     let script = "test \"$(id -u)\" = 1000 && test \"$PWD\" = \"$WS\" && exit 7";
     let mut request = world.request(&script.replace("$WS", &world.workspace.to_string_lossy()));
     request.env = Some(Vec::new());
-    let report = airlock_core::run_prepared(&world.caller, prepared, request).unwrap();
+    // The caller is told the report once, when the result is already recorded.
+    let mut answered = Vec::new();
+    let report = airlock_core::run_prepared(&world.caller, prepared, request, &mut |told| {
+        answered.push((told.exit_status(), world.actions()));
+    })
+    .unwrap();
     assert_eq!(
         report.exit_status(),
         7,
         "the request's command did not run whole"
     );
     assert_eq!(world.actions(), ["run.intent", "run.result"]);
+    assert_eq!(
+        answered,
+        [(7, world.actions())],
+        "told before its result was recorded"
+    );
     let intent = world.last_intent();
     assert!(
         intent["argv"][2].as_str().unwrap().contains("exit 7"),
@@ -141,7 +151,9 @@ fn a_profile_changed_after_preparation_gets_a_sandbox_of_the_new_profile() {
     let prepared = airlock_core::prepare_run(&world.caller, world.request("")).unwrap();
     let old_sandbox = prepared.sandbox();
     world.write_profile("[limits]\nprocesses = 77\n");
-    let report = airlock_core::run_prepared(&world.caller, prepared, world.request(check)).unwrap();
+    let report =
+        airlock_core::run_prepared(&world.caller, prepared, world.request(check), &mut |_| {})
+            .unwrap();
     assert_eq!(
         report.exit_status(),
         0,
@@ -154,7 +166,9 @@ fn a_profile_changed_after_preparation_gets_a_sandbox_of_the_new_profile() {
     );
     // Unchanged, the prepared one is used.
     let prepared = airlock_core::prepare_run(&world.caller, world.request("")).unwrap();
-    let report = airlock_core::run_prepared(&world.caller, prepared, world.request(check)).unwrap();
+    let report =
+        airlock_core::run_prepared(&world.caller, prepared, world.request(check), &mut |_| {})
+            .unwrap();
     assert_eq!(report.exit_status(), 0);
     assert!(world.last_intent()["prepared_ms_before"].is_u64());
 }
@@ -169,7 +183,7 @@ fn a_request_for_another_workspace_gets_a_sandbox_of_its_own() {
     let prepared = airlock_core::prepare_run(&world.caller, world.request("")).unwrap();
     let mut request = world.request(&format!("test -e {}/only-here", other.display()));
     request.workspace = Some(other);
-    let report = airlock_core::run_prepared(&world.caller, prepared, request).unwrap();
+    let report = airlock_core::run_prepared(&world.caller, prepared, request, &mut |_| {}).unwrap();
     assert_eq!(report.exit_status(), 0, "ran in the prepared workspace");
     assert!(world.last_intent()["prepared_ms_before"].is_null());
 }
@@ -180,8 +194,13 @@ fn a_profile_disabled_after_preparation_refuses_the_run_and_its_sandbox_dies() {
     let prepared = airlock_core::prepare_run(&world.caller, world.request("")).unwrap();
     let sandbox = prepared.sandbox();
     airlock_core::kill_switch::disable(&world.caller, Some("warm"), "test: drained").unwrap();
-    let refused =
-        airlock_core::run_prepared(&world.caller, prepared, world.request("exit 0")).unwrap_err();
+    let refused = airlock_core::run_prepared(
+        &world.caller,
+        prepared,
+        world.request("exit 0"),
+        &mut |_| {},
+    )
+    .unwrap_err();
     assert_eq!(refused.code().0, "disabled", "{refused}");
     assert!(
         !sandbox.is_alive(),
@@ -205,7 +224,8 @@ fn a_file_created_under_a_hide_since_the_preparation_stays_hidden() {
     let prepared = airlock_core::prepare_run(&world.caller, world.request("")).unwrap();
     std::fs::write(&secret, "TOKEN=s3cret\n").unwrap();
     let check = format!("! grep -q s3cret {}", secret.display());
-    let report = airlock_core::run_prepared(&world.caller, prepared, world.request(&check));
+    let report =
+        airlock_core::run_prepared(&world.caller, prepared, world.request(&check), &mut |_| {});
     assert_eq!(report.unwrap().exit_status(), 0, "the file was seen");
     assert!(world.last_intent()["prepared_ms_before"].is_null());
     // One replaced since (renamed over the masked one) is not masked either.
@@ -213,7 +233,8 @@ fn a_file_created_under_a_hide_since_the_preparation_stays_hidden() {
     let replacement = world.workspace.join(".env.new");
     std::fs::write(&replacement, "TOKEN=s3cret\n").unwrap();
     std::fs::rename(&replacement, &secret).unwrap();
-    let report = airlock_core::run_prepared(&world.caller, prepared, world.request(&check));
+    let report =
+        airlock_core::run_prepared(&world.caller, prepared, world.request(&check), &mut |_| {});
     assert_eq!(
         report.unwrap().exit_status(),
         0,

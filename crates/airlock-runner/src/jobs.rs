@@ -415,7 +415,22 @@ async fn follow(
         () = token_ended(launch.token_valid.as_ref()) => Relay::TokenEnded,
         else => Relay::ClientGone,
     };
-    if !matches!(relayed, Relay::Done(..)) {
+    if let Relay::Done(out, err) = relayed {
+        // PERF: a worker ends its output once its outcome is written, before it reaps what is
+        // left of its sandbox and exits: the answer does not wait for that (see
+        // `worker::Answer`). A worker that ended without an outcome is waited for below.
+        if let Some(outcome) = written_outcome(&job.result_file) {
+            let jobs = launch.jobs.clone();
+            tokio::spawn(async move {
+                let _ = child.wait().await;
+                jobs.leave(entry);
+            });
+            if let Some(job_file) = &job_file {
+                let _ = std::fs::remove_file(job_file);
+            }
+            return Ok(Some((outcome, (out, err))));
+        }
+    } else {
         interrupt(pid).await;
     }
     let status = match tokio::time::timeout(KILL_AFTER_INTERRUPT, child.wait()).await {
@@ -523,6 +538,12 @@ async fn pass_on(
             return None;
         }
     }
+}
+
+/// The outcome in a worker's result file, if it holds a whole one.
+fn written_outcome(path: &Path) -> Option<WorkerReport> {
+    let text = crate::files::read_private(path).ok()?;
+    serde_json::from_slice(&text).ok()
 }
 
 fn read_outcome(

@@ -15,7 +15,7 @@ use std::os::fd::AsFd as _;
 use std::process::ExitCode;
 
 use crate::job::{Job, WorkerReport};
-use crate::worker::{caller, run, write_outcome, DRAINED};
+use crate::worker::{caller, run, Answer, DRAINED};
 
 /// The most bytes of a job on stdin: far above any job (a command line is at most 64 KiB, six
 /// times that in JSON), a bound on what a worker reads.
@@ -54,16 +54,21 @@ pub(crate) fn serve_one(prepare: &Job) -> ExitCode {
             return ExitCode::from(125);
         }
     }
+    let mut answer = Answer::new(&job);
     let outcome = match prepared {
         Some(prepared) => {
-            match airlock_core::run_prepared(&caller(&job), prepared, job.request()) {
+            let ran =
+                airlock_core::run_prepared(&caller(&job), prepared, job.request(), &mut |r| {
+                    answer.ran(r);
+                });
+            match ran {
                 Ok(report) => WorkerReport::Ran(report.end()),
                 Err(err) => WorkerReport::Refused(err.into()),
             }
         }
-        None => run(&job),
+        None => run(&job, &mut answer),
     };
-    write_outcome(&job, &outcome)
+    answer.finish(&outcome)
 }
 
 enum Waited {

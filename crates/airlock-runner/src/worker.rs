@@ -58,8 +58,54 @@ pub fn main() -> ExitCode {
     if std::env::var_os(WARM_VAR).is_some() {
         return crate::warm::serve_one(&job);
     }
-    let outcome = run(&job);
-    write_outcome(&job, &outcome)
+    let mut answer = Answer::new(&job);
+    let outcome = run(&job, &mut answer);
+    answer.finish(&outcome)
+}
+
+/// The worker's answer to its server: the outcome in the job's result file, then the end of its
+/// output streams. PERF: given as soon as core has the report, before what is left of the
+/// sandbox is reaped and this process exits: the server answers its client when both streams
+/// have ended and the file holds an outcome, and waits for this process only after that.
+pub(crate) struct Answer<'a> {
+    job: &'a Job,
+    /// The exit status once the outcome was written (or could not be).
+    given: Option<ExitCode>,
+}
+
+impl<'a> Answer<'a> {
+    pub(crate) fn new(job: &'a Job) -> Answer<'a> {
+        Answer { job, given: None }
+    }
+
+    /// The report core gives before the sandbox is reaped.
+    pub(crate) fn ran(&mut self, report: &airlock_core::RunReport) {
+        if self.given.is_none() {
+            let status = write_outcome(self.job, &WorkerReport::Ran(report.end()));
+            if status == ExitCode::SUCCESS {
+                end_output();
+            }
+            self.given = Some(status);
+        }
+    }
+
+    /// The outcome, unless it was given already; the exit status.
+    pub(crate) fn finish(self, outcome: &WorkerReport) -> ExitCode {
+        match self.given {
+            Some(status) => status,
+            None => write_outcome(self.job, outcome),
+        }
+    }
+}
+
+/// The server reads this process's stdout and stderr (the command's output, relayed) until
+/// their end: both are pointed at /dev/null once the outcome is written. Every byte of the
+/// command's output was written before (the relay drains before core reports).
+fn end_output() {
+    if let Ok(null) = std::fs::OpenOptions::new().write(true).open("/dev/null") {
+        let _ = nix::unistd::dup2_stdout(&null);
+        let _ = nix::unistd::dup2_stderr(&null);
+    }
 }
 
 /// The outcome in the job's result file; the exit status says whether it could be written.
@@ -109,9 +155,9 @@ pub(crate) fn caller(job: &Job) -> Caller {
     }
 }
 
-pub(crate) fn run(job: &Job) -> WorkerReport {
+pub(crate) fn run(job: &Job, answer: &mut Answer) -> WorkerReport {
     let request = job.request();
-    match airlock_core::run(&caller(job), request) {
+    match airlock_core::run_answering(&caller(job), request, &mut |report| answer.ran(report)) {
         Ok(report) => WorkerReport::Ran(report.end()),
         Err(err) => WorkerReport::Refused(err.into()),
     }

@@ -12,7 +12,7 @@ use std::time::Duration;
 use nix::sys::signal::Signal;
 use serde_json::{json, Value};
 
-use support::api::{assert_ok, assert_refused, audit_of, make_token, Server};
+use support::api::{assert_ok, assert_refused, audit_of, make_token, Addr, Server};
 use support::{wait_for, Mode, World};
 
 /// The live processes of this world's server's workers, warm or not, and of the sandboxes they
@@ -234,4 +234,79 @@ fn a_stopping_server_leaves_no_warm_sandbox(w: &World) {
     assert_eq!(warm_processes(w), 0);
     assert!(last_intent(w)["prepared_ms_before"].is_null());
     drop(server);
+}
+
+/// The worker processes of this world's server stopped (state T) by a test pause.
+fn stopped_workers(w: &World) -> Vec<i32> {
+    workers(w)
+        .into_iter()
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|stat| {
+                    stat.rsplit_once(") ")
+                        .map(|(_, rest)| rest.starts_with('T'))
+                })
+                .unwrap_or(false)
+        })
+        .collect()
+}
+
+both_modes!(the_answer_does_not_wait_for_what_is_left_of_the_sandbox);
+/// A run's answer is given once its result is recorded, with all its output; reaping what is
+/// left of its sandbox (pid 1's exit, its cgroups) and the worker's own exit come after. The
+/// worker stops itself right after giving its answer (the test build's pause): the client has
+/// the whole answer meanwhile, and once the worker goes on nothing of the run is left.
+fn the_answer_does_not_wait_for_what_is_left_of_the_sandbox(w: &World) {
+    let agent = warm_token(w, "");
+    let mut serve = w.airlock_with_test_hooks();
+    serve
+        .args(["serve", "--warm", "1"])
+        .env("AIRLOCK_TEST_PAUSE", "answered");
+    let server = Server::start_command(w, serve, Addr::Unix(w.state.join("airlock.sock")));
+    let api = server.client(&agent.token);
+    let script = "printf 'out%.0s' $(seq 20000); echo; echo err >&2; exit 3";
+    for way in ["cold", "warm"] {
+        let ran = api.post("/v1/runs", &json!({ "command": script }));
+        assert_eq!(ran.status, 200, "{way}: {}", ran.text());
+        let ran = ran.json();
+        assert_eq!(ran["exit_code"], 3, "{way}: {ran}");
+        assert_eq!(
+            ran["stdout"].as_str().unwrap().len(),
+            3 * 20000 + 1,
+            "{way}"
+        );
+        assert_eq!(ran["stderr"], "err\n", "{way}: {ran}");
+        assert_eq!(
+            last_intent(w)["prepared_ms_before"].is_u64(),
+            way == "warm",
+            "{way}"
+        );
+        let stopped = stopped_workers(w);
+        assert_eq!(
+            stopped.len(),
+            1,
+            "{way}: the worker did not stop after its answer"
+        );
+        let worker = stopped[0];
+        // Its cgroups are still there (as root, v1, where they are the run's own): removed once
+        // the worker goes on.
+        let memory = format!("/sys/fs/cgroup/memory/airlock/run-{worker}");
+        let own_cgroups = matches!(w.mode, Mode::Root) && std::path::Path::new(&memory).exists();
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(worker), Signal::SIGCONT).unwrap();
+        wait_for("the worker's exit", Duration::from_secs(20), || {
+            !workers(w).contains(&worker)
+        });
+        if own_cgroups {
+            for hierarchy in ["memory", "pids", "freezer"] {
+                let dir = format!("/sys/fs/cgroup/{hierarchy}/airlock/run-{worker}");
+                assert!(!std::path::Path::new(&dir).exists(), "{dir} is left");
+            }
+        }
+        if way == "cold" {
+            wait_for("a warm sandbox", Duration::from_secs(20), || {
+                warm_processes(w) >= 2
+            });
+        }
+    }
 }

@@ -159,9 +159,23 @@ impl RunReport {
 ///
 /// Must be called while the process is single-threaded (the jail forks).
 pub fn run(caller: &Caller, request: RunRequest) -> Result<RunReport, Error> {
+    run_answering(caller, request, &mut |_| {})
+}
+
+/// [`run`], telling `answer` the report as soon as the run's result is recorded and its session
+/// settled, before what is left of the sandbox is reaped (its pid 1's exit, its cgroups): for a
+/// front end whose client waits for the answer, not for the cleanup. The report given is the
+/// one returned.
+///
+/// Must be called while the process is single-threaded (the jail forks).
+pub fn run_answering(
+    caller: &Caller,
+    request: RunRequest,
+    answer: &mut dyn FnMut(&RunReport),
+) -> Result<RunReport, Error> {
     let session = request.session.clone();
     crate::refusal::audited(caller, "run.refused", session.as_deref(), || {
-        run_confined(caller, request)
+        run_confined(caller, request, answer)
     })
 }
 
@@ -180,12 +194,16 @@ pub fn check_run(caller: &Caller, request: RunRequest) -> Result<(), Error> {
     })
 }
 
-fn run_confined(caller: &Caller, request: RunRequest) -> Result<RunReport, Error> {
+fn run_confined(
+    caller: &Caller,
+    request: RunRequest,
+    answer: &mut dyn FnMut(&RunReport),
+) -> Result<RunReport, Error> {
     let plan = resolve(caller, request)?;
     // PERF: as root, the sandbox's network namespace is made on the other CPU while this prepares.
     let network = airlock_jail::start_network(caller.way)?;
     let built = build(&plan)?;
-    carry_out(&plan, built, Sandboxing::Cold(network))
+    carry_out(&plan, built, Sandboxing::Cold(network), answer)
 }
 
 /// Phases 2 to 4: what a run's sandbox is built from, judged and made ready.
@@ -221,8 +239,14 @@ enum Sandboxing {
     Warm(Box<airlock_jail::Launching>, std::time::Instant),
 }
 
-/// Phases 5 to 8: the run from its intent to its settled session.
-fn carry_out(plan: &Plan, built: Built, sandboxing: Sandboxing) -> Result<RunReport, Error> {
+/// Phases 5 to 8: the run from its intent to its settled session; `answer` is told the report
+/// before the sandbox's last remains are reaped.
+fn carry_out(
+    plan: &Plan,
+    built: Built,
+    sandboxing: Sandboxing,
+    answer: &mut dyn FnMut(&RunReport),
+) -> Result<RunReport, Error> {
     let Built {
         staging,
         mut turn,
@@ -306,7 +330,10 @@ fn carry_out(plan: &Plan, built: Built, sandboxing: Sandboxing) -> Result<RunRep
     // The run leaves the registry of running sandboxes once its result is written, then returns
     // only when nothing of the sandbox remains.
     drop(registration);
-    supervised.reap();
+    // What is left of the sandbox (pid 1 exiting, its cgroups) is reaped once the report is
+    // given. The session's layer is settled before: a run with a layer on disk was reaped
+    // above already (nothing writes to it any more), one without has nothing to settle.
+    let ending = supervised.ending.take();
     // A session named by the request was the caller's already: kept is a throwaway's news.
     let kept = !turn.throwaway && plan.session.is_none();
     let session_dir = turn
@@ -319,7 +346,7 @@ fn carry_out(plan: &Plan, built: Built, sandboxing: Sandboxing) -> Result<RunRep
     if let (Some(dir), Some(tails)) = (&session_dir, &finished.output_tails) {
         crate::session_runs::keep_output(dir, &intent.run_id, tails);
     }
-    Ok(RunReport {
+    let report = RunReport {
         outcome: finished.outcome,
         output_dropped: finished.output_dropped,
         output_failures: finished.output_failures,
@@ -332,7 +359,13 @@ fn carry_out(plan: &Plan, built: Built, sandboxing: Sandboxing) -> Result<RunRep
         refused: refused.0,
         refused_unlisted: refused.1,
         learned,
-    })
+    };
+    answer(&report);
+    launch::test_pause("answered");
+    if let Some(sandbox) = ending {
+        sandbox.reap();
+    }
+    Ok(report)
 }
 
 /// The bytes of the files under `dir` (not following links): what a learning run wrote.

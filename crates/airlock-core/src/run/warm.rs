@@ -82,6 +82,7 @@ pub fn run_prepared(
     caller: &Caller,
     prepared: PreparedRun,
     request: RunRequest,
+    answer: &mut dyn FnMut(&RunReport),
 ) -> Result<RunReport, Error> {
     let session = request.session.clone();
     crate::refusal::audited(caller, "run.refused", session.as_deref(), || {
@@ -92,11 +93,12 @@ pub fn run_prepared(
                 &plan,
                 built,
                 Sandboxing::Warm(Box::new(launching), prepared_at),
+                answer,
             ),
             None => {
                 let network = airlock_jail::start_network(caller.way)?;
                 let built = build(&plan)?;
-                carry_out(&plan, built, Sandboxing::Cold(network))
+                carry_out(&plan, built, Sandboxing::Cold(network), answer)
             }
         }
     })

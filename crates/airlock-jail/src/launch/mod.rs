@@ -116,6 +116,9 @@ pub struct Sandbox {
     report: Option<std::fs::File>,
     /// Pid 1 has been waited for: its pid is no longer ours to signal.
     reaped: bool,
+    /// Pid 1 reported the command's end: it is exiting by itself, and the cgroups it left are
+    /// empty unless the command left a daemon behind.
+    command_reported: bool,
     /// The sandbox's network namespace, held until pid 1 is reaped. PERF: the kernel frees a
     /// network namespace on a worker thread, and this way it starts after pid 1's exit rather
     /// than during it, where its RCU grace period would delay the teardown of the mounts by one.
@@ -381,6 +384,11 @@ impl Sandbox {
 
 impl Drop for Sandbox {
     fn drop(&mut self) {
+        // PERF: removed while the kernel tears pid 1's namespaces down (v1, where pid 1 left
+        // them), not after; what a daemon still holds is removed once pid 1 is reaped, below.
+        if let (Some(group), true) = (&mut self.cgroup, self.command_reported) {
+            group.remove_empty();
+        }
         if !self.reaped {
             // SECURITY: nothing of it may outlive the run. After its report, pid 1 is exiting by
             // itself, and SIGKILL changes nothing for it; but a process that `airlock pause`

@@ -333,6 +333,7 @@ fn clone_setup_process(
         report: None,
         network: None,
         reaped: false,
+        command_reported: false,
         signals,
         cgroup: None,
         helper_namespaces,

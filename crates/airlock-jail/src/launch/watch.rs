@@ -201,11 +201,9 @@ impl Sandbox {
                 }),
         };
         let memory = self.cgroup.as_ref().map(|group| group.memory_stats());
-        if report.is_some() {
-            if let Some(group) = &mut self.cgroup {
-                group.remove_empty();
-            }
-        }
+        // PERF: its cgroups are removed when it is reaped, which the caller may do after it
+        // has answered its own client (see `Sandbox`'s drop).
+        self.command_reported = report.is_some();
         // The pipes end when every process of the sandbox has closed them, which each does as it
         // exits: before the kernel's teardown of the namespaces, so this does not wait for it.
         let (output_dropped, output_failures, output_tails) =
