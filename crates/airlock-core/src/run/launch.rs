@@ -67,23 +67,24 @@ pub(super) fn launch(
     // both are on disk before the go-ahead; if either fails, dropping `launching` kills the
     // sandbox before its command could start. (A full disk refuses the run here.)
     crate::audit::append_deferred(audit, action, intent)?;
-    let registration = crate::control::reserve(&plan.state_dir)?;
-    test_pause("reserved");
-    registration.fill(&listing.entry(plan, launching.id()))?;
-    test_pause("listed");
+    // PERF: the intent is made durable on a thread of its own while the run is listed; the
+    // go-ahead below waits for both. Nothing forks meanwhile (the sandbox's processes are
+    // cloned already), and the thread has ended before anything does.
+    let (listed, synced) = std::thread::scope(|scope| {
+        let syncing = scope.spawn(|| sync_intent(audit));
+        let listed = list(plan, listing, launching.id());
+        let synced = syncing
+            .join()
+            .unwrap_or_else(|_| Err("the audit log's sync failed".to_string()));
+        (listed, synced)
+    });
+    let registration = listed?;
     // SECURITY: asked again now that the kill switch can see the run: an 'airlock disable'
     // from here on kills it, and one before is seen here; either way its command never starts.
     if let Err(disabled) = crate::control::check_enabled(&plan.state_dir, &plan.profile.name) {
         drop(launching.refuse(disabled.to_string()));
         return Err(disabled.into());
     }
-    let synced =
-        if cfg!(debug_assertions) && std::env::var("AIRLOCK_TEST_FAULT").as_deref() == Ok("gate") {
-            // Debug builds: AIRLOCK_TEST_FAULT=gate makes the last check fail, for the tests.
-            Err("the audit log could not be synced (test fault)".to_string())
-        } else {
-            audit.sync().map_err(|e| e.to_string())
-        };
     // Step 16 (go-ahead), or the sandbox stopped for the reason the intent is not durable. A
     // warm sandbox gets its command now, and this process's stdin as it is now, as a cold one
     // inherits it (its own is this process's stdin at its preparation).
@@ -97,6 +98,28 @@ pub(super) fn launch(
         Err(why) => Err(launching.refuse(why)),
     };
     Ok((started, Some(registration), injector))
+}
+
+/// The run in the registry of running sandboxes, which 'airlock kill/pause/disable' read.
+fn list(
+    plan: &Plan,
+    listing: Listing,
+    sandbox: airlock_jail::control::SandboxId,
+) -> Result<Registration, Error> {
+    let registration = crate::control::reserve(&plan.state_dir)?;
+    test_pause("reserved");
+    registration.fill(&listing.entry(plan, sandbox))?;
+    test_pause("listed");
+    Ok(registration)
+}
+
+/// The intent made durable (step 12's end): the go-ahead waits for it.
+fn sync_intent(audit: &crate::audit::Log) -> Result<(), String> {
+    if cfg!(debug_assertions) && std::env::var("AIRLOCK_TEST_FAULT").as_deref() == Ok("gate") {
+        // Debug builds: AIRLOCK_TEST_FAULT=gate makes the last check fail, for the tests.
+        return Err("the audit log could not be synced (test fault)".to_string());
+    }
+    audit.sync().map_err(|e| e.to_string())
 }
 
 /// SECURITY: the values are read only once the sandbox's processes are cloned, so that none of
