@@ -359,12 +359,12 @@ fn a_whole_log_resent_verifies_once_its_chain_joins_what_was_seen() {
     let verdict = verify_remembering(&resent, 2);
     assert_eq!(verdict.problem, None, "{verdict:?}");
     assert_eq!((verdict.records, verdict.duplicates), (8, 6));
-    // A resend that never joins (the stream ends in it) proves nothing.
+    // A resend that never joins (the stream ends in it) proves nothing: another chain.
     let cut: Vec<String> = all[..6].iter().chain(&all[..3]).cloned().collect();
-    assert!(matches!(
+    assert_eq!(
         verify_remembering(&cut, 2).problem,
-        Some(Problem::Reordered { .. })
-    ));
+        Some(Problem::NewChain { line: 7, after: 6 })
+    );
     // A forged record 2 in the resend breaks its chain to record 3.
     let mut forged: Vec<String> = all[..6].iter().chain(&all[..8]).cloned().collect();
     forged[7] = all[1].replace("\"seq\":2", "\"seq\":2,\"x\":1");
@@ -445,4 +445,35 @@ fn an_exported_stream_with_a_record_lost_altered_or_foreign_is_broken() {
         verify_text(&swapped).problem,
         Some(Problem::Missing { line: 2, .. })
     ));
+}
+
+/// What an exporter sends after the log was replaced under it: the old chain, then the new log
+/// from its record 1. verify --from says where the second chain starts; each part verifies.
+#[test]
+fn a_replaced_log_exported_after_the_old_one_is_a_new_chain_each_part_verifying() {
+    let (_dir, log) = log_with(6);
+    let other_dir = tempfile::tempdir().unwrap();
+    let replacement = AuditLog::new(other_dir.path(), Sync::Never);
+    for i in 0..3 {
+        replacement
+            .append("other.event", json!({ "i": i }))
+            .unwrap();
+    }
+    let (old, new) = (lines(&log), lines(&replacement));
+    let stream: Vec<&str> = old.iter().chain(&new).map(String::as_str).collect();
+    let verdict = verify_text(&stream.join("\n"));
+    assert_eq!(
+        verdict.problem,
+        Some(Problem::NewChain { line: 7, after: 6 }),
+        "{verdict:?}"
+    );
+    assert_eq!(verdict.records, 6);
+    let message = verdict.problem.unwrap().to_string();
+    assert!(message.contains("tail -n +7 FILE"), "{message}");
+    let second = verify_text(&stream[6..].join("\n"));
+    assert_eq!((second.problem, second.records), (None, 3));
+    // Beyond the records remembered, the same: the new chain never joins one seen.
+    let text = stream.join("\n");
+    let far = verify::verify_stream(text.as_bytes(), Path::new("exported.jsonl"), 2).unwrap();
+    assert_eq!(far.problem, Some(Problem::NewChain { line: 7, after: 6 }));
 }

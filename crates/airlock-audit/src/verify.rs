@@ -414,14 +414,12 @@ pub(crate) fn verify_stream(
     // copies only once their own chain, from record 1, joins a record `recent` holds, which the
     // chain then proves identical all the way back.
     let mut replay: Option<Replay> = None;
-    let mut lines_read = 0;
     for (index, line) in input.split(b'\n').enumerate() {
         let line = line.map_err(|source| AuditError::Read {
             path: name.to_path_buf(),
             source,
         })?;
         let line_no = index as u64 + 1;
-        lines_read = line_no;
         let Some((seq, hash, prev, record)) = exported_record(&line) else {
             verdict.skipped += u64::from(!line.trim_ascii().is_empty());
             continue;
@@ -486,14 +484,11 @@ pub(crate) fn verify_stream(
         verdict.last = Some((seq, hash));
     }
     if let Some(pending) = replay {
-        // The stream ends inside a resend that never came back to what was seen before.
-        verdict.problem = Some(Problem::Reordered {
-            line: lines_read,
-            expected: verdict
-                .last
-                .as_ref()
-                .map_or(1, |(last, _)| last.saturating_add(1)),
-            found: pending.next_seq.saturating_sub(1),
+        // The stream ends inside a chain from record 1 that never came back to what was seen
+        // before: nothing proves it a copy; it is another chain (a log replaced).
+        verdict.problem = Some(Problem::NewChain {
+            line: pending.line,
+            after: verdict.last.as_ref().map_or(0, |(last, _)| *last),
         });
     }
     Ok(verdict)
@@ -529,14 +524,23 @@ impl Resent<'_> {
             .front()
             .and_then(|(front, _)| seq.checked_sub(*front))
             .and_then(|back| recent.get(back as usize));
+        let after = expected.saturating_sub(1);
         match (seen, replay.take()) {
             (Some((_, earlier)), pending) => {
                 let joins = pending.as_ref().is_none_or(|r| r.continued_by(seq, prev));
                 if *earlier == hash && joins {
                     *duplicates += 1 + pending.map_or(0, |r| r.records);
-                    Ok(())
-                } else {
-                    Err(Problem::Conflicting { line, seq })
+                    return Ok(());
+                }
+                // A chain from record 1 that is not the one seen: the log was replaced (an
+                // exporter then sends the new one from its start), not a copy altered.
+                match pending {
+                    Some(pending) => Err(Problem::NewChain {
+                        line: pending.line,
+                        after,
+                    }),
+                    None if seq == 1 && prev == GENESIS => Err(Problem::NewChain { line, after }),
+                    None => Err(Problem::Conflicting { line, seq }),
                 }
             }
             (None, Some(pending)) if pending.continued_by(seq, prev) => {
@@ -544,7 +548,7 @@ impl Resent<'_> {
                 Ok(())
             }
             (None, None) if seq == 1 && prev == GENESIS => {
-                *replay = Some(Replay::starting(hash));
+                *replay = Some(Replay::starting(hash, line));
                 Ok(())
             }
             (None, _) => Err(Problem::Reordered {
@@ -561,14 +565,17 @@ struct Replay {
     next_seq: u64,
     last_hash: String,
     records: u64,
+    /// The line of its record 1.
+    line: u64,
 }
 
 impl Replay {
-    fn starting(hash: String) -> Replay {
+    fn starting(hash: String, line: u64) -> Replay {
         Replay {
             next_seq: 2,
             last_hash: hash,
             records: 1,
+            line,
         }
     }
 
@@ -581,6 +588,7 @@ impl Replay {
             next_seq: seq.saturating_add(1),
             last_hash: hash,
             records: self.records + 1,
+            line: self.line,
         }
     }
 }
@@ -650,6 +658,11 @@ pub enum Problem {
     /// A record under a seq already seen, but not the same record (an exported stream: two
     /// logs mixed, or a copy altered).
     Conflicting { line: u64, seq: u64 },
+    /// An exported stream: a chain starts again from record 1 at `line`, after record `after`,
+    /// and does not join the records before it (its record 1 is not the one seen, or it never
+    /// reaches one seen): the log was replaced, and its exporter sent the new one from its
+    /// start. Each part verifies on its own.
+    NewChain { line: u64, after: u64 },
     /// The last line was cut short (a crash while appending; the next append recovers it).
     TornLastLine { line: u64 },
     /// Records after `last` were removed: the head file saw `head`.
@@ -691,6 +704,10 @@ impl std::fmt::Display for Problem {
             Problem::Conflicting { line, seq } => write!(
                 f,
                 "line {line} holds a record {seq} that is not the record {seq} before it: two logs were mixed, or one copy was altered"
+            ),
+            Problem::NewChain { line, after } => write!(
+                f,
+                "line {line} starts a chain from record 1 again, after record {after}, that does not join the records before it: the log was replaced (or restored, or started again) and its exporter sent it from its start, as it says on its stderr; the lines before verify as one chain; verify the lines from {line} on as another ('tail -n +{line} FILE | airlock log verify --from -')"
             ),
             Problem::TornLastLine { line } => write!(
                 f,

@@ -1,0 +1,284 @@
+//! The tail's tests (in a file of their own: tail.rs stays readable).
+
+use super::*;
+use crate::{AuditLog, Sync};
+use serde_json::json;
+use std::io::Write;
+
+fn drain(tail: &mut Tail) -> Vec<u64> {
+    let mut seqs = Vec::new();
+    while let Some(record) = tail.next_record().unwrap() {
+        seqs.push(record.seq);
+    }
+    seqs
+}
+
+/// Records of another log: never the same as `append`'s, even written in the same millisecond.
+fn append_other(log: &AuditLog, n: u64) {
+    for i in 0..n {
+        log.append("other.event", json!({ "i": i })).unwrap();
+    }
+}
+
+fn append(log: &AuditLog, n: u64) {
+    for i in 0..n {
+        log.append("test.event", json!({ "i": i })).unwrap();
+    }
+}
+
+#[test]
+fn records_come_once_each_in_order_as_they_are_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = AuditLog::new(dir.path(), Sync::Never);
+    let mut tail = Tail::after(&log.path(), None);
+    assert_eq!(drain(&mut tail), Vec::<u64>::new(), "no log yet");
+    append(&log, 3);
+    assert_eq!(drain(&mut tail), [1, 2, 3]);
+    assert_eq!(drain(&mut tail), Vec::<u64>::new());
+    append(&log, 2);
+    assert_eq!(drain(&mut tail), [4, 5]);
+    assert!(tail.take_notes().is_empty());
+}
+
+#[test]
+fn the_exact_stored_line_and_its_offset_are_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = AuditLog::new(dir.path(), Sync::Never);
+    append(&log, 2);
+    let text = std::fs::read(log.path()).unwrap();
+    let mut tail = Tail::after(&log.path(), None);
+    let first = tail.next_record().unwrap().unwrap();
+    let second = tail.next_record().unwrap().unwrap();
+    let first_end = text.iter().position(|&b| b == b'\n').unwrap();
+    assert_eq!(first.line, &text[..first_end]);
+    assert_eq!(second.offset, first_end as u64 + 1);
+    assert_eq!(second.line, &text[first_end + 1..text.len() - 1]);
+    assert_eq!(second.prev, first.hash);
+}
+
+#[test]
+fn a_position_resumes_right_after_its_record_without_reading_the_log_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = AuditLog::new(dir.path(), Sync::Never);
+    append(&log, 5);
+    let mut tail = Tail::after(&log.path(), None);
+    tail.next_record().unwrap();
+    let third = {
+        tail.next_record().unwrap();
+        tail.next_record().unwrap().unwrap()
+    };
+    // Spoil the first record: a resume that read the log again from its start would say
+    // so; one that starts at the offset never sees it.
+    let text = std::fs::read(log.path()).unwrap();
+    let first_end = text.iter().position(|&b| b == b'\n').unwrap();
+    let mut spoilt = vec![b'x'; first_end];
+    spoilt.extend_from_slice(&text[first_end..]);
+    std::fs::write(log.path(), spoilt).unwrap();
+    let mut resumed = Tail::after(&log.path(), Some(third.position()));
+    assert_eq!(drain(&mut resumed), [4, 5]);
+    assert!(resumed.take_notes().is_empty());
+    assert_eq!(resumed.offset, std::fs::metadata(log.path()).unwrap().len());
+}
+
+#[test]
+fn a_stale_offset_falls_back_to_skipping_by_seq() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = AuditLog::new(dir.path(), Sync::Never);
+    append(&log, 4);
+    let mut tail = Tail::after(&log.path(), None);
+    tail.next_record().unwrap();
+    let mut position = tail.next_record().unwrap().unwrap().position();
+    position.offset += 7;
+    assert_eq!(drain(&mut Tail::after(&log.path(), Some(position))), [3, 4]);
+}
+
+#[test]
+fn a_line_being_written_waits_for_its_newline() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = AuditLog::new(dir.path(), Sync::Never);
+    append(&log, 1);
+    let mut tail = Tail::after(&log.path(), None);
+    assert_eq!(drain(&mut tail), [1]);
+    // Half a record, as a crash (or a write in progress) leaves it.
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(log.path())
+        .unwrap();
+    file.write_all(b"{\"seq\":2,\"time\":\"half").unwrap();
+    assert_eq!(drain(&mut tail), Vec::<u64>::new());
+    // The next append cuts it off and says so; both records come, the torn line never.
+    append(&log, 1);
+    let records: Vec<String> = std::iter::from_fn(|| tail.next_record().unwrap())
+        .map(|r| r.record["action"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(records, ["log.recovered", "test.event"]);
+    assert!(tail.take_notes().is_empty());
+}
+
+#[test]
+fn a_log_moved_away_is_read_to_its_end_then_the_new_one_followed() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = AuditLog::new(dir.path(), Sync::Never);
+    append(&log, 2);
+    let mut tail = Tail::after(&log.path(), None);
+    assert_eq!(drain(&mut tail), [1, 2]);
+    append(&log, 1);
+    // Rotated by hand: the log and its head moved away; the new log continues the chain.
+    std::fs::rename(log.path(), dir.path().join("audit.log.1")).unwrap();
+    append(&log, 2);
+    assert_eq!(drain(&mut tail), [3, 4, 5]);
+    assert!(tail.take_notes().is_empty());
+}
+
+#[test]
+fn records_missing_or_replaced_are_noted_not_hidden() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = AuditLog::new(dir.path(), Sync::Never);
+    append(&log, 3);
+    let mut tail = Tail::after(&log.path(), None);
+    let exported: Vec<Tailed> = std::iter::from_fn(|| tail.next_record().unwrap()).collect();
+    // Another log entirely at the same place: its record 3 is not the one exported, so
+    // nothing of it was: all of it is exported, and that is said.
+    let other = tempfile::tempdir().unwrap();
+    let replacement = AuditLog::new(other.path(), Sync::Never);
+    append_other(&replacement, 5);
+    std::fs::copy(replacement.path(), log.path()).unwrap();
+    let mut resumed = Tail::after(&log.path(), Some(exported[2].position()));
+    assert_eq!(drain(&mut resumed), [1, 2, 3, 4, 5]);
+    let notes = resumed.take_notes();
+    assert!(
+        notes[0].contains("does not hold record 3, the last exported"),
+        "{notes:?}"
+    );
+
+    // Records removed from the middle before they were exported: the gap is said.
+    let mut lines: Vec<String> = std::fs::read_to_string(log.path())
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    lines.remove(1);
+    std::fs::write(log.path(), lines.join("\n") + "\nnot a record\n").unwrap();
+    let mut tail = Tail::after(&log.path(), None);
+    assert_eq!(drain(&mut tail), [1, 3, 4, 5]);
+    let notes = tail.take_notes();
+    assert!(
+        notes[0].contains("records 2 to 2 are not in the log"),
+        "{notes:?}"
+    );
+    assert!(notes[1].contains("is not an audit record"), "{notes:?}");
+}
+
+#[test]
+fn a_record_altered_in_the_log_is_exported_as_it_is_for_verify_to_find() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = AuditLog::new(dir.path(), Sync::Never);
+    append(&log, 3);
+    let text = std::fs::read_to_string(log.path()).unwrap();
+    std::fs::write(log.path(), text.replacen("\"i\":1", "\"i\":7", 1)).unwrap();
+    let mut tail = Tail::after(&log.path(), None);
+    let records: Vec<Tailed> = std::iter::from_fn(|| tail.next_record().unwrap()).collect();
+    assert_eq!(records.len(), 3);
+    assert!(String::from_utf8_lossy(&records[1].line).contains("\"i\":7"));
+}
+
+#[test]
+fn a_log_cut_shorter_is_read_again_and_only_new_records_come() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = AuditLog::new(dir.path(), Sync::Never);
+    append(&log, 3);
+    let mut tail = Tail::after(&log.path(), None);
+    assert_eq!(drain(&mut tail), [1, 2, 3]);
+    std::fs::write(log.path(), b"").unwrap();
+    append(&log, 1);
+    // The chain goes on from audit.head (record 4); nothing before it is yielded again.
+    assert_eq!(drain(&mut tail), [4]);
+    assert!(tail.take_notes()[0].contains("was cut shorter"));
+}
+
+/// Found by review: a cursor ahead of the log (the log replaced by hand with a new, shorter
+/// chain, or restored from a backup) had the records 1 to the cursor's seq of the new log skipped
+/// silently, those there and those written after.
+#[test]
+fn a_cursor_ahead_of_a_replaced_log_exports_all_of_it_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = AuditLog::new(dir.path(), Sync::Never);
+    append(&log, 6);
+    let mut tail = Tail::after(&log.path(), None);
+    let exported: Vec<Tailed> = std::iter::from_fn(|| tail.next_record().unwrap()).collect();
+    let cursor = exported[5].position();
+    let other = tempfile::tempdir().unwrap();
+    let replacement = AuditLog::new(other.path(), Sync::Never);
+    append_other(&replacement, 3);
+    std::fs::copy(replacement.path(), log.path()).unwrap();
+    let mut resumed = Tail::after(&log.path(), Some(cursor));
+    assert_eq!(drain(&mut resumed), [1, 2, 3]);
+    let notes = resumed.take_notes();
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert!(
+        notes[0].contains("does not hold record 6, the last exported")
+            && notes[0].contains("from its first record (record 1)"),
+        "{notes:?}"
+    );
+    // What the replaced log gets next comes too, each once.
+    append(&log, 2);
+    assert_eq!(drain(&mut resumed), [4, 5]);
+    assert!(resumed.take_notes().is_empty());
+}
+
+/// Found by review: a log copy-truncated (a log rotator's copytruncate) and written again past
+/// the offset the tail had reached was read from that stale offset: from the middle of a line,
+/// records skipped as a "gap" that was at the start of the file.
+#[test]
+fn a_log_copy_truncated_and_regrown_past_the_offset_is_followed_by_seq() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = AuditLog::new(dir.path(), Sync::Never);
+    append(&log, 5);
+    let mut tail = Tail::after(&log.path(), None);
+    let exported: Vec<Tailed> = std::iter::from_fn(|| tail.next_record().unwrap()).collect();
+    assert_eq!(exported.len(), 5);
+    std::fs::copy(log.path(), dir.path().join("audit.log.1")).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(log.path())
+        .unwrap()
+        .set_len(0)
+        .unwrap();
+    // The chain goes on from audit.head: record 6's prev is record 5's hash.
+    append(&log, 8);
+    assert!(std::fs::metadata(log.path()).unwrap().len() > tail.offset + 100);
+    assert_eq!(drain(&mut tail), (6..=13).collect::<Vec<_>>());
+    assert_eq!(tail.take_notes(), Vec::<String>::new());
+    // A new start from the cursor finds it the same way: its offset holds another record now.
+    let mut resumed = Tail::after(&log.path(), Some(exported[4].position()));
+    assert_eq!(drain(&mut resumed), (6..=13).collect::<Vec<_>>());
+    assert_eq!(resumed.take_notes(), Vec::<String>::new());
+}
+
+/// A record that does not join the one before, where the log really holds them so (not a
+/// stale place): said, and exported as it is, once; the tail does not go looking again.
+#[test]
+fn a_broken_link_in_the_log_itself_is_said_and_exported_as_it_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = AuditLog::new(dir.path(), Sync::Never);
+    append(&log, 2);
+    let other = tempfile::tempdir().unwrap();
+    let stranger = AuditLog::new(other.path(), Sync::Never);
+    append_other(&stranger, 3);
+    // Record 3 of another chain appended: seq follows, prev does not.
+    let theirs = std::fs::read_to_string(stranger.path()).unwrap();
+    let third = theirs.lines().nth(2).unwrap();
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(log.path())
+        .unwrap();
+    writeln!(file, "{third}").unwrap();
+    let mut tail = Tail::after(&log.path(), None);
+    assert_eq!(drain(&mut tail), [1, 2, 3]);
+    let notes = tail.take_notes();
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert!(
+        notes[0].contains("record 3 does not follow record 2"),
+        "{notes:?}"
+    );
+}
