@@ -477,3 +477,19 @@ fn a_replaced_log_exported_after_the_old_one_is_a_new_chain_each_part_verifying(
     let far = verify::verify_stream(text.as_bytes(), Path::new("exported.jsonl"), 2).unwrap();
     assert_eq!(far.problem, Some(Problem::NewChain { line: 7, after: 6 }));
 }
+
+/// A segment size that does not read refuses each append, naming the variable, its value and
+/// what to do, and writes nothing; reading the log goes on.
+#[test]
+fn an_append_under_a_bad_segment_size_is_refused_and_says_why() {
+    let (_dir, mut log) = log_with(1);
+    log.layout = Layout::from_values(Some("64X"), None);
+    let error = log.append("test.event", json!({})).unwrap_err().to_string();
+    assert!(
+        error.starts_with("AIRLOCK_AUDIT_SEGMENT_SIZE=\"64X\" is not a size — nothing was done")
+            && error.contains("at least 1K"),
+        "{error}"
+    );
+    assert_eq!(lines(&log).len(), 1);
+    assert_eq!(log.verify().unwrap().problem, None);
+}
