@@ -48,7 +48,7 @@ mod segments;
 mod tail;
 mod verify;
 
-pub use index::{SegmentIndex, INDEX_VERSION};
+pub use index::{SegmentIndex, INDEX_VERSION, MAX_LISTED};
 pub use reader::{Filter, Records};
 pub use retention::{Removed, Retention, RetentionReport};
 pub use segments::{

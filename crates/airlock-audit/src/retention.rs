@@ -150,16 +150,12 @@ impl AuditLog {
                 report.held.push(removed_of(segment, index));
                 continue;
             }
-            let reviewed: Vec<&String> = index
-                .sessions
-                .iter()
-                .filter(|session| under_review.contains(*session))
-                .collect();
+            let reviewed = sessions_under_review(segment, index, under_review)?;
             if !reviewed.is_empty() {
                 report.held.push(removed_of(segment, index));
                 for session in reviewed {
-                    if !report.held_for_sessions.contains(session) {
-                        report.held_for_sessions.push(session.clone());
+                    if !report.held_for_sessions.contains(&session) {
+                        report.held_for_sessions.push(session);
                     }
                 }
                 continue;
@@ -228,6 +224,47 @@ impl AuditLog {
         }
         Ok(())
     }
+}
+
+/// The sessions of `under_review` that `segment` holds records of: as its index lists them, or,
+/// when that list was cut (more sessions than an index lists), as its records say.
+fn sessions_under_review(
+    segment: &Sealed,
+    index: &SegmentIndex,
+    under_review: &BTreeSet<String>,
+) -> Result<Vec<String>, AuditError> {
+    if under_review.is_empty() {
+        return Ok(Vec::new());
+    }
+    if !index.overflowed("sessions") {
+        return Ok(index
+            .sessions
+            .iter()
+            .filter(|session| under_review.contains(*session))
+            .cloned()
+            .collect());
+    }
+    let read_error = |source| AuditError::Read {
+        path: segment.path.clone(),
+        source,
+    };
+    let file = match fs::File::open(&segment.path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(read_error(e)),
+    };
+    let mut found = BTreeSet::new();
+    for line in io::BufRead::split(io::BufReader::new(file), b'\n') {
+        let line = line.map_err(read_error)?;
+        if let Ok(Value::Object(record)) = serde_json::from_slice::<Value>(&line) {
+            if let Some(session) = record.get("session").and_then(Value::as_str) {
+                if under_review.contains(session) {
+                    found.insert(session.to_string());
+                }
+            }
+        }
+    }
+    Ok(found.into_iter().collect())
 }
 
 fn read_index(segment: &Sealed) -> Result<Option<SegmentIndex>, AuditError> {
