@@ -25,6 +25,9 @@ pub enum Delivery {
     /// resent at once, as OTLP asks; but not dropped either: the log keeps every record for
     /// the destination, so it is tried again after a long pause, for someone to fix the cause.
     Refused { why: String },
+    /// Too large as one request (HTTP 413): sent again in halves, down to one record a request
+    /// (one refused alone is a [`Delivery::Refused`]: never skipped).
+    TooLarge { why: String },
 }
 
 /// Somewhere records go.
@@ -170,11 +173,38 @@ impl Pump {
                 self.stop.sleep(self.pacing.poll);
                 continue;
             }
-            if let Err(why) = self.deliver(&batch, mode) {
+            if let Err(why) = self.deliver_in_parts(&batch, mode, &mut sent) {
                 return Ended::Lagging { sent, why };
             }
-            sent += batch.len() as u64;
-            if let Some(last) = batch.last() {
+        }
+    }
+
+    /// Deliver `batch`, in halves while the destination says it is too large, in order; the
+    /// cursor moves after each part taken. Err: stopped first.
+    fn deliver_in_parts(
+        &mut self,
+        batch: &[Tailed],
+        mode: Mode,
+        sent: &mut u64,
+    ) -> Result<(), String> {
+        let mut parts = vec![batch];
+        while let Some(part) = parts.pop() {
+            if let Some(why) = self.deliver(part, mode)? {
+                let (first, second) = part.split_at(part.len() / 2);
+                // Smaller batches from now on: the collector's limit will not change by itself.
+                let bytes: usize = part.iter().map(|r| r.line.len()).sum();
+                self.pacing.max_bytes = self.pacing.max_bytes.min(bytes / 2).max(1);
+                self.trouble.note(&format!(
+                    "{why}: sending those {} records in two parts, and batches of at most {} bytes from now on",
+                    part.len(),
+                    self.pacing.max_bytes
+                ));
+                parts.push(second);
+                parts.push(first);
+                continue;
+            }
+            *sent += part.len() as u64;
+            if let Some(last) = part.last() {
                 if let Err(e) = self.cursor.save(&last.position()) {
                     // The batch was delivered; only its acknowledgement is not kept: after a
                     // restart it is sent again, a duplicate and not a gap.
@@ -185,6 +215,7 @@ impl Pump {
                 }
             }
         }
+        Ok(())
     }
 
     /// The records after the last batch, within the pacing's bounds; the log's trouble said.
@@ -210,20 +241,33 @@ impl Pump {
         batch
     }
 
-    /// Deliver `batch`, trying again as the destination and the pacing say. Err: stopped first.
-    fn deliver(&mut self, batch: &[Tailed], mode: Mode) -> Result<(), String> {
+    /// Deliver `batch`, trying again as the destination and the pacing say. Some(why): it is too
+    /// large, to be sent in parts. Err: stopped first.
+    fn deliver(&mut self, batch: &[Tailed], mode: Mode) -> Result<Option<String>, String> {
         let mut failures = 0u32;
         loop {
-            let delivery = self.sink.deliver(batch);
+            let mut delivery = self.sink.deliver(batch);
+            if let Delivery::TooLarge { why } = &delivery {
+                if batch.len() > 1 {
+                    return Ok(Some(why.clone()));
+                }
+                // One record too large alone: a person must raise the collector's limit. It is
+                // asked again after a pause, never skipped (export must not lose a record).
+                delivery = Delivery::Refused {
+                    why: too_large_alone(why, batch),
+                };
+            }
             let why = match &delivery {
                 Delivery::Delivered { note } => {
                     if let Some(note) = note {
                         self.trouble.note(note);
                     }
                     self.trouble.delivered();
-                    return Ok(());
+                    return Ok(None);
                 }
-                Delivery::Retry { why, .. } | Delivery::Refused { why } => why.clone(),
+                Delivery::Retry { why, .. }
+                | Delivery::Refused { why }
+                | Delivery::TooLarge { why } => why.clone(),
             };
             failures += 1;
             self.trouble.failed(Instant::now(), &why);
@@ -235,6 +279,14 @@ impl Pump {
             }
         }
     }
+}
+
+/// What is said of a record the destination refuses as too large even alone.
+fn too_large_alone(why: &str, batch: &[Tailed]) -> String {
+    let (seq, bytes) = batch.first().map_or((0, 0), |r| (r.seq, r.line.len()));
+    format!(
+        "{why}: record {seq} ({bytes} bytes) is too large for the collector even alone; it is not skipped: raise the collector's limit on a request's size (an OpenTelemetry Collector's max_request_body_size) — it is asked again every minute, and the records after it wait"
+    )
 }
 
 #[cfg(test)]
