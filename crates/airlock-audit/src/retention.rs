@@ -33,7 +33,8 @@ pub const RETENTION_ACTION: &str = "log.retention";
 /// How long the log keeps sealed segments. None: no limit of that kind.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Retention {
-    /// Remove a sealed segment once its latest record is older than this many days.
+    /// Remove a sealed segment once its latest record is older than this many days (a record
+    /// dated later than its segment was written counts as written then: see `age_time`).
     pub keep_days: Option<u64>,
     /// Remove the oldest sealed segments while the log (all segments) is larger than this.
     pub keep_bytes: Option<u64>,
@@ -141,7 +142,7 @@ impl AuditLog {
         for (segment, index) in &segments {
             let too_old = cutoff
                 .as_deref()
-                .is_some_and(|c| index.max_time.as_str() < c);
+                .is_some_and(|c| age_time(segment, index).as_str() < c);
             let too_big = retention.keep_bytes.is_some_and(|keep| total > keep);
             if !too_old && !too_big {
                 break;
@@ -226,6 +227,22 @@ impl AuditLog {
     }
 }
 
+/// The time `segment` is judged old by: its latest record's, unless that is later than the file
+/// was last written (a record claiming the future: a clock set back after it was written, or a
+/// time forged), then when it was last written. Judged by its records alone, one record from the
+/// future kept its segment past keep_days forever, and every segment after it (oldest first).
+/// A file copied since (a backup restored) has a later time: that only keeps it longer.
+fn age_time(segment: &Sealed, index: &SegmentIndex) -> String {
+    let written = fs::metadata(&segment.path)
+        .and_then(|meta| meta.modified())
+        .ok()
+        .map(format_time);
+    match written {
+        Some(written) if written < index.max_time => written,
+        _ => index.max_time.clone(),
+    }
+}
+
 /// The sessions of `under_review` that `segment` holds records of: as its index lists them, or,
 /// when that list was cut (more sessions than an index lists), as its records say.
 fn sessions_under_review(
@@ -290,3 +307,7 @@ fn remove_if_there(path: &std::path::Path) -> Result<(), AuditError> {
         }),
     }
 }
+
+#[cfg(test)]
+#[path = "retention_tests.rs"]
+mod tests;
