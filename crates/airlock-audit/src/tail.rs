@@ -290,7 +290,11 @@ impl Tail {
         let Some((first_file, first_sealed)) = self.segment_after(0)? else {
             return Ok(None);
         };
-        let first = first_seq_of(&first_file).map_err(|e| self.read_error(e))?;
+        let Some(first) = first_seq_of(&first_file).map_err(|e| self.read_error(e))? else {
+            // No record yet (a log just emptied by a copy-truncate): nothing to judge by; the
+            // record that joins `last` may be the next one written.
+            return Ok(None);
+        };
         self.notes.push(self.not_held(*seq, first));
         self.last = None;
         Ok(Some((first_file, first_sealed, 0)))
@@ -298,17 +302,16 @@ impl Tail {
 
     /// What a person is told when the log does not hold record `seq`, the last exported, and
     /// starts at `first` now.
-    fn not_held(&self, seq: u64, first: Option<u64>) -> String {
+    fn not_held(&self, seq: u64, first: u64) -> String {
         let path = self.path.display();
         match first {
-            Some(first) if first > seq.saturating_add(1) => format!(
+            first if first > seq.saturating_add(1) => format!(
                 "{path}: records {} to {} are not in the log (removed or moved away before they were exported): exporting from record {first}",
                 seq.saturating_add(1),
                 first - 1
             ),
             _ => format!(
-                "{path}: the log does not hold record {seq}, the last exported, nor the record after it: it was replaced, restored from a copy, or cut; exporting it again from its first record ({}): records sent before may come again, and the exported copy shows a new chain starting there ('airlock log verify --from' stops at it and says so)",
-                first.map_or_else(|| "none yet".to_string(), |f| format!("record {f}"))
+                "{path}: the log does not hold record {seq}, the last exported, nor the record after it: it was replaced, restored from a copy, or cut; exporting it again from its first record (record {first}): records sent before may come again, and the exported copy shows a new chain starting there ('airlock log verify --from' stops at it and says so)"
             ),
         }
     }

@@ -282,3 +282,27 @@ fn a_broken_link_in_the_log_itself_is_said_and_exported_as_it_is() {
         "{notes:?}"
     );
 }
+
+/// A log emptied by a copy-truncate, seen before anything is written to it again: waited for,
+/// not taken for a replaced log; the record that joins comes next.
+#[test]
+fn a_log_emptied_is_waited_for_and_the_record_that_joins_comes_next() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = AuditLog::new(dir.path(), Sync::Never);
+    append(&log, 3);
+    let mut tail = Tail::after(&log.path(), None);
+    assert_eq!(drain(&mut tail), [1, 2, 3]);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(log.path())
+        .unwrap()
+        .set_len(0)
+        .unwrap();
+    assert_eq!(drain(&mut tail), Vec::<u64>::new());
+    assert_eq!(drain(&mut tail), Vec::<u64>::new());
+    append(&log, 2);
+    assert_eq!(drain(&mut tail), [4, 5]);
+    let notes = tail.take_notes();
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert!(notes[0].contains("was cut shorter"), "{notes:?}");
+}
