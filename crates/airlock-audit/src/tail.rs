@@ -13,23 +13,30 @@
 //!
 //! **Where it reads is checked, never guessed.** Each record yielded must join the one yielded
 //! before it: its `seq` one more, its `prev` that record's `hash` (the fields the chain links
-//! by). A position resumes only where its offset really holds its record (seq and hash). When
-//! either is not so (a log cut and written again past the offset, copy-truncated by a log
-//! rotator, replaced, restored from a copy), the tail looks for the last record it yielded in
-//! the segments, by seq, and goes on right after it (or at the record that follows it, when
-//! that one starts the file now). What it then reads there is the log's own: a gap or a broken
-//! link is said in a note and the record exported as it is, for `verify` to judge.
+//! by). A position resumes only where its offset really holds its record (seq and hash). A
+//! record that does not join is first judged by reading the last record yielded again at its
+//! offset, in the same open file: still there, the file was not rewritten under the tail, and
+//! the record is the log's own. Not there (a log cut and written again past the offset,
+//! copy-truncated by a log rotator, replaced, restored from a copy), the tail looks for the
+//! last record it yielded in the segments, by seq, and goes on right after it (or at the
+//! record that follows it, when that one starts the file now). What it reads then is the
+//! log's own too. **A record is never skipped**: a gap, a broken link, a seq lower than the
+//! last (or a false one far ahead) is said in a note and the record exported as it is, for
+//! `verify` to judge; a line that is not a record is said and left out.
 //!
 //! **A log that does not hold that record** (replaced by another chain, a cursor ahead of the
 //! log, restored from an older copy) is said in a note, and exported again from its first
 //! record: records the destination has may come a second time, and the exported stream shows a
 //! second chain starting, but no record of the log that is there is skipped. A duplicate is
 //! better than a gap: an exporter that skipped what it cannot place would lose records silently.
+//! An open segment with no complete line (just copy-truncated) is waited for, whatever sealed
+//! segments there are: the next record written there says whether the log goes on.
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader};
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -111,7 +118,7 @@ pub struct Tail {
     path: PathBuf,
     /// The state directory, whose `audit/` holds the sealed segments.
     state_dir: PathBuf,
-    file: Option<File>,
+    file: Option<Arc<File>>,
     /// The file being read is the sealed segment starting at this seq; None: the open segment.
     sealed: Option<u64>,
     /// The first seq of the last segment read: the segments sealed after it come next.
@@ -123,6 +130,9 @@ pub struct Tail {
     buffer: Vec<u8>,
     /// The last record taken (or the position given): what the next record must join.
     last: Option<(u64, String)>,
+    /// Where `last` was read (the file, and the offset of its line): a line that does not join
+    /// it is judged by reading it there again, not by looking for it from the file's start.
+    last_at: Option<(Arc<File>, u64)>,
     /// How the next file is opened.
     start: Start,
     /// `last` was looked for in the log since it was taken: what follows it where it was found
@@ -132,6 +142,30 @@ pub struct Tail {
     notes: Vec<String>,
     /// The offset of a line read a second time because it did not match its hash.
     rechecked: Option<u64>,
+    /// The log as it was when `last` was looked for and the look could only wait (no record
+    /// written yet where it would be): not looked for again until the log changes.
+    waiting_on: Option<Shape>,
+    /// How many times a file was read from its start to look for a record: once per change
+    /// of the log under the tail at most, never once per record (what the tests count).
+    scans: u64,
+}
+
+/// What a look for a record depends on: the open segment (device, inode, size) and the sealed
+/// segments there are (first seqs, sizes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Shape {
+    open: Option<(u64, u64, u64)>,
+    sealed: Vec<(u64, u64)>,
+}
+
+/// Where a look for the last record found the log takes up.
+struct Located {
+    file: File,
+    sealed: Option<u64>,
+    /// Where to read next.
+    offset: u64,
+    /// Where the last record itself is in `file`, when it is there.
+    last_at: Option<u64>,
 }
 
 impl Tail {
@@ -154,9 +188,12 @@ impl Tail {
                 None => Start::Next,
             },
             last: position.map(|p| (p.seq, p.hash)),
+            last_at: None,
             placed: false,
             notes: Vec::new(),
             rechecked: None,
+            waiting_on: None,
+            scans: 0,
         }
     }
 
@@ -170,6 +207,19 @@ impl Tail {
             path: self.path.clone(),
             source,
         }
+    }
+
+    /// An error reading the sealed segment starting at `sealed` (None: the open segment), naming
+    /// that file.
+    fn error_in(&self, sealed: Option<u64>, source: io::Error) -> AuditError {
+        let path = match sealed {
+            Some(first) => self
+                .state_dir
+                .join(crate::SEGMENT_DIR)
+                .join(crate::segment_file_name(first)),
+            None => self.path.clone(),
+        };
+        AuditError::Read { path, source }
     }
 
     /// The next complete record after the last one taken; None when there is none yet.
@@ -234,15 +284,27 @@ impl Tail {
             (Start::Find { hint }, Some(last)) => self.locate(&last, hint)?,
             _ => self
                 .segment_after(self.passed)?
-                .map(|(file, sealed)| (file, sealed, 0)),
+                .map(|(file, sealed)| Located {
+                    file,
+                    sealed,
+                    offset: 0,
+                    last_at: None,
+                }),
         };
-        let Some((file, sealed, offset)) = opened else {
+        let Some(located) = opened else {
             return Ok(false);
         };
-        let meta = file.metadata().map_err(|e| self.read_error(e))?;
+        let meta = located
+            .file
+            .metadata()
+            .map_err(|e| self.error_in(located.sealed, e))?;
+        let file = Arc::new(located.file);
+        if let Some(at) = located.last_at {
+            self.last_at = Some((Arc::clone(&file), at));
+        }
         self.identity = (meta.dev(), meta.ino());
-        self.sealed = sealed;
-        self.offset = offset;
+        self.sealed = located.sealed;
+        self.offset = located.offset;
         self.buffer.clear();
         self.file = Some(file);
         self.start = Start::Next;
@@ -253,91 +315,157 @@ impl Tail {
     /// record (or of the record that joins it, when `last` is no longer there but what follows
     /// it is: a log copy-truncated). Looked for first at `hint`, then by seq in the segment
     /// that holds it (and the one after). A log that holds neither is read again from its
-    /// first record, and said so. None: there is no log yet.
+    /// first record, and said so. None: there is nothing to decide by yet (no log, or an open
+    /// segment with no complete line: a copy-truncate's, until the next record is written).
     fn locate(
         &mut self,
         last: &(u64, String),
         hint: Option<u64>,
-    ) -> Result<Option<(File, Option<u64>, u64)>, AuditError> {
+    ) -> Result<Option<Located>, AuditError> {
         let (seq, hash) = last;
+        let shape = self.shape()?;
+        if self.waiting_on.as_ref() == Some(&shape) {
+            // Looked for in this very log already, and waiting was all there was to do: a
+            // scan of every poll would cost a segment's read each time (found by review).
+            return Ok(None);
+        }
         let Some((file, sealed)) = self.segment_holding(*seq)? else {
             return Ok(None);
         };
         self.placed = true;
         if let Some(offset) = hint {
-            let line = read_line_at(&file, offset).map_err(|e| self.read_error(e))?;
-            if let Some(line) = line {
-                let found = Tailed::parse(&line, offset);
-                if found.is_some_and(|r| r.seq == *seq && r.hash == *hash) {
-                    return Ok(Some((file, sealed, offset + line.len() as u64 + 1)));
-                }
+            if let Some(end) = holds_at(&file, offset, *seq, hash) {
+                return Ok(Some(Located {
+                    file,
+                    sealed,
+                    offset: end,
+                    last_at: Some(offset),
+                }));
             }
         }
-        if let Some(offset) = self.find_in(&file, sealed, *seq, hash)? {
-            return Ok(Some((file, sealed, offset)));
+        self.scans += 1;
+        if let Some((offset, last_at)) = self.find_in(&file, sealed, *seq, hash)? {
+            return Ok(Some(Located {
+                file,
+                sealed,
+                offset,
+                last_at,
+            }));
         }
         // The record after it may start the next segment (`seq` ended the one before).
         if let Some((next, next_sealed)) = self.segment_holding(seq.saturating_add(1))? {
             if next_sealed != sealed || !same_file(&next, &file) {
-                if let Some(offset) = self.find_in(&next, next_sealed, *seq, hash)? {
-                    return Ok(Some((next, next_sealed, offset)));
+                self.scans += 1;
+                if let Some((offset, last_at)) = self.find_in(&next, next_sealed, *seq, hash)? {
+                    return Ok(Some(Located {
+                        file: next,
+                        sealed: next_sealed,
+                        offset,
+                        last_at,
+                    }));
                 }
             }
         }
+        // An open segment with no complete line (just emptied by a copy-truncate, or not
+        // written again yet) says nothing: the record that joins `last` may be the next one
+        // written there. Whatever sealed segments there are, wait for it (found by review:
+        // the whole log was exported again from its first record).
+        if !self.open_has_a_line()? {
+            self.waiting_on = Some(shape);
+            return Ok(None);
+        }
         // Not in the log, nor a record following it: the log is another one now. Everything
-        // it holds is exported, from its first record; what that means is said.
+        // it holds is exported, from its start; what that means is said.
         self.passed = 0;
         let Some((first_file, first_sealed)) = self.segment_after(0)? else {
             return Ok(None);
         };
-        let Some(first) = first_seq_of(&first_file).map_err(|e| self.read_error(e))? else {
-            // No record yet (a log just emptied by a copy-truncate): nothing to judge by; the
-            // record that joins `last` may be the next one written.
+        let first = first_seq_of(&first_file).map_err(|e| self.error_in(first_sealed, e))?;
+        if first.is_none()
+            && read_line_at(&first_file, 0)
+                .map_err(|e| self.error_in(first_sealed, e))?
+                .is_none()
+        {
+            self.waiting_on = Some(shape);
             return Ok(None);
-        };
+        }
+        // A first line that is not a record (a restored file with a header) does not stop the
+        // export: it is read from there, and the line said not to be a record.
         self.notes.push(self.not_held(*seq, first));
         self.last = None;
-        Ok(Some((first_file, first_sealed, 0)))
+        self.last_at = None;
+        Ok(Some(Located {
+            file: first_file,
+            sealed: first_sealed,
+            offset: 0,
+            last_at: None,
+        }))
+    }
+
+    /// The open segment and the sealed ones, as a look for a record sees them.
+    fn shape(&self) -> Result<Shape, AuditError> {
+        let open = match std::fs::metadata(&self.path) {
+            Ok(meta) => Some((meta.dev(), meta.ino(), meta.len())),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(e) => return Err(self.read_error(e)),
+        };
+        let sealed = sealed_segments(&self.state_dir)?
+            .into_iter()
+            .map(|s| {
+                let len = std::fs::metadata(&s.path).map_or(0, |m| m.len());
+                (s.first_seq, len)
+            })
+            .collect();
+        Ok(Shape { open, sealed })
+    }
+
+    /// Whether the open segment holds a complete line (none when it is missing).
+    fn open_has_a_line(&self) -> Result<bool, AuditError> {
+        let file = match File::open(&self.path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(self.read_error(e)),
+        };
+        Ok(read_line_at(&file, 0)
+            .map_err(|e| self.read_error(e))?
+            .is_some())
     }
 
     /// What a person is told when the log does not hold record `seq`, the last exported, and
-    /// starts at `first` now.
-    fn not_held(&self, seq: u64, first: u64) -> String {
+    /// starts at `first` now (None: its first line is not a record).
+    fn not_held(&self, seq: u64, first: Option<u64>) -> String {
         let path = self.path.display();
         match first {
-            first if first > seq.saturating_add(1) => format!(
+            Some(first) if first > seq.saturating_add(1) => format!(
                 "{path}: records {} to {} are not in the log (removed or moved away before they were exported): exporting from record {first}",
                 seq.saturating_add(1),
                 first - 1
             ),
-            _ => format!(
+            Some(first) => format!(
                 "{path}: the log does not hold record {seq}, the last exported, nor the record after it: it was replaced, restored from a copy, or cut; exporting it again from its first record (record {first}): records sent before may come again, and the exported copy shows a new chain starting there ('airlock log verify --from' stops at it and says so)"
+            ),
+            None => format!(
+                "{path}: the log does not hold record {seq}, the last exported, nor the record after it, and its first line is not a record: it was replaced or restored from a copy; exporting it again from its start: records sent before may come again ('airlock log verify' says what the log holds)"
             ),
         }
     }
 
-    /// In `file`, the offset right after record `seq` with `hash`, or of the record `seq + 1`
-    /// whose `prev` is `hash`; None when it holds neither.
+    /// In `file`, where to go on after record `seq` with `hash`: right after its line (and
+    /// where that line is), or at the record `seq + 1` whose `prev` is `hash`; None when it holds
+    /// neither. The whole file is read: a record with a false seq before it ends nothing.
     fn find_in(
         &self,
         file: &File,
         sealed: Option<u64>,
         seq: u64,
         hash: &str,
-    ) -> Result<Option<u64>, AuditError> {
+    ) -> Result<Option<(u64, Option<u64>)>, AuditError> {
         #[derive(Deserialize)]
         struct Link {
             seq: u64,
             hash: String,
             prev: String,
         }
-        let path = match sealed {
-            Some(first) => self
-                .state_dir
-                .join(crate::SEGMENT_DIR)
-                .join(crate::segment_file_name(first)),
-            None => self.path.clone(),
-        };
         let mut reader = BufReader::with_capacity(1 << 20, file);
         let mut line = Vec::new();
         let mut offset = 0u64;
@@ -345,22 +473,16 @@ impl Tail {
             line.clear();
             let n = reader
                 .read_until(b'\n', &mut line)
-                .map_err(|source| AuditError::Read {
-                    path: path.clone(),
-                    source,
-                })?;
+                .map_err(|e| self.error_in(sealed, e))?;
             if n == 0 || !line.ends_with(b"\n") {
                 return Ok(None);
             }
             if let Ok(link) = serde_json::from_slice::<Link>(&line) {
                 if link.seq == seq && link.hash == hash {
-                    return Ok(Some(offset + n as u64));
+                    return Ok(Some((offset + n as u64, Some(offset))));
                 }
                 if link.seq == seq.saturating_add(1) && link.prev == hash {
-                    return Ok(Some(offset));
-                }
-                if link.seq > seq.saturating_add(1) {
-                    return Ok(None);
+                    return Ok(Some((offset, None)));
                 }
             }
             offset += n as u64;
@@ -452,7 +574,7 @@ impl Tail {
             Ok(n) => n,
             Err(e) => {
                 self.buffer.truncate(start);
-                return Err(self.read_error(e));
+                return Err(self.error_in(self.sealed, e));
             }
         };
         self.buffer.truncate(start + n);
@@ -491,7 +613,9 @@ impl Tail {
         if moved {
             // Sealed (or moved away by hand): the segments sealed after it come next.
             if let Some(file) = &self.file {
-                if let Some(first) = first_seq_of(file).map_err(|e| self.read_error(e))? {
+                if let Some(first) =
+                    first_seq_of(file).map_err(|e| self.error_in(self.sealed, e))?
+                {
                     self.passed = first;
                 }
             }
@@ -501,15 +625,19 @@ impl Tail {
     }
 
     /// What to do with the line at `offset`: yield the record parsed from it when it joins the
-    /// last one yielded; else find where the log holds that one (once: what is read after it
-    /// there is the log's own, said and yielded as it is, for verify to judge).
+    /// last one yielded. When it does not, the last one is read again where it was: still
+    /// there, the line is the log's own, and the record is yielded as it is (a gap or a false
+    /// link said in a note, for verify to judge); not there (the file was cut and written again
+    /// under the tail), the log is looked for it, once. A record is never skipped: one with a
+    /// false seq ahead of the others (found by review: written into the log, it had every later
+    /// record skipped as "out of order") is exported, and so is each record after it.
     fn take(&mut self, parsed: Option<Tailed>, offset: u64, blank: bool) -> Step {
         let path = self.path.display();
         let Some(record) = parsed else {
             if blank {
                 return Step::Skip;
             }
-            if self.last.is_some() && !self.placed {
+            if self.last.is_some() && !self.placed && !self.last_still_there() {
                 // Not a record where one was expected: the file may have been cut and
                 // written again past this offset (a copy-truncate).
                 return Step::Relocate;
@@ -525,20 +653,17 @@ impl Tail {
         if record.seq == last_seq.saturating_add(1) && record.prev == *last_hash {
             return self.yielded(record);
         }
-        if !self.placed {
+        if !self.placed && !self.last_still_there() {
             return Step::Relocate;
         }
         let (last_seq, seq) = (*last_seq, record.seq);
-        if seq <= last_seq {
-            // Out of order in the log itself: altered; verify says where.
-            self.notes.push(format!(
-                "{path}: record {seq} comes after record {last_seq} in the log (the log was altered: 'airlock log verify' says more): not exported"
-            ));
-            return Step::Skip;
-        }
-        self.notes.push(if seq > last_seq.saturating_add(1) {
+        self.notes.push(if seq <= last_seq {
             format!(
-                "{path}: records {} to {} are not in the log (removed or moved away before they were exported)",
+                "{path}: record {seq} comes after record {last_seq} in the log (the log was altered, or a record with a false seq was written into it: 'airlock log verify' says more): exported as it is"
+            )
+        } else if seq > last_seq.saturating_add(1) {
+            format!(
+                "{path}: records {} to {} are not in the log before record {seq} (removed or moved away before they were exported, or record {seq} has a false seq: 'airlock log verify' says more): exported as it is",
                 last_seq.saturating_add(1),
                 seq - 1
             )
@@ -550,11 +675,42 @@ impl Tail {
         self.yielded(record)
     }
 
+    /// Whether the last record yielded is still where it was read, in the file being read: then
+    /// what follows it there is the log's own. One read of one line, never a scan of the file
+    /// (found by review: a look from the file's start for every record that did not join made a
+    /// hostile log cost time quadratic in its size).
+    fn last_still_there(&self) -> bool {
+        let (Some((at_file, at)), Some(file), Some((seq, hash))) =
+            (&self.last_at, &self.file, &self.last)
+        else {
+            return false;
+        };
+        Arc::ptr_eq(at_file, file) && holds_at(file, *at, *seq, hash).is_some()
+    }
+
     fn yielded(&mut self, record: Tailed) -> Step {
         self.last = Some((record.seq, record.hash.clone()));
+        self.last_at = self
+            .file
+            .as_ref()
+            .map(|file| (Arc::clone(file), record.offset));
         self.placed = false;
+        self.waiting_on = None;
         Step::Yield(record)
     }
+}
+
+/// Whether `file` holds record `seq` with `hash` in the line at `offset`; where the line after it
+/// starts when it does. An offset past the file's end (a cursor edited by hand), or one that
+/// cannot be read, holds nothing.
+fn holds_at(file: &File, offset: u64, seq: u64, hash: &str) -> Option<u64> {
+    let len = file.metadata().ok()?.len();
+    if offset >= len {
+        return None;
+    }
+    let line = read_line_at(file, offset).ok()??;
+    let found = Tailed::parse(&line, offset)?;
+    (found.seq == seq && found.hash == hash).then(|| offset + line.len() as u64 + 1)
 }
 
 /// Whether two open files are one.
