@@ -24,8 +24,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::index::{index_of, SegmentIndex};
-use crate::segments::{sealed_segments, Sealed, SEGMENT_DIR};
-use crate::{format_time, AuditError, AuditLog};
+use crate::segments::{first_seq_of, read_line_at, sealed_segments, Sealed, SEGMENT_DIR};
+use crate::{format_time, AuditError, AuditLog, Position};
 
 /// The action of the record a removal writes.
 pub const RETENTION_ACTION: &str = "log.retention";
@@ -93,8 +93,9 @@ fn removed_of(sealed: &Sealed, index: &SegmentIndex) -> Removed {
 
 impl AuditLog {
     /// Remove the sealed segments past `retention`, oldest first, recording the removal first
-    /// (with `fields`, e.g. who asked, in the record). None of a segment holding a record at or
-    /// after `keep_from` (the first record an export destination still has to send) is removed.
+    /// (with `fields`, e.g. who asked, in the record). None of a segment named from `keep_from`
+    /// on, or holding a record at or after it, is removed: an export destination still has to
+    /// send records from there ([`Position::keep_from`] says where, by a cursor).
     pub fn apply_retention(
         &self,
         retention: &Retention,
@@ -147,7 +148,9 @@ impl AuditLog {
             if !too_old && !too_big {
                 break;
             }
-            if keep_from.is_some_and(|first_unsent| index.last_seq >= first_unsent) {
+            // Kept by the name of the segment too: its records' seqs are what they claim, and
+            // one with a false seq must not let a segment of unsent records go.
+            if keep_from.is_some_and(|keep| segment.first_seq >= keep || index.last_seq >= keep) {
                 report.held.push(removed_of(segment, index));
                 continue;
             }
@@ -224,6 +227,64 @@ impl AuditLog {
             }
         }
         Ok(())
+    }
+}
+
+impl Position {
+    /// What retention must keep for an export whose cursor is this position: the first seq of
+    /// the segment that holds this record *where the cursor says* (at its offset, with its seq
+    /// and hash; the oldest such), for `keep_from`. None when no segment holds it there (the
+    /// log was replaced, restored, or the cursor edited): nothing of this log was sent, so
+    /// everything is kept.
+    ///
+    /// By position, never by the cursor's seq alone (found by review: a record with a false
+    /// high seq exported, then the cursor on it, let retention remove the genuine records after
+    /// it, never sent). The tail reads the sealed segments in order, then the open one: every
+    /// segment before the one holding the cursor's record was read whole.
+    pub fn keep_from(
+        &self,
+        state_dir: &std::path::Path,
+        open_path: &std::path::Path,
+    ) -> Result<Option<u64>, AuditError> {
+        let sealed = sealed_segments(state_dir)?;
+        let segments = sealed
+            .iter()
+            .map(|s| (s.path.as_path(), Some(s.first_seq)))
+            .chain([(open_path, None)]);
+        for (path, first) in segments {
+            let read_error = |source| AuditError::Read {
+                path: path.to_path_buf(),
+                source,
+            };
+            let file = match fs::File::open(path) {
+                Ok(file) => file,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(read_error(e)),
+            };
+            let len = file.metadata().map_err(read_error)?.len();
+            if self.offset >= len {
+                continue;
+            }
+            let Some(line) = read_line_at(&file, self.offset).map_err(read_error)? else {
+                continue;
+            };
+            let held = serde_json::from_slice::<Map<String, Value>>(&line)
+                .ok()
+                .is_some_and(|record| {
+                    record.get("seq").and_then(Value::as_u64) == Some(self.seq)
+                        && record.get("hash").and_then(Value::as_str) == Some(self.hash.as_str())
+                });
+            if !held {
+                continue;
+            }
+            return Ok(Some(match first {
+                Some(first) => first,
+                // The open segment: sealed later under its first record's seq. A first line
+                // that is not a record gives nothing to name it by: keep everything.
+                None => first_seq_of(&file).map_err(read_error)?.unwrap_or(1),
+            }));
+        }
+        Ok(None)
     }
 }
 

@@ -128,12 +128,19 @@ fn a_cursor_the_log_does_not_hold_keeps_everything_from_retention() {
     }
     let third = third.unwrap().position();
     claimed.cursor.save(&third).unwrap();
+    // Held where the cursor says, in the open segment (first record 1): no sealed segment is
+    // needed, and the open one is never removed.
     assert_eq!(
         crate::first_unsent(state.path(), &audit),
-        Some((4, "stdout"))
+        Some((1, "stdout"))
     );
-    // The same seq with another hash (the log replaced), or a seq past the log's end.
+    // The same seq with another hash (the log replaced), a seq past the log's end, or the
+    // record at an offset that does not hold it.
     for stale in [
+        airlock_audit::Position {
+            offset: 0,
+            ..third.clone()
+        },
         airlock_audit::Position {
             hash: "00".repeat(32),
             ..third.clone()
@@ -193,7 +200,13 @@ fn records_across_segment_rolls_are_sent_once_each_and_retention_waits_for_the_c
     // Sent up to 25: retention may take every sealed segment, and the records after wait.
     append(5);
     let first_unsent = crate::first_unsent(setup.state.path(), &audit);
-    assert_eq!(first_unsent, Some((26, "stdout")));
+    let holding_25 = airlock_audit::sealed_segments(setup.state.path())
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|s| s.first_seq <= 25)
+        .map(|s| s.first_seq);
+    assert_eq!(first_unsent, Some((holding_25.unwrap(), "stdout")));
     let everything = airlock_audit::Retention {
         keep_days: None,
         keep_bytes: Some(0),
@@ -461,4 +474,71 @@ fn a_record_too_large_even_alone_is_said_and_asked_again_never_skipped() {
             .any(|l| l.contains("record 3 (") && l.contains("even alone; it is not skipped")),
         "{heard:?}"
     );
+}
+
+/// Found by review (High): a record with a false high seq, exported, and the cursor on it: retention
+/// trusted the cursor's seq and `log prune` removed the segment holding the genuine records after
+/// it, never sent (and verify said intact). Kept now by where the cursor's record is.
+#[test]
+fn a_cursor_on_a_record_with_a_false_seq_keeps_its_segment_from_retention() {
+    let state = tempfile::tempdir().unwrap();
+    let log = AuditLog::new(state.path(), Sync::Never).with_layout(airlock_audit::Layout {
+        segment_size: 1024,
+        daily: false,
+    });
+    let append = || log.append("test.event", json!({ "i": 0 })).unwrap();
+    while airlock_audit::sealed_segments(state.path()).unwrap().len() < 2 {
+        append();
+    }
+    append();
+    // Forged into the open segment, before its last record: a record 1,000,000, hash right.
+    let lines: Vec<String> = std::fs::read_to_string(log.path())
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    let mut forged: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(&lines[0]).unwrap();
+    forged.insert("seq".into(), 1_000_000u64.into());
+    forged.remove("hash");
+    let hash = airlock_audit::record_hash(&forged);
+    forged.insert("hash".into(), hash.into());
+    let mut with_forged = lines.clone();
+    with_forged.insert(lines.len() - 1, serde_json::to_string(&forged).unwrap());
+    std::fs::write(log.path(), with_forged.join("\n") + "\n").unwrap();
+    let mut tail = airlock_audit::Tail::after(&log.path(), None);
+    let cursor = std::iter::from_fn(|| tail.next_record().unwrap())
+        .find(|r| r.seq == 1_000_000)
+        .unwrap()
+        .position();
+    let claimed = Cursor::claim(state.path(), "stdout").unwrap();
+    claimed.cursor.save(&cursor).unwrap();
+    // Genuine records after it, until the segment holding it is sealed.
+    let sealed_before = airlock_audit::sealed_segments(state.path()).unwrap().len();
+    while airlock_audit::sealed_segments(state.path()).unwrap().len() == sealed_before {
+        append();
+    }
+    let holding = airlock_audit::sealed_segments(state.path())
+        .unwrap()
+        .last()
+        .unwrap()
+        .first_seq;
+    let audit = airlock_core::config::AuditConfig {
+        export: vec![airlock_core::config::Destination::Stdout],
+        ..Default::default()
+    };
+    let keep = crate::first_unsent(state.path(), &audit);
+    assert_eq!(keep, Some((holding, "stdout")));
+    let everything = airlock_audit::Retention {
+        keep_days: None,
+        keep_bytes: Some(0),
+    };
+    let report = log
+        .apply_retention(&everything, keep.map(|(seq, _)| seq), Default::default())
+        .unwrap();
+    assert!(
+        report.removed.iter().all(|r| r.first < holding),
+        "{report:?}"
+    );
+    assert!(report.held.iter().any(|r| r.first == holding), "{report:?}");
 }
