@@ -493,3 +493,44 @@ fn an_append_under_a_bad_segment_size_is_refused_and_says_why() {
     assert_eq!(lines(&log).len(), 1);
     assert_eq!(log.verify().unwrap().problem, None);
 }
+
+/// Found by review: after retention the log's first record is not record 1; an export sent
+/// again from it, from further back than the records remembered, was called reordered. A
+/// resend from any seq is taken as copies once its chain joins a record seen; one that does not
+/// is still reordered.
+#[test]
+fn a_resend_from_a_first_record_after_retention_verifies_and_a_reorder_does_not() {
+    let (_dir, log) = log_with(12);
+    let all = lines(&log);
+    let verify_remembering = |stream: &[String]| {
+        let text = stream.join("\n");
+        verify::verify_stream(text.as_bytes(), Path::new("exported.jsonl"), 2).unwrap()
+    };
+    // The log kept from record 4 on: records 4 to 10 sent, then 4 to 12 again.
+    let resent: Vec<String> = all[3..10].iter().chain(&all[3..12]).cloned().collect();
+    let verdict = verify_remembering(&resent);
+    assert_eq!(verdict.problem, None, "{verdict:?}");
+    assert_eq!(
+        (verdict.first, verdict.records, verdict.duplicates),
+        (Some(4), 9, 7)
+    );
+    // Record 5 again after record 10, on its own: reordered, whether the stream ends there or
+    // goes on with record 11.
+    let moved: Vec<String> = all[..10].iter().chain([&all[4]]).cloned().collect();
+    let reordered = Some(Problem::Reordered {
+        line: 11,
+        expected: 11,
+        found: 5,
+    });
+    assert_eq!(verify_remembering(&moved).problem, reordered);
+    let mut moved_on = moved.clone();
+    moved_on.push(all[10].clone());
+    assert_eq!(
+        verify_remembering(&moved_on).problem,
+        Some(Problem::Reordered {
+            line: 12,
+            expected: 6,
+            found: 11
+        })
+    );
+}

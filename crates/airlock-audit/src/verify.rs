@@ -413,9 +413,10 @@ pub(crate) fn verify_stream(
     };
     // The hashes of the last records, by seq (contiguous: only the next record is pushed).
     let mut recent: VecDeque<(u64, String)> = VecDeque::new();
-    // Records sent again from further back than `recent` reaches (a whole log resent): taken as
-    // copies only once their own chain, from record 1, joins a record `recent` holds, which the
-    // chain then proves identical all the way back.
+    // Records sent again from further back than `recent` reaches (a whole log resent, from
+    // record 1 or, after retention, from the log's first record): taken as copies only once
+    // their own chain joins a record `recent` holds, which the chain then proves identical all
+    // the way back.
     let mut replay: Option<Replay> = None;
     for (index, line) in input.split(b'\n').enumerate() {
         let line = line.map_err(|source| AuditError::Read {
@@ -487,12 +488,9 @@ pub(crate) fn verify_stream(
         verdict.last = Some((seq, hash));
     }
     if let Some(pending) = replay {
-        // The stream ends inside a chain from record 1 that never came back to what was seen
-        // before: nothing proves it a copy; it is another chain (a log replaced).
-        verdict.problem = Some(Problem::NewChain {
-            line: pending.line,
-            after: verdict.last.as_ref().map_or(0, |(last, _)| *last),
-        });
+        // The stream ends inside a resend that never came back to what was seen before:
+        // nothing proves it a copy; from record 1, it is another chain (a log replaced).
+        verdict.problem = Some(pending.unjoined(verdict.last.as_ref().map_or(0, |(l, _)| *l)));
     }
     Ok(verdict)
 }
@@ -538,10 +536,7 @@ impl Resent<'_> {
                 // A chain from record 1 that is not the one seen: the log was replaced (an
                 // exporter then sends the new one from its start), not a copy altered.
                 match pending {
-                    Some(pending) => Err(Problem::NewChain {
-                        line: pending.line,
-                        after,
-                    }),
+                    Some(pending) => Err(pending.unjoined(after)),
                     None if seq == 1 && prev == GENESIS => Err(Problem::NewChain { line, after }),
                     None => Err(Problem::Conflicting { line, seq }),
                 }
@@ -550,11 +545,16 @@ impl Resent<'_> {
                 *replay = Some(pending.then(seq, hash));
                 Ok(())
             }
-            (None, None) if seq == 1 && prev == GENESIS => {
-                *replay = Some(Replay::starting(hash, line));
+            // Further back than `recent` reaches: the start of a resend, from record 1 or, after
+            // retention, from the log's first record, whatever its seq (found by review: such
+            // a resend from more than 65,536 records back was called reordered). Taken as
+            // copies only once its chain joins a record seen; a record that does not go on
+            // to do so is still reordered.
+            (None, None) => {
+                *replay = Some(Replay::starting(seq, hash, line, expected));
                 Ok(())
             }
-            (None, _) => Err(Problem::Reordered {
+            (None, Some(_)) => Err(Problem::Reordered {
                 line,
                 expected,
                 found: seq,
@@ -563,22 +563,45 @@ impl Resent<'_> {
     }
 }
 
-/// Records resent from the log's start, not yet joined to those seen before.
+/// Records resent from further back than those remembered, not yet joined to those seen.
 struct Replay {
+    /// Its first record's seq (1 for a resend of the whole chain).
+    first: u64,
+    /// The seq the stream expected where it started.
+    expected: u64,
     next_seq: u64,
     last_hash: String,
     records: u64,
-    /// The line of its record 1.
+    /// The line of its first record.
     line: u64,
 }
 
 impl Replay {
-    fn starting(hash: String, line: u64) -> Replay {
+    fn starting(seq: u64, hash: String, line: u64, expected: u64) -> Replay {
         Replay {
-            next_seq: 2,
+            first: seq,
+            expected,
+            next_seq: seq.saturating_add(1),
             last_hash: hash,
             records: 1,
             line,
+        }
+    }
+
+    /// What a resend that does not join the records seen (`after` the last) is: from record 1,
+    /// another chain (a log replaced); from another record, records out of order.
+    fn unjoined(&self, after: u64) -> Problem {
+        if self.first == 1 {
+            Problem::NewChain {
+                line: self.line,
+                after,
+            }
+        } else {
+            Problem::Reordered {
+                line: self.line,
+                expected: self.expected,
+                found: self.first,
+            }
         }
     }
 
@@ -591,7 +614,7 @@ impl Replay {
             next_seq: seq.saturating_add(1),
             last_hash: hash,
             records: self.records + 1,
-            line: self.line,
+            ..self
         }
     }
 }
