@@ -165,16 +165,27 @@ impl Pump {
     pub fn run(mut self, mode: Mode) -> Ended {
         let mut sent = 0u64;
         loop {
-            let batch = self.next_batch();
-            if batch.is_empty() {
-                if mode == Mode::UntilCaughtUp || self.stop.deadline().is_some() {
-                    return Ended::CaughtUp { sent };
+            let (batch, unread) = self.next_batch();
+            if !batch.is_empty() {
+                if let Err(why) = self.deliver_in_parts(&batch, mode, &mut sent) {
+                    return Ended::Lagging { sent, why };
+                }
+            }
+            let finishing = mode == Mode::UntilCaughtUp || self.stop.deadline().is_some();
+            if let Some(why) = unread {
+                // The log could not be read on: what follows is not sent, and an export that
+                // ends now must not say it sent everything (found by review: it exited 0).
+                if finishing {
+                    return Ended::Lagging { sent, why };
                 }
                 self.stop.sleep(self.pacing.poll);
                 continue;
             }
-            if let Err(why) = self.deliver_in_parts(&batch, mode, &mut sent) {
-                return Ended::Lagging { sent, why };
+            if batch.is_empty() {
+                if finishing {
+                    return Ended::CaughtUp { sent };
+                }
+                self.stop.sleep(self.pacing.poll);
             }
         }
     }
@@ -219,7 +230,9 @@ impl Pump {
     }
 
     /// The records after the last batch, within the pacing's bounds; the log's trouble said.
-    fn next_batch(&mut self) -> Vec<Tailed> {
+    /// With why the log could not be read on, when it could not.
+    fn next_batch(&mut self) -> (Vec<Tailed>, Option<String>) {
+        let mut unread = None;
         let mut batch = Vec::new();
         let mut bytes = 0usize;
         while batch.len() < self.pacing.max_records && bytes < self.pacing.max_bytes {
@@ -230,7 +243,9 @@ impl Pump {
                 }
                 Ok(None) => break,
                 Err(e) => {
-                    self.trouble.failed(Instant::now(), &e.to_string());
+                    let why = e.to_string();
+                    self.trouble.failed(Instant::now(), &why);
+                    unread = Some(why);
                     break;
                 }
             }
@@ -238,7 +253,7 @@ impl Pump {
         for note in self.tail.take_notes() {
             self.trouble.note(&note);
         }
-        batch
+        (batch, unread)
     }
 
     /// Deliver `batch`, trying again as the destination and the pacing say. Some(why): it is too

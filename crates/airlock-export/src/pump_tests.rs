@@ -542,3 +542,23 @@ fn a_cursor_on_a_record_with_a_false_seq_keeps_its_segment_from_retention() {
     );
     assert!(report.held.iter().any(|r| r.first == holding), "{report:?}");
 }
+
+/// Found by review: a log that could not be read (there, a cursor's offset edited near 2^63)
+/// ended a one-shot export as caught up, exit 0, the error naming the open segment. It ends
+/// lagging now, naming the file that could not be read.
+#[test]
+fn a_log_that_cannot_be_read_ends_a_one_shot_export_lagging_naming_the_file() {
+    let setup = setup(3);
+    // A sealed segment that is a directory: listed, opened, and every read of it fails.
+    let unreadable = setup
+        .state
+        .path()
+        .join(airlock_audit::SEGMENT_DIR)
+        .join(airlock_audit::segment_file_name(1));
+    std::fs::create_dir_all(&unreadable).unwrap();
+    let ended = pump_for(&setup, vec![], quick()).run(Mode::UntilCaughtUp);
+    let Ended::Lagging { sent: 0, why } = ended else {
+        panic!("{ended:?}");
+    };
+    assert!(why.contains(&unreadable.display().to_string()), "{why}");
+}
