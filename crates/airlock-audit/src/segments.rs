@@ -83,10 +83,27 @@ impl Layout {
     /// user least expects. Nothing half happens: the append that refuses comes before its
     /// action, and reading, verifying and exporting the log go on.
     pub fn from_env() -> Result<Layout, BadSegmentSize> {
-        Layout::from_values(
-            std::env::var("AIRLOCK_AUDIT_SEGMENT_SIZE").ok().as_deref(),
+        Layout::from_os_values(
+            std::env::var_os("AIRLOCK_AUDIT_SEGMENT_SIZE").as_deref(),
             std::env::var("AIRLOCK_AUDIT_SEGMENT_DAILY").ok().as_deref(),
         )
+    }
+
+    /// [`Layout::from_values`], the size as the environment holds it: one that is not UTF-8 is
+    /// refused like any size that does not read (found by review: `var` turned it into "unset",
+    /// and the default was taken without a word).
+    pub fn from_os_values(
+        size: Option<&std::ffi::OsStr>,
+        daily: Option<&str>,
+    ) -> Result<Layout, BadSegmentSize> {
+        let size = match size {
+            Some(value) => Some(value.to_str().ok_or_else(|| BadSegmentSize {
+                value: value.to_string_lossy().into_owned(),
+                why: "not text (not UTF-8)",
+            })?),
+            None => None,
+        };
+        Layout::from_values(size, daily)
     }
 
     /// [`Layout::from_env`] from the variables' values.

@@ -534,3 +534,20 @@ fn a_resend_from_a_first_record_after_retention_verifies_and_a_reorder_does_not(
         })
     );
 }
+
+/// Found by review: a segment size that is not UTF-8 was taken as unset, the default used
+/// without a word. Refused like any size that does not read.
+#[test]
+fn a_segment_size_that_is_not_text_is_refused_not_taken_as_unset() {
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = std::ffi::OsStr::from_bytes(b"64\xffM");
+    let refused = Layout::from_os_values(Some(bytes), None).unwrap_err();
+    assert_eq!(refused.why, "not text (not UTF-8)");
+    assert_eq!(
+        Layout::from_os_values(Some(std::ffi::OsStr::new("2K")), None)
+            .unwrap()
+            .segment_size,
+        2048
+    );
+    assert_eq!(Layout::from_os_values(None, None), Ok(Layout::default()));
+}
