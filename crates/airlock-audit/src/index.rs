@@ -7,6 +7,11 @@
 //! API's `/v1/audit`) reads each index (a few KiB: tens of bytes per distinct session) and opens
 //! only the segments that may hold a match. `verify` rebuilds each index from its segment and
 //! compares: an index cannot hide a record without saying so.
+//!
+//! Each list is bounded: the names come from callers (a session's name, a token's id), and an
+//! index must stay small whatever they send. Past [`MAX_LISTED`] distinct names a list keeps
+//! the first (sorted) and is marked in `overflowed`: a reader then takes the segment as possibly
+//! holding any name of that kind, and opens it — a segment is never skipped wrongly.
 
 use std::collections::BTreeSet;
 use std::io::{self, BufRead};
@@ -18,6 +23,9 @@ use crate::reader::{action_matches, Filter};
 
 /// The format of an index file; another is read as no index (the segment is then read whole).
 pub const INDEX_VERSION: u32 = 1;
+
+/// The most distinct names a list of an index holds (a few tens of KiB at most).
+pub const MAX_LISTED: usize = 1024;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -45,30 +53,59 @@ pub struct SegmentIndex {
     pub denied: u64,
     /// Lines that are not records (none in a segment airlock wrote; `verify` names them).
     pub unreadable: u64,
+    /// The lists (`actions`, `sessions`, `profiles`, `tokens`) that held more than
+    /// [`MAX_LISTED`] names and were cut: the segment may hold any name of that kind. Left out
+    /// when empty, so that an index from before the cap reads and compares the same.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub overflowed: Vec<String>,
 }
 
 impl SegmentIndex {
     /// Whether the segment may hold a record `filter` keeps. False only when the index says it
     /// cannot: then the segment need not be opened.
     pub fn may_hold(&self, filter: &Filter) -> bool {
-        let holds = |list: &[String], wanted: &Option<String>| {
-            wanted
-                .as_deref()
-                .is_none_or(|w| list.binary_search_by(|x| x.as_str().cmp(w)).is_ok())
+        let holds = |kind: &str, list: &[String], wanted: &Option<String>| {
+            wanted.as_deref().is_none_or(|w| {
+                self.overflowed(kind) || list.binary_search_by(|x| x.as_str().cmp(w)).is_ok()
+            })
         };
-        holds(&self.sessions, &filter.session)
-            && holds(&self.profiles, &filter.profile)
-            && holds(&self.tokens, &filter.token)
+        holds("sessions", &self.sessions, &filter.session)
+            && holds("profiles", &self.profiles, &filter.profile)
+            && holds("tokens", &self.tokens, &filter.token)
             && filter
                 .since
                 .as_deref()
                 .is_none_or(|since| self.max_time.as_str() >= since)
             && (filter.actions.is_empty()
+                || self.overflowed("actions")
                 || self
                     .actions
                     .iter()
                     .any(|action| filter.actions.iter().any(|a| action_matches(action, a))))
             && (!filter.denied || self.denied > 0)
+    }
+}
+
+impl SegmentIndex {
+    /// Whether the list `kind` (`sessions`, …) was cut: the segment may hold any name of it.
+    pub fn overflowed(&self, kind: &str) -> bool {
+        self.overflowed.iter().any(|k| k == kind)
+    }
+
+    /// The index with each list cut to [`MAX_LISTED`] names, and the cut ones said.
+    pub(crate) fn capped(mut self) -> SegmentIndex {
+        for (kind, list) in [
+            ("actions", &mut self.actions),
+            ("sessions", &mut self.sessions),
+            ("profiles", &mut self.profiles),
+            ("tokens", &mut self.tokens),
+        ] {
+            if list.len() > MAX_LISTED {
+                list.truncate(MAX_LISTED);
+                self.overflowed.push(kind.to_string());
+            }
+        }
+        self
     }
 }
 
@@ -129,8 +166,13 @@ impl IndexBuilder {
         }
     }
 
-    /// The index; None when no record was added.
+    /// The index, its lists cut to [`MAX_LISTED`]; None when no record was added.
     pub fn finish(self) -> Option<SegmentIndex> {
+        self.finish_uncapped().map(SegmentIndex::capped)
+    }
+
+    /// The index with every name listed, as airlock wrote them before lists were capped.
+    pub(crate) fn finish_uncapped(self) -> Option<SegmentIndex> {
         let (first_seq, first_prev, first_time) = self.first?;
         let (last_seq, last_hash, last_time) = self.last?;
         Some(SegmentIndex {
@@ -150,6 +192,7 @@ impl IndexBuilder {
             tokens: self.tokens.into_iter().collect(),
             denied: self.denied,
             unreadable: self.unreadable,
+            overflowed: Vec::new(),
         })
     }
 }

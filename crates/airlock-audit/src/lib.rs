@@ -48,12 +48,12 @@ mod segments;
 mod tail;
 mod verify;
 
-pub use index::{SegmentIndex, INDEX_VERSION};
+pub use index::{SegmentIndex, INDEX_VERSION, MAX_LISTED};
 pub use reader::{Filter, Records};
 pub use retention::{Removed, Retention, RetentionReport};
 pub use segments::{
-    hash_of_record, sealed_segments, segment_file_name, Layout, Sealed, DEFAULT_SEGMENT_SIZE,
-    SEGMENT_DIR,
+    hash_of_record, sealed_segments, segment_file_name, BadSegmentSize, Layout, Sealed,
+    DEFAULT_SEGMENT_SIZE, MIN_SEGMENT_SIZE, SEGMENT_DIR,
 };
 pub use tail::{Position, Tail, Tailed};
 pub use verify::{verify_exported, Problem, StreamVerdict, Verdict};
@@ -67,6 +67,8 @@ pub enum AuditError {
     Append { path: PathBuf, source: io::Error },
     #[error("cannot read the audit log {path}: {source}")]
     Read { path: PathBuf, source: io::Error },
+    #[error("AIRLOCK_AUDIT_SEGMENT_SIZE={value:?} is {why} — nothing was done; set it to a size of at least 1K (bytes, or a number with K, M or G: 64M), or unset it for the default (64M)")]
+    SegmentSize { value: String, why: &'static str },
     #[error("{path}:{line}: not an audit record ({why}) — give a file of JSON lines as 'airlock log --json' prints them")]
     Malformed {
         path: PathBuf,
@@ -101,7 +103,9 @@ pub struct AuditLog {
     dir: PathBuf,
     sync: Sync,
     forward: Option<PathBuf>,
-    layout: Layout,
+    /// How the open segment rolls; an error when `AIRLOCK_AUDIT_SEGMENT_SIZE` does not read,
+    /// said by every append (see [`Layout::from_env`]).
+    layout: Result<Layout, BadSegmentSize>,
     /// The time records are written at (a fake one in tests of rolling by day).
     clock: fn() -> SystemTime,
 }
@@ -181,8 +185,9 @@ struct Tip {
 
 impl AuditLog {
     /// The log of `state_dir`, rolled as `AIRLOCK_AUDIT_SEGMENT_SIZE` and
-    /// `AIRLOCK_AUDIT_SEGMENT_DAILY` say (else 64 MiB or a UTC day); a copy of each record also
-    /// goes to syslog when `AIRLOCK_AUDIT_SYSLOG` asks for it.
+    /// `AIRLOCK_AUDIT_SEGMENT_DAILY` say (else 64 MiB or a UTC day; a size that does not read, or
+    /// below 1 KiB, makes every append an error that says so); a copy of each record also goes
+    /// to syslog when `AIRLOCK_AUDIT_SYSLOG` asks for it.
     pub fn new(state_dir: &Path, sync: Sync) -> AuditLog {
         AuditLog {
             dir: state_dir.to_path_buf(),
@@ -195,7 +200,7 @@ impl AuditLog {
 
     /// The same log, rolled by `layout`.
     pub fn with_layout(mut self, layout: Layout) -> AuditLog {
-        self.layout = layout;
+        self.layout = Ok(layout);
         self
     }
 
@@ -251,11 +256,15 @@ impl AuditLog {
     }
 
     fn append_as(&self, action: &str, fields: Value, sync: Sync) -> Result<Appended, AuditError> {
+        let layout = self.layout.clone().map_err(|bad| AuditError::SegmentSize {
+            value: bad.value,
+            why: bad.why,
+        })?;
         let mut file = self.lock_open_segment()?;
         for _ in 0..ATTEMPTS {
             let size = file.metadata().map_err(|e| self.append_error(e))?.len();
             let tip = self.recovered_tip(&mut file, sync)?;
-            if !self.layout.rolls(size, tip.time.as_deref(), (self.clock)()) {
+            if !layout.rolls(size, tip.time.as_deref(), (self.clock)()) {
                 break;
             }
             segments::seal(

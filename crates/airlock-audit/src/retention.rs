@@ -24,8 +24,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::index::{index_of, SegmentIndex};
-use crate::segments::{sealed_segments, Sealed, SEGMENT_DIR};
-use crate::{format_time, AuditError, AuditLog};
+use crate::segments::{first_seq_of, read_line_at, sealed_segments, Sealed, SEGMENT_DIR};
+use crate::{format_time, AuditError, AuditLog, Position};
 
 /// The action of the record a removal writes.
 pub const RETENTION_ACTION: &str = "log.retention";
@@ -33,7 +33,8 @@ pub const RETENTION_ACTION: &str = "log.retention";
 /// How long the log keeps sealed segments. None: no limit of that kind.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Retention {
-    /// Remove a sealed segment once its latest record is older than this many days.
+    /// Remove a sealed segment once its latest record is older than this many days (a record
+    /// dated later than its segment was written counts as written then: see `age_time`).
     pub keep_days: Option<u64>,
     /// Remove the oldest sealed segments while the log (all segments) is larger than this.
     pub keep_bytes: Option<u64>,
@@ -92,8 +93,9 @@ fn removed_of(sealed: &Sealed, index: &SegmentIndex) -> Removed {
 
 impl AuditLog {
     /// Remove the sealed segments past `retention`, oldest first, recording the removal first
-    /// (with `fields`, e.g. who asked, in the record). None of a segment holding a record at or
-    /// after `keep_from` (the first record an export destination still has to send) is removed.
+    /// (with `fields`, e.g. who asked, in the record). None of a segment named from `keep_from`
+    /// on, or holding a record at or after it, is removed: an export destination still has to
+    /// send records from there ([`Position::keep_from`] says where, by a cursor).
     pub fn apply_retention(
         &self,
         retention: &Retention,
@@ -141,25 +143,23 @@ impl AuditLog {
         for (segment, index) in &segments {
             let too_old = cutoff
                 .as_deref()
-                .is_some_and(|c| index.max_time.as_str() < c);
+                .is_some_and(|c| age_time(segment, index).as_str() < c);
             let too_big = retention.keep_bytes.is_some_and(|keep| total > keep);
             if !too_old && !too_big {
                 break;
             }
-            if keep_from.is_some_and(|first_unsent| index.last_seq >= first_unsent) {
+            // Kept by the name of the segment too: its records' seqs are what they claim, and
+            // one with a false seq must not let a segment of unsent records go.
+            if keep_from.is_some_and(|keep| segment.first_seq >= keep || index.last_seq >= keep) {
                 report.held.push(removed_of(segment, index));
                 continue;
             }
-            let reviewed: Vec<&String> = index
-                .sessions
-                .iter()
-                .filter(|session| under_review.contains(*session))
-                .collect();
+            let reviewed = sessions_under_review(segment, index, under_review)?;
             if !reviewed.is_empty() {
                 report.held.push(removed_of(segment, index));
                 for session in reviewed {
-                    if !report.held_for_sessions.contains(session) {
-                        report.held_for_sessions.push(session.clone());
+                    if !report.held_for_sessions.contains(&session) {
+                        report.held_for_sessions.push(session);
                     }
                 }
                 continue;
@@ -230,6 +230,121 @@ impl AuditLog {
     }
 }
 
+impl Position {
+    /// What retention must keep for an export whose cursor is this position: the first seq of
+    /// the segment that holds this record *where the cursor says* (at its offset, with its seq
+    /// and hash; the oldest such), for `keep_from`. None when no segment holds it there (the
+    /// log was replaced, restored, or the cursor edited): nothing of this log was sent, so
+    /// everything is kept.
+    ///
+    /// By position, never by the cursor's seq alone (found by review: a record with a false
+    /// high seq exported, then the cursor on it, let retention remove the genuine records after
+    /// it, never sent). The tail reads the sealed segments in order, then the open one: every
+    /// segment before the one holding the cursor's record was read whole.
+    pub fn keep_from(
+        &self,
+        state_dir: &std::path::Path,
+        open_path: &std::path::Path,
+    ) -> Result<Option<u64>, AuditError> {
+        let sealed = sealed_segments(state_dir)?;
+        let segments = sealed
+            .iter()
+            .map(|s| (s.path.as_path(), Some(s.first_seq)))
+            .chain([(open_path, None)]);
+        for (path, first) in segments {
+            let read_error = |source| AuditError::Read {
+                path: path.to_path_buf(),
+                source,
+            };
+            let file = match fs::File::open(path) {
+                Ok(file) => file,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(read_error(e)),
+            };
+            let len = file.metadata().map_err(read_error)?.len();
+            if self.offset >= len {
+                continue;
+            }
+            let Some(line) = read_line_at(&file, self.offset).map_err(read_error)? else {
+                continue;
+            };
+            let held = serde_json::from_slice::<Map<String, Value>>(&line)
+                .ok()
+                .is_some_and(|record| {
+                    record.get("seq").and_then(Value::as_u64) == Some(self.seq)
+                        && record.get("hash").and_then(Value::as_str) == Some(self.hash.as_str())
+                });
+            if !held {
+                continue;
+            }
+            return Ok(Some(match first {
+                Some(first) => first,
+                // The open segment: sealed later under its first record's seq. A first line
+                // that is not a record gives nothing to name it by: keep everything.
+                None => first_seq_of(&file).map_err(read_error)?.unwrap_or(1),
+            }));
+        }
+        Ok(None)
+    }
+}
+
+/// The time `segment` is judged old by: its latest record's, unless that is later than the file
+/// was last written (a record claiming the future: a clock set back after it was written, or a
+/// time forged), then when it was last written. Judged by its records alone, one record from the
+/// future kept its segment past keep_days forever, and every segment after it (oldest first).
+/// A file copied since (a backup restored) has a later time: that only keeps it longer.
+fn age_time(segment: &Sealed, index: &SegmentIndex) -> String {
+    let written = fs::metadata(&segment.path)
+        .and_then(|meta| meta.modified())
+        .ok()
+        .map(format_time);
+    match written {
+        Some(written) if written < index.max_time => written,
+        _ => index.max_time.clone(),
+    }
+}
+
+/// The sessions of `under_review` that `segment` holds records of: as its index lists them, or,
+/// when that list was cut (more sessions than an index lists), as its records say.
+fn sessions_under_review(
+    segment: &Sealed,
+    index: &SegmentIndex,
+    under_review: &BTreeSet<String>,
+) -> Result<Vec<String>, AuditError> {
+    if under_review.is_empty() {
+        return Ok(Vec::new());
+    }
+    if !index.overflowed("sessions") {
+        return Ok(index
+            .sessions
+            .iter()
+            .filter(|session| under_review.contains(*session))
+            .cloned()
+            .collect());
+    }
+    let read_error = |source| AuditError::Read {
+        path: segment.path.clone(),
+        source,
+    };
+    let file = match fs::File::open(&segment.path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(read_error(e)),
+    };
+    let mut found = BTreeSet::new();
+    for line in io::BufRead::split(io::BufReader::new(file), b'\n') {
+        let line = line.map_err(read_error)?;
+        if let Ok(Value::Object(record)) = serde_json::from_slice::<Value>(&line) {
+            if let Some(session) = record.get("session").and_then(Value::as_str) {
+                if under_review.contains(session) {
+                    found.insert(session.to_string());
+                }
+            }
+        }
+    }
+    Ok(found.into_iter().collect())
+}
+
 fn read_index(segment: &Sealed) -> Result<Option<SegmentIndex>, AuditError> {
     let read_error = |source| AuditError::Read {
         path: segment.path.clone(),
@@ -253,3 +368,7 @@ fn remove_if_there(path: &std::path::Path) -> Result<(), AuditError> {
         }),
     }
 }
+
+#[cfg(test)]
+#[path = "retention_tests.rs"]
+mod tests;

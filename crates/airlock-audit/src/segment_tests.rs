@@ -694,3 +694,58 @@ fn a_seal_that_cannot_take_its_name_changes_nothing_and_the_log_stays_writable()
     let mode = fs::metadata(log.path()).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode & 0o200, 0o200, "mode {mode:o}");
 }
+
+#[test]
+fn a_segment_with_more_sessions_than_its_index_lists_is_still_read_for_each() {
+    // Found by review: an index listed every session, profile, token and action named in its
+    // segment, without bound: caller strings could bloat it. Capped now, and marked: a lookup
+    // for a session past the cap must still open the segment, and retention still hold it.
+    let dir = tempfile::tempdir().unwrap();
+    let log = AuditLog::new(dir.path(), Sync::Never);
+    let count = MAX_LISTED + 76;
+    let name = |i: usize| format!("s{i:05}");
+    for i in 0..count {
+        log.append("run.intent", json!({ "session": name(i) }))
+            .unwrap();
+    }
+    let index = log.seal().unwrap().unwrap();
+    assert_eq!(index.sessions.len(), MAX_LISTED);
+    assert_eq!(index.overflowed, ["sessions"]);
+    assert_eq!(index.actions, ["run.intent"]);
+    let past_the_cap = name(count - 1);
+    assert!(!index.sessions.contains(&past_the_cap));
+    let wanted = Filter {
+        session: Some(past_the_cap.clone()),
+        ..Filter::default()
+    };
+    assert!(index.may_hold(&wanted));
+    assert_eq!(all_records(&log, &wanted).len(), 1);
+    assert_eq!(log.verify().unwrap().problem, None);
+    log.append("test.event", json!({})).unwrap();
+    let everything = Retention {
+        keep_days: None,
+        keep_bytes: Some(0),
+    };
+    let under_review: std::collections::BTreeSet<String> = [past_the_cap.clone()].into();
+    let report = log
+        .apply_retention_holding(&everything, None, &under_review, Map::new())
+        .unwrap();
+    assert_eq!(report.held_for_sessions, [past_the_cap], "{report:?}");
+    assert!(report.removed.is_empty(), "{report:?}");
+
+    // An index sealed before the cap (every session listed, no mark) still verifies.
+    let sealed = &sealed_segments(dir.path()).unwrap()[0];
+    let mut old: Value = serde_json::from_slice(&fs::read(sealed.index_path()).unwrap()).unwrap();
+    old["sessions"] = (0..count).map(name).collect::<Vec<_>>().into();
+    old.as_object_mut().unwrap().remove("overflowed");
+    fs::set_permissions(sealed.index_path(), fs::Permissions::from_mode(0o600)).unwrap();
+    fs::write(sealed.index_path(), serde_json::to_vec(&old).unwrap()).unwrap();
+    assert_eq!(log.verify().unwrap().problem, None);
+    // A list cut without the mark hides sessions: verify says so.
+    old["sessions"] = (0..MAX_LISTED).map(name).collect::<Vec<_>>().into();
+    fs::write(sealed.index_path(), serde_json::to_vec(&old).unwrap()).unwrap();
+    assert!(matches!(
+        log.verify().unwrap().problem,
+        Some(Problem::IndexMismatch { .. })
+    ));
+}

@@ -60,24 +60,70 @@ impl Default for Layout {
     }
 }
 
+/// The smallest `AIRLOCK_AUDIT_SEGMENT_SIZE` taken: a few records a segment. Below it a segment
+/// would be sealed (indexed, renamed, synced) for nearly every record: a file and an index per
+/// record, which fills a file system's inodes long before its space.
+pub const MIN_SEGMENT_SIZE: u64 = 1 << 10;
+
+/// `AIRLOCK_AUDIT_SEGMENT_SIZE` set to what is not a size airlock takes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BadSegmentSize {
+    pub value: String,
+    pub why: &'static str,
+}
+
 impl Layout {
     /// The default, or what `AIRLOCK_AUDIT_SEGMENT_SIZE` (bytes, or with K, M or G: binary
-    /// units) and `AIRLOCK_AUDIT_SEGMENT_DAILY=0` say, as `AIRLOCK_AUDIT_FSYNC` is read. A value
-    /// that does not read is ignored: rolling decides only how the log is cut into files, never
-    /// what it holds.
-    pub fn from_env() -> Layout {
+    /// units, at least [`MIN_SEGMENT_SIZE`]) and `AIRLOCK_AUDIT_SEGMENT_DAILY=0` say, as
+    /// `AIRLOCK_AUDIT_FSYNC` is read.
+    ///
+    /// A size that does not read, or is below the floor, is an error (each append is refused,
+    /// saying so), not a default taken quietly: someone set it on purpose, and a security
+    /// tool that does something other than it was told, without a word, is the surprise its
+    /// user least expects. Nothing half happens: the append that refuses comes before its
+    /// action, and reading, verifying and exporting the log go on.
+    pub fn from_env() -> Result<Layout, BadSegmentSize> {
+        Layout::from_os_values(
+            std::env::var_os("AIRLOCK_AUDIT_SEGMENT_SIZE").as_deref(),
+            std::env::var("AIRLOCK_AUDIT_SEGMENT_DAILY").ok().as_deref(),
+        )
+    }
+
+    /// [`Layout::from_values`], the size as the environment holds it: one that is not UTF-8 is
+    /// refused like any size that does not read (found by review: `var` turned it into "unset",
+    /// and the default was taken without a word).
+    pub fn from_os_values(
+        size: Option<&std::ffi::OsStr>,
+        daily: Option<&str>,
+    ) -> Result<Layout, BadSegmentSize> {
+        let size = match size {
+            Some(value) => Some(value.to_str().ok_or_else(|| BadSegmentSize {
+                value: value.to_string_lossy().into_owned(),
+                why: "not text (not UTF-8)",
+            })?),
+            None => None,
+        };
+        Layout::from_values(size, daily)
+    }
+
+    /// [`Layout::from_env`] from the variables' values.
+    pub fn from_values(size: Option<&str>, daily: Option<&str>) -> Result<Layout, BadSegmentSize> {
         let mut layout = Layout::default();
-        if let Some(size) = std::env::var("AIRLOCK_AUDIT_SEGMENT_SIZE")
-            .ok()
-            .as_deref()
-            .and_then(parse_size)
-        {
-            layout.segment_size = size.max(1);
+        if let Some(value) = size.filter(|v| !v.trim().is_empty()) {
+            let bad = |why| BadSegmentSize {
+                value: value.to_string(),
+                why,
+            };
+            let size = parse_size(value).ok_or_else(|| bad("not a size"))?;
+            if size < MIN_SEGMENT_SIZE {
+                return Err(bad("smaller than 1K, the least a segment holds"));
+            }
+            layout.segment_size = size;
         }
-        if let Ok("0" | "false" | "off") = std::env::var("AIRLOCK_AUDIT_SEGMENT_DAILY").as_deref() {
+        if let Some("0" | "false" | "off") = daily {
             layout.daily = false;
         }
-        layout
+        Ok(layout)
     }
 
     /// Whether an open segment of `size` bytes whose last record has `last_time` rolls before a
@@ -367,6 +413,31 @@ fn write_index(path: &Path, index: &SegmentIndex, durable: bool) -> Result<(), A
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Found by review: a size that did not read was ignored without a word, and there was no
+    /// floor (`1` sealed a segment for every record).
+    #[test]
+    fn a_segment_size_that_does_not_read_or_is_too_small_is_refused() {
+        let size = |value| Layout::from_values(Some(value), None);
+        for (value, why) in [
+            ("lots", "not a size"),
+            ("64X", "not a size"),
+            ("1.5G", "not a size"),
+            ("1", "smaller than 1K"),
+            ("1023", "smaller than 1K"),
+        ] {
+            let bad = size(value).unwrap_err();
+            assert_eq!(bad.value, value);
+            assert!(bad.why.starts_with(why), "{value}: {bad:?}");
+        }
+        // What the tests and scripts use, and what the benchmark does to never roll.
+        assert_eq!(size("1K").unwrap().segment_size, 1024);
+        assert_eq!(size("2K").unwrap().segment_size, 2048);
+        assert_eq!(size("1048576G").unwrap().segment_size, 1 << 50);
+        assert_eq!(size("").unwrap(), Layout::default());
+        assert_eq!(Layout::from_values(None, None).unwrap(), Layout::default());
+        assert!(!Layout::from_values(None, Some("0")).unwrap().daily);
+    }
 
     #[test]
     fn sizes_read_with_binary_units() {

@@ -359,12 +359,12 @@ fn a_whole_log_resent_verifies_once_its_chain_joins_what_was_seen() {
     let verdict = verify_remembering(&resent, 2);
     assert_eq!(verdict.problem, None, "{verdict:?}");
     assert_eq!((verdict.records, verdict.duplicates), (8, 6));
-    // A resend that never joins (the stream ends in it) proves nothing.
+    // A resend that never joins (the stream ends in it) proves nothing: another chain.
     let cut: Vec<String> = all[..6].iter().chain(&all[..3]).cloned().collect();
-    assert!(matches!(
+    assert_eq!(
         verify_remembering(&cut, 2).problem,
-        Some(Problem::Reordered { .. })
-    ));
+        Some(Problem::NewChain { line: 7, after: 6 })
+    );
     // A forged record 2 in the resend breaks its chain to record 3.
     let mut forged: Vec<String> = all[..6].iter().chain(&all[..8]).cloned().collect();
     forged[7] = all[1].replace("\"seq\":2", "\"seq\":2,\"x\":1");
@@ -445,4 +445,109 @@ fn an_exported_stream_with_a_record_lost_altered_or_foreign_is_broken() {
         verify_text(&swapped).problem,
         Some(Problem::Missing { line: 2, .. })
     ));
+}
+
+/// What an exporter sends after the log was replaced under it: the old chain, then the new log
+/// from its record 1. verify --from says where the second chain starts; each part verifies.
+#[test]
+fn a_replaced_log_exported_after_the_old_one_is_a_new_chain_each_part_verifying() {
+    let (_dir, log) = log_with(6);
+    let other_dir = tempfile::tempdir().unwrap();
+    let replacement = AuditLog::new(other_dir.path(), Sync::Never);
+    for i in 0..3 {
+        replacement
+            .append("other.event", json!({ "i": i }))
+            .unwrap();
+    }
+    let (old, new) = (lines(&log), lines(&replacement));
+    let stream: Vec<&str> = old.iter().chain(&new).map(String::as_str).collect();
+    let verdict = verify_text(&stream.join("\n"));
+    assert_eq!(
+        verdict.problem,
+        Some(Problem::NewChain { line: 7, after: 6 }),
+        "{verdict:?}"
+    );
+    assert_eq!(verdict.records, 6);
+    let message = verdict.problem.unwrap().to_string();
+    assert!(message.contains("tail -n +7 FILE"), "{message}");
+    let second = verify_text(&stream[6..].join("\n"));
+    assert_eq!((second.problem, second.records), (None, 3));
+    // Beyond the records remembered, the same: the new chain never joins one seen.
+    let text = stream.join("\n");
+    let far = verify::verify_stream(text.as_bytes(), Path::new("exported.jsonl"), 2).unwrap();
+    assert_eq!(far.problem, Some(Problem::NewChain { line: 7, after: 6 }));
+}
+
+/// A segment size that does not read refuses each append, naming the variable, its value and
+/// what to do, and writes nothing; reading the log goes on.
+#[test]
+fn an_append_under_a_bad_segment_size_is_refused_and_says_why() {
+    let (_dir, mut log) = log_with(1);
+    log.layout = Layout::from_values(Some("64X"), None);
+    let error = log.append("test.event", json!({})).unwrap_err().to_string();
+    assert!(
+        error.starts_with("AIRLOCK_AUDIT_SEGMENT_SIZE=\"64X\" is not a size — nothing was done")
+            && error.contains("at least 1K"),
+        "{error}"
+    );
+    assert_eq!(lines(&log).len(), 1);
+    assert_eq!(log.verify().unwrap().problem, None);
+}
+
+/// Found by review: after retention the log's first record is not record 1; an export sent
+/// again from it, from further back than the records remembered, was called reordered. A
+/// resend from any seq is taken as copies once its chain joins a record seen; one that does not
+/// is still reordered.
+#[test]
+fn a_resend_from_a_first_record_after_retention_verifies_and_a_reorder_does_not() {
+    let (_dir, log) = log_with(12);
+    let all = lines(&log);
+    let verify_remembering = |stream: &[String]| {
+        let text = stream.join("\n");
+        verify::verify_stream(text.as_bytes(), Path::new("exported.jsonl"), 2).unwrap()
+    };
+    // The log kept from record 4 on: records 4 to 10 sent, then 4 to 12 again.
+    let resent: Vec<String> = all[3..10].iter().chain(&all[3..12]).cloned().collect();
+    let verdict = verify_remembering(&resent);
+    assert_eq!(verdict.problem, None, "{verdict:?}");
+    assert_eq!(
+        (verdict.first, verdict.records, verdict.duplicates),
+        (Some(4), 9, 7)
+    );
+    // Record 5 again after record 10, on its own: reordered, whether the stream ends there or
+    // goes on with record 11.
+    let moved: Vec<String> = all[..10].iter().chain([&all[4]]).cloned().collect();
+    let reordered = Some(Problem::Reordered {
+        line: 11,
+        expected: 11,
+        found: 5,
+    });
+    assert_eq!(verify_remembering(&moved).problem, reordered);
+    let mut moved_on = moved.clone();
+    moved_on.push(all[10].clone());
+    assert_eq!(
+        verify_remembering(&moved_on).problem,
+        Some(Problem::Reordered {
+            line: 12,
+            expected: 6,
+            found: 11
+        })
+    );
+}
+
+/// Found by review: a segment size that is not UTF-8 was taken as unset, the default used
+/// without a word. Refused like any size that does not read.
+#[test]
+fn a_segment_size_that_is_not_text_is_refused_not_taken_as_unset() {
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = std::ffi::OsStr::from_bytes(b"64\xffM");
+    let refused = Layout::from_os_values(Some(bytes), None).unwrap_err();
+    assert_eq!(refused.why, "not text (not UTF-8)");
+    assert_eq!(
+        Layout::from_os_values(Some(std::ffi::OsStr::new("2K")), None)
+            .unwrap()
+            .segment_size,
+        2048
+    );
+    assert_eq!(Layout::from_os_values(None, None), Ok(Layout::default()));
 }

@@ -151,7 +151,8 @@ impl Walk {
             return Ok(false);
         }
         self.segments += 1;
-        let built = index.finish();
+        let full = index.finish_uncapped();
+        let built = full.clone().map(SegmentIndex::capped);
         let problem = match (&built, segment.index()) {
             (None, _) => Some(Problem::EmptySegment),
             (Some(built), _) if built.first_seq != segment.first_seq => Some(Problem::Misnamed {
@@ -159,6 +160,8 @@ impl Walk {
                 found: built.first_seq,
             }),
             (Some(_), None) => Some(Problem::IndexMissing),
+            // An index sealed before lists were capped lists every name: as good.
+            (Some(_), Some(stored)) if full.as_ref() == Some(&stored) => None,
             (Some(built), Some(stored)) => {
                 first_difference(built, &stored).map(|field| Problem::IndexMismatch { field })
             }
@@ -410,18 +413,17 @@ pub(crate) fn verify_stream(
     };
     // The hashes of the last records, by seq (contiguous: only the next record is pushed).
     let mut recent: VecDeque<(u64, String)> = VecDeque::new();
-    // Records sent again from further back than `recent` reaches (a whole log resent): taken as
-    // copies only once their own chain, from record 1, joins a record `recent` holds, which the
-    // chain then proves identical all the way back.
+    // Records sent again from further back than `recent` reaches (a whole log resent, from
+    // record 1 or, after retention, from the log's first record): taken as copies only once
+    // their own chain joins a record `recent` holds, which the chain then proves identical all
+    // the way back.
     let mut replay: Option<Replay> = None;
-    let mut lines_read = 0;
     for (index, line) in input.split(b'\n').enumerate() {
         let line = line.map_err(|source| AuditError::Read {
             path: name.to_path_buf(),
             source,
         })?;
         let line_no = index as u64 + 1;
-        lines_read = line_no;
         let Some((seq, hash, prev, record)) = exported_record(&line) else {
             verdict.skipped += u64::from(!line.trim_ascii().is_empty());
             continue;
@@ -486,15 +488,9 @@ pub(crate) fn verify_stream(
         verdict.last = Some((seq, hash));
     }
     if let Some(pending) = replay {
-        // The stream ends inside a resend that never came back to what was seen before.
-        verdict.problem = Some(Problem::Reordered {
-            line: lines_read,
-            expected: verdict
-                .last
-                .as_ref()
-                .map_or(1, |(last, _)| last.saturating_add(1)),
-            found: pending.next_seq.saturating_sub(1),
-        });
+        // The stream ends inside a resend that never came back to what was seen before:
+        // nothing proves it a copy; from record 1, it is another chain (a log replaced).
+        verdict.problem = Some(pending.unjoined(verdict.last.as_ref().map_or(0, |(l, _)| *l)));
     }
     Ok(verdict)
 }
@@ -529,25 +525,36 @@ impl Resent<'_> {
             .front()
             .and_then(|(front, _)| seq.checked_sub(*front))
             .and_then(|back| recent.get(back as usize));
+        let after = expected.saturating_sub(1);
         match (seen, replay.take()) {
             (Some((_, earlier)), pending) => {
                 let joins = pending.as_ref().is_none_or(|r| r.continued_by(seq, prev));
                 if *earlier == hash && joins {
                     *duplicates += 1 + pending.map_or(0, |r| r.records);
-                    Ok(())
-                } else {
-                    Err(Problem::Conflicting { line, seq })
+                    return Ok(());
+                }
+                // A chain from record 1 that is not the one seen: the log was replaced (an
+                // exporter then sends the new one from its start), not a copy altered.
+                match pending {
+                    Some(pending) => Err(pending.unjoined(after)),
+                    None if seq == 1 && prev == GENESIS => Err(Problem::NewChain { line, after }),
+                    None => Err(Problem::Conflicting { line, seq }),
                 }
             }
             (None, Some(pending)) if pending.continued_by(seq, prev) => {
                 *replay = Some(pending.then(seq, hash));
                 Ok(())
             }
-            (None, None) if seq == 1 && prev == GENESIS => {
-                *replay = Some(Replay::starting(hash));
+            // Further back than `recent` reaches: the start of a resend, from record 1 or, after
+            // retention, from the log's first record, whatever its seq (found by review: such
+            // a resend from more than 65,536 records back was called reordered). Taken as
+            // copies only once its chain joins a record seen; a record that does not go on
+            // to do so is still reordered.
+            (None, None) => {
+                *replay = Some(Replay::starting(seq, hash, line, expected));
                 Ok(())
             }
-            (None, _) => Err(Problem::Reordered {
+            (None, Some(_)) => Err(Problem::Reordered {
                 line,
                 expected,
                 found: seq,
@@ -556,19 +563,45 @@ impl Resent<'_> {
     }
 }
 
-/// Records resent from the log's start, not yet joined to those seen before.
+/// Records resent from further back than those remembered, not yet joined to those seen.
 struct Replay {
+    /// Its first record's seq (1 for a resend of the whole chain).
+    first: u64,
+    /// The seq the stream expected where it started.
+    expected: u64,
     next_seq: u64,
     last_hash: String,
     records: u64,
+    /// The line of its first record.
+    line: u64,
 }
 
 impl Replay {
-    fn starting(hash: String) -> Replay {
+    fn starting(seq: u64, hash: String, line: u64, expected: u64) -> Replay {
         Replay {
-            next_seq: 2,
+            first: seq,
+            expected,
+            next_seq: seq.saturating_add(1),
             last_hash: hash,
             records: 1,
+            line,
+        }
+    }
+
+    /// What a resend that does not join the records seen (`after` the last) is: from record 1,
+    /// another chain (a log replaced); from another record, records out of order.
+    fn unjoined(&self, after: u64) -> Problem {
+        if self.first == 1 {
+            Problem::NewChain {
+                line: self.line,
+                after,
+            }
+        } else {
+            Problem::Reordered {
+                line: self.line,
+                expected: self.expected,
+                found: self.first,
+            }
         }
     }
 
@@ -581,6 +614,7 @@ impl Replay {
             next_seq: seq.saturating_add(1),
             last_hash: hash,
             records: self.records + 1,
+            ..self
         }
     }
 }
@@ -650,6 +684,11 @@ pub enum Problem {
     /// A record under a seq already seen, but not the same record (an exported stream: two
     /// logs mixed, or a copy altered).
     Conflicting { line: u64, seq: u64 },
+    /// An exported stream: a chain starts again from record 1 at `line`, after record `after`,
+    /// and does not join the records before it (its record 1 is not the one seen, or it never
+    /// reaches one seen): the log was replaced, and its exporter sent the new one from its
+    /// start. Each part verifies on its own.
+    NewChain { line: u64, after: u64 },
     /// The last line was cut short (a crash while appending; the next append recovers it).
     TornLastLine { line: u64 },
     /// Records after `last` were removed: the head file saw `head`.
@@ -691,6 +730,10 @@ impl std::fmt::Display for Problem {
             Problem::Conflicting { line, seq } => write!(
                 f,
                 "line {line} holds a record {seq} that is not the record {seq} before it: two logs were mixed, or one copy was altered"
+            ),
+            Problem::NewChain { line, after } => write!(
+                f,
+                "line {line} starts a chain from record 1 again, after record {after}, that does not join the records before it: the log was replaced (or restored, or started again) and its exporter sent it from its start, as it says on its stderr; the lines before verify as one chain; verify the lines from {line} on as another ('tail -n +{line} FILE | airlock log verify --from -')"
             ),
             Problem::TornLastLine { line } => write!(
                 f,

@@ -148,8 +148,8 @@ pub fn record_abandoned(caller: &Caller, session: Option<&str>, why: &str) {
 }
 
 /// Remove the sealed segments past `retention` (`[audit] keep_days`, `keep_size`), the oldest
-/// first, and none holding a record from `keep_from` on (the first record an export destination
-/// has not sent yet); the removal is recorded in the log, saying who did it, before any file goes
+/// first, and none named from `keep_from` on or holding a record from it on (the first seq of the
+/// oldest segment an export destination still has records to send from); the removal is recorded in the log, saying who did it, before any file goes
 /// (see [`airlock_audit::AuditLog::apply_retention`]). Nothing at all without a limit.
 pub fn apply_retention(
     state_dir: &Path,

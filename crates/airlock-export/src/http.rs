@@ -5,7 +5,8 @@
 //! The answer decides, as the OTLP specification says: 2xx is an acknowledgement (a partial
 //! success is said on stderr; what the collector rejected it will not take on a resend either);
 //! 429, 502, 503 and 504 and any failure to connect or to answer in time are retried with a
-//! growing backoff, or after Retry-After; any other status is a refusal, not resent at once (see
+//! growing backoff, or after Retry-After; 413 (too large) has the batch sent again in halves,
+//! down to one record a request; any other status is a refusal, not resent at once (see
 //! [`crate::pump::Delivery::Refused`]).
 
 use std::sync::Arc;
@@ -207,6 +208,8 @@ pub fn judge(
             after: retry_after(headers),
             why,
         },
+        // Resent as it is, a batch too large is refused again forever: the pump halves it.
+        413 => Delivery::TooLarge { why },
         _ => Delivery::Refused {
             why: format!("{why}; it is asked again in a minute: fix the collector or [audit.otlp]"),
         },
@@ -320,7 +323,12 @@ mod tests {
                 why: "the collector answered 503 Service Unavailable".into()
             }
         );
-        for status in [400, 401, 403, 404, 413, 500] {
+        // Found by review: a 413 was a refusal, and the same batch asked again forever.
+        assert!(matches!(
+            judge(StatusCode::PAYLOAD_TOO_LARGE, &none, b"", 3),
+            Delivery::TooLarge { ref why } if why.contains("413")
+        ));
+        for status in [400, 401, 403, 404, 500] {
             let status = StatusCode::from_u16(status).unwrap();
             assert!(
                 matches!(judge(status, &none, b"bad\nthing", 3), Delivery::Refused { ref why } if why.contains(": bad thing")),
@@ -473,6 +481,18 @@ mod tests {
         assert_eq!(seqs, [1, 2, 3]);
         assert_eq!(received.recv().unwrap().1, [1, 2, 3]);
         assert_eq!(received.recv().unwrap().1, [3]);
+    }
+
+    #[test]
+    fn a_413_from_the_collector_is_too_large_not_a_refusal() {
+        let (port, received) = collector(vec![413], false);
+        let (_dir, batch) = batch_of(3);
+        let mut sink = sink_for(port, vec![]);
+        assert!(matches!(
+            sink.deliver(&batch),
+            Delivery::TooLarge { ref why } if why.contains("413")
+        ));
+        assert_eq!(received.recv().unwrap().1, [1, 2, 3]);
     }
 
     #[test]

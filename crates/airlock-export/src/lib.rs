@@ -142,15 +142,18 @@ fn prepare(state_dir: &Path, destination: &Destination) -> Result<Pump, ExportEr
     })
 }
 
-/// The first record a destination of `audit` has not sent yet, and which destination: retention
-/// keeps every segment from there on (an export never loses a record to it). A destination with
-/// no cursor, or one that does not read, has sent nothing: everything is kept for it. None when
-/// every destination has sent everything up to the last record acknowledged (or there is none).
+/// Where retention must keep the log from for the destinations of `audit` (the first seq of the
+/// oldest segment a destination still has records to send from), and which destination: every
+/// segment named from there on, or holding a record from there on, is kept (an export never
+/// loses a record to it). A destination with no cursor, or one that does not read, has sent
+/// nothing: everything is kept for it. None when there is no destination.
 ///
-/// A cursor counts only where the log still holds its record, with its hash: one ahead of the
-/// log, or naming a record the log does not have (the log replaced or restored since), has sent
-/// nothing of this log, so everything is kept (found by review: retention trusted such a cursor
-/// and removed records never exported).
+/// A cursor counts only where the log holds its record at the offset it names, with its seq and
+/// hash ([`airlock_audit::Position::keep_from`]): one the log does not hold there (the log
+/// replaced or restored since, a cursor edited) has sent nothing of this log, so everything is
+/// kept. Never by the cursor's seq alone (found by review: a record with a false high seq,
+/// exported, let `log prune` remove the records after it, never sent; and before that, a log
+/// replaced under a cursor had records of the new log removed).
 pub fn first_unsent(state_dir: &Path, audit: &AuditConfig) -> Option<(u64, &'static str)> {
     let open_path = state_dir.join(airlock_audit::LOG_FILE);
     audit
@@ -158,15 +161,10 @@ pub fn first_unsent(state_dir: &Path, audit: &AuditConfig) -> Option<(u64, &'sta
         .iter()
         .map(|destination| {
             let name = destination.name();
-            let sent = Cursor::read(state_dir, name)
-                .filter(|position| {
-                    airlock_audit::hash_of_record(state_dir, &open_path, position.seq)
-                        .ok()
-                        .flatten()
-                        .is_some_and(|hash| hash == position.hash)
-                })
-                .map_or(0, |position| position.seq);
-            (sent.saturating_add(1), name)
+            let keep = Cursor::read(state_dir, name)
+                .and_then(|position| position.keep_from(state_dir, &open_path).ok().flatten())
+                .unwrap_or(1);
+            (keep, name)
         })
         .min_by_key(|(seq, _)| *seq)
 }
@@ -202,7 +200,7 @@ pub fn retention_pass(
     }
     if let (Some(held), Some((seq, destination))) = (report.held.first(), unsent) {
         said.push(format!(
-            "audit retention: {} past keep_days/keep_size kept from record {}: export to {destination} has not sent records from {seq} on (they go once it has; the log may grow past keep_size meanwhile)",
+            "audit retention: {} past keep_days/keep_size kept from record {}: export to {destination} has not sent every record of the segments from record {seq} on (they go once it has; the log may grow past keep_size meanwhile)",
             airlock_core::counted(report.held.len() as u64, "sealed segment", "sealed segments"),
             held.first,
         ));

@@ -25,6 +25,9 @@ pub enum Delivery {
     /// resent at once, as OTLP asks; but not dropped either: the log keeps every record for
     /// the destination, so it is tried again after a long pause, for someone to fix the cause.
     Refused { why: String },
+    /// Too large as one request (HTTP 413): sent again in halves, down to one record a request
+    /// (one refused alone is a [`Delivery::Refused`]: never skipped).
+    TooLarge { why: String },
 }
 
 /// Somewhere records go.
@@ -162,19 +165,57 @@ impl Pump {
     pub fn run(mut self, mode: Mode) -> Ended {
         let mut sent = 0u64;
         loop {
-            let batch = self.next_batch();
-            if batch.is_empty() {
-                if mode == Mode::UntilCaughtUp || self.stop.deadline().is_some() {
-                    return Ended::CaughtUp { sent };
+            let (batch, unread) = self.next_batch();
+            if !batch.is_empty() {
+                if let Err(why) = self.deliver_in_parts(&batch, mode, &mut sent) {
+                    return Ended::Lagging { sent, why };
+                }
+            }
+            let finishing = mode == Mode::UntilCaughtUp || self.stop.deadline().is_some();
+            if let Some(why) = unread {
+                // The log could not be read on: what follows is not sent, and an export that
+                // ends now must not say it sent everything (found by review: it exited 0).
+                if finishing {
+                    return Ended::Lagging { sent, why };
                 }
                 self.stop.sleep(self.pacing.poll);
                 continue;
             }
-            if let Err(why) = self.deliver(&batch, mode) {
-                return Ended::Lagging { sent, why };
+            if batch.is_empty() {
+                if finishing {
+                    return Ended::CaughtUp { sent };
+                }
+                self.stop.sleep(self.pacing.poll);
             }
-            sent += batch.len() as u64;
-            if let Some(last) = batch.last() {
+        }
+    }
+
+    /// Deliver `batch`, in halves while the destination says it is too large, in order; the
+    /// cursor moves after each part taken. Err: stopped first.
+    fn deliver_in_parts(
+        &mut self,
+        batch: &[Tailed],
+        mode: Mode,
+        sent: &mut u64,
+    ) -> Result<(), String> {
+        let mut parts = vec![batch];
+        while let Some(part) = parts.pop() {
+            if let Some(why) = self.deliver(part, mode)? {
+                let (first, second) = part.split_at(part.len() / 2);
+                // Smaller batches from now on: the collector's limit will not change by itself.
+                let bytes: usize = part.iter().map(|r| r.line.len()).sum();
+                self.pacing.max_bytes = self.pacing.max_bytes.min(bytes / 2).max(1);
+                self.trouble.note(&format!(
+                    "{why}: sending those {} records in two parts, and batches of at most {} bytes from now on",
+                    part.len(),
+                    self.pacing.max_bytes
+                ));
+                parts.push(second);
+                parts.push(first);
+                continue;
+            }
+            *sent += part.len() as u64;
+            if let Some(last) = part.last() {
                 if let Err(e) = self.cursor.save(&last.position()) {
                     // The batch was delivered; only its acknowledgement is not kept: after a
                     // restart it is sent again, a duplicate and not a gap.
@@ -185,10 +226,13 @@ impl Pump {
                 }
             }
         }
+        Ok(())
     }
 
     /// The records after the last batch, within the pacing's bounds; the log's trouble said.
-    fn next_batch(&mut self) -> Vec<Tailed> {
+    /// With why the log could not be read on, when it could not.
+    fn next_batch(&mut self) -> (Vec<Tailed>, Option<String>) {
+        let mut unread = None;
         let mut batch = Vec::new();
         let mut bytes = 0usize;
         while batch.len() < self.pacing.max_records && bytes < self.pacing.max_bytes {
@@ -199,7 +243,9 @@ impl Pump {
                 }
                 Ok(None) => break,
                 Err(e) => {
-                    self.trouble.failed(Instant::now(), &e.to_string());
+                    let why = e.to_string();
+                    self.trouble.failed(Instant::now(), &why);
+                    unread = Some(why);
                     break;
                 }
             }
@@ -207,23 +253,36 @@ impl Pump {
         for note in self.tail.take_notes() {
             self.trouble.note(&note);
         }
-        batch
+        (batch, unread)
     }
 
-    /// Deliver `batch`, trying again as the destination and the pacing say. Err: stopped first.
-    fn deliver(&mut self, batch: &[Tailed], mode: Mode) -> Result<(), String> {
+    /// Deliver `batch`, trying again as the destination and the pacing say. Some(why): it is too
+    /// large, to be sent in parts. Err: stopped first.
+    fn deliver(&mut self, batch: &[Tailed], mode: Mode) -> Result<Option<String>, String> {
         let mut failures = 0u32;
         loop {
-            let delivery = self.sink.deliver(batch);
+            let mut delivery = self.sink.deliver(batch);
+            if let Delivery::TooLarge { why } = &delivery {
+                if batch.len() > 1 {
+                    return Ok(Some(why.clone()));
+                }
+                // One record too large alone: a person must raise the collector's limit. It is
+                // asked again after a pause, never skipped (export must not lose a record).
+                delivery = Delivery::Refused {
+                    why: too_large_alone(why, batch),
+                };
+            }
             let why = match &delivery {
                 Delivery::Delivered { note } => {
                     if let Some(note) = note {
                         self.trouble.note(note);
                     }
                     self.trouble.delivered();
-                    return Ok(());
+                    return Ok(None);
                 }
-                Delivery::Retry { why, .. } | Delivery::Refused { why } => why.clone(),
+                Delivery::Retry { why, .. }
+                | Delivery::Refused { why }
+                | Delivery::TooLarge { why } => why.clone(),
             };
             failures += 1;
             self.trouble.failed(Instant::now(), &why);
@@ -237,338 +296,14 @@ impl Pump {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use airlock_audit::{AuditLog, Sync};
-    use serde_json::json;
-    use std::collections::VecDeque;
-
-    /// A destination that answers from a script, then delivers, keeping what it got.
-    struct Scripted {
-        answers: VecDeque<Delivery>,
-        got: Arc<Mutex<Vec<Vec<u64>>>>,
-    }
-
-    impl Sink for Scripted {
-        fn deliver(&mut self, batch: &[Tailed]) -> Delivery {
-            let answer = self
-                .answers
-                .pop_front()
-                .unwrap_or(Delivery::Delivered { note: None });
-            if answer == (Delivery::Delivered { note: None }) {
-                self.got
-                    .lock()
-                    .unwrap()
-                    .push(batch.iter().map(|r| r.seq).collect());
-            }
-            answer
-        }
-    }
-
-    fn quick() -> Pacing {
-        Pacing {
-            poll: Duration::from_millis(5),
-            first_retry: Duration::from_millis(1),
-            max_retry: Duration::from_millis(4),
-            max_retry_after: Duration::from_millis(20),
-            refused_pause: Duration::from_millis(10),
-            max_records: 3,
-            max_bytes: 1 << 20,
-        }
-    }
-
-    struct Setup {
-        state: tempfile::TempDir,
-        log: AuditLog,
-        got: Arc<Mutex<Vec<Vec<u64>>>>,
-        heard: Arc<Mutex<Vec<String>>>,
-    }
-
-    fn setup(records: u64) -> Setup {
-        let state = tempfile::tempdir().unwrap();
-        let log = AuditLog::new(state.path(), Sync::Never);
-        for i in 0..records {
-            log.append("test.event", json!({ "i": i })).unwrap();
-        }
-        Setup {
-            state,
-            log,
-            got: Arc::default(),
-            heard: Arc::default(),
-        }
-    }
-
-    fn pump_for(setup: &Setup, answers: Vec<Delivery>, pacing: Pacing) -> Pump {
-        pump_as(setup, "test", answers, pacing)
-    }
-
-    fn pump_as(setup: &Setup, name: &str, answers: Vec<Delivery>, pacing: Pacing) -> Pump {
-        let claimed = Cursor::claim(setup.state.path(), name).unwrap();
-        let heard = setup.heard.clone();
-        Pump {
-            sink: Box::new(Scripted {
-                answers: answers.into(),
-                got: setup.got.clone(),
-            }),
-            tail: Tail::after(&setup.log.path(), claimed.position),
-            cursor: claimed.cursor,
-            trouble: Trouble::new(
-                "test",
-                Box::new(move |line| heard.lock().unwrap().push(line.to_string())),
-            ),
-            pacing,
-            stop: Arc::default(),
-        }
-    }
-
-    fn delivered(setup: &Setup) -> Vec<u64> {
-        setup.got.lock().unwrap().concat()
-    }
-
-    #[test]
-    fn batches_are_bounded_and_the_cursor_carries_on_where_the_last_run_stopped() {
-        let setup = setup(7);
-        let ended = pump_for(&setup, vec![], quick()).run(Mode::UntilCaughtUp);
-        assert_eq!(ended, Ended::CaughtUp { sent: 7 });
-        assert_eq!(
-            *setup.got.lock().unwrap(),
-            [vec![1, 2, 3], vec![4, 5, 6], vec![7]]
-        );
-        for i in 0..2 {
-            setup
-                .log
-                .append("test.event", json!({ "more": i }))
-                .unwrap();
-        }
-        let ended = pump_for(&setup, vec![], quick()).run(Mode::UntilCaughtUp);
-        assert_eq!(ended, Ended::CaughtUp { sent: 2 });
-        assert_eq!(delivered(&setup), [1, 2, 3, 4, 5, 6, 7, 8, 9]);
-    }
-
-    #[test]
-    fn a_cursor_the_log_does_not_hold_keeps_everything_from_retention() {
-        // Found by review: a log replaced under a cursor at 40 had retention remove records
-        // 1 to 16 of the new log, never exported.
-        let state = tempfile::tempdir().unwrap();
-        let log = AuditLog::new(state.path(), Sync::Never);
-        for i in 0..5 {
-            log.append("test.event", json!({ "i": i })).unwrap();
-        }
-        let audit = airlock_core::config::AuditConfig {
-            export: vec![airlock_core::config::Destination::Stdout],
-            ..Default::default()
-        };
-        let claimed = Cursor::claim(state.path(), "stdout").unwrap();
-        let mut tail = airlock_audit::Tail::after(&log.path(), None);
-        let mut third = None;
-        for _ in 0..3 {
-            third = tail.next_record().unwrap();
-        }
-        let third = third.unwrap().position();
-        claimed.cursor.save(&third).unwrap();
-        assert_eq!(
-            crate::first_unsent(state.path(), &audit),
-            Some((4, "stdout"))
-        );
-        // The same seq with another hash (the log replaced), or a seq past the log's end.
-        for stale in [
-            airlock_audit::Position {
-                hash: "00".repeat(32),
-                ..third.clone()
-            },
-            airlock_audit::Position {
-                seq: 40,
-                ..third.clone()
-            },
-        ] {
-            claimed.cursor.save(&stale).unwrap();
-            assert_eq!(
-                crate::first_unsent(state.path(), &audit),
-                Some((1, "stdout")),
-                "{stale:?}"
-            );
-        }
-    }
-
-    #[test]
-    fn records_across_segment_rolls_are_sent_once_each_and_retention_waits_for_the_cursor() {
-        let state = tempfile::tempdir().unwrap();
-        let log = AuditLog::new(state.path(), Sync::Never).with_layout(airlock_audit::Layout {
-            segment_size: 500,
-            daily: false,
-        });
-        let setup = Setup {
-            state,
-            log,
-            got: Arc::default(),
-            heard: Arc::default(),
-        };
-        let append = |n: u64| {
-            for i in 0..n {
-                setup.log.append("test.event", json!({ "i": i })).unwrap();
-            }
-        };
-        append(10);
-        let audit = airlock_core::config::AuditConfig {
-            export: vec![airlock_core::config::Destination::Stdout],
-            ..Default::default()
-        };
-        // Nothing sent yet: retention keeps every record for the destination.
-        assert_eq!(
-            crate::first_unsent(setup.state.path(), &audit),
-            Some((1, "stdout"))
-        );
-        let ended = pump_as(&setup, "stdout", vec![], quick()).run(Mode::UntilCaughtUp);
-        assert_eq!(ended, Ended::CaughtUp { sent: 10 });
-        // More records, rolling more segments; the next run resumes in a sealed segment.
-        append(15);
-        let sealed = airlock_audit::sealed_segments(setup.state.path()).unwrap();
-        assert!(sealed.len() >= 4, "{sealed:?}");
-        let ended = pump_as(&setup, "stdout", vec![], quick()).run(Mode::UntilCaughtUp);
-        assert_eq!(ended, Ended::CaughtUp { sent: 15 });
-        assert_eq!(delivered(&setup), (1..=25).collect::<Vec<_>>());
-        assert!(setup.heard.lock().unwrap().is_empty());
-        // Sent up to 25: retention may take every sealed segment, and the records after wait.
-        append(5);
-        let first_unsent = crate::first_unsent(setup.state.path(), &audit);
-        assert_eq!(first_unsent, Some((26, "stdout")));
-        let everything = airlock_audit::Retention {
-            keep_days: None,
-            keep_bytes: Some(0),
-        };
-        let report = setup
-            .log
-            .apply_retention(
-                &everything,
-                first_unsent.map(|(seq, _)| seq),
-                Default::default(),
-            )
-            .unwrap();
-        assert!(report.removed.iter().all(|r| r.last < 26), "{report:?}");
-        assert!(!report.held.is_empty(), "{report:?}");
-        let ended = pump_as(&setup, "stdout", vec![], quick()).run(Mode::UntilCaughtUp);
-        assert_eq!(
-            ended,
-            Ended::CaughtUp { sent: 6 },
-            "five and the retention record"
-        );
-        assert_eq!(delivered(&setup), (1..=31).collect::<Vec<_>>());
-    }
-
-    #[test]
-    fn a_destination_that_is_down_is_retried_until_it_takes_the_batch_in_order_without_gaps() {
-        let setup = setup(5);
-        let down = |why: &str| Delivery::Retry {
-            after: None,
-            why: why.into(),
-        };
-        let answers = vec![
-            down("cannot connect"),
-            down("cannot connect"),
-            Delivery::Retry {
-                after: Some(Duration::from_millis(3)),
-                why: "HTTP 503".into(),
-            },
-            Delivery::Delivered { note: None },
-            Delivery::Refused {
-                why: "HTTP 401".into(),
-            },
-        ];
-        let pump = pump_for(&setup, answers, quick());
-        let stop = pump.stop.clone();
-        let running = std::thread::spawn(move || pump.run(Mode::Follow));
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while delivered(&setup).len() < 5 && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        // Records written while it follows come too, then it finishes.
-        setup.log.append("test.event", json!({})).unwrap();
-        std::thread::sleep(Duration::from_millis(50));
-        stop.finish(Duration::from_secs(5));
-        assert_eq!(running.join().unwrap(), Ended::CaughtUp { sent: 6 });
-        assert_eq!(delivered(&setup), [1, 2, 3, 4, 5, 6]);
-        let heard = setup.heard.lock().unwrap();
-        assert!(heard[0].contains("cannot connect"), "{heard:?}");
-        assert!(
-            heard.iter().any(|l| l.contains("delivering again")),
-            "{heard:?}"
-        );
-    }
-
-    #[test]
-    fn a_one_shot_export_stops_at_the_first_failure_and_the_next_sends_that_batch_again() {
-        let setup = setup(4);
-        let answers = vec![
-            Delivery::Delivered { note: None },
-            Delivery::Retry {
-                after: None,
-                why: "HTTP 503".into(),
-            },
-        ];
-        let ended = pump_for(&setup, answers, quick()).run(Mode::UntilCaughtUp);
-        assert_eq!(
-            ended,
-            Ended::Lagging {
-                sent: 3,
-                why: "HTTP 503".into()
-            }
-        );
-        let ended = pump_for(&setup, vec![], quick()).run(Mode::UntilCaughtUp);
-        assert_eq!(ended, Ended::CaughtUp { sent: 1 });
-        assert_eq!(delivered(&setup), [1, 2, 3, 4]);
-    }
-
-    #[test]
-    fn finishing_gives_up_on_a_destination_still_down_at_the_deadline() {
-        let setup = setup(2);
-        let answers = (0..10_000)
-            .map(|_| Delivery::Retry {
-                after: None,
-                why: "down".into(),
-            })
-            .collect();
-        let pump = pump_for(&setup, answers, quick());
-        let stop = pump.stop.clone();
-        let running = std::thread::spawn(move || pump.run(Mode::Follow));
-        std::thread::sleep(Duration::from_millis(30));
-        stop.finish(Duration::from_millis(50));
-        assert!(matches!(
-            running.join().unwrap(),
-            Ended::Lagging { sent: 0, .. }
-        ));
-        assert!(delivered(&setup).is_empty());
-        // Nothing was acknowledged: the next start sends both.
-        assert_eq!(
-            pump_for(&setup, vec![], quick()).run(Mode::UntilCaughtUp),
-            Ended::CaughtUp { sent: 2 }
-        );
-    }
-
-    #[test]
-    fn waits_grow_to_their_bound_and_a_retry_after_is_obeyed_within_reason() {
-        let pacing = Pacing::default();
-        let down = Delivery::Retry {
-            after: None,
-            why: String::new(),
-        };
-        let waits: Vec<u128> = (1..=6)
-            .map(|n| pacing.retry_wait(n, &down).as_millis())
-            .collect();
-        assert_eq!(waits, [500, 1000, 2000, 4000, 5000, 5000]);
-        let told = |secs| Delivery::Retry {
-            after: Some(Duration::from_secs(secs)),
-            why: String::new(),
-        };
-        assert_eq!(pacing.retry_wait(1, &told(2)), Duration::from_secs(2));
-        assert_eq!(
-            pacing.retry_wait(1, &told(86_400)),
-            Duration::from_secs(300)
-        );
-        let refused = Delivery::Refused { why: String::new() };
-        assert_eq!(pacing.retry_wait(1, &refused), Duration::from_secs(60));
-        // Found by review: Retry-After: 0 had the exporter ask 4,000 times a second.
-        assert_eq!(pacing.retry_wait(1, &told(0)), Duration::from_millis(500));
-        assert_eq!(pacing.retry_wait(4, &told(0)), Duration::from_secs(4));
-    }
+/// What is said of a record the destination refuses as too large even alone.
+fn too_large_alone(why: &str, batch: &[Tailed]) -> String {
+    let (seq, bytes) = batch.first().map_or((0, 0), |r| (r.seq, r.line.len()));
+    format!(
+        "{why}: record {seq} ({bytes} bytes) is too large for the collector even alone; it is not skipped: raise the collector's limit on a request's size (an OpenTelemetry Collector's max_request_body_size) — it is asked again every minute, and the records after it wait"
+    )
 }
+
+#[cfg(test)]
+#[path = "pump_tests.rs"]
+mod tests;
