@@ -170,8 +170,8 @@ pub fn format_time(at: SystemTime) -> String {
     humantime::format_rfc3339_millis(at).to_string()
 }
 
-/// How often an append tries again when the open segment it locked was sealed meanwhile, or
-/// rolls it: far more than the writers that can seal one segment after another.
+/// How often an append tries again when the open segment it locked was moved away by something
+/// other than a roll (a roll by another writer is waited through however often), or rolls it.
 const ATTEMPTS: usize = 64;
 
 /// Where the chain stands: the last record's seq, hash and time.
@@ -299,9 +299,17 @@ impl AuditLog {
 
     /// The open segment, opened (created if need be) and locked exclusively; the file locked is
     /// the one at the path (not one sealed while this process waited for its lock).
+    ///
+    /// A file sealed meanwhile by another writer's roll is waited through however often it
+    /// happens: flock is not fair, and a busy writer takes the lock back (and rolls the segment a
+    /// waiter waits for) before the woken waiter runs, for dozens of segments under load. Each
+    /// roll is the log going on, not something wrong; counting them failed appends with "moved
+    /// away each time" (the flake of `verify_while_others_roll_the_log_never_cries_tampering`).
+    /// Only a file moved elsewhere than a roll puts it, by something else, is given up on.
     fn lock_open_segment(&self) -> Result<Flock<File>, AuditError> {
         fs::create_dir_all(&self.dir).map_err(|e| self.append_error(e))?;
-        for _ in 0..ATTEMPTS {
+        let mut moved_elsewhere = 0;
+        while moved_elsewhere < ATTEMPTS {
             let file = OpenOptions::new()
                 .read(true)
                 .append(true)
@@ -314,10 +322,15 @@ impl AuditLog {
             if segments::is_at(&file, &self.path()).map_err(|e| self.append_error(e))? {
                 return Ok(file);
             }
+            if !segments::was_sealed(&self.dir, &file).map_err(|e| self.append_error(e))? {
+                moved_elsewhere += 1;
+            }
         }
-        Err(self.append_error(io::Error::other(
-            "it was moved away each time this process locked it: is something renaming it?",
-        )))
+        Err(self.append_error(io::Error::other(format!(
+            "it was moved away each time this process locked it, and not into {} as a roll \
+             seals it: is something else renaming it?",
+            self.dir.join(SEGMENT_DIR).display()
+        ))))
     }
 
     /// Append to the open segment this process holds locked.

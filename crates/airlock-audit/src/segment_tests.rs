@@ -664,6 +664,69 @@ fn verify_while_others_roll_the_log_never_cries_tampering() {
     assert_eq!(log.verify().unwrap().problem, None);
 }
 
+/// Whether a process waits for a `flock` on the file with inode `ino` (a `->` line of
+/// /proc/locks): how the test below knows the appender is blocked, without sleeping on a guess.
+fn flock_waiter_on(ino: u64) -> bool {
+    let locks = fs::read_to_string("/proc/locks").unwrap();
+    let needle = format!(":{ino} ");
+    locks
+        .lines()
+        .any(|line| line.contains("->") && line.contains("FLOCK") && line.contains(&needle))
+}
+
+/// Wait until `waiter` waits for the lock of `file`; false when it finished instead.
+fn waits_for_lock<T>(waiter: &std::thread::JoinHandle<T>, file: &fs::File) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let ino = file.metadata().unwrap().ino();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !flock_waiter_on(ino) {
+        if waiter.is_finished() {
+            return false;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the appender never waited for the lock of inode {ino}"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    true
+}
+
+#[test]
+fn an_append_outwaits_any_number_of_rolls_by_other_writers() {
+    // The flake of verify_while_others_roll_the_log_never_cries_tampering: under load, an append
+    // failed with "it was moved away each time this process locked it". flock is not fair: a
+    // busy writer takes the lock back before a woken waiter runs, and rolls the segment the
+    // waiter waited for; after 64 such rolls the waiter gave up. Here another writer (this
+    // thread, holding the lock) does that 100 times, each time only once the appender waits.
+    let dir = tempfile::tempdir().unwrap();
+    let log = AuditLog::new(dir.path(), Sync::Never);
+    log.append("test.event", json!({"i": 0})).unwrap();
+    let mut held = log.lock_open_segment().unwrap();
+    let waiter = {
+        let log = log.clone();
+        std::thread::spawn(move || log.append("test.waiter", json!({})))
+    };
+    const ROLLS: usize = 100;
+    for i in 1..=ROLLS {
+        if !waits_for_lock(&waiter, &held) {
+            break;
+        }
+        log.append_locked(&mut held, "test.event", json!({ "i": i }), Sync::Never)
+            .unwrap();
+        segments::seal(dir.path(), &log.path(), &mut held, false).unwrap();
+        // The next open segment is this writer's before the waiter wakes to find its file gone.
+        let next = log.lock_open_segment().unwrap();
+        drop(std::mem::replace(&mut held, next));
+    }
+    drop(held);
+    let appended = waiter.join().unwrap().unwrap();
+    assert_eq!(appended.seq, ROLLS as u64 + 2);
+    assert_eq!(sealed(dir.path()).len(), ROLLS);
+    let verdict = log.verify().unwrap();
+    assert_eq!(verdict.problem, None, "{verdict:?}");
+}
+
 #[test]
 fn a_seal_that_cannot_take_its_name_changes_nothing_and_the_log_stays_writable() {
     let dir = tempfile::tempdir().unwrap();

@@ -311,6 +311,19 @@ pub(crate) fn is_at(file: &File, path: &Path) -> io::Result<bool> {
     }
 }
 
+/// Whether `file`, an open segment moved away from the path, is where a roll seals it: the
+/// sealed segment named by its first record. False for one moved anywhere else (or removed
+/// by retention since).
+pub(crate) fn was_sealed(state_dir: &Path, file: &File) -> io::Result<bool> {
+    let Some(first_seq) = first_seq_of(file)? else {
+        return Ok(false);
+    };
+    let sealed = state_dir
+        .join(SEGMENT_DIR)
+        .join(segment_file_name(first_seq));
+    is_at(file, &sealed)
+}
+
 /// Seal the open segment `file` (at `open_path`, locked by the caller, with no torn line):
 /// write its index, make it read-only and move it into `STATE/audit/` under its first seq.
 /// Returns the index. With `durable`, the segment, its index and both directories are synced.
