@@ -90,6 +90,15 @@ impl Cursor {
         })
     }
 
+    /// Whether `destination` has a cursor here, readable or not: it was exported to.
+    pub fn exists(state_dir: &Path, destination: &str) -> bool {
+        state_dir
+            .join(EXPORT_DIR)
+            .join(format!("{destination}.cursor"))
+            .symlink_metadata()
+            .is_ok()
+    }
+
     /// What the cursor of `destination` says, without claiming it (another process may be
     /// exporting); None when there is none or it does not read.
     pub fn read(state_dir: &Path, destination: &str) -> Option<Position> {

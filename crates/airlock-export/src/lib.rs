@@ -154,20 +154,31 @@ fn prepare(state_dir: &Path, destination: &Destination) -> Result<Pump, ExportEr
 /// kept. Never by the cursor's seq alone (found by review: a record with a false high seq,
 /// exported, let `log prune` remove the records after it, never sent; and before that, a log
 /// replaced under a cursor had records of the new log removed).
+///
+/// A destination this config does not name holds back too when its cursor is there: it was
+/// exported to from this state directory (by `airlock serve` with another config, say), and a
+/// `log prune` run with a config that leaves it out must not remove what it has yet to send.
+/// Its cursor file is removed by hand once that destination is given up (the report says so).
 pub fn first_unsent(state_dir: &Path, audit: &AuditConfig) -> Option<(u64, &'static str)> {
     let open_path = state_dir.join(airlock_audit::LOG_FILE);
-    audit
-        .export
-        .iter()
-        .map(|destination| {
-            let name = destination.name();
-            let keep = Cursor::read(state_dir, name)
-                .and_then(|position| position.keep_from(state_dir, &open_path).ok().flatten())
-                .unwrap_or(1);
-            (keep, name)
-        })
+    let keep_for = |name: &str| {
+        Cursor::read(state_dir, name)
+            .and_then(|position| position.keep_from(state_dir, &open_path).ok().flatten())
+            .unwrap_or(1)
+    };
+    let configured = audit.export.iter().map(|destination| destination.name());
+    let others_with_a_cursor = DESTINATION_NAMES
+        .into_iter()
+        .filter(|name| !audit.export.iter().any(|d| d.name() == *name))
+        .filter(|name| Cursor::exists(state_dir, name));
+    configured
+        .chain(others_with_a_cursor)
+        .map(|name| (keep_for(name), name))
         .min_by_key(|(seq, _)| *seq)
 }
+
+/// Every destination's name, which names its cursor (`Destination::name`).
+const DESTINATION_NAMES: [&str; 2] = ["stdout", "otlp"];
 
 /// One pass of retention over `state_dir`'s log as `audit` says (`keep_days`, `keep_size`),
 /// holding back what an export destination has not sent: what `airlock log prune` and `airlock
@@ -200,9 +211,10 @@ pub fn retention_pass(
     }
     if let (Some(held), Some((seq, destination))) = (report.held.first(), unsent) {
         said.push(format!(
-            "audit retention: {} past keep_days/keep_size kept from record {}: export to {destination} has not sent every record of the segments from record {seq} on (they go once it has; the log may grow past keep_size meanwhile)",
+            "audit retention: {} past keep_days/keep_size kept from record {}: export to {destination} has not sent every record of the segments from record {seq} on (they go once it has; the log may grow past keep_size meanwhile; if {destination} is no longer exported to, remove {})",
             airlock_core::counted(report.held.len() as u64, "sealed segment", "sealed segments"),
             held.first,
+            state_dir.join(cursor::EXPORT_DIR).join(format!("{destination}.cursor")).display(),
         ));
     }
     Ok((report, said))

@@ -108,6 +108,33 @@ fn batches_are_bounded_and_the_cursor_carries_on_where_the_last_run_stopped() {
 }
 
 #[test]
+fn a_destination_the_config_leaves_out_still_holds_retention_by_its_cursor() {
+    // Found by review: `airlock log prune` with a config that names no export (another config
+    // than the server's) removed what the server's exporter had yet to send.
+    let state = tempfile::tempdir().unwrap();
+    let log = AuditLog::new(state.path(), Sync::Never);
+    for i in 0..5 {
+        log.append("test.event", json!({ "i": i })).unwrap();
+    }
+    let no_export = airlock_core::config::AuditConfig::default();
+    assert_eq!(crate::first_unsent(state.path(), &no_export), None);
+    let claimed = Cursor::claim(state.path(), "otlp").unwrap();
+    let mut tail = airlock_audit::Tail::after(&log.path(), None);
+    let first = tail.next_record().unwrap().unwrap().position();
+    claimed.cursor.save(&first).unwrap();
+    assert_eq!(
+        crate::first_unsent(state.path(), &no_export),
+        Some((1, "otlp"))
+    );
+    // An unreadable cursor holds everything, as a configured destination's does.
+    std::fs::write(claimed.cursor.path(), b"not a cursor").unwrap();
+    assert_eq!(
+        crate::first_unsent(state.path(), &no_export),
+        Some((1, "otlp"))
+    );
+}
+
+#[test]
 fn a_cursor_the_log_does_not_hold_keeps_everything_from_retention() {
     // Found by review: a log replaced under a cursor at 40 had retention remove records
     // 1 to 16 of the new log, never exported.
