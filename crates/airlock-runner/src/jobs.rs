@@ -48,10 +48,12 @@ pub enum JobEnd {
 /// Writes `run.abandoned` for a run, saying why.
 pub type Recorder = Arc<dyn Fn(&str) + Send + Sync>;
 
-/// The workers running now, so that a stopping server can end them (and record why).
+/// The workers running now, so that a stopping server can end them (and record why), and the
+/// workers that have answered and are reaping what is left of their sandbox (no recorder: their
+/// run ended, and they are neither interrupted nor recorded as abandoned, only waited for).
 #[derive(Default)]
 pub struct Jobs {
-    running: Mutex<HashMap<u64, (u32, Recorder)>>,
+    running: Mutex<HashMap<u64, (u32, Option<Recorder>)>>,
     next: AtomicU64,
     /// Set once the server stops: no new run starts.
     closed: std::sync::atomic::AtomicBool,
@@ -64,8 +66,27 @@ impl Jobs {
         if self.closed.load(Ordering::SeqCst) {
             return None;
         }
-        running.insert(id, (pid, recorder));
+        running.insert(id, (pid, Some(recorder)));
         Some(id)
+    }
+
+    /// The worker gave its answer: its run has ended, and it only reaps its sandbox now.
+    fn answered(&self, id: u64) {
+        if let Ok(mut running) = self.running.lock() {
+            if let Some(entry) = running.get_mut(&id) {
+                entry.1 = None;
+            }
+        }
+    }
+
+    /// Wait, up to `within`, until no worker is left, answered ones included: a front end that
+    /// exits first would have their reaping cut short (they die with it, by their parent-death
+    /// signal, and leave their run's cgroups behind).
+    pub async fn all_ended(&self, within: Duration) {
+        let deadline = tokio::time::Instant::now() + within;
+        while self.count() > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
     }
 
     fn leave(&self, id: u64) {
@@ -87,11 +108,15 @@ impl Jobs {
         }
     }
 
-    /// The workers running now (a copy: signalling them must not hold the table).
+    /// The workers whose run goes on (a copy: signalling them must not hold the table).
     fn running_now(&self) -> Vec<(u32, Recorder)> {
         self.running
             .lock()
-            .map(|r| r.values().cloned().collect())
+            .map(|r| {
+                r.values()
+                    .filter_map(|(pid, recorder)| Some((*pid, recorder.clone()?)))
+                    .collect()
+            })
             .unwrap_or_default()
     }
 
@@ -421,6 +446,7 @@ async fn follow(
         // `worker::Answer`). A worker that ended without an outcome is waited for below.
         if let Some(outcome) = written_outcome(&job.result_file) {
             let jobs = launch.jobs.clone();
+            jobs.answered(entry);
             tokio::spawn(async move {
                 let _ = child.wait().await;
                 jobs.leave(entry);
@@ -623,4 +649,31 @@ pub async fn collect_bytes(
 /// UTF-8, each byte that is not becoming U+FFFD.
 fn lossy(bytes: Vec<u8>) -> String {
     String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_answered_worker_is_waited_for_but_neither_interrupted_nor_recorded() {
+        // Found by review: a worker reaping its sandbox after its answer was recorded as
+        // abandoned ("interrupted, then killed") by a front end stopping meanwhile (an MCP
+        // client closing stdin right after its answer), and sent SIGTERM.
+        let jobs = Jobs::default();
+        let recorded = Arc::new(AtomicU64::new(0));
+        let counted = recorded.clone();
+        let recorder: Recorder = Arc::new(move |_| {
+            counted.fetch_add(1, Ordering::SeqCst);
+        });
+        // No such pid: nothing is signalled whatever happens.
+        let id = jobs.enter(u32::MAX, recorder).unwrap();
+        jobs.answered(id);
+        jobs.close_and_interrupt();
+        jobs.signal_all(Signal::SIGTERM);
+        assert_eq!(recorded.load(Ordering::SeqCst), 0, "recorded as abandoned");
+        assert_eq!(jobs.count(), 1, "no longer waited for");
+        jobs.leave(id);
+        assert_eq!(jobs.count(), 0);
+    }
 }

@@ -135,11 +135,15 @@ fn run_for_json(global: &GlobalArgs, mut request: RunRequest) -> Result<ExitCode
         });
         let run = airlock_runner::execute(launch, job, events, abandoned);
         let collected = airlock_runner::collect(&mut received);
-        tokio::select! {
+        let answer = tokio::select! {
             (_, answer) = async { tokio::join!(run, collected) } => answer,
             // Never ends by itself: only by the run's end above.
             signalled = pass_signals_on(&jobs) => signalled,
-        }
+        };
+        // The worker answers before it has reaped its sandbox: this process waits for that
+        // (it would die with this process, its run's cgroups left behind).
+        jobs.all_ended(WORKER_REAPS_WITHIN).await;
+        answer
     });
     let answer = answer?;
     crate::shown::out!("{}", serde_json::to_string(&answer)?);
@@ -147,6 +151,10 @@ fn run_for_json(global: &GlobalArgs, mut request: RunRequest) -> Result<ExitCode
         u8::try_from(answer.result.end.exit_code).unwrap_or(crate::EXIT_AIRLOCK_ERROR),
     ))
 }
+
+/// How long `airlock run --json` waits for its worker to reap what is left of the sandbox after
+/// its answer (milliseconds, as a rule).
+const WORKER_REAPS_WITHIN: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Pass the signals a person or a supervisor sends this process on to the run's worker, as the
 /// worker's own group does not get a terminal's (see airlock-runner's `execute`). Ends only if

@@ -1032,3 +1032,69 @@ both_modes!(run_json_streams_stdin, |w: &World| {
     let answer: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(answer["stdout"], "first\n", "{answer}");
 });
+
+/// A child of `parent` that is stopped (state T), once there is one.
+fn stopped_child_of(parent: u32) -> u32 {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
+            let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+            let fields: Vec<&str> = stat
+                .rsplit_once(") ")
+                .map_or(Vec::new(), |(_, rest)| rest.split(' ').collect());
+            if fields.len() > 1 && fields[0] == "T" && fields[1] == parent.to_string() {
+                return pid;
+            }
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no stopped child of {parent}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+// `run --json` gets its worker's answer before the worker has reaped what is left of the
+// sandbox, and waits for that before it exits: the worker would die with it (its parent-death
+// signal) and leave the run's cgroups behind (found by review). The test build's pause
+// 'answered' stops the worker right after its answer.
+both_modes!(run_json_waits_for_its_worker_to_reap, |w: &World| {
+    let child = w
+        .airlock_with_test_hooks()
+        .env("AIRLOCK_TEST_PAUSE", "answered")
+        .args(["run", "--json", "--workspace"])
+        .arg(&w.workspace)
+        .args(["--", "sh", "-c", "echo hi"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let worker = stopped_child_of(child.id());
+    let memory = format!("/sys/fs/cgroup/memory/airlock/run-{worker}");
+    let own_cgroups = matches!(w.mode, Mode::Root) && std::path::Path::new(&memory).exists();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", child.id())).unwrap_or_default();
+    assert!(
+        stat.rsplit_once(") ")
+            .is_some_and(|(_, rest)| !rest.starts_with('Z')),
+        "run --json ended while its worker had yet to reap its sandbox"
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(worker as i32),
+        nix::sys::signal::Signal::SIGCONT,
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let answer: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(answer["stdout"], "hi\n", "{answer}");
+    if own_cgroups {
+        for hierarchy in ["memory", "pids", "freezer"] {
+            let dir = format!("/sys/fs/cgroup/{hierarchy}/airlock/run-{worker}");
+            assert!(!std::path::Path::new(&dir).exists(), "{dir} is left");
+        }
+    }
+});

@@ -71,11 +71,17 @@ pub(super) fn launch(
     // go-ahead below waits for both. Nothing forks meanwhile (the sandbox's processes are
     // cloned already), and the thread has ended before anything does.
     let (listed, synced) = std::thread::scope(|scope| {
-        let syncing = scope.spawn(|| sync_intent(audit));
+        // A thread that cannot be made (no process left to the user) syncs here, after.
+        let syncing = std::thread::Builder::new()
+            .name("intent-sync".into())
+            .spawn_scoped(scope, || sync_intent(audit));
         let listed = list(plan, listing, launching.id());
-        let synced = syncing
-            .join()
-            .unwrap_or_else(|_| Err("the audit log's sync failed".to_string()));
+        let synced = match syncing {
+            Ok(syncing) => syncing
+                .join()
+                .unwrap_or_else(|_| Err("the audit log's sync failed".to_string())),
+            Err(_) => sync_intent(audit),
+        };
         (listed, synced)
     });
     let registration = listed?;
