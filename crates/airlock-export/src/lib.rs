@@ -139,6 +139,7 @@ fn prepare(state_dir: &Path, destination: &Destination) -> Result<Pump, ExportEr
         trouble,
         pacing: Pacing::default(),
         stop: Arc::default(),
+        shrunk: None,
     })
 }
 

@@ -158,7 +158,21 @@ pub struct Pump {
     pub trouble: Trouble,
     pub pacing: Pacing,
     pub stop: Arc<Stop>,
+    /// Batches made smaller than the pacing says by a collector's 413 (None: they are not).
+    pub(crate) shrunk: Option<Shrunk>,
 }
+
+/// A 413 halves the batches from then on (the collector's limit will not change by itself);
+/// after [`GROW_AFTER`] batches taken whole in a row they double again, up to the pacing's bound
+/// (found by review: one 413, from a single large record, left a server sending one record a
+/// request until restarted). A collector whose limit stays costs one 413 in so many batches.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Shrunk {
+    bytes: usize,
+    whole_in_a_row: u32,
+}
+
+const GROW_AFTER: u32 = 16;
 
 impl Pump {
     /// Run until the mode says to end.
@@ -199,16 +213,20 @@ impl Pump {
         sent: &mut u64,
     ) -> Result<(), String> {
         let mut parts = vec![batch];
+        let mut whole = true;
         while let Some(part) = parts.pop() {
             if let Some(why) = self.deliver(part, mode)? {
+                whole = false;
                 let (first, second) = part.split_at(part.len() / 2);
-                // Smaller batches from now on: the collector's limit will not change by itself.
                 let bytes: usize = part.iter().map(|r| r.line.len()).sum();
-                self.pacing.max_bytes = self.pacing.max_bytes.min(bytes / 2).max(1);
+                let smaller = self.batch_bytes().min(bytes / 2).max(1);
+                self.shrunk = Some(Shrunk {
+                    bytes: smaller,
+                    whole_in_a_row: 0,
+                });
                 self.trouble.note(&format!(
-                    "{why}: sending those {} records in two parts, and batches of at most {} bytes from now on",
+                    "{why}: sending those {} records in two parts, and batches of at most {smaller} bytes for a while",
                     part.len(),
-                    self.pacing.max_bytes
                 ));
                 parts.push(second);
                 parts.push(first);
@@ -226,7 +244,31 @@ impl Pump {
                 }
             }
         }
+        if whole {
+            self.grow_batches();
+        }
         Ok(())
+    }
+
+    /// The most bytes of a batch now.
+    fn batch_bytes(&self) -> usize {
+        self.shrunk.map_or(self.pacing.max_bytes, |s| s.bytes)
+    }
+
+    /// One more batch taken whole: after [`GROW_AFTER`] in a row, shrunk batches may hold twice
+    /// the bytes, up to the pacing's bound.
+    fn grow_batches(&mut self) {
+        let Some(shrunk) = &mut self.shrunk else {
+            return;
+        };
+        shrunk.whole_in_a_row += 1;
+        if shrunk.whole_in_a_row >= GROW_AFTER {
+            let doubled = shrunk.bytes.saturating_mul(2);
+            self.shrunk = (doubled < self.pacing.max_bytes).then_some(Shrunk {
+                bytes: doubled,
+                whole_in_a_row: 0,
+            });
+        }
     }
 
     /// The records after the last batch, within the pacing's bounds; the log's trouble said.
@@ -235,7 +277,8 @@ impl Pump {
         let mut unread = None;
         let mut batch = Vec::new();
         let mut bytes = 0usize;
-        while batch.len() < self.pacing.max_records && bytes < self.pacing.max_bytes {
+        let max_bytes = self.batch_bytes();
+        while batch.len() < self.pacing.max_records && bytes < max_bytes {
             match self.tail.next_record() {
                 Ok(Some(record)) => {
                     bytes += record.line.len();

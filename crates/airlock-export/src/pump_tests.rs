@@ -80,6 +80,7 @@ fn pump_as(setup: &Setup, name: &str, answers: Vec<Delivery>, pacing: Pacing) ->
         ),
         pacing,
         stop: Arc::default(),
+        shrunk: None,
     }
 }
 
@@ -588,4 +589,48 @@ fn a_log_that_cannot_be_read_ends_a_one_shot_export_lagging_naming_the_file() {
         panic!("{ended:?}");
     };
     assert!(why.contains(&unreadable.display().to_string()), "{why}");
+}
+
+/// A collector that answers 413 to its first request only.
+struct OnceTooLarge {
+    answered: bool,
+    got: Arc<Mutex<Vec<Vec<u64>>>>,
+}
+
+impl Sink for OnceTooLarge {
+    fn deliver(&mut self, batch: &[Tailed]) -> Delivery {
+        if !self.answered {
+            self.answered = true;
+            return Delivery::TooLarge {
+                why: "the collector answered 413 Payload Too Large".into(),
+            };
+        }
+        self.got
+            .lock()
+            .unwrap()
+            .push(batch.iter().map(|r| r.seq).collect());
+        Delivery::Delivered { note: None }
+    }
+}
+
+#[test]
+fn batches_halved_by_a_413_grow_back_once_taken_whole() {
+    // Found by review: one 413 (a single large record, say) left a server sending one record a
+    // request until it was restarted.
+    let setup = setup(60);
+    let pacing = Pacing {
+        max_records: 4,
+        ..quick()
+    };
+    let mut pump = pump_for(&setup, vec![], pacing);
+    pump.sink = Box::new(OnceTooLarge {
+        answered: false,
+        got: setup.got.clone(),
+    });
+    assert_eq!(pump.run(Mode::UntilCaughtUp), Ended::CaughtUp { sent: 60 });
+    let sizes: Vec<usize> = setup.got.lock().unwrap().iter().map(Vec::len).collect();
+    assert_eq!(sizes[..2], [2, 2], "the refused batch in halves: {sizes:?}");
+    assert!(sizes[2..18].iter().all(|n| *n <= 2), "{sizes:?}");
+    assert_eq!(sizes.last(), Some(&4), "never grew back: {sizes:?}");
+    assert_eq!(delivered(&setup), (1..=60).collect::<Vec<u64>>());
 }
