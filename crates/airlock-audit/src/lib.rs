@@ -43,6 +43,8 @@ mod index;
 mod reader;
 mod retention;
 #[cfg(test)]
+mod segment_more_tests;
+#[cfg(test)]
 mod segment_tests;
 mod segments;
 mod tail;
