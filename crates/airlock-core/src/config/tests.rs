@@ -45,13 +45,19 @@ fn stdout_and_otlp_are_read_in_order_with_headers_from_the_environment_and_files
     let dir = tempfile::tempdir().unwrap();
     let token_file = dir.path().join("token");
     std::fs::write(&token_file, "from-file\n").unwrap();
-    let text = format!(
-        "[audit]\nexport = [\"otlp\", \"stdout\"]\n\n[audit.otlp]\n\
-         endpoint = \"https://collector.example:4318/v1/logs\"\n\
-         ca_file = \"/etc/airlock/ca.pem\"\n\
-         headers = {{ Authorization = {{ env = \"OTLP_TOKEN\" }}, x-tenant = \"team-a\", x-key = {{ file = \"{}\" }} }}\n",
-        token_file.display()
-    );
+    // The headers as a table of their own, each source a dotted key: the same as an inline table.
+    let text = [
+        "[audit]",
+        "export = [\"otlp\", \"stdout\"]",
+        "[audit.otlp]",
+        "endpoint = \"https://collector.example:4318/v1/logs\"",
+        "ca_file = \"/etc/airlock/ca.pem\"",
+        "[audit.otlp.headers]",
+        "Authorization.env = \"OTLP_TOKEN\"",
+        "x-tenant = \"team-a\"",
+        &format!("x-key.file = \"{}\"", token_file.display()),
+    ]
+    .join("\n");
     let config = parse_text(&text).unwrap();
     let [Destination::Otlp(otlp), Destination::Stdout] = &config.audit.export[..] else {
         panic!("{config:?}");

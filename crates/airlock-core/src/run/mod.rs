@@ -256,23 +256,7 @@ fn carry_out(
     } = built;
     let session_id = turn.session.as_ref().map(|s| s.id.clone());
     let audit = crate::audit::log_for(plan.caller, &plan.state_dir);
-    let intent = Intent {
-        run_id: crate::tokens::random_hex(8)?,
-        session: session_id.as_deref(),
-        profile: &plan.profile.name,
-        policy: crate::audit::policy_digest(&plan.profile),
-        argv: spec.argv.iter().map(crate::audit::text).collect(),
-        cwd: &spec.cwd,
-        workspace: &plan.workspace,
-        network: &plan.profile.network,
-        ask: records::Ask::of(&plan.profile),
-        limits: Intent::limits(&spec.limits, &plan.profile.limits),
-        sandbox_uid: plan.host_ids.0,
-        prepared_ms_before: match &sandboxing {
-            Sandboxing::Warm(_, prepared) => Some(prepared.elapsed().as_millis() as u64),
-            Sandboxing::Cold(_) => None,
-        },
-    };
+    let intent = intent_of(plan, session_id.as_deref(), &spec, &sandboxing)?;
     let clock = Started::now();
     let listing = Listing {
         run_id: intent.run_id.clone(),
@@ -294,26 +278,7 @@ fn carry_out(
     crate::abandoned::close(&plan.state_dir);
     let session = session_id.clone();
     let mut supervised = supervise(plan, launched, registration.as_ref(), session, injector);
-    // A relaying gate's last events (connections closed), and a session's layer, are only
-    // complete once no process of the sandbox is left; so are a refusing gate's, when the
-    // sandbox used the network (a process may still be asking as pid 1 ends). A run that
-    // never did is not reaped first (its overlap with the bookkeeping is kept): flushing waits
-    // for what the gate took and has not finished.
-    let relaying = plan.profile.network != airlock_policy::NetworkMode::None;
-    let gate_used = supervised
-        .gate_log
-        .as_ref()
-        .is_some_and(|g| relaying || g.used());
-    if gate_used || turn.session.is_some() {
-        supervised.reap();
-    }
-    let (refused, observed) = match &supervised.gate_log {
-        Some(gate_log) => {
-            gate_log.flush();
-            (gate_log.refused(), gate_log.observed())
-        }
-        None => ((Vec::new(), 0), None),
-    };
+    let (refused, observed) = gate_findings(plan, &mut supervised, turn.session.is_some());
     let (audit_error, measured) = record_result(
         &audit,
         &plan.profile,
@@ -366,6 +331,63 @@ fn carry_out(
         sandbox.reap();
     }
     Ok(report)
+}
+
+/// Step 12's record: what is about to run, where, under which profile and limits.
+fn intent_of<'a>(
+    plan: &'a Plan,
+    session: Option<&'a str>,
+    spec: &'a SandboxSpec,
+    sandboxing: &Sandboxing,
+) -> Result<Intent<'a>, Error> {
+    Ok(Intent {
+        run_id: crate::tokens::random_hex(8)?,
+        session,
+        profile: &plan.profile.name,
+        policy: crate::audit::policy_digest(&plan.profile),
+        argv: spec.argv.iter().map(crate::audit::text).collect(),
+        cwd: &spec.cwd,
+        workspace: &plan.workspace,
+        network: &plan.profile.network,
+        ask: records::Ask::of(&plan.profile),
+        limits: Intent::limits(&spec.limits, &plan.profile.limits),
+        sandbox_uid: plan.host_ids.0,
+        prepared_ms_before: match sandboxing {
+            Sandboxing::Warm(_, prepared) => Some(prepared.elapsed().as_millis() as u64),
+            Sandboxing::Cold(_) => None,
+        },
+    })
+}
+
+/// What the gate refused and (learning) observed, once its log is complete. A relaying gate's
+/// last events (connections closed), and a session's layer, are only complete once no process
+/// of the sandbox is left; so are a refusing gate's, when the sandbox used the network (a
+/// process may still be asking as pid 1 ends): the sandbox is reaped first then. A run that
+/// never did is not (its overlap with the bookkeeping is kept): flushing waits for what the
+/// gate took and has not finished.
+fn gate_findings(
+    plan: &Plan,
+    supervised: &mut launch::Supervised,
+    has_layer: bool,
+) -> (
+    (Vec<RefusedDestination>, u64),
+    Option<airlock_policy::learn::Observed>,
+) {
+    let relaying = plan.profile.network != airlock_policy::NetworkMode::None;
+    let gate_used = supervised
+        .gate_log
+        .as_ref()
+        .is_some_and(|g| relaying || g.used());
+    if gate_used || has_layer {
+        supervised.reap();
+    }
+    match &supervised.gate_log {
+        Some(gate_log) => {
+            gate_log.flush();
+            (gate_log.refused(), gate_log.observed())
+        }
+        None => ((Vec::new(), 0), None),
+    }
 }
 
 /// The bytes of the files under `dir` (not following links): what a learning run wrote.
