@@ -54,8 +54,8 @@ pub use index::{SegmentIndex, INDEX_VERSION, MAX_LISTED};
 pub use reader::{Filter, Records};
 pub use retention::{Removed, Retention, RetentionReport};
 pub use segments::{
-    hash_of_record, sealed_segments, segment_file_name, BadSegmentSize, Layout, Sealed,
-    DEFAULT_SEGMENT_SIZE, MIN_SEGMENT_SIZE, SEGMENT_DIR,
+    sealed_segments, segment_file_name, BadSegmentSize, Layout, Sealed, DEFAULT_SEGMENT_SIZE,
+    MIN_SEGMENT_SIZE, SEGMENT_DIR,
 };
 pub use tail::{Position, Tail, Tailed};
 pub use verify::{verify_exported, Problem, StreamVerdict, Verdict};

@@ -192,53 +192,6 @@ impl Sealed {
 
 /// The sealed segments of `state_dir`, oldest first. Other files there (indexes, a temporary
 /// file a crash left) are not segments.
-/// The hash of record `seq` as the log holds it now (in the sealed segment whose range holds it,
-/// else the open one at `open_path`); None when the log has no such record (removed, or never
-/// written: a log replaced since). What retention checks an export's cursor against.
-pub fn hash_of_record(
-    state_dir: &Path,
-    open_path: &Path,
-    seq: u64,
-) -> Result<Option<String>, AuditError> {
-    #[derive(serde::Deserialize)]
-    struct Link {
-        seq: u64,
-        hash: String,
-    }
-    let holder = sealed_segments(state_dir)?
-        .into_iter()
-        .rfind(|segment| segment.first_seq <= seq)
-        .map(|segment| segment.path);
-    let mut found = None;
-    for path in holder.iter().map(PathBuf::as_path).chain([open_path]) {
-        let file = match File::open(path) {
-            Ok(file) => file,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-            Err(source) => {
-                return Err(AuditError::Read {
-                    path: path.to_path_buf(),
-                    source,
-                })
-            }
-        };
-        for line in io::BufRead::split(BufReader::new(file), b'\n') {
-            let line = line.map_err(|source| AuditError::Read {
-                path: path.to_path_buf(),
-                source,
-            })?;
-            match serde_json::from_slice::<Link>(&line) {
-                Ok(link) if link.seq == seq => found = Some(link.hash),
-                Ok(link) if link.seq > seq => break,
-                _ => {}
-            }
-        }
-        if found.is_some() {
-            break;
-        }
-    }
-    Ok(found)
-}
-
 pub fn sealed_segments(state_dir: &Path) -> Result<Vec<Sealed>, AuditError> {
     let dir = state_dir.join(SEGMENT_DIR);
     let entries = match fs::read_dir(&dir) {

@@ -75,6 +75,10 @@ pub enum Destination {
 }
 
 impl Destination {
+    /// Every destination's name, as [`Destination::name`] gives it: the cursors a state
+    /// directory may hold.
+    pub const NAMES: [&'static str; 2] = ["stdout", "otlp"];
+
     /// Its name in `export = [...]`, which also names its cursor in the state directory.
     pub fn name(&self) -> &'static str {
         match self {

@@ -168,7 +168,7 @@ pub fn first_unsent(state_dir: &Path, audit: &AuditConfig) -> Option<(u64, &'sta
             .unwrap_or(1)
     };
     let configured = audit.export.iter().map(|destination| destination.name());
-    let others_with_a_cursor = DESTINATION_NAMES
+    let others_with_a_cursor = Destination::NAMES
         .into_iter()
         .filter(|name| !audit.export.iter().any(|d| d.name() == *name))
         .filter(|name| Cursor::exists(state_dir, name));
@@ -177,9 +177,6 @@ pub fn first_unsent(state_dir: &Path, audit: &AuditConfig) -> Option<(u64, &'sta
         .map(|name| (keep_for(name), name))
         .min_by_key(|(seq, _)| *seq)
 }
-
-/// Every destination's name, which names its cursor (`Destination::name`).
-const DESTINATION_NAMES: [&str; 2] = ["stdout", "otlp"];
 
 /// One pass of retention over `state_dir`'s log as `audit` says (`keep_days`, `keep_size`),
 /// holding back what an export destination has not sent: what `airlock log prune` and `airlock

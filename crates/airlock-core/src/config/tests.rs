@@ -62,6 +62,11 @@ fn stdout_and_otlp_are_read_in_order_with_headers_from_the_environment_and_files
     let [Destination::Otlp(otlp), Destination::Stdout] = &config.audit.export[..] else {
         panic!("{config:?}");
     };
+    let mut named: Vec<&str> = config.audit.export.iter().map(Destination::name).collect();
+    named.sort_unstable();
+    let mut every = Destination::NAMES.to_vec();
+    every.sort_unstable();
+    assert_eq!(named, every, "Destination::NAMES names every destination");
     assert_eq!(
         otlp.endpoint.to_string(),
         "https://collector.example:4318/v1/logs"
