@@ -45,9 +45,17 @@ fn workers(w: &World) -> Vec<i32> {
     found
 }
 
-/// The warm workers waiting (each with its sandbox's setup process): none has a job yet.
+/// The warm workers waiting (each with its sandbox's setup process): none has a job yet. A
+/// worker that has given its answer and is reaping its sandbox is not one of them: it has
+/// pointed its stdout at /dev/null (see airlock-runner's `worker::Answer`).
 fn warm_processes(w: &World) -> usize {
-    workers(w).len()
+    workers(w)
+        .into_iter()
+        .filter(|pid| {
+            std::fs::read_link(format!("/proc/{pid}/fd/1"))
+                .is_ok_and(|out| out != std::path::Path::new("/dev/null"))
+        })
+        .count()
 }
 
 /// The last `run.intent` record.
@@ -223,8 +231,8 @@ fn a_stopping_server_leaves_no_warm_sandbox(w: &World) {
     });
     server.signal(Signal::SIGTERM);
     assert!(server.wait(Duration::from_secs(20)).success());
-    wait_for("no warm sandbox", Duration::from_secs(5), || {
-        warm_processes(w) == 0
+    wait_for("no worker or sandbox", Duration::from_secs(5), || {
+        workers(w).is_empty()
     });
     // And with --warm 0, none is ever made.
     let server = Server::start(w, &["--warm", "0"]);
