@@ -267,7 +267,9 @@ impl AuditLog {
             let size = file.metadata().map_err(|e| self.append_error(e))?.len();
             let tip = self.recovered_tip(&mut file, sync)?;
             if !layout.rolls(size, tip.time.as_deref(), (self.clock)()) {
-                break;
+                // PERF: the tip just read is the one to chain to (the file is locked): the
+                // last record is not read twice.
+                return self.append_after(&mut file, &tip, action, fields, sync);
             }
             segments::seal(
                 &self.dir,
@@ -344,6 +346,18 @@ impl AuditLog {
         sync: Sync,
     ) -> Result<Appended, AuditError> {
         let tip = self.recovered_tip(file, sync)?;
+        self.append_after(file, &tip, action, fields, sync)
+    }
+
+    /// Append to the open segment this process holds locked, whose last record is `tip`.
+    fn append_after(
+        &self,
+        file: &mut File,
+        tip: &Tip,
+        action: &str,
+        fields: Value,
+        sync: Sync,
+    ) -> Result<Appended, AuditError> {
         let appended = self.write_record(file, tip.seq + 1, &tip.hash, action, fields, sync)?;
         self.write_head(&appended);
         Ok(appended)
