@@ -303,6 +303,34 @@ fn a_prepared_sandbox_is_started_only_the_way_it_was_prepared() {
     assert!(!world.marked("ran") && !world.marked("other"));
 }
 
+/// A given command that cannot be started ends as a cold one's does: 127 when it is nowhere to
+/// be found, 126 when it may not be executed.
+fn a_given_command_that_cannot_be_started_ends_as_a_shell_says() {
+    let world = World::new();
+    let spec = world.spec("", Vec::new());
+    std::fs::write(world.workspace.join("not-executable"), "#!/bin/sh\n").unwrap();
+    for (program, status) in [
+        ("no-such-program", 127),
+        ("/no/such/file", 127),
+        ("./not-executable", 126),
+    ] {
+        let command = airlock_jail::Command {
+            argv: vec![program.into()],
+            env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+            cwd: world.workspace.clone(),
+        };
+        let launching =
+            airlock_jail::prepare_without_command(&spec, &world.staging, &world.cache, None)
+                .unwrap();
+        let mut sandbox = launching
+            .start_command(&command, devnull().as_fd(), None)
+            .unwrap();
+        let outcome = sandbox.wait().unwrap().outcome;
+        sandbox.reap();
+        assert_eq!(outcome, Outcome::Exited(status), "{program}");
+    }
+}
+
 /// What a command started with [`airlock_jail::Launching::start_command`] reads.
 fn devnull() -> std::fs::File {
     std::fs::File::open("/dev/null").unwrap()
@@ -316,7 +344,7 @@ fn main() {
         eprintln!("skipped: unprivileged, this kernel has no memory layer for a sandbox");
         return;
     }
-    let cases: [(&str, fn()); 7] = [
+    let cases: [(&str, fn()); 8] = [
         (
             "a_launching_dropped_before_its_start_leaves_nothing",
             a_launching_dropped_before_its_start_leaves_nothing,
@@ -344,6 +372,10 @@ fn main() {
         (
             "a_prepared_sandbox_is_started_only_the_way_it_was_prepared",
             a_prepared_sandbox_is_started_only_the_way_it_was_prepared,
+        ),
+        (
+            "a_given_command_that_cannot_be_started_ends_as_a_shell_says",
+            a_given_command_that_cannot_be_started_ends_as_a_shell_says,
         ),
     ];
     for (name, case) in cases {
