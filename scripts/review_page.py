@@ -166,6 +166,13 @@ with sync_playwright() as playwright:
     page.wait_for_selector("#run-list tr.run")
     page.click("#run-list details.output summary")
     check("made-four-files" in page.inner_text("#run-list details.output"), "a run's output is shown with it")
+    # A new run's record lists the runs again: an output a person opened stays open.
+    listed = page.locator("#run-list tr.run").count()
+    run_in(work, "echo listed-again")
+    page.locator("#run-list tr.run").nth(listed).wait_for(timeout=30000)
+    opened = page.locator("#run-list details.output[open]")
+    check(opened.count() == 1 and "made-four-files" in opened.first.inner_text(),
+          f"an output opened stays open when the runs are listed again ({opened.count()} open)")
 
     # ---- the tree git ignores is one row, unticked ----
     tree = page.locator(".file.tree[data-path='.venv']")
@@ -277,6 +284,10 @@ with sync_playwright() as playwright:
     check("allow = " in card.locator(".profile-line").inner_text(), "with the profile line that would allow it for good")
     shot(page, "approval")
     card.locator(".approval-reason").fill("approved from the page by the test")
+    # The page asks for approvals every 2 s: what a person typed must outlive that.
+    page.wait_for_timeout(4500)
+    typed = card.locator(".approval-reason").input_value()
+    check(typed == "approved from the page by the test", f"a reason being typed outlives the page's refresh ({typed!r})")
     card.locator(".allow-once").click()
     out, err = first.communicate(timeout=60)
     check(first.returncode == 0 and out == "hello from host", f"an approval granted on the page let the held curl through ({first.returncode} {out!r} {err[-300:]!r})")

@@ -288,9 +288,23 @@ async function loadRuns(id, into) {
   if (!answer.ok) return into.replaceChildren(message("bad", problem(answer)));
   const runs = answer.data.runs || [];
   if (runs.length === 0) return into.replaceChildren(el("p", { class: "quiet" }, "No runs yet."));
+  // Listed again at every run's record: an output a person opened stays open.
+  const opened = new Set([...into.querySelectorAll("tr.run")]
+    .filter((row) => row.querySelector("details.output")?.open)
+    .map((row) => row.dataset.run));
   into.replaceChildren(el("table", { id: "run-list" },
     el("thead", {}, el("tr", {}, ["When", "Command and output", "Exit", "Duration", "Refused destinations"].map((h) => el("th", {}, h)))),
     el("tbody", {}, runs.slice().reverse().map(runRow))));
+  for (const row of into.querySelectorAll("tr.run")) {
+    const output = row.querySelector("details.output");
+    if (output && opened.has(row.dataset.run)) output.open = true;
+  }
+}
+
+// What tells a run from the others across listings: its id, or (a run from before runs had one)
+// its start and its process.
+function runKey(run) {
+  return run.run_id || `${run.started_at} ${run.pid}`;
 }
 
 function runRow(run) {
@@ -302,7 +316,7 @@ function runRow(run) {
   const refused = (run.refused || []).map((d) => `${d.host}:${d.port} (${d.why || d.rule || ""})`).join("; ");
   // Each word of the command as it was given: where one ends and the next begins is kept.
   const words = run.argv.map((w) => (/^[A-Za-z0-9_.,:\/=+@%-]+$/.test(w) ? w : `'${w.replace(/'/g, "'\\''")}'`)).join(" ");
-  return el("tr", { class: "run" },
+  return el("tr", { class: "run", "data-run": runKey(run) },
     el("td", { class: "quiet" }, when(run.started_at)),
     el("td", {}, el("pre", { class: "argv" }, visible(words)), outputOf(run)),
     el("td", {}, exit),
@@ -331,7 +345,21 @@ async function loadApprovals(id, into) {
   if (!answer.ok) return into.replaceChildren(message("bad", problem(answer)));
   const mine = (answer.data.approvals || []).filter((a) => a.session === id);
   if (mine.length === 0) return into.replaceChildren(el("p", { class: "quiet" }, "Nothing is waiting."));
-  into.replaceChildren(...mine.map((a) => approvalCard(a, into, id)));
+  // A card shown already stays, with the reason a person is typing in it (this runs every 2 s):
+  // only its countdown is new. A new approval gets a card; an answered one loses its own.
+  const shown = new Map([...into.querySelectorAll(".approval")].map((card) => [card.dataset.approval, card]));
+  const cards = mine.map((a) => {
+    const card = shown.get(a.id);
+    if (!card) return approvalCard(a, into, id);
+    card.querySelector(".expires").replaceChildren(...visible(expiry(a)));
+    return card;
+  });
+  const same = cards.length === into.children.length && cards.every((card, i) => into.children[i] === card);
+  if (!same) into.replaceChildren(...cards);
+}
+
+function expiry(a) {
+  return `asked by ${a.program || "a program"} (rule ${a.entry || "?"}) · refused if nobody answers by ${when(a.expires_at)}, in ${a.seconds_left ?? "?"} s`;
 }
 
 function approvalCard(a, into, id) {
@@ -347,7 +375,7 @@ function approvalCard(a, into, id) {
     el("div", { class: "asked" }, "port ", el("strong", {}, String(a.port)), " of ",
       el("strong", {}, visible(/^[0-9.]+$|:/.test(a.host) ? a.host : a.host.split(".").slice(-2).join("."))), ":"),
     el("code", { class: "host" }, visible(a.host)), " ",
-    el("span", { class: "quiet" }, visible(`asked by ${a.program || "a program"} (rule ${a.entry || "?"}) · refused if nobody answers by ${when(a.expires_at)}, in ${a.seconds_left ?? "?"} s`)),
+    el("span", { class: "quiet expires" }, visible(expiry(a))),
     a.profile_line ? el("div", {}, "To allow it for good, add to the profile: ", el("code", { class: "profile-line" }, visible(a.profile_line))) : null,
     el("div", { class: "actions" }, reason,
       el("button", { class: "primary allow-once", onclick: decide("allow_once") }, "Allow once"),
