@@ -207,8 +207,11 @@ stop_receiver
 for i in 1 2 3; do
   run -- /bin/echo "while down $i" || fail "a run while the receiver was down"
 done
-sleep 2
-grep -q "export to otlp: cannot connect" "$work/serve.err" || fail "the exporter's trouble was not said on stderr"
+for _ in $(seq 150); do
+  grep -q "export to otlp: cannot connect" "$work/serve.err" && break
+  sleep 0.2
+done
+grep -q "export to otlp: cannot connect" "$work/serve.err" || fail "the exporter's trouble was not said on stderr (in 30 s)"
 start_receiver --fail 2
 wait_for_all "$work/received.jsonl"
 [ "$(grep -c '"status": 503' "$work/receiver.log")" = 2 ] || fail "the receiver answered 503 other than twice"

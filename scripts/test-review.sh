@@ -54,9 +54,10 @@ for who in "${identities[@]}"; do
   home="$work/$who"
   mkdir -p "$home/state" "$home/ws"
   chmod 700 "$home/state"
-  # The default profile (the tokens' own) asks a person about *.asked.test.
+  # The default profile (the tokens' own) asks a person about *.asked.test, for 30 s: time for the
+  # page to show the question and for the test to type a reason and answer, on a loaded machine.
   mkdir -p "$home/.config/airlock/profiles"
-  printf '[network]\nask = ["*.asked.test"]\nask_timeout = "15s"\n' >"$home/.config/airlock/profiles/default.toml"
+  printf '[network]\nask = ["*.asked.test"]\nask_timeout = "30s"\n' >"$home/.config/airlock/profiles/default.toml"
   chmod 644 "$home/.config/airlock/profiles/default.toml"
   # The workspace is a git repository that ignores .venv/: a tree the page shows as one row.
   git -C "$home/ws" init -q

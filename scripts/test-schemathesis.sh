@@ -136,12 +136,22 @@ echo "== a walk with real work: scripts/schemathesis_flow.py"
 # so that a slow machine is not still reading the passes' records when curl gives up.
 echo "== GET /v1/audit?follow=true"
 since=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-curl -sS --max-time 3 -o "$work/follow.ndjson" -D "$work/follow.headers" \
+curl -sS --max-time 60 -o "$work/follow.ndjson" -D "$work/follow.headers" \
   -H "Authorization: Bearer $agent" "$url/v1/audit?follow=true&action=session&since=$since" &
 follower=$!
 sleep 1
 made=$(curl -sS -X POST -H "Authorization: Bearer $agent" -H 'Content-Type: application/json' -d '{}' "$url/v1/sessions")
-wait "$follower" || true # curl ends on --max-time (status 28)
+made_id=$(printf '%s' "$made" | "$venv/bin/python" -c 'import json, sys; print(json.load(sys.stdin)["id"])')
+# Followed until the new session's record has come whole (up to 60 s on a loaded machine), then
+# the client goes away.
+for _ in $(seq 600); do
+  if grep -qF "$made_id" "$work/follow.ndjson" 2>/dev/null && [ "$(tail -c 1 "$work/follow.ndjson")" = "" ]; then
+    break
+  fi
+  sleep 0.1
+done
+kill "$follower" 2>/dev/null || true
+wait "$follower" || true
 grep -qi '^content-type: application/x-ndjson' "$work/follow.headers" \
   || { echo "the followed audit log is not NDJSON:" >&2; cat "$work/follow.headers" >&2; exit 1; }
 "$venv/bin/python" - "$work/follow.ndjson" "$made" <<'EOF'

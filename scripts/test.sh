@@ -56,9 +56,13 @@ for build in "$bin" target/debug/airlock; do
   copy=$(copy_of "$build") && ours+=("$copy")
 done
 # Nothing the suite started may outlive it: a worker, supervisor or namespace helper left behind
-# is a process airlock failed to end (their parents are gone, so no test would see it).
-sleep 2
-left=$(comm -13 <(echo "$before") <(running_airlock) | sed '/^$/d')
+# is a process airlock failed to end (their parents are gone, so no test would see it). Those
+# of the last tests may still be ending: looked at again for up to 30 s.
+for _ in $(seq 30); do
+  sleep 1
+  left=$(comm -13 <(echo "$before") <(running_airlock) | sed '/^$/d')
+  [ -z "$left" ] && break
+done
 if [ -n "$left" ]; then
   echo "scripts/test.sh: the tests left airlock processes behind:" >&2
   for pid in $left; do ps -o pid=,ppid=,stat=,wchan:24=,args= -p "$pid" >&2 || true; done

@@ -248,7 +248,7 @@ fn a_prepared_sandbox_counts_its_time_limit_from_its_start() {
         env: vec![("PATH".into(), "/usr/bin:/bin".into())],
         cwd: world.workspace.clone(),
     };
-    let limit = Some(std::time::Duration::from_secs(2));
+    let limit = Some(std::time::Duration::from_secs(5));
     let launching =
         airlock_jail::prepare_without_command(&spec, &world.staging, &world.cache, None).unwrap();
     std::thread::sleep(std::time::Duration::from_millis(600));

@@ -62,7 +62,7 @@ fn a_unix_socket_from_systemd_is_served_and_drained(w: &World) {
     let mark = marker(w, "activated-drain");
     let runner = {
         let api = api.clone();
-        let body = json!({ "argv": ["sh", "-c", "sleep 1; echo finished", mark] });
+        let body = json!({ "argv": ["sh", "-c", "sleep 3; echo finished", mark] });
         std::thread::spawn(move || api.post("/v1/runs", &body))
     };
     wait_for("the run started", Duration::from_secs(10), || {

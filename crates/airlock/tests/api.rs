@@ -919,8 +919,9 @@ fn a_client_that_stops_reading_blocks_no_one_else(w: &World) {
     let started = Instant::now();
     let ran = assert_ok(&api.post("/v1/runs", &json!({ "argv": ["echo", "other"] })));
     assert_eq!(ran["stdout"], "other\n");
+    // Not held until the flood ends (it never would: nobody reads it); 20 s for a loaded machine.
     assert!(
-        started.elapsed() < Duration::from_secs(5),
+        started.elapsed() < Duration::from_secs(20),
         "took {:?}",
         started.elapsed()
     );
@@ -1138,7 +1139,7 @@ fn sigterm_lets_a_run_finish_and_takes_no_new_connection(w: &World) {
     let mark = marker(w, "drain");
     let runner = {
         let api = api.clone();
-        let body = json!({ "argv": ["sh", "-c", "sleep 2; echo finished", mark] });
+        let body = json!({ "argv": ["sh", "-c", "sleep 8; echo finished", mark] });
         std::thread::spawn(move || api.post("/v1/runs", &body))
     };
     wait_for("the run started", Duration::from_secs(10), || {
@@ -1148,9 +1149,14 @@ fn sigterm_lets_a_run_finish_and_takes_no_new_connection(w: &World) {
     let support::api::Addr::Tcp(addr) = server.addr.clone() else {
         unreachable!()
     };
-    wait_for("new connections refused", Duration::from_secs(1), || {
+    // While the run goes on (8 s; 5 s is time enough for a loaded machine to close the door).
+    wait_for("new connections refused", Duration::from_secs(5), || {
         std::net::TcpStream::connect(addr).is_err()
     });
+    assert!(
+        !runner.is_finished(),
+        "the run ended before the door closed"
+    );
     let reply = runner.join().unwrap();
     let ran = assert_ok(&reply);
     assert_eq!(
@@ -1188,13 +1194,14 @@ fn sigterm_interrupts_runs_past_the_grace_period(w: &World) {
     let ran = assert_ok(&reply);
     assert_ne!(ran["exit_code"], 0, "{ran}");
     assert!(
-        server.wait(Duration::from_secs(5)).success(),
+        server.wait(Duration::from_secs(20)).success(),
         "{}",
         server.stderr()
     );
+    // Well before the run's 30 s would have ended it (bounds a loaded machine keeps).
     let stopped = signalled.elapsed();
     assert!(
-        answered < Duration::from_secs(4) && stopped < Duration::from_secs(5),
+        answered < Duration::from_secs(15) && stopped < Duration::from_secs(20),
         "answered after {answered:?}, stopped after {stopped:?}"
     );
     assert!(!process_running(&mark), "the run outlived the server");

@@ -10,7 +10,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use support::{process_running, ran, stderr, stdout, Mode, World};
+use support::{process_running, ran, stderr, stdout, wait_for, Mode, World};
 
 fn airlock(w: &World, args: &[&str]) -> Output {
     w.airlock().args(args).output().unwrap()
@@ -144,8 +144,19 @@ both_modes!(
         std::thread::sleep(Duration::from_millis(300));
         let out = airlock(w, &["pause", "counter"]);
         assert!(out.status.success(), "{}\n{}", stderr(&out), stdout(&out));
-        std::thread::sleep(Duration::from_millis(150));
-        let paused_at = count();
+        // Lines written just before the freeze may still be on their way: the count is taken
+        // once it has held for half a second (ten of the loop's turns), then must hold on.
+        let mut paused_at = count();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            std::thread::sleep(Duration::from_millis(500));
+            let now = count();
+            if now == paused_at {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the loop went on while paused");
+            paused_at = now;
+        }
         std::thread::sleep(Duration::from_millis(700));
         assert_eq!(count(), paused_at, "the loop went on while paused");
         let status = stdout(&airlock(w, &["status"]));
@@ -154,10 +165,10 @@ both_modes!(
         assert!(sessions.contains("paused"), "{sessions}");
         let out = airlock(w, &["resume", "counter"]);
         assert!(out.status.success(), "{}", stderr(&out));
-        std::thread::sleep(Duration::from_millis(500));
-        assert!(
-            count() > paused_at + 3,
-            "the loop did not go on after resume"
+        wait_for(
+            "the loop going on after resume",
+            Duration::from_secs(20),
+            || count() > paused_at + 3,
         );
         // A paused sandbox can be killed too.
         assert!(airlock(w, &["pause", "counter"]).status.success());

@@ -191,9 +191,14 @@ both_modes!(
         let token = agent_token(w).token;
         let server = Server::start(w, &[]);
         let mut mcp = Mcp::open(&server, &token);
-        let started = mcp.call("start", json!({"command": "sleep 6"}));
+        // The run holds its session once its command runs (looked for, not guessed at: the
+        // answer to `start` comes before).
+        let sleep = format!("sleep 8.{}", w.mode as u8 + 1);
+        let started = mcp.call("start", json!({ "command": sleep }));
         ok(&started);
-        std::thread::sleep(Duration::from_millis(500));
+        wait_for("the started run's command", Duration::from_secs(30), || {
+            process_running(&format!("^{}$", sleep.replace('.', "\\.")))
+        });
         let callers: Vec<_> = (0..24)
             .map(|i| {
                 let mut mcp = Mcp {
@@ -310,7 +315,8 @@ both_modes!(a_run_ends_with_its_connection, |w: &World| {
 both_modes!(
     the_cli_the_api_and_mcp_answer_a_run_and_a_refusal_alike,
     |w: &World| {
-        w.named_profile("timed", "[limits]\ntimeout = \"1s\"\n");
+        // 3 s: time enough for the lookup on a loaded machine before the limit.
+        w.named_profile("timed", "[limits]\ntimeout = \"3s\"\n");
         let workspace = w.workspace.to_str().unwrap();
         let token = make_token(
             w,

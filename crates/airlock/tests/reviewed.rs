@@ -114,11 +114,13 @@ both_modes!(
         let id = new_session(w, &[]);
         ran(&run_in(w, &id, "echo seen > seen.txt"));
         let reviewed = digest_of(w, &id, &[]);
-        // The agent's next run is going while the person reads; it writes after the review.
+        // The agent's next run is going while the person reads; it writes after the review,
+        // once the test lets it go (it is surely seen running).
         let mut going = w
             .airlock()
             .args(["run", "--session", &id, "--", "sh", "-c"])
-            .arg("sleep 2; echo unseen > unseen.txt")
+            .arg("read go; echo unseen > unseen.txt")
+            .stdin(std::process::Stdio::piped())
             .spawn()
             .unwrap();
         let started = Instant::now();
@@ -130,8 +132,19 @@ both_modes!(
             std::thread::sleep(Duration::from_millis(50));
         }
         // The apply waits for the run, then finds the set is not the one reviewed.
-        let stale = airlock(w, &["apply", &id, "--reviewed", &reviewed]);
+        let apply = w
+            .airlock()
+            .args(["apply", &id, "--reviewed", &reviewed])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        let mut go = going.stdin.take().unwrap();
+        std::io::Write::write_all(&mut go, b"go\n").unwrap();
+        drop(go);
         assert!(going.wait().unwrap().success());
+        let stale = apply.wait_with_output().unwrap();
         assert_eq!(
             stale.status.code(),
             Some(EXIT_REVIEW_STALE),

@@ -309,20 +309,21 @@ both_modes!(diff_json_carries_modes_hashes_and_hazards, |w: &World| {
 });
 
 both_modes!(runs_in_one_session_take_turns, |w: &World| {
+    use std::io::{BufRead, BufReader, Read, Write};
     let id = new_session(w, &["--name", "turns"]);
+    // The first run holds until the test lets it go: the second surely finds it running.
     let mut first = w
         .airlock()
         .args(["run", "--session", "turns", "--", "sh", "-c"])
-        .arg("echo started; sleep 2; echo first >> log")
+        .arg("echo started; read go; echo first >> log")
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
     let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(first.stdout.as_mut().unwrap()),
-        &mut line,
-    )
-    .unwrap();
+    BufReader::new(first.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
     assert_eq!(line, "started\n");
     // While it runs, the session shows as running.
     let listed = airlock(w, &["sessions", "--json"]);
@@ -330,10 +331,25 @@ both_modes!(runs_in_one_session_take_turns, |w: &World| {
     assert_eq!(sessions[0]["id"], id.as_str());
     assert_eq!(sessions[0]["status"], "running");
     // A second run waits for the first, says so, and sees its change.
-    let second = run_in(w, &id, "echo second >> log; cat log");
+    let mut second = w
+        .airlock()
+        .args(["run", "--session", &id, "--", "sh", "-c"])
+        .arg("echo second >> log; cat log")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut told = BufReader::new(second.stderr.take().unwrap());
+    let mut said = String::new();
+    while !said.contains("busy") {
+        assert_ne!(told.read_line(&mut said).unwrap(), 0, "not told: {said}");
+    }
+    first.stdin.take().unwrap().write_all(b"go\n").unwrap();
     assert!(first.wait().unwrap().success());
-    assert_eq!(ran(&second), "first\nsecond\n");
-    assert!(stderr(&second).contains("busy"), "{}", stderr(&second));
+    told.read_to_string(&mut said).unwrap();
+    let second = second.wait_with_output().unwrap();
+    assert!(second.status.success(), "{said}");
+    assert_eq!(stdout(&second), "first\nsecond\n", "{said}");
     let listed = airlock(w, &["sessions", "--json"]);
     let sessions: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
     assert_eq!(sessions[0]["status"], "idle");
@@ -1557,3 +1573,4 @@ both_modes!(
         }
     }
 );
+

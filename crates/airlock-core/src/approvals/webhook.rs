@@ -271,7 +271,8 @@ mod tests {
 
     /// The audit log's text once `action` is in it (the offering thread writes it).
     fn logged(audit: &crate::audit::Log, action: &str) -> String {
-        for _ in 0..200 {
+        // Up to 20 s: the offering thread's append is an fsync, slow on a loaded machine.
+        for _ in 0..1000 {
             match std::fs::read_to_string(audit.path()) {
                 Ok(text) if text.contains(action) => return text,
                 _ => std::thread::sleep(Duration::from_millis(20)),

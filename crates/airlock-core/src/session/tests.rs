@@ -185,9 +185,14 @@ fn a_second_exclusive_holder_waits_and_is_told() {
         b.lock_shared(&|_| told_in_thread.store(true, std::sync::atomic::Ordering::SeqCst))
             .map(drop)
     });
+    // Told that it waits (looked for until it is), and still waiting.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !told.load(std::sync::atomic::Ordering::SeqCst) && !waiter.is_finished() {
+        assert!(std::time::Instant::now() < deadline, "never told it waits");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     std::thread::sleep(std::time::Duration::from_millis(100));
     assert!(!waiter.is_finished(), "a reader must wait for the writer");
     drop(held);
     waiter.join().unwrap().unwrap();
-    assert!(told.load(std::sync::atomic::Ordering::SeqCst));
 }
