@@ -246,6 +246,7 @@ both_modes!(diff_json_carries_modes_hashes_and_hazards, |w: &World| {
         echo ok > setuid && chmod 4755 setuid
         ln -s /etc/passwd escape
         ln -s ../../outside climb
+        mkdir -p x/y && ln -s ../.. x/y/up && ln -s x/y/up/../../etc/passwd tricky
         mkfifo pipe
         echo fine > fine.txt
         "#,
@@ -276,6 +277,9 @@ both_modes!(diff_json_carries_modes_hashes_and_hazards, |w: &World| {
     assert_eq!(hazards("setuid"), ["set_id"]);
     assert_eq!(hazards("escape"), ["symlink_outside"]);
     assert_eq!(hazards("climb"), ["symlink_outside"]);
+    // Out through another link: x/y/up is the workspace's root.
+    assert_eq!(hazards("tricky"), ["symlink_outside"]);
+    assert!(hazards("x/y/up").is_empty());
     assert_eq!(hazards("pipe"), ["special"]);
     assert!(hazards("fine.txt").is_empty());
     let fine = changes
@@ -912,6 +916,7 @@ both_modes!(hazards_are_applied_only_when_named, |w: &World| {
         echo '{}' > .claude/settings.json
         echo ok > setuid && chmod 4755 setuid
         ln -s /etc/shadow escape
+        mkdir -p x/y && ln -s ../.. x/y/up && ln -s x/y/up/../../etc/shadow tricky
         echo fine > fine.txt
         "#,
     ));
@@ -925,6 +930,7 @@ both_modes!(hazards_are_applied_only_when_named, |w: &World| {
         ".github/workflows/ci.yml",
         ".claude/settings.json",
         "escape",
+        "tricky",
     ] {
         assert!(
             report.contains(&format!("HAZARD      A {path}")),

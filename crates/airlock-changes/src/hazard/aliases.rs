@@ -37,12 +37,15 @@ pub(super) struct Aliases {
 }
 
 impl Aliases {
-    /// The host's hazardous symlinks under `host`, and the session's new ones in `changes`.
-    pub(super) fn new(host: &Path, changes: &[Change]) -> Aliases {
+    /// The hazardous ones of the host's symlinks `host_links` (see [`host_links`]) and of the
+    /// session's new ones in `changes`.
+    pub(super) fn new(
+        host: &Path,
+        changes: &[Change],
+        host_links: &[(PathBuf, OsString)],
+    ) -> Aliases {
         let mut aliases = Aliases::default();
-        let mut links = Vec::new();
-        let mut budget = WALK_LIMIT;
-        walk(host, Path::new(""), &mut budget, &mut links);
+        let mut links = host_links.to_vec();
         for change in changes {
             let target = change
                 .new
@@ -120,6 +123,14 @@ impl Aliases {
             })
             .collect()
     }
+}
+
+/// The host workspace's symlinks (workspace-relative), with their targets.
+pub(super) fn host_links(host: &Path) -> Vec<(PathBuf, OsString)> {
+    let mut links = Vec::new();
+    let mut budget = WALK_LIMIT;
+    walk(host, Path::new(""), &mut budget, &mut links);
+    links
 }
 
 /// The host's symlinks under `dir`, with their targets.
@@ -235,7 +246,7 @@ mod tests {
         // Not hazardous by its name, or pointing out: no alias.
         std::os::unix::fs::symlink("docs", h.join("handbook")).unwrap();
         std::os::unix::fs::symlink("/etc", h.join(".vscode")).unwrap();
-        let aliases = Aliases::new(h, &[]);
+        let aliases = Aliases::new(h, &[], &host_links(h));
         let hazards = |p: &str| -> Vec<Hazard> {
             aliases
                 .reached_through(Path::new(p))
@@ -286,7 +297,7 @@ mod tests {
         assert_eq!(resolve(h, Path::new("a"), Path::new("/etc")), None);
         std::os::unix::fs::symlink("loop", h.join("loop")).unwrap();
         assert_eq!(resolve(h, Path::new(".vscode"), Path::new("loop")), None);
-        let aliases = Aliases::new(h, &[]);
+        let aliases = Aliases::new(h, &[], &host_links(h));
         let first = |p: &str| {
             aliases
                 .reached_through(Path::new(p))

@@ -471,6 +471,7 @@ mod collide;
 mod confusable;
 mod dotpath;
 mod ignored;
+mod leads;
 mod pointed;
 mod review;
 mod tools;

@@ -5,9 +5,10 @@
 use std::path::{Path, PathBuf};
 
 use super::added::{AddedTools, ToolEntry};
-use super::aliases::Aliases;
+use super::aliases::{host_links, Aliases};
 use super::collide::Collisions;
 use super::ignored::{in_auto_run_location, Ignores};
+use super::leads::LeadsOut;
 use super::pointed::RunByConfig;
 use super::{hazards_in, path_hazards, Hazard, Tree};
 use crate::node::Kind;
@@ -49,6 +50,8 @@ pub struct Review<'a> {
     added: AddedTools,
     /// Hazardous names that are symlinks into the workspace.
     aliases: Aliases,
+    /// Changes by which a symlink leads out of the workspace through other links.
+    leads_out: LeadsOut,
     run_by: RunByConfig,
 }
 
@@ -61,6 +64,7 @@ impl<'a> Review<'a> {
         changes: &[Change],
         setup: Setup<'_>,
     ) -> Result<Review<'a>, globset::Error> {
+        let host_links = host_links(host);
         let mut review = Review {
             size_limit: setup.size_limit,
             tree: Tree::new(layer, host, changes),
@@ -68,7 +72,8 @@ impl<'a> Review<'a> {
             ignores_now: Ignores::new(host, host, setup.global_excludes),
             names: Collisions::new(host),
             added: AddedTools::new(setup.tool_config)?,
-            aliases: Aliases::new(host, changes),
+            aliases: Aliases::new(host, changes, &host_links),
+            leads_out: LeadsOut::new(host, changes, &host_links),
             run_by: RunByConfig::default(),
         };
         let run_by = RunByConfig::new(layer, changes, setup.size_limit, |change| {
@@ -188,6 +193,19 @@ impl<'a> Review<'a> {
                 "changes where {} leads, a symlink the next tool reads",
                 link.display()
             ));
+        }
+        if let Some(link) = self.leads_out.through(&change.path) {
+            if !verdict.hazards.contains(&Hazard::SymlinkOutside) {
+                verdict.hazards.push(Hazard::SymlinkOutside);
+                verdict.reasons.push(if link == change.path {
+                    "leads out of the workspace through the symlinks on its way".to_string()
+                } else {
+                    format!(
+                        "sends {}, a symlink of the workspace, out of it",
+                        link.display()
+                    )
+                });
+            }
         }
         if let Some(config) = self.run_by.named_by(&change.path) {
             verdict.hazards.push(Hazard::RunByFlaggedConfig);
