@@ -102,14 +102,83 @@ fn file_diffs(sides: Sides) -> Vec<(Side, Side)> {
     }
 }
 
-/// Write `changes` as a git patch; returns the changes it could not express (special files).
+/// The most content of one file a patch carries (the bound past which a file is flagged
+/// `large`). A file's size is what it says, not what it takes on disk: a sparse file of 10 GiB
+/// takes none, and would take 10 GiB of the reviewer's memory.
+pub const LARGEST_FILE_CARRIED: u64 = 100 * 1024 * 1024;
+/// The most content one patch carries in all, both sides of every file counted.
+pub const MOST_CONTENT_CARRIED: u64 = 1024 * 1024 * 1024;
+
+/// A change a patch leaves out, or carries only in part, and why.
+#[derive(Debug, Clone)]
+pub struct LeftOut {
+    pub change: Change,
+    pub why: WhyLeftOut,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WhyLeftOut {
+    /// A fifo, socket or device node, which git cannot express (a file on the other side of
+    /// the change is carried).
+    Special,
+    /// A file larger than [`LARGEST_FILE_CARRIED`].
+    TooLarge,
+    /// The patch already carries [`MOST_CONTENT_CARRIED`].
+    PatchFull,
+}
+
+/// The bytes of the regular files on either side of `change`: the largest, and both together.
+fn file_sizes(change: &Change) -> (u64, u64) {
+    let sizes = [&change.old, &change.new].map(|n| {
+        n.as_ref()
+            .filter(|n| n.kind == Kind::File)
+            .map_or(0, |n| n.size)
+    });
+    (sizes[0].max(sizes[1]), sizes[0].saturating_add(sizes[1]))
+}
+
+/// Write `changes` as a git patch; returns the changes it left out or could only partly express.
 pub fn write_patch<W: Write>(
     out: &mut W,
     roots: Roots,
     changes: &[Change],
-) -> io::Result<Vec<Change>> {
-    let mut inexpressible = Vec::new();
+) -> io::Result<Vec<LeftOut>> {
+    let bounds = Bounds {
+        largest_file: LARGEST_FILE_CARRIED,
+        most_content: MOST_CONTENT_CARRIED,
+    };
+    write_patch_within(out, roots, changes, bounds)
+}
+
+/// How much content a patch carries.
+#[derive(Debug, Clone, Copy)]
+struct Bounds {
+    largest_file: u64,
+    most_content: u64,
+}
+
+fn write_patch_within<W: Write>(
+    out: &mut W,
+    roots: Roots,
+    changes: &[Change],
+    bounds: Bounds,
+) -> io::Result<Vec<LeftOut>> {
+    let (mut left_out, mut carried) = (Vec::new(), 0u64);
     for change in changes {
+        let leave_out = |why| LeftOut {
+            change: change.clone(),
+            why,
+        };
+        let (largest, both) = file_sizes(change);
+        if largest > bounds.largest_file {
+            left_out.push(leave_out(WhyLeftOut::TooLarge));
+            continue;
+        }
+        if carried.saturating_add(both) > bounds.most_content {
+            left_out.push(leave_out(WhyLeftOut::PatchFull));
+            continue;
+        }
+        carried += both;
         let kinds = [&change.old, &change.new].map(|n| n.as_ref().map(|n| n.kind));
         let special = |k: Option<Kind>| {
             matches!(
@@ -118,7 +187,7 @@ pub fn write_patch<W: Write>(
             )
         };
         if kinds.iter().any(|k| special(*k)) {
-            inexpressible.push(change.clone());
+            left_out.push(leave_out(WhyLeftOut::Special));
         }
         let sides = load(roots, change)?;
         for (old, new) in file_diffs(sides) {
@@ -128,7 +197,7 @@ pub fn write_patch<W: Write>(
             write_file_diff(out, &change.path, old, new)?;
         }
     }
-    Ok(inexpressible)
+    Ok(left_out)
 }
 
 fn write_file_diff<W: Write>(out: &mut W, path: &Path, old: Side, new: Side) -> io::Result<()> {
@@ -261,8 +330,12 @@ fn write_binary_hunk<W: Write>(out: &mut W, data: &[u8]) -> io::Result<()> {
     writeln!(out)
 }
 
-/// Lines added and removed in one change; None for binary content.
+/// Lines added and removed in one change; None for binary content, and for a file larger than
+/// [`LARGEST_FILE_CARRIED`] (not read: its size says enough).
 pub fn line_counts(roots: Roots, change: &Change) -> io::Result<Option<(usize, usize)>> {
+    if file_sizes(change).0 > LARGEST_FILE_CARRIED {
+        return Ok(None);
+    }
     let sides = load(roots, change)?;
     let old = sides.old.map(|(_, d)| d).unwrap_or_default();
     let new = sides.new.map(|(_, d)| d).unwrap_or_default();
@@ -460,6 +533,56 @@ mod tests {
         let old = b"\x0ei\x0e\x0e\x0e\x0e\x0e\x0e\none\n\n";
         let new = b"\notone\n\n\n\n";
         assert_eq!(applied(old, new), new);
+    }
+
+    /// A sparse file of any size takes no disk: the patch leaves out a file past the bound by
+    /// its size, unread, and stops carrying content once it carries its most.
+    #[test]
+    fn content_past_the_bounds_is_left_out_and_said() {
+        let dir = tempfile::tempdir().unwrap();
+        let (host, layer) = (dir.path().join("host"), dir.path().join("layer"));
+        std::fs::create_dir(&host).unwrap();
+        std::fs::create_dir(&layer).unwrap();
+        for (name, text) in [("a", "0123456789\n"), ("b", "bb\n"), ("c", "cc\n")] {
+            std::fs::write(layer.join(name), text).unwrap();
+        }
+        let huge = std::fs::File::create(layer.join("huge")).unwrap();
+        huge.set_len(1 << 40).unwrap();
+        let set = crate::scan(&layer, &host, crate::OverlayXattrs::User).unwrap();
+        let roots = Roots {
+            host: &host,
+            layer: &layer,
+        };
+        let bounds = Bounds {
+            largest_file: 11,
+            most_content: 14,
+        };
+        let mut patch = Vec::new();
+        let left = write_patch_within(&mut patch, roots, &set.changes, bounds).unwrap();
+        let left: Vec<(String, WhyLeftOut)> = left
+            .iter()
+            .map(|l| (l.change.path.display().to_string(), l.why))
+            .collect();
+        assert_eq!(
+            left,
+            [
+                ("c".to_string(), WhyLeftOut::PatchFull),
+                ("huge".to_string(), WhyLeftOut::TooLarge)
+            ]
+        );
+        let patch = String::from_utf8(patch).unwrap();
+        assert!(
+            patch.contains("+++ b/a") && patch.contains("+++ b/b"),
+            "{patch}"
+        );
+        assert!(!patch.contains("b/c") && !patch.contains("huge"), "{patch}");
+        // The real bounds: a terabyte is left out unread, and counted as no lines.
+        let mut patch = Vec::new();
+        let left = write_patch(&mut patch, roots, &set.changes).unwrap();
+        assert_eq!(left.len(), 1);
+        assert_eq!(left[0].why, WhyLeftOut::TooLarge);
+        let huge = set.changes.iter().find(|c| c.path == Path::new("huge"));
+        assert_eq!(line_counts(roots, huge.unwrap()).unwrap(), None);
     }
 
     #[test]

@@ -280,8 +280,9 @@ impl Diff {
         record.save(&self.session_dir)
     }
 
-    /// The changes as a git patch; returns those a patch cannot express (fifos, sockets, devices).
-    pub fn write_patch(&self, out: &mut impl Write) -> io::Result<Vec<Change>> {
+    /// The changes as a git patch; returns those it leaves out or expresses only in part (fifos,
+    /// sockets, devices; files too large), each with why.
+    pub fn write_patch(&self, out: &mut impl Write) -> io::Result<Vec<patch::LeftOut>> {
         patch::write_patch(out, self.roots(), self.changes())
     }
 
@@ -304,7 +305,7 @@ impl Diff {
         &self,
         out: &mut impl Write,
         changes: std::ops::Range<usize>,
-    ) -> io::Result<Vec<Change>> {
+    ) -> io::Result<Vec<patch::LeftOut>> {
         let changes = self.changes().get(changes).unwrap_or_default();
         patch::write_patch(out, self.roots(), changes)
     }

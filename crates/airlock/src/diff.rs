@@ -5,6 +5,7 @@ use std::process::{Command, ExitCode, Stdio};
 
 use anyhow::Result;
 
+use airlock_changes::patch::{self, LeftOut, WhyLeftOut};
 use airlock_changes::{Change, Kind};
 use airlock_core::DiffRequest;
 
@@ -121,16 +122,12 @@ pub fn diff(global: &GlobalArgs, args: DiffArgs) -> Result<ExitCode> {
         drop(progress);
         note_not_shown_by_git(&diff, &args.session)?;
     } else {
-        let unexpressed = diff.write_patch(&mut text)?;
+        let left_out = diff.write_patch(&mut text)?;
         // The line is gone before anything else is said on stderr.
         drop(progress);
         note_not_shown_by_git(&diff, &args.session)?;
-        for change in unexpressed {
-            note!(
-                "airlock: {}: a {} cannot be expressed in a git patch; see 'airlock diff --json'",
-                change.path.display(),
-                kind_name(&change)
-            );
+        for left in left_out {
+            note!("airlock: {}", why_left_out(&left));
         }
         if terminal {
             // A person reads this: what would drive the terminal is shown, not obeyed.
@@ -285,6 +282,32 @@ fn visible_controls(text: &[u8]) -> Vec<u8> {
         at += 1;
     }
     out
+}
+
+/// What the patch left out of a change, and where to see it.
+fn why_left_out(left: &LeftOut) -> String {
+    let path = left.change.path.display();
+    let mib = |bytes: u64| bytes / (1024 * 1024);
+    match left.why {
+        WhyLeftOut::Special => format!(
+            "{path}: a {} cannot be expressed in a git patch; see 'airlock diff --json'",
+            kind_name(&left.change)
+        ),
+        WhyLeftOut::TooLarge => format!(
+            "{path}: {} bytes, more than a patch carries of one file ({} MiB): left out; see 'airlock diff --json'",
+            [&left.change.old, &left.change.new]
+                .into_iter()
+                .flatten()
+                .map(|n| n.size)
+                .max()
+                .unwrap_or_default(),
+            mib(patch::LARGEST_FILE_CARRIED)
+        ),
+        WhyLeftOut::PatchFull => format!(
+            "{path}: left out: the patch already carries {} MiB of content; name fewer paths ('airlock diff SESSION PATH...') or see 'airlock diff --json'",
+            mib(patch::MOST_CONTENT_CARRIED)
+        ),
+    }
 }
 
 fn kind_name(change: &Change) -> &'static str {

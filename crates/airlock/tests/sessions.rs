@@ -1580,3 +1580,29 @@ both_modes!(
     }
 );
 
+// A sparse file takes no disk whatever its size: the patch left it out only after reading it
+// all into memory (10 GiB for `truncate -s 10G`). It is left out by its size now, unread, and
+// said so; its row in --stat is a binary one.
+both_modes!(
+    a_file_too_large_for_a_patch_is_left_out_unread,
+    |w: &World| {
+        let id = new_session(w, &[]);
+        ran(&run_in(
+            w,
+            &id,
+            "truncate -s 1G huge; echo small > small.txt",
+        ));
+        let out = airlock(w, &["diff", &id]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(stdout(&out).contains("+++ b/small.txt"), "{}", stdout(&out));
+        assert!(!stdout(&out).contains("huge"), "{}", stdout(&out));
+        assert!(
+            stderr(&out).contains("huge: 1073741824 bytes, more than a patch carries of one file"),
+            "{}",
+            stderr(&out)
+        );
+        let stat = airlock(w, &["diff", &id, "--stat"]);
+        assert!(stat.status.success(), "{}", stderr(&stat));
+        assert!(stdout(&stat).contains("huge"), "{}", stdout(&stat));
+    }
+);
