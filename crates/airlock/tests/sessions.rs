@@ -1606,3 +1606,50 @@ both_modes!(
         assert!(stdout(&stat).contains("huge"), "{}", stdout(&stat));
     }
 );
+
+// The review flags the change it meets first on a host link's way out (a/b); a default apply
+// holds that back and would write c/d, which sends the link out the other way: the apply
+// follows every link in the tree it is about to make and writes nothing (found by a helper
+// attacking the review's check).
+both_modes!(
+    an_apply_that_would_send_a_host_link_out_writes_nothing,
+    |w: &World| {
+        for dir in ["a/b", "c/d"] {
+            std::fs::create_dir_all(w.workspace.join(dir)).unwrap();
+        }
+        std::os::unix::fs::symlink("a/b/../../c/d/../..", w.workspace.join("lnk")).unwrap();
+        for dir in ["a", "a/b", "c", "c/d"] {
+            w.give(&w.workspace.join(dir));
+        }
+        let id = new_session(w, &[]);
+        ran(&run_in(
+            w,
+            &id,
+            "rmdir a/b c/d && ln -s . a/b && ln -s . c/d",
+        ));
+        let diff = airlock(w, &["diff", &id, "--json"]);
+        let diff: serde_json::Value = serde_json::from_slice(&diff.stdout).unwrap();
+        let hazards = |path: &str| {
+            let changes = diff["changes"].as_array().unwrap();
+            let change = changes.iter().find(|c| c["path"] == path).unwrap();
+            change["hazards"].clone()
+        };
+        assert_eq!(hazards("a/b"), serde_json::json!(["symlink_outside"]));
+        assert_eq!(hazards("c/d"), serde_json::json!([]));
+        let out = airlock(w, &["apply", &id, "--json"]);
+        assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+        let failure: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(failure["code"], "symlink_leads_out", "{failure}");
+        assert!(
+            failure["error"]
+                .as_str()
+                .unwrap()
+                .contains("symlink lnk would lead out of the workspace once c/d is written"),
+            "{failure}"
+        );
+        for dir in ["a/b", "c/d"] {
+            let kept = w.workspace.join(dir).symlink_metadata().unwrap();
+            assert!(kept.is_dir(), "{dir} was written");
+        }
+    }
+);

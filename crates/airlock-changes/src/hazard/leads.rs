@@ -1,108 +1,267 @@
 //! Symlinks that lead out of the workspace through other links: `tricky ->
 //! x/y/up/../../../etc/passwd` reads as staying inside, but with `x/y/up -> ../..` (a link of the
 //! session's, or of the host's) it reaches `/etc/passwd`. A link's target is therefore followed
-//! as the kernel will follow it after an apply, through every link on its way, whether the
-//! session's or the host's.
+//! as the kernel will follow it in a given tree — the host workspace with some writes on top —
+//! through every link on its way, the written ones and the host's.
 //!
-//! An apply may write only some of the changes (paths named, a conflict, a hazard left out), so a
-//! changed path on the way is followed both as the host has it and as the session left it, in
-//! every combination. A link that can lead out is flagged: a new link of the session's by
-//! itself; a host link that only the session's changes send out, at those changes.
+//! Two judges use it. The review (what `airlock diff` flags) follows each of the session's new
+//! links as after a full apply and as with nothing else written, and each of the host's links as
+//! after a full apply and, for one the session changed, as kept. The apply follows, in the tree
+//! it is about to make, every link it writes and every host link it keeps: it writes nothing
+//! when one leads out that nobody named (a partial apply leaves the review's two trees).
 //!
-//! Strict where it cannot tell: an absolute target (outside the workspace, or a link of the
-//! session's) leads out; a resolution that takes more than [`STEP_BUDGET`] steps in all is
-//! taken as leading out. A link that goes round more than [`HOPS`] times leads nowhere (the
+//! Strict where it cannot tell: an absolute target of the session's leads out; one of the host's
+//! counts as inside when a prefix of it is the workspace (its canonical path, a symlinked home's
+//! too). Every resolution of one judge shares [`STEP_BUDGET`]: past it, what is left unjudged
+//! counts as leading out. A link that goes round more than [`HOPS`] times leads nowhere (the
 //! kernel refuses it), so nowhere out.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
+use crate::apply::Entry;
 use crate::node::{Kind, Node};
 use crate::scan::Change;
 
 /// Links followed in one resolution, as the kernel's limit.
 const HOPS: usize = 40;
-/// Components walked for one link, over every combination of the changed paths on its way.
-const STEP_BUDGET: usize = 20_000;
+/// Path components walked by one judge in all: millions of links take seconds, not hours.
+pub const STEP_BUDGET: usize = 4_000_000;
 
-/// The changes of a change set that lead out of the workspace, each with the link that does.
-#[derive(Debug, Default)]
-pub(super) struct LeadsOut {
-    /// Changed path → the link (itself, or a host link it sends out) that leads out through it.
-    by_change: BTreeMap<PathBuf, PathBuf>,
+/// What lies at a path, as far as a walk through it cares.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Shape {
+    Absent,
+    Dir,
+    Link(OsString),
+    Other,
 }
 
-impl LeadsOut {
-    /// Judge the session's new links and the host's `host_links` (workspace-relative, with
-    /// their targets) in the tree `changes` lead to over `host`.
-    pub(super) fn new(host: &Path, changes: &[Change], host_links: &[(PathBuf, OsString)]) -> Self {
-        let tree = After::new(host, changes);
-        let mut leads = LeadsOut::default();
-        for change in changes {
-            let Some(target) = change.new.as_ref().and_then(symlink_target) else {
-                continue;
-            };
-            if tree.can_lead_out(&change.path, target, true).is_some() {
-                leads
-                    .by_change
-                    .insert(change.path.clone(), change.path.clone());
-            }
+impl Shape {
+    pub fn of_node(node: Option<&Node>) -> Shape {
+        match node {
+            None => Shape::Absent,
+            Some(n) => match (&n.kind, &n.target) {
+                (Kind::Dir, _) => Shape::Dir,
+                (Kind::Symlink, Some(target)) => Shape::Link(target.clone()),
+                _ => Shape::Other,
+            },
         }
-        for (link, target) in host_links {
-            if tree.changed.contains_key(link) {
-                // Changed by the session: judged above when it is still a link.
-                continue;
-            }
-            let Some(culprits) = tree.can_lead_out(link, target, false) else {
-                continue;
-            };
-            for culprit in culprits {
-                leads
-                    .by_change
-                    .entry(culprit)
-                    .or_insert_with(|| link.clone());
-            }
-        }
-        leads
     }
 
-    /// The link that leads out of the workspace through `path`, if one does.
-    pub(super) fn through(&self, path: &Path) -> Option<&Path> {
-        self.by_change.get(path).map(PathBuf::as_path)
+    pub fn of_entry(entry: &Entry) -> Shape {
+        match entry {
+            Entry::Absent => Shape::Absent,
+            Entry::Dir { .. } => Shape::Dir,
+            Entry::Symlink { target } => Shape::Link(target.clone()),
+            _ => Shape::Other,
+        }
     }
 }
 
-fn symlink_target(node: &Node) -> Option<&OsStr> {
-    (node.kind == Kind::Symlink)
-        .then_some(node.target.as_deref())
-        .flatten()
-}
-
-/// A changed path's entries: the host's, the session's (None: there is none).
-type Sides<'a> = (Option<&'a Node>, Option<&'a Node>);
-
-/// The host workspace with the change set on top, either side of each changed path.
-struct After<'a> {
+/// The host workspace with writes on top: each written path's shape on the host and after.
+pub struct Layout<'a> {
     host: &'a Path,
-    changed: BTreeMap<PathBuf, Sides<'a>>,
+    written: BTreeMap<PathBuf, (Shape, Shape)>,
 }
 
-/// Which side of a changed path a way takes: the same each time it passes it.
+/// Where one link leads.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Leads {
+    Inside,
+    /// Out of the workspace, through these written paths (those the walk read differently from
+    /// the host).
+    Out(BTreeSet<PathBuf>),
+    /// Round and round: the kernel refuses it.
+    Nowhere,
+    /// Not followed to its end: the judge's budget ran out.
+    Unjudged,
+}
+
+impl Leads {
+    pub fn is_out(&self) -> bool {
+        matches!(self, Leads::Out(_) | Leads::Unjudged)
+    }
+}
+
+/// Which tree a walk reads.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Side {
+pub enum Tree {
+    /// The host's as it is.
     Host,
-    Session,
+    /// The host's with the layout's writes.
+    Written,
 }
 
-/// One way of resolving a target: where it is, what is left to walk (the next part last), the
-/// links followed, and the side taken at each changed path that reads differently.
-#[derive(Clone)]
-struct Way {
+/// A walk under way: where it is, what is left (the next part last), links followed, the
+/// written paths read differently from the host.
+struct Walk {
     at: PathBuf,
     parts: Vec<OsString>,
     hops: usize,
-    sides: BTreeMap<PathBuf, Side>,
+    through: BTreeSet<PathBuf>,
+}
+
+impl<'a> Layout<'a> {
+    /// `written`: each path written, with its shape on the host and after the write.
+    pub fn new(host: &'a Path, written: BTreeMap<PathBuf, (Shape, Shape)>) -> Layout<'a> {
+        Layout { host, written }
+    }
+
+    /// The layout of a full apply of `changes`.
+    pub fn of_changes(host: &'a Path, changes: &[Change]) -> Layout<'a> {
+        let written = changes
+            .iter()
+            .map(|c| {
+                let sides = (
+                    Shape::of_node(c.old.as_ref()),
+                    Shape::of_node(c.new.as_ref()),
+                );
+                (c.path.clone(), sides)
+            })
+            .collect();
+        Layout { host, written }
+    }
+
+    /// Is `path` written, to something else than the host has?
+    pub fn rewrites(&self, path: &Path) -> bool {
+        self.written.get(path).is_some_and(|(h, a)| h != a)
+    }
+
+    /// Could a write of this layout send a link elsewhere: a link made, retargeted or removed,
+    /// or a directory of the host's removed or replaced (what lay under it no longer shows)?
+    pub fn redirects(&self) -> bool {
+        self.written.values().any(|(host, after)| {
+            matches!(host, Shape::Link(_))
+                || matches!(after, Shape::Link(_))
+                || *host == Shape::Dir && *after != Shape::Dir
+        })
+    }
+
+    /// Where the link at `link` with `target` leads in `tree`; `hosts_link`: the host's own (an
+    /// absolute target of the session's always leads out). Each component walked costs one of
+    /// `budget`.
+    pub fn follow(
+        &self,
+        link: &Path,
+        target: &OsStr,
+        hosts_link: bool,
+        tree: Tree,
+        budget: &mut usize,
+    ) -> Leads {
+        let mut walk = Walk {
+            at: link.parent().unwrap_or(Path::new("")).to_path_buf(),
+            parts: Vec::new(),
+            hops: 0,
+            through: BTreeSet::new(),
+        };
+        match self.hop(&mut walk, Path::new(target), hosts_link) {
+            Step::On => {}
+            Step::Out => return Leads::Out(walk.through),
+            Step::Nowhere => return Leads::Nowhere,
+        }
+        while let Some(part) = walk.parts.pop() {
+            if *budget == 0 {
+                return Leads::Unjudged;
+            }
+            *budget -= 1;
+            match self.step(&mut walk, part, tree) {
+                Step::On => {}
+                Step::Out => return Leads::Out(walk.through),
+                Step::Nowhere => return Leads::Nowhere,
+            }
+        }
+        Leads::Inside
+    }
+
+    /// Walk one part.
+    fn step(&self, walk: &mut Walk, part: OsString, tree: Tree) -> Step {
+        match part.to_str() {
+            Some(".") => return Step::On,
+            Some("..") if walk.at.pop() => return Step::On,
+            Some("..") => return Step::Out,
+            _ => {}
+        }
+        let next = walk.at.join(&part);
+        let (target, hosts_link) = match self.written.get(&next).filter(|_| tree == Tree::Written) {
+            Some((host, after)) => {
+                if host != after {
+                    walk.through.insert(next.clone());
+                }
+                match after {
+                    Shape::Link(target) => (Some(PathBuf::from(target)), false),
+                    _ => (None, false),
+                }
+            }
+            None if tree == Tree::Written && self.hidden_from_host(&next) => (None, false),
+            None => (std::fs::read_link(self.host.join(&next)).ok(), true),
+        };
+        match target {
+            Some(target) => self.hop(walk, &target, hosts_link),
+            None => {
+                walk.at = next;
+                Step::On
+            }
+        }
+    }
+
+    /// Is the host's entry at `path` (not written itself) hidden by a write above it: a
+    /// directory where the host had none (nothing of the host's shows through it), or the
+    /// host's directory removed or replaced?
+    fn hidden_from_host(&self, path: &Path) -> bool {
+        path.ancestors().skip(1).any(|dir| {
+            self.written
+                .get(dir)
+                .is_some_and(|(host, after)| (*host == Shape::Dir) != (*after == Shape::Dir))
+        })
+    }
+
+    /// Follow a link's `target` from where the walk is.
+    fn hop(&self, walk: &mut Walk, target: &Path, hosts_link: bool) -> Step {
+        walk.hops += 1;
+        if walk.hops > HOPS {
+            return Step::Nowhere;
+        }
+        let relative = if target.is_absolute() {
+            match self.inside(target).filter(|_| hosts_link) {
+                Some(inside) => {
+                    walk.at = PathBuf::new();
+                    inside
+                }
+                None => return Step::Out,
+            }
+        } else {
+            target.to_path_buf()
+        };
+        let names: Vec<OsString> = relative
+            .components()
+            .map(|c| c.as_os_str().to_os_string())
+            .collect();
+        walk.parts.extend(names.into_iter().rev());
+        Step::On
+    }
+
+    /// An absolute target of the host's as a path inside the workspace: after the shortest
+    /// prefix of it that is the workspace (as written, or canonically: a symlinked home).
+    /// None: it lies outside.
+    fn inside(&self, target: &Path) -> Option<PathBuf> {
+        if let Ok(rest) = target.strip_prefix(self.host) {
+            return Some(rest.to_path_buf());
+        }
+        let mut prefix = PathBuf::new();
+        let mut parts = target.components();
+        for part in parts.by_ref() {
+            prefix.push(part);
+            let Ok(real) = std::fs::canonicalize(&prefix) else {
+                return None;
+            };
+            if let Ok(within) = real.strip_prefix(self.host) {
+                return Some(within.join(parts.as_path()));
+            }
+        }
+        None
+    }
 }
 
 enum Step {
@@ -111,174 +270,72 @@ enum Step {
     Nowhere,
 }
 
-impl Way {
-    /// Walk a link's `target` next: from where the way is (a relative one) or from the root (an
-    /// absolute one of the host's inside the workspace). Out when it leads out, Nowhere when
-    /// it goes round too often.
-    fn hop(&mut self, host: &Path, target: &Path, hosts_link: bool) -> Step {
-        self.hops += 1;
-        if self.hops > HOPS {
-            return Step::Nowhere;
-        }
-        let relative = if target.is_absolute() {
-            match target.strip_prefix(host) {
-                Ok(inside) if hosts_link => {
-                    self.at = PathBuf::new();
-                    inside
-                }
-                _ => return Step::Out,
-            }
-        } else {
-            target
-        };
-        let names: Vec<OsString> = relative
-            .components()
-            .map(|c| c.as_os_str().to_os_string())
-            .collect();
-        self.parts.extend(names.into_iter().rev());
-        Step::On
-    }
-
-    /// The changed paths on the way taken as the session left them.
-    fn sessions(&self) -> BTreeSet<PathBuf> {
-        let taken = self
-            .sides
-            .iter()
-            .filter(|(_, side)| **side == Side::Session);
-        taken.map(|(path, _)| path.clone()).collect()
-    }
+/// The changes a review flags for leading out, each with the link that does.
+#[derive(Debug, Default)]
+pub(super) struct LeadsOut {
+    by_change: BTreeMap<PathBuf, PathBuf>,
 }
 
-impl<'a> After<'a> {
-    fn new(host: &'a Path, changes: &'a [Change]) -> After<'a> {
-        let changed = changes
-            .iter()
-            .map(|c| (c.path.clone(), (c.old.as_ref(), c.new.as_ref())))
-            .collect();
-        After { host, changed }
-    }
-
-    /// Whether `link`'s `target` can lead out of the workspace in some combination of the
-    /// changed paths on its way: with the changed paths that way takes as the session left
-    /// them. A host link (`sessions_link` false) counts only when some are: out through the
-    /// host's tree alone is not the session's doing.
-    fn can_lead_out(
-        &self,
-        link: &Path,
-        target: &OsStr,
-        sessions_link: bool,
-    ) -> Option<BTreeSet<PathBuf>> {
-        let mut start = Way {
-            at: link.parent().unwrap_or(Path::new("")).to_path_buf(),
-            parts: Vec::new(),
-            hops: 0,
-            sides: BTreeMap::new(),
-        };
-        let (mut pending, mut steps) = (Vec::new(), 0);
-        match start.hop(self.host, Path::new(target), !sessions_link) {
-            Step::Out => return Some(BTreeSet::new()),
-            Step::On => pending.push(start),
-            Step::Nowhere => {}
+impl LeadsOut {
+    /// Judge the session's new links and the host's `host_links` (workspace-relative, with
+    /// their targets) for a review of `changes` over `host`.
+    pub(super) fn new(host: &Path, changes: &[Change], host_links: &[(PathBuf, OsString)]) -> Self {
+        let full = Layout::of_changes(host, changes);
+        let mut budget = STEP_BUDGET;
+        let mut leads = LeadsOut::default();
+        for change in changes {
+            let Shape::Link(target) = Shape::of_node(change.new.as_ref()) else {
+                continue;
+            };
+            // After a full apply, and with nothing else of the session's written.
+            let out = [Tree::Written, Tree::Host].into_iter().any(|tree| {
+                full.follow(&change.path, &target, false, tree, &mut budget)
+                    .is_out()
+            });
+            if out {
+                leads.flag(&change.path, &change.path);
+            }
         }
-        while let Some(mut way) = pending.pop() {
-            while let Some(part) = way.parts.pop() {
-                steps += 1;
-                if steps > STEP_BUDGET {
-                    return Some(way.sessions());
-                }
-                match self.step(&mut way, part, &mut pending) {
-                    Step::On => continue,
-                    Step::Out if sessions_link || !way.sessions().is_empty() => {
-                        return Some(way.sessions())
+        if !full.redirects() {
+            return leads;
+        }
+        for (link, target) in host_links {
+            // Out through the session's writes (a link it changed: as if kept); out through the
+            // host's tree alone is not the session's doing.
+            match full.follow(link, target, true, Tree::Written, &mut budget) {
+                Leads::Out(through)
+                    if !through.is_empty()
+                        && !full
+                            .follow(link, target, true, Tree::Host, &mut budget)
+                            .is_out() =>
+                {
+                    for path in through {
+                        leads.flag(&path, link);
                     }
-                    Step::Out | Step::Nowhere => break,
                 }
+                Leads::Unjudged => {
+                    let redirecting = changes.iter().filter(|c| full.rewrites(&c.path));
+                    for change in redirecting.collect::<Vec<_>>() {
+                        leads.flag(&change.path, link);
+                    }
+                    break;
+                }
+                _ => {}
             }
         }
-        None
+        leads
     }
 
-    /// Walk one part of `way`. At a changed path that reads differently on either side and
-    /// that the way has not passed yet, the host's side is left in `pending` for later.
-    fn step(&self, way: &mut Way, part: OsString, pending: &mut Vec<Way>) -> Step {
-        match part.to_str() {
-            Some(".") => return Step::On,
-            Some("..") if way.at.pop() => return Step::On,
-            Some("..") => return Step::Out,
-            _ => {}
-        }
-        let next = way.at.join(&part);
-        let (target, hosts_link) = match self.changed.get(&next) {
-            Some(&sides) => {
-                let side = self.side(way, &next, sides, part, pending);
-                let node = match side {
-                    Side::Host => sides.0,
-                    Side::Session => sides.1,
-                };
-                let target = node.and_then(symlink_target).map(PathBuf::from);
-                (target, side == Side::Host)
-            }
-            None if self.hidden_from_host(way, &next) => (None, false),
-            None => (std::fs::read_link(self.host.join(&next)).ok(), true),
-        };
-        match target {
-            Some(target) => way.hop(self.host, &target, hosts_link),
-            None => {
-                way.at = next;
-                Step::On
-            }
-        }
+    fn flag(&mut self, change: &Path, link: &Path) {
+        self.by_change
+            .entry(change.to_path_buf())
+            .or_insert_with(|| link.to_path_buf());
     }
 
-    /// The side `way` takes at the changed path `next`: the one it took before, or the
-    /// session's, with a copy of the way taking the host's left in `pending`.
-    fn side(
-        &self,
-        way: &mut Way,
-        next: &Path,
-        (host_side, session_side): Sides,
-        part: OsString,
-        pending: &mut Vec<Way>,
-    ) -> Side {
-        if let Some(side) = way.sides.get(next) {
-            return *side;
-        }
-        if !differ(host_side, session_side) {
-            return Side::Session;
-        }
-        let mut host_way = way.clone();
-        host_way.sides.insert(next.to_path_buf(), Side::Host);
-        host_way.parts.push(part);
-        pending.push(host_way);
-        way.sides.insert(next.to_path_buf(), Side::Session);
-        Side::Session
+    /// The link that leads out of the workspace through `path`, if one does.
+    pub(super) fn through(&self, path: &Path) -> Option<&Path> {
+        self.by_change.get(path).map(PathBuf::as_path)
     }
-}
-
-impl After<'_> {
-    /// Is the host's entry at `path` (a path the change set does not name) hidden by a changed
-    /// directory above it, taken as the session left it: one the session made where the host
-    /// had none (nothing of the host's shows through it), or removed (nothing is there).
-    fn hidden_from_host(&self, way: &Way, path: &Path) -> bool {
-        path.ancestors().skip(1).any(|dir| {
-            self.changed
-                .get(dir)
-                .is_some_and(|&(host_side, session_side)| {
-                    let is_dir = |n: Option<&Node>| n.is_some_and(|n| n.kind == Kind::Dir);
-                    way.sides.get(dir) != Some(&Side::Host)
-                        && !(is_dir(host_side) && is_dir(session_side))
-                })
-        })
-    }
-}
-
-/// Do the two sides of a changed path read differently to a path walked through it: a link
-/// either side (to different targets), or a directory on one side only (the host's entries
-/// under it show through only one)?
-fn differ(host: Option<&Node>, session: Option<&Node>) -> bool {
-    let is_dir = |n: Option<&Node>| n.is_some_and(|n| n.kind == Kind::Dir);
-    host.and_then(symlink_target) != session.and_then(symlink_target)
-        || is_dir(host) != is_dir(session)
 }
 
 #[cfg(test)]

@@ -52,6 +52,8 @@ pub struct Review<'a> {
     aliases: Aliases,
     /// Changes by which a symlink leads out of the workspace through other links.
     leads_out: LeadsOut,
+    /// The host workspace's symlinks, with their targets.
+    host_links: Vec<(PathBuf, std::ffi::OsString)>,
     run_by: RunByConfig,
 }
 
@@ -74,6 +76,7 @@ impl<'a> Review<'a> {
             added: AddedTools::new(setup.tool_config)?,
             aliases: Aliases::new(host, changes, &host_links),
             leads_out: LeadsOut::new(host, changes, &host_links),
+            host_links,
             run_by: RunByConfig::default(),
         };
         let run_by = RunByConfig::new(layer, changes, setup.size_limit, |change| {
@@ -165,6 +168,12 @@ impl<'a> Review<'a> {
         let now = self.ignores_now.ignored_root(&change.path, is_dir)?;
         // Both are the path or directories above it: one lies in the other.
         Some(if after.starts_with(&now) { after } else { now })
+    }
+
+    /// The host workspace's symlinks (workspace-relative), with their targets: what an apply
+    /// follows again in the tree it makes.
+    pub fn host_links(&self) -> &[(PathBuf, std::ffi::OsString)] {
+        &self.host_links
     }
 
     pub fn judge(&self, change: &Change) -> Verdict {

@@ -13,6 +13,7 @@ use airlock_changes::apply::{
 use airlock_changes::{Hazard, Status};
 use airlock_jail::Way;
 
+mod links;
 mod outcome;
 mod plan;
 mod records;
@@ -32,6 +33,24 @@ use crate::ledger;
 use crate::review::ReviewInputs;
 use crate::session::{now, Lifecycle, Session, SessionError};
 use crate::shown::{ShownRecord, Unseen};
+
+/// What [`ApplyError::LinkLeadsOut`] says.
+fn link_leads_out(link: &Path, through: &[PathBuf]) -> String {
+    if through.is_empty() {
+        return format!("the symlinks of the workspace and of this apply are too many to follow all of them (at {}): nothing was written — apply fewer paths by naming them", link.display());
+    }
+    let writes: Vec<String> = through.iter().map(|p| p.display().to_string()).collect();
+    let writes = writes.join(", ");
+    if through == [link] {
+        return format!("symlink {} would lead out of the workspace, through the links on its way: nothing was written — leave it out (apply the other paths by naming them), or name it with --allow-hazard if that is meant", link.display());
+    }
+    let (is, that) = if through.len() == 1 {
+        ("is", "it")
+    } else {
+        ("are", "them")
+    };
+    format!("symlink {} would lead out of the workspace once {writes} {is} written: nothing was written — leave {that} out (apply the other paths by naming them), or name {that} with --allow-hazard if that is meant", link.display())
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {
@@ -73,6 +92,13 @@ pub enum ApplyError {
     /// A path the workspace's filesystem (or the kernel) cannot take. Nothing was written.
     #[error(transparent)]
     NameTooLong(#[from] airlock_changes::limits::TooLong),
+    /// A symlink would lead out of the workspace after the writes of this apply (`through`;
+    /// empty: too many links to follow them all). Nothing was written.
+    #[error("{}", link_leads_out(.link, .through))]
+    LinkLeadsOut {
+        link: PathBuf,
+        through: Vec<PathBuf>,
+    },
 }
 
 crate::io_failure::io_variant!(ApplyError, Io);

@@ -128,6 +128,13 @@ pub(super) fn plan_all(
     hold_trees_left_in_part(&mut items, &mut ops);
     order_writes(&mut ops);
     check_name_limits(workspace, workspace_path, &ops)?;
+    super::links::check_links_stay_inside(
+        workspace_path,
+        review.host_links(),
+        &items,
+        &ops,
+        options,
+    )?;
     Ok(Plan {
         items,
         ops,

@@ -134,3 +134,47 @@ fn the_hosts_own_way_out_and_loops_are_not_flagged() {
     assert!(w.leading_out().is_empty(), "{:?}", w.leading_out());
     assert!(Path::new(w.host.path()).join("out").is_symlink());
 }
+
+/// A host link that names the workspace by another absolute path (a symlinked home) is
+/// followed inside it, and a change that sends it out is flagged.
+#[test]
+fn a_host_link_naming_the_workspace_by_an_alias_is_followed_inside() {
+    let w = World::new();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let alias = elsewhere.path().join("alias");
+    symlink(w.host.path(), &alias).unwrap();
+    w.host_dir("a/b");
+    w.host_link("lnk", alias.join("a/b/../..").to_str().unwrap());
+    w.session_link("a/b", ".");
+    let found = w.leading_out();
+    assert_eq!(paths(&found), ["a/b"], "{found:?}");
+}
+
+/// A judge's resolutions share one budget; what is left unjudged when it runs out leads out.
+#[test]
+fn every_resolution_shares_one_budget() {
+    let w = World::new();
+    w.session_link("a", "b");
+    w.session_link("b", "c");
+    w.session_link("c", "d");
+    let (l, h) = (w.layer.path(), w.host.path());
+    let set = crate::scan(l, h, crate::OverlayXattrs::User).unwrap();
+    let layout = crate::hazard::Layout::of_changes(h, &set.changes);
+    let mut budget = 2;
+    let follow = |budget: &mut usize| {
+        layout.follow(
+            Path::new("a"),
+            std::ffi::OsStr::new("b"),
+            false,
+            crate::hazard::LinkTree::Written,
+            budget,
+        )
+    };
+    assert_eq!(follow(&mut budget), crate::hazard::Leads::Unjudged);
+    assert!(
+        follow(&mut budget).is_out(),
+        "what is left unjudged leads out"
+    );
+    let mut budget = 100;
+    assert_eq!(follow(&mut budget), crate::hazard::Leads::Inside);
+}
