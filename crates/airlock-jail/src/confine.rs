@@ -9,7 +9,6 @@ use landlock::{
     RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope, ABI,
 };
 use nix::sys::resource::{getrlimit, setrlimit, Resource};
-use nix::unistd::{setgroups, setresgid, setresuid, Gid, Uid};
 
 use crate::error::{JailError, PathContext, Result, SyscallContext, UNEXPECTED};
 use crate::spec::{NetworkGate, SandboxSpec};
@@ -26,16 +25,16 @@ pub const LANDLOCK_ABI: ABI = ABI::V6;
 /// Become the sandbox user. `clear_groups`: drop supplementary groups (possible only when the
 /// supervisor is root and so could leave setgroups allowed).
 pub(crate) fn become_sandbox_user(spec: &SandboxSpec, clear_groups: bool) -> Result<()> {
+    // By the system calls, not glibc's wrappers, which can wait for ever in a child of a
+    // process with threads (see sys/confine.rs).
     if clear_groups {
-        setgroups(&[]).during("drop supplementary groups", UNEXPECTED)?;
+        sys::drop_groups().during("drop supplementary groups", UNEXPECTED)?;
     }
-    let gid = Gid::from_raw(spec.ids.inside_gid);
-    let uid = Uid::from_raw(spec.ids.inside_uid);
-    setresgid(gid, gid, gid).during(
+    sys::set_gids(spec.ids.inside_gid).during(
         "switch to the sandbox gid",
         "is the gid mapped? run 'airlock check'",
     )?;
-    setresuid(uid, uid, uid).during(
+    sys::set_uids(spec.ids.inside_uid).during(
         "switch to the sandbox uid",
         "is the uid mapped? run 'airlock check'",
     )

@@ -134,3 +134,79 @@ pub(crate) fn landlock_abi_version() -> i32 {
         ret as i32
     }
 }
+
+// Who the calling thread is, set by the system calls themselves. glibc's `setgroups`,
+// `setresgid` and `setresuid` set every thread of the process (the "setxid" broadcast) and first
+// wait for each thread glibc knows of to be started: in a child of `clone_fork`, a thread the
+// parent was creating at that moment is one glibc still waits for, and never will be (the setup
+// process of a warm sandbox hung so in a test with threads). The child has one thread, which
+// these calls set.
+
+/// No supplementary groups.
+pub(crate) fn drop_groups() -> nix::Result<()> {
+    // SAFETY: setgroups with a size of 0 reads no list; the null pointer is not followed.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_setgroups,
+            0 as libc::size_t,
+            std::ptr::null::<libc::gid_t>(),
+        )
+    };
+    Errno::result(ret).map(drop)
+}
+
+/// Real, effective and saved gid `gid`.
+pub(crate) fn set_gids(gid: libc::gid_t) -> nix::Result<()> {
+    // SAFETY: setresgid takes only integers.
+    let ret = unsafe { libc::syscall(libc::SYS_setresgid, gid, gid, gid) };
+    Errno::result(ret).map(drop)
+}
+
+/// Real, effective and saved uid `uid`.
+pub(crate) fn set_uids(uid: libc::uid_t) -> nix::Result<()> {
+    // SAFETY: setresuid takes only integers.
+    let ret = unsafe { libc::syscall(libc::SYS_setresuid, uid, uid, uid) };
+    Errno::result(ret).map(drop)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use crate::sys::{clone_fork, Forked};
+
+    /// A child forked while this process was starting a thread sets its ids and goes on: glibc's
+    /// wrappers waited in it for that thread, which it does not have, for ever.
+    #[test]
+    fn ids_are_set_in_a_child_forked_while_a_thread_starts() {
+        let (uid, gid) = (nix::unistd::getuid(), nix::unistd::getgid());
+        for round in 0..300 {
+            let thread = std::thread::spawn(|| ());
+            match clone_fork(0).unwrap() {
+                Forked::Child => {
+                    let ok = set_gids(gid.as_raw()).is_ok() && set_uids(uid.as_raw()).is_ok();
+                    // SAFETY: _exit ends the child at once, running nothing of the parent's.
+                    unsafe { libc::_exit(if ok { 0 } else { 1 }) }
+                }
+                Forked::Parent(pid) => {
+                    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+                    let status = loop {
+                        let flags = Some(nix::sys::wait::WaitPidFlag::WNOHANG);
+                        match nix::sys::wait::waitpid(pid, flags).unwrap() {
+                            nix::sys::wait::WaitStatus::StillAlive => {}
+                            status => break status,
+                        }
+                        if std::time::Instant::now() > deadline {
+                            let _ = nix::sys::signal::kill(pid, nix::sys::signal::SIGKILL);
+                            let _ = nix::sys::wait::waitpid(pid, None);
+                            panic!("round {round}: the child hung setting its ids");
+                        }
+                        std::thread::sleep(std::time::Duration::from_millis(1));
+                    };
+                    assert_eq!(status, nix::sys::wait::WaitStatus::Exited(pid, 0));
+                }
+            }
+            thread.join().unwrap();
+        }
+    }
+}

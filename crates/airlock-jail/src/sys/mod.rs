@@ -9,7 +9,8 @@ mod process;
 mod seccomp;
 
 pub(crate) use confine::{
-    close_fds_from_except, close_stdio, drop_all_capabilities, landlock_abi_version,
+    close_fds_from_except, close_stdio, drop_all_capabilities, drop_groups, landlock_abi_version,
+    set_gids, set_uids,
 };
 pub(crate) use loopdev::attach_autoclear;
 pub(crate) use mount::{
