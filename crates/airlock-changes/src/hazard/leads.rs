@@ -26,7 +26,10 @@ use crate::scan::Change;
 
 /// Links followed in one resolution, as the kernel's limit.
 const HOPS: usize = 40;
-/// Path components walked by one judge in all: millions of links take seconds, not hours.
+/// The longest path the kernel takes (PATH_MAX, its NUL left out).
+const MAX_PATH_BYTES: usize = 4095;
+/// Steps of one judge in all, a step costing more the deeper it is: millions of links take
+/// seconds, not hours.
 pub const STEP_BUDGET: usize = 4_000_000;
 
 /// What lies at a path, as far as a walk through it cares.
@@ -94,13 +97,38 @@ pub enum Tree {
     Written,
 }
 
-/// A walk under way: where it is, what is left (the next part last), links followed, the
-/// written paths read differently from the host.
+/// A walk under way: where it is and how deep, what is left (the next part last), links
+/// followed, the written paths read differently from the host, and the depth of the written
+/// directory it is in that hides the host's entries below it (one put where the host had none,
+/// or the host's removed or replaced), if any.
 struct Walk {
     at: PathBuf,
+    depth: usize,
     parts: Vec<OsString>,
     hops: usize,
     through: BTreeSet<PathBuf>,
+    hidden_below: Option<usize>,
+}
+
+impl Walk {
+    fn enter(&mut self, next: PathBuf, hides: bool) {
+        self.at = next;
+        self.depth += 1;
+        if hides && self.hidden_below.is_none() {
+            self.hidden_below = Some(self.depth);
+        }
+    }
+
+    fn leave(&mut self) -> bool {
+        if !self.at.pop() {
+            return false;
+        }
+        if self.hidden_below == Some(self.depth) {
+            self.hidden_below = None;
+        }
+        self.depth -= 1;
+        true
+    }
 }
 
 impl<'a> Layout<'a> {
@@ -150,22 +178,36 @@ impl<'a> Layout<'a> {
         tree: Tree,
         budget: &mut usize,
     ) -> Leads {
+        let at = link.parent().unwrap_or(Path::new("")).to_path_buf();
         let mut walk = Walk {
-            at: link.parent().unwrap_or(Path::new("")).to_path_buf(),
+            depth: at.components().count(),
+            hidden_below: self.hidden_depth(&at),
+            at,
             parts: Vec::new(),
             hops: 0,
             through: BTreeSet::new(),
         };
+        if tree == Tree::Host {
+            walk.hidden_below = None;
+        }
         match self.hop(&mut walk, Path::new(target), hosts_link) {
             Step::On => {}
             Step::Out => return Leads::Out(walk.through),
             Step::Nowhere => return Leads::Nowhere,
         }
         while let Some(part) = walk.parts.pop() {
-            if *budget == 0 {
+            // A step costs as deep as the walk is: its lookups go up the path (a chain of long
+            // links walks tens of thousands of levels down a tree that is not there).
+            let cost = 1 + walk.at.as_os_str().len() / 64;
+            if *budget < cost {
+                *budget = 0;
                 return Leads::Unjudged;
             }
-            *budget -= 1;
+            // Deeper than any path the kernel takes: not a place, whatever the links say.
+            if walk.at.as_os_str().len() > MAX_PATH_BYTES {
+                return Leads::Unjudged;
+            }
+            *budget -= cost;
             match self.step(&mut walk, part, tree) {
                 Step::On => {}
                 Step::Out => return Leads::Out(walk.through),
@@ -179,42 +221,50 @@ impl<'a> Layout<'a> {
     fn step(&self, walk: &mut Walk, part: OsString, tree: Tree) -> Step {
         match part.to_str() {
             Some(".") => return Step::On,
-            Some("..") if walk.at.pop() => return Step::On,
+            Some("..") if walk.leave() => return Step::On,
             Some("..") => return Step::Out,
             _ => {}
         }
         let next = walk.at.join(&part);
+        let mut hides = false;
         let (target, hosts_link) = match self.written.get(&next).filter(|_| tree == Tree::Written) {
             Some((host, after)) => {
                 if host != after {
                     walk.through.insert(next.clone());
                 }
+                hides = hides_the_hosts(host, after);
                 match after {
                     Shape::Link(target) => (Some(PathBuf::from(target)), false),
                     _ => (None, false),
                 }
             }
-            None if tree == Tree::Written && self.hidden_from_host(&next) => (None, false),
+            None if walk.hidden_below.is_some() => (None, false),
             None => (std::fs::read_link(self.host.join(&next)).ok(), true),
         };
         match target {
             Some(target) => self.hop(walk, &target, hosts_link),
             None => {
-                walk.at = next;
+                walk.enter(next, hides);
                 Step::On
             }
         }
     }
 
-    /// Is the host's entry at `path` (not written itself) hidden by a write above it: a
-    /// directory where the host had none (nothing of the host's shows through it), or the
-    /// host's directory removed or replaced?
-    fn hidden_from_host(&self, path: &Path) -> bool {
-        path.ancestors().skip(1).any(|dir| {
-            self.written
-                .get(dir)
-                .is_some_and(|(host, after)| (*host == Shape::Dir) != (*after == Shape::Dir))
-        })
+    /// The depth of the shallowest written directory at or above `dir` that hides the host's
+    /// entries below it, if any.
+    fn hidden_depth(&self, dir: &Path) -> Option<usize> {
+        let mut path = PathBuf::new();
+        for (depth, part) in dir.components().enumerate() {
+            path.push(part);
+            let hides = self
+                .written
+                .get(&path)
+                .is_some_and(|(host, after)| hides_the_hosts(host, after));
+            if hides {
+                return Some(depth + 1);
+            }
+        }
+        None
     }
 
     /// Follow a link's `target` from where the walk is.
@@ -227,6 +277,8 @@ impl<'a> Layout<'a> {
             match self.inside(target).filter(|_| hosts_link) {
                 Some(inside) => {
                     walk.at = PathBuf::new();
+                    walk.depth = 0;
+                    walk.hidden_below = None;
                     inside
                 }
                 None => return Step::Out,
@@ -262,6 +314,12 @@ impl<'a> Layout<'a> {
         }
         None
     }
+}
+
+/// A directory written over the host's entry hides what the host has below it when one side
+/// is a directory and the other is not.
+fn hides_the_hosts(host: &Shape, after: &Shape) -> bool {
+    (*host == Shape::Dir) != (*after == Shape::Dir)
 }
 
 enum Step {

@@ -178,3 +178,23 @@ fn every_resolution_shares_one_budget() {
     let mut budget = 100;
     assert_eq!(follow(&mut budget), crate::hazard::Leads::Inside);
 }
+
+/// Links of a few KB each, chained: each walks thousands of levels down a tree that is not there.
+/// Found by a helper: 16 of them took 191 s (a lookup of every ancestor at every step). A walk
+/// deeper than a path can be is not a place; what it cannot finish is flagged.
+#[test]
+fn a_chain_of_deep_links_is_judged_without_walking_it_all() {
+    let w = World::new();
+    let deep = vec!["a"; 1999].join("/");
+    let k = 16;
+    for i in 0..k {
+        let next = if i + 1 < k {
+            format!("c{}", i + 1)
+        } else {
+            "a".into()
+        };
+        w.session_link(&format!("c{i}"), &format!("{next}/{deep}"));
+    }
+    let found = w.leading_out();
+    assert_eq!(found.len(), k - 1, "{:?}", paths(&found));
+}
