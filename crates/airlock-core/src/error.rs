@@ -357,6 +357,8 @@ fn apply_code(e: &crate::apply::ApplyError) -> (&'static str, ErrorKind) {
         A::ReviewStale { .. } => ("review_stale", ErrorKind::Conflict),
         A::InsideTree { .. } => ("path_inside_tree", ErrorKind::Invalid),
         A::NameTooLong(_) => ("name_too_long", ErrorKind::Conflict),
-        A::LinkLeadsOut { .. } => ("symlink_leads_out", ErrorKind::Conflict),
+        A::LinkLeadsOut { .. } | A::UndoLeadsOut { .. } => {
+            ("symlink_leads_out", ErrorKind::Conflict)
+        }
     }
 }

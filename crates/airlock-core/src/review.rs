@@ -58,3 +58,14 @@ impl ReviewInputs {
             .map_err(|e| ChangesError::ToolPattern(e.to_string()))
     }
 }
+
+#[cfg(test)]
+impl ReviewInputs {
+    /// No profile's tool table, no global excludes.
+    pub(crate) fn for_tests() -> ReviewInputs {
+        ReviewInputs {
+            tool_config: Vec::new(),
+            global_excludes: None,
+        }
+    }
+}

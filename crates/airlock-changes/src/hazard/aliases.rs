@@ -126,7 +126,7 @@ impl Aliases {
 }
 
 /// The host workspace's symlinks (workspace-relative), with their targets.
-pub(super) fn host_links(host: &Path) -> Vec<(PathBuf, OsString)> {
+pub fn host_links(host: &Path) -> Vec<(PathBuf, OsString)> {
     let mut links = Vec::new();
     let mut budget = WALK_LIMIT;
     walk(host, Path::new(""), &mut budget, &mut links);

@@ -477,6 +477,7 @@ mod review;
 mod tools;
 mod tree;
 pub use added::{compile as compile_tool_pattern, AddedTools, ToolEntry};
+pub use aliases::host_links;
 pub use ignored::{global_excludes, in_auto_run_location, Ignores};
 pub use leads::{Layout, Leads, Shape, Tree as LinkTree, STEP_BUDGET};
 pub use review::{Review, Setup, Verdict};

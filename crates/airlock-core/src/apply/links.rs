@@ -5,11 +5,12 @@
 //! makes a tree in between, where a link may lead out through a change nobody flagged. Such an
 //! apply writes nothing, and says which link and which writes, unless a person named them.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use airlock_changes::hazard::{Hazard, Layout, Leads, LinkTree, Shape, STEP_BUDGET};
+use airlock_changes::apply::Op;
+use airlock_changes::hazard::{host_links, Hazard, Layout, Leads, LinkTree, Shape, STEP_BUDGET};
 
 use super::plan::PlannedOps;
 use super::{ApplyError, ApplyOptions, Item};
@@ -80,11 +81,46 @@ pub(super) fn check_links_stay_inside(
     Ok(())
 }
 
+/// Refused (nothing undone) when undoing `ops` (an apply's, in the order they were made) would
+/// send one of the workspace's symlinks that the undo keeps out of the workspace: the links an
+/// apply wrote since, by a later session, were judged with these writes in place. The links the
+/// undo puts back are the host's own, as they were.
+pub(super) fn check_undo_keeps_links_inside(host: &Path, ops: &[Op]) -> Result<(), ApplyError> {
+    let mut written: BTreeMap<PathBuf, (Shape, Shape)> = BTreeMap::new();
+    for op in ops {
+        let sides = written
+            .entry(op.path().to_path_buf())
+            .or_insert_with(|| (Shape::Absent, Shape::of_entry(&op.old)));
+        sides.0 = Shape::of_entry(&op.new);
+    }
+    let layout = Layout::new(host, written);
+    if !layout.redirects() {
+        return Ok(());
+    }
+    let mut budget = STEP_BUDGET;
+    for (link, target) in host_links(host).iter().filter(|(l, _)| !layout.rewrites(l)) {
+        let through = match layout.follow(link, target, true, LinkTree::Written, &mut budget) {
+            Leads::Out(through) if !through.is_empty() => through,
+            Leads::Unjudged => BTreeSet::new(),
+            _ => continue,
+        };
+        let before = layout.follow(link, target, true, LinkTree::Host, &mut budget);
+        if !through.is_empty() && before.is_out() {
+            continue;
+        }
+        return Err(ApplyError::UndoLeadsOut {
+            link: link.clone(),
+            through: through.into_iter().collect(),
+        });
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use std::os::unix::fs::symlink;
 
-    use airlock_changes::apply::{Entry, Op};
+    use airlock_changes::apply::Entry;
 
     use super::*;
     use crate::apply::ApplyResult;

@@ -13,6 +13,8 @@ use airlock_changes::apply::{
 use airlock_changes::{Hazard, Status};
 use airlock_jail::Way;
 
+#[cfg(test)]
+mod link_tests;
 mod links;
 mod outcome;
 mod plan;
@@ -33,6 +35,16 @@ use crate::ledger;
 use crate::review::ReviewInputs;
 use crate::session::{now, Lifecycle, Session, SessionError};
 use crate::shown::{ShownRecord, Unseen};
+
+/// ", once P, Q are put back", for [`ApplyError::UndoLeadsOut`].
+fn through_what(through: &[PathBuf]) -> String {
+    if through.is_empty() {
+        return " (too many links to follow them all)".into();
+    }
+    let paths: Vec<String> = through.iter().map(|p| p.display().to_string()).collect();
+    let are = if through.len() == 1 { "is" } else { "are" };
+    format!(", once {} {are} put back", paths.join(", "))
+}
 
 /// What [`ApplyError::LinkLeadsOut`] says.
 fn link_leads_out(link: &Path, through: &[PathBuf]) -> String {
@@ -96,6 +108,14 @@ pub enum ApplyError {
     /// empty: too many links to follow them all). Nothing was written.
     #[error("{}", link_leads_out(.link, .through))]
     LinkLeadsOut {
+        link: PathBuf,
+        through: Vec<PathBuf>,
+    },
+    /// Undoing an apply (a revert) would send a symlink of the workspace that it keeps out of
+    /// it, through what it puts back (`through`; empty: too many links to follow them all).
+    /// Nothing was undone.
+    #[error("undoing it would send symlink {} out of the workspace{}: nothing was undone — change or remove {} first (a later session wrote it, or the workspace has it), then undo again", .link.display(), through_what(.through), .link.display())]
+    UndoLeadsOut {
         link: PathBuf,
         through: Vec<PathBuf>,
     },
@@ -692,6 +712,7 @@ fn revert_last_apply(
     let intent = InWorkspace {
         workspace: &workspace_path,
     };
+    links::check_undo_keeps_links_inside(&workspace_path, &journal.ops)?;
     ApplyRecord::of(&session, journal.number, intent).append(log, "revert.intent")?;
     let outcome =
         engine::undo(&workspace, &apply_dir, &journal).map_err(io("revert in", &workspace_path))?;

@@ -1,8 +1,9 @@
 //! Planning an apply: for every change, what to write or why it is left out (hazards that were
 //! not named, ignored content under `--no-ignored`, conflicts, what is never written).
 
-use std::collections::BTreeMap;
-use std::path::Path;
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
 
 use airlock_changes::apply::{layer_entry, Entry, Op, Owner, Workspace};
 use airlock_changes::hazard::Verdict;
@@ -125,7 +126,12 @@ pub(super) fn plan_all(
         ops.extend(plan.map(|op| (op, items.len())));
         items.push(item);
     }
-    hold_trees_left_in_part(&mut items, &mut ops);
+    loop {
+        hold_trees_left_in_part(&mut items, &mut ops);
+        if !hold_dirs_left_in_part(&mut items, &mut ops) {
+            break;
+        }
+    }
     order_writes(&mut ops);
     check_name_limits(workspace, workspace_path, &ops)?;
     super::links::check_links_stay_inside(
@@ -281,6 +287,51 @@ fn hold_trees_left_in_part(items: &mut [Item], ops: &mut PlannedOps) {
         }
     }
     ops.retain(|(_, index)| items[*index].result == ApplyResult::WouldApply);
+}
+
+/// A host directory is removed or replaced only with everything under it: the kernel removes no
+/// directory that still holds entries, so its write would fail at its turn (a conflict, after
+/// the others were made), and the tree made would not be the one checked (a link through it
+/// followed as replaced, `check_links_stay_inside`). Such a write is held from the start, naming
+/// what holds it. Whether any was held.
+fn hold_dirs_left_in_part(items: &mut [Item], ops: &mut PlannedOps) -> bool {
+    let left_out: BTreeSet<PathBuf> = items
+        .iter()
+        .filter(|i| !matches!(i.result, ApplyResult::WouldApply | ApplyResult::Unchanged))
+        .map(|i| PathBuf::from(&i.path))
+        .collect();
+    let reason_of = |path: &Path| {
+        let item = items.iter().find(|i| Path::new(&i.path) == path);
+        item.and_then(|i| i.reason.clone())
+            .unwrap_or_else(|| "see it".into())
+    };
+    let mut holds = Vec::new();
+    for (op, index) in ops.iter() {
+        let removes_a_dir =
+            matches!(op.old, Entry::Dir { .. }) && !matches!(op.new, Entry::Dir { .. });
+        let dir = op.path();
+        let under = left_out
+            .range::<Path, _>((Bound::Excluded(dir), Bound::Unbounded))
+            .next()
+            .filter(|p| removes_a_dir && p.starts_with(dir));
+        if let Some(under) = under {
+            let why = format!(
+                "the host directory holds {}, which this apply leaves out ({}): it is removed only with everything in it",
+                under.display(),
+                reason_of(under)
+            );
+            holds.push((*index, why));
+        }
+    }
+    let held = !holds.is_empty();
+    for (index, why) in holds {
+        if let Some(item) = items.get_mut(index) {
+            item.result = ApplyResult::Conflict;
+            item.reason = Some(why);
+        }
+    }
+    ops.retain(|(_, index)| items[*index].result == ApplyResult::WouldApply);
+    held
 }
 
 impl Planner<'_> {
