@@ -28,9 +28,10 @@ use crate::scan::Change;
 const HOPS: usize = 40;
 /// The longest path the kernel takes (PATH_MAX, its NUL left out).
 const MAX_PATH_BYTES: usize = 4095;
-/// Steps of one judge in all, a step costing more the deeper it is: millions of links take
+/// Steps of one judge in all, a step costing more the deeper it is (one for a path under 256
+/// bytes): a monorepo's 200,000 links of ten steps each are far inside it; a judge spends
 /// seconds, not hours.
-pub const STEP_BUDGET: usize = 4_000_000;
+pub const STEP_BUDGET: usize = 32_000_000;
 
 /// What lies at a path, as far as a walk through it cares.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -198,7 +199,7 @@ impl<'a> Layout<'a> {
         while let Some(part) = walk.parts.pop() {
             // A step costs as deep as the walk is: its lookups go up the path (a chain of long
             // links walks tens of thousands of levels down a tree that is not there).
-            let cost = 1 + walk.at.as_os_str().len() / 64;
+            let cost = 1 + walk.at.as_os_str().len() / 256;
             if *budget < cost {
                 *budget = 0;
                 return Leads::Unjudged;

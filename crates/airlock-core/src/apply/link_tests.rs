@@ -191,3 +191,17 @@ fn an_ordinary_session_is_not_refused() {
     assert_eq!(std::fs::read_to_string(w.ws.join("index.js")).unwrap(), "2");
     assert!(w.ws.join("web/node_modules/lib").exists());
 }
+
+/// The workspace's own links, there before the apply, lead where they led once it is undone:
+/// `py -> venv/bin/python` with `venv -> ../outside` (found by a helper: refused).
+#[test]
+fn a_revert_that_puts_back_the_hosts_own_way_out_is_not_refused() {
+    let w = World::new();
+    ln("../outside", &w.ws.join("venv"));
+    ln("venv/bin/python", &w.ws.join("py"));
+    let s = w.session();
+    mkdir(&s.upper().join("venv"));
+    w.apply(&s).unwrap();
+    w.revert(&s).unwrap();
+    assert!(w.ws.join("venv").symlink_metadata().unwrap().is_symlink());
+}

@@ -7,7 +7,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use airlock_changes::apply::Op;
 use airlock_changes::hazard::{host_links, Hazard, Layout, Leads, LinkTree, Shape, STEP_BUDGET};
@@ -82,10 +84,15 @@ pub(super) fn check_links_stay_inside(
 }
 
 /// Refused (nothing undone) when undoing `ops` (an apply's, in the order they were made) would
-/// send one of the workspace's symlinks that the undo keeps out of the workspace: the links an
-/// apply wrote since, by a later session, were judged with these writes in place. The links the
-/// undo puts back are the host's own, as they were.
-pub(super) fn check_undo_keeps_links_inside(host: &Path, ops: &[Op]) -> Result<(), ApplyError> {
+/// send out of the workspace a symlink made since the apply (`applied`: when its journal was last
+/// written), which the undo keeps: a later session's link was judged with these writes in place.
+/// The links the undo puts back, and those the workspace had before the apply, lead where they
+/// led then: the host's own.
+pub(super) fn check_undo_keeps_links_inside(
+    host: &Path,
+    ops: &[Op],
+    applied: std::time::SystemTime,
+) -> Result<(), ApplyError> {
     let mut written: BTreeMap<PathBuf, (Shape, Shape)> = BTreeMap::new();
     for op in ops {
         let sides = written
@@ -97,8 +104,21 @@ pub(super) fn check_undo_keeps_links_inside(host: &Path, ops: &[Op]) -> Result<(
     if !layout.redirects() {
         return Ok(());
     }
+    let made_since = |link: &Path| {
+        std::fs::symlink_metadata(host.join(link))
+            .ok()
+            .map(|m| {
+                let changed = Duration::new(m.ctime().max(0) as u64, m.ctime_nsec() as u32);
+                std::time::UNIX_EPOCH + changed
+            })
+            .is_none_or(|changed| changed >= applied)
+    };
     let mut budget = STEP_BUDGET;
-    for (link, target) in host_links(host).iter().filter(|(l, _)| !layout.rewrites(l)) {
+    let kept = host_links(host);
+    let kept = kept
+        .iter()
+        .filter(|(l, _)| !layout.rewrites(l) && made_since(l));
+    for (link, target) in kept {
         let through = match layout.follow(link, target, true, LinkTree::Written, &mut budget) {
             Leads::Out(through) if !through.is_empty() => through,
             Leads::Unjudged => BTreeSet::new(),

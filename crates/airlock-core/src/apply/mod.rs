@@ -712,7 +712,11 @@ fn revert_last_apply(
     let intent = InWorkspace {
         workspace: &workspace_path,
     };
-    links::check_undo_keeps_links_inside(&workspace_path, &journal.ops)?;
+    let journal_path = apply_dir.journal_path();
+    let applied = std::fs::metadata(&journal_path)
+        .and_then(|m| m.modified())
+        .map_err(io("read", &journal_path))?;
+    links::check_undo_keeps_links_inside(&workspace_path, &journal.ops, applied)?;
     ApplyRecord::of(&session, journal.number, intent).append(log, "revert.intent")?;
     let outcome =
         engine::undo(&workspace, &apply_dir, &journal).map_err(io("revert in", &workspace_path))?;
