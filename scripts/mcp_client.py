@@ -218,14 +218,35 @@ def the_log_has_it(airlock, session):
     check(any("made.txt" in " ".join(r.get("argv", [])) for r in intents), "the audit log has the run's intent")
 
 
+async def eventually(done, within):
+    """Whether done() holds, asked every 0.1 s for up to `within` seconds."""
+    deadline = time.monotonic() + within
+    while not done():
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.1)
+    return True
+
+
+def pgrep(pattern):
+    return subprocess.run(["pgrep", "-f", pattern], capture_output=True).returncode == 0
+
+
 async def running(pattern, within=30):
     """Whether a process whose command line has `pattern` runs, looked for up to `within` s."""
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if subprocess.run(["pgrep", "-f", pattern], capture_output=True).returncode == 0:
-            return True
-        await asyncio.sleep(0.1)
-    return False
+    return await eventually(lambda: pgrep(pattern), within)
+
+
+async def gone(pattern, within=10):
+    """Whether no process whose command line has `pattern` is left, within `within` s."""
+    return await eventually(lambda: not pgrep(pattern), within)
+
+
+async def abandoned(airlock, session, within=10):
+    """Whether the session's log records a run.abandoned, within `within` s."""
+    def recorded():
+        return any(r.get("action") == "run.abandoned" for r in records(airlock, session))
+    return await eventually(recorded, within)
 
 
 async def a_cancelled_call_ends_its_run(client, airlock):
@@ -237,21 +258,9 @@ async def a_cancelled_call_ends_its_run(client, airlock):
         await call
     except BaseException:
         pass
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        left = subprocess.run(["pgrep", "-f", "sleep 58.123"], capture_output=True, text=True).stdout.strip()
-        if not left:
-            break
-        await asyncio.sleep(0.2)
-    check(not left, "a run whose call the client cancelled is ended")
+    check(await gone("sleep 58.123"), "a run whose call the client cancelled is ended")
     session = field((await client.call("log", {"limit": 1})), "structuredContent", "structured_content")["session"]
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        abandoned = [r for r in records(airlock, session) if r.get("action") == "run.abandoned"]
-        if abandoned:
-            break
-        await asyncio.sleep(0.2)
-    check(abandoned, "the cancelled run is recorded as abandoned")
+    check(await abandoned(airlock, session), "the cancelled run is recorded as abandoned")
 
 
 def gone_before_the_answer(args):
@@ -318,20 +327,8 @@ async def client_gone_ends_its_runs(airlock, args):
         session = field(started, "structuredContent", "structured_content")["session"]
         check(await running("sleep 59.123"), "the run the client will leave started")
     # The client closed the server's stdin: the run is interrupted, then killed, and recorded.
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        left = subprocess.run(["pgrep", "-f", "sleep 59.123"], capture_output=True, text=True).stdout.strip()
-        if not left:
-            break
-        await asyncio.sleep(0.2)
-    check(not left, "no sandbox process outlives the client")
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        abandoned = [r for r in records(airlock, session) if r.get("action") == "run.abandoned"]
-        if abandoned:
-            break
-        await asyncio.sleep(0.2)
-    check(abandoned, "the run the client left is recorded as abandoned")
+    check(await gone("sleep 59.123"), "no sandbox process outlives the client")
+    check(await abandoned(airlock, session), "the run the client left is recorded as abandoned")
 
 
 async def main():

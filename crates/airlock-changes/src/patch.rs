@@ -128,7 +128,7 @@ pub enum WhyLeftOut {
 }
 
 /// The bytes of the regular files on either side of `change`: the largest, and both together.
-fn file_sizes(change: &Change) -> (u64, u64) {
+pub fn file_sizes(change: &Change) -> (u64, u64) {
     let sizes = [&change.old, &change.new].map(|n| {
         n.as_ref()
             .filter(|n| n.kind == Kind::File)

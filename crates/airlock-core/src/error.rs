@@ -124,7 +124,7 @@ fn status_word(status: crate::approvals::ApprovalStatus) -> &'static str {
 }
 
 /// Paths a person typed, one after another, with control characters escaped.
-fn shown_paths(paths: &[PathBuf]) -> String {
+pub(crate) fn shown_paths(paths: &[PathBuf]) -> String {
     paths
         .iter()
         .map(|p| p.display().to_string().escape_debug().to_string())

@@ -286,7 +286,7 @@ fn visible_controls(text: &[u8]) -> Vec<u8> {
 
 /// What the patch left out of a change, and where to see it.
 fn why_left_out(left: &LeftOut) -> String {
-    let path = left.change.path.display();
+    let path = crate::shown::printable(&left.change.path.to_string_lossy());
     let mib = |bytes: u64| bytes / (1024 * 1024);
     match left.why {
         WhyLeftOut::Special => format!(
@@ -295,12 +295,7 @@ fn why_left_out(left: &LeftOut) -> String {
         ),
         WhyLeftOut::TooLarge => format!(
             "{path}: {} bytes, more than a patch carries of one file ({} MiB): left out; see 'airlock diff --json'",
-            [&left.change.old, &left.change.new]
-                .into_iter()
-                .flatten()
-                .map(|n| n.size)
-                .max()
-                .unwrap_or_default(),
+            patch::file_sizes(&left.change).0,
             mib(patch::LARGEST_FILE_CARRIED)
         ),
         WhyLeftOut::PatchFull => format!(

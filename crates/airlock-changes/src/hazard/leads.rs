@@ -74,8 +74,8 @@ pub struct Layout<'a> {
 #[derive(Debug, PartialEq, Eq)]
 pub enum Leads {
     Inside,
-    /// Out of the workspace, through these written paths (those the walk read differently from
-    /// the host).
+    /// Out of the workspace, through these written paths (those on the walk that could send it
+    /// elsewhere: see [`redirects`]).
     Out(BTreeSet<PathBuf>),
     /// Round and round: the kernel refuses it.
     Nowhere,
@@ -158,14 +158,29 @@ impl<'a> Layout<'a> {
         self.written.get(path).is_some_and(|(h, a)| h != a)
     }
 
-    /// Could a write of this layout send a link elsewhere: a link made, retargeted or removed,
-    /// or a directory of the host's removed or replaced (what lay under it no longer shows)?
+    /// Could a write of this layout send a link elsewhere (see [`redirects`])?
     pub fn redirects(&self) -> bool {
-        self.written.values().any(|(host, after)| {
-            matches!(host, Shape::Link(_))
-                || matches!(after, Shape::Link(_))
-                || *host == Shape::Dir && *after != Shape::Dir
-        })
+        self.written
+            .values()
+            .any(|(host, after)| redirects(host, after))
+    }
+
+    /// Where the writes send the host's link at `link` (with `target`) out of the workspace,
+    /// which the host's tree alone does not: `Out` with the writes it goes out through, or
+    /// `Unjudged`; else `Inside`. Out through the host's tree alone is not the writes' doing.
+    pub fn sends_out(&self, link: &Path, target: &OsStr, budget: &mut usize) -> Leads {
+        match self.follow(link, target, true, Tree::Written, budget) {
+            Leads::Out(through) if !through.is_empty() => {
+                let before = self.follow(link, target, true, Tree::Host, budget);
+                if before.is_out() {
+                    Leads::Inside
+                } else {
+                    Leads::Out(through)
+                }
+            }
+            Leads::Unjudged => Leads::Unjudged,
+            _ => Leads::Inside,
+        }
     }
 
     /// Where the link at `link` with `target` leads in `tree`; `hosts_link`: the host's own (an
@@ -182,15 +197,14 @@ impl<'a> Layout<'a> {
         let at = link.parent().unwrap_or(Path::new("")).to_path_buf();
         let mut walk = Walk {
             depth: at.components().count(),
-            hidden_below: self.hidden_depth(&at),
+            hidden_below: (tree == Tree::Written)
+                .then(|| self.hidden_depth(&at))
+                .flatten(),
             at,
             parts: Vec::new(),
             hops: 0,
             through: BTreeSet::new(),
         };
-        if tree == Tree::Host {
-            walk.hidden_below = None;
-        }
         match self.hop(&mut walk, Path::new(target), hosts_link) {
             Step::On => {}
             Step::Out => return Leads::Out(walk.through),
@@ -230,7 +244,7 @@ impl<'a> Layout<'a> {
         let mut hides = false;
         let (target, hosts_link) = match self.written.get(&next).filter(|_| tree == Tree::Written) {
             Some((host, after)) => {
-                if host != after {
+                if redirects(host, after) {
                     walk.through.insert(next.clone());
                 }
                 hides = hides_the_hosts(host, after);
@@ -317,6 +331,15 @@ impl<'a> Layout<'a> {
     }
 }
 
+/// Can this write send a link through it elsewhere: a link made, retargeted or removed, or a
+/// directory of the host's removed or replaced (what lay under it no longer shows)? A directory
+/// put where the host had none, or had a file, changes no walk: one through a part the host does
+/// not have goes on as if it were a directory.
+fn redirects(host: &Shape, after: &Shape) -> bool {
+    host != after
+        && (matches!(host, Shape::Link(_) | Shape::Dir) || matches!(after, Shape::Link(_)))
+}
+
 /// A directory written over the host's entry hides what the host has below it when one side
 /// is a directory and the other is not.
 fn hides_the_hosts(host: &Shape, after: &Shape) -> bool {
@@ -358,23 +381,16 @@ impl LeadsOut {
         if !full.redirects() {
             return leads;
         }
+        // Out through the session's writes (a link it changed: as if kept).
         for (link, target) in host_links {
-            // Out through the session's writes (a link it changed: as if kept); out through the
-            // host's tree alone is not the session's doing.
-            match full.follow(link, target, true, Tree::Written, &mut budget) {
-                Leads::Out(through)
-                    if !through.is_empty()
-                        && !full
-                            .follow(link, target, true, Tree::Host, &mut budget)
-                            .is_out() =>
-                {
+            match full.sends_out(link, target, &mut budget) {
+                Leads::Out(through) => {
                     for path in through {
                         leads.flag(&path, link);
                     }
                 }
                 Leads::Unjudged => {
-                    let redirecting = changes.iter().filter(|c| full.rewrites(&c.path));
-                    for change in redirecting.collect::<Vec<_>>() {
+                    for change in changes.iter().filter(|c| full.rewrites(&c.path)) {
                         leads.flag(&change.path, link);
                     }
                     break;

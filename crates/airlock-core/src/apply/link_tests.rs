@@ -51,12 +51,16 @@ impl World {
     }
 
     fn apply(&self, s: &Session) -> Result<ApplyReport, ApplyError> {
+        self.apply_with(s, &ApplyOptions::default())
+    }
+
+    fn apply_with(&self, s: &Session, options: &ApplyOptions) -> Result<ApplyReport, ApplyError> {
         apply_changes(
             self.state.path(),
             &crate::audit::log_for_token(self.state.path(), None),
             &s.id,
             Way::of_this_process(),
-            &ApplyOptions::default(),
+            options,
             &ReviewInputs::for_tests(),
             &|_| {},
         )
@@ -113,18 +117,26 @@ fn a_write_that_cannot_be_made_is_held_and_not_counted_on() {
     ln(&"../".repeat(31), &up.join(&d));
     let t = format!("a/b/../../{d}/{}etc/passwd", "../".repeat(32));
     ln(&t, &up.join("t"));
-    let outcome = w.apply(&s).map(|r| r.items.len());
-    assert_eq!(w.leads_out("lnk"), None, "{outcome:?}");
-    assert_eq!(w.leads_out("t"), None, "{outcome:?}");
-    let report = w.apply(&s);
-    if let Ok(report) = report {
-        let a_b = report.items.iter().find(|i| i.path == "a/b").unwrap();
-        assert_eq!(a_b.result, ApplyResult::Conflict, "{a_b:?}");
-        assert!(
-            a_b.reason.as_deref().unwrap().contains("a/b/build"),
-            "{a_b:?}"
-        );
+    // Counted on, a/b's write left t inside; the tree made kept a/b, and t led out.
+    match w.apply(&s) {
+        Err(ApplyError::LinkLeadsOut { link, .. }) => assert_eq!(link, Path::new("t")),
+        other => panic!("not refused: {:?}", other.map(|r| r.items.len())),
     }
+    assert_eq!(w.leads_out("lnk"), None);
+    assert_eq!(w.leads_out("t"), None);
+    // a/b alone: held, naming what holds it.
+    let only_a = ApplyOptions {
+        paths: vec![PathBuf::from("a")],
+        ..ApplyOptions::default()
+    };
+    let report = w.apply_with(&s, &only_a).unwrap();
+    let a_b = report.items.iter().find(|i| i.path == "a/b").unwrap();
+    assert_eq!(a_b.result, ApplyResult::Conflict, "{a_b:?}");
+    assert!(
+        a_b.reason.as_deref().unwrap().contains("a/b/build"),
+        "{a_b:?}"
+    );
+    assert!(w.ws.join("a/b").symlink_metadata().unwrap().is_dir());
 }
 
 /// Session 1 made the host's link `x/y/up` (to the root) a directory; session 2's `t` through it

@@ -5,17 +5,31 @@
 //! makes a tree in between, where a link may lead out through a change nobody flagged. Such an
 //! apply writes nothing, and says which link and which writes, unless a person named them.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use airlock_changes::apply::Op;
+use airlock_changes::apply::{Entry, Op};
 use airlock_changes::hazard::{host_links, Hazard, Layout, Leads, LinkTree, Shape, STEP_BUDGET};
 
 use super::plan::PlannedOps;
 use super::{ApplyError, ApplyOptions, Item};
+
+/// What `ops` write (an apply has one op a path), each path's shape before and after; `undo`:
+/// as undoing them writes it, back from each op's `new` to its `old`.
+fn written_by<'o>(
+    ops: impl Iterator<Item = &'o Op>,
+    undo: bool,
+) -> BTreeMap<PathBuf, (Shape, Shape)> {
+    ops.map(|op| {
+        let (old, new) = (Shape::of_entry(&op.old), Shape::of_entry(&op.new));
+        let sides = if undo { (new, old) } else { (old, new) };
+        (op.path().to_path_buf(), sides)
+    })
+    .collect()
+}
 
 /// Refused (nothing written) when a link would lead out of the workspace after `ops`, unless
 /// the person named it (or the write that sends it out) as a hazard to allow.
@@ -26,28 +40,13 @@ pub(super) fn check_links_stay_inside(
     ops: &PlannedOps,
     options: &ApplyOptions,
 ) -> Result<(), ApplyError> {
-    let mut written: BTreeMap<PathBuf, (Shape, Shape)> = BTreeMap::new();
-    let mut item_of: BTreeMap<PathBuf, usize> = BTreeMap::new();
-    for (op, item) in ops {
-        let sides = written
-            .entry(op.path().to_path_buf())
-            .or_insert_with(|| (Shape::of_entry(&op.old), Shape::Absent));
-        sides.1 = Shape::of_entry(&op.new);
-        item_of.insert(op.path().to_path_buf(), *item);
-    }
-    let written_links: Vec<(PathBuf, OsString)> = written
-        .iter()
-        .filter_map(|(path, (_, after))| match after {
-            Shape::Link(target) => Some((path.clone(), target.clone())),
-            _ => None,
-        })
-        .collect();
-    let layout = Layout::new(host, written);
+    let layout = Layout::new(host, written_by(ops.iter().map(|(op, _)| op), false));
     if !layout.redirects() {
         return Ok(());
     }
     // Named by the person: its own yes to a link out (a flagged hazard it named), or a path
     // named with --allow-hazard (--allow-hazards names all).
+    let item_of: BTreeMap<&Path, usize> = ops.iter().map(|(op, i)| (op.path(), *i)).collect();
     let named = |path: &Path| {
         let flagged = item_of
             .get(path)
@@ -62,19 +61,19 @@ pub(super) fn check_links_stay_inside(
         through,
     };
     let mut budget = STEP_BUDGET;
-    for (link, target) in &written_links {
-        let leads = layout.follow(link, target, false, LinkTree::Written, &mut budget);
-        if leads.is_out() && !named(link) {
-            return Err(refuse(link, vec![link.clone()]));
+    for (op, _) in ops {
+        let Entry::Symlink { target } = &op.new else {
+            continue;
+        };
+        let leads = layout.follow(op.path(), target, false, LinkTree::Written, &mut budget);
+        if leads.is_out() && !named(op.path()) {
+            return Err(refuse(op.path(), vec![op.path().to_path_buf()]));
         }
     }
     for (link, target) in host_links.iter().filter(|(l, _)| !layout.rewrites(l)) {
-        match layout.follow(link, target, true, LinkTree::Written, &mut budget) {
-            Leads::Out(through) if !through.is_empty() => {
-                let before = layout.follow(link, target, true, LinkTree::Host, &mut budget);
-                if !before.is_out() && !through.iter().any(|p| named(p)) {
-                    return Err(refuse(link, through.into_iter().collect()));
-                }
+        match layout.sends_out(link, target, &mut budget) {
+            Leads::Out(through) if !through.iter().any(|p| named(p)) => {
+                return Err(refuse(link, through.into_iter().collect()));
             }
             Leads::Unjudged => return Err(refuse(link, Vec::new())),
             _ => {}
@@ -83,35 +82,25 @@ pub(super) fn check_links_stay_inside(
     Ok(())
 }
 
-/// Refused (nothing undone) when undoing `ops` (an apply's, in the order they were made) would
-/// send out of the workspace a symlink made since the apply (`applied`: when its journal was last
-/// written), which the undo keeps: a later session's link was judged with these writes in place.
-/// The links the undo puts back, and those the workspace had before the apply, lead where they
-/// led then: the host's own.
+/// Refused (nothing undone) when undoing `ops` (an apply's) would send out of the workspace a
+/// symlink made since the apply (`applied`: when its journal was last written), which the undo
+/// keeps: a later session's link was judged with these writes in place. The links the undo puts
+/// back, and those the workspace had before the apply, lead where they led then: the host's own.
 pub(super) fn check_undo_keeps_links_inside(
     host: &Path,
     ops: &[Op],
-    applied: std::time::SystemTime,
+    applied: SystemTime,
 ) -> Result<(), ApplyError> {
-    let mut written: BTreeMap<PathBuf, (Shape, Shape)> = BTreeMap::new();
-    for op in ops {
-        let sides = written
-            .entry(op.path().to_path_buf())
-            .or_insert_with(|| (Shape::Absent, Shape::of_entry(&op.old)));
-        sides.0 = Shape::of_entry(&op.new);
-    }
-    let layout = Layout::new(host, written);
+    let layout = Layout::new(host, written_by(ops.iter(), true));
     if !layout.redirects() {
         return Ok(());
     }
     let made_since = |link: &Path| {
-        std::fs::symlink_metadata(host.join(link))
-            .ok()
-            .map(|m| {
-                let changed = Duration::new(m.ctime().max(0) as u64, m.ctime_nsec() as u32);
-                std::time::UNIX_EPOCH + changed
-            })
-            .is_none_or(|changed| changed >= applied)
+        let changed = std::fs::symlink_metadata(host.join(link)).ok().map(|m| {
+            let since_epoch = Duration::new(m.ctime().max(0) as u64, m.ctime_nsec() as u32);
+            UNIX_EPOCH + since_epoch
+        });
+        changed.is_none_or(|changed| changed >= applied)
     };
     let mut budget = STEP_BUDGET;
     let kept = host_links(host);
@@ -119,18 +108,14 @@ pub(super) fn check_undo_keeps_links_inside(
         .iter()
         .filter(|(l, _)| !layout.rewrites(l) && made_since(l));
     for (link, target) in kept {
-        let through = match layout.follow(link, target, true, LinkTree::Written, &mut budget) {
-            Leads::Out(through) if !through.is_empty() => through,
-            Leads::Unjudged => BTreeSet::new(),
+        let through = match layout.sends_out(link, target, &mut budget) {
+            Leads::Out(through) => through.into_iter().collect(),
+            Leads::Unjudged => Vec::new(),
             _ => continue,
         };
-        let before = layout.follow(link, target, true, LinkTree::Host, &mut budget);
-        if !through.is_empty() && before.is_out() {
-            continue;
-        }
         return Err(ApplyError::UndoLeadsOut {
             link: link.clone(),
-            through: through.into_iter().collect(),
+            through,
         });
     }
     Ok(())
@@ -139,8 +124,6 @@ pub(super) fn check_undo_keeps_links_inside(
 #[cfg(test)]
 mod tests {
     use std::os::unix::fs::symlink;
-
-    use airlock_changes::apply::Entry;
 
     use super::*;
     use crate::apply::ApplyResult;

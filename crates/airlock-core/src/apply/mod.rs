@@ -36,32 +36,42 @@ use crate::review::ReviewInputs;
 use crate::session::{now, Lifecycle, Session, SessionError};
 use crate::shown::{ShownRecord, Unseen};
 
-/// ", once P, Q are put back", for [`ApplyError::UndoLeadsOut`].
-fn through_what(through: &[PathBuf]) -> String {
-    if through.is_empty() {
-        return " (too many links to follow them all)".into();
+/// Paths of a session's, control characters escaped, the first few of many.
+fn listed(paths: &[PathBuf]) -> String {
+    const SHOWN: usize = 5;
+    let mut text = crate::error::shown_paths(&paths[..paths.len().min(SHOWN)]);
+    if paths.len() > SHOWN {
+        text.push_str(&format!(" and {} more", paths.len() - SHOWN));
     }
-    let paths: Vec<String> = through.iter().map(|p| p.display().to_string()).collect();
-    let are = if through.len() == 1 { "is" } else { "are" };
-    format!(", once {} {are} put back", paths.join(", "))
+    text
+}
+
+/// What [`ApplyError::UndoLeadsOut`] says.
+fn undo_leads_out(link: &Path, through: &[PathBuf]) -> String {
+    let link = listed(&[link.to_path_buf()]);
+    let through = match through.len() {
+        0 => " (too many links to follow them all)".to_string(),
+        1 => format!(", once {} is put back", listed(through)),
+        _ => format!(", once {} are put back", listed(through)),
+    };
+    format!("undoing it would send symlink {link} out of the workspace{through}: nothing was undone — change or remove {link} first (a later session wrote it, or the workspace has it), then undo again")
 }
 
 /// What [`ApplyError::LinkLeadsOut`] says.
 fn link_leads_out(link: &Path, through: &[PathBuf]) -> String {
+    let shown = listed(&[link.to_path_buf()]);
     if through.is_empty() {
-        return format!("the symlinks of the workspace and of this apply are too many to follow all of them (at {}): nothing was written — apply fewer paths by naming them", link.display());
+        return format!("the symlinks of the workspace and of this apply are too many to follow all of them (at {shown}): nothing was written — apply fewer paths by naming them");
     }
-    let writes: Vec<String> = through.iter().map(|p| p.display().to_string()).collect();
-    let writes = writes.join(", ");
     if through == [link] {
-        return format!("symlink {} would lead out of the workspace, through the links on its way: nothing was written — leave it out (apply the other paths by naming them), or name it with --allow-hazard if that is meant", link.display());
+        return format!("symlink {shown} would lead out of the workspace, through the links on its way: nothing was written — leave it out (apply the other paths by naming them), or name it with --allow-hazard if that is meant");
     }
     let (is, that) = if through.len() == 1 {
         ("is", "it")
     } else {
         ("are", "them")
     };
-    format!("symlink {} would lead out of the workspace once {writes} {is} written: nothing was written — leave {that} out (apply the other paths by naming them), or name {that} with --allow-hazard if that is meant", link.display())
+    format!("symlink {shown} would lead out of the workspace once {} {is} written: nothing was written — leave {that} out (apply the other paths by naming them), or name {that} with --allow-hazard if that is meant", listed(through))
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -114,7 +124,7 @@ pub enum ApplyError {
     /// Undoing an apply (a revert) would send a symlink of the workspace that it keeps out of
     /// it, through what it puts back (`through`; empty: too many links to follow them all).
     /// Nothing was undone.
-    #[error("undoing it would send symlink {} out of the workspace{}: nothing was undone — change or remove {} first (a later session wrote it, or the workspace has it), then undo again", .link.display(), through_what(.through), .link.display())]
+    #[error("{}", undo_leads_out(.link, .through))]
     UndoLeadsOut {
         link: PathBuf,
         through: Vec<PathBuf>,
